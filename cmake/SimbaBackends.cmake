@@ -1,0 +1,68 @@
+# Optional backends. Each SIMBA_WITH_<NAME> defaults to ON when its client library
+# is found, and only:
+#   - adds the compile definition SIMBA_WITH_<NAME>=1 (to the library and the tests),
+#   - adds src/backend/<dir>/*.cpp to the library (none yet is fine),
+#   - links the client library.
+# Outputs: SIMBA_BACKEND_DEFINITIONS, SIMBA_BACKEND_SOURCES, SIMBA_BACKEND_LIBRARIES,
+# SIMBA_PC_REQUIRES_PRIVATE and SIMBA_PC_LIBS_PRIVATE (for simba.pc).
+
+set(SIMBA_BACKEND_DEFINITIONS "")
+set(SIMBA_BACKEND_SOURCES "")
+set(SIMBA_BACKEND_LIBRARIES "")
+set(SIMBA_PC_REQUIRES_PRIVATE "")
+set(SIMBA_PC_LIBS_PRIVATE "")
+
+# Redis: hiredis (pkg-config 'hiredis').
+pkg_check_modules(HIREDIS QUIET IMPORTED_TARGET hiredis)
+option(SIMBA_WITH_REDIS "Build the redis:// backend (hiredis)" ${HIREDIS_FOUND})
+
+# PostgreSQL: libpq (pkg-config 'libpq').
+pkg_check_modules(LIBPQ QUIET IMPORTED_TARGET libpq)
+option(SIMBA_WITH_POSTGRES "Build the postgresql:// backend (libpq)" ${LIBPQ_FOUND})
+
+# ZooKeeper: the single-threaded C client; it has no pkg-config file.
+find_path(ZOOKEEPER_INCLUDE_DIR zookeeper/zookeeper.h)
+find_library(ZOOKEEPER_LIBRARY zookeeper_st)
+if(ZOOKEEPER_INCLUDE_DIR AND ZOOKEEPER_LIBRARY)
+  set(ZOOKEEPER_FOUND TRUE)
+else()
+  set(ZOOKEEPER_FOUND FALSE)
+endif()
+option(SIMBA_WITH_ZOOKEEPER "Build the zookeeper:// backend (libzookeeper_st)" ${ZOOKEEPER_FOUND})
+
+# simba_enable_backend(<NAME> <dir> <found> <library> <how-to-install>)
+macro(simba_enable_backend name dir found library hint)
+  if(SIMBA_WITH_${name})
+    if(NOT ${found})
+      message(FATAL_ERROR "SIMBA_WITH_${name}=ON but its client library was not found (${hint})")
+    endif()
+    list(APPEND SIMBA_BACKEND_DEFINITIONS SIMBA_WITH_${name}=1)
+    file(GLOB _simba_backend_src CONFIGURE_DEPENDS
+         "${PROJECT_SOURCE_DIR}/src/backend/${dir}/*.cpp")
+    list(SORT _simba_backend_src)
+    list(APPEND SIMBA_BACKEND_SOURCES ${_simba_backend_src})
+    list(APPEND SIMBA_BACKEND_LIBRARIES ${library})
+  endif()
+endmacro()
+
+simba_enable_backend(REDIS redis HIREDIS_FOUND PkgConfig::HIREDIS "apt-get install libhiredis-dev")
+simba_enable_backend(POSTGRES postgres LIBPQ_FOUND PkgConfig::LIBPQ "apt-get install libpq-dev")
+
+if(SIMBA_WITH_ZOOKEEPER AND ZOOKEEPER_FOUND AND NOT TARGET simba_zookeeper_st)
+  add_library(simba_zookeeper_st UNKNOWN IMPORTED)
+  set_target_properties(simba_zookeeper_st PROPERTIES
+    IMPORTED_LOCATION "${ZOOKEEPER_LIBRARY}"
+    INTERFACE_INCLUDE_DIRECTORIES "${ZOOKEEPER_INCLUDE_DIR}")
+endif()
+simba_enable_backend(ZOOKEEPER zookeeper ZOOKEEPER_FOUND simba_zookeeper_st
+                     "apt-get install libzookeeper-st-dev")
+
+if(SIMBA_WITH_REDIS)
+  string(APPEND SIMBA_PC_REQUIRES_PRIVATE " hiredis")
+endif()
+if(SIMBA_WITH_POSTGRES)
+  string(APPEND SIMBA_PC_REQUIRES_PRIVATE " libpq")
+endif()
+if(SIMBA_WITH_ZOOKEEPER)
+  string(APPEND SIMBA_PC_LIBS_PRIVATE " -lzookeeper_st")
+endif()

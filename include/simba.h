@@ -1,0 +1,558 @@
+/**
+ * @file simba.h
+ * @brief Simba: distributed leases and leader election, C ABI.
+ *
+ * This header is the specification of libsimba. The behaviour it promises is
+ * described in docs/concepts.md; every function below states its arguments,
+ * every code it returns, who owns what it returns, and which threads may call it.
+ *
+ * @par The model
+ * A client (one per process) opens one session on a backend and keeps it alive
+ * with one keep-alive per renew interval. Through elections and locks it leases
+ * names; each period of ownership of a name is a term (simba_term_t) with a
+ * fencing token, a validity computed from this process's monotonic clock, and
+ * exactly one revocation with a reason.
+ *
+ * @par Threading
+ * Unless a block says otherwise, every function may be called from any thread.
+ * A client runs its engine on one event loop: in THREAD mode (the default) on a
+ * thread of its own; in EXTERNAL mode on the host's thread, inside
+ * simba_client_process(). Term accessors (simba_term_is_valid(), ...) never take
+ * a lock and never need the loop to run.
+ *
+ * Callbacks of one election (or lock) run one at a time, in order, on the
+ * callback executor: a small pool owned by the client by default, the loop thread
+ * with "callback.executor" = "direct", or the host's own executor
+ * (simba_config_set_executor()). No internal lock is held while a callback runs.
+ * A callback never runs inside the call that registered it, and none runs after
+ * the stop or close of its object has completed.
+ *
+ * Blocking functions (simba_client_wait_live(), simba_election_stop_wait(),
+ * simba_lock_acquire(), simba_lock_try_acquire()) return SIMBA_EWOULDBLOCK when
+ * called from a callback or on the loop thread, where waiting would wait for
+ * itself. simba_client_close() called there starts the close and returns.
+ *
+ * @par Ownership
+ * The library never frees memory it did not allocate. Strings it returns as
+ * `char *` are owned by the caller and freed with simba_free(); `const char *`
+ * results are borrowed, for as long as the block says. Handles are freed with
+ * their own free/close function, each of which accepts NULL.
+ *
+ * @par Errors
+ * Functions that can fail return SIMBA_OK (0) or a negative SIMBA_E* code, and on
+ * failure set a thread-local detail message read with simba_last_error().
+ * Asynchronous completions carry their code in the callback. No C++ exception
+ * ever crosses this interface.
+ */
+#ifndef SIMBA_H
+#define SIMBA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define SIMBA_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define SIMBA_API __attribute__((visibility("default")))
+#else
+#define SIMBA_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------- */
+/** @name Version and errors */
+/** @{ */
+
+#define SIMBA_VERSION_MAJOR 1 /**< Bumped only on an ABI break. */
+#define SIMBA_VERSION_MINOR 0 /**< Bumped when functions are added. */
+#define SIMBA_VERSION_PATCH 0 /**< Bumped for fixes. */
+
+/** Error codes. Pinned to their values; new codes are only ever appended. */
+enum {
+  SIMBA_OK = 0,             /**< Success. */
+  SIMBA_EINVAL = -1,        /**< Bad argument: NULL, lease name, URL, config rule. */
+  SIMBA_ESTATE = -2,        /**< Not allowed now: already started, already stopped. */
+  SIMBA_EEXPIRED = -3,      /**< Term not valid, or not valid for long enough. */
+  SIMBA_ETIMEDOUT = -4,     /**< The timeout passed before the operation completed. */
+  SIMBA_EBACKEND = -5,      /**< Backend unreachable or answered an error. */
+  SIMBA_ECLOSED = -6,       /**< The client is closed or closing. */
+  SIMBA_ENOMEM = -7,        /**< Out of memory. */
+  SIMBA_EWOULDBLOCK = -8,   /**< A blocking call from a callback or the loop thread. */
+  SIMBA_EBUSY = -9,         /**< Try-lock: the lease is held by someone else. */
+  SIMBA_EUNSUPPORTED = -10, /**< URL scheme or feature not built in. */
+  SIMBA_ECANCELED = -11     /**< An asynchronous call was cancelled by stop or close. */
+};
+
+/**
+ * @brief Version of the loaded library.
+ * @return (major << 16) | (minor << 8) | patch; compare with the SIMBA_VERSION_* macros
+ *         to check that the header and the library agree.
+ */
+SIMBA_API unsigned simba_version(void);
+
+/** @brief Version as "major.minor.patch"; a static string, never NULL. */
+SIMBA_API const char *simba_version_string(void);
+
+/**
+ * @brief Static text describing an error code.
+ * @param[in] err a SIMBA_E* code (or SIMBA_OK).
+ * @return a static string, never NULL ("unknown error" for an unknown code).
+ */
+SIMBA_API const char *simba_strerror(int err);
+
+/**
+ * @brief Detail of this thread's last failed call.
+ * @return a thread-local string, never NULL (empty when nothing failed yet), valid
+ *         until the next simba_* call on this thread. It includes the backend's own
+ *         words where it answered an error. Passwords never appear in it.
+ */
+SIMBA_API const char *simba_last_error(void);
+
+/** @brief Free memory the library returned as `char *`. NULL is a no-op. */
+SIMBA_API void simba_free(void *p);
+
+/** @} */
+
+/* ------------------------------------------------------------------------- */
+/** @name Configuration
+ * The seed's SimbaConfig. Keys mirror the simba.session.* properties:
+ *
+ * | key                      | default              | value                                    |
+ * |--------------------------|----------------------|------------------------------------------|
+ * | session.lease-duration   | 15s                  | the backend expires a session this long after its last keep-alive |
+ * | session.renew-interval   | lease-duration / 3   | keep-alive period                        |
+ * | session.drift            | 0.01                 | clock rate bound, in [0, 0.5)            |
+ * | session.margin           | 50ms                 | subtracted from every deadline           |
+ * | session.retry-jitter     | renew-interval / 2   | candidates retry after renew-interval / 2 + random [0, jitter) |
+ * | session.min-backoff      | 100ms                | least backoff after a failed keep-alive  |
+ * | callback.executor        | pool                 | "pool", "direct" (on the loop thread)    |
+ * | callback.threads         | 2                    | pool size, 1..64                         |
+ * | loop.mode                | thread               | "thread" or "external"                   |
+ * | client.name              | (empty)              | shown in snapshots and backend status    |
+ *
+ * renew-interval and retry-jitter follow lease-duration (and renew-interval)
+ * while they are not set explicitly. Durations accept the suffixes "ms", "s" and
+ * "m" (a bare number is milliseconds). A config is a plain value: it is not
+ * thread-safe; a client copies it at simba_client_open().
+ */
+/** @{ */
+
+/** Opaque configuration (SimbaConfig.builder()). */
+typedef struct simba_config simba_config_t;
+
+/**
+ * @brief Create a configuration holding the seed's defaults.
+ * @param[out] out the new configuration; free with simba_config_free().
+ * @return SIMBA_OK, SIMBA_EINVAL (out is NULL), SIMBA_ENOMEM.
+ */
+SIMBA_API int simba_config_new(simba_config_t **out);
+
+/**
+ * @brief Copy a configuration (toBuilder()): the copy is independent of @p c.
+ * @param[out] out the copy; free with simba_config_free().
+ * @param[in] c the configuration to copy.
+ * @return SIMBA_OK, SIMBA_EINVAL (NULL argument), SIMBA_ENOMEM.
+ */
+SIMBA_API int simba_config_copy(simba_config_t **out, const simba_config_t *c);
+
+/** @brief Free a configuration. NULL is a no-op. */
+SIMBA_API void simba_config_free(simba_config_t *c);
+
+/**
+ * @brief Set a key from text ("15s", "0.01", "pool", ...).
+ * @return SIMBA_OK; SIMBA_EINVAL for a NULL argument, an unknown key or a bad
+ *         value (the detail names which). Cross-field rules are checked by
+ *         simba_config_validate() and simba_client_open(), not here.
+ */
+SIMBA_API int simba_config_set(simba_config_t *c, const char *key, const char *value);
+
+/**
+ * @brief Set a duration key in milliseconds.
+ * @return SIMBA_OK; SIMBA_EINVAL for a NULL argument, a key that is not a duration,
+ *         or a negative value.
+ */
+SIMBA_API int simba_config_set_ms(simba_config_t *c, const char *key, int64_t ms);
+
+/**
+ * @brief Read a duration key in milliseconds, derived defaults included.
+ * @param[out] out_ms the value.
+ * @return SIMBA_OK; SIMBA_EINVAL for a NULL argument or a key that is not a duration.
+ */
+SIMBA_API int simba_config_get_ms(const simba_config_t *c, const char *key, int64_t *out_ms);
+
+/**
+ * @brief Read a numeric key that is not a duration ("session.drift", "callback.threads").
+ * @param[out] out the value.
+ * @return SIMBA_OK; SIMBA_EINVAL for a NULL argument or another key.
+ */
+SIMBA_API int simba_config_get_double(const simba_config_t *c, const char *key, double *out);
+
+/**
+ * @brief A host's executor for callbacks.
+ *
+ * The library calls `submit(ctx, run, arg)` from its loop thread; the host must
+ * call `run(arg)` exactly once, later, on a thread of its choice, and return 0. A
+ * nonzero return means the executor rejected the task: run will not be called.
+ * If the executor rejects an on_elected callback, nobody learns of the term: the
+ * election steps down for one lease duration and that term's on_revoked is not
+ * delivered either.
+ */
+typedef int (*simba_submit_fn)(void *ctx, void (*run)(void *arg), void *arg);
+
+/**
+ * @brief Use a host's executor for callbacks ("callback.executor" becomes "host").
+ * @param[in] submit the executor; NULL restores the default pool.
+ * @param[in] ctx passed to every submit call.
+ * @return SIMBA_OK, SIMBA_EINVAL (c is NULL).
+ */
+SIMBA_API int simba_config_set_executor(simba_config_t *c, simba_submit_fn submit, void *ctx);
+
+/** Log levels for simba_config_set_logger(). */
+enum { SIMBA_LOG_DEBUG = 0, SIMBA_LOG_INFO = 1, SIMBA_LOG_WARN = 2, SIMBA_LOG_ERROR = 3 };
+
+/** A log sink: @p msg is one line without newline, borrowed for the call. */
+typedef void (*simba_log_fn)(void *ud, int level, const char *msg);
+
+/**
+ * @brief Send the client's log lines at or above @p min_level to @p log.
+ *
+ * The sink is called from the loop thread and must not block. Without a logger,
+ * nothing is logged. Passwords never appear in log lines.
+ * @return SIMBA_OK; SIMBA_EINVAL (c is NULL or min_level out of range).
+ */
+SIMBA_API int simba_config_set_logger(simba_config_t *c, simba_log_fn log, void *ud, int min_level);
+
+/**
+ * @brief Check the seed's rules: renew-interval × 2 ≤ lease-duration, and
+ *        lease-duration × (1 − drift) − margin > renew-interval; drift in [0, 0.5);
+ *        every duration positive (margin may be 0).
+ * @return SIMBA_OK, or SIMBA_EINVAL with a detail naming the rule that failed.
+ */
+SIMBA_API int simba_config_validate(const simba_config_t *c);
+
+/** @} */
+
+/* ------------------------------------------------------------------------- */
+/** @name Client and session */
+/** @{ */
+
+/** Opaque client: one session on one backend. */
+typedef struct simba_client simba_client_t;
+
+/** Session status (snapshot().session.status). */
+typedef enum {
+  SIMBA_SESSION_OPENING = 0,   /**< No session yet, or a new one after the last ended. */
+  SIMBA_SESSION_LIVE = 1,      /**< The last keep-alive succeeded. */
+  SIMBA_SESSION_SUSPENDED = 2, /**< The last keep-alive failed; the deadline has not passed. */
+  SIMBA_SESSION_CLOSED = 3     /**< Closed, or the handle is NULL. */
+} simba_session_status_t;
+
+/**
+ * @brief Open a client on a backend.
+ *
+ * Returns at once; the session opens in the background (status OPENING).
+ * URLs: "memory://NAME" (in-process; clients of one process on the same NAME share
+ * one store), "redis://[user:pass@]host:port[/db][?prefix=simba]",
+ * "postgresql://...", "zookeeper://host:port[,...]/chroot", each when built in.
+ * @param[out] out the client; close with simba_client_close().
+ * @param[in] backend_url the backend.
+ * @param[in] cfg configuration, copied; NULL for the defaults.
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL out or URL, malformed URL, config rule);
+ *         SIMBA_EUNSUPPORTED (scheme not built in); SIMBA_ENOMEM; SIMBA_EBACKEND
+ *         (the loop could not start).
+ */
+SIMBA_API int simba_client_open(simba_client_t **out, const char *backend_url,
+                                const simba_config_t *cfg);
+
+/**
+ * @brief Wait until the session is LIVE.
+ * @param[in] timeout_ms how long to wait; 0 checks without waiting; negative waits
+ *            without bound.
+ * @return SIMBA_OK; SIMBA_ETIMEDOUT; SIMBA_ECLOSED; SIMBA_EINVAL (c is NULL);
+ *         SIMBA_EWOULDBLOCK (from a callback or the loop thread).
+ */
+SIMBA_API int simba_client_wait_live(simba_client_t *c, int64_t timeout_ms);
+
+/**
+ * @brief Close the client: stop every election and lock (terms revoked with
+ *        STOPPED, in handover order), close the session (the backend frees every
+ *        lease at once), stop the loop and free the handle.
+ *
+ * Blocks until done, at most about one renew period when the backend is
+ * unreachable. After it returns, no callback of this client runs again. Called
+ * from a callback (or the loop thread) of a THREAD-mode client it starts the close
+ * and returns SIMBA_OK at once; the handle is freed when the close completes, so
+ * do not use it afterwards. Called from a callback of an EXTERNAL-mode client it
+ * starts the close and returns SIMBA_EWOULDBLOCK: call it again outside
+ * simba_client_process() to finish and free. Election handles of the client stay
+ * valid until freed, but are stopped; lock terms are revoked.
+ * @return SIMBA_OK (also for NULL); SIMBA_EWOULDBLOCK (see above).
+ */
+SIMBA_API int simba_client_close(simba_client_t *c);
+
+/** @brief Current session status; SIMBA_SESSION_CLOSED for NULL. Never blocks. */
+SIMBA_API simba_session_status_t simba_client_status(const simba_client_t *c);
+
+/**
+ * @brief A JSON snapshot: session (id, status, remaining_ms, renew_period_ms,
+ *        lease_shortened), every election and lock (name, state, token,
+ *        remaining_ms), and counters (keep_alives, acquires, releases, ...).
+ * @return a string to free with simba_free(), or NULL (c is NULL, out of memory,
+ *         client closed; see simba_last_error()). Never blocks on the backend.
+ */
+SIMBA_API char *simba_client_snapshot_json(simba_client_t *c);
+
+/** Session events for simba_client_on_event(). */
+typedef enum {
+  SIMBA_EVENT_SESSION_OPENED = 0,    /**< A new session id was granted. */
+  SIMBA_EVENT_SESSION_LIVE = 1,      /**< A keep-alive succeeded after a failure. */
+  SIMBA_EVENT_SESSION_SUSPENDED = 2, /**< A keep-alive failed. */
+  SIMBA_EVENT_SESSION_EXPIRED = 3,   /**< The session ended: backend said expired, or deadline passed. */
+  SIMBA_EVENT_SESSION_CLOSED = 4,    /**< The client closed its session. */
+  SIMBA_EVENT_SESSION_LEASE_SHORTENED = 5 /**< The backend granted too little: renewing faster; once per session. */
+} simba_event_type_t;
+
+/** Session event sink; @p detail_json is borrowed for the call. */
+typedef void (*simba_event_fn)(void *ud, simba_event_type_t type, const char *detail_json);
+
+/**
+ * @brief Receive session events, one at a time, in order, on the callback executor.
+ * @param[in] fn the sink; NULL stops delivery. Replaces an earlier sink.
+ * @return SIMBA_OK; SIMBA_EINVAL (c is NULL); SIMBA_ECLOSED.
+ */
+SIMBA_API int simba_client_on_event(simba_client_t *c, simba_event_fn fn, void *ud);
+
+/**
+ * @brief EXTERNAL mode: a file descriptor to poll for readability.
+ * @return the fd, or -1 (c is NULL or not in EXTERNAL mode).
+ */
+SIMBA_API int simba_client_fd(const simba_client_t *c);
+
+/**
+ * @brief EXTERNAL mode: how long the host may wait before calling
+ *        simba_client_process() although the fd is not readable.
+ * @return milliseconds; 0 to process now; -1 when no timer is pending.
+ */
+SIMBA_API int64_t simba_client_timeout_ms(const simba_client_t *c);
+
+/**
+ * @brief EXTERNAL mode: run what is ready, callbacks included. Never blocks.
+ *
+ * In EXTERNAL mode ("loop.mode" = "external") the client has no thread: the
+ * thread that opened it is the host thread, which polls simba_client_fd() and
+ * calls this when the fd is readable or simba_client_timeout_ms() has passed.
+ * Callbacks run inside this call on the host thread (unless a host executor is
+ * set). Blocking calls made on the host thread outside this call run the loop
+ * themselves until they complete; inside a callback they return SIMBA_EWOULDBLOCK.
+ * Calls from other threads are queued and wake the fd.
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL, or not in EXTERNAL mode); SIMBA_ECLOSED;
+ *         SIMBA_EWOULDBLOCK (called from one of its own callbacks).
+ */
+SIMBA_API int simba_client_process(simba_client_t *c);
+
+/** @} */
+
+/* ------------------------------------------------------------------------- */
+/** @name Terms
+ * A term is one period during which this node owns a lease. Its accessors are
+ * pure functions of the monotonic clock and the session's local deadline: they
+ * take no lock and need no loop turn, so a process that wakes from a long pause
+ * reads "invalid" first. Once any thread has seen a term invalid, no thread ever
+ * sees it valid again.
+ */
+/** @{ */
+
+/** Opaque term, reference counted. */
+typedef struct simba_term simba_term_t;
+
+/** Why a term ended. */
+typedef enum {
+  SIMBA_REVOKE_NONE = 0,            /**< Not revoked (yet). */
+  SIMBA_REVOKE_STOPPED = 1,         /**< Election stopped, lock released, or client closed. */
+  SIMBA_REVOKE_STEPPED_DOWN = 2,    /**< The election stepped down. */
+  SIMBA_REVOKE_DEADLINE_PASSED = 3, /**< The session's local deadline passed. */
+  SIMBA_REVOKE_SESSION_EXPIRED = 4, /**< The backend reported the session expired. */
+  SIMBA_REVOKE_TAKEN_OVER = 5       /**< A keep-alive no longer lists the lease as ours. */
+} simba_revoke_reason_t;
+
+/** @brief The lease name; borrowed for the life of the term; NULL for NULL. */
+SIMBA_API const char *simba_term_name(const simba_term_t *t);
+
+/** @brief The fencing token: > 0, constant within the term, strictly increasing
+ *         across terms of the name. 0 for NULL. */
+SIMBA_API uint64_t simba_term_token(const simba_term_t *t);
+
+/** @brief 1 while not revoked and the session's local deadline has not passed; else 0. */
+SIMBA_API int simba_term_is_valid(const simba_term_t *t);
+
+/** @brief Milliseconds left before the local deadline; 0 once the term ended (or NULL). */
+SIMBA_API int64_t simba_term_remaining_ms(const simba_term_t *t);
+
+/**
+ * @brief ensureValid(minRemaining): succeed only if the term stays valid for more
+ *        than @p min_remaining_ms.
+ * @return SIMBA_OK; SIMBA_EEXPIRED (not valid, or not for long enough);
+ *         SIMBA_EINVAL (t is NULL or min_remaining_ms negative).
+ */
+SIMBA_API int simba_term_ensure_valid(const simba_term_t *t, int64_t min_remaining_ms);
+
+/** @brief Why the term ended; SIMBA_REVOKE_NONE until it is revoked (and for NULL).
+ *  A term whose deadline passed reads NONE until the engine revokes it, which it
+ *  does at once when its loop runs. */
+SIMBA_API simba_revoke_reason_t simba_term_revoke_reason(const simba_term_t *t);
+
+/** Revocation callback. @p t is borrowed for the call. */
+typedef void (*simba_revoked_fn)(void *ud, simba_term_t *t, simba_revoke_reason_t reason);
+
+/**
+ * @brief The `revoked` stage: @p fn runs exactly once, when the term is revoked;
+ *        soon (never inside this call) if it already was. Several may be registered.
+ *        It runs on the callback executor, in order with the term's election callbacks.
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL t or fn); SIMBA_ENOMEM.
+ */
+SIMBA_API int simba_term_on_revoked(simba_term_t *t, simba_revoked_fn fn, void *ud);
+
+/**
+ * @brief Sleep until the term is revoked (an interruptible sleep for leader work).
+ * @param[in] timeout_ms negative waits without bound.
+ * @return SIMBA_OK once revoked; SIMBA_ETIMEDOUT; SIMBA_EINVAL (t is NULL).
+ */
+SIMBA_API int simba_term_wait_revoked(simba_term_t *t, int64_t timeout_ms);
+
+/**
+ * @brief A file descriptor that becomes readable once the term is revoked (and
+ *        stays readable). Owned by the term: do not close or read it.
+ * @return the fd, or -1 (t is NULL, or no fd could be made: see simba_last_error()).
+ */
+SIMBA_API int simba_term_revoke_fd(simba_term_t *t);
+
+/** @brief Keep a term beyond the call it was passed to. NULL is a no-op. */
+SIMBA_API void simba_term_retain(simba_term_t *t);
+
+/** @brief Drop a reference taken with simba_term_retain() (or owned from a lock).
+ *  NULL is a no-op. Dropping a reference never revokes the term. */
+SIMBA_API void simba_term_release(simba_term_t *t);
+
+/** @} */
+
+/* ------------------------------------------------------------------------- */
+/** @name Elections */
+/** @{ */
+
+/** Opaque election handle. */
+typedef struct simba_election simba_election_t;
+
+/** Completion of an asynchronous call: @p err is SIMBA_OK or a SIMBA_E* code. */
+typedef void (*simba_done_fn)(void *ud, int err);
+
+/** Election listener. Both callbacks get a borrowed term (simba_term_retain() keeps it). */
+typedef struct simba_listener {
+  void (*on_elected)(void *ud, simba_term_t *term); /**< May be NULL. */
+  void (*on_revoked)(void *ud, simba_term_t *term, simba_revoke_reason_t reason); /**< May be NULL. */
+  void *ud; /**< First argument of both callbacks. */
+} simba_listener_t;
+
+/**
+ * @brief Start contending for @p name. Every on_elected is followed by exactly one
+ *        on_revoked for the same term.
+ * @param[out] out the election; free with simba_election_free() after its stop.
+ * @param[in] l the listener, copied.
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL argument, bad lease name); SIMBA_ESTATE
+ *         (@p name is already started, or locked, on this client); SIMBA_ECLOSED;
+ *         SIMBA_ENOMEM.
+ */
+SIMBA_API int simba_election_start(simba_election_t **out, simba_client_t *c, const char *name,
+                                   const simba_listener_t *l);
+
+/**
+ * @brief Stop the election: revoke the term (STOPPED), release the lease with its
+ *        token, deliver on_revoked, then call @p done. After done, the listener
+ *        receives nothing more.
+ * @param[in] done may be NULL; runs on the callback executor, after the last on_revoked.
+ * @return SIMBA_OK; SIMBA_EINVAL (e is NULL); SIMBA_ESTATE (already stopping or
+ *         stopped: done is not called).
+ */
+SIMBA_API int simba_election_stop(simba_election_t *e, simba_done_fn done, void *ud);
+
+/**
+ * @brief Step down: revoke the term (STEPPED_DOWN), release it, and do not contend
+ *        for @p cooldown_ms counted from now; the election stays started.
+ * @param[in] done may be NULL; runs after the last on_revoked of this step-down.
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL e, negative cooldown); SIMBA_ESTATE (stopped).
+ */
+SIMBA_API int simba_election_step_down(simba_election_t *e, int64_t cooldown_ms,
+                                       simba_done_fn done, void *ud);
+
+/**
+ * @brief Blocking stop: simba_election_stop() and wait for its completion.
+ *        Stopping an election that is already stopped or stopping waits for that stop.
+ * @return SIMBA_OK; SIMBA_ETIMEDOUT (the stop goes on); SIMBA_EINVAL;
+ *         SIMBA_EWOULDBLOCK (from a callback or the loop thread).
+ */
+SIMBA_API int simba_election_stop_wait(simba_election_t *e, int64_t timeout_ms);
+
+/**
+ * @brief Free an election handle. Call it after its stop completed. If the stop has
+ *        not completed, it starts the stop without waiting and no callback of it
+ *        runs afterwards (one already running finishes). NULL is a no-op.
+ */
+SIMBA_API void simba_election_free(simba_election_t *e);
+
+/** @} */
+
+/* ------------------------------------------------------------------------- */
+/** @name Locks
+ * A lock term is a term without leader work. Acquiring a name that another lock
+ * of this client holds or waits for queues behind it (first come, first served).
+ */
+/** @{ */
+
+/**
+ * @brief Acquire a lock, waiting up to @p timeout_ms (negative: without bound).
+ * @param[out] out the term, owned by the caller: simba_lock_release() it.
+ * @return SIMBA_OK; SIMBA_ETIMEDOUT; SIMBA_EINVAL (NULL argument, bad name);
+ *         SIMBA_ESTATE (an election of this client uses the name); SIMBA_ECLOSED;
+ *         SIMBA_EWOULDBLOCK (from a callback or the loop thread).
+ */
+SIMBA_API int simba_lock_acquire(simba_term_t **out, simba_client_t *c, const char *name,
+                                 int64_t timeout_ms);
+
+/**
+ * @brief One attempt: acquire the lock if nobody holds it. Waits at most one renew
+ *        period for the session to be live and for the backend's answer.
+ * @return SIMBA_OK; SIMBA_EBUSY (held by someone else, here or elsewhere);
+ *         SIMBA_ETIMEDOUT; SIMBA_EBACKEND; and as simba_lock_acquire().
+ */
+SIMBA_API int simba_lock_try_acquire(simba_term_t **out, simba_client_t *c, const char *name);
+
+/** Completion of simba_lock_acquire_async(): on SIMBA_OK @p term is owned by the callee. */
+typedef void (*simba_lock_fn)(void *ud, int err, simba_term_t *term);
+
+/**
+ * @brief Acquire without blocking: @p cb runs once on the callback executor with
+ *        SIMBA_OK and the term, SIMBA_ETIMEDOUT, or SIMBA_ECANCELED (client closed).
+ * @return SIMBA_OK (cb will run); SIMBA_EINVAL; SIMBA_ESTATE; SIMBA_ECLOSED (cb will not run).
+ */
+SIMBA_API int simba_lock_acquire_async(simba_client_t *c, const char *name, int64_t timeout_ms,
+                                       simba_lock_fn cb, void *ud);
+
+/**
+ * @brief Release a lock: revoke the term (STOPPED), release the lease with the
+ *        term's token, and drop the caller's reference. Waits for the backend's
+ *        answer (at most one renew period), so the lease is free on return, except
+ *        when called from a callback or the loop thread, where it does not wait.
+ *        Releasing an already revoked lock only drops the reference.
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL, or not a lock term).
+ */
+SIMBA_API int simba_lock_release(simba_term_t *term);
+
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SIMBA_H */

@@ -1,0 +1,98 @@
+# shellcheck shell=bash
+# Test servers for the backend layer (tests/backends, later tests/tck and
+# tests/chaos). Sourced by scripts/test.sh, which calls start_servers once before
+# the first stage and stop_servers from its EXIT trap, whatever happened.
+#
+# ============================ ADD SERVERS HERE ================================
+# Contract for each server added to start_servers:
+#   - run it on 127.0.0.1, on a port from simba_free_port, with its files under
+#     "$SIMBA_SERVERS_DIR" (a temp dir made here, removed by stop_servers);
+#   - wait until it answers (simba_wait_until), with a bound;
+#   - remember its pid with simba_track_pid, so stop_servers ends it;
+#   - export the URL the tests read, e.g.
+#       SIMBA_TEST_REDIS_URL=redis://127.0.0.1:PORT
+#       SIMBA_TEST_POSTGRES_URL=postgresql://USER@127.0.0.1:PORT/DB
+#       SIMBA_TEST_ZOOKEEPER_URL=zookeeper://127.0.0.1:PORT/simba-test
+#     ctest passes the environment on to every test; a backend test whose
+#     variable is unset should GTEST_SKIP() with a message, so a developer without
+#     servers can still run the suite (scripts/test.sh always sets them).
+#   - add the server's Debian packages to SIMBA_APT_PACKAGES in scripts/test.sh.
+# How to run each server here: /work/shared/design/TESTING.md and PITFALLS.md.
+# ==============================================================================
+
+SIMBA_SERVERS_DIR=""
+SIMBA_SERVER_PIDS=()
+
+start_servers() {
+  SIMBA_SERVERS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/simba-servers.XXXXXX")
+  export SIMBA_SERVERS_DIR
+  # Nothing to start yet: redis-server, PostgreSQL and ZooKeeper come with their
+  # backends. Example shape:
+  #   local port; port=$(simba_free_port)
+  #   redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly yes \
+  #     --appendfsync always --dir "$SIMBA_SERVERS_DIR" --daemonize no \
+  #     >"$SIMBA_SERVERS_DIR/redis.log" 2>&1 &
+  #   simba_track_pid $!
+  #   simba_wait_until 10 "redis on $port" redis-cli -p "$port" ping
+  #   export SIMBA_TEST_REDIS_URL="redis://127.0.0.1:$port"
+  return 0
+}
+
+# Safe to call twice, and when start_servers never ran or stopped half-way.
+stop_servers() {
+  local pid
+  for pid in "${SIMBA_SERVER_PIDS[@]}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${SIMBA_SERVER_PIDS[@]}"; do
+    simba_wait_pid_gone "$pid" 10 || kill -9 "$pid" 2>/dev/null || true
+  done
+  SIMBA_SERVER_PIDS=()
+  if [[ -n "$SIMBA_SERVERS_DIR" && -d "$SIMBA_SERVERS_DIR" ]]; then
+    rm -rf "$SIMBA_SERVERS_DIR"
+  fi
+  SIMBA_SERVERS_DIR=""
+}
+
+# --- helpers -------------------------------------------------------------------
+
+simba_track_pid() { SIMBA_SERVER_PIDS+=("$1"); }
+
+# simba_free_port: print a TCP port on 127.0.0.1 that nothing listens on now.
+simba_free_port() {
+  local port
+  for _ in $(seq 1 200); do
+    port=$((20000 + RANDOM % 30000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "$port"
+      return 0
+    fi
+  done
+  echo "simba_free_port: no free port found" >&2
+  return 1
+}
+
+# simba_wait_until SECONDS WHAT CMD...: run CMD until it succeeds, at most SECONDS.
+simba_wait_until() {
+  local limit=$1 what=$2 start=$SECONDS
+  shift 2
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS - start >= limit)); then
+      echo "servers: $what not ready after ${limit}s" >&2
+      return 1
+    fi
+    sleep 0.1
+  done
+}
+
+# simba_wait_pid_gone PID SECONDS: wait for PID to exit; a zombie counts as gone.
+simba_wait_pid_gone() {
+  local pid=$1 limit=$2 start=$SECONDS stat
+  while kill -0 "$pid" 2>/dev/null; do
+    stat=$(ps -o stat= -p "$pid" 2>/dev/null || true)
+    [[ "$stat" == Z* ]] && return 0
+    ((SECONDS - start >= limit)) && return 1
+    sleep 0.1
+  done
+  return 0
+}

@@ -1,0 +1,83 @@
+// The internal backend interface: a handful of asynchronous operations, each one
+// round trip to the store. Backends translate; they never decide policy (when to
+// retry, when a term ends): that is the core's job.
+//
+// Every method is called on the client's loop thread, and every callback runs
+// on that thread, never inside the call that started it. Each call completes
+// at most once; a backend that gets no answer completes with kTimeout after the
+// call's timeout. The core keeps its own timeouts too and treats an answer that
+// arrives after them safely, so a backend may also deliver a late answer. After
+// shutdown() no completion runs.
+#ifndef SIMBA_BACKEND_BACKEND_H
+#define SIMBA_BACKEND_BACKEND_H
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/backend_types.h"
+#include "core/time.h"
+
+typedef struct uv_loop_s uv_loop_t;
+
+namespace simba {
+
+// Where a backend sends its log lines (level as SIMBA_LOG_*). Loop thread only.
+using LogFn = std::function<void(int level, const std::string& line)>;
+
+class Backend {
+ public:
+  using OpenCb = std::function<void(const OpenReply&)>;
+  using KeepAliveCb = std::function<void(const KeepAliveReply&)>;
+  using AcquireCb = std::function<void(const AcquireReply&)>;
+  using DoneCb = std::function<void(const DoneReply&)>;
+  using ReleasedFn = std::function<void(const std::string& name)>;
+
+  virtual ~Backend() = default;
+
+  // A new session valid for `lease` on the backend's clock; never reuses an id.
+  virtual void open_session(Duration lease, Duration timeout, OpenCb cb) = 0;
+  // Extends a live session and lists every lease it holds; kExpired otherwise.
+  virtual void keep_alive(const std::string& session, Duration lease, Duration timeout,
+                          KeepAliveCb cb) = 0;
+  // kOk with a new token, kHeld (with the holder's remaining time if known), or
+  // kExpired when the session is gone.
+  virtual void acquire(const std::string& session, const std::string& name, Duration timeout,
+                       AcquireCb cb) = 0;
+  // Frees the lease only where both session and token match.
+  virtual void release(const std::string& session, const std::string& name, uint64_t token,
+                       Duration timeout, DoneCb cb) = 0;
+  // Frees every lease of the session at once and ends it.
+  virtual void close_session(const std::string& session, Duration timeout, DoneCb cb) = 0;
+  // Optional release broadcast: `fn(name)` when any node releases `name`.
+  virtual void on_released(ReleasedFn fn) = 0;
+  // Stops all I/O and closes every handle; `done` runs once nothing of the
+  // backend is left on the loop. Pending calls are dropped without completion.
+  virtual void shutdown(std::function<void()> done) = 0;
+};
+
+struct MemoryFaults;
+
+// What a backend gets from the client that owns it.
+struct BackendContext {
+  uv_loop_t* loop = nullptr;
+  LogFn log;
+  std::string client_name;
+  // memory:// only: the client's test-only fault switches.
+  std::shared_ptr<MemoryFaults> memory_faults;
+};
+
+enum class BackendError { kNone, kInvalid, kUnsupported };
+
+// Makes the backend for `url`. On failure returns nullptr, sets `why` to
+// kInvalid (malformed URL) or kUnsupported (unknown scheme, or not built in) and
+// `error` to a message that never contains a password.
+std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::string& url,
+                                      BackendError* why, std::string* error);
+
+// The same URL with any password replaced by "***", for logs and snapshots.
+std::string redact_url(const std::string& url);
+
+}  // namespace simba
+
+#endif

@@ -1,0 +1,174 @@
+#include "backend/memory/memory_backend.h"
+
+#include <uv.h>
+
+#include <deque>
+#include <map>
+#include <mutex>
+
+namespace simba {
+namespace {
+
+class MemoryBackend final : public Backend {
+ public:
+  MemoryBackend(uv_loop_t* loop, std::shared_ptr<MemoryStore> store,
+                std::shared_ptr<MemoryFaults> faults)
+      : loop_(loop), store_(std::move(store)), faults_(std::move(faults)) {
+    uv_timer_init(loop_, &timer_);
+    timer_.data = this;
+    uv_async_init(loop_, &released_async_, [](uv_async_t* a) {
+      static_cast<MemoryBackend*>(a->data)->drain_released();
+    });
+    released_async_.data = this;
+    sink_->async = &released_async_;
+    subscription_ = store_->subscribe([sink = sink_](const std::string& name) {
+      // Runs on whichever thread released: hand the name to our loop. The sink
+      // outlives this backend, so a broadcast racing shutdown finds it detached.
+      std::lock_guard<std::mutex> lock(sink->mu);
+      if (!sink->async) return;
+      sink->names.push_back(name);
+      uv_async_send(sink->async);
+    });
+  }
+
+  ~MemoryBackend() override = default;
+
+  void open_session(Duration lease, Duration timeout, OpenCb cb) override {
+    run([this, lease] { return store_->open_session(lease); }, timeout, std::move(cb));
+  }
+  void keep_alive(const std::string& session, Duration lease, Duration timeout,
+                  KeepAliveCb cb) override {
+    run([this, session, lease] { return store_->keep_alive(session, lease); }, timeout,
+        std::move(cb));
+  }
+  void acquire(const std::string& session, const std::string& name, Duration timeout,
+               AcquireCb cb) override {
+    run([this, session, name] { return store_->acquire(session, name); }, timeout, std::move(cb));
+  }
+  void release(const std::string& session, const std::string& name, uint64_t token,
+               Duration timeout, DoneCb cb) override {
+    run([this, session, name, token] { return store_->release(session, name, token); }, timeout,
+        std::move(cb));
+  }
+  void close_session(const std::string& session, Duration timeout, DoneCb cb) override {
+    run([this, session] { return store_->close_session(session); }, timeout, std::move(cb));
+  }
+  void on_released(ReleasedFn fn) override { released_fn_ = std::move(fn); }
+
+  void shutdown(std::function<void()> done) override {
+    store_->unsubscribe(subscription_);
+    {
+      std::lock_guard<std::mutex> lock(sink_->mu);
+      sink_->async = nullptr;
+    }
+    pending_.clear();
+    released_fn_ = nullptr;
+    shutdown_done_ = std::move(done);
+    closing_ = 2;
+    auto on_close = [](uv_handle_t* h) {
+      auto* self = static_cast<MemoryBackend*>(h->data);
+      if (--self->closing_ == 0) {
+        auto done = std::move(self->shutdown_done_);
+        done();  // may delete this
+      }
+    };
+    uv_close(reinterpret_cast<uv_handle_t*>(&timer_), on_close);
+    uv_close(reinterpret_cast<uv_handle_t*>(&released_async_), on_close);
+  }
+
+ private:
+  // Applies `op` now (unless the faults say otherwise) and schedules its answer.
+  template <typename Op, typename Cb>
+  void run(Op op, Duration timeout, Cb cb) {
+    using Reply = decltype(op());
+    if (faults_->hang.load()) {
+      Reply r;
+      r.outcome = Outcome::kTimeout;
+      r.error = "memory backend: call hung (fault)";
+      schedule(timeout, [cb = std::move(cb), r] { cb(r); });
+      return;
+    }
+    if (faults_->unreachable.load()) {
+      Reply r;
+      r.outcome = Outcome::kError;
+      r.error = "memory backend: unreachable (fault)";
+      schedule(Duration::zero(), [cb = std::move(cb), r] { cb(r); });
+      return;
+    }
+    Reply r = op();
+    if (faults_->drop_replies.load()) {
+      Reply lost;
+      lost.outcome = Outcome::kTimeout;
+      lost.error = "memory backend: answer lost (fault)";
+      schedule(timeout, [cb = std::move(cb), lost] { cb(lost); });
+      return;
+    }
+    schedule(Duration(faults_->reply_delay_ns.load()),
+             [cb = std::move(cb), r = std::move(r)] { cb(r); });
+  }
+
+  void schedule(Duration delay, std::function<void()> fn) {
+    uv_update_time(loop_);
+    const uint64_t due = uv_now(loop_) + static_cast<uint64_t>(to_ms_ceil(delay));
+    pending_.emplace(std::make_pair(due, seq_++), std::move(fn));
+    arm();
+  }
+
+  void arm() {
+    if (closing_ || pending_.empty()) return;
+    const uint64_t due = pending_.begin()->first.first;
+    const uint64_t now = uv_now(loop_);
+    uv_timer_start(&timer_, [](uv_timer_t* t) { static_cast<MemoryBackend*>(t->data)->fire(); },
+                   due > now ? due - now : 0, 0);
+  }
+
+  void fire() {
+    const uint64_t now = uv_now(loop_);
+    while (!closing_ && !pending_.empty() && pending_.begin()->first.first <= now) {
+      auto fn = std::move(pending_.begin()->second);
+      pending_.erase(pending_.begin());
+      fn();
+    }
+    arm();
+  }
+
+  void drain_released() {
+    std::deque<std::string> names;
+    {
+      std::lock_guard<std::mutex> lock(sink_->mu);
+      names.swap(sink_->names);
+    }
+    for (const std::string& n : names) {
+      if (closing_ || !released_fn_) return;
+      released_fn_(n);
+    }
+  }
+
+  uv_loop_t* loop_;
+  std::shared_ptr<MemoryStore> store_;
+  std::shared_ptr<MemoryFaults> faults_;
+  uv_timer_t timer_;
+  uv_async_t released_async_;
+  uint64_t subscription_ = 0;
+  struct ReleaseSink {
+    std::mutex mu;
+    uv_async_t* async = nullptr;
+    std::deque<std::string> names;
+  };
+  std::shared_ptr<ReleaseSink> sink_ = std::make_shared<ReleaseSink>();
+  ReleasedFn released_fn_;
+  // Answers in order of due time (loop ms), then of sending.
+  std::map<std::pair<uint64_t, uint64_t>, std::function<void()>> pending_;
+  uint64_t seq_ = 0;
+  int closing_ = 0;
+  std::function<void()> shutdown_done_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_memory_backend(uv_loop_t* loop, const std::string& store_name,
+                                             std::shared_ptr<MemoryFaults> faults) {
+  return std::make_unique<MemoryBackend>(loop, MemoryStore::named(store_name), std::move(faults));
+}
+
+}  // namespace simba

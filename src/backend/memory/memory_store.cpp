@@ -1,0 +1,327 @@
+#include "backend/memory/memory_store.h"
+
+#include <cstdint>
+#include <exception>
+#include <random>
+#include <utility>
+
+namespace simba {
+
+namespace {
+
+// 128 random bits as 32 lower-case hex digits, like the Redis backend's ids.
+// Read straight from std::random_device rather than from a seeded engine, so no
+// engine state is shared between threads or stores.
+std::string random_session_id() {
+  static constexpr char kHex[] = "0123456789abcdef";
+  thread_local std::random_device device;
+  std::string id;
+  id.reserve(32);
+  for (int word = 0; word < 4; ++word) {
+    const uint32_t bits = static_cast<uint32_t>(device());
+    for (int shift = 28; shift >= 0; shift -= 4) {
+      id.push_back(kHex[(bits >> shift) & 0xfu]);
+    }
+  }
+  return id;
+}
+
+// now + lease, saturating instead of overflowing for an absurdly long lease.
+TimePoint expiry_after(TimePoint now, Duration lease) {
+  const Duration since_origin = now.time_since_epoch();
+  if (since_origin > Duration::zero() && lease > Duration::max() - since_origin) {
+    return TimePoint::max();
+  }
+  return now + lease;
+}
+
+constexpr char kBadLease[] = "lease duration must be positive";
+
+}  // namespace
+
+MemoryStore::MemoryStore(const Clock& clock) : clock_(clock) {}
+
+std::shared_ptr<MemoryStore> MemoryStore::named(const std::string& name) {
+  struct Registry {
+    std::mutex mu;
+    std::map<std::string, std::shared_ptr<MemoryStore>> stores;
+  };
+  // Never destroyed: a client on another thread may still reach its store while
+  // the process exits, after function-local statics would have been torn down.
+  static Registry& registry = *new Registry;
+  std::lock_guard<std::mutex> lock(registry.mu);
+  std::shared_ptr<MemoryStore>& store = registry.stores[name];
+  if (!store) store = std::make_shared<MemoryStore>(MonotonicClock::instance());
+  return store;
+}
+
+bool MemoryStore::live_locked(const std::string& session, TimePoint now) {
+  auto it = sessions_.find(session);
+  // A session is expired from the instant now reaches expires_at.
+  return it != sessions_.end() && it->second.expires_at > now;
+}
+
+// Removes the session (live or not) and frees every lease it holds, appending
+// the freed names to *freed for a broadcast once the lock is released. Lease
+// records stay, so their tokens keep counting up. No-op for an unknown session.
+void MemoryStore::expire_locked(const std::string& session, std::vector<std::string>* freed) {
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) return;
+  for (const std::string& name : it->second.leases) {
+    auto lease = leases_.find(name);
+    if (lease != leases_.end() && lease->second.holder == session) {
+      lease->second.holder.clear();
+      freed->push_back(name);
+    }
+  }
+  sessions_.erase(it);
+}
+
+// Runs outside the lock, on a copy of the subscriber list, so that a subscriber
+// may call back into the store (acquire the freed lease, unsubscribe itself).
+void MemoryStore::broadcast(const std::vector<std::string>& names) {
+  if (names.empty()) return;
+  std::vector<std::function<void(const std::string&)>> subscribers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    subscribers.reserve(subscribers_.size());
+    for (const auto& entry : subscribers_) subscribers.push_back(entry.second);
+  }
+  for (const std::string& name : names) {
+    for (const auto& fn : subscribers) fn(name);
+  }
+}
+
+OpenReply MemoryStore::open_session(Duration lease_duration) {
+  OpenReply reply;
+  if (lease_duration <= Duration::zero()) {
+    reply.error = kBadLease;
+    return reply;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string id;
+  try {
+    // Expired sessions are removed, so only a live id can collide here; a
+    // collision with any id ever issued is as likely as guessing 128 bits.
+    do {
+      id = random_session_id();
+    } while (sessions_.count(id) != 0);
+  } catch (const std::exception& e) {
+    reply.error = std::string("no random source for a session id: ") + e.what();
+    return reply;
+  }
+  ++next_session_;  // Counts the sessions opened; ids themselves are random.
+  sessions_[id].expires_at = expiry_after(clock_.now(), lease_duration);
+  reply.outcome = Outcome::kOk;
+  reply.session_id = std::move(id);
+  reply.remaining = lease_duration;
+  return reply;
+}
+
+KeepAliveReply MemoryStore::keep_alive(const std::string& session, Duration lease_duration) {
+  KeepAliveReply reply;
+  if (lease_duration <= Duration::zero()) {
+    reply.error = kBadLease;
+    return reply;
+  }
+  std::vector<std::string> freed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const TimePoint now = clock_.now();
+    if (!live_locked(session, now)) {
+      // Never revived: an expired session stays expired, its leases freed.
+      expire_locked(session, &freed);
+      reply.outcome = Outcome::kExpired;
+    } else {
+      Session& s = sessions_[session];
+      s.expires_at = expiry_after(now, lease_duration);
+      reply.outcome = Outcome::kOk;
+      reply.remaining = lease_duration;
+      // std::set keeps the names sorted.
+      for (const std::string& name : s.leases) {
+        auto lease = leases_.find(name);
+        if (lease != leases_.end() && lease->second.holder == session) {
+          reply.owned.push_back(OwnedLease{name, lease->second.token});
+        }
+      }
+    }
+  }
+  broadcast(freed);
+  return reply;
+}
+
+AcquireReply MemoryStore::acquire(const std::string& session, const std::string& name) {
+  AcquireReply reply;
+  std::vector<std::string> freed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const TimePoint now = clock_.now();
+    if (!live_locked(session, now)) {
+      expire_locked(session, &freed);
+      reply.outcome = Outcome::kExpired;
+    } else {
+      Lease& lease = leases_[name];  // A new record starts at token 0.
+      if (!lease.holder.empty() && lease.holder != session) {
+        auto holder = sessions_.find(lease.holder);
+        // A holder that is no session of this store (set by hand_over) stands
+        // for a foreign node whose session never expires here.
+        if (holder != sessions_.end() && !live_locked(lease.holder, now)) {
+          const std::string expired = lease.holder;  // expire_locked clears lease.holder.
+          expire_locked(expired, &freed);
+        }
+      }
+      if (lease.holder.empty()) {
+        ++lease.token;
+        lease.holder = session;
+        sessions_[session].leases.insert(name);
+        reply.outcome = Outcome::kOk;
+        reply.token = lease.token;
+        // Freed and taken in one step: nobody could have acquired it, so
+        // waking candidates for it would only cost them a Held.
+        for (auto it = freed.begin(); it != freed.end(); ++it) {
+          if (*it == name) {
+            freed.erase(it);
+            break;
+          }
+        }
+      } else {
+        // Held by another live session, a foreign holder, or this session
+        // itself (never two terms of one name for one session).
+        reply.outcome = Outcome::kHeld;
+        auto holder = sessions_.find(lease.holder);
+        if (holder != sessions_.end()) reply.holder_remaining = holder->second.expires_at - now;
+      }
+    }
+  }
+  broadcast(freed);
+  return reply;
+}
+
+DoneReply MemoryStore::release(const std::string& session, const std::string& name,
+                               uint64_t token) {
+  std::vector<std::string> freed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const TimePoint now = clock_.now();
+    if (!live_locked(session, now)) {
+      // Harmless: an expired session's leases are freed by its expiry anyway.
+      expire_locked(session, &freed);
+    } else {
+      auto lease = leases_.find(name);
+      // Both must match: a late release carrying an older term's token must
+      // not free a later term of the same session or of another one.
+      if (lease != leases_.end() && lease->second.holder == session &&
+          lease->second.token == token) {
+        lease->second.holder.clear();
+        sessions_[session].leases.erase(name);
+        freed.push_back(name);
+      }
+    }
+  }
+  broadcast(freed);
+  DoneReply reply;
+  reply.outcome = Outcome::kOk;
+  return reply;
+}
+
+DoneReply MemoryStore::close_session(const std::string& session) {
+  std::vector<std::string> freed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    expire_locked(session, &freed);
+  }
+  broadcast(freed);
+  DoneReply reply;
+  reply.outcome = Outcome::kOk;
+  return reply;
+}
+
+uint64_t MemoryStore::subscribe(std::function<void(const std::string& name)> fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t id = next_subscriber_++;
+  if (fn) subscribers_.emplace(id, std::move(fn));
+  return id;
+}
+
+void MemoryStore::unsubscribe(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  subscribers_.erase(id);
+}
+
+void MemoryStore::expire_session(const std::string& session) {
+  std::vector<std::string> freed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    expire_locked(session, &freed);
+  }
+  broadcast(freed);
+}
+
+uint64_t MemoryStore::hand_over(const std::string& name, const std::string& session) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Lease& lease = leases_[name];
+  if (!lease.holder.empty()) {
+    auto previous = sessions_.find(lease.holder);
+    if (previous != sessions_.end()) previous->second.leases.erase(name);
+  }
+  ++lease.token;
+  lease.holder = session;
+  // A session of this store (even one whose expiry is not yet noticed) lists
+  // it and frees it when it expires; any other string holds it for good.
+  auto next = sessions_.find(session);
+  if (next != sessions_.end()) next->second.leases.insert(name);
+  return lease.token;
+}
+
+MemoryStore::LeaseView MemoryStore::lease(const std::string& name) {
+  LeaseView view;
+  std::vector<std::string> freed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto lease = leases_.find(name);
+    if (lease != leases_.end()) {
+      const std::string holder = lease->second.holder;
+      if (!holder.empty() && sessions_.count(holder) != 0 && !live_locked(holder, clock_.now())) {
+        expire_locked(holder, &freed);
+      }
+      view.holder = lease->second.holder;
+      view.token = lease->second.token;
+    }
+  }
+  broadcast(freed);
+  return view;
+}
+
+bool MemoryStore::session_live(const std::string& session) {
+  bool live;
+  std::vector<std::string> freed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live = live_locked(session, clock_.now());
+    if (!live) expire_locked(session, &freed);
+  }
+  broadcast(freed);
+  return live;
+}
+
+std::vector<std::string> MemoryStore::live_sessions() {
+  std::vector<std::string> live;
+  std::vector<std::string> freed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const TimePoint now = clock_.now();
+    std::vector<std::string> expired;
+    for (const auto& entry : sessions_) {
+      if (entry.second.expires_at > now) {
+        live.push_back(entry.first);
+      } else {
+        expired.push_back(entry.first);
+      }
+    }
+    for (const std::string& session : expired) expire_locked(session, &freed);
+  }
+  broadcast(freed);
+  return live;
+}
+
+}  // namespace simba

@@ -1,0 +1,90 @@
+// The state of a memory:// backend: sessions that expire on the store's own
+// clock, lease records name -> (session, token) that are never deleted (so a
+// token never resets), release broadcast, and close freeing every lease at once.
+// Thread-safe: clients on different loops of one process share a store.
+#ifndef SIMBA_BACKEND_MEMORY_STORE_H
+#define SIMBA_BACKEND_MEMORY_STORE_H
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/backend_types.h"
+#include "core/time.h"
+
+namespace simba {
+
+class MemoryStore {
+ public:
+  // The store's clock measures session expiry: the monotonic clock in the
+  // engine, a virtual one in the simulation.
+  explicit MemoryStore(const Clock& clock);
+
+  // The process-wide store for memory://NAME, created on first use and kept for
+  // the life of the process.
+  static std::shared_ptr<MemoryStore> named(const std::string& name);
+
+  OpenReply open_session(Duration lease_duration);
+  // Extends a live session by lease_duration and lists its leases.
+  KeepAliveReply keep_alive(const std::string& session, Duration lease_duration);
+  // kOk with token+1 if the lease is free or its holder's session expired;
+  // kHeld with the holder's remaining time if another live session holds it;
+  // kExpired if `session` is not live. A session that already holds the lease
+  // gets kHeld too: a session never holds two terms of one name.
+  AcquireReply acquire(const std::string& session, const std::string& name);
+  // Frees the lease only if it is held by `session` with `token`; broadcasts.
+  DoneReply release(const std::string& session, const std::string& name, uint64_t token);
+  // Frees every lease of the session and deletes it; broadcasts each release.
+  DoneReply close_session(const std::string& session);
+
+  // Release broadcast: `fn(name)` runs synchronously, without the store's lock,
+  // for every release. Returns an id for unsubscribe.
+  uint64_t subscribe(std::function<void(const std::string& name)> fn);
+  void unsubscribe(uint64_t id);
+
+  // Test hooks.
+  // Ends the session now, as if it had expired on the backend.
+  void expire_session(const std::string& session);
+  // Gives the lease to `session` (any string; need not be a live session),
+  // incrementing the token, as a take-over by another node would.
+  uint64_t hand_over(const std::string& name, const std::string& session);
+
+  struct LeaseView {
+    std::string holder;  // empty when free (or the holder's session expired)
+    uint64_t token = 0;  // the last token granted for the name
+  };
+  LeaseView lease(const std::string& name);
+  bool session_live(const std::string& session);
+  std::vector<std::string> live_sessions();
+
+ private:
+  struct Session {
+    TimePoint expires_at;
+    std::set<std::string> leases;
+  };
+  struct Lease {
+    std::string holder;
+    uint64_t token = 0;
+  };
+  bool live_locked(const std::string& session, TimePoint now);
+  void expire_locked(const std::string& session, std::vector<std::string>* freed);
+  void broadcast(const std::vector<std::string>& names);
+
+  const Clock& clock_;
+  std::mutex mu_;
+  std::map<std::string, Session> sessions_;
+  std::map<std::string, Lease> leases_;
+  uint64_t next_session_ = 1;
+  std::map<uint64_t, std::function<void(const std::string&)>> subscribers_;
+  uint64_t next_subscriber_ = 1;
+};
+
+}  // namespace simba
+
+#endif

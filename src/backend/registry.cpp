@@ -1,0 +1,57 @@
+// The URL scheme table: one line per backend.
+#include <cstring>
+#include <string>
+
+#include "backend/backend.h"
+#include "backend/memory/memory_backend.h"
+#include "core/names.h"
+
+namespace simba {
+
+std::string redact_url(const std::string& url) {
+  // scheme://user:password@host... -> scheme://user:***@host...
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == std::string::npos) return url;
+  const size_t auth_start = scheme_end + 3;
+  const size_t at = url.find('@', auth_start);
+  const size_t slash = url.find('/', auth_start);
+  if (at == std::string::npos || (slash != std::string::npos && slash < at)) return url;
+  const size_t colon = url.find(':', auth_start);
+  if (colon == std::string::npos || colon > at) return url;
+  return url.substr(0, colon + 1) + "***" + url.substr(at);
+}
+
+std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::string& url,
+                                      BackendError* why, std::string* error) {
+  const size_t sep = url.find("://");
+  if (sep == std::string::npos || sep == 0) {
+    *why = BackendError::kInvalid;
+    *error = "backend URL \"" + redact_url(url) + "\" has no scheme (expected e.g. memory://NAME)";
+    return nullptr;
+  }
+  const std::string scheme = url.substr(0, sep);
+  const std::string rest = url.substr(sep + 3);
+  if (scheme == "memory") {
+    // memory://NAME: NAME follows the lease-name rule; empty means "default".
+    const std::string name = rest.empty() ? "default" : rest;
+    const std::string bad = check_lease_name(name);
+    if (!bad.empty()) {
+      *why = BackendError::kInvalid;
+      *error = "memory:// store name: " + bad;
+      return nullptr;
+    }
+    auto faults = ctx.memory_faults ? ctx.memory_faults : std::make_shared<MemoryFaults>();
+    return make_memory_backend(ctx.loop, name, std::move(faults));
+  }
+  *why = BackendError::kUnsupported;
+  if (scheme == "redis" || scheme == "rediss" || scheme == "postgresql" ||
+      scheme == "postgres" || scheme == "zookeeper") {
+    *error = "backend scheme \"" + scheme + "\" is not built into this libsimba";
+  } else {
+    *error = "unknown backend scheme \"" + scheme +
+             "\" (expected memory://, redis://, postgresql:// or zookeeper://)";
+  }
+  return nullptr;
+}
+
+}  // namespace simba

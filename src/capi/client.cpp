@@ -1,0 +1,128 @@
+#include <cstdlib>
+#include <cstring>
+
+#include "capi/capi.h"
+
+using simba::capi::fail;
+using simba::capi::guarded;
+using simba::capi::guarded_value;
+using simba::capi::result;
+
+extern "C" {
+
+int simba_client_open(simba_client_t** out, const char* backend_url, const simba_config_t* cfg) {
+  return guarded([&]() -> int {
+    if (!out) return fail(SIMBA_EINVAL, "simba_client_open: out is NULL");
+    *out = nullptr;
+    if (!backend_url) return fail(SIMBA_EINVAL, "simba_client_open: backend URL is NULL");
+    simba_config defaults;
+    const simba_config& c = cfg ? *cfg : defaults;
+    const std::string why = c.cfg.validate();
+    if (!why.empty()) return fail(SIMBA_EINVAL, why);
+    auto handle = std::make_unique<simba_client>();
+    const int rc = result(simba::engine::Client::open(backend_url, c.cfg, c.hooks, &handle->impl));
+    if (rc != SIMBA_OK) return rc;
+    *out = handle.release();
+    return SIMBA_OK;
+  });
+}
+
+int simba_client_wait_live(simba_client_t* c, int64_t timeout_ms) {
+  return guarded([&]() -> int {
+    if (!c) return fail(SIMBA_EINVAL, "simba_client_wait_live: client is NULL");
+    return result(c->impl->wait_live(timeout_ms));
+  });
+}
+
+int simba_client_close(simba_client_t* c) {
+  return guarded([&]() -> int {
+    if (!c) return SIMBA_OK;
+    const int rc = c->impl->close();
+    if (rc == SIMBA_EWOULDBLOCK) {
+      if (c->impl->external()) {
+        return fail(SIMBA_EWOULDBLOCK,
+                    "simba_client_close from a callback of an EXTERNAL-mode client: the close "
+                    "started; call simba_client_close again outside simba_client_process");
+      }
+      // From a callback or the loop thread: finish the close on a thread of its
+      // own, which may wait for the loop and the executor.
+      std::thread([c] {
+        c->impl->close();
+        delete c;
+      }).detach();
+      return SIMBA_OK;
+    }
+    delete c;
+    return SIMBA_OK;
+  });
+}
+
+simba_session_status_t simba_client_status(const simba_client_t* c) {
+  if (!c) return SIMBA_SESSION_CLOSED;
+  return static_cast<simba_session_status_t>(c->impl->status());
+}
+
+char* simba_client_snapshot_json(simba_client_t* c) {
+  return guarded_value<char*>(nullptr, [&]() -> char* {
+    if (!c) {
+      fail(SIMBA_EINVAL, "simba_client_snapshot_json: client is NULL");
+      return nullptr;
+    }
+    std::string json;
+    if (result(c->impl->snapshot_json(&json)) != SIMBA_OK) return nullptr;
+    char* out = static_cast<char*>(std::malloc(json.size() + 1));
+    if (!out) {
+      fail(SIMBA_ENOMEM, "out of memory");
+      return nullptr;
+    }
+    std::memcpy(out, json.c_str(), json.size() + 1);
+    return out;
+  });
+}
+
+int simba_client_on_event(simba_client_t* c, simba_event_fn fn, void* ud) {
+  return guarded([&]() -> int {
+    if (!c) return fail(SIMBA_EINVAL, "simba_client_on_event: client is NULL");
+    simba::engine::EventFn sink;
+    if (fn) {
+      sink = [fn, ud](simba::SessionEvent ev, const std::string& detail) {
+        fn(ud, static_cast<simba_event_type_t>(ev), detail.c_str());
+      };
+    }
+    return result(c->impl->set_event_sink(std::move(sink)));
+  });
+}
+
+int simba_client_fd(const simba_client_t* c) {
+  if (!c) return -1;
+  return c->impl->fd();
+}
+
+int64_t simba_client_timeout_ms(const simba_client_t* c) {
+  if (!c) return -1;
+  return c->impl->timeout_ms();
+}
+
+int simba_client_process(simba_client_t* c) {
+  return guarded([&]() -> int {
+    if (!c) return fail(SIMBA_EINVAL, "simba_client_process: client is NULL");
+    return result(c->impl->process());
+  });
+}
+
+}  // extern "C"
+
+static_assert(SIMBA_SESSION_OPENING == static_cast<int>(simba::SessionStatus::kOpening) &&
+                  SIMBA_SESSION_LIVE == static_cast<int>(simba::SessionStatus::kLive) &&
+                  SIMBA_SESSION_SUSPENDED == static_cast<int>(simba::SessionStatus::kSuspended) &&
+                  SIMBA_SESSION_CLOSED == static_cast<int>(simba::SessionStatus::kClosed),
+              "session status values must match the ABI");
+static_assert(SIMBA_EVENT_SESSION_OPENED == static_cast<int>(simba::SessionEvent::kOpened) &&
+                  SIMBA_EVENT_SESSION_LIVE == static_cast<int>(simba::SessionEvent::kLive) &&
+                  SIMBA_EVENT_SESSION_SUSPENDED ==
+                      static_cast<int>(simba::SessionEvent::kSuspended) &&
+                  SIMBA_EVENT_SESSION_EXPIRED == static_cast<int>(simba::SessionEvent::kExpired) &&
+                  SIMBA_EVENT_SESSION_CLOSED == static_cast<int>(simba::SessionEvent::kClosed) &&
+                  SIMBA_EVENT_SESSION_LEASE_SHORTENED ==
+                      static_cast<int>(simba::SessionEvent::kLeaseShortened),
+              "session event values must match the ABI");

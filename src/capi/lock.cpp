@@ -1,0 +1,53 @@
+#include "capi/capi.h"
+
+using simba::capi::fail;
+using simba::capi::guarded;
+using simba::capi::result;
+
+extern "C" {
+
+int simba_lock_acquire(simba_term_t** out, simba_client_t* c, const char* name,
+                       int64_t timeout_ms) {
+  return guarded([&]() -> int {
+    if (!out) return fail(SIMBA_EINVAL, "simba_lock_acquire: out is NULL");
+    *out = nullptr;
+    if (!c) return fail(SIMBA_EINVAL, "simba_lock_acquire: client is NULL");
+    if (!simba::capi::valid_name(name)) return SIMBA_EINVAL;
+    return result(c->impl->lock_acquire(name, timeout_ms, false, out));
+  });
+}
+
+int simba_lock_try_acquire(simba_term_t** out, simba_client_t* c, const char* name) {
+  return guarded([&]() -> int {
+    if (!out) return fail(SIMBA_EINVAL, "simba_lock_try_acquire: out is NULL");
+    *out = nullptr;
+    if (!c) return fail(SIMBA_EINVAL, "simba_lock_try_acquire: client is NULL");
+    if (!simba::capi::valid_name(name)) return SIMBA_EINVAL;
+    return result(c->impl->lock_acquire(name, -1, true, out));
+  });
+}
+
+int simba_lock_acquire_async(simba_client_t* c, const char* name, int64_t timeout_ms,
+                             simba_lock_fn cb, void* ud) {
+  return guarded([&]() -> int {
+    if (!c || !cb) return fail(SIMBA_EINVAL, "simba_lock_acquire_async: NULL argument");
+    if (!simba::capi::valid_name(name)) return SIMBA_EINVAL;
+    return result(c->impl->lock_acquire_async(
+        name, timeout_ms, false, [cb, ud](int code, simba_term* t) { cb(ud, code, t); },
+        /*deliver_on_queue=*/true));
+  });
+}
+
+int simba_lock_release(simba_term_t* term) {
+  return guarded([&]() -> int {
+    if (!term) return fail(SIMBA_EINVAL, "simba_lock_release: term is NULL");
+    if (!term->is_lock) {
+      return fail(SIMBA_EINVAL, "simba_lock_release: not a lock term (an election's term?)");
+    }
+    if (auto client = term->client.lock()) client->lock_release(term);
+    term->release();
+    return SIMBA_OK;
+  });
+}
+
+}  // extern "C"

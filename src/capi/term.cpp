@@ -1,0 +1,97 @@
+#include "capi/capi.h"
+
+using simba::capi::fail;
+using simba::capi::guarded;
+
+static_assert(SIMBA_REVOKE_NONE == static_cast<int>(simba::RevokeReason::kNone) &&
+                  SIMBA_REVOKE_STOPPED == static_cast<int>(simba::RevokeReason::kStopped) &&
+                  SIMBA_REVOKE_STEPPED_DOWN == static_cast<int>(simba::RevokeReason::kSteppedDown) &&
+                  SIMBA_REVOKE_DEADLINE_PASSED ==
+                      static_cast<int>(simba::RevokeReason::kDeadlinePassed) &&
+                  SIMBA_REVOKE_SESSION_EXPIRED ==
+                      static_cast<int>(simba::RevokeReason::kSessionExpired) &&
+                  SIMBA_REVOKE_TAKEN_OVER == static_cast<int>(simba::RevokeReason::kTakenOver),
+              "revoke reasons must match the ABI");
+
+extern "C" {
+
+// The accessors read only atomics and the monotonic clock: no lock, no loop.
+const char* simba_term_name(const simba_term_t* t) {
+  return t ? t->state->name().c_str() : nullptr;
+}
+
+uint64_t simba_term_token(const simba_term_t* t) { return t ? t->state->token() : 0; }
+
+int simba_term_is_valid(const simba_term_t* t) { return t && t->state->valid() ? 1 : 0; }
+
+int64_t simba_term_remaining_ms(const simba_term_t* t) {
+  if (!t) return 0;
+  // Whole milliseconds left; a term with less than 1 ms left reads 0.
+  return simba::to_ms(t->state->remaining());
+}
+
+int simba_term_ensure_valid(const simba_term_t* t, int64_t min_remaining_ms) {
+  if (!t) return fail(SIMBA_EINVAL, "simba_term_ensure_valid: term is NULL");
+  if (min_remaining_ms < 0) {
+    return fail(SIMBA_EINVAL, "simba_term_ensure_valid: min_remaining_ms is negative");
+  }
+  const simba::Duration left = t->state->remaining();
+  if (left <= simba::ms(min_remaining_ms)) {
+    return fail(SIMBA_EEXPIRED,
+                left <= simba::Duration::zero()
+                    ? "term of \"" + t->state->name() + "\" (token " +
+                          std::to_string(t->state->token()) + ") is no longer valid"
+                    : "term of \"" + t->state->name() + "\" has " +
+                          std::to_string(simba::to_ms(left)) + " ms left, not more than " +
+                          std::to_string(min_remaining_ms));
+  }
+  return SIMBA_OK;
+}
+
+simba_revoke_reason_t simba_term_revoke_reason(const simba_term_t* t) {
+  return t ? static_cast<simba_revoke_reason_t>(t->state->revoked()) : SIMBA_REVOKE_NONE;
+}
+
+int simba_term_on_revoked(simba_term_t* t, simba_revoked_fn fn, void* ud) {
+  return guarded([&]() -> int {
+    if (!t || !fn) return fail(SIMBA_EINVAL, "simba_term_on_revoked: NULL argument");
+    const bool ok = t->add_on_revoked([fn, ud](simba_term* term, simba::RevokeReason r) {
+      fn(ud, term, static_cast<simba_revoke_reason_t>(r));
+    });
+    if (!ok) {
+      return fail(SIMBA_ECLOSED,
+                  "the term was revoked and its client is closed: read simba_term_revoke_reason");
+    }
+    return SIMBA_OK;
+  });
+}
+
+int simba_term_wait_revoked(simba_term_t* t, int64_t timeout_ms) {
+  return guarded([&]() -> int {
+    if (!t) return fail(SIMBA_EINVAL, "simba_term_wait_revoked: term is NULL");
+    if (!t->wait_revoked(timeout_ms)) {
+      return fail(SIMBA_ETIMEDOUT, "the term was not revoked within the timeout");
+    }
+    return SIMBA_OK;
+  });
+}
+
+int simba_term_revoke_fd(simba_term_t* t) {
+  if (!t) {
+    fail(SIMBA_EINVAL, "simba_term_revoke_fd: term is NULL");
+    return -1;
+  }
+  const int fd = t->revoke_fd();
+  if (fd < 0) fail(SIMBA_ENOMEM, "simba_term_revoke_fd: eventfd failed");
+  return fd;
+}
+
+void simba_term_retain(simba_term_t* t) {
+  if (t) t->retain();
+}
+
+void simba_term_release(simba_term_t* t) {
+  if (t) t->release();
+}
+
+}  // extern "C"

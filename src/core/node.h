@@ -1,0 +1,256 @@
+// The state machines of one client: its session and every election and lock on
+// it. Pure logic: no I/O, no threads, no clock of its own. Input: commands,
+// backend replies and timer ticks, each with "now". Output: calls on Effects.
+// The engine drives it from its libuv loop; the simulation from a virtual clock.
+#ifndef SIMBA_CORE_NODE_H
+#define SIMBA_CORE_NODE_H
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/backend_types.h"
+#include "core/config.h"
+#include "core/term_state.h"
+#include "core/time.h"
+
+namespace simba {
+
+using ContenderId = uint64_t;
+using CallId = uint64_t;
+
+enum class SessionStatus { kOpening, kLive, kSuspended, kClosed };
+const char* session_status_name(SessionStatus s);
+
+enum class SessionEvent { kOpened, kLive, kSuspended, kExpired, kClosed, kLeaseShortened };
+
+enum class ContenderKind { kElection, kLock };
+
+// Why a lock could not be had.
+enum class LockFailure { kTimeout, kBusy, kBackend, kCanceled };
+
+// What the node asks of the world. Every method is called on the loop thread,
+// from inside a Node method; none may call back into the Node synchronously.
+class Effects {
+ public:
+  virtual ~Effects() = default;
+
+  // Backend calls. Each is answered once through the matching Node::on_*
+  // method with the same call id; an answer that never comes is handled by the
+  // node's own timeout.
+  virtual void send_open(CallId call, Duration lease, Duration timeout) = 0;
+  virtual void send_keep_alive(CallId call, const std::string& session, Duration lease,
+                               Duration timeout) = 0;
+  virtual void send_acquire(CallId call, const std::string& session, const std::string& name,
+                            Duration timeout) = 0;
+  virtual void send_release(CallId call, const std::string& session, const std::string& name,
+                            uint64_t token, Duration timeout) = 0;
+  virtual void send_close(CallId call, const std::string& session, Duration timeout) = 0;
+
+  // The term just stopped being valid (its reason is set): wake whoever waits on
+  // it. Delivery of on_revoked to the listener comes later, through revoked().
+  virtual void term_ended(ContenderId who, const std::shared_ptr<TermState>& term) = 0;
+  // Deliver onElected (election) or complete the acquire (lock).
+  virtual void elected(ContenderId who, const std::shared_ptr<TermState>& term) = 0;
+  // Deliver onRevoked: exactly once per elected(), after it.
+  virtual void revoked(ContenderId who, const std::shared_ptr<TermState>& term,
+                       RevokeReason reason) = 0;
+  // A lock contender gave up; it is forgotten.
+  virtual void lock_failed(ContenderId who, LockFailure why) = 0;
+  // A stop completed, after the contender's last revoked(); it is forgotten.
+  virtual void stopped(ContenderId who) = 0;
+  // One step-down request completed, after the revoked() it caused (if any).
+  virtual void stepped_down(ContenderId who) = 0;
+
+  virtual void session_event(SessionEvent ev, const std::string& detail_json) = 0;
+  // close() completed: the session is closed and every contender stopped.
+  virtual void closed() = 0;
+  virtual void log(int level, const std::string& line) = 0;
+};
+
+struct ContenderView {
+  ContenderId id;
+  std::string name;
+  ContenderKind kind;
+  std::string state;  // "candidate", "acquiring", "leader", "releasing", "cooldown", "waiting"
+  uint64_t token;     // 0 unless a term is held
+  Duration remaining;
+};
+
+struct NodeView {
+  SessionStatus status;
+  std::string session_id;
+  Duration remaining;
+  Duration renew_period;
+  bool lease_shortened;
+  std::vector<ContenderView> contenders;
+  uint64_t sessions_opened, keep_alives, acquires, releases, terms;
+};
+
+class Node {
+ public:
+  // `clock` is what terms read for validity; it must be the clock whose "now"
+  // is passed to every method.
+  Node(Config cfg, Effects& fx, const Clock& clock, uint64_t seed);
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // Opens the first session.
+  void start(TimePoint now);
+  // Starts an election. Returns 0 if the name is already used on this node.
+  ContenderId add_election(const std::string& name, TimePoint now);
+  // Starts acquiring a lock, giving up at `give_up_at` (TimePoint::max() never);
+  // `try_once` gives up after the first answer. Returns 0 if an election uses
+  // the name. A lock on a name another lock of this node holds or waits for
+  // queues behind it (a try_once fails with kBusy at once).
+  ContenderId add_lock(const std::string& name, TimePoint give_up_at, bool try_once,
+                       TimePoint now);
+  // Stops an election, releases a lock, or cancels a pending lock (kCanceled).
+  // Returns false if unknown or already stopping.
+  bool stop(ContenderId id, TimePoint now);
+  // Steps an election down for `cooldown`. Returns false if unknown or stopping.
+  bool step_down(ContenderId id, Duration cooldown, TimePoint now);
+  // Stops everything and closes the session; Effects::closed() at the end.
+  void close(TimePoint now);
+
+  void on_open(CallId call, const OpenReply& reply, TimePoint now);
+  void on_keep_alive(CallId call, const KeepAliveReply& reply, TimePoint now);
+  void on_acquire(CallId call, const AcquireReply& reply, TimePoint now);
+  void on_release(CallId call, const DoneReply& reply, TimePoint now);
+  void on_close(CallId call, const DoneReply& reply, TimePoint now);
+  // The backend broadcast that `name` was released.
+  void on_released(const std::string& name, TimePoint now);
+
+  // Runs every timer due at `now`.
+  void on_timer(TimePoint now);
+  // When on_timer should run next; nullopt when nothing is pending.
+  std::optional<TimePoint> next_wakeup() const;
+
+  // The id the next add_election/add_lock will return, so the engine can
+  // register the contender before the node reports anything about it.
+  ContenderId next_id() const { return next_contender_; }
+  SessionStatus status() const { return status_; }
+  bool closed() const { return status_ == SessionStatus::kClosed; }
+  NodeView view() const;
+  const Config& config() const { return cfg_; }
+
+ private:
+  enum class TimerKind { kRenew, kDeadline, kCall, kContender };
+  struct TimerKey {
+    TimerKind kind;
+    uint64_t id;
+  };
+  using Timers = std::multimap<TimePoint, TimerKey>;
+  using TimerSlot = std::optional<Timers::iterator>;
+
+  enum class CallKind { kOpen, kKeepAlive, kAcquire, kRelease, kClose };
+  struct Call {
+    CallKind kind;
+    std::string session;
+    std::string name;        // acquire, release
+    uint64_t token = 0;      // release
+    ContenderId contender = 0;  // acquire, release of a handover
+    TimePoint sent_at;
+    bool abandoned = false;  // its answer is no longer awaited (timeout, stop, new session)
+    TimerSlot timeout;
+  };
+
+  enum class State {
+    kWaiting,    // a lock queued behind another lock of this node on the same name
+    kCandidate,  // contending: an attempt is scheduled
+    kAcquiring,  // one acquire in flight
+    kLeader,     // holds a term
+    kReleasing,  // handover: term revoked, release in flight
+    kCooldown,   // stepped down, not contending until the timer
+  };
+  struct Contender {
+    ContenderId id;
+    ContenderKind kind;
+    std::string name;
+    State state;
+    CallId attempt = 0;  // the current acquire call, if kAcquiring
+    std::shared_ptr<TermState> term;
+    CallId adopted_before = 0;  // keep-alives with an id at or above saw the term
+    RevokeReason handover_reason = RevokeReason::kNone;
+    bool stopping = false;
+    int pending_step_downs = 0;
+    TimePoint cooldown_until;
+    TimePoint give_up_at = TimePoint::max();  // locks
+    bool try_once = false;
+    TimerSlot timer;
+  };
+
+  // Session.
+  void open_session(TimePoint now);
+  void send_keep_alive(TimePoint now);
+  void session_ended(RevokeReason reason, TimePoint now);
+  void on_session_timer(TimePoint now);
+  void emit(SessionEvent ev, const std::string& detail);
+  bool session_usable() const;
+
+  // Contenders.
+  void attempt(Contender& c, TimePoint now);
+  void schedule_attempt(Contender& c, TimePoint at);
+  void schedule_retry(Contender& c, TimePoint now, Duration holder_remaining);
+  void adopt(Contender& c, uint64_t token, TimePoint now);
+  void lose_term(Contender& c, RevokeReason reason, TimePoint now);
+  void begin_handover(Contender& c, RevokeReason reason, TimePoint now);
+  void finish_handover(Contender& c, TimePoint now);
+  void after_term(Contender& c, TimePoint now);
+  void abandon_attempt(Contender& c);
+  void fail_lock(Contender& c, LockFailure why, TimePoint now);
+  void finish(Contender& c, TimePoint now);
+  void on_contender_timer(Contender& c, TimePoint now);
+  void activate_next(const std::string& name, TimePoint now);
+  Contender* find(ContenderId id);
+  void maybe_finish_close(TimePoint now);
+
+  // Calls and timers.
+  CallId new_call(CallKind kind, const std::string& session, Duration timeout, TimePoint now);
+  Duration call_timeout() const { return renew_period_; }
+  void release_lease(const std::string& session, const std::string& name, uint64_t token,
+                     ContenderId handover, TimePoint now);
+  void on_call_timeout(CallId id, TimePoint now);
+  void arm(TimerSlot& slot, TimePoint at, TimerKey key);
+  void disarm(TimerSlot& slot);
+
+  Config cfg_;
+  Effects& fx_;
+  const Clock& clock_;
+  std::mt19937_64 rng_;
+
+  SessionStatus status_ = SessionStatus::kOpening;
+  std::string session_id_;
+  std::shared_ptr<SessionClock> session_clock_;
+  Duration renew_period_;
+  bool lease_shortened_ = false;
+  Duration open_backoff_;
+  CallId open_call_ = 0;
+  CallId keep_alive_call_ = 0;
+  TimerSlot session_timer_;   // next keep-alive, open retry
+  TimerSlot deadline_timer_;  // the local deadline
+  // Per session: the highest token this session released, per name.
+  std::map<std::string, uint64_t> released_;
+
+  bool closing_ = false;
+  CallId close_call_ = 0;
+
+  std::map<CallId, Call> calls_;
+  CallId next_call_ = 1;
+  std::map<ContenderId, Contender> contenders_;
+  std::map<std::string, std::deque<ContenderId>> by_name_;
+  ContenderId next_contender_ = 1;
+  Timers timers_;
+
+  uint64_t sessions_opened_ = 0, keep_alives_ = 0, acquires_ = 0, releases_ = 0, terms_ = 0;
+};
+
+}  // namespace simba
+
+#endif

@@ -1,0 +1,799 @@
+#include "engine/client.h"
+
+#include <poll.h>
+
+#include <random>
+
+#include "core/json.h"
+
+namespace simba::engine {
+
+namespace {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+SteadyTime deadline_after(int64_t timeout_ms) {
+  if (timeout_ms < 0) return SteadyTime::max();
+  return std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+}
+
+int lock_failure_code(LockFailure why) {
+  switch (why) {
+    case LockFailure::kTimeout: return kETimedOut;
+    case LockFailure::kBusy: return kEBusy;
+    case LockFailure::kBackend: return kEBackend;
+    case LockFailure::kCanceled: return kECanceled;
+  }
+  return kEBackend;
+}
+
+const char* lock_failure_text(int code) {
+  switch (code) {
+    case kETimedOut: return "the lock was not acquired within the timeout";
+    case kEBusy: return "the lock is held by another session or by another lock of this client";
+    case kEBackend: return "the backend could not grant the lock";
+    default: return "the lock was not acquired";
+  }
+}
+
+}  // namespace
+
+void Waiter::finish(int c, std::string d, simba_term* t) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (done) return;
+  done = true;
+  code = c;
+  detail = std::move(d);
+  term = t;
+  cv.notify_all();
+}
+
+Client::Client(const Config& cfg, const Hooks& hooks) : cfg_(cfg), hooks_(hooks) {}
+
+Result Client::open(const std::string& url, const Config& cfg, const Hooks& hooks,
+                    std::shared_ptr<Client>* out) {
+  std::shared_ptr<Client> c(new Client(cfg, hooks));
+  Result r = c->init(url);
+  if (r.code != kOk) return r;
+  *out = std::move(c);
+  return r;
+}
+
+Result Client::init(const std::string& url) {
+  url_redacted_ = redact_url(url);
+  if (int rc = uv_loop_init(&loop_); rc != 0) {
+    return {kEBackend, std::string("cannot start the event loop: ") + uv_strerror(rc)};
+  }
+  loop_.data = this;
+  uv_async_init(&loop_, &wake_, [](uv_async_t* a) {
+    static_cast<Client*>(a->loop->data)->drain_commands();
+  });
+  uv_timer_init(&loop_, &timer_);
+  uv_idle_init(&loop_, &idle_);
+
+  loop_executor_ = std::make_unique<LoopExecutor>([this](std::function<void()> fn) {
+    return defer(std::move(fn));
+  });
+  if (cfg_.executor == ExecutorKind::kHost && hooks_.submit) {
+    executor_ = std::make_unique<HostExecutor>(hooks_.submit, hooks_.submit_ctx);
+  } else if (cfg_.executor == ExecutorKind::kPool && !external()) {
+    executor_ = std::make_unique<PoolExecutor>(cfg_.callback_threads);
+  }
+  event_queue_ = new_queue();
+
+  BackendContext ctx;
+  ctx.loop = &loop_;
+  ctx.log = [this](int level, const std::string& line) { emit_log(level, line); };
+  ctx.client_name = cfg_.client_name;
+  ctx.memory_faults = faults_;
+  BackendError why = BackendError::kNone;
+  std::string error;
+  backend_ = make_backend(ctx, url, &why, &error);
+  if (!backend_) {
+    // Nothing started yet: close the handles and the loop here.
+    uv_close(reinterpret_cast<uv_handle_t*>(&wake_), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&timer_), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&idle_), nullptr);
+    uv_run(&loop_, UV_RUN_DEFAULT);
+    uv_loop_close(&loop_);
+    if (executor_) executor_->shutdown();
+    torn_down_ = true;
+    loop_done_ = true;
+    status_ = static_cast<int>(SessionStatus::kClosed);
+    return {why == BackendError::kUnsupported ? kEUnsupported : kEInval, error};
+  }
+  backend_->on_released([this](const std::string& name) {
+    node_->on_released(name, now());
+    settle();
+  });
+  node_ = std::make_unique<Node>(cfg_, *this, MonotonicClock::instance(), std::random_device{}());
+
+  if (external()) {
+    host_thread_ = std::this_thread::get_id();
+    node_->start(now());
+    settle();
+  } else {
+    {
+      std::lock_guard<std::mutex> lock(commands_mu_);
+      commands_.push_back([this] { node_->start(now()); });
+    }
+    thread_ = std::thread([this] {
+      loop_thread_ = std::this_thread::get_id();
+      drain_commands();
+      uv_run(&loop_, UV_RUN_DEFAULT);
+      uv_loop_close(&loop_);
+      std::lock_guard<std::mutex> lock(done_mu_);
+      loop_done_ = true;
+      done_cv_.notify_all();
+    });
+  }
+  return Result::ok();
+}
+
+Client::~Client() {
+  // close() has run (simba_client_close always calls it); this only guards
+  // against a client that never started its loop.
+  if (thread_.joinable()) {
+    close();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Threads and the loop
+
+bool Client::on_loop_thread() const {
+  const std::thread::id me = std::this_thread::get_id();
+  return external() ? me == host_thread_ : me == loop_thread_.load();
+}
+
+bool Client::may_block() const {
+  if (in_callback()) return false;
+  if (external()) return !in_process_ || !on_loop_thread();
+  return !on_loop_thread();
+}
+
+bool Client::post(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(commands_mu_);
+    if (!accepting_) return false;
+    commands_.push_back(std::move(fn));
+  }
+  uv_async_send(&wake_);
+  return true;
+}
+
+Result Client::run_sync(const std::function<void()>& fn) {
+  if (on_loop_thread()) {
+    if (torn_down_) return {kEClosed, "the client is closed"};
+    fn();
+    settle();
+    return Result::ok();
+  }
+  auto w = std::make_shared<Waiter>();
+  if (!post([this, &fn, w] {
+        fn();
+        settle();
+        w->finish(kOk);
+      })) {
+    return {kEClosed, "the client is closed"};
+  }
+  std::unique_lock<std::mutex> lock(w->mu);
+  w->cv.wait(lock, [&] { return w->done; });
+  return Result::ok();
+}
+
+int Client::wait(Waiter& w, std::chrono::steady_clock::time_point deadline) {
+  if (!external() || !on_loop_thread()) {
+    std::unique_lock<std::mutex> lock(w.mu);
+    if (!w.cv.wait_until(lock, deadline, [&] { return w.done; })) return kETimedOut;
+    return kOk;
+  }
+  // EXTERNAL mode, on the host's thread, outside process(): run the loop here.
+  for (;;) {
+    in_process_ = true;
+    uv_run(&loop_, UV_RUN_NOWAIT);
+    in_process_ = false;
+    {
+      std::lock_guard<std::mutex> lock(w.mu);
+      if (w.done) return kOk;
+    }
+    if (torn_down_) return kEClosed;
+    const auto now_t = std::chrono::steady_clock::now();
+    if (now_t >= deadline) return kETimedOut;
+    int64_t wait_ms = uv_backend_timeout(&loop_);
+    if (deadline != SteadyTime::max()) {
+      const int64_t left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now_t).count();
+      if (wait_ms < 0 || left < wait_ms) wait_ms = left;
+    }
+    struct pollfd p = {uv_backend_fd(&loop_), POLLIN, 0};
+    poll(&p, 1, static_cast<int>(std::min<int64_t>(wait_ms, 1000)));
+  }
+}
+
+void Client::drain_commands() {
+  std::deque<std::function<void()>> batch;
+  {
+    std::lock_guard<std::mutex> lock(commands_mu_);
+    batch.swap(commands_);
+  }
+  for (auto& fn : batch) fn();
+  settle();
+}
+
+void Client::settle() {
+  if (!node_) return;
+  status_.store(static_cast<int>(node_->status()));
+  if (node_->status() == SessionStatus::kLive || node_->closed()) {
+    for (auto& w : live_waiters_) {
+      w->finish(node_->closed() ? kEClosed : kOk,
+                node_->closed() ? "the client closed" : std::string());
+    }
+    live_waiters_.clear();
+  }
+  if (node_closed_) {
+    if (!torn_down_) teardown();
+    return;
+  }
+  if (auto next = node_->next_wakeup()) {
+    uv_update_time(&loop_);
+    const int64_t delay = std::max<int64_t>(0, to_ms_ceil(*next - now()));
+    uv_timer_start(
+        &timer_, [](uv_timer_t* t) { static_cast<Client*>(t->loop->data)->on_timer(); },
+        static_cast<uint64_t>(delay), 0);
+  } else {
+    uv_timer_stop(&timer_);
+  }
+}
+
+void Client::on_timer() {
+  node_->on_timer(now());
+  settle();
+}
+
+bool Client::defer(std::function<void()> fn) {
+  if (!on_loop_thread()) {
+    return post([this, fn = std::move(fn)]() mutable { defer(std::move(fn)); });
+  }
+  if (torn_down_) return false;
+  deferred_.push_back(std::move(fn));
+  uv_idle_start(&idle_, [](uv_idle_t* h) { static_cast<Client*>(h->loop->data)->run_deferred(); });
+  return true;
+}
+
+void Client::run_deferred() {
+  std::deque<std::function<void()>> batch;
+  batch.swap(deferred_);
+  for (auto& fn : batch) fn();
+  if (deferred_.empty() && !torn_down_) uv_idle_stop(&idle_);
+}
+
+// The node closed: run what is left for the loop, then close every handle so
+// that the loop ends.
+void Client::teardown() {
+  torn_down_ = true;
+  uv_timer_stop(&timer_);
+  while (!deferred_.empty()) run_deferred();
+  {
+    std::lock_guard<std::mutex> lock(commands_mu_);
+    accepting_ = false;
+  }
+  drain_commands();  // late commands find the node closed and answer kEClosed
+  while (!deferred_.empty()) run_deferred();
+  backend_->shutdown([this] {
+    uv_close(reinterpret_cast<uv_handle_t*>(&wake_), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&timer_), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&idle_), nullptr);
+  });
+}
+
+std::shared_ptr<SerialQueue> Client::new_queue() {
+  auto q = std::make_shared<SerialQueue>(executor_ ? *executor_ : *loop_executor_,
+                                         *loop_executor_);
+  std::lock_guard<std::mutex> lock(queues_mu_);
+  queues_.erase(std::remove_if(queues_.begin(), queues_.end(),
+                               [](const std::weak_ptr<SerialQueue>& w) { return w.expired(); }),
+                queues_.end());
+  queues_.push_back(q);
+  return q;
+}
+
+void Client::close_queues() {
+  std::lock_guard<std::mutex> lock(queues_mu_);
+  for (auto& w : queues_) {
+    if (auto q = w.lock()) q->close();
+  }
+  queues_.clear();
+}
+
+void Client::emit_log(int level, const std::string& line) {
+  if (hooks_.log && level >= hooks_.log_min_level) hooks_.log(level, line);
+}
+
+// ---------------------------------------------------------------------------
+// Client API
+
+int Client::close() {
+  close_requested_ = true;
+  if (!may_block()) {
+    // Waiting here would wait for itself: start the close and let it finish.
+    if (!torn_down_) {
+      if (on_loop_thread()) {
+        node_->close(now());
+        settle();
+      } else {
+        post([this] { node_->close(now()); });
+      }
+    }
+    return kEWouldBlock;
+  }
+  std::lock_guard<std::mutex> guard(close_mu_);
+  if (finished_) return kOk;
+  if (external()) {
+    if (!torn_down_) {
+      node_->close(now());
+      settle();
+    }
+    while (uv_run(&loop_, UV_RUN_DEFAULT) != 0) {
+    }
+    uv_loop_close(&loop_);
+  } else {
+    post([this] { node_->close(now()); });
+    {
+      std::unique_lock<std::mutex> lock(done_mu_);
+      done_cv_.wait(lock, [this] { return loop_done_; });
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+  close_queues();
+  if (executor_) executor_->shutdown();
+  status_ = static_cast<int>(SessionStatus::kClosed);
+  finished_ = true;
+  return kOk;
+}
+
+Result Client::wait_live(int64_t timeout_ms) {
+  // Refused from a callback or the loop thread whatever the status, so that
+  // such a call fails every time, not only when the session happens to be down
+  // (simba_client_status() is the check that never blocks).
+  if (!may_block()) {
+    return {kEWouldBlock, "simba_client_wait_live would wait for itself here (callback or loop)"};
+  }
+  // Closing counts as closed (SIMBA_ECLOSED: "closed or closing"), even while
+  // the session still reads LIVE until the close completes.
+  if (close_requested_ || status() == SessionStatus::kClosed) {
+    return {kEClosed, "the client is closed"};
+  }
+  if (status() == SessionStatus::kLive) return Result::ok();
+  if (timeout_ms == 0) return {kETimedOut, "the session is not live"};
+  auto w = std::make_shared<Waiter>();
+  const auto deadline = deadline_after(timeout_ms);
+  auto enlist = [this, w] {
+    if (node_->status() == SessionStatus::kLive) {
+      w->finish(kOk);
+    } else if (node_->closed()) {
+      w->finish(kEClosed, "the client closed");
+    } else {
+      live_waiters_.push_back(w);
+    }
+  };
+  if (on_loop_thread()) {
+    Result r = run_sync(enlist);
+    if (r.code != kOk) return r;
+  } else if (!post(enlist)) {
+    // Not run_sync: in EXTERNAL mode the host may not process for a while,
+    // and the timeout bounds the whole wait.
+    return {kEClosed, "the client is closed"};
+  }
+  const int rc = wait(*w, deadline);
+  if (rc != kOk) {
+    return {rc, rc == kETimedOut ? "the session did not become live within the timeout"
+                                 : "the client closed"};
+  }
+  return {w->code, w->detail};
+}
+
+Result Client::snapshot_json(std::string* out) {
+  Result r = run_sync([this, out] {
+    const NodeView v = node_->view();
+    std::string s = "{\"client\":" + json_quote(cfg_.client_name) +
+                    ",\"backend\":" + json_quote(url_redacted_) + ",\"session\":{\"id\":" +
+                    json_quote(v.session_id) + ",\"status\":" +
+                    json_quote(session_status_name(v.status)) +
+                    ",\"remaining_ms\":" + std::to_string(to_ms(v.remaining)) +
+                    ",\"renew_period_ms\":" + std::to_string(to_ms(v.renew_period)) +
+                    ",\"lease_shortened\":" + (v.lease_shortened ? "true" : "false") +
+                    "},\"elections\":[";
+    bool first = true;
+    for (const ContenderView& c : v.contenders) {
+      if (!first) s += ",";
+      first = false;
+      s += "{\"name\":" + json_quote(c.name) + ",\"kind\":" +
+           json_quote(c.kind == ContenderKind::kLock ? "lock" : "election") +
+           ",\"state\":" + json_quote(c.state) + ",\"token\":" + std::to_string(c.token) +
+           ",\"remaining_ms\":" + std::to_string(to_ms(c.remaining)) + "}";
+    }
+    s += "],\"counters\":{\"sessions_opened\":" + std::to_string(v.sessions_opened) +
+         ",\"keep_alives\":" + std::to_string(v.keep_alives) +
+         ",\"acquires\":" + std::to_string(v.acquires) +
+         ",\"releases\":" + std::to_string(v.releases) + ",\"terms\":" + std::to_string(v.terms) +
+         "}}";
+    *out = std::move(s);
+  });
+  return r;
+}
+
+Result Client::set_event_sink(EventFn fn) {
+  if (close_requested_) return {kEClosed, "the client is closed"};
+  std::lock_guard<std::mutex> lock(event_mu_);
+  event_sink_ = std::move(fn);
+  return Result::ok();
+}
+
+int Client::fd() const { return external() ? uv_backend_fd(&loop_) : -1; }
+
+int64_t Client::timeout_ms() const {
+  if (!external() || torn_down_) return -1;
+  if (!deferred_.empty()) return 0;
+  return uv_backend_timeout(&loop_);
+}
+
+Result Client::process() {
+  if (!external()) return {kEInval, "simba_client_process is for loop.mode=external clients"};
+  if (finished_ || torn_down_) return {kEClosed, "the client is closed"};
+  if (in_process_) return {kEWouldBlock, "simba_client_process called from its own callback"};
+  in_process_ = true;
+  uv_run(&loop_, UV_RUN_NOWAIT);
+  in_process_ = false;
+  return Result::ok();
+}
+
+// ---------------------------------------------------------------------------
+// Elections
+
+Result Client::start_election(const std::string& name, ElectedFn on_elected, RevokedFn on_revoked,
+                              std::shared_ptr<Election>* out) {
+  auto e = std::make_shared<Election>();
+  e->name_ = name;
+  e->on_elected = std::move(on_elected);
+  e->on_revoked = std::move(on_revoked);
+  e->queue = new_queue();
+  Result result;
+  Result r = run_sync([&] {
+    if (close_requested_ || node_->closed()) {
+      result = {kEClosed, "the client is closed"};
+      return;
+    }
+    const ContenderId id = node_->next_id();
+    elections_[id] = e;
+    e->id = id;
+    if (node_->add_election(name, now()) != id) {
+      elections_.erase(id);
+      result = {kEState, "\"" + name + "\" is already started or locked on this client"};
+    }
+  });
+  if (r.code != kOk) return r;
+  if (result.code == kOk) *out = std::move(e);
+  return result;
+}
+
+Result Client::stop_election(const std::shared_ptr<Election>& e, DoneFn done) {
+  Result result;
+  Result r = run_sync([&] {
+    {
+      std::lock_guard<std::mutex> lock(e->mu);
+      if (e->stop_requested || e->stopped) {
+        result = {kEState, "the election of \"" + e->name_ + "\" is already stopping or stopped"};
+        return;
+      }
+      e->stop_requested = true;
+    }
+    e->stop_done = std::move(done);
+    if (!node_->stop(e->id, now())) {
+      // The node no longer knows it: the client's close stopped it.
+      e->stop_done = nullptr;
+      result = {kEState, "the election of \"" + e->name_ + "\" was stopped by the client's close"};
+    }
+  });
+  if (r.code == kEClosed) {
+    // The client's close stopped every election: the handle stays valid.
+    return {kEState, "the election of \"" + e->name_ + "\" was stopped by the client's close"};
+  }
+  return r.code != kOk ? r : result;
+}
+
+Result Client::step_down(const std::shared_ptr<Election>& e, Duration cooldown, DoneFn done) {
+  Result result;
+  Result r = run_sync([&] {
+    {
+      std::lock_guard<std::mutex> lock(e->mu);
+      if (e->stop_requested || e->stopped) {
+        result = {kEState, "the election of \"" + e->name_ + "\" is stopping or stopped"};
+        return;
+      }
+    }
+    e->step_down_dones.push_back(std::move(done));
+    if (!node_->step_down(e->id, cooldown, now())) {
+      e->step_down_dones.pop_back();
+      result = {kEState, "the election of \"" + e->name_ + "\" is stopped"};
+    }
+  });
+  if (r.code == kEClosed) {
+    return {kEState, "the election of \"" + e->name_ + "\" was stopped by the client's close"};
+  }
+  return r.code != kOk ? r : result;
+}
+
+Result Client::stop_election_wait(const std::shared_ptr<Election>& e, int64_t timeout_ms) {
+  if (!may_block()) {
+    return {kEWouldBlock,
+            "simba_election_stop_wait would wait for itself here (callback or loop thread)"};
+  }
+  auto w = std::make_shared<Waiter>();
+  {
+    std::lock_guard<std::mutex> lock(e->mu);
+    if (e->stopped) return Result::ok();
+    e->stop_waiters.push_back(w);
+  }
+  Result r = stop_election(e, nullptr);
+  if (r.code != kOk && r.code != kEState) return r;
+  {
+    // A stop by the client's close completes the election without a done.
+    std::lock_guard<std::mutex> lock(e->mu);
+    if (e->stopped) return Result::ok();
+  }
+  const int rc = wait(*w, deadline_after(timeout_ms));
+  if (rc != kOk) {
+    return {rc, rc == kETimedOut ? "the stop did not complete within the timeout; it goes on"
+                                 : "the client closed"};
+  }
+  return Result::ok();
+}
+
+void Client::detach_election(const std::shared_ptr<Election>& e) {
+  e->detached = true;
+  {
+    std::lock_guard<std::mutex> lock(e->mu);
+    if (e->stop_requested || e->stopped) return;
+    e->stop_requested = true;
+  }
+  auto stop = [this, e] {
+    if (!node_->closed()) node_->stop(e->id, now());
+  };
+  if (on_loop_thread()) {
+    stop();
+    settle();
+  } else {
+    post(stop);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Locks
+
+Result Client::lock_acquire(const std::string& name, int64_t timeout_ms, bool try_once,
+                            simba_term** out) {
+  if (!may_block()) {
+    return {kEWouldBlock, "a blocking lock call would wait for itself here (callback or loop)"};
+  }
+  auto w = std::make_shared<Waiter>();
+  Result r = lock_acquire_async(name, timeout_ms, try_once,
+                                [w](int code, simba_term* t) { w->finish(code, {}, t); },
+                                /*deliver_on_queue=*/false);
+  if (r.code != kOk) return r;
+  wait(*w, SteadyTime::max());  // the node answers by the timeout
+  if (w->code == kECanceled) return {kEClosed, "the client closed before the lock was acquired"};
+  if (w->code != kOk) return {w->code, lock_failure_text(w->code)};
+  *out = w->term;
+  return Result::ok();
+}
+
+Result Client::lock_acquire_async(const std::string& name, int64_t timeout_ms, bool try_once,
+                                  LockFn cb, bool deliver_on_queue) {
+  Result result;
+  auto queue = new_queue();
+  Result r = run_sync([&] {
+    if (close_requested_ || node_->closed()) {
+      result = {kEClosed, "the client is closed"};
+      return;
+    }
+    const TimePoint t = now();
+    TimePoint give_up = TimePoint::max();
+    if (try_once) {
+      give_up = t + node_->config().renew_interval();
+    } else if (timeout_ms >= 0) {
+      give_up = t + ms(timeout_ms);
+    }
+    const ContenderId id = node_->next_id();
+    Lock& lock = locks_[id];
+    lock.name = name;
+    lock.queue = queue;
+    if (deliver_on_queue) {
+      lock.done = [queue, cb](int code, simba_term* term) {
+        if (!queue->post([cb, code, term] { cb(code, term); }) && term) term->release();
+      };
+    } else {
+      lock.done = cb;
+    }
+    if (node_->add_lock(name, give_up, try_once, t) != id) {
+      locks_.erase(id);
+      result = {kEState, "an election of this client uses \"" + name + "\""};
+    }
+  });
+  return r.code != kOk ? r : result;
+}
+
+void Client::lock_release(simba_term* term) {
+  const ContenderId id = term->contender;
+  const bool block = may_block();
+  auto w = std::make_shared<Waiter>();
+  auto stop = [this, id, w, block] {
+    auto l = locks_.find(id);
+    if (node_->closed() || l == locks_.end()) {
+      w->finish(kOk);
+      return;
+    }
+    if (block) l->second.released = w;
+    if (!node_->stop(id, now())) w->finish(kOk);
+  };
+  if (on_loop_thread()) {
+    if (!torn_down_) {
+      stop();
+      settle();
+      // EXTERNAL mode, on the host thread outside process(): wait like any
+      // blocking call, running the loop until the release is answered.
+      if (block) wait(*w, SteadyTime::max());
+    }
+    return;
+  }
+  if (!post(stop) || !block) return;
+  wait(*w, SteadyTime::max());  // the node answers within one call timeout
+}
+
+// ---------------------------------------------------------------------------
+// Effects
+
+void Client::send_open(CallId call, Duration lease, Duration timeout) {
+  backend_->open_session(lease, timeout, [this, call](const OpenReply& r) {
+    node_->on_open(call, r, now());
+    settle();
+  });
+}
+
+void Client::send_keep_alive(CallId call, const std::string& session, Duration lease,
+                             Duration timeout) {
+  backend_->keep_alive(session, lease, timeout, [this, call](const KeepAliveReply& r) {
+    node_->on_keep_alive(call, r, now());
+    settle();
+  });
+}
+
+void Client::send_acquire(CallId call, const std::string& session, const std::string& name,
+                          Duration timeout) {
+  backend_->acquire(session, name, timeout, [this, call](const AcquireReply& r) {
+    node_->on_acquire(call, r, now());
+    settle();
+  });
+}
+
+void Client::send_release(CallId call, const std::string& session, const std::string& name,
+                          uint64_t token, Duration timeout) {
+  backend_->release(session, name, token, timeout, [this, call](const DoneReply& r) {
+    node_->on_release(call, r, now());
+    settle();
+  });
+}
+
+void Client::send_close(CallId call, const std::string& session, Duration timeout) {
+  backend_->close_session(session, timeout, [this, call](const DoneReply& r) {
+    node_->on_close(call, r, now());
+    settle();
+  });
+}
+
+void Client::term_ended(ContenderId, const std::shared_ptr<TermState>& term) {
+  auto it = terms_.find(term.get());
+  if (it != terms_.end()) it->second->signal_ended();
+}
+
+void Client::elected(ContenderId who, const std::shared_ptr<TermState>& term) {
+  if (auto e = elections_.find(who); e != elections_.end()) {
+    std::shared_ptr<Election> el = e->second;
+    auto* t = new simba_term(term, el->queue, weak_from_this(), who, false);
+    terms_[term.get()] = t;  // the engine's reference, dropped at revoked()
+    t->retain();
+    el->queue->post([el, t] {
+      if (!el->detached && el->on_elected) el->on_elected(t);
+      t->release();
+    });
+    return;
+  }
+  if (auto l = locks_.find(who); l != locks_.end()) {
+    auto* t = new simba_term(term, l->second.queue, weak_from_this(), who, true);
+    terms_[term.get()] = t;
+    t->retain();  // the caller's reference
+    LockFn done = std::move(l->second.done);
+    l->second.done = nullptr;
+    if (done) done(kOk, t);
+  }
+}
+
+void Client::revoked(ContenderId who, const std::shared_ptr<TermState>& term,
+                     RevokeReason reason) {
+  auto it = terms_.find(term.get());
+  if (it == terms_.end()) return;
+  simba_term* t = it->second;
+  terms_.erase(it);
+  t->signal_ended();
+  std::function<void()> then;
+  if (auto e = elections_.find(who); e != elections_.end()) {
+    std::shared_ptr<Election> el = e->second;
+    then = [el, t, reason] {
+      if (!el->detached && el->on_revoked) el->on_revoked(t, reason);
+    };
+  }
+  t->deliver_revoked(reason, std::move(then));
+  t->release();
+}
+
+void Client::lock_failed(ContenderId who, LockFailure why) {
+  auto l = locks_.find(who);
+  if (l == locks_.end()) return;
+  LockFn done = std::move(l->second.done);
+  locks_.erase(l);
+  if (done) done(lock_failure_code(why), nullptr);
+}
+
+void Client::stopped(ContenderId who) {
+  if (auto e = elections_.find(who); e != elections_.end()) {
+    std::shared_ptr<Election> el = e->second;
+    elections_.erase(e);
+    DoneFn done = std::move(el->stop_done);
+    el->stop_done = nullptr;
+    // Pending step-down completions were acknowledged before stopped().
+    auto finish = [el, done] {
+      if (done && !el->detached) done(kOk);
+      std::vector<std::shared_ptr<Waiter>> waiters;
+      {
+        std::lock_guard<std::mutex> lock(el->mu);
+        el->stopped = true;
+        waiters.swap(el->stop_waiters);
+      }
+      for (auto& w : waiters) w->finish(kOk);
+    };
+    if (!el->queue->post(finish)) finish();
+    return;
+  }
+  if (auto l = locks_.find(who); l != locks_.end()) {
+    if (l->second.released) l->second.released->finish(kOk);
+    locks_.erase(l);
+  }
+}
+
+void Client::stepped_down(ContenderId who) {
+  auto e = elections_.find(who);
+  if (e == elections_.end() || e->second->step_down_dones.empty()) return;
+  std::shared_ptr<Election> el = e->second;
+  DoneFn done = std::move(el->step_down_dones.front());
+  el->step_down_dones.pop_front();
+  if (!done) return;
+  el->queue->post([el, done] {
+    if (!el->detached) done(kOk);
+  });
+}
+
+void Client::session_event(SessionEvent ev, const std::string& detail_json) {
+  event_queue_->post([this, ev, detail_json] {
+    EventFn fn;
+    {
+      std::lock_guard<std::mutex> lock(event_mu_);
+      fn = event_sink_;
+    }
+    if (fn) fn(ev, detail_json);
+  });
+}
+
+void Client::closed() { node_closed_ = true; }
+
+void Client::log(int level, const std::string& line) { emit_log(level, line); }
+
+}  // namespace simba::engine

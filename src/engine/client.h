@@ -1,0 +1,254 @@
+// One client: one libuv loop (on a thread of its own, or driven by the host),
+// one backend, one Node (the state machines), and the callback executor.
+// API threads post commands to the loop; the loop drives the Node and turns
+// its Effects into backend calls and callbacks.
+#ifndef SIMBA_ENGINE_CLIENT_H
+#define SIMBA_ENGINE_CLIENT_H
+
+#include <uv.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "backend/backend.h"
+#include "backend/memory/memory_backend.h"
+#include "core/config.h"
+#include "core/node.h"
+#include "engine/executor.h"
+#include "engine/term.h"
+
+namespace simba::engine {
+
+// Result codes of the engine: the values of simba.h's SIMBA_E* codes.
+enum Code {
+  kOk = 0,
+  kEInval = -1,
+  kEState = -2,
+  kEExpired = -3,
+  kETimedOut = -4,
+  kEBackend = -5,
+  kEClosed = -6,
+  kENoMem = -7,
+  kEWouldBlock = -8,
+  kEBusy = -9,
+  kEUnsupported = -10,
+  kECanceled = -11,
+};
+
+struct Result {
+  int code = kOk;
+  std::string detail;
+  static Result ok() { return {}; }
+};
+
+using DoneFn = std::function<void(int code)>;
+using ElectedFn = std::function<void(simba_term*)>;
+using RevokedFn = std::function<void(simba_term*, RevokeReason)>;
+using EventFn = std::function<void(SessionEvent, const std::string& detail)>;
+using LockFn = std::function<void(int code, simba_term* term)>;
+
+// Host-provided pieces of the configuration that have no text form.
+struct Hooks {
+  HostExecutor::SubmitFn submit = nullptr;
+  void* submit_ctx = nullptr;
+  std::function<void(int level, const std::string&)> log;
+  int log_min_level = 0;
+};
+
+// A blocking caller's rendezvous with the loop.
+struct Waiter {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  int code = kOk;
+  std::string detail;
+  simba_term* term = nullptr;
+  void finish(int c, std::string d = {}, simba_term* t = nullptr);
+};
+
+// One election as its handle sees it.
+class Election {
+ public:
+  const std::string& name() const { return name_; }
+
+ private:
+  friend class Client;
+  std::string name_;
+  ElectedFn on_elected;
+  RevokedFn on_revoked;
+  std::shared_ptr<SerialQueue> queue;
+  // Set by simba_election_free before the stop completed: deliver nothing more.
+  std::atomic<bool> detached{false};
+
+  ContenderId id = 0;  // set once, before the node knows the election
+
+  // Guarded by mu.
+  std::mutex mu;
+  bool stop_requested = false;
+  bool stopped = false;  // the stop completed (done ran)
+  std::vector<std::shared_ptr<Waiter>> stop_waiters;
+
+  // Loop thread.
+  DoneFn stop_done;
+  std::deque<DoneFn> step_down_dones;
+};
+
+class Client : public Effects, public std::enable_shared_from_this<Client> {
+ public:
+  // Creates the client and starts opening its session.
+  static Result open(const std::string& url, const Config& cfg, const Hooks& hooks,
+                     std::shared_ptr<Client>* out);
+  ~Client() override;
+
+  // Closes: stops every election and lock, closes the session, stops the loop
+  // and the executor. From a callback or the loop thread it only starts the
+  // close and returns kEWouldBlock; the caller must not wait for itself.
+  int close();
+  bool close_requested() const { return close_requested_.load(); }
+
+  SessionStatus status() const { return static_cast<SessionStatus>(status_.load()); }
+  Result wait_live(int64_t timeout_ms);
+  Result snapshot_json(std::string* out);
+  Result set_event_sink(EventFn fn);
+
+  // EXTERNAL mode.
+  bool external() const { return cfg_.loop_mode == LoopMode::kExternal; }
+  int fd() const;
+  int64_t timeout_ms() const;
+  Result process();
+
+  // Elections.
+  Result start_election(const std::string& name, ElectedFn on_elected, RevokedFn on_revoked,
+                        std::shared_ptr<Election>* out);
+  Result stop_election(const std::shared_ptr<Election>& e, DoneFn done);
+  Result step_down(const std::shared_ptr<Election>& e, Duration cooldown, DoneFn done);
+  Result stop_election_wait(const std::shared_ptr<Election>& e, int64_t timeout_ms);
+  void detach_election(const std::shared_ptr<Election>& e);
+
+  // Locks. acquire: timeout_ms < 0 waits without bound.
+  Result lock_acquire(const std::string& name, int64_t timeout_ms, bool try_once,
+                      simba_term** out);
+  // cb runs once: on the lock's serial queue if deliver_on_queue, else on the
+  // loop thread (for a blocking caller's waiter).
+  Result lock_acquire_async(const std::string& name, int64_t timeout_ms, bool try_once, LockFn cb,
+                            bool deliver_on_queue);
+  // Revokes the lock's term and releases it with its token; waits for the
+  // backend's answer (at most one call timeout) where the caller may block.
+  void lock_release(simba_term* term);
+
+  // Test hook: the memory:// fault switches of this client.
+  std::shared_ptr<MemoryFaults> memory_faults() const { return faults_; }
+  const Config& config() const { return cfg_; }
+
+  // Effects, on the loop thread.
+  void send_open(CallId call, Duration lease, Duration timeout) override;
+  void send_keep_alive(CallId call, const std::string& session, Duration lease,
+                       Duration timeout) override;
+  void send_acquire(CallId call, const std::string& session, const std::string& name,
+                    Duration timeout) override;
+  void send_release(CallId call, const std::string& session, const std::string& name,
+                    uint64_t token, Duration timeout) override;
+  void send_close(CallId call, const std::string& session, Duration timeout) override;
+  void term_ended(ContenderId who, const std::shared_ptr<TermState>& term) override;
+  void elected(ContenderId who, const std::shared_ptr<TermState>& term) override;
+  void revoked(ContenderId who, const std::shared_ptr<TermState>& term,
+               RevokeReason reason) override;
+  void lock_failed(ContenderId who, LockFailure why) override;
+  void stopped(ContenderId who) override;
+  void stepped_down(ContenderId who) override;
+  void session_event(SessionEvent ev, const std::string& detail_json) override;
+  void closed() override;
+  void log(int level, const std::string& line) override;
+
+ private:
+  struct Lock {
+    std::string name;
+    LockFn done;  // acquire result (once)
+    std::shared_ptr<SerialQueue> queue;
+    std::shared_ptr<Waiter> released;  // a blocking simba_lock_release waits here
+  };
+
+  Client(const Config& cfg, const Hooks& hooks);
+  Result init(const std::string& url);
+
+  // Queues `fn` for the loop and wakes it. False once the client is closed.
+  bool post(std::function<void()> fn);
+  // Runs `fn` on the loop and waits for it: at once where the calling thread
+  // owns the loop (the loop thread, or the host's in EXTERNAL mode).
+  Result run_sync(const std::function<void()>& fn);
+  bool on_loop_thread() const;
+  // Blocks the caller until `w` is done or `deadline` passes; in EXTERNAL mode
+  // it runs the loop itself. kEWouldBlock where waiting would wait for itself.
+  int wait(Waiter& w, std::chrono::steady_clock::time_point deadline);
+  bool may_block() const;
+
+  TimePoint now() const { return MonotonicClock::instance().now(); }
+  // After every event the Node saw: re-arm the timer, publish the status.
+  void settle();
+  void drain_commands();
+  void on_timer();
+  bool defer(std::function<void()> fn);
+  void run_deferred();
+  void teardown();
+  std::shared_ptr<SerialQueue> new_queue();
+  void close_queues();
+  void emit_log(int level, const std::string& line);
+
+  Config cfg_;
+  Hooks hooks_;
+  std::shared_ptr<MemoryFaults> faults_ = std::make_shared<MemoryFaults>();
+  std::string url_redacted_;
+
+  uv_loop_t loop_;
+  uv_async_t wake_;
+  uv_timer_t timer_;
+  uv_idle_t idle_;
+  std::thread thread_;
+  std::atomic<std::thread::id> loop_thread_{};
+  std::thread::id host_thread_{};  // EXTERNAL mode: the thread that opened the client
+  bool in_process_ = false;        // EXTERNAL mode: the loop is running on the host thread
+
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<LoopExecutor> loop_executor_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Node> node_;
+
+  std::mutex commands_mu_;
+  std::deque<std::function<void()>> commands_;
+  bool accepting_ = true;  // guarded by commands_mu_
+  std::deque<std::function<void()>> deferred_;  // loop thread
+
+  std::mutex queues_mu_;
+  std::vector<std::weak_ptr<SerialQueue>> queues_;
+
+  // Loop thread.
+  std::map<ContenderId, std::shared_ptr<Election>> elections_;
+  std::map<ContenderId, Lock> locks_;
+  std::map<const TermState*, simba_term*> terms_;  // live terms: one engine reference each
+  std::vector<std::shared_ptr<Waiter>> live_waiters_;
+  std::shared_ptr<SerialQueue> event_queue_;
+  EventFn event_sink_;  // guarded by event_mu_
+  std::mutex event_mu_;
+
+  std::atomic<int> status_{static_cast<int>(SessionStatus::kOpening)};
+  std::atomic<bool> close_requested_{false};
+  // Set when the loop finished: every callback was handed to its queue.
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+  bool loop_done_ = false;
+  bool node_closed_ = false;  // loop thread
+  bool torn_down_ = false;    // loop thread: handles closing, nothing more runs
+  std::mutex close_mu_;
+  bool finished_ = false;  // close() completed
+};
+
+}  // namespace simba::engine
+
+#endif

@@ -1,0 +1,111 @@
+// Where callbacks run: the callback executor (a pool owned by the client, the
+// loop itself, or a host's submit function) and the serial dispatcher that
+// runs the callbacks of one election one at a time, in order, over it.
+#ifndef SIMBA_ENGINE_EXECUTOR_H
+#define SIMBA_ENGINE_EXECUTOR_H
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace simba::engine {
+
+// True while this thread runs a simba callback (blocking calls then refuse).
+bool in_callback();
+
+class CallbackScope {
+ public:
+  CallbackScope();
+  ~CallbackScope();
+  CallbackScope(const CallbackScope&) = delete;
+  CallbackScope& operator=(const CallbackScope&) = delete;
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // Runs `fn` later, once, on a thread of the executor. False if rejected.
+  virtual bool submit(std::function<void()> fn) = 0;
+  // Rejects new tasks and waits until every accepted task has run. Never call
+  // it from a task of this executor.
+  virtual void shutdown() = 0;
+};
+
+// A fixed pool of threads owned by the client.
+class PoolExecutor final : public Executor {
+ public:
+  explicit PoolExecutor(int threads);
+  ~PoolExecutor() override;
+  bool submit(std::function<void()> fn) override;
+  void shutdown() override;
+
+ private:
+  void work();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+// A host's executor: submit(ctx, run, arg) from simba_config_set_executor.
+class HostExecutor final : public Executor {
+ public:
+  using SubmitFn = int (*)(void* ctx, void (*run)(void*), void* arg);
+  HostExecutor(SubmitFn submit, void* ctx) : submit_(submit), ctx_(ctx) {}
+  bool submit(std::function<void()> fn) override;
+  void shutdown() override;
+
+ private:
+  static void trampoline(void* arg);
+  SubmitFn submit_;
+  void* ctx_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int outstanding_ = 0;
+  bool stopping_ = false;
+};
+
+// Runs tasks on the client's loop thread, after the current loop event: the
+// engine supplies `defer`, which queues a task for the loop.
+class LoopExecutor final : public Executor {
+ public:
+  explicit LoopExecutor(std::function<bool(std::function<void()>)> defer)
+      : defer_(std::move(defer)) {}
+  bool submit(std::function<void()> fn) override { return defer_(std::move(fn)); }
+  void shutdown() override {}
+
+ private:
+  std::function<bool(std::function<void()>)> defer_;
+};
+
+// Runs its tasks one at a time, in order, on an executor, holding no lock
+// while a task runs. If the executor rejects, `fallback` runs them instead.
+class SerialQueue : public std::enable_shared_from_this<SerialQueue> {
+ public:
+  SerialQueue(Executor& ex, Executor& fallback) : ex_(ex), fallback_(fallback) {}
+  // False once closed: the task will not run.
+  bool post(std::function<void()> task);
+  // Rejects tasks posted from now on; tasks already posted still run.
+  void close();
+
+ private:
+  void drain();
+  Executor& ex_;
+  Executor& fallback_;
+  // Submitting happens under the lock so that close() cannot slip between a
+  // post's check and its submit (the executor is gone after the client closed).
+  // Recursive, so a host executor that wrongly runs a task inline cannot deadlock.
+  std::recursive_mutex mu_;
+  std::deque<std::function<void()>> tasks_;
+  bool scheduled_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace simba::engine
+
+#endif

@@ -1,0 +1,82 @@
+#include "engine/term.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+
+simba_term::~simba_term() {
+  if (efd_ >= 0) close(efd_);
+}
+
+void simba_term::signal_ended() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ended_) return;
+  ended_ = true;
+  if (efd_ >= 0) {
+    const uint64_t one = 1;
+    (void)!write(efd_, &one, sizeof one);
+  }
+  cv_.notify_all();
+}
+
+void simba_term::deliver_revoked(simba::RevokeReason reason, std::function<void()> then) {
+  std::vector<RevokedFn> fns;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    delivered_ = true;
+    reason_ = reason;
+    fns.swap(callbacks_);
+  }
+  retain();
+  queue->post([this, reason, fns = std::move(fns), then = std::move(then)] {
+    for (const RevokedFn& fn : fns) fn(this, reason);
+    if (then) then();
+    release();
+  });
+}
+
+bool simba_term::add_on_revoked(RevokedFn fn) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!delivered_) {
+    callbacks_.push_back(std::move(fn));
+    return true;
+  }
+  const simba::RevokeReason reason = reason_;
+  lock.unlock();
+  retain();
+  const bool posted = queue->post([this, fn = std::move(fn), reason] {
+    fn(this, reason);
+    release();
+  });
+  if (!posted) release();
+  return posted;
+}
+
+bool simba_term::wait_revoked(int64_t timeout_ms) {
+  using namespace std::chrono;
+  const auto until = timeout_ms < 0 ? steady_clock::time_point::max()
+                                    : steady_clock::now() + milliseconds(timeout_ms);
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    // An invalid term is over even before the loop gets to revoke it.
+    if (ended_ || !state->valid()) return true;
+    const auto left = state->remaining();
+    auto wake = steady_clock::now() + duration_cast<steady_clock::duration>(left);
+    if (until < wake) wake = until;
+    if (steady_clock::now() >= until) return false;
+    cv_.wait_until(lock, wake);
+  }
+}
+
+int simba_term::revoke_fd() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (efd_ < 0) {
+    efd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (efd_ >= 0 && ended_) {
+      const uint64_t one = 1;
+      (void)!write(efd_, &one, sizeof one);
+    }
+  }
+  return efd_;
+}

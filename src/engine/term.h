@@ -1,0 +1,69 @@
+// A term handle as the C ABI hands it out (struct simba_term): the lock-free
+// TermState that accessors read, plus what waits on the revocation (an eventfd,
+// a condition variable, on_revoked callbacks). Reference counted.
+#ifndef SIMBA_ENGINE_TERM_H
+#define SIMBA_ENGINE_TERM_H
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/node.h"
+#include "core/term_state.h"
+#include "engine/executor.h"
+
+namespace simba::engine {
+class Client;
+}
+
+struct simba_term {
+  using RevokedFn = std::function<void(simba_term*, simba::RevokeReason)>;
+
+  simba_term(std::shared_ptr<simba::TermState> s, std::shared_ptr<simba::engine::SerialQueue> q,
+             std::weak_ptr<simba::engine::Client> client, simba::ContenderId contender,
+             bool is_lock)
+      : state(std::move(s)),
+        queue(std::move(q)),
+        client(std::move(client)),
+        contender(contender),
+        is_lock(is_lock) {}
+  ~simba_term();
+
+  void retain() { refs.fetch_add(1); }
+  void release() {
+    if (refs.fetch_sub(1) == 1) delete this;
+  }
+
+  // Loop thread: the term stopped being valid; wake waiters, make the fd readable.
+  void signal_ended();
+  // Loop thread: hand the on_revoked callbacks to the queue, before the listener's.
+  void deliver_revoked(simba::RevokeReason reason, std::function<void()> then);
+  // Any thread. False if the client is gone and the term was already delivered.
+  bool add_on_revoked(RevokedFn fn);
+  // Any thread: true once revoked (or invalid) within the timeout (<0: no bound).
+  bool wait_revoked(int64_t timeout_ms);
+  // Any thread: the eventfd, made on first use; -1 if it could not be made.
+  int revoke_fd();
+
+  std::atomic<int> refs{1};
+  const std::shared_ptr<simba::TermState> state;
+  const std::shared_ptr<simba::engine::SerialQueue> queue;
+  const std::weak_ptr<simba::engine::Client> client;
+  const simba::ContenderId contender;
+  const bool is_lock;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool ended_ = false;
+  bool delivered_ = false;
+  simba::RevokeReason reason_ = simba::RevokeReason::kNone;
+  int efd_ = -1;
+  std::vector<RevokedFn> callbacks_;
+};
+
+#endif

@@ -1,0 +1,477 @@
+// Backend conformance: the same behaviour on every backend, through the public
+// C API only (simba.h), so that every assertion here holds for memory://,
+// redis://, postgresql:// and zookeeper:// alike.
+//
+// One suite, parameterized by backend. memory:// always runs; a real server runs
+// when its URL is in the environment (scripts/test.sh starts the servers and sets
+// them):
+//   SIMBA_TEST_REDIS_URL      redis://127.0.0.1:PORT
+//   SIMBA_TEST_POSTGRES_URL   postgresql://USER@127.0.0.1:PORT/DB
+//   SIMBA_TEST_ZOOKEEPER_URL  zookeeper://127.0.0.1:PORT/simba-test
+// A backend whose variable is unset is reported as skipped.
+//
+// Every test uses lease names of its own (and, on memory://, a store of its own),
+// so tests never interfere, also with leftovers of earlier runs on a server.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/simba_testing.h"
+#include "simba.h"
+
+namespace {
+
+using namespace simba_testing;
+
+struct BackendParam {
+  std::string label;  // test name suffix
+  std::string env;    // the variable that names the server ("" for memory)
+  std::string url;    // "" when the variable is unset: the tests skip
+};
+
+// The backends under test: memory:// always, each real server when its URL is set.
+std::vector<BackendParam> ConformanceBackends() {
+  std::vector<BackendParam> out;
+  out.push_back({"memory", "", "memory://"});
+  const struct {
+    const char* label;
+    const char* env;
+  } servers[] = {
+      {"redis", "SIMBA_TEST_REDIS_URL"},
+      {"postgresql", "SIMBA_TEST_POSTGRES_URL"},
+      {"zookeeper", "SIMBA_TEST_ZOOKEEPER_URL"},
+  };
+  for (const auto& s : servers) {
+    const char* url = std::getenv(s.env);
+    out.push_back({s.label, s.env, url && *url ? url : ""});
+  }
+  return out;
+}
+
+// Names the backend in gtest's messages instead of dumping the struct's bytes.
+void PrintTo(const BackendParam& p, std::ostream* os) { *os << p.label; }
+
+class Conformance : public ::testing::TestWithParam<BackendParam> {
+ protected:
+  void SetUp() override {
+    const BackendParam& p = GetParam();
+    if (p.url.empty()) {
+      GTEST_SKIP() << p.env << " is not set: no " << p.label
+                   << " server to test (scripts/test.sh starts one)";
+    }
+    id_ = unique_id();
+    // memory:// clients of one process share a store per NAME: one per test.
+    url_ = p.label == "memory" ? "memory://conf-" + id_ : p.url;
+  }
+
+  const std::string& url() const { return url_; }
+  // A lease name of this test only.
+  std::string lease(const std::string& suffix) const { return "conf." + id_ + "." + suffix; }
+
+  // Opens `c` and waits until its session is LIVE.
+  void OpenLive(Client& c, const Timing& t) {
+    ASSERT_EQ(c.open(url(), t), SIMBA_OK) << simba_last_error();
+    ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  }
+
+ private:
+  std::string id_;
+  std::string url_;
+};
+
+// ---------------------------------------------------------------------------
+
+TEST_P(Conformance, OpensAndBecomesLive) {
+  Client c;
+  ASSERT_EQ(c.open(url(), Timing{1000, 200}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
+  const std::string snap = snapshot(c);
+  EXPECT_EQ(json_string(snap, "status"), "LIVE") << snap;
+  EXPECT_FALSE(json_string(snap, "id").empty()) << snap;
+  EXPECT_GT(json_int(snap, "remaining_ms"), 0) << snap;
+  EXPECT_LE(json_int(snap, "remaining_ms"), 1000) << snap;
+  EXPECT_EQ(json_int(snap, "renew_period_ms"), 200) << snap;
+  EXPECT_EQ(json_int(snap, "sessions_opened"), 1) << snap;
+  c.close();
+}
+
+// One keep-alive per renew interval for the whole node, whether it holds one
+// lease or fifty: renewal cost does not depend on the number of leases.
+TEST_P(Conformance, KeepAliveCadenceIsPerNodeNotPerLease) {
+  const Timing t{1000, 100};
+  std::vector<std::unique_ptr<Election>> many(50);
+  Election one;
+  Client a, b;
+  OpenLive(a, t);
+  OpenLive(b, t);
+  ASSERT_EQ(one.start(a, lease("one")), SIMBA_OK) << simba_last_error();
+  for (size_t i = 0; i < many.size(); ++i) {
+    many[i] = std::make_unique<Election>();
+    ASSERT_EQ(many[i]->start(b, lease("many." + std::to_string(i))), SIMBA_OK)
+        << simba_last_error();
+  }
+  ASSERT_TRUE(one.wait_elected(1, 5000 * slow_factor()));
+  for (auto& e : many) ASSERT_TRUE(e->wait_elected(1, 5000 * slow_factor())) << e->name();
+
+  // Measure both clients over the same window.
+  const int64_t a0 = counter(a, "keep_alives"), b0 = counter(b, "keep_alives");
+  const int64_t t0 = mono_ns();
+  sleep_ms(2000);  // the measurement window, not an assertion
+  const int64_t a1 = counter(a, "keep_alives"), b1 = counter(b, "keep_alives");
+  const double window_ms = static_cast<double>(mono_ns() - t0) / kMsNs;
+  const int64_t da = a1 - a0, db = b1 - b0;
+  // About window / renew (= 20) each; never more than one per renew period
+  // (+1 for the one in flight at the edges), and not starved.
+  const int64_t most = static_cast<int64_t>(window_ms / 100) + 2;
+  EXPECT_GE(da, 12) << "1 lease: " << da << " keep-alives in " << window_ms << " ms";
+  EXPECT_LE(da, std::min<int64_t>(25, most)) << "1 lease: " << da << " in " << window_ms << " ms";
+  EXPECT_GE(db, 12) << "50 leases: " << db << " keep-alives in " << window_ms << " ms";
+  EXPECT_LE(db, std::min<int64_t>(25, most)) << "50 leases: " << db << " in " << window_ms
+                                             << " ms";
+  EXPECT_LE(std::llabs(da - db), 4) << "1 lease: " << da << ", 50 leases: " << db;
+
+  // Every term survived the window: the keep-alives kept them all.
+  EXPECT_TRUE(one.leading());
+  for (auto& e : many) {
+    EXPECT_TRUE(e->leading()) << e->name();
+    EXPECT_EQ(e->revoked_count(), 0) << e->name();
+  }
+}
+
+TEST_P(Conformance, ElectionAcquireContendRelease) {
+  const Timing t{1000, 200};
+  Election ea, eb;
+  Client a, b;
+  OpenLive(a, t);
+  OpenLive(b, t);
+  const std::string name = lease("leader");
+
+  ASSERT_EQ(ea.start(a, name), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(ea.wait_elected(1, 5000 * slow_factor()));
+  simba_term_t* ta = ea.last_elected().term;
+  const uint64_t tok_a = simba_term_token(ta);
+  EXPECT_GT(tok_a, 0u);
+  EXPECT_STREQ(simba_term_name(ta), name.c_str());
+  EXPECT_TRUE(simba_term_is_valid(ta));
+  EXPECT_GT(simba_term_remaining_ms(ta), 0);
+  EXPECT_LE(simba_term_remaining_ms(ta), 1000);
+  EXPECT_EQ(simba_term_ensure_valid(ta, 0), SIMBA_OK);
+  EXPECT_EQ(simba_term_ensure_valid(ta, 60'000), SIMBA_EEXPIRED);
+  EXPECT_EQ(simba_term_revoke_reason(ta), SIMBA_REVOKE_NONE);
+
+  // B contends but does not win while A holds the lease: several of its
+  // attempts (every renew/2 + jitter) and several keep-alives of A pass.
+  ASSERT_EQ(eb.start(b, name), SIMBA_OK) << simba_last_error();
+  const int64_t acquires0 = counter(b, "acquires");
+  ASSERT_TRUE(wait_for([&] { return counter(b, "acquires") >= acquires0 + 3; },
+                       5000 * slow_factor()));
+  EXPECT_EQ(eb.elected_count(), 0);
+  EXPECT_TRUE(simba_term_is_valid(ta));
+  EXPECT_EQ(simba_term_token(ta), tok_a);  // constant within the term
+
+  // A stops: its term is revoked (STOPPED) before the lease is released, and B
+  // takes over with a larger token.
+  ASSERT_EQ(ea.stop(5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  EXPECT_FALSE(simba_term_is_valid(ta));
+  EXPECT_EQ(simba_term_remaining_ms(ta), 0);
+  EXPECT_EQ(simba_term_revoke_reason(ta), SIMBA_REVOKE_STOPPED);
+  ASSERT_EQ(ea.revoked_count(), 1);
+  EXPECT_EQ(ea.last_revoked().reason, SIMBA_REVOKE_STOPPED);
+  EXPECT_EQ(ea.pairing_errors(), 0);
+
+  ASSERT_TRUE(eb.wait_elected(1, 3000 * slow_factor()));
+  simba_term_t* tb = eb.last_elected().term;
+  EXPECT_GT(simba_term_token(tb), tok_a);
+  EXPECT_TRUE(simba_term_is_valid(tb));
+
+  ASSERT_EQ(eb.stop(5000 * slow_factor()), SIMBA_OK);
+  EXPECT_EQ(eb.last_revoked().reason, SIMBA_REVOKE_STOPPED);
+  EXPECT_TRUE(eb.all_revoked_once());
+  EXPECT_EQ(eb.pairing_errors(), 0);
+}
+
+TEST_P(Conformance, LockAcquireContendRelease) {
+  const Timing t{1000, 200};
+  Client a, b;
+  OpenLive(a, t);
+  OpenLive(b, t);
+  const std::string name = lease("lock");
+
+  simba_term_t* la = nullptr;
+  ASSERT_EQ(simba_lock_acquire(&la, a, name.c_str(), 5000 * slow_factor()), SIMBA_OK)
+      << simba_last_error();
+  const uint64_t tok_a = simba_term_token(la);
+  EXPECT_GT(tok_a, 0u);
+  EXPECT_TRUE(simba_term_is_valid(la));
+
+  // Held elsewhere: a try fails with EBUSY, a bounded acquire times out.
+  simba_term_t* lb = nullptr;
+  EXPECT_EQ(simba_lock_try_acquire(&lb, b, name.c_str()), SIMBA_EBUSY) << simba_last_error();
+  EXPECT_EQ(lb, nullptr);
+  EXPECT_EQ(simba_lock_acquire(&lb, b, name.c_str(), 300), SIMBA_ETIMEDOUT);
+  EXPECT_EQ(lb, nullptr);
+  EXPECT_TRUE(simba_term_is_valid(la));
+
+  // Released: the lease is free on return, so a single try now wins.
+  simba_term_retain(la);  // keep it readable after the release
+  ASSERT_EQ(simba_lock_release(la), SIMBA_OK);
+  EXPECT_FALSE(simba_term_is_valid(la));
+  EXPECT_EQ(simba_term_revoke_reason(la), SIMBA_REVOKE_STOPPED);
+  simba_term_release(la);
+
+  ASSERT_EQ(simba_lock_try_acquire(&lb, b, name.c_str()), SIMBA_OK) << simba_last_error();
+  EXPECT_GT(simba_term_token(lb), tok_a);
+  EXPECT_TRUE(simba_term_is_valid(lb));
+  EXPECT_EQ(simba_lock_release(lb), SIMBA_OK);
+}
+
+// Tokens strictly increase across terms of a name: within one session, across
+// clients, and across a client that closed and a new one (a new session).
+TEST_P(Conformance, TokensStrictlyIncreaseAcrossTermsAndSessions) {
+  const Timing t{1000, 200};
+  const std::string name = lease("tokens");
+  std::vector<uint64_t> tokens;
+
+  {
+    Election e;
+    Client a;
+    OpenLive(a, t);
+    ASSERT_EQ(e.start(a, name), SIMBA_OK) << simba_last_error();
+    ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+    // Step down twice: each re-election is a new term with a larger token.
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_EQ(simba_election_step_down(e.handle(), 0, nullptr, nullptr), SIMBA_OK);
+      ASSERT_TRUE(e.wait_elected(i + 2, 5000 * slow_factor()));
+    }
+    ASSERT_EQ(e.stop(5000 * slow_factor()), SIMBA_OK);
+    for (const auto& el : e.elected()) tokens.push_back(el.token);
+    std::vector<simba_revoke_reason_t> reasons;
+    for (const auto& r : e.revoked()) reasons.push_back(r.reason);
+    EXPECT_EQ(reasons, (std::vector<simba_revoke_reason_t>{
+                           SIMBA_REVOKE_STEPPED_DOWN, SIMBA_REVOKE_STEPPED_DOWN,
+                           SIMBA_REVOKE_STOPPED}));
+    EXPECT_EQ(e.pairing_errors(), 0);
+
+    // Locks on the same name, same client.
+    for (int i = 0; i < 2; ++i) {
+      simba_term_t* l = nullptr;
+      ASSERT_EQ(simba_lock_acquire(&l, a, name.c_str(), 5000 * slow_factor()), SIMBA_OK)
+          << simba_last_error();
+      tokens.push_back(simba_term_token(l));
+      ASSERT_EQ(simba_lock_release(l), SIMBA_OK);
+    }
+  }  // a closes: its session ends
+
+  // A new client, a new session: its token continues above all of them.
+  {
+    Election e;
+    Client c;
+    OpenLive(c, t);
+    ASSERT_EQ(e.start(c, name), SIMBA_OK) << simba_last_error();
+    ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+    tokens.push_back(e.last_elected().token);
+    c.close();
+    EXPECT_EQ(e.last_revoked().reason, SIMBA_REVOKE_STOPPED);
+  }
+  // And once more after a close that freed a held lease.
+  {
+    Client d;
+    OpenLive(d, t);
+    simba_term_t* l = nullptr;
+    ASSERT_EQ(simba_lock_acquire(&l, d, name.c_str(), 5000 * slow_factor()), SIMBA_OK)
+        << simba_last_error();
+    tokens.push_back(simba_term_token(l));
+    ASSERT_EQ(simba_lock_release(l), SIMBA_OK);
+  }
+
+  ASSERT_EQ(tokens.size(), 7u);
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    EXPECT_GT(tokens[i], 0u) << "term " << i;
+    if (i > 0) {
+      EXPECT_GT(tokens[i], tokens[i - 1]) << "term " << i;
+    }
+  }
+}
+
+// A clean stop of the leader is taken over at once by a waiting candidate (release
+// broadcast), well before the candidate's next attempt would have found it.
+TEST_P(Conformance, CleanStopIsTakenOverAtOnce) {
+  // Candidates retry every renew/2 + jitter in [0, renew/2): at least 500 ms here.
+  const Timing t{3000, 1000};
+  Election ea, eb;
+  Client a, b;
+  OpenLive(a, t);
+  OpenLive(b, t);
+  const std::string name = lease("broadcast");
+
+  ASSERT_EQ(ea.start(a, name), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(ea.wait_elected(1, 5000 * slow_factor()));
+  ASSERT_EQ(eb.start(b, name), SIMBA_OK) << simba_last_error();
+  // B's first attempt found the lease held; it now waits for its next attempt.
+  ASSERT_TRUE(wait_for(
+      [&] { return json_string(snapshot(b), "state") == "candidate"; }, 5000 * slow_factor()));
+  sleep_ms(50);  // let B settle into its retry wait (not an assertion)
+  ASSERT_EQ(eb.elected_count(), 0);
+
+  const int64_t stop_at = mono_ns();
+  ASSERT_EQ(ea.stop(5000 * slow_factor()), SIMBA_OK);
+  ASSERT_TRUE(eb.wait_elected(1, 5000 * slow_factor()));
+  const int64_t took_ms = (eb.last_elected().at_ns - stop_at) / kMsNs;
+  EXPECT_LT(took_ms, 250) << "a clean stop was taken over after " << took_ms
+                          << " ms; the candidate's own retry comes after >= 500 ms";
+  EXPECT_GT(eb.last_elected().token, ea.last_elected().token);
+  // The old term was revoked before its lease was released.
+  EXPECT_EQ(simba_term_revoke_reason(ea.last_elected().term), SIMBA_REVOKE_STOPPED);
+  EXPECT_EQ(ea.last_revoked().reason, SIMBA_REVOKE_STOPPED);
+}
+
+// close() closes the session: the backend frees every lease of the node at once.
+TEST_P(Conformance, CloseFreesEveryLeaseAtOnce) {
+  const Timing t{3000, 1000};  // candidate retries come after >= 500 ms
+  constexpr int kNames = 5;
+  std::vector<std::unique_ptr<Election>> held(kNames), waiting(kNames);
+  Client a, b;
+  OpenLive(a, t);
+  OpenLive(b, t);
+  for (int i = 0; i < kNames; ++i) {
+    held[i] = std::make_unique<Election>();
+    ASSERT_EQ(held[i]->start(a, lease("close." + std::to_string(i))), SIMBA_OK);
+  }
+  for (auto& e : held) ASSERT_TRUE(e->wait_elected(1, 5000 * slow_factor())) << e->name();
+  for (int i = 0; i < kNames; ++i) {
+    waiting[i] = std::make_unique<Election>();
+    ASSERT_EQ(waiting[i]->start(b, lease("close." + std::to_string(i))), SIMBA_OK);
+  }
+  ASSERT_TRUE(wait_for(
+      [&] {
+        const std::string s = snapshot(b);
+        size_t n = 0;
+        for (size_t at = s.find("\"candidate\""); at != std::string::npos;
+             at = s.find("\"candidate\"", at + 1)) {
+          ++n;
+        }
+        return n == kNames;
+      },
+      5000 * slow_factor()));
+  sleep_ms(50);  // let B settle into its retry waits (not an assertion)
+
+  const int64_t close_at = mono_ns();
+  a.close();
+  // Every term of A was revoked (STOPPED) by the close.
+  for (auto& e : held) {
+    EXPECT_EQ(e->revoked_count(), 1) << e->name();
+    EXPECT_EQ(e->last_revoked().reason, SIMBA_REVOKE_STOPPED) << e->name();
+    EXPECT_FALSE(simba_term_is_valid(e->last_elected().term)) << e->name();
+  }
+  for (auto& e : waiting) ASSERT_TRUE(e->wait_elected(1, 5000 * slow_factor())) << e->name();
+  int64_t last = 0;
+  for (int i = 0; i < kNames; ++i) {
+    last = std::max(last, waiting[i]->last_elected().at_ns);
+    EXPECT_GT(waiting[i]->last_elected().token, held[i]->last_elected().token);
+  }
+  const int64_t took_ms = (last - close_at) / kMsNs;
+  EXPECT_LT(took_ms, 350) << "all " << kNames << " leases were taken over " << took_ms
+                          << " ms after the close; candidate retries come after >= 500 ms";
+}
+
+// Two clients are never both valid owners of one name at any instant, through
+// handovers by step-down and by stop/restart.
+TEST_P(Conformance, NeverTwoValidOwners) {
+  const Timing t{600, 200};
+  const std::string name = lease("exclusive");
+  Election e[2];
+  Client c[2];
+  OpenLive(c[0], t);
+  OpenLive(c[1], t);
+  ASSERT_EQ(e[0].start(c[0], name), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(e[1].start(c[1], name), SIMBA_OK) << simba_last_error();
+
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> checks{0}, violations{0};
+  std::thread poller([&] {
+    auto any_valid = [](const std::vector<simba_term_t*>& ts) {
+      for (simba_term_t* term : ts) {
+        if (simba_term_is_valid(term)) return true;
+      }
+      return false;
+    };
+    while (!done.load()) {
+      for (int x = 0; x < 2; ++x) {
+        const int y = 1 - x;
+        // X's terms are listed before Y is read, so each existed then. A term
+        // valid later was valid at every earlier instant of its life (validity
+        // never comes back), so "X valid after Y was seen valid" means both
+        // were valid at the instant Y was read.
+        const std::vector<simba_term_t*> xs = e[x].terms();
+        const bool y_valid = any_valid(e[y].terms());
+        const bool x_valid = any_valid(xs);
+        if (y_valid && x_valid) violations++;
+        checks++;
+      }
+    }
+  });
+  ThreadGuard poller_guard(poller, done);
+
+  // Drive handovers: the current leader steps down (or stops and restarts),
+  // and the other client must take over.
+  int handovers = 0;
+  const int64_t until = mono_ns() + 2000 * kMsNs;
+  while (mono_ns() < until) {
+    int leader = -1;
+    ASSERT_TRUE(wait_for(
+        [&] {
+          for (int i = 0; i < 2; ++i) {
+            if (e[i].leading()) leader = i;
+          }
+          return leader >= 0;
+        },
+        5000 * slow_factor()))
+        << "nobody leads after " << handovers << " handovers";
+    const int other = 1 - leader;
+    // The other client must be contending, not cooling down from its own step-down.
+    ASSERT_TRUE(wait_for([&] { return json_string(snapshot(c[other]), "state") != "cooldown"; },
+                         5000 * slow_factor()));
+    const int before = e[other].elected_count();
+    const bool restart = handovers % 3 == 2;
+    if (restart) {
+      ASSERT_EQ(e[leader].stop(5000 * slow_factor()), SIMBA_OK);
+    } else {
+      ASSERT_EQ(simba_election_step_down(e[leader].handle(), 150, nullptr, nullptr), SIMBA_OK);
+    }
+    ASSERT_TRUE(e[other].wait_elected(before + 1, 5000 * slow_factor()))
+        << "no takeover after handover " << handovers << "\nleader " << leader << ": "
+        << snapshot(c[leader]) << "\nother: " << snapshot(c[other]);
+    if (restart) {
+      ASSERT_EQ(e[leader].start(c[leader], name), SIMBA_OK) << simba_last_error();
+    }
+    ++handovers;
+  }
+  poller_guard.join();
+  EXPECT_GE(handovers, 4);
+  EXPECT_GT(checks.load(), 1000);
+  EXPECT_EQ(violations.load(), 0) << "both clients held a valid term of " << name << " at once ("
+                                  << violations.load() << " of " << checks.load() << " checks)";
+  // Tokens increase across all terms of both clients, in the order they began.
+  std::vector<std::pair<int64_t, uint64_t>> all;
+  for (auto& el : e) {
+    for (const auto& x : el.elected()) all.emplace_back(x.at_ns, x.token);
+    EXPECT_EQ(el.pairing_errors(), 0);
+  }
+  std::sort(all.begin(), all.end());
+  for (size_t i = 1; i < all.size(); ++i) EXPECT_GT(all[i].second, all[i - 1].second);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(ConformanceBackends()),
+                         [](const ::testing::TestParamInfo<BackendParam>& info) {
+                           return info.param.label;
+                         });
+
+}  // namespace

@@ -1,0 +1,590 @@
+// The engine under backend faults, on memory:// only: the client's fault
+// switches (MemoryFaults: reply_delay_ns, drop_replies, hang, unreachable) and
+// the store's test hooks (expire_session, hand_over, lease, live_sessions).
+// Everything else goes through the public C API, as a user would see it.
+//
+// Each test checks one row of the seed's Failure Modes, or one rule of The Local
+// Deadline, against the monotonic clock: bounds carry slack, never fixed sleeps.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/memory/memory_backend.h"
+#include "backend/memory/memory_store.h"
+#include "backends/simba_testing.h"
+#include "capi/capi.h"
+#include "simba.h"
+
+namespace {
+
+using namespace simba_testing;
+
+class EngineFaults : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    id_ = unique_id();
+    store_name_ = "faults-" + id_;
+    store_ = simba::MemoryStore::named(store_name_);
+  }
+
+  std::string url() const { return "memory://" + store_name_; }
+  std::string lease(const std::string& suffix) const { return "faults." + id_ + "." + suffix; }
+  simba::MemoryStore& store() { return *store_; }
+  static simba::MemoryFaults& faults(simba_client_t* c) { return *c->impl->memory_faults(); }
+
+  // Opens `c` with `t`, installs `log` (if any) and waits until LIVE.
+  void OpenLive(Client& c, const Timing& t, EventLog* log = nullptr) {
+    ASSERT_EQ(c.open(url(), t), SIMBA_OK) << simba_last_error();
+    if (log) {
+      ASSERT_EQ(log->attach(c), SIMBA_OK);
+    }
+    ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  }
+
+  // Waits until one more keep-alive than now has been sent and answered.
+  void WaitOneKeepAlive(simba_client_t* c) {
+    const int64_t k = counter(c, "keep_alives");
+    ASSERT_TRUE(wait_for([&] { return counter(c, "keep_alives") >= k + 2; },
+                         5000 * slow_factor()));
+  }
+
+  // Polls `term` until it reads invalid. Fails if it reads valid at an instant
+  // after `upper_ns` (the latest the local deadline can be). Returns the first
+  // instant (after the read) at which it was seen invalid.
+  static int64_t WatchUntilInvalid(simba_term_t* term, int64_t upper_ns, simba_client_t* c,
+                                   bool* saw_suspended) {
+    for (;;) {
+      const int64_t before = mono_ns();
+      if (c && saw_suspended && simba_client_status(c) == SIMBA_SESSION_SUSPENDED) {
+        *saw_suspended = true;
+      }
+      const int valid = simba_term_is_valid(term);
+      const int64_t after = mono_ns();
+      if (!valid) return after;
+      // The read happened at or after `before`: the term was valid then.
+      EXPECT_LE(before, upper_ns + kMsNs)
+          << "the term still read valid " << (before - upper_ns) / 1000
+          << " us after the latest possible local deadline";
+      if (before > upper_ns + kMsNs) return 0;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  // Local validity of a full grant, exactly as the engine computes it.
+  static int64_t Validity(const Timing& t) {
+    const double drift = t.drift < 0 ? 0.01 : t.drift;
+    const int64_t margin = t.margin_ms < 0 ? 50 : t.margin_ms;
+    return std::llround(static_cast<long double>(t.lease_ms) * kMsNs * (1.0L - drift)) -
+           margin * kMsNs;
+  }
+
+  void BackendUnreachable(bool hang);
+
+  std::string id_;
+  std::string store_name_;
+  std::shared_ptr<simba::MemoryStore> store_;
+};
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// ---------------------------------------------------------------------------
+// Backend unreachable: SUSPENDED, keep-alives retried; at the local deadline the
+// term ends (DEADLINE_PASSED), never later; once the backend answers, a new
+// session and a new term with a larger token.
+
+void EngineFaults::BackendUnreachable(bool hang) {
+  const Timing t{1000, 200};
+  EventLog log;
+  Election e;
+  Client c;
+  OpenLive(c, t, &log);
+  const std::string name = lease("unreachable");
+  ASSERT_EQ(e.start(c, name), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  simba_term_t* term = e.last_elected().term;
+  const uint64_t tok1 = simba_term_token(term);
+  const std::string sid1 = session_id(c);
+  ASSERT_FALSE(sid1.empty());
+  WaitOneKeepAlive(c);
+
+  // The deadline is at least now + remaining (remaining_ms rounds down) ...
+  const int64_t ta = mono_ns();
+  const int64_t r0 = simba_term_remaining_ms(term);
+  ASSERT_GT(r0, 0);
+  const int64_t lower = ta + r0 * kMsNs;
+  // ... and at most one validity after the fault: no keep-alive sent after it
+  // reaches the backend, and a deadline counts from the keep-alive's sending.
+  std::atomic<bool>& fault = hang ? faults(c).hang : faults(c).unreachable;
+  fault = true;
+  const int64_t t1 = mono_ns();
+  const int64_t upper = t1 + Validity(t);
+
+  bool saw_suspended = false;
+  const int64_t invalid_at = WatchUntilInvalid(term, upper, c, &saw_suspended);
+  ASSERT_NE(invalid_at, 0);
+  EXPECT_GE(invalid_at, lower) << "the term ended " << (lower - invalid_at) / 1000
+                               << " us before its local deadline";
+  EXPECT_TRUE(saw_suspended) << "the session never read SUSPENDED before the deadline";
+  EXPECT_EQ(simba_term_remaining_ms(term), 0);
+  EXPECT_EQ(simba_term_ensure_valid(term, 0), SIMBA_EEXPIRED);
+
+  // The engine revokes it at once: DEADLINE_PASSED.
+  ASSERT_TRUE(e.wait_revoked(1, 2000 * slow_factor()));
+  EXPECT_EQ(e.last_revoked().reason, SIMBA_REVOKE_DEADLINE_PASSED);
+  EXPECT_EQ(simba_term_revoke_reason(term), SIMBA_REVOKE_DEADLINE_PASSED);
+  EXPECT_LT((e.last_revoked().at_ns - invalid_at) / kMsNs, 500 * slow_factor());
+
+  // Events: SUSPENDED, then the session ended with DEADLINE_PASSED.
+  ASSERT_TRUE(log.wait(SIMBA_EVENT_SESSION_EXPIRED, 1, 2000 * slow_factor()));
+  const int suspended = log.index_of(SIMBA_EVENT_SESSION_SUSPENDED);
+  const int expired = log.index_of(SIMBA_EVENT_SESSION_EXPIRED);
+  ASSERT_GE(suspended, 0);
+  EXPECT_LT(suspended, expired);
+  EXPECT_TRUE(contains(log.events()[expired].detail, "DEADLINE_PASSED"))
+      << log.events()[expired].detail;
+  EXPECT_TRUE(contains(log.events()[expired].detail, sid1)) << log.events()[expired].detail;
+
+  // Nothing runs as leader while the backend stays unreachable.
+  sleep_ms(300);  // a window in which nothing may happen (not a timing assertion)
+  EXPECT_EQ(e.elected_count(), 1);
+  EXPECT_NE(simba_client_status(c), SIMBA_SESSION_LIVE);
+  EXPECT_FALSE(simba_term_is_valid(term));
+
+  // The backend answers again: a new session, and the election wins again.
+  fault = false;
+  ASSERT_TRUE(e.wait_elected(2, 5000 * slow_factor()));
+  const simba_term_t* term2 = e.last_elected().term;
+  EXPECT_GT(simba_term_token(term2), tok1);
+  EXPECT_TRUE(simba_term_is_valid(term2));
+  const std::string sid2 = session_id(c);
+  EXPECT_FALSE(sid2.empty());
+  EXPECT_NE(sid2, sid1) << "an ended session must never be reused";
+  EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
+  EXPECT_GE(counter(c, "sessions_opened"), 2);
+  ASSERT_TRUE(log.wait(SIMBA_EVENT_SESSION_OPENED, 1, 2000 * slow_factor()));
+  const int opened = log.index_of(SIMBA_EVENT_SESSION_OPENED, expired);
+  ASSERT_GT(opened, expired);
+  EXPECT_TRUE(contains(log.events()[opened].detail, sid2)) << log.events()[opened].detail;
+  EXPECT_FALSE(simba_term_is_valid(term));  // an ended term never comes back
+  EXPECT_EQ(e.pairing_errors(), 0);
+}
+
+TEST_F(EngineFaults, BackendUnreachableEndsTheTermAtTheLocalDeadline) { BackendUnreachable(false); }
+
+TEST_F(EngineFaults, BackendHangingEndsTheTermAtTheLocalDeadline) { BackendUnreachable(true); }
+
+// ---------------------------------------------------------------------------
+// A reply that arrives after the deadline never extends it. The memory backend
+// applies each keep-alive at once (the backend renews the session) but answers
+// only after reply_delay_ns, longer than the lease.
+
+TEST_F(EngineFaults, LateKeepAliveRepliesNeverExtendTheDeadline) {
+  const Timing t{1000, 200};
+  EventLog log;
+  Election e;
+  Client c;
+  OpenLive(c, t, &log);
+  ASSERT_EQ(e.start(c, lease("late")), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  simba_term_t* term = e.last_elected().term;
+  const uint64_t tok1 = simba_term_token(term);
+  const std::string sid1 = session_id(c);
+  WaitOneKeepAlive(c);
+
+  const int64_t ta = mono_ns();
+  const int64_t r0 = simba_term_remaining_ms(term);
+  ASSERT_GT(r0, 0);
+  const int64_t keep_alives0 = counter(c, "keep_alives");
+  const int64_t delay_ns = 1500 * kMsNs;  // > lease
+  faults(c).reply_delay_ns = delay_ns;
+  const int64_t t1 = mono_ns();
+  const int64_t upper = t1 + Validity(t);
+
+  const int64_t invalid_at = WatchUntilInvalid(term, upper, nullptr, nullptr);
+  ASSERT_NE(invalid_at, 0);
+  EXPECT_GE(invalid_at, ta + r0 * kMsNs);
+  ASSERT_TRUE(e.wait_revoked(1, 2000 * slow_factor()));
+  EXPECT_EQ(e.last_revoked().reason, SIMBA_REVOKE_DEADLINE_PASSED);
+  // Keep-alives went on during the fault: each reached the backend at once.
+  EXPECT_GT(counter(c, "keep_alives"), keep_alives0);
+
+  // Their replies (all "ok") arrive up to delay after the last was sent, after
+  // the deadline: the term stays ended, and no session is adopted from a reply
+  // this late either.
+  const int64_t replies_done = mono_ns() + delay_ns + 300 * kMsNs;
+  while (mono_ns() < replies_done) {
+    ASSERT_FALSE(simba_term_is_valid(term));
+    ASSERT_EQ(simba_term_remaining_ms(term), 0);
+    ASSERT_EQ(e.elected_count(), 1) << "elected while every reply came after its timeout";
+    sleep_ms(5);
+  }
+  EXPECT_EQ(simba_term_revoke_reason(term), SIMBA_REVOKE_DEADLINE_PASSED);
+  EXPECT_EQ(e.revoked_count(), 1);
+  EXPECT_EQ(log.count(SIMBA_EVENT_SESSION_LIVE), 0) << "a late reply revived the session";
+  EXPECT_NE(simba_client_status(c), SIMBA_SESSION_LIVE);
+
+  // Timely replies again: a new session, a new term with a larger token.
+  faults(c).reply_delay_ns = 0;
+  ASSERT_TRUE(e.wait_elected(2, 5000 * slow_factor()));
+  EXPECT_GT(e.last_elected().token, tok1);
+  const std::string sid2 = session_id(c);
+  EXPECT_NE(sid2, sid1);
+  EXPECT_FALSE(simba_term_is_valid(term));
+  // Sessions opened by replies that came too late were closed again: only the
+  // current session is left on the backend once the last late reply is in.
+  EXPECT_TRUE(wait_for([&] { return store().live_sessions().size() == 1; }, 4000 * slow_factor()))
+      << store().live_sessions().size() << " live sessions";
+  const auto live = store().live_sessions();
+  EXPECT_EQ(live, std::vector<std::string>{sid2});
+}
+
+// ---------------------------------------------------------------------------
+// The backend reports the session expired: every term revoked (SESSION_EXPIRED)
+// at the next keep-alive, a new session, contend again.
+
+TEST_F(EngineFaults, SessionExpiredOnTheBackend) {
+  const Timing t{1000, 200};
+  EventLog log;
+  Election e;
+  Client c;
+  OpenLive(c, t, &log);
+  ASSERT_EQ(e.start(c, lease("expired")), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  simba_term_t* term = e.last_elected().term;
+  const uint64_t tok1 = simba_term_token(term);
+  const std::string sid1 = session_id(c);
+  ASSERT_TRUE(store().session_live(sid1));
+
+  const int64_t expired_at = mono_ns();
+  store().expire_session(sid1);
+  ASSERT_TRUE(e.wait_revoked(1, 3000 * slow_factor()));
+  EXPECT_EQ(e.last_revoked().reason, SIMBA_REVOKE_SESSION_EXPIRED);
+  EXPECT_EQ(simba_term_revoke_reason(term), SIMBA_REVOKE_SESSION_EXPIRED);
+  EXPECT_FALSE(simba_term_is_valid(term));
+  // At the next keep-alive: within one renew interval (plus slack).
+  EXPECT_LT((e.last_revoked().at_ns - expired_at) / kMsNs, t.renew_ms + 300 * slow_factor());
+
+  ASSERT_TRUE(log.wait(SIMBA_EVENT_SESSION_EXPIRED, 1, 2000 * slow_factor()));
+  const int expired = log.index_of(SIMBA_EVENT_SESSION_EXPIRED);
+  EXPECT_TRUE(contains(log.events()[expired].detail, "SESSION_EXPIRED"))
+      << log.events()[expired].detail;
+  EXPECT_TRUE(contains(log.events()[expired].detail, sid1));
+
+  ASSERT_TRUE(e.wait_elected(2, 5000 * slow_factor()));
+  EXPECT_GT(e.last_elected().token, tok1);
+  const std::string sid2 = session_id(c);
+  EXPECT_FALSE(sid2.empty());
+  EXPECT_NE(sid2, sid1);
+  EXPECT_FALSE(store().session_live(sid1)) << "an expired session was revived";
+  ASSERT_TRUE(log.wait(SIMBA_EVENT_SESSION_OPENED, 1, 2000 * slow_factor()));
+  EXPECT_GT(log.index_of(SIMBA_EVENT_SESSION_OPENED, expired), expired);
+  EXPECT_EQ(store().lease(e.name()).holder, sid2);
+  EXPECT_FALSE(simba_term_is_valid(term));
+  EXPECT_EQ(e.pairing_errors(), 0);
+}
+
+// ---------------------------------------------------------------------------
+// A keep-alive shows the lease owned by someone else: TAKEN_OVER; the node keeps
+// its session and does not get the lease back while the other holds it.
+
+TEST_F(EngineFaults, TakenOverAtTheNextKeepAlive) {
+  const Timing t{1000, 200};
+  EventLog log;
+  Election e;
+  Client c;
+  OpenLive(c, t, &log);
+  const std::string name = lease("takeover");
+  ASSERT_EQ(e.start(c, name), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  simba_term_t* term = e.last_elected().term;
+  const uint64_t tok1 = simba_term_token(term);
+  const std::string sid = session_id(c);
+
+  const int64_t taken_at = mono_ns();
+  const uint64_t foreign = store().hand_over(name, "someone-else");
+  EXPECT_GT(foreign, tok1);
+  ASSERT_TRUE(e.wait_revoked(1, 3000 * slow_factor()));
+  EXPECT_EQ(e.last_revoked().reason, SIMBA_REVOKE_TAKEN_OVER);
+  EXPECT_EQ(simba_term_revoke_reason(term), SIMBA_REVOKE_TAKEN_OVER);
+  EXPECT_FALSE(simba_term_is_valid(term));
+  EXPECT_LT((e.last_revoked().at_ns - taken_at) / kMsNs, t.renew_ms + 300 * slow_factor());
+
+  // It keeps contending, but never wins while the foreign holder holds it.
+  const int64_t acquires0 = counter(c, "acquires");
+  ASSERT_TRUE(wait_for([&] { return counter(c, "acquires") >= acquires0 + 4; },
+                       5000 * slow_factor()));
+  EXPECT_EQ(e.elected_count(), 1);
+  EXPECT_EQ(store().lease(name).holder, "someone-else");
+  EXPECT_EQ(store().lease(name).token, foreign);
+  // A take-over ends the term, not the session.
+  EXPECT_EQ(session_id(c), sid);
+  EXPECT_EQ(log.count(SIMBA_EVENT_SESSION_EXPIRED), 0);
+  EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
+
+  // The other node lets go: the candidate picks the lease up at its next attempt.
+  store().hand_over(name, "");
+  ASSERT_TRUE(e.wait_elected(2, 3000 * slow_factor()));
+  EXPECT_GT(e.last_elected().token, foreign);
+  EXPECT_TRUE(simba_term_is_valid(e.last_elected().term));
+  EXPECT_FALSE(simba_term_is_valid(term));
+  EXPECT_EQ(e.pairing_errors(), 0);
+}
+
+// ---------------------------------------------------------------------------
+// An acquire whose answer is lost: the backend granted the lease to our session,
+// but no term was adopted from it. The lease must not stay held by our session
+// without a term: it is released (late-reply / orphan rule), and the election
+// then wins with a larger token.
+
+TEST_F(EngineFaults, LostAcquireReplyDoesNotKeepTheLease) {
+  const Timing t{1000, 200};
+  Election e;
+  Client c;
+  OpenLive(c, t);
+  const std::string name = lease("orphan");
+  const std::string sid = session_id(c);
+
+  faults(c).drop_replies = true;
+  ASSERT_EQ(e.start(c, name), SIMBA_OK) << simba_last_error();
+  // The acquire reaches the backend at once; its answer is lost.
+  ASSERT_TRUE(wait_for([&] { return store().lease(name).holder == sid; }, 2000 * slow_factor()));
+  const int64_t orphan_at = mono_ns();
+  const uint64_t orphan_token = store().lease(name).token;
+  faults(c).drop_replies = false;
+
+  // The store keeps the orphan (held by our session, token orphan_token, no
+  // term) no longer than about one call timeout (the renew period) plus one renew
+  // period (ADR 0005), far below two lease durations.
+  const int64_t bound_ms = 2 * t.renew_ms + 250 * slow_factor();
+  ASSERT_TRUE(wait_for(
+      [&] {
+        const auto v = store().lease(name);
+        return !(v.holder == sid && v.token == orphan_token);
+      },
+      bound_ms + 1000))
+      << "the lost acquire's lease was never released";
+  const int64_t held_ms = (mono_ns() - orphan_at) / kMsNs;
+  EXPECT_LE(held_ms, bound_ms) << "the store kept the lease of a lost acquire for " << held_ms
+                               << " ms without a term";
+  for (const auto& el : e.elected()) {
+    EXPECT_NE(el.token, orphan_token) << "a term was adopted from a lost reply";
+  }
+
+  ASSERT_TRUE(e.wait_elected(1, 3000 * slow_factor()));
+  EXPECT_GT(e.last_elected().token, orphan_token);
+  EXPECT_TRUE(simba_term_is_valid(e.last_elected().term));
+  EXPECT_EQ(store().lease(name).holder, session_id(c));
+  EXPECT_EQ(store().lease(name).token, e.last_elected().token);
+}
+
+// An acquire whose answer comes after the attempt was given up (call timeout):
+// "a late reply to an abandoned attempt releases what it won", and the term is
+// adopted only from a later attempt, with a larger token.
+TEST_F(EngineFaults, LateAcquireReplyReleasesWhatItWon) {
+  const Timing t{1000, 200};
+  Election e;
+  Client c;
+  OpenLive(c, t);
+  const std::string name = lease("late-acquire");
+  const std::string sid = session_id(c);
+
+  const int64_t delay_ms = 350;  // > the call timeout (one renew period)
+  faults(c).reply_delay_ns = delay_ms * kMsNs;
+  ASSERT_EQ(e.start(c, name), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(wait_for([&] { return store().lease(name).holder == sid; }, 2000 * slow_factor()));
+  const int64_t won_at = mono_ns();
+  const uint64_t late_token = store().lease(name).token;
+  faults(c).reply_delay_ns = 0;
+
+  // Released by the next keep-alive after the attempt was given up (ADR 0005),
+  // or when the late answer arrives, whichever comes first.
+  const int64_t bound_ms = std::min(delay_ms, 2 * t.renew_ms) + 250 * slow_factor();
+  ASSERT_TRUE(wait_for(
+      [&] {
+        const auto v = store().lease(name);
+        return !(v.holder == sid && v.token == late_token);
+      },
+      bound_ms + 2000));
+  const int64_t held_ms = (mono_ns() - won_at) / kMsNs;
+  EXPECT_LE(held_ms, bound_ms) << "the lease won by an abandoned attempt stayed held " << held_ms
+                               << " ms";
+  ASSERT_TRUE(e.wait_elected(1, 3000 * slow_factor()));
+  for (const auto& el : e.elected()) {
+    EXPECT_GT(el.token, late_token) << "a term was adopted from an abandoned attempt's reply";
+  }
+  EXPECT_TRUE(simba_term_is_valid(e.last_elected().term));
+  EXPECT_EQ(store().lease(name).token, e.last_elected().token);
+}
+
+// ---------------------------------------------------------------------------
+// The seed's invariant: once any thread has seen a term invalid, no thread ever
+// sees it valid again. Four threads read every term of the run while the test
+// makes renewals race the deadline (reply delays toggled around the validity),
+// and finally hangs the backend so that every term ends.
+
+TEST_F(EngineFaults, StressOnceInvalidNeverValidAgain) {
+  // Short lease, small margin and backoff: keep-alives land close to the deadline.
+  Timing t{300, 100};
+  t.margin_ms = 10;
+  t.min_backoff_ms = 20;
+  const int64_t validity_ns = Validity(t);  // 287 ms
+  EventLog log;
+  Election e;
+  Client c;
+  OpenLive(c, t, &log);
+  ASSERT_EQ(e.start(c, lease("stress")), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+
+  constexpr int kSlots = 512;
+  struct Slot {
+    std::atomic<simba_term_t*> term{nullptr};
+    std::atomic<bool> seen_invalid{false};
+  };
+  auto slots = std::make_unique<std::array<Slot, kSlots>>();
+  std::atomic<int> published{0};
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> reads{0}, violations{0};
+
+  // Terms are published to the readers as they are elected (retained by `e`).
+  std::thread publisher([&] {
+    int next = 0;
+    while (!done.load()) {
+      const auto terms = e.terms();
+      for (; next < static_cast<int>(terms.size()) && next < kSlots; ++next) {
+        (*slots)[next].term.store(terms[next]);
+        published.store(next + 1);
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+  });
+
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 4; ++r) {
+    readers.emplace_back([&] {
+      int64_t n = 0;
+      while (!done.load()) {
+        const int count = published.load();
+        // The newest terms are the ones racing their deadline.
+        for (int i = std::max(0, count - 4); i < count; ++i) {
+          Slot& s = (*slots)[i];
+          simba_term_t* term = s.term.load();
+          // The flag is read before the term.
+          const bool seen = s.seen_invalid.load();
+          const simba_revoke_reason_t reason = simba_term_revoke_reason(term);
+          const int valid = simba_term_is_valid(term);
+          const int64_t left = simba_term_remaining_ms(term);
+          const int ensured = simba_term_ensure_valid(term, 0);
+          if (seen && (valid || left > 0 || ensured == SIMBA_OK)) violations++;
+          if (reason != SIMBA_REVOKE_NONE && valid) violations++;
+          if (!valid || ensured != SIMBA_OK) s.seen_invalid.store(true);
+          ++n;
+        }
+      }
+      reads += n;
+    });
+  }
+
+  // Race the renewals against the deadline for ~2 s, in rounds: healthy, then
+  // sick for most of a validity (replies time out, or come about a validity
+  // late), then a rescue whose replies are late but within the call timeout,
+  // landing just before or just after the deadline.
+  const unsigned seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  auto uniform_ns = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  auto hold = [&](int64_t lo_ns, int64_t hi_ns) {
+    std::this_thread::sleep_for(std::chrono::nanoseconds(uniform_ns(lo_ns, hi_ns)));
+  };
+  const int64_t renew_ns = t.renew_ms * kMsNs;
+  const int64_t until = mono_ns() + 2000 * kMsNs;
+  int rounds = 0;
+  while (mono_ns() < until) {
+    faults(c).reply_delay_ns = 0;
+    hold(40 * kMsNs, 150 * kMsNs);
+    faults(c).reply_delay_ns = (rounds % 2 == 0)
+                                   ? uniform_ns(renew_ns, 2 * renew_ns)
+                                   : uniform_ns(validity_ns * 8 / 10, validity_ns * 12 / 10);
+    hold(validity_ns * 5 / 10, validity_ns * 9 / 10);
+    faults(c).reply_delay_ns = uniform_ns(renew_ns * 3 / 10, renew_ns * 95 / 100);
+    hold(10 * kMsNs, 150 * kMsNs);
+    ++rounds;
+  }
+  // Finally hang: every term ends at its deadline. Replies already on their way
+  // may still renew the session or win a term (within one call timeout), but
+  // every deadline counts from a call sent before the hang.
+  faults(c).hang = true;
+  faults(c).reply_delay_ns = 0;
+  const int64_t hung_at = mono_ns();
+  const int64_t all_ended = hung_at + validity_ns + kMsNs;
+  while (mono_ns() <= all_ended) sleep_ms(5);
+  for (simba_term_t* term : e.terms()) {
+    EXPECT_FALSE(simba_term_is_valid(term)) << "a term was valid more than one validity ("
+                                            << validity_ns / kMsNs << " ms) after the hang";
+  }
+  sleep_ms(200);  // readers keep reading the ended terms (not an assertion)
+  done = true;
+  for (auto& th : readers) th.join();
+  publisher.join();
+
+  const int terms = e.elected_count();
+  std::cout << "[ stress   ] seed " << seed << ": " << rounds << " rounds, " << terms
+            << " terms, " << counter(c, "sessions_opened") << " sessions, " << reads.load()
+            << " reads" << std::endl;
+  EXPECT_EQ(violations.load(), 0) << "a term read valid after a thread had seen it invalid "
+                                  << "(seed " << seed << ")";
+  EXPECT_GE(terms, 1);
+  EXPECT_GT(reads.load(), 10'000);
+  for (simba_term_t* term : e.terms()) EXPECT_FALSE(simba_term_is_valid(term));
+  EXPECT_EQ(log.count(SIMBA_EVENT_SESSION_LEASE_SHORTENED), 0);
+
+  c.close();
+  EXPECT_TRUE(e.all_revoked_once()) << e.elected_count() << " elected, " << e.revoked_count()
+                                    << " revoked";
+  EXPECT_EQ(e.pairing_errors(), 0);
+  int deadline_passed = 0;
+  for (const auto& r : e.revoked()) deadline_passed += r.reason == SIMBA_REVOKE_DEADLINE_PASSED;
+  EXPECT_GE(deadline_passed, 1);
+}
+
+// ---------------------------------------------------------------------------
+// SessionLeaseShortened is for backends that grant less than the lease
+// (ZooKeeper's maxSessionTimeout). memory:// grants the full lease: never emitted.
+
+TEST_F(EngineFaults, LeaseShortenedIsNotEmittedWhenTheFullLeaseIsGranted) {
+  const Timing t{600, 100};
+  EventLog log;
+  Election e1, e2;
+  Client c;
+  OpenLive(c, t, &log);
+  ASSERT_EQ(e1.start(c, lease("a")), SIMBA_OK);
+  ASSERT_EQ(e2.start(c, lease("b")), SIMBA_OK);
+  ASSERT_TRUE(e1.wait_elected(1, 5000 * slow_factor()));
+  ASSERT_TRUE(e2.wait_elected(1, 5000 * slow_factor()));
+  const int64_t k0 = counter(c, "keep_alives");
+  ASSERT_TRUE(wait_for([&] { return counter(c, "keep_alives") >= k0 + 5; }, 5000 * slow_factor()));
+  const std::string snap = snapshot(c);
+  EXPECT_TRUE(contains(snap, "\"lease_shortened\":false")) << snap;
+  EXPECT_EQ(json_int(snap, "renew_period_ms"), t.renew_ms) << snap;
+  EXPECT_EQ(log.count(SIMBA_EVENT_SESSION_LEASE_SHORTENED), 0);
+  EXPECT_EQ(log.count(SIMBA_EVENT_SESSION_SUSPENDED), 0);
+  EXPECT_EQ(log.count(SIMBA_EVENT_SESSION_EXPIRED), 0);
+  EXPECT_TRUE(e1.leading());
+  EXPECT_TRUE(e2.leading());
+  c.close();
+  EXPECT_EQ(log.count(SIMBA_EVENT_SESSION_LEASE_SHORTENED), 0);
+  EXPECT_EQ(log.count(SIMBA_EVENT_SESSION_CLOSED), 1);
+}
+
+}  // namespace

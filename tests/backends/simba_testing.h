@@ -1,0 +1,383 @@
+// Helpers for tests/backends: the public C API (simba.h) only, so the same
+// helpers serve the conformance suite on every backend. Time is measured with
+// CLOCK_MONOTONIC; waits are bounded polls on a condition, never fixed sleeps
+// used as assertions.
+#ifndef SIMBA_TESTS_BACKENDS_SIMBA_TESTING_H
+#define SIMBA_TESTS_BACKENDS_SIMBA_TESTING_H
+
+#include <gtest/gtest.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "simba.h"
+
+namespace simba_testing {
+
+// ---------------------------------------------------------------------------
+// Time
+
+inline int64_t mono_ns() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<int64_t>(ts.tv_nsec);
+}
+inline int64_t mono_ms() { return mono_ns() / 1'000'000; }
+constexpr int64_t kMsNs = 1'000'000;
+
+inline void sleep_ms(int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+// Polls `pred` every `poll_ms` until it holds or `timeout_ms` passed; returns
+// whether it held (checked once more at the end).
+template <typename Pred>
+bool wait_for(Pred pred, int64_t timeout_ms, int64_t poll_ms = 2) {
+  const int64_t until = mono_ns() + timeout_ms * kMsNs;
+  for (;;) {
+    if (pred()) return true;
+    if (mono_ns() >= until) return pred();
+    sleep_ms(poll_ms);
+  }
+}
+
+// Under a sanitizer everything runs slower: scale the generous timeouts, never
+// the bounds a test proves.
+inline int64_t slow_factor() {
+  const char* s = std::getenv("SIMBA_SANITIZER");
+  if (s && std::string(s) == "thread") return 4;
+  if (s && *s) return 2;
+  return 1;
+}
+
+// Joins a thread when leaving scope (also when an ASSERT returns early), after
+// setting its stop flag.
+class ThreadGuard {
+ public:
+  ThreadGuard(std::thread& th, std::atomic<bool>& stop) : th_(th), stop_(stop) {}
+  ThreadGuard(const ThreadGuard&) = delete;
+  ThreadGuard& operator=(const ThreadGuard&) = delete;
+  ~ThreadGuard() { join(); }
+  void join() {
+    stop_ = true;
+    if (th_.joinable()) th_.join();
+  }
+
+ private:
+  std::thread& th_;
+  std::atomic<bool>& stop_;
+};
+
+// ---------------------------------------------------------------------------
+// Unique names, so that tests (and runs against a persistent server) never share
+// a lease name or a memory store.
+
+inline std::string unique_id() {
+  static std::atomic<unsigned> counter{0};
+  static const unsigned nonce = [] {
+    std::random_device rd;
+    return static_cast<unsigned>(rd());
+  }();
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%ld-%08x-%u", static_cast<long>(getpid()), nonce,
+                counter.fetch_add(1));
+  return buf;
+}
+
+// ---------------------------------------------------------------------------
+// Snapshot JSON (flat lookups are enough: the keys used here are unique).
+
+inline std::string snapshot(simba_client_t* c) {
+  char* s = simba_client_snapshot_json(c);
+  if (!s) return {};
+  std::string out(s);
+  simba_free(s);
+  return out;
+}
+
+// The string value of the first "key":"..." in `json`; empty if absent.
+inline std::string json_string(const std::string& json, const std::string& key) {
+  const std::string pat = "\"" + key + "\":\"";
+  const size_t at = json.find(pat);
+  if (at == std::string::npos) return {};
+  const size_t start = at + pat.size();
+  const size_t end = json.find('"', start);
+  return end == std::string::npos ? std::string() : json.substr(start, end - start);
+}
+
+// The integer value of the first "key":N in `json`; -1 if absent.
+inline int64_t json_int(const std::string& json, const std::string& key) {
+  const std::string pat = "\"" + key + "\":";
+  const size_t at = json.find(pat);
+  if (at == std::string::npos) return -1;
+  return std::strtoll(json.c_str() + at + pat.size(), nullptr, 10);
+}
+
+inline std::string session_id(simba_client_t* c) { return json_string(snapshot(c), "id"); }
+inline int64_t counter(simba_client_t* c, const char* name) { return json_int(snapshot(c), name); }
+
+// ---------------------------------------------------------------------------
+// Configuration
+
+struct Timing {
+  int64_t lease_ms = 1000;
+  int64_t renew_ms = 200;
+  int64_t margin_ms = -1;       // -1: default (50 ms)
+  int64_t min_backoff_ms = -1;  // -1: default (100 ms)
+  double drift = -1;            // <0: default (0.01)
+};
+
+// Local validity of a full grant: lease × (1 − drift) − margin, in ns.
+inline int64_t local_validity_ns(const Timing& t) {
+  const double drift = t.drift < 0 ? 0.01 : t.drift;
+  const int64_t margin = t.margin_ms < 0 ? 50 : t.margin_ms;
+  return static_cast<int64_t>(static_cast<double>(t.lease_ms) * kMsNs * (1.0 - drift)) -
+         margin * kMsNs;
+}
+
+// ---------------------------------------------------------------------------
+// Client: RAII over simba_client_t.
+
+class Client {
+ public:
+  Client() = default;
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client() { close(); }
+
+  // Opens on `url` with `timing`; returns the simba_client_open code.
+  int open(const std::string& url, const Timing& timing, const char* name = nullptr) {
+    simba_config_t* cfg = nullptr;
+    int rc = simba_config_new(&cfg);
+    if (rc != SIMBA_OK) return rc;
+    rc = simba_config_set_ms(cfg, "session.lease-duration", timing.lease_ms);
+    if (rc == SIMBA_OK) rc = simba_config_set_ms(cfg, "session.renew-interval", timing.renew_ms);
+    if (rc == SIMBA_OK && timing.margin_ms >= 0) {
+      rc = simba_config_set_ms(cfg, "session.margin", timing.margin_ms);
+    }
+    if (rc == SIMBA_OK && timing.min_backoff_ms >= 0) {
+      rc = simba_config_set_ms(cfg, "session.min-backoff", timing.min_backoff_ms);
+    }
+    if (rc == SIMBA_OK && timing.drift >= 0) {
+      rc = simba_config_set(cfg, "session.drift", std::to_string(timing.drift).c_str());
+    }
+    if (rc == SIMBA_OK && name) rc = simba_config_set(cfg, "client.name", name);
+    // SIMBA_TEST_LOG=1 prints the clients' log lines, for debugging a failure.
+    if (rc == SIMBA_OK && std::getenv("SIMBA_TEST_LOG")) {
+      rc = simba_config_set_logger(cfg, &Client::log_line, nullptr, SIMBA_LOG_DEBUG);
+    }
+    if (rc == SIMBA_OK) rc = simba_client_open(&c_, url.c_str(), cfg);
+    simba_config_free(cfg);
+    return rc;
+  }
+
+  void close() {
+    if (c_) {
+      simba_client_close(c_);
+      c_ = nullptr;
+    }
+  }
+
+  static void log_line(void*, int level, const char* msg) {
+    std::fprintf(stderr, "[simba %lld.%03lld L%d] %s\n", static_cast<long long>(mono_ms() / 1000),
+                 static_cast<long long>(mono_ms() % 1000), level, msg);
+  }
+
+  simba_client_t* get() const { return c_; }
+  operator simba_client_t*() const { return c_; }
+
+ private:
+  simba_client_t* c_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------
+// Session events.
+
+class EventLog {
+ public:
+  struct Event {
+    simba_event_type_t type;
+    std::string detail;
+    int64_t at_ns;
+  };
+
+  // Installs the sink on `c`. The log must outlive the client's close.
+  int attach(simba_client_t* c) { return simba_client_on_event(c, &EventLog::sink, this); }
+
+  std::vector<Event> events() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_;
+  }
+  int count(simba_event_type_t type) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    int n = 0;
+    for (const Event& e : events_) n += e.type == type;
+    return n;
+  }
+  bool wait(simba_event_type_t type, int n, int64_t timeout_ms) const {
+    return wait_for([&] { return count(type) >= n; }, timeout_ms);
+  }
+  // Index of the first event of `type` at or after index `from`; -1 if none.
+  int index_of(simba_event_type_t type, int from = 0) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = static_cast<size_t>(from); i < events_.size(); ++i) {
+      if (events_[i].type == type) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+ private:
+  static void sink(void* ud, simba_event_type_t type, const char* detail) {
+    auto* self = static_cast<EventLog*>(ud);
+    std::lock_guard<std::mutex> lock(self->mu_);
+    self->events_.push_back({type, detail ? detail : "", mono_ns()});
+  }
+
+  mutable std::mutex mu_;
+  std::vector<Event> events_;
+};
+
+// ---------------------------------------------------------------------------
+// Election: starts an election and records every callback. Every elected term is
+// retained until the recorder is destroyed, so tests (and other threads) may
+// read it at any time. Declare it before the client it runs on, or stop it
+// before the client closes: its callbacks use it until then.
+
+class Election {
+ public:
+  struct Elected {
+    simba_term_t* term;
+    uint64_t token;
+    int64_t at_ns;
+  };
+  struct Revoked {
+    simba_term_t* term;
+    simba_revoke_reason_t reason;
+    int64_t at_ns;
+  };
+
+  Election() = default;
+  Election(const Election&) = delete;
+  Election& operator=(const Election&) = delete;
+  ~Election() {
+    stop(10'000);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Elected& e : elected_) simba_term_release(e.term);
+  }
+
+  int start(simba_client_t* c, const std::string& name) {
+    name_ = name;
+    simba_listener_t l;
+    l.on_elected = &Election::on_elected;
+    l.on_revoked = &Election::on_revoked;
+    l.ud = this;
+    return simba_election_start(&e_, c, name.c_str(), &l);
+  }
+
+  // Blocking stop, then free. Returns the stop_wait code (SIMBA_OK if not started).
+  int stop(int64_t timeout_ms) {
+    if (!e_) return SIMBA_OK;
+    const int rc = simba_election_stop_wait(e_, timeout_ms);
+    simba_election_free(e_);
+    e_ = nullptr;
+    return rc;
+  }
+
+  simba_election_t* handle() const { return e_; }
+  const std::string& name() const { return name_; }
+
+  int elected_count() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int>(elected_.size());
+  }
+  int revoked_count() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int>(revoked_.size());
+  }
+  bool wait_elected(int n, int64_t timeout_ms) const {
+    return wait_for([&] { return elected_count() >= n; }, timeout_ms);
+  }
+  bool wait_revoked(int n, int64_t timeout_ms) const {
+    return wait_for([&] { return revoked_count() >= n; }, timeout_ms);
+  }
+  std::vector<Elected> elected() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return elected_;
+  }
+  std::vector<Revoked> revoked() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return revoked_;
+  }
+  Elected last_elected() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return elected_.empty() ? Elected{nullptr, 0, 0} : elected_.back();
+  }
+  Revoked last_revoked() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return revoked_.empty() ? Revoked{nullptr, SIMBA_REVOKE_NONE, 0} : revoked_.back();
+  }
+  // The terms elected so far (retained by this recorder).
+  std::vector<simba_term_t*> terms() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<simba_term_t*> out;
+    for (const Elected& e : elected_) out.push_back(e.term);
+    return out;
+  }
+  // True if the latest term is currently valid.
+  bool leading() const {
+    simba_term_t* t = last_elected().term;
+    return t && simba_term_is_valid(t);
+  }
+  // Callback-order violations seen: a revoke without a preceding elected of the
+  // same term, a second revoke of a term, an elected while a term was pending.
+  int pairing_errors() const { return pairing_errors_.load(); }
+  // Every elected term revoked exactly once.
+  bool all_revoked_once() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (revoked_.size() != elected_.size()) return false;
+    for (size_t i = 0; i < elected_.size(); ++i) {
+      if (revoked_[i].term != elected_[i].term) return false;
+    }
+    return true;
+  }
+
+ private:
+  static void on_elected(void* ud, simba_term_t* t) {
+    auto* self = static_cast<Election*>(ud);
+    simba_term_retain(t);
+    std::lock_guard<std::mutex> lock(self->mu_);
+    if (self->revoked_.size() != self->elected_.size()) self->pairing_errors_++;
+    self->elected_.push_back({t, simba_term_token(t), mono_ns()});
+  }
+  static void on_revoked(void* ud, simba_term_t* t, simba_revoke_reason_t reason) {
+    auto* self = static_cast<Election*>(ud);
+    std::lock_guard<std::mutex> lock(self->mu_);
+    if (self->revoked_.size() >= self->elected_.size() ||
+        self->elected_[self->revoked_.size()].term != t) {
+      self->pairing_errors_++;
+    }
+    self->revoked_.push_back({t, reason, mono_ns()});
+  }
+
+  std::string name_;
+  simba_election_t* e_ = nullptr;
+  mutable std::mutex mu_;
+  std::vector<Elected> elected_;
+  std::vector<Revoked> revoked_;
+  std::atomic<int> pairing_errors_{0};
+};
+
+}  // namespace simba_testing
+
+#endif

@@ -1,0 +1,551 @@
+// A recording Effects for tests of the core Node: every call is kept, in order,
+// with the (virtual) time it happened. Backend calls can be "taken" by the test,
+// which then answers them through the matching Node::on_* method.
+//
+// It also checks, as the calls arrive, the seed's rules that any Node must
+// keep whatever the scenario (each breach is a gtest failure, with the event
+// log):
+//   * elected(term): the term is new, not revoked, valid, token > 0, and no other
+//     term of the same name is live on this node;
+//   * term_ended(term): once per elected term, the term is revoked and invalid;
+//   * revoked(term, reason): exactly once per elected term, same contender,
+//     after term_ended, reason == term->revoked(), the term is invalid;
+//   * send_release(name, token): never while the term with that name and token
+//     is still unrevoked ("a term is always revoked before its lease is
+//     released");
+//   * stopped(who) / lock_failed(who): the contender has no live term, and
+//     nothing is delivered for it afterwards;
+//   * closed(): once, every elected term revoked, nothing but logs afterwards;
+//   * every backend call has a positive timeout.
+// expect_all_revoked() checks the pairing "every elected() is followed by
+// exactly one revoked()" at a point where the test knows every term ended.
+#ifndef SIMBA_TESTS_RECORDING_EFFECTS_H
+#define SIMBA_TESTS_RECORDING_EFFECTS_H
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/node.h"
+#include "core/term_state.h"
+#include "core/time.h"
+
+namespace simba::testing {
+
+enum class Fx {
+  kOpen,
+  kKeepAlive,
+  kAcquire,
+  kRelease,
+  kClose,
+  kTermEnded,
+  kElected,
+  kRevoked,
+  kLockFailed,
+  kStopped,
+  kSteppedDown,
+  kSessionEvent,
+  kClosed,
+  kLog,
+};
+
+inline const char* fx_name(Fx f) {
+  switch (f) {
+    case Fx::kOpen:
+      return "send_open";
+    case Fx::kKeepAlive:
+      return "send_keep_alive";
+    case Fx::kAcquire:
+      return "send_acquire";
+    case Fx::kRelease:
+      return "send_release";
+    case Fx::kClose:
+      return "send_close";
+    case Fx::kTermEnded:
+      return "term_ended";
+    case Fx::kElected:
+      return "elected";
+    case Fx::kRevoked:
+      return "revoked";
+    case Fx::kLockFailed:
+      return "lock_failed";
+    case Fx::kStopped:
+      return "stopped";
+    case Fx::kSteppedDown:
+      return "stepped_down";
+    case Fx::kSessionEvent:
+      return "session_event";
+    case Fx::kClosed:
+      return "closed";
+    case Fx::kLog:
+      return "log";
+  }
+  return "?";
+}
+
+inline const char* session_event_name(SessionEvent e) {
+  switch (e) {
+    case SessionEvent::kOpened:
+      return "OPENED";
+    case SessionEvent::kLive:
+      return "LIVE";
+    case SessionEvent::kSuspended:
+      return "SUSPENDED";
+    case SessionEvent::kExpired:
+      return "EXPIRED";
+    case SessionEvent::kClosed:
+      return "CLOSED";
+    case SessionEvent::kLeaseShortened:
+      return "LEASE_SHORTENED";
+  }
+  return "?";
+}
+
+inline const char* lock_failure_name(LockFailure f) {
+  switch (f) {
+    case LockFailure::kTimeout:
+      return "TIMEOUT";
+    case LockFailure::kBusy:
+      return "BUSY";
+    case LockFailure::kBackend:
+      return "BACKEND";
+    case LockFailure::kCanceled:
+      return "CANCELED";
+  }
+  return "?";
+}
+
+// One recorded call.
+struct FxCall {
+  size_t seq = 0;  // position in the log
+  Fx kind = Fx::kLog;
+  TimePoint at{};  // the clock's time when recorded (zero without a clock)
+
+  // Backend calls.
+  CallId call = 0;
+  std::string session;
+  std::string name;    // acquire, release
+  uint64_t token = 0;  // release
+  Duration lease{0};   // open, keep-alive
+  Duration timeout{0};
+  bool answered = false;  // the test took it (see take())
+
+  // Contender callbacks.
+  ContenderId who = 0;
+  std::shared_ptr<TermState> term;
+  RevokeReason reason = RevokeReason::kNone;
+  LockFailure failure = LockFailure::kCanceled;
+
+  // Session events and logs.
+  SessionEvent event = SessionEvent::kOpened;
+  std::string detail;
+  int level = 0;
+
+  bool is_backend_call() const {
+    return kind == Fx::kOpen || kind == Fx::kKeepAlive || kind == Fx::kAcquire ||
+           kind == Fx::kRelease || kind == Fx::kClose;
+  }
+  std::string str() const {
+    std::ostringstream o;
+    o << "#" << seq << " t=" << at.time_since_epoch().count() << "ns " << fx_name(kind);
+    if (is_backend_call()) {
+      o << " call=" << call;
+      if (!session.empty()) o << " session=" << session;
+      if (!name.empty()) o << " name=" << name;
+      if (kind == Fx::kRelease) o << " token=" << token;
+      o << " timeout=" << timeout.count() << "ns";
+      if (answered) o << " (answered)";
+    }
+    if (who) o << " who=" << who;
+    if (term) o << " term=" << term->name() << "/" << term->token();
+    if (kind == Fx::kRevoked) o << " reason=" << revoke_reason_name(reason);
+    if (kind == Fx::kLockFailed) o << " failure=" << lock_failure_name(failure);
+    if (kind == Fx::kSessionEvent) o << " " << session_event_name(event) << " " << detail;
+    if (kind == Fx::kLog) o << " [" << level << "] " << detail;
+    return o.str();
+  }
+};
+
+class RecordingEffects final : public Effects {
+ public:
+  explicit RecordingEffects(const Clock* clock = nullptr) : clock_(clock) {}
+  RecordingEffects(const RecordingEffects&) = delete;
+  RecordingEffects& operator=(const RecordingEffects&) = delete;
+
+  ~RecordingEffects() override {
+    // The online checks already reported every breach as it happened; here the
+    // pairing of a closed node, in case closed() came from a path not checked.
+    if (closed_count_ > 0) expect_all_revoked();
+  }
+
+  // --- Effects ----------------------------------------------------------------
+
+  void send_open(CallId call, Duration lease, Duration timeout) override {
+    FxCall& e = push(Fx::kOpen);
+    e.call = call;
+    e.lease = lease;
+    e.timeout = timeout;
+    check_backend_call(e);
+  }
+  void send_keep_alive(CallId call, const std::string& session, Duration lease,
+                       Duration timeout) override {
+    FxCall& e = push(Fx::kKeepAlive);
+    e.call = call;
+    e.session = session;
+    e.lease = lease;
+    e.timeout = timeout;
+    check_backend_call(e);
+  }
+  void send_acquire(CallId call, const std::string& session, const std::string& name,
+                    Duration timeout) override {
+    FxCall& e = push(Fx::kAcquire);
+    e.call = call;
+    e.session = session;
+    e.name = name;
+    e.timeout = timeout;
+    check_backend_call(e);
+  }
+  void send_release(CallId call, const std::string& session, const std::string& name,
+                    uint64_t token, Duration timeout) override {
+    FxCall& e = push(Fx::kRelease);
+    e.call = call;
+    e.session = session;
+    e.name = name;
+    e.token = token;
+    e.timeout = timeout;
+    check_backend_call(e);
+    for (const auto& [ptr, t] : terms_) {
+      if (!t.ended && t.term->name() == name && t.term->token() == token &&
+          t.term->session_id() == session) {
+        fail("release of " + name + " token " + std::to_string(token) +
+             " while its term is not revoked yet");
+      }
+    }
+  }
+  void send_close(CallId call, const std::string& session, Duration timeout) override {
+    FxCall& e = push(Fx::kClose);
+    e.call = call;
+    e.session = session;
+    e.timeout = timeout;
+    check_backend_call(e);
+  }
+
+  void term_ended(ContenderId who, const std::shared_ptr<TermState>& term) override {
+    FxCall& e = push(Fx::kTermEnded);
+    e.who = who;
+    e.term = term;
+    check_not_closed(e);
+    TermRecord* t = record_of(term, e);
+    if (!t) return;
+    if (t->who != who)
+      fail("term_ended for contender " + std::to_string(who) + ", elected by " +
+           std::to_string(t->who));
+    if (t->ended) fail("term_ended twice for " + term_str(term));
+    if (term->revoked() == RevokeReason::kNone)
+      fail("term_ended but not revoked: " + term_str(term));
+    if (term->valid()) fail("term_ended but still valid: " + term_str(term));
+    t->ended = true;
+  }
+
+  void elected(ContenderId who, const std::shared_ptr<TermState>& term) override {
+    FxCall& e = push(Fx::kElected);
+    e.who = who;
+    e.term = term;
+    check_not_closed(e);
+    check_not_finished(who, e);
+    if (!term) {
+      fail("elected with a null term");
+      return;
+    }
+    if (terms_.count(term.get())) fail("elected twice with the same term object " + term_str(term));
+    if (term->token() == 0) fail("elected with token 0");
+    if (term->revoked() != RevokeReason::kNone) fail("elected a revoked term " + term_str(term));
+    if (!term->valid()) fail("elected a term that is not valid " + term_str(term));
+    for (const auto& [ptr, t] : terms_) {
+      if (!t.revoked && t.term->name() == term->name()) {
+        fail("elected " + term_str(term) + " while " + term_str(t.term) +
+             " of the same name is not revoked yet");
+      }
+    }
+    TermRecord& r = terms_[term.get()];
+    r.term = term;
+    r.who = who;
+    r.elected_seq = e.seq;
+    elected_order_.push_back(term);
+  }
+
+  void revoked(ContenderId who, const std::shared_ptr<TermState>& term,
+               RevokeReason reason) override {
+    FxCall& e = push(Fx::kRevoked);
+    e.who = who;
+    e.term = term;
+    e.reason = reason;
+    check_not_closed(e);
+    check_not_finished(who, e);
+    TermRecord* t = record_of(term, e);
+    if (!t) return;
+    if (t->who != who)
+      fail("revoked for contender " + std::to_string(who) + ", elected by " +
+           std::to_string(t->who));
+    if (t->revoked) fail("revoked twice: " + term_str(term));
+    if (!t->ended) fail("revoked() before term_ended() for " + term_str(term));
+    if (reason == RevokeReason::kNone) fail("revoked with reason NONE: " + term_str(term));
+    if (reason != term->revoked()) {
+      fail(std::string("revoked with ") + revoke_reason_name(reason) + " but the term says " +
+           revoke_reason_name(term->revoked()));
+    }
+    if (term->valid()) fail("revoked but still valid: " + term_str(term));
+    if (term->remaining() != Duration::zero())
+      fail("revoked but remaining() > 0: " + term_str(term));
+    t->revoked = true;
+    t->reason = reason;
+  }
+
+  void lock_failed(ContenderId who, LockFailure why) override {
+    FxCall& e = push(Fx::kLockFailed);
+    e.who = who;
+    e.failure = why;
+    check_not_closed(e);
+    finish(who, e);
+  }
+
+  void stopped(ContenderId who) override {
+    FxCall& e = push(Fx::kStopped);
+    e.who = who;
+    check_not_closed(e);
+    finish(who, e);
+  }
+
+  void stepped_down(ContenderId who) override {
+    FxCall& e = push(Fx::kSteppedDown);
+    e.who = who;
+    check_not_closed(e);
+    check_not_finished(who, e);
+  }
+
+  void session_event(SessionEvent ev, const std::string& detail_json) override {
+    FxCall& e = push(Fx::kSessionEvent);
+    e.event = ev;
+    e.detail = detail_json;
+    check_not_closed(e);
+  }
+
+  void closed() override {
+    FxCall& e = push(Fx::kClosed);
+    if (closed_count_++ > 0) fail("closed() twice");
+    for (const auto& [ptr, t] : terms_) {
+      if (!t.revoked) fail("closed() with " + term_str(t.term) + " not revoked");
+    }
+    (void)e;
+  }
+
+  void log(int level, const std::string& line) override {
+    FxCall& e = push(Fx::kLog);
+    e.level = level;
+    e.detail = line;
+  }
+
+  // --- Reading the log ---------------------------------------------------------
+
+  const std::vector<FxCall>& events() const { return events_; }
+  // The position of the next event: events recorded later have seq >= mark().
+  size_t mark() const { return events_.size(); }
+
+  std::vector<FxCall> of(Fx kind, size_t since = 0) const {
+    std::vector<FxCall> out;
+    for (size_t i = since; i < events_.size(); ++i) {
+      if (events_[i].kind == kind) out.push_back(events_[i]);
+    }
+    return out;
+  }
+  size_t count(Fx kind, size_t since = 0) const { return of(kind, since).size(); }
+  std::vector<FxCall> for_contender(ContenderId who, size_t since = 0) const {
+    std::vector<FxCall> out;
+    for (size_t i = since; i < events_.size(); ++i) {
+      if (events_[i].who == who) out.push_back(events_[i]);
+    }
+    return out;
+  }
+  std::vector<SessionEvent> session_events(size_t since = 0) const {
+    std::vector<SessionEvent> out;
+    for (const FxCall& e : of(Fx::kSessionEvent, since)) out.push_back(e.event);
+    return out;
+  }
+  // The kinds of every event other than logs and session events since `since`,
+  // for order checks.
+  std::vector<Fx> kinds(size_t since = 0) const {
+    std::vector<Fx> out;
+    for (size_t i = since; i < events_.size(); ++i) {
+      if (events_[i].kind != Fx::kLog && events_[i].kind != Fx::kSessionEvent) {
+        out.push_back(events_[i].kind);
+      }
+    }
+    return out;
+  }
+
+  // Backend calls of `kind` the test has not taken yet, oldest first.
+  std::vector<FxCall> pending(Fx kind) const {
+    std::vector<FxCall> out;
+    for (const FxCall& e : events_) {
+      if (e.kind == kind && !e.answered) out.push_back(e);
+    }
+    return out;
+  }
+  size_t pending_count(Fx kind) const { return pending(kind).size(); }
+  // Takes the oldest call of `kind` not taken yet (for the test to answer). A
+  // gtest failure, and a default FxCall, if there is none.
+  FxCall take(Fx kind) {
+    for (FxCall& e : events_) {
+      if (e.kind == kind && !e.answered) {
+        e.answered = true;
+        return e;
+      }
+    }
+    ADD_FAILURE() << "no pending " << fx_name(kind) << "\n" << dump();
+    return FxCall{};
+  }
+  // Takes the newest call of `kind` not taken yet.
+  FxCall take_last(Fx kind) {
+    for (auto it = events_.rbegin(); it != events_.rend(); ++it) {
+      if (it->kind == kind && !it->answered) {
+        it->answered = true;
+        return *it;
+      }
+    }
+    ADD_FAILURE() << "no pending " << fx_name(kind) << "\n" << dump();
+    return FxCall{};
+  }
+  // Marks a call as taken (when answered by id).
+  void mark_answered(CallId call) {
+    for (FxCall& e : events_) {
+      if (e.is_backend_call() && e.call == call) e.answered = true;
+    }
+  }
+  // The recorded backend call with this id.
+  std::optional<FxCall> call(CallId id) const {
+    for (const FxCall& e : events_) {
+      if (e.is_backend_call() && e.call == id) return e;
+    }
+    return std::nullopt;
+  }
+
+  // --- Terms ------------------------------------------------------------------
+
+  // Every term elected so far, in order.
+  const std::vector<std::shared_ptr<TermState>>& elected_terms() const { return elected_order_; }
+  std::shared_ptr<TermState> last_term() const {
+    return elected_order_.empty() ? nullptr : elected_order_.back();
+  }
+  // Elected and not yet revoked().
+  size_t live_terms() const {
+    size_t n = 0;
+    for (const auto& [ptr, t] : terms_) n += t.revoked ? 0 : 1;
+    return n;
+  }
+  bool was_revoked(const std::shared_ptr<TermState>& term) const {
+    auto it = terms_.find(term.get());
+    return it != terms_.end() && it->second.revoked;
+  }
+  RevokeReason revoked_reason(const std::shared_ptr<TermState>& term) const {
+    auto it = terms_.find(term.get());
+    return it == terms_.end() ? RevokeReason::kNone : it->second.reason;
+  }
+  bool finished(ContenderId who) const { return finished_.count(who) != 0; }
+  bool closed_seen() const { return closed_count_ > 0; }
+
+  // The seed's pairing: every elected() was followed by exactly one revoked()
+  // for the same term (exactly-once is checked as revoked() arrives).
+  void expect_all_revoked() const {
+    for (const auto& [ptr, t] : terms_) {
+      if (!t.revoked) {
+        ADD_FAILURE() << "elected " << term_str(t.term) << " (event #" << t.elected_seq
+                      << ") was never revoked\n"
+                      << dump();
+      }
+    }
+  }
+
+  std::string dump() const {
+    std::string s = "events:\n";
+    for (const FxCall& e : events_) s += "  " + e.str() + "\n";
+    return s;
+  }
+
+ private:
+  struct TermRecord {
+    std::shared_ptr<TermState> term;
+    ContenderId who = 0;
+    size_t elected_seq = 0;
+    bool ended = false;
+    bool revoked = false;
+    RevokeReason reason = RevokeReason::kNone;
+  };
+
+  static std::string term_str(const std::shared_ptr<TermState>& t) {
+    if (!t) return "<null term>";
+    return t->name() + "/" + std::to_string(t->token()) + "@" + t->session_id();
+  }
+
+  FxCall& push(Fx kind) {
+    FxCall e;
+    e.seq = events_.size();
+    e.kind = kind;
+    if (clock_) e.at = clock_->now();
+    events_.push_back(std::move(e));
+    return events_.back();
+  }
+
+  void fail(const std::string& what) const {
+    ADD_FAILURE() << "Effects rule broken: " << what << "\n" << dump();
+  }
+
+  void check_not_closed(const FxCall& e) const {
+    if (closed_count_ > 0) fail(std::string(fx_name(e.kind)) + " after closed()");
+  }
+  void check_backend_call(const FxCall& e) const {
+    check_not_closed(e);
+    if (e.timeout <= Duration::zero()) fail(std::string(fx_name(e.kind)) + " with a timeout <= 0");
+  }
+  void check_not_finished(ContenderId who, const FxCall& e) const {
+    if (finished_.count(who)) {
+      fail(std::string(fx_name(e.kind)) + " for contender " + std::to_string(who) +
+           " after it was stopped / failed");
+    }
+  }
+  void finish(ContenderId who, const FxCall& e) {
+    check_not_finished(who, e);
+    for (const auto& [ptr, t] : terms_) {
+      if (t.who == who && !t.revoked) {
+        fail(std::string(fx_name(e.kind)) + " for contender " + std::to_string(who) + " with " +
+             term_str(t.term) + " not revoked");
+      }
+    }
+    finished_.insert(who);
+  }
+  TermRecord* record_of(const std::shared_ptr<TermState>& term, const FxCall& e) {
+    auto it = terms_.find(term.get());
+    if (it == terms_.end()) {
+      fail(std::string(fx_name(e.kind)) + " for a term never elected: " + term_str(term));
+      return nullptr;
+    }
+    return &it->second;
+  }
+
+  const Clock* clock_;
+  std::vector<FxCall> events_;
+  std::map<const TermState*, TermRecord> terms_;
+  std::vector<std::shared_ptr<TermState>> elected_order_;
+  std::set<ContenderId> finished_;
+  int closed_count_ = 0;
+};
+
+}  // namespace simba::testing
+
+#endif
