@@ -4,7 +4,8 @@
 # so that instrumented and uninstrumented code never mix inside one binary.
 #   address: ASan + UBSan, any UB report is fatal (-fno-sanitize-recover=all)
 #   thread:  TSan
-# SIMBA_TEST_ENVIRONMENT holds the runtime options every test gets.
+# SIMBA_TEST_ENVIRONMENT holds the runtime options every test gets (TSan also
+# reads cmake/tsan.supp: each entry there says why it is not our bug).
 
 set(SIMBA_TEST_ENVIRONMENT "")
 set(SIMBA_TEST_TIMEOUT_FACTOR 1)
@@ -24,7 +25,7 @@ elseif(SIMBA_SANITIZE STREQUAL "thread")
   add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
   add_link_options(-fsanitize=thread)
   list(APPEND SIMBA_TEST_ENVIRONMENT
-       "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1"
+       "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=${PROJECT_SOURCE_DIR}/cmake/tsan.supp"
        "SIMBA_SANITIZER=thread")
   set(SIMBA_TEST_TIMEOUT_FACTOR 5)
 else()

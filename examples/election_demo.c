@@ -37,7 +37,7 @@ static double t0;
 
 static pthread_mutex_t state_mu = PTHREAD_MUTEX_INITIALIZER;
 static int leader = -1;           /* which worker leads, -1 if none */
-static double lost_at = -1;       /* when the last leader lost its term */
+static double handover_from = -1; /* when the demo asked the leader to give up */
 
 struct worker {
   int id;
@@ -50,12 +50,13 @@ static void on_elected(void *ud, simba_term_t *term) {
   struct worker *w = ud;
   pthread_mutex_lock(&state_mu);
   leader = w->id;
-  double gap = lost_at >= 0 ? now_ms() - lost_at : -1;
+  double gap = handover_from >= 0 ? now_ms() - handover_from : -1;
+  handover_from = -1;
   pthread_mutex_unlock(&state_mu);
   printf("%8.1f ms  worker %d elected: lease %s, token %llu, valid for %lld ms",
          now_ms() - t0, w->id, simba_term_name(term),
          (unsigned long long)simba_term_token(term), (long long)simba_term_remaining_ms(term));
-  if (gap >= 0) printf(" (handover took %.1f ms)", gap);
+  if (gap >= 0) printf(" (%.1f ms after the handover began)", gap);
   printf("\n");
   /* Every write carries the token; ensure_valid first narrows the window. */
   if (simba_term_ensure_valid(term, 100) == SIMBA_OK) {
@@ -80,11 +81,16 @@ static void on_revoked(void *ud, simba_term_t *term, simba_revoke_reason_t reaso
   struct worker *w = ud;
   pthread_mutex_lock(&state_mu);
   if (leader == w->id) leader = -1;
-  lost_at = now_ms();
   pthread_mutex_unlock(&state_mu);
   printf("%8.1f ms  worker %d revoked: token %llu, reason %s, valid now: %s\n", now_ms() - t0,
          w->id, (unsigned long long)simba_term_token(term), reason_name(reason),
          simba_term_is_valid(term) ? "yes" : "no");
+}
+
+static void begin_handover(void) {
+  pthread_mutex_lock(&state_mu);
+  handover_from = now_ms();
+  pthread_mutex_unlock(&state_mu);
 }
 
 static int current_leader(double timeout_ms) {
@@ -126,7 +132,9 @@ int main(void) {
 
   int l = current_leader(5000);
   printf("\n-- stop the leader (worker %d): it revokes, releases with its token, and a\n"
-         "   candidate takes over at once through the release broadcast\n", l);
+         "   candidate takes over at once through the release broadcast. The old term is\n"
+         "   invalid before the release; its on_revoked comes once the release is answered\n", l);
+  begin_handover();
   check(simba_election_stop_wait(workers[l].election, 5000), "simba_election_stop_wait");
   simba_election_free(workers[l].election);
   workers[l].election = NULL;
@@ -135,11 +143,13 @@ int main(void) {
   nanosleep(&pause, NULL);
   l = current_leader(5000);
   printf("\n-- worker %d steps down for 2 s: the last candidate takes over\n", l);
+  begin_handover();
   simba_election_step_down(workers[l].election, 2000, NULL, NULL);
   nanosleep(&pause, NULL);
 
   l = current_leader(5000);
   printf("\n-- close worker %d's client: its session closes and frees every lease at once\n", l);
+  begin_handover();
   simba_client_close(workers[l].client);
   workers[l].client = NULL;
   workers[l].election = NULL; /* freed below only if still held */

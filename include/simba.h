@@ -228,7 +228,8 @@ SIMBA_API int simba_config_set_logger(simba_config_t *c, simba_log_fn log, void 
 /**
  * @brief Check the seed's rules: renew-interval × 2 ≤ lease-duration, and
  *        lease-duration × (1 − drift) − margin > renew-interval; drift in [0, 0.5);
- *        every duration positive (margin may be 0).
+ *        lease-duration, renew-interval and min-backoff positive; margin and
+ *        retry-jitter may be 0.
  * @return SIMBA_OK, or SIMBA_EINVAL with a detail naming the rule that failed.
  */
 SIMBA_API int simba_config_validate(const simba_config_t *c);
@@ -411,7 +412,9 @@ typedef void (*simba_revoked_fn)(void *ud, simba_term_t *t, simba_revoke_reason_
  * @brief The `revoked` stage: @p fn runs exactly once, when the term is revoked;
  *        soon (never inside this call) if it already was. Several may be registered.
  *        It runs on the callback executor, in order with the term's election callbacks.
- * @return SIMBA_OK; SIMBA_EINVAL (NULL t or fn); SIMBA_ENOMEM.
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL t or fn); SIMBA_ENOMEM; SIMBA_ECLOSED (the
+ *         term was already revoked and its client is closed, so nothing can run it:
+ *         read simba_term_revoke_reason() instead).
  */
 SIMBA_API int simba_term_on_revoked(simba_term_t *t, simba_revoked_fn fn, void *ud);
 

@@ -134,8 +134,7 @@ TEST_P(Conformance, KeepAliveCadenceIsPerNodeNotPerLease) {
   EXPECT_GE(da, 12) << "1 lease: " << da << " keep-alives in " << window_ms << " ms";
   EXPECT_LE(da, std::min<int64_t>(25, most)) << "1 lease: " << da << " in " << window_ms << " ms";
   EXPECT_GE(db, 12) << "50 leases: " << db << " keep-alives in " << window_ms << " ms";
-  EXPECT_LE(db, std::min<int64_t>(25, most)) << "50 leases: " << db << " in " << window_ms
-                                             << " ms";
+  EXPECT_LE(db, std::min<int64_t>(25, most)) << "50 leases: " << db << " in " << window_ms << " ms";
   EXPECT_LE(std::llabs(da - db), 4) << "1 lease: " << da << ", 50 leases: " << db;
 
   // Every term survived the window: the keep-alives kept them all.
@@ -171,8 +170,8 @@ TEST_P(Conformance, ElectionAcquireContendRelease) {
   // attempts (every renew/2 + jitter) and several keep-alives of A pass.
   ASSERT_EQ(eb.start(b, name), SIMBA_OK) << simba_last_error();
   const int64_t acquires0 = counter(b, "acquires");
-  ASSERT_TRUE(wait_for([&] { return counter(b, "acquires") >= acquires0 + 3; },
-                       5000 * slow_factor()));
+  ASSERT_TRUE(
+      wait_for([&] { return counter(b, "acquires") >= acquires0 + 3; }, 5000 * slow_factor()));
   EXPECT_EQ(eb.elected_count(), 0);
   EXPECT_TRUE(simba_term_is_valid(ta));
   EXPECT_EQ(simba_term_token(ta), tok_a);  // constant within the term
@@ -255,9 +254,9 @@ TEST_P(Conformance, TokensStrictlyIncreaseAcrossTermsAndSessions) {
     for (const auto& el : e.elected()) tokens.push_back(el.token);
     std::vector<simba_revoke_reason_t> reasons;
     for (const auto& r : e.revoked()) reasons.push_back(r.reason);
-    EXPECT_EQ(reasons, (std::vector<simba_revoke_reason_t>{
-                           SIMBA_REVOKE_STEPPED_DOWN, SIMBA_REVOKE_STEPPED_DOWN,
-                           SIMBA_REVOKE_STOPPED}));
+    EXPECT_EQ(reasons,
+              (std::vector<simba_revoke_reason_t>{
+                  SIMBA_REVOKE_STEPPED_DOWN, SIMBA_REVOKE_STEPPED_DOWN, SIMBA_REVOKE_STOPPED}));
     EXPECT_EQ(e.pairing_errors(), 0);
 
     // Locks on the same name, same client.
@@ -316,8 +315,8 @@ TEST_P(Conformance, CleanStopIsTakenOverAtOnce) {
   ASSERT_TRUE(ea.wait_elected(1, 5000 * slow_factor()));
   ASSERT_EQ(eb.start(b, name), SIMBA_OK) << simba_last_error();
   // B's first attempt found the lease held; it now waits for its next attempt.
-  ASSERT_TRUE(wait_for(
-      [&] { return json_string(snapshot(b), "state") == "candidate"; }, 5000 * slow_factor()));
+  ASSERT_TRUE(wait_for([&] { return json_string(snapshot(b), "state") == "candidate"; },
+                       5000 * slow_factor()));
   sleep_ms(50);  // let B settle into its retry wait (not an assertion)
   ASSERT_EQ(eb.elected_count(), 0);
 

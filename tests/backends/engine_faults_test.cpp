@@ -6,6 +6,7 @@
 // Each test checks one row of the seed's Failure Modes, or one rule of The Local
 // Deadline, against the monotonic clock: bounds carry slack, never fixed sleeps.
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <array>
@@ -53,8 +54,7 @@ class EngineFaults : public ::testing::Test {
   // Waits until one more keep-alive than now has been sent and answered.
   void WaitOneKeepAlive(simba_client_t* c) {
     const int64_t k = counter(c, "keep_alives");
-    ASSERT_TRUE(wait_for([&] { return counter(c, "keep_alives") >= k + 2; },
-                         5000 * slow_factor()));
+    ASSERT_TRUE(wait_for([&] { return counter(c, "keep_alives") >= k + 2; }, 5000 * slow_factor()));
   }
 
   // Polls `term` until it reads invalid. Fails if it reads valid at an instant
@@ -88,6 +88,7 @@ class EngineFaults : public ::testing::Test {
   }
 
   void BackendUnreachable(bool hang);
+  void Stress(bool pauses);
 
   std::string id_;
   std::string store_name_;
@@ -249,6 +250,92 @@ TEST_F(EngineFaults, LateKeepAliveRepliesNeverExtendTheDeadline) {
   EXPECT_EQ(live, std::vector<std::string>{sid2});
 }
 
+// A renewal processed after the local deadline never extends it, even when no
+// thread read a term in between (a pause of the process: here an EXTERNAL-mode
+// host that does not run the loop). The reply was due before the deadline and
+// its own deadline (sent + validity) lies in the future, yet the session ends.
+TEST_F(EngineFaults, RenewalProcessedAfterTheDeadlineNeverExtendsIt) {
+  Timing t{1000, 200};
+  t.settings = {{"loop.mode", "external"}};
+  Election e;
+  Client c;
+  ASSERT_EQ(c.open(url(), t), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  // Runs the client's loop on this thread until `pred` holds.
+  auto drive = [&](auto pred, int64_t timeout_ms) {
+    const int64_t until = mono_ns() + timeout_ms * kMsNs;
+    while (!pred()) {
+      if (mono_ns() >= until) return false;
+      int64_t wait = simba_client_timeout_ms(c);
+      if (wait < 0 || wait > 5) wait = 5;
+      struct pollfd p = {simba_client_fd(c), POLLIN, 0};
+      poll(&p, 1, static_cast<int>(wait));
+      if (simba_client_process(c) != SIMBA_OK) return false;
+    }
+    return true;
+  };
+  ASSERT_EQ(e.start(c, lease("paused")), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(drive([&] { return e.elected_count() == 1; }, 5000 * slow_factor()));
+  simba_term_t* term = e.last_elected().term;
+
+  // The next keep-alive's reply comes 100 ms after it is sent.
+  faults(c).reply_delay_ns = 100 * kMsNs;
+  const int64_t k0 = counter(c, "keep_alives");
+  ASSERT_TRUE(drive([&] { return counter(c, "keep_alives") > k0; }, 5000 * slow_factor()));
+  const int64_t sent_at = mono_ns();  // just after it was sent
+  const int64_t left = simba_term_remaining_ms(term);
+  ASSERT_GT(left, 100) << "the old deadline must lie beyond the reply's arrival";
+  const int64_t old_deadline = sent_at + left * kMsNs + kMsNs;
+  ASSERT_LT(old_deadline, sent_at + Validity(t)) << "the reply would not extend the deadline";
+
+  // The host pauses past the old deadline: nobody runs the loop or reads a term.
+  while (mono_ns() <= old_deadline + 20 * kMsNs) sleep_ms(5);
+  // Waking, the loop first handles the reply (due long ago) ...
+  ASSERT_EQ(simba_client_process(c), SIMBA_OK);
+  // ... which must not revive the session: its deadline had passed.
+  EXPECT_FALSE(simba_term_is_valid(term)) << "a renewal handled after the deadline extended it";
+  EXPECT_EQ(simba_term_remaining_ms(term), 0);
+  ASSERT_TRUE(drive([&] { return e.revoked_count() == 1; }, 2000 * slow_factor()));
+  EXPECT_EQ(e.last_revoked().reason, SIMBA_REVOKE_DEADLINE_PASSED);
+  faults(c).reply_delay_ns = 0;
+  ASSERT_TRUE(drive([&] { return e.elected_count() == 2; }, 5000 * slow_factor()));
+  EXPECT_GT(e.last_elected().token, simba_term_token(term));
+  EXPECT_FALSE(simba_term_is_valid(term));
+}
+
+// "sentAt is when the keep-alive was sent, not when the reply arrived, so a slow
+// reply only shortens the deadline": with every reply slow (but within the call
+// timeout), the term never has more than validity − delay left.
+TEST_F(EngineFaults, SlowRepliesOnlyShortenTheDeadline) {
+  const Timing t{1000, 200};
+  EventLog log;
+  Election e;
+  Client c;
+  OpenLive(c, t, &log);
+  ASSERT_EQ(e.start(c, lease("slow")), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  simba_term_t* term = e.last_elected().term;
+
+  const int64_t delay_ms = 150;  // < the call timeout (200 ms)
+  faults(c).reply_delay_ns = delay_ms * kMsNs;
+  // From the second keep-alive sent after this, every deadline comes from a slow one.
+  const int64_t k0 = counter(c, "keep_alives");
+  ASSERT_TRUE(wait_for([&] { return counter(c, "keep_alives") >= k0 + 2; }, 5000 * slow_factor()));
+  const int64_t until = mono_ns() + 800 * kMsNs;
+  int64_t most = 0;
+  while (mono_ns() < until) {
+    most = std::max(most, simba_term_remaining_ms(term));
+    ASSERT_TRUE(simba_term_is_valid(term)) << "a slow but timely reply ended the term";
+    sleep_ms(1);
+  }
+  EXPECT_LE(most, Validity(t) / kMsNs - delay_ms)
+      << "the deadline counted from the reply's arrival, not from the keep-alive's sending";
+  EXPECT_GT(most, 0);
+  EXPECT_EQ(log.count(SIMBA_EVENT_SESSION_SUSPENDED), 0);
+  EXPECT_EQ(e.revoked_count(), 0);
+  faults(c).reply_delay_ns = 0;
+}
+
 // ---------------------------------------------------------------------------
 // The backend reports the session expired: every term revoked (SESSION_EXPIRED)
 // at the next keep-alive, a new session, contend again.
@@ -322,8 +409,8 @@ TEST_F(EngineFaults, TakenOverAtTheNextKeepAlive) {
 
   // It keeps contending, but never wins while the foreign holder holds it.
   const int64_t acquires0 = counter(c, "acquires");
-  ASSERT_TRUE(wait_for([&] { return counter(c, "acquires") >= acquires0 + 4; },
-                       5000 * slow_factor()));
+  ASSERT_TRUE(
+      wait_for([&] { return counter(c, "acquires") >= acquires0 + 4; }, 5000 * slow_factor()));
   EXPECT_EQ(e.elected_count(), 1);
   EXPECT_EQ(store().lease(name).holder, "someone-else");
   EXPECT_EQ(store().lease(name).token, foreign);
@@ -433,18 +520,68 @@ TEST_F(EngineFaults, LateAcquireReplyReleasesWhatItWon) {
 // makes renewals race the deadline (reply delays toggled around the validity),
 // and finally hangs the backend so that every term ends.
 
-TEST_F(EngineFaults, StressOnceInvalidNeverValidAgain) {
+// `pauses`: the client runs in EXTERNAL mode on this thread, which stops
+// running its loop now and then for about a validity (a GC or VM pause), so
+// that renewals are also handled after their deadline passed.
+void EngineFaults::Stress(bool pauses) {
   // Short lease, small margin and backoff: keep-alives land close to the deadline.
   Timing t{300, 100};
   t.margin_ms = 10;
   t.min_backoff_ms = 20;
+  if (pauses) t.settings = {{"loop.mode", "external"}};
   const int64_t validity_ns = Validity(t);  // 287 ms
   EventLog log;
   Election e;
   Client c;
   OpenLive(c, t, &log);
   ASSERT_EQ(e.start(c, lease("stress")), SIMBA_OK) << simba_last_error();
-  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  const unsigned seed = std::random_device{}();
+  std::mt19937 drive_rng(seed + 1);
+  int64_t paused_ns = 0;
+  int pauses_made = 0;
+  int64_t keep_alives_seen = 0;
+  // Waits `ns`; in EXTERNAL mode this thread runs the loop meanwhile, pausing now and then.
+  auto run_for = [&](int64_t ns) {
+    const int64_t until = mono_ns() + ns;
+    if (!pauses) {
+      while (mono_ns() < until) sleep_ms(2);
+      return;
+    }
+    while (mono_ns() < until) {
+      int64_t wait = simba_client_timeout_ms(c);
+      if (wait < 0 || wait > 2) wait = 2;
+      struct pollfd p = {simba_client_fd(c), POLLIN, 0};
+      poll(&p, 1, static_cast<int>(wait));
+      simba_client_process(c);
+      int64_t pause = 0;
+      const std::string snap = snapshot(c);
+      const int64_t sent = json_int(snap, "keep_alives");
+      if (sent > keep_alives_seen) {
+        keep_alives_seen = sent;
+        // A keep-alive just went out and its reply is on its way (a reply due
+        // at once was handled already): pause past the current deadline but
+        // not past the one the reply would set, so the reply is handled late.
+        const int64_t left_ms = json_int(snap, "remaining_ms");
+        const int64_t delay = faults(c).reply_delay_ns.load();
+        if (left_ms > 0 && delay > 0 && delay < t.renew_ms * kMsNs &&
+            std::uniform_int_distribution<int>(0, 1)(drive_rng) == 0) {
+          pause = left_ms * kMsNs +
+                  std::uniform_int_distribution<int64_t>(kMsNs, 60 * kMsNs)(drive_rng);
+        }
+      } else if (std::uniform_int_distribution<int>(0, 249)(drive_rng) == 0) {
+        pause = std::uniform_int_distribution<int64_t>(validity_ns / 2,
+                                                       validity_ns * 13 / 10)(drive_rng);
+      }
+      if (pause > 0) {
+        std::this_thread::sleep_for(std::chrono::nanoseconds(pause));
+        paused_ns += pause;
+        ++pauses_made;
+      }
+    }
+  };
+  const int64_t elect_until = mono_ns() + 5000 * kMsNs * slow_factor();
+  while (e.elected_count() == 0 && mono_ns() < elect_until) run_for(5 * kMsNs);
+  ASSERT_EQ(e.elected_count(), 1);
 
   constexpr int kSlots = 512;
   struct Slot {
@@ -468,6 +605,7 @@ TEST_F(EngineFaults, StressOnceInvalidNeverValidAgain) {
       std::this_thread::sleep_for(std::chrono::microseconds(500));
     }
   });
+  ThreadGuard publisher_guard(publisher, done);
 
   std::vector<std::thread> readers;
   for (int r = 0; r < 4; ++r) {
@@ -494,31 +632,38 @@ TEST_F(EngineFaults, StressOnceInvalidNeverValidAgain) {
       reads += n;
     });
   }
+  struct Joiner {
+    std::vector<std::thread>& threads;
+    std::atomic<bool>& done;
+    ~Joiner() {
+      done = true;
+      for (auto& th : threads) {
+        if (th.joinable()) th.join();
+      }
+    }
+  } readers_guard{readers, done};
 
-  // Race the renewals against the deadline for ~2 s, in rounds: healthy, then
+  // Race the renewals against the deadline for ~2 s, in rounds: healthy (replies
+  // within 60 ms), then
   // sick for most of a validity (replies time out, or come about a validity
   // late), then a rescue whose replies are late but within the call timeout,
   // landing just before or just after the deadline.
-  const unsigned seed = std::random_device{}();
   std::mt19937 rng(seed);
   auto uniform_ns = [&](int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-  };
-  auto hold = [&](int64_t lo_ns, int64_t hi_ns) {
-    std::this_thread::sleep_for(std::chrono::nanoseconds(uniform_ns(lo_ns, hi_ns)));
   };
   const int64_t renew_ns = t.renew_ms * kMsNs;
   const int64_t until = mono_ns() + 2000 * kMsNs;
   int rounds = 0;
   while (mono_ns() < until) {
-    faults(c).reply_delay_ns = 0;
-    hold(40 * kMsNs, 150 * kMsNs);
+    faults(c).reply_delay_ns = uniform_ns(0, 60 * kMsNs);
+    run_for(uniform_ns(40 * kMsNs, 150 * kMsNs));
     faults(c).reply_delay_ns = (rounds % 2 == 0)
                                    ? uniform_ns(renew_ns, 2 * renew_ns)
                                    : uniform_ns(validity_ns * 8 / 10, validity_ns * 12 / 10);
-    hold(validity_ns * 5 / 10, validity_ns * 9 / 10);
+    run_for(uniform_ns(validity_ns * 5 / 10, validity_ns * 9 / 10));
     faults(c).reply_delay_ns = uniform_ns(renew_ns * 3 / 10, renew_ns * 95 / 100);
-    hold(10 * kMsNs, 150 * kMsNs);
+    run_for(uniform_ns(10 * kMsNs, 150 * kMsNs));
     ++rounds;
   }
   // Finally hang: every term ends at its deadline. Replies already on their way
@@ -527,21 +672,21 @@ TEST_F(EngineFaults, StressOnceInvalidNeverValidAgain) {
   faults(c).hang = true;
   faults(c).reply_delay_ns = 0;
   const int64_t hung_at = mono_ns();
-  const int64_t all_ended = hung_at + validity_ns + kMsNs;
-  while (mono_ns() <= all_ended) sleep_ms(5);
+  run_for(validity_ns + kMsNs);
+  while (mono_ns() <= hung_at + validity_ns + kMsNs) sleep_ms(1);
   for (simba_term_t* term : e.terms()) {
     EXPECT_FALSE(simba_term_is_valid(term)) << "a term was valid more than one validity ("
                                             << validity_ns / kMsNs << " ms) after the hang";
   }
-  sleep_ms(200);  // readers keep reading the ended terms (not an assertion)
+  run_for(200 * kMsNs);  // readers keep reading the ended terms (not an assertion)
   done = true;
   for (auto& th : readers) th.join();
-  publisher.join();
+  publisher_guard.join();
 
   const int terms = e.elected_count();
-  std::cout << "[ stress   ] seed " << seed << ": " << rounds << " rounds, " << terms
-            << " terms, " << counter(c, "sessions_opened") << " sessions, " << reads.load()
-            << " reads" << std::endl;
+  std::cout << "[ stress   ] seed " << seed << ": " << rounds << " rounds, " << terms << " terms, "
+            << counter(c, "sessions_opened") << " sessions, " << pauses_made << " pauses ("
+            << paused_ns / kMsNs << " ms), " << reads.load() << " reads" << std::endl;
   EXPECT_EQ(violations.load(), 0) << "a term read valid after a thread had seen it invalid "
                                   << "(seed " << seed << ")";
   EXPECT_GE(terms, 1);
@@ -550,13 +695,17 @@ TEST_F(EngineFaults, StressOnceInvalidNeverValidAgain) {
   EXPECT_EQ(log.count(SIMBA_EVENT_SESSION_LEASE_SHORTENED), 0);
 
   c.close();
-  EXPECT_TRUE(e.all_revoked_once()) << e.elected_count() << " elected, " << e.revoked_count()
-                                    << " revoked";
+  EXPECT_TRUE(e.all_revoked_once())
+      << e.elected_count() << " elected, " << e.revoked_count() << " revoked";
   EXPECT_EQ(e.pairing_errors(), 0);
   int deadline_passed = 0;
   for (const auto& r : e.revoked()) deadline_passed += r.reason == SIMBA_REVOKE_DEADLINE_PASSED;
   EXPECT_GE(deadline_passed, 1);
 }
+
+TEST_F(EngineFaults, StressOnceInvalidNeverValidAgain) { Stress(false); }
+
+TEST_F(EngineFaults, StressOnceInvalidNeverValidAgainWithLoopPauses) { Stress(true); }
 
 // ---------------------------------------------------------------------------
 // SessionLeaseShortened is for backends that grant less than the lease

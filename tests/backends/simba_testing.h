@@ -131,20 +131,17 @@ inline int64_t counter(simba_client_t* c, const char* name) { return json_int(sn
 // Configuration
 
 struct Timing {
+  Timing() = default;
+  Timing(int64_t lease, int64_t renew) : lease_ms(lease), renew_ms(renew) {}
+
   int64_t lease_ms = 1000;
   int64_t renew_ms = 200;
   int64_t margin_ms = -1;       // -1: default (50 ms)
   int64_t min_backoff_ms = -1;  // -1: default (100 ms)
   double drift = -1;            // <0: default (0.01)
+  // Any other simba_config_set() keys, e.g. {"loop.mode", "external"}.
+  std::vector<std::pair<std::string, std::string>> settings;
 };
-
-// Local validity of a full grant: lease × (1 − drift) − margin, in ns.
-inline int64_t local_validity_ns(const Timing& t) {
-  const double drift = t.drift < 0 ? 0.01 : t.drift;
-  const int64_t margin = t.margin_ms < 0 ? 50 : t.margin_ms;
-  return static_cast<int64_t>(static_cast<double>(t.lease_ms) * kMsNs * (1.0 - drift)) -
-         margin * kMsNs;
-}
 
 // ---------------------------------------------------------------------------
 // Client: RAII over simba_client_t.
@@ -171,6 +168,9 @@ class Client {
     }
     if (rc == SIMBA_OK && timing.drift >= 0) {
       rc = simba_config_set(cfg, "session.drift", std::to_string(timing.drift).c_str());
+    }
+    for (const auto& kv : timing.settings) {
+      if (rc == SIMBA_OK) rc = simba_config_set(cfg, kv.first.c_str(), kv.second.c_str());
     }
     if (rc == SIMBA_OK && name) rc = simba_config_set(cfg, "client.name", name);
     // SIMBA_TEST_LOG=1 prints the clients' log lines, for debugging a failure.

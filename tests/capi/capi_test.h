@@ -13,7 +13,6 @@
 #ifndef SIMBA_CAPI_TEST_H
 #define SIMBA_CAPI_TEST_H
 
-#include <cmocka.h>
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
@@ -25,6 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* cmocka needs the headers above first (clang-format: keep it in its own block). */
+/* clang-format off */
+#include <cmocka.h>
+/* clang-format on */
 
 #include "simba.h"
 

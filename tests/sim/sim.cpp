@@ -45,6 +45,7 @@ void Stats::add(const Stats& o) {
   closes += o.closes;
   quiet_checks += o.quiet_checks;
   orphans_seen += o.orphans_seen;
+  orphan_max_ms = std::max(orphan_max_ms, o.orphan_max_ms);
   drifting_store += o.drifting_store;
 }
 
@@ -57,7 +58,8 @@ std::string Stats::summary() const {
     << stepped_down << "); faults: " << dropped << " dropped, " << late_replies
     << " late replies, " << pauses << " pauses (" << long_pauses << " > lease), " << expiries
     << " expiries, " << handovers << " hand-overs, " << closes << " node closes; "
-    << quiet_checks << " liveness checks, " << orphans_seen << " orphans seen, "
+    << quiet_checks << " liveness checks, " << orphans_seen << " orphans seen (longest "
+    << orphan_max_ms << " ms into a quiet stretch), "
     << drifting_store << " schedules with a drifting store clock";
   return s.str();
 }
@@ -575,7 +577,7 @@ void Sim::make_params() {
   const double slop = unit();
   p.timer_slop = slop < 0.4 ? Duration(0) : slop < 0.8 ? ms(1) : ms(10);
   p.quiet = chance(0.7);
-  p.chaos_len = p.quiet ? between(ms(800), ms(2500)) : between(ms(1500), ms(3500));
+  p.chaos_len = p.quiet ? between(ms(1000), ms(4000)) : between(ms(2000), ms(6000));
 }
 
 void Sim::setup() {
@@ -1286,7 +1288,7 @@ void Sim::step_down(NodeBox& b, ContenderId id) {
 
 void Sim::close_node(NodeBox& b) {
   if (tr_) T() << node_str(b) << " close\n";
-  ++stats_.closes;
+  if (!final_) ++stats_.closes;
   b.closing = true;
   for (auto& [call, a] : b.acq) a.abandoned = true;
   b.node->close(now());
@@ -1476,6 +1478,24 @@ void Sim::check_terms() {
 // has a leader.
 void Sim::check_liveness() {
   ++stats_.quiet_checks;
+  // Requests made before the stretch completed: a stop ends in stopped() (or
+  // lock_failed()), a step-down in stepped_down(), a close in closed(). Each
+  // waits at most for a release's answer or its call timeout.
+  for (const auto& bp : slots_) {
+    if (!bp || bp->closed) continue;
+    if (bp->closing) fail("[completion] " + node_str(*bp) + " still closing after 2 s without faults");
+    for (const auto& [id, t] : bp->cs) {
+      if (t.finished) continue;
+      if (t.stop_requested) {
+        fail("[completion] " + node_str(*bp) + " contender " + std::to_string(id) +
+             " not stopped 2 s after stop()");
+      }
+      if (t.step_acks != t.step_requests) {
+        fail("[completion] " + node_str(*bp) + " contender " + std::to_string(id) + ": " +
+             std::to_string(t.step_requests - t.step_acks) + " step-downs unanswered after 2 s");
+      }
+    }
+  }
   for (const std::string& name : p_.election_names) {
     bool wanted = false;
     for (const auto& bp : slots_) {
@@ -1549,6 +1569,7 @@ void Sim::check_orphans() {
       continue;
     }
     const TimePoint from = std::max(it->second.since, quiet_start_);
+    stats_.orphan_max_ms = std::max<uint64_t>(stats_.orphan_max_ms, static_cast<uint64_t>(to_ms(now() - from)));
     if (now() - from > orphan_limit_) {
       fail("[orphan rule] lease " + name + " token " + std::to_string(v.token) + " held by " +
            alias(v.holder) + " without a term since " + t_str(it->second.since) + " ms");

@@ -1,10 +1,47 @@
-// Deterministic simulation of Simba: N core Nodes and one MemoryStore on a
+// Deterministic simulation of Simba: 3-5 core Nodes and one MemoryStore on a
 // virtual clock, driven from one event queue ordered by (virtual time, sequence
-// number). Backend calls travel as events with random delays, drops, errors and
-// late replies; nodes pause like a GC pause; the store's test hooks expire
-// sessions and hand leases to foreign holders. The seed's invariants are checked
-// after every event. Everything random comes from one std::mt19937_64 seeded
-// with the schedule's seed, so a schedule is replayed from its number alone.
+// number). Everything random comes from one std::mt19937_64 seeded with the
+// schedule's seed (each Node's seed is drawn from it), so a schedule is replayed
+// from its number alone.
+//
+// The world of one schedule:
+//  * config: lease 250-400 ms, renew lease/3 or lease/4..0.45 lease, drift 0 to
+//    0.2 (mostly 0.01), margin 5-10 ms, within the config rules;
+//  * the store's clock runs at a constant rate within 1 ± drift of the nodes'
+//    (often exactly 1 + drift, the fastest the configuration allows);
+//  * every backend call is two messages: the request is applied when it reaches
+//    the store, the answer travels back. Each leg may be dropped, slow but in
+//    time, or late (beyond the call timeout); the store may answer an error
+//    before or after applying the request. Release broadcasts reach every node
+//    after a delay (or get lost);
+//  * a node may pause (no timers, no messages) for up to 2.5 leases; its loop
+//    may take messages before timers already due;
+//  * hooks: expire_session ends a live session early, hand_over gives a lease to
+//    a foreign holder (who lets go once any term it took over has ended);
+//  * backend variants: a capped session timeout (the node renews faster), an
+//    idempotent acquire for the session already holding the lease;
+//  * the application: 1-3 elections per node over 2-3 shared names, stops and
+//    restarts, step-downs with cooldowns, locks (try_once, give_up_at, or no
+//    limit, also queued on one node), releases, and closes that replace a node.
+// A schedule is chaos, then (mostly) a 2 s stretch without faults or actions,
+// then every node closes.
+//
+// Checked after every event (a violation ends the schedule with a message):
+//  1. at no instant two valid terms of one name (TermState validity on the
+//     shared clock), except against a term of a session the store ended early
+//     through expire_session (that is the fault fencing tokens exist for);
+//  2. tokens strictly increase per name in the order terms are elected;
+//  3. elected/term_ended/revoked pair up per term, nothing follows stopped(),
+//     lock_failed() or closed(), and closed() comes with everything ended;
+//  4. a term once invalid never becomes valid again; a revoked term is invalid;
+//  5. elected() only inside on_acquire of the contender's current attempt: not
+//     abandoned (stop, step-down, end of its session, close), not timed out,
+//     and at most one attempt in flight per contender;
+// and in the stretch without faults: every started election's name has a
+// leader at its end (6), no lease stays held by a live session whose node has
+// no term for it for more than 2 leases + 2 renew periods (7), no session ends
+// and no term is lost once the faults' after-effects settled, and every stop,
+// step-down and close requested before it completed.
 #ifndef SIMBA_TESTS_SIM_SIM_H
 #define SIMBA_TESTS_SIM_SIM_H
 
@@ -35,9 +72,10 @@ struct Stats {
   uint64_t pauses = 0, long_pauses = 0;
   uint64_t expiries = 0;        // expire_session hooks
   uint64_t handovers = 0;       // hand_over hooks
-  uint64_t closes = 0;          // node closes (replaced later)
+  uint64_t closes = 0;          // nodes closed by the application (then replaced)
   uint64_t quiet_checks = 0;    // liveness checks run (schedules with a quiet stretch)
   uint64_t orphans_seen = 0;    // orphan leases noticed (then freed in time)
+  uint64_t orphan_max_ms = 0;   // the longest an orphan lasted into a quiet stretch
   uint64_t drifting_store = 0;  // schedules whose store clock runs at a rate != 1
 
   void add(const Stats& o);
