@@ -30,6 +30,8 @@ SIMBA_APT_PACKAGES=(
   valgrind
 )
 
+# shellcheck source=scripts/lib/packages.sh
+source "$ROOT/scripts/lib/packages.sh"
 # shellcheck source=scripts/lib/servers.sh
 source "$ROOT/scripts/lib/servers.sh"
 
@@ -82,39 +84,6 @@ done
 STAGES=("${ordered[@]}")
 
 log() { printf '\n==== %s\n' "$*"; }
-
-# --- packages --------------------------------------------------------------------
-
-ensure_packages() {
-  if ! command -v dpkg-query >/dev/null 2>&1; then
-    echo "test.sh: no dpkg-query: not Debian; make sure these are installed: ${SIMBA_APT_PACKAGES[*]}"
-    return 0
-  fi
-  local missing=() p
-  for p in "${SIMBA_APT_PACKAGES[@]}"; do
-    if [[ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)" != "installed" ]]; then
-      missing+=("$p")
-    fi
-  done
-  [[ ${#missing[@]} -eq 0 ]] && return 0
-  if [[ $INSTALL -eq 0 ]]; then
-    echo "test.sh: missing packages (not installing, --no-install): ${missing[*]}" >&2
-    return 0
-  fi
-  local sudo=()
-  if [[ $(id -u) -ne 0 ]]; then
-    if command -v sudo >/dev/null 2>&1; then
-      sudo=(sudo -n)
-    else
-      echo "test.sh: missing packages and not root: apt-get install ${missing[*]}" >&2
-      exit 1
-    fi
-  fi
-  log "installing missing packages: ${missing[*]}"
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
-}
 
 # --- stages --------------------------------------------------------------------------
 
@@ -244,7 +213,8 @@ summary() {
 
 # --- main ------------------------------------------------------------------------------
 
-ensure_packages
+[[ $INSTALL -eq 1 ]] || export SIMBA_NO_INSTALL=1
+ensure_packages "${SIMBA_APT_PACKAGES[@]}"
 
 trap 'stop_servers' EXIT
 trap 'exit 130' INT

@@ -122,7 +122,7 @@ static void test_snapshot_json(void **state) {
   js = simba_client_snapshot_json(c);
   assert_non_null(js);
   if (!json_valid(js)) {
-    print_error("not JSON: %s\n", js);
+    print_error("not JSON: %s\n", js ? js : "(null)");
     fail();
   }
   assert_non_null(strstr(js, "\"LIVE\""));
