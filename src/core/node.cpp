@@ -356,6 +356,7 @@ void Node::attempt(Contender& c, TimePoint now) {
   call.name = c.name;
   call.contender = c.id;
   c.state = State::kAcquiring;
+  c.released_in_flight = false;
   ++acquires_;
   disarm(c.timer);
   if (c.give_up_at != TimePoint::max()) arm(c.timer, c.give_up_at, {TimerKind::kContender, c.id});
@@ -407,6 +408,8 @@ void Node::on_acquire(CallId id, const AcquireReply& reply, TimePoint now) {
   }
   c->attempt = 0;
   c->state = State::kCandidate;
+  const bool released = c->released_in_flight;
+  c->released_in_flight = false;
   switch (reply.outcome) {
     case Outcome::kOk: {
       const bool same_session = call.session == session_id_ && session_usable();
@@ -430,6 +433,8 @@ void Node::on_acquire(CallId id, const AcquireReply& reply, TimePoint now) {
     case Outcome::kHeld:
       if (c->try_once) {
         fail_lock(*c, LockFailure::kBusy, now);
+      } else if (released) {
+        attempt(*c, now);  // the release may have come after this acquire ran
       } else {
         schedule_retry(*c, now, reply.holder_remaining);
       }
@@ -613,7 +618,12 @@ void Node::on_released(const std::string& name, TimePoint now) {
   auto it = by_name_.find(name);
   if (it == by_name_.end() || it->second.empty()) return;
   Contender* c = find(it->second.front());
-  if (c && c->state == State::kCandidate) attempt(*c, now);
+  if (!c) return;
+  if (c->state == State::kCandidate) {
+    attempt(*c, now);
+  } else if (c->state == State::kAcquiring) {
+    c->released_in_flight = true;
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -183,6 +183,9 @@ class Node {
     TimePoint cooldown_until;
     TimePoint give_up_at = TimePoint::max();  // locks
     bool try_once = false;
+    // A release of the name was broadcast while an acquire was in flight: that
+    // acquire may have run before the release, so a Held answer retries at once.
+    bool released_in_flight = false;
     TimerSlot timer;
   };
 

@@ -592,6 +592,25 @@ TEST_F(NodeTest, AcquireThatTimesOutIsNoLongerInFlightAtExactlyTheRenewPeriod) {
   EXPECT_EQ(fx.count(Fx::kAcquire), 2u);
 }
 
+// A release broadcast can overtake the answer of an acquire that ran before the
+// release (Redis publishes on another connection): the Held answer then retries
+// at once instead of waiting for the next jittered attempt.
+TEST_F(NodeTest, ReleaseBroadcastDuringAnAcquireRetriesRightAfterItsHeldAnswer) {
+  start_live();
+  const ContenderId a = node->add_election("a", now());
+  ASSERT_NE(a, 0u);
+  ASSERT_EQ(fx.pending_count(Fx::kAcquire), 1u);
+  node->on_released("a", now());
+  EXPECT_EQ(fx.count(Fx::kAcquire), 1u);  // still one in flight
+  answer_acquire(take_acquire("a"), Outcome::kHeld, 0, ms(5000));
+  EXPECT_EQ(fx.count(Fx::kAcquire), 2u);  // retried at once
+  EXPECT_EQ(view_of(a)->state, "acquiring");
+  // Without a broadcast, a Held answer waits for the next attempt.
+  answer_acquire(take_acquire("a"), Outcome::kHeld, 0, ms(5000));
+  EXPECT_EQ(fx.count(Fx::kAcquire), 2u);
+  EXPECT_EQ(view_of(a)->state, "candidate");
+}
+
 TEST_F(NodeTest, OpenThatTimesOutIsRetried) {
   make();
   const TimePoint t0 = now();
