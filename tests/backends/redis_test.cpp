@@ -350,6 +350,48 @@ TEST(Redis, WarnsAboutAllkeysEviction) {
   simba_client_close(c);
 }
 
+// The calls of a command in INFO commandstats ("cmdstat_evalsha:calls=N,...").
+int64_t command_calls(Sync& s, const std::string& command) {
+  const std::string info = s.cmd({"INFO", "commandstats"});
+  const std::string pat = "cmdstat_" + command + ":calls=";
+  const size_t at = info.find(pat);
+  if (at == std::string::npos) return 0;
+  return std::strtoll(info.c_str() + at + pat.size(), nullptr, 10);
+}
+
+// Operations run as EVALSHA of the scripts loaded at connect (so the SHA-1s
+// computed here match the server's); after SCRIPT FLUSH a NOSCRIPT answer is
+// retried with EVAL and everything keeps working.
+TEST(Redis, EvalshaAndNoscriptFallback) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start());
+  Sync s("127.0.0.1", port);
+  ASSERT_TRUE(s.ok());
+
+  Election e;
+  Client c;
+  ASSERT_EQ(c.open(server.url(), Timing{1000, 100}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(e.start(c, "redis.sha." + unique_id()), SIMBA_OK);
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  sleep_ms(300);  // a few keep-alives
+  EXPECT_GE(command_calls(s, "evalsha"), 4);
+  EXPECT_EQ(command_calls(s, "eval"), 0) << "a SHA-1 did not match: EVALSHA fell back to EVAL";
+
+  ASSERT_EQ(s.cmd({"SCRIPT", "FLUSH"}), "OK");
+  ASSERT_EQ(simba_election_step_down(e.handle(), 0, nullptr, nullptr), SIMBA_OK);
+  ASSERT_TRUE(e.wait_elected(2, 5000 * slow_factor())) << snapshot(c);
+  EXPECT_GT(e.last_elected().token, e.elected()[0].token);
+  EXPECT_GE(command_calls(s, "eval"), 1);
+  sleep_ms(300);  // keep-alives go on
+  EXPECT_TRUE(e.leading());
+  EXPECT_EQ(e.revoked_count(), 1);
+  EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
+}
+
 class RedisShared : public ::testing::Test {
  protected:
   void SetUp() override {

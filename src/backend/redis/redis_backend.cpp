@@ -1,6 +1,7 @@
 // The Redis backend: hiredis 0.14 async on the client's libuv loop, through our
-// own adapter (uv_hiredis.h). Every operation is one EVAL of a short Lua script,
-// so one round trip.
+// own adapter (uv_hiredis.h). Every operation is one EVALSHA of a short Lua
+// script, so one round trip (the scripts are loaded with SCRIPT LOAD when a
+// connection opens; a NOSCRIPT answer is retried once with EVAL).
 //
 // Data model ({p} = the URL's prefix, default "simba"):
 //   {p}:session:{sid}          string, PEXPIRE lease; sid = 128 random bits in hex
@@ -121,6 +122,74 @@ redis.call('DEL', KEYS[1], KEYS[2])
 return freed
 )lua";
 
+// SHA-1 of a script, as 40 lower-case hex digits: the name EVALSHA calls it by.
+std::string sha1_hex(const std::string& text) {
+  uint32_t h[5] = {0x67452301u, 0xEFCDAB89u, 0x98BADCFEu, 0x10325476u, 0xC3D2E1F0u};
+  std::string msg = text;
+  const uint64_t bits = static_cast<uint64_t>(text.size()) * 8;
+  msg.push_back(static_cast<char>(0x80));
+  while (msg.size() % 64 != 56) msg.push_back('\0');
+  for (int i = 7; i >= 0; --i) msg.push_back(static_cast<char>((bits >> (i * 8)) & 0xffu));
+  auto rol = [](uint32_t x, int n) { return (x << n) | (x >> (32 - n)); };
+  for (size_t off = 0; off < msg.size(); off += 64) {
+    uint32_t w[80];
+    for (int i = 0; i < 16; ++i) {
+      const auto* p = reinterpret_cast<const unsigned char*>(msg.data() + off + 4 * i);
+      w[i] = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+    }
+    for (int i = 16; i < 80; ++i) w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
+    for (int i = 0; i < 80; ++i) {
+      uint32_t f, k;
+      if (i < 20) {
+        f = (b & c) | (~b & d);
+        k = 0x5A827999u;
+      } else if (i < 40) {
+        f = b ^ c ^ d;
+        k = 0x6ED9EBA1u;
+      } else if (i < 60) {
+        f = (b & c) | (b & d) | (c & d);
+        k = 0x8F1BBCDCu;
+      } else {
+        f = b ^ c ^ d;
+        k = 0xCA62C1D6u;
+      }
+      const uint32_t t = rol(a, 5) + f + e + k + w[i];
+      e = d;
+      d = c;
+      c = rol(b, 30);
+      b = a;
+      a = t;
+    }
+    h[0] += a;
+    h[1] += b;
+    h[2] += c;
+    h[3] += d;
+    h[4] += e;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (uint32_t v : h) {
+    for (int shift = 28; shift >= 0; shift -= 4) out.push_back(kHex[(v >> shift) & 0xfu]);
+  }
+  return out;
+}
+
+// A script and the SHA-1 EVALSHA names it by.
+struct Script {
+  const char* body;
+  std::string sha;
+  explicit Script(const char* b) : body(b), sha(sha1_hex(b)) {}
+};
+
+const Script& script(int which) {
+  static const Script scripts[] = {Script(kOpenScript), Script(kKeepAliveScript),
+                                   Script(kAcquireScript), Script(kReleaseScript),
+                                   Script(kCloseScript)};
+  return scripts[which];
+}
+enum ScriptId { kOpen = 0, kKeepAlive, kAcquire, kRelease, kClose, kScriptCount };
+
 std::string random_session_id() {
   static constexpr char kHex[] = "0123456789abcdef";
   std::random_device device;
@@ -180,7 +249,7 @@ class RedisBackend final : public Backend {
       return;
     }
     const std::string lease_ms = std::to_string(std::max<int64_t>(1, to_ms_ceil(lease)));
-    start({"EVAL", kOpenScript, "1", session_key(sid), lease_ms,
+    start({"EVALSHA", script(kOpen).sha, "1", session_key(sid), lease_ms,
            client_name_.empty() ? std::string("simba") : client_name_},
           timeout, [cb, sid](const redisReply* r, Outcome o, const std::string& err) {
             OpenReply out;
@@ -206,7 +275,7 @@ class RedisBackend final : public Backend {
   void keep_alive(const std::string& session, Duration lease, Duration timeout,
                   KeepAliveCb cb) override {
     const std::string lease_ms = std::to_string(std::max<int64_t>(1, to_ms_ceil(lease)));
-    start({"EVAL", kKeepAliveScript, "2", session_key(session), leases_key(session), lease_ms,
+    start({"EVALSHA", script(kKeepAlive).sha, "2", session_key(session), leases_key(session), lease_ms,
            url_.prefix, session},
           timeout, [cb](const redisReply* r, Outcome o, const std::string& err) {
             KeepAliveReply out;
@@ -241,7 +310,7 @@ class RedisBackend final : public Backend {
 
   void acquire(const std::string& session, const std::string& name, Duration timeout,
                AcquireCb cb) override {
-    Call* c = start({"EVAL", kAcquireScript, "3", session_key(session), leases_key(session),
+    Call* c = start({"EVALSHA", script(kAcquire).sha, "3", session_key(session), leases_key(session),
            lease_key(name), session, url_.prefix, name},
           timeout, [cb](const redisReply* r, Outcome o, const std::string& err) {
             AcquireReply out;
@@ -273,13 +342,13 @@ class RedisBackend final : public Backend {
 
   void release(const std::string& session, const std::string& name, uint64_t token,
                Duration timeout, DoneCb cb) override {
-    start({"EVAL", kReleaseScript, "2", leases_key(session), lease_key(name), session,
+    start({"EVALSHA", script(kRelease).sha, "2", leases_key(session), lease_key(name), session,
            std::to_string(token), name, released_channel(name)},
           timeout, done_parser(std::move(cb)));
   }
 
   void close_session(const std::string& session, Duration timeout, DoneCb cb) override {
-    start({"EVAL", kCloseScript, "2", session_key(session), leases_key(session), session,
+    start({"EVALSHA", script(kClose).sha, "2", session_key(session), leases_key(session), session,
            url_.prefix},
           timeout, done_parser(std::move(cb)));
   }
@@ -471,7 +540,22 @@ class RedisBackend final : public Backend {
                          (ac->errstr[0] ? std::string(" (") + ac->errstr + ")" : std::string()));
       return;
     }
-    self->complete(c, static_cast<redisReply*>(reply), Outcome::kOk, "");
+    auto* r = static_cast<redisReply*>(reply);
+    // The server lost our scripts (restart, failover, SCRIPT FLUSH): run this
+    // one with EVAL, which also loads it again for the next EVALSHA.
+    if (r->type == REDIS_REPLY_ERROR && reply_str(r).compare(0, 8, "NOSCRIPT") == 0 &&
+        c->argv.size() >= 2 && c->argv[0] == "EVALSHA" && self->cmd_ &&
+        self->cmd_->ac == ac) {
+      for (int i = 0; i < kScriptCount; ++i) {
+        if (script(i).sha == c->argv[1]) {
+          c->argv[0] = "EVAL";
+          c->argv[1] = script(i).body;
+          self->send(c);
+          return;
+        }
+      }
+    }
+    self->complete(c, r, Outcome::kOk, "");
   }
 
   void note_failure(const std::string& why) {
@@ -614,6 +698,13 @@ class RedisBackend final : public Backend {
       const char* argv[] = {"CONFIG", "GET", "maxmemory-policy"};
       redisAsyncCommandArgv(a->ac, on_setup_reply, const_cast<char*>("CONFIG"), 3, argv, nullptr);
     }
+    // Loads the scripts ahead of the calls on the same connection, so that
+    // EVALSHA finds them (NOSCRIPT still falls back to EVAL).
+    for (int i = 0; i < kScriptCount; ++i) {
+      const char* argv[] = {"SCRIPT", "LOAD", script(i).body};
+      redisAsyncCommandArgv(a->ac, on_setup_reply, const_cast<char*>("SCRIPT LOAD"), 3, argv,
+                            nullptr);
+    }
     std::vector<uint64_t> ids;
     ids.swap(unsent_);
     for (uint64_t id : ids) {
@@ -655,6 +746,10 @@ class RedisBackend final : public Backend {
     }
     if (r->type == REDIS_REPLY_ERROR) {
       self->log(kLogWarn, what + " failed: " + reply_str(r));
+    } else if (what == "SCRIPT LOAD" && r->type == REDIS_REPLY_STRING) {
+      bool known = false;
+      for (int i = 0; i < kScriptCount; ++i) known = known || script(i).sha == reply_str(r);
+      if (!known) self->log(kLogWarn, "SCRIPT LOAD answered an unexpected SHA-1 " + reply_str(r));
     }
   }
 
