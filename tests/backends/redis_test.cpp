@@ -276,6 +276,33 @@ TEST(Redis, UnreachableAtOpenThenRecovers) {
   EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
 }
 
+// A host name is resolved (asynchronously) before connecting.
+TEST(Redis, HostNameIsResolved) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start());
+  Client c;
+  ASSERT_EQ(c.open("redis://localhost:" + std::to_string(port), Timing{1000, 200}), SIMBA_OK)
+      << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+}
+
+// A name that does not resolve: never live, no crash, and close() still returns.
+TEST(Redis, UnknownHostNeverLiveClosesCleanly) {
+  Client c;
+  ASSERT_EQ(c.open("redis://no-such-host.invalid:6379", Timing{1000, 200}), SIMBA_OK)
+      << simba_last_error();
+  EXPECT_EQ(simba_client_wait_live(c, 500), SIMBA_ETIMEDOUT);
+  EXPECT_NE(simba_client_status(c), SIMBA_SESSION_LIVE);
+  const int64_t t0 = mono_ms();
+  c.close();
+  // A lookup still running holds the close up (libuv cannot cancel it): bounded by
+  // the resolver's own timeouts.
+  EXPECT_LT(mono_ms() - t0, 30000);
+}
+
 // The server stops answering (SIGSTOP) for longer than the lease: the term ends
 // with DEADLINE_PASSED; after SIGCONT the client opens a new session and is
 // elected again with a larger token.

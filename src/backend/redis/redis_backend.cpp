@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
@@ -605,16 +606,20 @@ class RedisBackend final : public Backend {
   static void on_resolved(uv_getaddrinfo_t* req, int status, struct addrinfo* res) {
     auto* self = static_cast<RedisBackend*>(req->data);
     self->resolving_ = nullptr;
-    std::string ip;
-    if (status == 0 && res) {
+    // Every address of the name; a failed connect moves on to the next one.
+    std::vector<std::string> addrs;
+    for (struct addrinfo* ai = status == 0 ? res : nullptr; ai; ai = ai->ai_next) {
       char buf[INET6_ADDRSTRLEN] = {0};
-      if (res->ai_family == AF_INET) {
-        uv_ip4_name(reinterpret_cast<const struct sockaddr_in*>(res->ai_addr), buf, sizeof buf);
-      } else if (res->ai_family == AF_INET6) {
-        uv_ip6_name(reinterpret_cast<const struct sockaddr_in6*>(res->ai_addr), buf, sizeof buf);
+      if (ai->ai_family == AF_INET) {
+        uv_ip4_name(reinterpret_cast<const struct sockaddr_in*>(ai->ai_addr), buf, sizeof buf);
+      } else if (ai->ai_family == AF_INET6) {
+        uv_ip6_name(reinterpret_cast<const struct sockaddr_in6*>(ai->ai_addr), buf, sizeof buf);
       }
-      ip = buf;
+      const std::string a = buf;
+      if (!a.empty() && std::find(addrs.begin(), addrs.end(), a) == addrs.end()) addrs.push_back(a);
     }
+    std::string ip;
+    if (!addrs.empty()) ip = addrs[self->addr_index_ % addrs.size()];
     uv_freeaddrinfo(res);
     delete req;
     if (!self->closing_) {
@@ -721,6 +726,7 @@ class RedisBackend final : public Backend {
       const std::string why = std::string("cannot connect: ") + ac->errstr;
       if (self->failures_ == 0) self->log(kLogWarn, why);
       self->note_failure(why);
+      ++self->addr_index_;  // a name with several addresses: try the next one
     } else {
       if (self->failures_ > 0) self->log(kLogInfo, "connected");
       self->failures_ = 0;
@@ -817,6 +823,7 @@ class RedisBackend final : public Backend {
   RedisUrl url_;
   std::string where_;  // host:port, for messages (never the password)
   std::string ip_;     // the last address the host resolved to
+  size_t addr_index_ = 0;  // which of the host's addresses to try next
 
   UvHiredis* cmd_ = nullptr;  // the command connection (connecting or up)
   uint64_t cmd_gen_ = 0;      // bumped per command connection
