@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -102,7 +103,8 @@ bool host_port(const std::string& url, std::string* host, int* port) {
 // A redis-server of the test's own, on 127.0.0.1:port, stopped at the end.
 class OwnServer {
  public:
-  explicit OwnServer(int port) : port_(port) {}
+  explicit OwnServer(int port, std::vector<std::string> extra = {})
+      : port_(port), extra_(std::move(extra)) {}
   ~OwnServer() { stop(); }
   bool start() {
     char dir_tmpl[] = "/tmp/simba-redis-test.XXXXXX";
@@ -113,13 +115,23 @@ class OwnServer {
     if (pid_ == 0) {
       const std::string port = std::to_string(port_);
       const std::string log = dir_ + "/redis.log";
-      execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--dir", dir_.c_str(), "--logfile", log.c_str(),
-             "--daemonize", "no", static_cast<char*>(nullptr));
+      std::vector<std::string> args = {"redis-server", "--port", port, "--bind", "127.0.0.1",
+                                        "--save", "", "--appendonly", "no", "--dir", dir_,
+                                        "--logfile", log, "--daemonize", "no"};
+      args.insert(args.end(), extra_.begin(), extra_.end());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(&a[0]);
+      argv.push_back(nullptr);
+      execvp("redis-server", argv.data());
       _exit(127);
     }
-    return wait_for([&] { return Sync("127.0.0.1", port_).cmd({"PING"}) == "PONG"; },
-                    10'000, 20);
+    // PONG, or NOAUTH when the server wants a password: it answers either way.
+    return wait_for(
+        [&] {
+          const std::string r = Sync("127.0.0.1", port_).cmd({"PING"});
+          return r == "PONG" || r.compare(0, 6, "NOAUTH") == 0;
+        },
+        10'000, 20);
   }
   void signal(int sig) {
     if (pid_ > 0) kill(pid_, sig);
@@ -145,6 +157,7 @@ class OwnServer {
 
  private:
   int port_;
+  std::vector<std::string> extra_;
   pid_t pid_ = -1;
   std::string dir_;
 };
@@ -155,6 +168,24 @@ std::string shared_url() {
   const char* u = std::getenv("SIMBA_TEST_REDIS_URL");
   return u && *u ? u : "";
 }
+
+// Captures log lines.
+struct LogCapture {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  static void fn(void* ud, int, const char* msg) {
+    auto* self = static_cast<LogCapture*>(ud);
+    std::lock_guard<std::mutex> lock(self->mu);
+    self->lines.push_back(msg);
+  }
+  bool has(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& l : lines) {
+      if (l.find(what) != std::string::npos) return true;
+    }
+    return false;
+  }
+};
 
 // --- URL parsing ---------------------------------------------------------------
 
@@ -276,6 +307,57 @@ TEST(Redis, UnreachableAtOpenThenRecovers) {
   EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
 }
 
+// AUTH (password only, and user + password), SELECT and the key prefix, on a
+// server that requires a password; a wrong password never goes live and is
+// never shown.
+TEST(Redis, AuthSelectAndPrefix) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port, {"--requirepass", "s3cr%t:pw"});
+  ASSERT_TRUE(server.start());
+  Sync s("127.0.0.1", port);
+  ASSERT_EQ(s.cmd({"AUTH", "s3cr%t:pw"}), "OK");
+  ASSERT_EQ(s.cmd({"ACL", "SETUSER", "alice", "on", ">alicepw", "~*", "&*", "+@all"}), "OK");
+  const std::string base = "127.0.0.1:" + std::to_string(port);
+  {
+    Election e;
+    Client c;
+    ASSERT_EQ(c.open("redis://:s3cr%25t%3Apw@" + base + "/3?prefix=authtest", Timing{1000, 200}),
+              SIMBA_OK)
+        << simba_last_error();
+    ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+    ASSERT_EQ(e.start(c, "n1"), SIMBA_OK);
+    ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+    EXPECT_EQ(snapshot(c).find("s3cr"), std::string::npos) << snapshot(c);
+    ASSERT_EQ(s.cmd({"SELECT", "3"}), "OK");
+    EXPECT_EQ(s.cmd({"HGET", "authtest:lease:n1", "session"}), session_id(c));
+    EXPECT_EQ(s.cmd({"EXISTS", "authtest:session:" + session_id(c)}), "1");
+    ASSERT_EQ(s.cmd({"SELECT", "0"}), "OK");
+    EXPECT_EQ(s.cmd({"EXISTS", "authtest:lease:n1"}), "0");
+  }
+  {
+    Client c;
+    ASSERT_EQ(c.open("redis://alice:alicepw@" + base, Timing{1000, 200}), SIMBA_OK);
+    ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+    EXPECT_EQ(s.cmd({"EXISTS", "simba:session:" + session_id(c)}), "1");
+  }
+  {
+    LogCapture logs;
+    simba_config_t* cfg = nullptr;
+    ASSERT_EQ(simba_config_new(&cfg), SIMBA_OK);
+    ASSERT_EQ(simba_config_set_logger(cfg, &LogCapture::fn, &logs, SIMBA_LOG_DEBUG), SIMBA_OK);
+    simba_client_t* c = nullptr;
+    const std::string url = "redis://:wrongpw1@" + base;
+    ASSERT_EQ(simba_client_open(&c, url.c_str(), cfg), SIMBA_OK);
+    simba_config_free(cfg);
+    EXPECT_EQ(simba_client_wait_live(c, 500), SIMBA_ETIMEDOUT);
+    EXPECT_TRUE(wait_for([&] { return logs.has("AUTH failed"); }, 3000));
+    EXPECT_FALSE(logs.has("wrongpw1"));
+    simba_client_close(c);
+  }
+}
+
 // A host name is resolved (asynchronously) before connecting.
 TEST(Redis, HostNameIsResolved) {
   if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
@@ -340,23 +422,6 @@ TEST(Redis, StoppedServerPastTheLeaseThenNewSession) {
 }
 
 // A warning at connect when maxmemory-policy is allkeys-*.
-struct LogCapture {
-  std::mutex mu;
-  std::vector<std::string> lines;
-  static void fn(void* ud, int, const char* msg) {
-    auto* self = static_cast<LogCapture*>(ud);
-    std::lock_guard<std::mutex> lock(self->mu);
-    self->lines.push_back(msg);
-  }
-  bool has(const std::string& what) {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& l : lines) {
-      if (l.find(what) != std::string::npos) return true;
-    }
-    return false;
-  }
-};
-
 TEST(Redis, WarnsAboutAllkeysEviction) {
   if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
   const int port = free_port();
