@@ -421,6 +421,37 @@ TEST(Redis, StoppedServerPastTheLeaseThenNewSession) {
   EXPECT_EQ(e.pairing_errors(), 0);
 }
 
+// The server dies (connections reset) and comes back empty on the same port:
+// the calls in flight fail, the client reconnects, finds its session gone
+// (SESSION_EXPIRED) and opens a new one.
+TEST(Redis, ServerRestartWithoutDataRecovers) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  auto server = std::make_unique<OwnServer>(port);
+  ASSERT_TRUE(server->start());
+  Election e;
+  Client c;
+  ASSERT_EQ(c.open(server->url(), Timing{3000, 200}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  const std::string sid = session_id(c);
+  ASSERT_EQ(e.start(c, "redis.restart." + unique_id()), SIMBA_OK);
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+
+  server->signal(SIGKILL);
+  server.reset();
+  EXPECT_TRUE(wait_for([&] { return simba_client_status(c) == SIMBA_SESSION_SUSPENDED; },
+                       2000 * slow_factor()));
+  server = std::make_unique<OwnServer>(port);
+  ASSERT_TRUE(server->start());
+  ASSERT_TRUE(e.wait_revoked(1, 5000 * slow_factor()));
+  EXPECT_EQ(e.last_revoked().reason, SIMBA_REVOKE_SESSION_EXPIRED);
+  ASSERT_TRUE(e.wait_elected(2, 5000 * slow_factor())) << snapshot(c);
+  EXPECT_NE(session_id(c), sid);
+  EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
+  EXPECT_EQ(e.pairing_errors(), 0);
+}
+
 // A warning at connect when maxmemory-policy is allkeys-*.
 TEST(Redis, WarnsAboutAllkeysEviction) {
   if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
