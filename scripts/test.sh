@@ -28,6 +28,7 @@ SIMBA_APT_PACKAGES=(
   build-essential cmake pkg-config
   libuv1-dev libcmocka-dev libgtest-dev
   valgrind
+  redis-server redis-tools libhiredis-dev
 )
 
 # shellcheck source=scripts/lib/packages.sh

@@ -26,17 +26,30 @@ SIMBA_SERVER_PIDS=()
 start_servers() {
   SIMBA_SERVERS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/simba-servers.XXXXXX")
   export SIMBA_SERVERS_DIR
-  # Nothing to start yet: redis-server, PostgreSQL and ZooKeeper come with their
-  # backends. Example shape:
-  #   local port; port=$(simba_free_port)
-  #   redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly yes \
-  #     --appendfsync always --dir "$SIMBA_SERVERS_DIR" --daemonize no \
-  #     >"$SIMBA_SERVERS_DIR/redis.log" 2>&1 &
-  #   simba_track_pid $!
-  #   simba_wait_until 10 "redis on $port" redis-cli -p "$port" ping
-  #   export SIMBA_TEST_REDIS_URL="redis://127.0.0.1:$port"
+  start_redis || return 1
   return 0
 }
+
+# redis-server with persistence as we recommend to users (a restart must not
+# reset tokens): append-only file, fsync on every write, no RDB snapshots.
+start_redis() {
+  local port dir="$SIMBA_SERVERS_DIR/redis"
+  command -v redis-server >/dev/null || { echo "servers: redis-server not installed" >&2; return 1; }
+  mkdir -p "$dir"
+  port=$(simba_free_port) || return 1
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly yes \
+    --appendfsync always --dir "$dir" --daemonize no \
+    >"$dir/redis.log" 2>&1 &
+  simba_track_pid $!
+  simba_wait_until 10 "redis-server on $port" simba_redis_pong "$port" || {
+    cat "$dir/redis.log" >&2
+    return 1
+  }
+  export SIMBA_TEST_REDIS_URL="redis://127.0.0.1:$port"
+  echo "servers: redis-server on 127.0.0.1:$port" >&2
+}
+
+simba_redis_pong() { [[ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" == PONG ]]; }
 
 # Safe to call twice, and when start_servers never ran or stopped half-way.
 stop_servers() {

@@ -5,6 +5,9 @@
 #include "backend/backend.h"
 #include "backend/memory/memory_backend.h"
 #include "core/names.h"
+#ifdef SIMBA_WITH_REDIS
+#include "backend/redis/redis_backend.h"
+#endif
 
 namespace simba {
 
@@ -43,6 +46,16 @@ std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::stri
     auto faults = ctx.memory_faults ? ctx.memory_faults : std::make_shared<MemoryFaults>();
     return make_memory_backend(ctx.loop, name, std::move(faults));
   }
+#ifdef SIMBA_WITH_REDIS
+  if (scheme == "redis") {
+    RedisUrl parsed;
+    if (!parse_redis_url(url, &parsed, error)) {
+      *why = BackendError::kInvalid;
+      return nullptr;
+    }
+    return make_redis_backend(ctx, parsed);
+  }
+#endif
   *why = BackendError::kUnsupported;
   if (scheme == "redis" || scheme == "rediss" || scheme == "postgresql" ||
       scheme == "postgres" || scheme == "zookeeper") {

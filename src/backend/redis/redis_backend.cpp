@@ -1,0 +1,839 @@
+// The Redis backend: hiredis 0.14 async on the client's libuv loop, through our
+// own adapter (uv_hiredis.h). Every operation is one EVALSHA of a short Lua
+// script, so one round trip (the scripts are loaded with SCRIPT LOAD when a
+// connection opens; a NOSCRIPT answer is retried once with EVAL).
+//
+// Data model ({p} = the URL's prefix, default "simba"):
+//   {p}:session:{sid}          string, PEXPIRE lease; sid = 128 random bits in hex
+//   {p}:session:{sid}:leases   set of the lease names the session won, same expiry
+//   {p}:lease:{name}           hash {session, token}; never deleted, so the token
+//                              counts up across terms (+1 per term)
+//   {p}:released:{name}        the channel a release or a close publishes on; a
+//                              second connection PSUBSCRIBEs to {p}:released:*
+// Remaining times are PTTLs, measured by Redis.
+//
+// Connections: one command connection, made on demand and remade after a drop
+// (with backoff after failures), and one subscriber connection. Host names are
+// resolved with uv_getaddrinfo (hiredis' own lookup blocks). A call that gets no
+// answer within its timeout completes with kTimeout and the command connection is
+// torn down, so its late answer can never be delivered; the other calls pending
+// on it complete with kError, each exactly once.
+#include "backend/redis/redis_backend.h"
+
+#include <arpa/inet.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/redis/uv_hiredis.h"
+
+namespace simba {
+namespace {
+
+constexpr int kLogDebug = 0, kLogInfo = 1, kLogWarn = 2;
+
+// KEYS[1] session key; ARGV[1] lease ms, ARGV[2] value (client name).
+// Returns the PTTL, or -1 if the id is taken.
+constexpr char kOpenScript[] = R"lua(
+if redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[1], 'NX') then
+  return redis.call('PTTL', KEYS[1])
+end
+return -1
+)lua";
+
+// KEYS[1] session key, KEYS[2] its lease set; ARGV[1] lease ms, ARGV[2] prefix,
+// ARGV[3] sid. Returns {-1} if the session is gone, else {pttl, name, token, ...}
+// for every lease of the set whose hash still names the session (the others
+// leave the set).
+constexpr char kKeepAliveScript[] = R"lua(
+if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 0 then return {-1} end
+local out = {redis.call('PTTL', KEYS[1])}
+local names = redis.call('SMEMBERS', KEYS[2])
+for _, n in ipairs(names) do
+  local h = redis.call('HMGET', ARGV[2] .. ':lease:' .. n, 'session', 'token')
+  if h[1] == ARGV[3] then
+    out[#out + 1] = n
+    out[#out + 1] = h[2]
+  else
+    redis.call('SREM', KEYS[2], n)
+  end
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+return out
+)lua";
+
+// KEYS[1] session key, KEYS[2] its lease set, KEYS[3] lease hash; ARGV[1] sid,
+// ARGV[2] prefix, ARGV[3] name. Returns {-1} (our session is gone), {0, pttl}
+// (held by a live session, ours included: never two terms of one name for one
+// session; pttl -1 when unknown) or {1, token}.
+constexpr char kAcquireScript[] = R"lua(
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl == -2 then return {-1} end
+local holder = redis.call('HGET', KEYS[3], 'session')
+if holder and holder ~= '' then
+  if holder == ARGV[1] then return {0, ttl} end
+  local ht = redis.call('PTTL', ARGV[2] .. ':session:' .. holder)
+  if ht ~= -2 then return {0, ht} end
+end
+local token = redis.call('HINCRBY', KEYS[3], 'token', 1)
+redis.call('HSET', KEYS[3], 'session', ARGV[1])
+redis.call('SADD', KEYS[2], ARGV[3])
+if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+return {1, token}
+)lua";
+
+// KEYS[1] lease set, KEYS[2] lease hash; ARGV[1] sid, ARGV[2] token, ARGV[3]
+// name, ARGV[4] channel. Frees the lease only where session and token match.
+constexpr char kReleaseScript[] = R"lua(
+local h = redis.call('HMGET', KEYS[2], 'session', 'token')
+if h[1] == ARGV[1] and h[2] == ARGV[2] then
+  redis.call('HDEL', KEYS[2], 'session')
+  redis.call('SREM', KEYS[1], ARGV[3])
+  redis.call('PUBLISH', ARGV[4], ARGV[3])
+  return 1
+end
+return 0
+)lua";
+
+// KEYS[1] session key, KEYS[2] its lease set; ARGV[1] sid, ARGV[2] prefix.
+// Frees (and publishes) every lease the session holds, then ends it.
+constexpr char kCloseScript[] = R"lua(
+local names = redis.call('SMEMBERS', KEYS[2])
+local freed = 0
+for _, n in ipairs(names) do
+  local k = ARGV[2] .. ':lease:' .. n
+  if redis.call('HGET', k, 'session') == ARGV[1] then
+    redis.call('HDEL', k, 'session')
+    redis.call('PUBLISH', ARGV[2] .. ':released:' .. n, n)
+    freed = freed + 1
+  end
+end
+redis.call('DEL', KEYS[1], KEYS[2])
+return freed
+)lua";
+
+// SHA-1 of a script, as 40 lower-case hex digits: the name EVALSHA calls it by.
+std::string sha1_hex(const std::string& text) {
+  uint32_t h[5] = {0x67452301u, 0xEFCDAB89u, 0x98BADCFEu, 0x10325476u, 0xC3D2E1F0u};
+  std::string msg = text;
+  const uint64_t bits = static_cast<uint64_t>(text.size()) * 8;
+  msg.push_back(static_cast<char>(0x80));
+  while (msg.size() % 64 != 56) msg.push_back('\0');
+  for (int i = 7; i >= 0; --i) msg.push_back(static_cast<char>((bits >> (i * 8)) & 0xffu));
+  auto rol = [](uint32_t x, int n) { return (x << n) | (x >> (32 - n)); };
+  for (size_t off = 0; off < msg.size(); off += 64) {
+    uint32_t w[80];
+    for (int i = 0; i < 16; ++i) {
+      const auto* p = reinterpret_cast<const unsigned char*>(msg.data() + off + 4 * i);
+      w[i] = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
+    }
+    for (int i = 16; i < 80; ++i) w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
+    for (int i = 0; i < 80; ++i) {
+      uint32_t f, k;
+      if (i < 20) {
+        f = (b & c) | (~b & d);
+        k = 0x5A827999u;
+      } else if (i < 40) {
+        f = b ^ c ^ d;
+        k = 0x6ED9EBA1u;
+      } else if (i < 60) {
+        f = (b & c) | (b & d) | (c & d);
+        k = 0x8F1BBCDCu;
+      } else {
+        f = b ^ c ^ d;
+        k = 0xCA62C1D6u;
+      }
+      const uint32_t t = rol(a, 5) + f + e + k + w[i];
+      e = d;
+      d = c;
+      c = rol(b, 30);
+      b = a;
+      a = t;
+    }
+    h[0] += a;
+    h[1] += b;
+    h[2] += c;
+    h[3] += d;
+    h[4] += e;
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (uint32_t v : h) {
+    for (int shift = 28; shift >= 0; shift -= 4) out.push_back(kHex[(v >> shift) & 0xfu]);
+  }
+  return out;
+}
+
+// A script and the SHA-1 EVALSHA names it by.
+struct Script {
+  const char* body;
+  std::string sha;
+  explicit Script(const char* b) : body(b), sha(sha1_hex(b)) {}
+};
+
+const Script& script(int which) {
+  static const Script scripts[] = {Script(kOpenScript), Script(kKeepAliveScript),
+                                   Script(kAcquireScript), Script(kReleaseScript),
+                                   Script(kCloseScript)};
+  return scripts[which];
+}
+enum ScriptId { kOpen = 0, kKeepAlive, kAcquire, kRelease, kClose, kScriptCount };
+
+std::string random_session_id() {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::random_device device;
+  std::string id;
+  id.reserve(32);
+  for (int word = 0; word < 4; ++word) {
+    const uint32_t bits = static_cast<uint32_t>(device());
+    for (int shift = 28; shift >= 0; shift -= 4) id.push_back(kHex[(bits >> shift) & 0xfu]);
+  }
+  return id;
+}
+
+bool is_ip_literal(const std::string& host) {
+  unsigned char buf[sizeof(struct in6_addr)];
+  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
+}
+
+std::string reply_str(const redisReply* r) {
+  return r && r->str ? std::string(r->str, r->len) : std::string();
+}
+
+bool reply_int(const redisReply* r, long long* out) {
+  if (!r) return false;
+  if (r->type == REDIS_REPLY_INTEGER) {
+    *out = r->integer;
+    return true;
+  }
+  if (r->type == REDIS_REPLY_STRING) {
+    char* end = nullptr;
+    const std::string s = reply_str(r);
+    *out = std::strtoll(s.c_str(), &end, 10);
+    return !s.empty() && end && *end == '\0';
+  }
+  return false;
+}
+
+class RedisBackend final : public Backend {
+ public:
+  RedisBackend(const BackendContext& ctx, RedisUrl url)
+      : loop_(ctx.loop), log_(ctx.log), client_name_(ctx.client_name), url_(std::move(url)) {
+    where_ = url_.host + ":" + std::to_string(url_.port);
+    uv_timer_init(loop_, &sub_timer_);
+    sub_timer_.data = this;
+    handles_ = 1;
+  }
+
+  ~RedisBackend() override = default;
+
+  void open_session(Duration lease, Duration timeout, OpenCb cb) override {
+    std::string sid;
+    try {
+      sid = random_session_id();
+    } catch (const std::exception& e) {
+      OpenReply r;
+      r.error = std::string("no random source for a session id: ") + e.what();
+      fail_later(timeout, [cb, r] { cb(r); });
+      return;
+    }
+    const std::string lease_ms = std::to_string(std::max<int64_t>(1, to_ms_ceil(lease)));
+    start({"EVALSHA", script(kOpen).sha, "1", session_key(sid), lease_ms,
+           client_name_.empty() ? std::string("simba") : client_name_},
+          timeout, [cb, sid](const redisReply* r, Outcome o, const std::string& err) {
+            OpenReply out;
+            long long pttl = 0;
+            if (!r) {
+              out.outcome = o;
+              out.error = err;
+            } else if (r->type == REDIS_REPLY_ERROR) {
+              out.error = reply_str(r);
+            } else if (!reply_int(r, &pttl)) {
+              out.error = "redis: unexpected reply to open";
+            } else if (pttl < 0) {
+              out.error = "redis: session id collision";
+            } else {
+              out.outcome = Outcome::kOk;
+              out.session_id = sid;
+              out.remaining = ms(pttl);
+            }
+            cb(out);
+          });
+  }
+
+  void keep_alive(const std::string& session, Duration lease, Duration timeout,
+                  KeepAliveCb cb) override {
+    const std::string lease_ms = std::to_string(std::max<int64_t>(1, to_ms_ceil(lease)));
+    start({"EVALSHA", script(kKeepAlive).sha, "2", session_key(session), leases_key(session), lease_ms,
+           url_.prefix, session},
+          timeout, [cb](const redisReply* r, Outcome o, const std::string& err) {
+            KeepAliveReply out;
+            long long v = 0;
+            if (!r) {
+              out.outcome = o;
+              out.error = err;
+            } else if (r->type == REDIS_REPLY_ERROR) {
+              out.error = reply_str(r);
+            } else if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+                       r->elements % 2 != 1 || !reply_int(r->element[0], &v)) {
+              out.error = "redis: unexpected reply to keep-alive";
+            } else if (v < 0) {
+              out.outcome = Outcome::kExpired;
+            } else {
+              out.outcome = Outcome::kOk;
+              out.remaining = ms(v);
+              for (size_t i = 1; i + 1 < r->elements; i += 2) {
+                long long token = 0;
+                if (!reply_int(r->element[i + 1], &token) || token <= 0) {
+                  out = KeepAliveReply();
+                  out.error = "redis: malformed token in keep-alive reply";
+                  break;
+                }
+                out.owned.push_back(
+                    OwnedLease{reply_str(r->element[i]), static_cast<uint64_t>(token)});
+              }
+            }
+            cb(out);
+          });
+  }
+
+  void acquire(const std::string& session, const std::string& name, Duration timeout,
+               AcquireCb cb) override {
+    start({"EVALSHA", script(kAcquire).sha, "3", session_key(session), leases_key(session),
+           lease_key(name), session, url_.prefix, name},
+          timeout, [cb](const redisReply* r, Outcome o, const std::string& err) {
+            AcquireReply out;
+            long long code = 0, v = 0;
+            if (!r) {
+              out.outcome = o;
+              out.error = err;
+            } else if (r->type == REDIS_REPLY_ERROR) {
+              out.error = reply_str(r);
+            } else if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+                       !reply_int(r->element[0], &code) ||
+                       (code >= 0 && (r->elements < 2 || !reply_int(r->element[1], &v)))) {
+              out.error = "redis: unexpected reply to acquire";
+            } else if (code < 0) {
+              out.outcome = Outcome::kExpired;
+            } else if (code == 0) {
+              out.outcome = Outcome::kHeld;
+              out.holder_remaining = v >= 0 ? ms(v) : Duration(-1);
+            } else if (v <= 0) {
+              out.error = "redis: non-positive token";
+            } else {
+              out.outcome = Outcome::kOk;
+              out.token = static_cast<uint64_t>(v);
+            }
+            cb(out);
+          });
+  }
+
+  void release(const std::string& session, const std::string& name, uint64_t token,
+               Duration timeout, DoneCb cb) override {
+    start({"EVALSHA", script(kRelease).sha, "2", leases_key(session), lease_key(name), session,
+           std::to_string(token), name, released_channel(name)},
+          timeout, done_parser(std::move(cb)));
+  }
+
+  void close_session(const std::string& session, Duration timeout, DoneCb cb) override {
+    start({"EVALSHA", script(kClose).sha, "2", session_key(session), leases_key(session), session,
+           url_.prefix},
+          timeout, done_parser(std::move(cb)));
+  }
+
+  void on_released(ReleasedFn fn) override { released_fn_ = std::move(fn); }
+
+  void shutdown(std::function<void()> done) override {
+    closing_ = true;
+    shutdown_done_ = std::move(done);
+    released_fn_ = nullptr;
+    // Pending calls are dropped without completion.
+    std::map<uint64_t, Call*> calls;
+    calls.swap(calls_);
+    for (auto& kv : calls) close_call(kv.second);
+    unsent_.clear();
+    if (cmd_) drop_conn(&cmd_);
+    if (sub_) drop_conn(&sub_);
+    if (resolving_) uv_cancel(reinterpret_cast<uv_req_t*>(resolving_));
+    uv_close(reinterpret_cast<uv_handle_t*>(&sub_timer_), [](uv_handle_t* h) {
+      static_cast<RedisBackend*>(h->data)->handle_closed();
+    });
+  }
+
+ private:
+  using Done = std::function<void(const redisReply*, Outcome, const std::string&)>;
+
+  struct Call {
+    RedisBackend* self = nullptr;
+    uint64_t id = 0;
+    uint64_t gen = 0;  // the command connection it was sent on (0: not sent)
+    uv_timer_t timer;
+    std::vector<std::string> argv;
+    Done done;
+    bool preset = false;  // complete with preset_outcome when the timer fires
+    Outcome preset_outcome = Outcome::kError;
+    std::string preset_error;
+  };
+
+  static Done done_parser(DoneCb cb) {
+    return [cb](const redisReply* r, Outcome o, const std::string& err) {
+      DoneReply out;
+      if (!r) {
+        out.outcome = o;
+        out.error = err;
+      } else if (r->type == REDIS_REPLY_ERROR) {
+        out.error = reply_str(r);
+      } else {
+        out.outcome = Outcome::kOk;
+      }
+      cb(out);
+    };
+  }
+
+  std::string session_key(const std::string& sid) const {
+    return url_.prefix + ":session:" + sid;
+  }
+  std::string leases_key(const std::string& sid) const { return session_key(sid) + ":leases"; }
+  std::string lease_key(const std::string& name) const { return url_.prefix + ":lease:" + name; }
+  std::string released_channel(const std::string& name) const {
+    return url_.prefix + ":released:" + name;
+  }
+
+  void log(int level, const std::string& line) {
+    if (log_) log_(level, "redis " + where_ + ": " + line);
+  }
+
+  // An answer that is known before any I/O: delivered on a later loop turn.
+  template <typename Fn>
+  void fail_later(Duration timeout, Fn fn) {
+    Call* c = new_call({}, timeout, [fn](const redisReply*, Outcome, const std::string&) { fn(); });
+    preset(c, Outcome::kError, "");
+  }
+
+  void preset(Call* c, Outcome o, const std::string& err) {
+    c->preset = true;
+    c->preset_outcome = o;
+    c->preset_error = err;
+    uv_timer_start(&c->timer, on_call_timer, 0, 0);
+  }
+
+  Call* new_call(std::vector<std::string> argv, Duration timeout, Done done) {
+    auto* c = new Call;
+    c->self = this;
+    c->id = ++next_call_;
+    c->argv = std::move(argv);
+    c->done = std::move(done);
+    uv_timer_init(loop_, &c->timer);
+    c->timer.data = c;
+    ++handles_;
+    calls_[c->id] = c;
+    const int64_t t = std::max<int64_t>(1, to_ms_ceil(timeout));
+    uv_timer_start(&c->timer, on_call_timer, static_cast<uint64_t>(t), 0);
+    return c;
+  }
+
+  Call* start(std::vector<std::string> argv, Duration timeout, Done done) {
+    Call* c = new_call(std::move(argv), timeout, std::move(done));
+    ensure_sub();
+    if (cmd_) {
+      send(c);
+      return c;
+    }
+    if (resolving_) {
+      unsent_.push_back(c->id);
+      return c;
+    }
+    uv_update_time(loop_);
+    if (failures_ > 0 && uv_now(loop_) < retry_at_) {
+      preset(c, Outcome::kError,
+             "redis " + where_ + " unreachable (" + last_error_ + "); reconnecting in " +
+                 std::to_string(retry_at_ - uv_now(loop_)) + " ms");
+      return c;
+    }
+    unsent_.push_back(c->id);
+    connect();
+    return c;
+  }
+
+  void send(Call* c) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const std::string& s : c->argv) {
+      argv.push_back(s.data());
+      lens.push_back(s.size());
+    }
+    c->gen = cmd_gen_;
+    if (redisAsyncCommandArgv(cmd_->ac, on_reply, reinterpret_cast<void*>(c->id),
+                              static_cast<int>(argv.size()), argv.data(),
+                              lens.data()) != REDIS_OK) {
+      c->gen = 0;
+      preset(c, Outcome::kError, "redis " + where_ + ": cannot send the command");
+    }
+  }
+
+  // Completes `c` (already out of calls_ or not) exactly once.
+  void complete(Call* c, const redisReply* r, Outcome o, const std::string& err) {
+    calls_.erase(c->id);
+    Done done = std::move(c->done);
+    close_call(c);
+    if (done && !closing_) done(r, o, err);
+  }
+
+  void close_call(Call* c) {
+    uv_timer_stop(&c->timer);
+    uv_close(reinterpret_cast<uv_handle_t*>(&c->timer), [](uv_handle_t* h) {
+      auto* call = static_cast<Call*>(h->data);
+      RedisBackend* self = call->self;
+      delete call;
+      self->handle_closed();
+    });
+  }
+
+  static void on_call_timer(uv_timer_t* t) {
+    auto* c = static_cast<Call*>(t->data);
+    RedisBackend* self = c->self;
+    if (self->calls_.erase(c->id) == 0) return;
+    if (c->preset) {
+      self->complete(c, nullptr, c->preset_outcome, c->preset_error);
+      return;
+    }
+    // No answer in time: drop the connection it went out on, so that a late
+    // answer can never be delivered (the other calls on it complete with
+    // kError), and reconnect after a backoff.
+    if (c->gen != 0 && c->gen == self->cmd_gen_ && self->cmd_) {
+      self->note_failure("no answer within the call's timeout");
+      self->drop_conn(&self->cmd_);
+    }
+    self->complete(c, nullptr, Outcome::kTimeout, "redis " + self->where_ + ": no answer in time");
+  }
+
+  static void on_reply(redisAsyncContext* ac, void* reply, void* privdata) {
+    auto* self = static_cast<RedisBackend*>(ac->data);
+    if (self->closing_) return;
+    auto it = self->calls_.find(reinterpret_cast<uintptr_t>(privdata));
+    if (it == self->calls_.end()) return;
+    Call* c = it->second;
+    if (!reply) {
+      self->complete(c, nullptr, Outcome::kError,
+                     "redis " + self->where_ + ": connection lost" +
+                         (ac->errstr[0] ? std::string(" (") + ac->errstr + ")" : std::string()));
+      return;
+    }
+    auto* r = static_cast<redisReply*>(reply);
+    // The server lost our scripts (restart, failover, SCRIPT FLUSH): run this
+    // one with EVAL, which also loads it again for the next EVALSHA.
+    if (r->type == REDIS_REPLY_ERROR && reply_str(r).compare(0, 8, "NOSCRIPT") == 0 &&
+        c->argv.size() >= 2 && c->argv[0] == "EVALSHA" && self->cmd_ &&
+        self->cmd_->ac == ac) {
+      for (int i = 0; i < kScriptCount; ++i) {
+        if (script(i).sha == c->argv[1]) {
+          c->argv[0] = "EVAL";
+          c->argv[1] = script(i).body;
+          self->send(c);
+          return;
+        }
+      }
+    }
+    self->complete(c, r, Outcome::kOk, "");
+  }
+
+  void note_failure(const std::string& why) {
+    last_error_ = why;
+    ++failures_;
+    const uint64_t backoff = std::min<uint64_t>(2000, 50ull << std::min(failures_ - 1, 6));
+    uv_update_time(loop_);
+    retry_at_ = uv_now(loop_) + backoff;
+  }
+
+  // Tears a connection down now (its pending callbacks run with NULL).
+  void drop_conn(UvHiredis** slot) {
+    UvHiredis* a = *slot;
+    *slot = nullptr;
+    if (a && a->ac) redisAsyncFree(a->ac);
+  }
+
+  void handle_closed() {
+    if (--handles_ == 0 && closing_ && shutdown_done_) {
+      auto done = std::move(shutdown_done_);
+      done();
+    }
+  }
+
+  // --- connecting ----------------------------------------------------------
+
+  void connect() {
+    if (is_ip_literal(url_.host)) {
+      connect_ip(url_.host);
+      return;
+    }
+    resolving_ = new uv_getaddrinfo_t;
+    resolving_->data = this;
+    ++handles_;
+    struct addrinfo hints = {};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    const int rc = uv_getaddrinfo(loop_, resolving_, on_resolved, url_.host.c_str(), nullptr, &hints);
+    if (rc != 0) {
+      delete resolving_;
+      resolving_ = nullptr;
+      --handles_;
+      connect_failed(std::string("cannot resolve ") + url_.host + ": " + uv_strerror(rc));
+    }
+  }
+
+  static void on_resolved(uv_getaddrinfo_t* req, int status, struct addrinfo* res) {
+    auto* self = static_cast<RedisBackend*>(req->data);
+    self->resolving_ = nullptr;
+    // Every address of the name; a failed connect moves on to the next one.
+    std::vector<std::string> addrs;
+    for (struct addrinfo* ai = status == 0 ? res : nullptr; ai; ai = ai->ai_next) {
+      char buf[INET6_ADDRSTRLEN] = {0};
+      if (ai->ai_family == AF_INET) {
+        uv_ip4_name(reinterpret_cast<const struct sockaddr_in*>(ai->ai_addr), buf, sizeof buf);
+      } else if (ai->ai_family == AF_INET6) {
+        uv_ip6_name(reinterpret_cast<const struct sockaddr_in6*>(ai->ai_addr), buf, sizeof buf);
+      }
+      const std::string a = buf;
+      if (!a.empty() && std::find(addrs.begin(), addrs.end(), a) == addrs.end()) addrs.push_back(a);
+    }
+    std::string ip;
+    if (!addrs.empty()) ip = addrs[self->addr_index_ % addrs.size()];
+    uv_freeaddrinfo(res);
+    delete req;
+    if (!self->closing_) {
+      if (ip.empty()) {
+        self->connect_failed("cannot resolve " + self->url_.host + ": " +
+                             (status ? uv_strerror(status) : "no address"));
+      } else {
+        self->connect_ip(ip);
+      }
+    }
+    self->handle_closed();
+  }
+
+  // The calls waiting for a connection fail (on a later loop turn).
+  void connect_failed(const std::string& why) {
+    note_failure(why);
+    std::vector<uint64_t> ids;
+    ids.swap(unsent_);
+    for (uint64_t id : ids) {
+      auto it = calls_.find(id);
+      if (it != calls_.end()) preset(it->second, Outcome::kError, "redis " + where_ + ": " + why);
+    }
+  }
+
+  // A new async context to `ip`, with our adapter attached; nullptr on failure
+  // (`why` set).
+  UvHiredis* new_context(const std::string& ip, std::string* why) {
+    redisAsyncContext* ac = redisAsyncConnect(ip.c_str(), url_.port);
+    if (!ac) {
+      *why = "out of memory";
+      return nullptr;
+    }
+    if (ac->err) {
+      *why = ac->errstr;
+      redisAsyncFree(ac);
+      return nullptr;
+    }
+    UvHiredis* a = uv_hiredis_attach(loop_, ac);
+    if (!a) {
+      *why = "cannot poll the socket";
+      redisAsyncFree(ac);
+      return nullptr;
+    }
+    ++handles_;
+    ac->data = this;
+    a->on_closed = [this] { handle_closed(); };
+    if (url_.has_password) {
+      if (url_.user.empty()) {
+        const char* argv[] = {"AUTH", url_.password.c_str()};
+        redisAsyncCommandArgv(ac, on_setup_reply, const_cast<char*>("AUTH"), 2, argv, nullptr);
+      } else {
+        const char* argv[] = {"AUTH", url_.user.c_str(), url_.password.c_str()};
+        redisAsyncCommandArgv(ac, on_setup_reply, const_cast<char*>("AUTH"), 3, argv, nullptr);
+      }
+    }
+    return a;
+  }
+
+  void connect_ip(const std::string& ip) {
+    ip_ = ip;
+    std::string why;
+    UvHiredis* a = new_context(ip, &why);
+    if (!a) {
+      connect_failed(why);
+      return;
+    }
+    cmd_ = a;
+    const uint64_t gen = ++cmd_gen_;
+    a->on_gone = [this, gen](UvHiredis* g) {
+      if (cmd_ == g) cmd_ = nullptr;
+      (void)gen;
+    };
+    redisAsyncSetConnectCallback(a->ac, on_connect);
+    if (url_.db != 0) {
+      const std::string db = std::to_string(url_.db);
+      const char* argv[] = {"SELECT", db.c_str()};
+      redisAsyncCommandArgv(a->ac, on_setup_reply, const_cast<char*>("SELECT"), 2, argv, nullptr);
+    }
+    if (!policy_checked_) {
+      policy_checked_ = true;
+      const char* argv[] = {"CONFIG", "GET", "maxmemory-policy"};
+      redisAsyncCommandArgv(a->ac, on_setup_reply, const_cast<char*>("CONFIG"), 3, argv, nullptr);
+    }
+    // Loads the scripts ahead of the calls on the same connection, so that
+    // EVALSHA finds them (NOSCRIPT still falls back to EVAL).
+    for (int i = 0; i < kScriptCount; ++i) {
+      const char* argv[] = {"SCRIPT", "LOAD", script(i).body};
+      redisAsyncCommandArgv(a->ac, on_setup_reply, const_cast<char*>("SCRIPT LOAD"), 3, argv,
+                            nullptr);
+    }
+    std::vector<uint64_t> ids;
+    ids.swap(unsent_);
+    for (uint64_t id : ids) {
+      auto it = calls_.find(id);
+      if (it != calls_.end() && cmd_) send(it->second);
+    }
+    ensure_sub();
+  }
+
+  static void on_connect(const redisAsyncContext* ac, int status) {
+    auto* self = static_cast<RedisBackend*>(ac->data);
+    if (self->closing_) return;
+    if (status != REDIS_OK) {
+      const std::string why = std::string("cannot connect: ") + ac->errstr;
+      if (self->failures_ == 0) self->log(kLogWarn, why);
+      self->note_failure(why);
+      ++self->addr_index_;  // a name with several addresses: try the next one
+    } else {
+      if (self->failures_ > 0) self->log(kLogInfo, "connected");
+      self->failures_ = 0;
+    }
+  }
+
+  static void on_setup_reply(redisAsyncContext* ac, void* reply, void* privdata) {
+    auto* self = static_cast<RedisBackend*>(ac->data);
+    auto* r = static_cast<redisReply*>(reply);
+    if (self->closing_ || !r) return;
+    const std::string what = static_cast<const char*>(privdata);
+    if (what == "CONFIG") {
+      // CONFIG may be renamed or disabled: errors are fine.
+      if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+        const std::string policy = reply_str(r->element[1]);
+        if (policy.compare(0, 8, "allkeys-") == 0) {
+          self->log(kLogWarn, "maxmemory-policy is " + policy +
+                                  ": Redis may evict lease keys under memory pressure, and a "
+                                  "lease's token can then go back (use noeviction or volatile-*)");
+        }
+      }
+      return;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+      self->log(kLogWarn, what + " failed: " + reply_str(r));
+    } else if (what == "SCRIPT LOAD" && r->type == REDIS_REPLY_STRING) {
+      bool known = false;
+      for (int i = 0; i < kScriptCount; ++i) known = known || script(i).sha == reply_str(r);
+      if (!known) self->log(kLogWarn, "SCRIPT LOAD answered an unexpected SHA-1 " + reply_str(r));
+    }
+  }
+
+  // --- release broadcast -----------------------------------------------------
+
+  void ensure_sub() {
+    if (closing_ || sub_ || ip_.empty() || uv_is_active(reinterpret_cast<uv_handle_t*>(&sub_timer_))) {
+      return;
+    }
+    std::string why;
+    UvHiredis* a = new_context(ip_, &why);
+    if (!a) {
+      log(kLogDebug, "subscriber: " + why);
+      schedule_sub();
+      return;
+    }
+    sub_ = a;
+    a->on_gone = [this](UvHiredis* g) {
+      if (sub_ == g) {
+        sub_ = nullptr;
+        if (!closing_) schedule_sub();
+      }
+    };
+    redisAsyncSetConnectCallback(a->ac, [](const redisAsyncContext* ac, int status) {
+      auto* self = static_cast<RedisBackend*>(ac->data);
+      if (!self->closing_ && status == REDIS_OK) self->sub_failures_ = 0;
+    });
+    const std::string pattern = url_.prefix + ":released:*";
+    const char* argv[] = {"PSUBSCRIBE", pattern.c_str()};
+    redisAsyncCommandArgv(a->ac, on_message, nullptr, 2, argv, nullptr);
+  }
+
+  void schedule_sub() {
+    ++sub_failures_;
+    const uint64_t backoff = std::min<uint64_t>(2000, 50ull << std::min(sub_failures_, 6));
+    uv_timer_start(&sub_timer_, [](uv_timer_t* t) {
+      static_cast<RedisBackend*>(t->data)->ensure_sub();
+    }, backoff, 0);
+  }
+
+  static void on_message(redisAsyncContext* ac, void* reply, void*) {
+    auto* self = static_cast<RedisBackend*>(ac->data);
+    auto* r = static_cast<redisReply*>(reply);
+    if (self->closing_ || !r || r->type != REDIS_REPLY_ARRAY) return;
+    // {"pmessage", pattern, channel, name}; {"psubscribe", pattern, count} first.
+    if (r->elements == 4 && reply_str(r->element[0]) == "pmessage") {
+      const std::string name = reply_str(r->element[3]);
+      if (name.empty()) return;
+      // The core copes with a broadcast that overtakes an acquire's answer.
+      if (self->released_fn_) self->released_fn_(name);
+    } else if (r->elements == 3 && reply_str(r->element[0]) == "psubscribe") {
+      self->log(kLogDebug, "subscribed to release broadcasts");
+    }
+  }
+
+  uv_loop_t* loop_;
+  LogFn log_;
+  std::string client_name_;
+  RedisUrl url_;
+  std::string where_;  // host:port, for messages (never the password)
+  std::string ip_;     // the last address the host resolved to
+  size_t addr_index_ = 0;  // which of the host's addresses to try next
+
+  UvHiredis* cmd_ = nullptr;  // the command connection (connecting or up)
+  uint64_t cmd_gen_ = 0;      // bumped per command connection
+  uv_getaddrinfo_t* resolving_ = nullptr;
+  std::vector<uint64_t> unsent_;  // calls waiting for the connection
+  int failures_ = 0;              // consecutive connection failures
+  uint64_t retry_at_ = 0;         // loop ms before which no reconnect is tried
+  std::string last_error_;
+  bool policy_checked_ = false;
+
+  UvHiredis* sub_ = nullptr;
+  uv_timer_t sub_timer_;
+  int sub_failures_ = 0;
+  ReleasedFn released_fn_;
+
+  std::map<uint64_t, Call*> calls_;
+  uint64_t next_call_ = 0;
+  int handles_ = 0;  // our handles and requests still open on the loop
+  bool closing_ = false;
+  std::function<void()> shutdown_done_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_redis_backend(const BackendContext& ctx, const RedisUrl& url) {
+  return std::make_unique<RedisBackend>(ctx, url);
+}
+
+}  // namespace simba

@@ -1,0 +1,19 @@
+// redis://[user:password@]host[:port][/db][?prefix=NAME]: the Redis backend
+// (hiredis async on the client's libuv loop). Data model: docs in
+// redis_backend.cpp and /work/shared/design/BACKENDS.md.
+#ifndef SIMBA_BACKEND_REDIS_REDIS_BACKEND_H
+#define SIMBA_BACKEND_REDIS_REDIS_BACKEND_H
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "backend/redis/redis_url.h"
+
+namespace simba {
+
+std::unique_ptr<Backend> make_redis_backend(const BackendContext& ctx, const RedisUrl& url);
+
+}  // namespace simba
+
+#endif

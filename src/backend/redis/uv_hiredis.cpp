@@ -1,0 +1,84 @@
+#include "backend/redis/uv_hiredis.h"
+
+namespace simba {
+namespace {
+
+void on_poll(uv_poll_t* handle, int status, int events) {
+  auto* a = static_cast<UvHiredis*>(handle->data);
+  if (!a->ac) return;
+  // A poll error: hand every watched event to hiredis, which then sees the
+  // socket's error itself (a refused connect, a reset) and disconnects.
+  if (status < 0) events = a->events;
+  if ((events & UV_READABLE) && a->ac) redisAsyncHandleRead(a->ac);
+  if ((events & UV_WRITABLE) && a->ac) redisAsyncHandleWrite(a->ac);
+}
+
+void update(UvHiredis* a, int events) {
+  if (a->cleaned) return;
+  if (events == a->events) return;
+  a->events = events;
+  if (events) {
+    uv_poll_start(&a->poll, events, on_poll);
+  } else {
+    uv_poll_stop(&a->poll);
+  }
+}
+
+void add_read(void* p) {
+  if (auto* a = static_cast<UvHiredis*>(p)) update(a, a->events | UV_READABLE);
+}
+void del_read(void* p) {
+  if (auto* a = static_cast<UvHiredis*>(p)) update(a, a->events & ~UV_READABLE);
+}
+void add_write(void* p) {
+  if (auto* a = static_cast<UvHiredis*>(p)) update(a, a->events | UV_WRITABLE);
+}
+void del_write(void* p) {
+  if (auto* a = static_cast<UvHiredis*>(p)) update(a, a->events & ~UV_WRITABLE);
+}
+
+void cleanup(void* p) {
+  auto* a = static_cast<UvHiredis*>(p);
+  if (!a || a->cleaned) return;
+  a->cleaned = true;
+  redisAsyncContext* ac = a->ac;
+  // hiredis may call the hooks again while it finishes: make them no-ops.
+  if (ac) {
+    ac->ev.data = nullptr;
+    ac->ev.cleanup = nullptr;
+  }
+  a->ac = nullptr;
+  uv_poll_stop(&a->poll);
+  if (a->on_gone) {
+    auto gone = std::move(a->on_gone);
+    gone(a);
+  }
+  uv_close(reinterpret_cast<uv_handle_t*>(&a->poll), [](uv_handle_t* h) {
+    auto* self = static_cast<UvHiredis*>(h->data);
+    auto closed = std::move(self->on_closed);
+    delete self;
+    if (closed) closed();
+  });
+}
+
+}  // namespace
+
+UvHiredis* uv_hiredis_attach(uv_loop_t* loop, redisAsyncContext* ac) {
+  if (ac->ev.data != nullptr) return nullptr;
+  auto* a = new UvHiredis;
+  if (uv_poll_init(loop, &a->poll, ac->c.fd) != 0) {
+    delete a;
+    return nullptr;
+  }
+  a->poll.data = a;
+  a->ac = ac;
+  ac->ev.addRead = add_read;
+  ac->ev.delRead = del_read;
+  ac->ev.addWrite = add_write;
+  ac->ev.delWrite = del_write;
+  ac->ev.cleanup = cleanup;
+  ac->ev.data = a;
+  return a;
+}
+
+}  // namespace simba

@@ -1,0 +1,584 @@
+// redis:// specifics: URL parsing and password redaction, a server that is not
+// there at open, a server that stops answering (SIGSTOP) past the lease, a
+// session deleted behind the client's back, and a lease taken over by hand.
+//
+// The URL tests need no server. The others use SIMBA_TEST_REDIS_URL (skipped
+// when unset) or a redis-server of their own on a free port (the SIGSTOP and
+// unreachable tests: stopping the shared server would disturb other tests).
+// Redis is poked with a plain hiredis synchronous connection.
+#ifdef SIMBA_WITH_REDIS
+
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/redis/redis_url.h"
+#include "backends/simba_testing.h"
+#include "simba.h"
+
+namespace {
+
+using namespace simba_testing;
+
+// --- helpers -----------------------------------------------------------------
+
+// A TCP port on 127.0.0.1 that nothing listens on now (the kernel's choice).
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in a;
+  std::memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (bind(fd, reinterpret_cast<struct sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<struct sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+// A synchronous hiredis connection, for poking at the server.
+class Sync {
+ public:
+  explicit Sync(const std::string& host, int port) {
+    struct timeval tv = {2, 0};
+    c_ = redisConnectWithTimeout(host.c_str(), port, tv);
+    if (c_ && !c_->err) redisSetTimeout(c_, tv);
+  }
+  ~Sync() {
+    if (c_) redisFree(c_);
+  }
+  bool ok() const { return c_ && !c_->err; }
+  // Runs a command; returns the reply as text ("" for nil, "ERR..." for errors).
+  std::string cmd(const std::vector<std::string>& args) {
+    if (!ok()) return "!not connected";
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    auto* r = static_cast<redisReply*>(
+        redisCommandArgv(c_, static_cast<int>(argv.size()), argv.data(), lens.data()));
+    if (!r) return "!no reply";
+    std::string out;
+    if (r->type == REDIS_REPLY_INTEGER) {
+      out = std::to_string(r->integer);
+    } else if (r->str) {
+      out.assign(r->str, r->len);
+    }
+    freeReplyObject(r);
+    return out;
+  }
+
+ private:
+  redisContext* c_ = nullptr;
+};
+
+// Host and port of a redis://host:port URL (the test servers' simple form).
+bool host_port(const std::string& url, std::string* host, int* port) {
+  simba::RedisUrl u;
+  std::string err;
+  if (!simba::parse_redis_url(url, &u, &err)) return false;
+  *host = u.host;
+  *port = u.port;
+  return true;
+}
+
+// A redis-server of the test's own, on 127.0.0.1:port, stopped at the end.
+class OwnServer {
+ public:
+  explicit OwnServer(int port, std::vector<std::string> extra = {})
+      : port_(port), extra_(std::move(extra)) {}
+  ~OwnServer() { stop(); }
+  bool start() {
+    char dir_tmpl[] = "/tmp/simba-redis-test.XXXXXX";
+    if (!mkdtemp(dir_tmpl)) return false;
+    dir_ = dir_tmpl;
+    pid_ = fork();
+    if (pid_ < 0) return false;
+    if (pid_ == 0) {
+      const std::string port = std::to_string(port_);
+      const std::string log = dir_ + "/redis.log";
+      std::vector<std::string> args = {"redis-server", "--port", port, "--bind", "127.0.0.1",
+                                        "--save", "", "--appendonly", "no", "--dir", dir_,
+                                        "--logfile", log, "--daemonize", "no"};
+      args.insert(args.end(), extra_.begin(), extra_.end());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(&a[0]);
+      argv.push_back(nullptr);
+      execvp("redis-server", argv.data());
+      _exit(127);
+    }
+    // PONG, or NOAUTH when the server wants a password: it answers either way.
+    return wait_for(
+        [&] {
+          const std::string r = Sync("127.0.0.1", port_).cmd({"PING"});
+          return r == "PONG" || r.compare(0, 6, "NOAUTH") == 0;
+        },
+        10'000, 20);
+  }
+  void signal(int sig) {
+    if (pid_ > 0) kill(pid_, sig);
+  }
+  void stop() {
+    if (pid_ > 0) {
+      kill(pid_, SIGCONT);
+      kill(pid_, SIGTERM);
+      int st = 0;
+      waitpid(pid_, &st, 0);
+      pid_ = -1;
+    }
+    if (!dir_.empty()) {
+      const std::string rm = "rm -rf '" + dir_ + "'";
+      if (std::system(rm.c_str()) != 0) {
+        // Nothing more to do: a leftover temp dir.
+      }
+      dir_.clear();
+    }
+  }
+  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
+
+ private:
+  int port_;
+  std::vector<std::string> extra_;
+  pid_t pid_ = -1;
+  std::string dir_;
+};
+
+bool have_redis_server() { return std::system("command -v redis-server >/dev/null 2>&1") == 0; }
+
+std::string shared_url() {
+  const char* u = std::getenv("SIMBA_TEST_REDIS_URL");
+  return u && *u ? u : "";
+}
+
+// Captures log lines.
+struct LogCapture {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  static void fn(void* ud, int, const char* msg) {
+    auto* self = static_cast<LogCapture*>(ud);
+    std::lock_guard<std::mutex> lock(self->mu);
+    self->lines.push_back(msg);
+  }
+  bool has(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& l : lines) {
+      if (l.find(what) != std::string::npos) return true;
+    }
+    return false;
+  }
+};
+
+// --- URL parsing ---------------------------------------------------------------
+
+TEST(RedisUrl, Defaults) {
+  simba::RedisUrl u;
+  std::string err;
+  ASSERT_TRUE(simba::parse_redis_url("redis://localhost", &u, &err)) << err;
+  EXPECT_EQ(u.host, "localhost");
+  EXPECT_EQ(u.port, 6379);
+  EXPECT_EQ(u.db, 0);
+  EXPECT_EQ(u.prefix, "simba");
+  EXPECT_FALSE(u.has_password);
+}
+
+TEST(RedisUrl, EveryPart) {
+  simba::RedisUrl u;
+  std::string err;
+  ASSERT_TRUE(simba::parse_redis_url("redis://al%40ice:p%3Ass@10.0.0.1:7000/3?prefix=app.x", &u,
+                                     &err))
+      << err;
+  EXPECT_EQ(u.user, "al@ice");
+  EXPECT_EQ(u.password, "p:ss");
+  EXPECT_TRUE(u.has_password);
+  EXPECT_EQ(u.host, "10.0.0.1");
+  EXPECT_EQ(u.port, 7000);
+  EXPECT_EQ(u.db, 3);
+  EXPECT_EQ(u.prefix, "app.x");
+
+  ASSERT_TRUE(simba::parse_redis_url("redis://:secret@[::1]:6380/", &u, &err)) << err;
+  EXPECT_EQ(u.user, "");
+  EXPECT_EQ(u.password, "secret");
+  EXPECT_EQ(u.host, "::1");
+  EXPECT_EQ(u.port, 6380);
+  EXPECT_EQ(u.db, 0);
+
+  ASSERT_TRUE(simba::parse_redis_url("redis://h:1/0?", &u, &err)) << err;
+  EXPECT_EQ(u.port, 1);
+}
+
+TEST(RedisUrl, BadUrlsAreInvalidAndNeverShowThePassword) {
+  const char* bad[] = {
+      "redis://",                               // no host
+      "redis://:hunter2@",                      // no host
+      "redis://h:0",                            // port out of range
+      "redis://h:65536",
+      "redis://h:",                             // empty port
+      "redis://h:12ab",
+      "redis://h/x",                            // db not a number
+      "redis://h/-1",
+      "redis://h?prefix=",                      // empty prefix
+      "redis://h?prefix=a*b",                   // glob character in the prefix
+      "redis://h?timeout=5",                    // unknown parameter
+      "redis://u:hunter2@h:99999",
+      "redis://u:hunter2@h/db",
+      "redis://u:hunter2@[::1",                 // unterminated IPv6
+      "redis://hunter2@h",                      // userinfo without a colon
+      "redis://u:hunt@er2@h",                   // '@' unescaped in the password
+      "redis://u:hunter2%zz@h",                 // bad escape
+      "redis://u:@h",                           // empty password
+      "redis://h h",
+  };
+  for (const char* url : bad) {
+    simba::RedisUrl u;
+    std::string err;
+    EXPECT_FALSE(simba::parse_redis_url(url, &u, &err)) << url;
+    EXPECT_FALSE(err.empty()) << url;
+    EXPECT_EQ(err.find("hunter2"), std::string::npos) << url << " -> " << err;
+    EXPECT_EQ(err.find("er2"), std::string::npos) << url << " -> " << err;
+
+    // The same through the public API: EINVAL, and no password in the detail.
+    simba_client_t* c = nullptr;
+    EXPECT_EQ(simba_client_open(&c, url, nullptr), SIMBA_EINVAL) << url;
+    EXPECT_EQ(c, nullptr);
+    EXPECT_EQ(std::string(simba_last_error()).find("hunter2"), std::string::npos)
+        << url << " -> " << simba_last_error();
+  }
+}
+
+TEST(RedisUrl, RedissIsNotBuiltIn) {
+  simba_client_t* c = nullptr;
+  EXPECT_EQ(simba_client_open(&c, "rediss://u:hunter2@127.0.0.1:6379", nullptr),
+            SIMBA_EUNSUPPORTED);
+  EXPECT_EQ(std::string(simba_last_error()).find("hunter2"), std::string::npos);
+}
+
+// The snapshot shows the URL with the password hidden (nothing listens on the
+// port: only what is shown is checked).
+TEST(RedisUrl, SnapshotRedactsThePassword) {
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  Client c;
+  ASSERT_EQ(c.open("redis://u:hunter2@127.0.0.1:" + std::to_string(port), Timing{1000, 200}),
+            SIMBA_OK)
+      << simba_last_error();
+  const std::string snap = snapshot(c);
+  EXPECT_EQ(snap.find("hunter2"), std::string::npos) << snap;
+  EXPECT_NE(snap.find("***"), std::string::npos) << snap;
+}
+
+// --- servers ---------------------------------------------------------------------
+
+// Nothing listens at open: the client stays OPENING/SUSPENDED without crashing,
+// and becomes LIVE once a server appears on the port.
+TEST(Redis, UnreachableAtOpenThenRecovers) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  Client c;
+  ASSERT_EQ(c.open("redis://127.0.0.1:" + std::to_string(port), Timing{1000, 200}), SIMBA_OK)
+      << simba_last_error();
+  sleep_ms(500);  // several failed attempts (not an assertion of timing)
+  const simba_session_status_t st = simba_client_status(c);
+  EXPECT_TRUE(st == SIMBA_SESSION_OPENING || st == SIMBA_SESSION_SUSPENDED) << st;
+  EXPECT_EQ(simba_client_wait_live(c, 100), SIMBA_ETIMEDOUT);
+
+  OwnServer server(port);
+  ASSERT_TRUE(server.start()) << "cannot start redis-server on " << port;
+  ASSERT_EQ(simba_client_wait_live(c, 10'000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
+}
+
+// AUTH (password only, and user + password), SELECT and the key prefix, on a
+// server that requires a password; a wrong password never goes live and is
+// never shown.
+TEST(Redis, AuthSelectAndPrefix) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port, {"--requirepass", "s3cr%t:pw"});
+  ASSERT_TRUE(server.start());
+  Sync s("127.0.0.1", port);
+  ASSERT_EQ(s.cmd({"AUTH", "s3cr%t:pw"}), "OK");
+  ASSERT_EQ(s.cmd({"ACL", "SETUSER", "alice", "on", ">alicepw", "~*", "&*", "+@all"}), "OK");
+  const std::string base = "127.0.0.1:" + std::to_string(port);
+  {
+    Election e;
+    Client c;
+    ASSERT_EQ(c.open("redis://:s3cr%25t%3Apw@" + base + "/3?prefix=authtest", Timing{1000, 200}),
+              SIMBA_OK)
+        << simba_last_error();
+    ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+    ASSERT_EQ(e.start(c, "n1"), SIMBA_OK);
+    ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+    EXPECT_EQ(snapshot(c).find("s3cr"), std::string::npos) << snapshot(c);
+    ASSERT_EQ(s.cmd({"SELECT", "3"}), "OK");
+    EXPECT_EQ(s.cmd({"HGET", "authtest:lease:n1", "session"}), session_id(c));
+    EXPECT_EQ(s.cmd({"EXISTS", "authtest:session:" + session_id(c)}), "1");
+    ASSERT_EQ(s.cmd({"SELECT", "0"}), "OK");
+    EXPECT_EQ(s.cmd({"EXISTS", "authtest:lease:n1"}), "0");
+  }
+  {
+    Client c;
+    ASSERT_EQ(c.open("redis://alice:alicepw@" + base, Timing{1000, 200}), SIMBA_OK);
+    ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+    EXPECT_EQ(s.cmd({"EXISTS", "simba:session:" + session_id(c)}), "1");
+  }
+  {
+    LogCapture logs;
+    simba_config_t* cfg = nullptr;
+    ASSERT_EQ(simba_config_new(&cfg), SIMBA_OK);
+    ASSERT_EQ(simba_config_set_logger(cfg, &LogCapture::fn, &logs, SIMBA_LOG_DEBUG), SIMBA_OK);
+    simba_client_t* c = nullptr;
+    const std::string url = "redis://:wrongpw1@" + base;
+    ASSERT_EQ(simba_client_open(&c, url.c_str(), cfg), SIMBA_OK);
+    simba_config_free(cfg);
+    EXPECT_EQ(simba_client_wait_live(c, 500), SIMBA_ETIMEDOUT);
+    EXPECT_TRUE(wait_for([&] { return logs.has("AUTH failed"); }, 3000));
+    EXPECT_FALSE(logs.has("wrongpw1"));
+    simba_client_close(c);
+  }
+}
+
+// A host name is resolved (asynchronously) before connecting.
+TEST(Redis, HostNameIsResolved) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start());
+  Client c;
+  ASSERT_EQ(c.open("redis://localhost:" + std::to_string(port), Timing{1000, 200}), SIMBA_OK)
+      << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+}
+
+// A name that does not resolve: never live, no crash, and close() still returns.
+TEST(Redis, UnknownHostNeverLiveClosesCleanly) {
+  Client c;
+  ASSERT_EQ(c.open("redis://no-such-host.invalid:6379", Timing{1000, 200}), SIMBA_OK)
+      << simba_last_error();
+  EXPECT_EQ(simba_client_wait_live(c, 500), SIMBA_ETIMEDOUT);
+  EXPECT_NE(simba_client_status(c), SIMBA_SESSION_LIVE);
+  const int64_t t0 = mono_ms();
+  c.close();
+  // A lookup still running holds the close up (libuv cannot cancel it): bounded by
+  // the resolver's own timeouts.
+  EXPECT_LT(mono_ms() - t0, 30000);
+}
+
+// The server stops answering (SIGSTOP) for longer than the lease: the term ends
+// with DEADLINE_PASSED; after SIGCONT the client opens a new session and is
+// elected again with a larger token.
+TEST(Redis, StoppedServerPastTheLeaseThenNewSession) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start()) << "cannot start redis-server on " << port;
+
+  Election e;
+  Client c;
+  ASSERT_EQ(c.open(server.url(), Timing{1000, 200}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  const std::string sid1 = session_id(c);
+  ASSERT_EQ(e.start(c, "redis.stop." + unique_id()), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  const uint64_t tok1 = e.last_elected().token;
+
+  const int64_t stop_at = mono_ns();
+  server.signal(SIGSTOP);
+  ASSERT_TRUE(e.wait_revoked(1, 5000 * slow_factor()));
+  const int64_t took_ms = (e.last_revoked().at_ns - stop_at) / kMsNs;
+  EXPECT_EQ(e.last_revoked().reason, SIMBA_REVOKE_DEADLINE_PASSED);
+  EXPECT_LE(took_ms, 1000 + 500 * slow_factor()) << "revoked " << took_ms << " ms after SIGSTOP";
+  EXPECT_NE(simba_client_status(c), SIMBA_SESSION_LIVE);
+  sleep_ms(300);  // a little past the lease, still stopped
+
+  server.signal(SIGCONT);
+  ASSERT_TRUE(e.wait_elected(2, 10'000 * slow_factor())) << snapshot(c);
+  EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
+  EXPECT_NE(session_id(c), sid1);
+  EXPECT_GT(e.last_elected().token, tok1);
+  EXPECT_EQ(e.pairing_errors(), 0);
+}
+
+// The server dies (connections reset) and comes back empty on the same port:
+// the calls in flight fail, the client reconnects, finds its session gone
+// (SESSION_EXPIRED) and opens a new one.
+TEST(Redis, ServerRestartWithoutDataRecovers) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  auto server = std::make_unique<OwnServer>(port);
+  ASSERT_TRUE(server->start());
+  Election e;
+  Client c;
+  ASSERT_EQ(c.open(server->url(), Timing{3000, 200}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  const std::string sid = session_id(c);
+  ASSERT_EQ(e.start(c, "redis.restart." + unique_id()), SIMBA_OK);
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+
+  server->signal(SIGKILL);
+  server.reset();
+  EXPECT_TRUE(wait_for([&] { return simba_client_status(c) == SIMBA_SESSION_SUSPENDED; },
+                       2000 * slow_factor()));
+  server = std::make_unique<OwnServer>(port);
+  ASSERT_TRUE(server->start());
+  ASSERT_TRUE(e.wait_revoked(1, 5000 * slow_factor()));
+  EXPECT_EQ(e.last_revoked().reason, SIMBA_REVOKE_SESSION_EXPIRED);
+  ASSERT_TRUE(e.wait_elected(2, 5000 * slow_factor())) << snapshot(c);
+  EXPECT_NE(session_id(c), sid);
+  EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
+  EXPECT_EQ(e.pairing_errors(), 0);
+}
+
+// A warning at connect when maxmemory-policy is allkeys-*.
+TEST(Redis, WarnsAboutAllkeysEviction) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start());
+  Sync s("127.0.0.1", port);
+  ASSERT_EQ(s.cmd({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}), "OK");
+  LogCapture logs;
+  simba_config_t* cfg = nullptr;
+  ASSERT_EQ(simba_config_new(&cfg), SIMBA_OK);
+  ASSERT_EQ(simba_config_set_logger(cfg, &LogCapture::fn, &logs, SIMBA_LOG_DEBUG), SIMBA_OK);
+  simba_client_t* c = nullptr;
+  ASSERT_EQ(simba_client_open(&c, server.url().c_str(), cfg), SIMBA_OK) << simba_last_error();
+  simba_config_free(cfg);
+  EXPECT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK);
+  EXPECT_TRUE(wait_for([&] { return logs.has("allkeys-lru"); }, 5000));
+  simba_client_close(c);
+}
+
+// The calls of a command in INFO commandstats ("cmdstat_evalsha:calls=N,...").
+int64_t command_calls(Sync& s, const std::string& command) {
+  const std::string info = s.cmd({"INFO", "commandstats"});
+  const std::string pat = "cmdstat_" + command + ":calls=";
+  const size_t at = info.find(pat);
+  if (at == std::string::npos) return 0;
+  return std::strtoll(info.c_str() + at + pat.size(), nullptr, 10);
+}
+
+// Operations run as EVALSHA of the scripts loaded at connect (so the SHA-1s
+// computed here match the server's); after SCRIPT FLUSH a NOSCRIPT answer is
+// retried with EVAL and everything keeps working.
+TEST(Redis, EvalshaAndNoscriptFallback) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start());
+  Sync s("127.0.0.1", port);
+  ASSERT_TRUE(s.ok());
+
+  Election e;
+  Client c;
+  ASSERT_EQ(c.open(server.url(), Timing{1000, 100}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(e.start(c, "redis.sha." + unique_id()), SIMBA_OK);
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  sleep_ms(300);  // a few keep-alives
+  EXPECT_GE(command_calls(s, "evalsha"), 4);
+  EXPECT_EQ(command_calls(s, "eval"), 0) << "a SHA-1 did not match: EVALSHA fell back to EVAL";
+
+  ASSERT_EQ(s.cmd({"SCRIPT", "FLUSH"}), "OK");
+  ASSERT_EQ(simba_election_step_down(e.handle(), 0, nullptr, nullptr), SIMBA_OK);
+  ASSERT_TRUE(e.wait_elected(2, 5000 * slow_factor())) << snapshot(c);
+  EXPECT_GT(e.last_elected().token, e.elected()[0].token);
+  EXPECT_GE(command_calls(s, "eval"), 1);
+  sleep_ms(300);  // keep-alives go on
+  EXPECT_TRUE(e.leading());
+  EXPECT_EQ(e.revoked_count(), 1);
+  EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
+}
+
+class RedisShared : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    url_ = shared_url();
+    if (url_.empty()) GTEST_SKIP() << "SIMBA_TEST_REDIS_URL is not set (scripts/test.sh sets it)";
+    ASSERT_TRUE(host_port(url_, &host_, &port_)) << url_;
+  }
+  std::string url_, host_;
+  int port_ = 0;
+};
+
+// The session key disappears behind the client's back: the next keep-alive
+// finds it gone and the term ends with SESSION_EXPIRED.
+TEST_F(RedisShared, DeletedSessionEndsTheTermWithSessionExpired) {
+  Election e;
+  Client c;
+  ASSERT_EQ(c.open(url_, Timing{1000, 200}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(e.start(c, "redis.del." + unique_id()), SIMBA_OK);
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  const std::string sid = session_id(c);
+  ASSERT_FALSE(sid.empty());
+
+  Sync s(host_, port_);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s.cmd({"DEL", "simba:session:" + sid}), "1");
+  ASSERT_TRUE(e.wait_revoked(1, 3000 * slow_factor()));
+  EXPECT_EQ(e.last_revoked().reason, SIMBA_REVOKE_SESSION_EXPIRED);
+  // A new session follows, and the election wins again.
+  ASSERT_TRUE(e.wait_elected(2, 5000 * slow_factor()));
+  EXPECT_NE(session_id(c), sid);
+  EXPECT_GT(e.last_elected().token, e.elected()[0].token);
+}
+
+// The lease hash is made to name another session: the next keep-alive no longer
+// lists the lease and the term ends with TAKEN_OVER.
+TEST_F(RedisShared, RewrittenHolderEndsTheTermWithTakenOver) {
+  Election e;
+  Client c;
+  ASSERT_EQ(c.open(url_, Timing{1000, 200}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  const std::string name = "redis.takeover." + unique_id();
+  ASSERT_EQ(e.start(c, name), SIMBA_OK);
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+
+  Sync s(host_, port_);
+  ASSERT_TRUE(s.ok());
+  const std::string key = "simba:lease:" + name;
+  EXPECT_EQ(s.cmd({"HGET", key, "session"}), session_id(c));
+  EXPECT_EQ(s.cmd({"HGET", key, "token"}), std::to_string(e.last_elected().token));
+  // Another "session" that lives for a while, so that the lease stays held.
+  const std::string intruder = "intruder-" + unique_id();
+  ASSERT_EQ(s.cmd({"SET", "simba:session:" + intruder, "x", "PX", "60000"}), "OK");
+  ASSERT_EQ(s.cmd({"HSET", key, "session", intruder}), "0");
+  ASSERT_TRUE(e.wait_revoked(1, 3000 * slow_factor()));
+  EXPECT_EQ(e.last_revoked().reason, SIMBA_REVOKE_TAKEN_OVER);
+  EXPECT_FALSE(simba_term_is_valid(e.last_elected().term));
+  // Held by the intruder: no new term while its session key lives.
+  sleep_ms(300);
+  EXPECT_EQ(e.elected_count(), 1);
+  ASSERT_EQ(s.cmd({"DEL", "simba:session:" + intruder}), "1");
+  ASSERT_TRUE(e.wait_elected(2, 5000 * slow_factor()));
+}
+
+}  // namespace
+
+#endif  // SIMBA_WITH_REDIS
