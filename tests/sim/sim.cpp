@@ -860,11 +860,13 @@ void Sim::at_store(int slot, uint64_t inst, const Req& r) {
                (rep.outcome == Outcome::kOk ? " token " + std::to_string(rep.token) : "");
       }
       fn = [this, call, rep](NodeBox& b) {
+        // Answered as the node receives it: on_acquire may send the next
+        // attempt at once (a Held answer after a release broadcast).
+        auto it = b.acq.find(call);
+        if (it != b.acq.end()) it->second.answered = true;
         b.delivering_acquire = call;
         b.node->on_acquire(call, rep, now());
         b.delivering_acquire = 0;
-        auto it = b.acq.find(call);
-        if (it != b.acq.end()) it->second.answered = true;
       };
       break;
     }
