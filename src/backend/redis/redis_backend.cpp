@@ -255,12 +255,11 @@ class RedisBackend final : public Backend {
           timeout, [cb, sid](const redisReply* r, Outcome o, const std::string& err) {
             OpenReply out;
             long long pttl = 0;
-            if (!r) {
-              out.outcome = o;
-              out.error = err;
-            } else if (r->type == REDIS_REPLY_ERROR) {
-              out.error = reply_str(r);
-            } else if (!reply_int(r, &pttl)) {
+            if (failed(r, o, err, &out)) {
+              cb(out);
+              return;
+            }
+            if (!reply_int(r, &pttl)) {
               out.error = "redis: unexpected reply to open";
             } else if (pttl < 0) {
               out.error = "redis: session id collision";
@@ -281,12 +280,11 @@ class RedisBackend final : public Backend {
           timeout, [cb](const redisReply* r, Outcome o, const std::string& err) {
             KeepAliveReply out;
             long long v = 0;
-            if (!r) {
-              out.outcome = o;
-              out.error = err;
-            } else if (r->type == REDIS_REPLY_ERROR) {
-              out.error = reply_str(r);
-            } else if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+            if (failed(r, o, err, &out)) {
+              cb(out);
+              return;
+            }
+            if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
                        r->elements % 2 != 1 || !reply_int(r->element[0], &v)) {
               out.error = "redis: unexpected reply to keep-alive";
             } else if (v < 0) {
@@ -316,12 +314,11 @@ class RedisBackend final : public Backend {
           timeout, [cb](const redisReply* r, Outcome o, const std::string& err) {
             AcquireReply out;
             long long code = 0, v = 0;
-            if (!r) {
-              out.outcome = o;
-              out.error = err;
-            } else if (r->type == REDIS_REPLY_ERROR) {
-              out.error = reply_str(r);
-            } else if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+            if (failed(r, o, err, &out)) {
+              cb(out);
+              return;
+            }
+            if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
                        !reply_int(r->element[0], &code) ||
                        (code >= 0 && (r->elements < 2 || !reply_int(r->element[1], &v)))) {
               out.error = "redis: unexpected reply to acquire";
@@ -387,17 +384,26 @@ class RedisBackend final : public Backend {
     std::string preset_error;
   };
 
+  // The part every answer shares: no reply (timeout, dropped connection) or an
+  // error reply. Returns true when it filled `out` with that failure.
+  template <typename Reply>
+  static bool failed(const redisReply* r, Outcome o, const std::string& err, Reply* out) {
+    if (!r) {
+      out->outcome = o;
+      out->error = err;
+      return true;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+      out->error = reply_str(r);
+      return true;
+    }
+    return false;
+  }
+
   static Done done_parser(DoneCb cb) {
     return [cb](const redisReply* r, Outcome o, const std::string& err) {
       DoneReply out;
-      if (!r) {
-        out.outcome = o;
-        out.error = err;
-      } else if (r->type == REDIS_REPLY_ERROR) {
-        out.error = reply_str(r);
-      } else {
-        out.outcome = Outcome::kOk;
-      }
+      if (!failed(r, o, err, &out)) out.outcome = Outcome::kOk;
       cb(out);
     };
   }
