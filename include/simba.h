@@ -306,6 +306,30 @@ SIMBA_API simba_session_status_t simba_client_status(const simba_client_t *c);
  */
 SIMBA_API char *simba_client_snapshot_json(simba_client_t *c);
 
+/**
+ * @brief What the backend holds, for operators (`simba status`): one read of
+ *        the backend, outside the session, that decides nothing and may be
+ *        stale by the time it returns.
+ *
+ * The JSON has "backend" (the URL, password hidden), "sessions": every live
+ * session as {"id", "client" (its client.name), "remaining_ms", "own" (true for
+ * this client's)}, and "leases", sorted by name: {"name", "token" (the last
+ * granted, 0 if never), "holder" (a session id, or null when free),
+ * "holder_client" and "remaining_ms" (the holder's) when known}.
+ *
+ * @param names    lease names to report; NULL (with n_names 0) for every lease
+ *                 the backend knows (on Redis a SCAN of the prefix: name the
+ *                 leases on a big server)
+ * @param timeout_ms how long to wait for the backend, > 0
+ * @param out_json on SIMBA_OK, a string to free with simba_free()
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL c or out_json, NULL names with n_names
+ *         > 0, a bad lease name, timeout_ms <= 0); SIMBA_ETIMEDOUT;
+ *         SIMBA_EBACKEND (unreachable or an error answer); SIMBA_ECLOSED;
+ *         SIMBA_EWOULDBLOCK (from a callback or the loop thread).
+ */
+SIMBA_API int simba_client_inspect_json(simba_client_t *c, const char *const *names,
+                                        size_t n_names, int64_t timeout_ms, char **out_json);
+
 /** Session events for simba_client_on_event(). */
 typedef enum {
   SIMBA_EVENT_SESSION_OPENED = 0,    /**< A new session id was granted. */

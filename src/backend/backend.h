@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/backend_types.h"
 #include "core/time.h"
@@ -32,6 +33,7 @@ class Backend {
   using AcquireCb = std::function<void(const AcquireReply&)>;
   using DoneCb = std::function<void(const DoneReply&)>;
   using ReleasedFn = std::function<void(const std::string& name)>;
+  using InspectCb = std::function<void(const InspectReply&)>;
 
   virtual ~Backend() = default;
 
@@ -49,6 +51,11 @@ class Backend {
                        Duration timeout, DoneCb cb) = 0;
   // Frees every lease of the session at once and ends it.
   virtual void close_session(const std::string& session, Duration timeout, DoneCb cb) = 0;
+  // Reads every live session and the leases `names` (every lease the backend
+  // knows when empty), for operators. Not one of the session's calls: it may
+  // take more than one round trip and never changes anything.
+  virtual void inspect(const std::vector<std::string>& names, Duration timeout,
+                       InspectCb cb) = 0;
   // Optional release broadcast: `fn(name)` when any node releases `name`.
   virtual void on_released(ReleasedFn fn) = 0;
   // Stops all I/O and closes every handle; `done` runs once nothing of the

@@ -44,7 +44,7 @@ std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::stri
       return nullptr;
     }
     auto faults = ctx.memory_faults ? ctx.memory_faults : std::make_shared<MemoryFaults>();
-    return make_memory_backend(ctx.loop, name, std::move(faults));
+    return make_memory_backend(ctx.loop, name, ctx.client_name, std::move(faults));
   }
 #ifdef SIMBA_WITH_REDIS
   if (scheme == "redis") {

@@ -1,5 +1,7 @@
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "capi/capi.h"
 
@@ -7,6 +9,7 @@ using simba::capi::fail;
 using simba::capi::guarded;
 using simba::capi::guarded_value;
 using simba::capi::result;
+using simba::capi::valid_name;
 
 extern "C" {
 
@@ -77,6 +80,34 @@ char* simba_client_snapshot_json(simba_client_t* c) {
     }
     std::memcpy(out, json.c_str(), json.size() + 1);
     return out;
+  });
+}
+
+int simba_client_inspect_json(simba_client_t* c, const char* const* names, size_t n_names,
+                              int64_t timeout_ms, char** out_json) {
+  return guarded([&]() -> int {
+    if (!out_json) return fail(SIMBA_EINVAL, "simba_client_inspect_json: out_json is NULL");
+    *out_json = nullptr;
+    if (!c) return fail(SIMBA_EINVAL, "simba_client_inspect_json: client is NULL");
+    if (!names && n_names > 0) {
+      return fail(SIMBA_EINVAL, "simba_client_inspect_json: names is NULL but n_names > 0");
+    }
+    if (timeout_ms <= 0) {
+      return fail(SIMBA_EINVAL, "simba_client_inspect_json: timeout_ms must be > 0");
+    }
+    std::vector<std::string> list;
+    for (size_t i = 0; i < n_names; ++i) {
+      if (!valid_name(names[i])) return SIMBA_EINVAL;
+      list.emplace_back(names[i]);
+    }
+    std::string json;
+    const int rc = result(c->impl->inspect_json(list, timeout_ms, &json));
+    if (rc != SIMBA_OK) return rc;
+    char* out = static_cast<char*>(std::malloc(json.size() + 1));
+    if (!out) return fail(SIMBA_ENOMEM, "out of memory");
+    std::memcpy(out, json.c_str(), json.size() + 1);
+    *out_json = out;
+    return SIMBA_OK;
   });
 }
 

@@ -33,8 +33,7 @@ int simba_lock_acquire_async(simba_client_t* c, const char* name, int64_t timeou
     if (!c || !cb) return fail(SIMBA_EINVAL, "simba_lock_acquire_async: NULL argument");
     if (!simba::capi::valid_name(name)) return SIMBA_EINVAL;
     return result(c->impl->lock_acquire_async(
-        name, timeout_ms, false, [cb, ud](int code, simba_term* t) { cb(ud, code, t); },
-        /*deliver_on_queue=*/true));
+        name, timeout_ms, false, [cb, ud](int code, simba_term* t) { cb(ud, code, t); }));
   });
 }
 

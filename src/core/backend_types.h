@@ -53,6 +53,28 @@ struct DoneReply {
   std::string error;
 };
 
+// What inspect() reads: an operator's view of the backend (`simba status`).
+// Never used for decisions: it may be stale by the time anyone reads it.
+struct SessionInfo {
+  std::string id;
+  std::string client_name;  // as the session's client configured it ("" if unknown)
+  Duration remaining{0};    // on the backend's clock
+};
+
+struct LeaseInfo {
+  std::string name;
+  uint64_t token = 0;             // the last token granted for the name
+  std::string holder;             // the holding live session, "" when free
+  Duration holder_remaining{-1};  // the holder's remaining validity, or negative
+};
+
+struct InspectReply {
+  Outcome outcome = Outcome::kError;  // kOk, kError, kTimeout
+  std::vector<SessionInfo> sessions;  // every live session
+  std::vector<LeaseInfo> leases;      // the names asked for (all known ones if none)
+  std::string error;
+};
+
 }  // namespace simba
 
 #endif

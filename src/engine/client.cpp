@@ -2,6 +2,8 @@
 
 #include <poll.h>
 
+#include <algorithm>
+#include <map>
 #include <random>
 
 #include "core/json.h"
@@ -39,12 +41,16 @@ const char* lock_failure_text(int code) {
 }  // namespace
 
 void Waiter::finish(int c, std::string d, simba_term* t) {
-  std::lock_guard<std::mutex> lock(mu);
-  if (done) return;
-  done = true;
-  code = c;
-  detail = std::move(d);
-  term = t;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (done) return;
+    done = true;
+    code = c;
+    detail = std::move(d);
+    term = t;
+  }
+  // Outside the lock: the woken thread need not block on it again. The caller
+  // holds a shared_ptr to this waiter, so it outlives the notify.
   cv.notify_all();
 }
 
@@ -279,6 +285,8 @@ void Client::teardown() {
   }
   drain_commands();  // late commands find the node closed and answer kEClosed
   while (!deferred_.empty()) run_deferred();
+  for (const auto& w : inspect_waiters_) w->finish(kEClosed);
+  inspect_waiters_.clear();
   backend_->shutdown([this] {
     uv_close(reinterpret_cast<uv_handle_t*>(&wake_), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&timer_), nullptr);
@@ -420,6 +428,74 @@ Result Client::snapshot_json(std::string* out) {
     *out = std::move(s);
   });
   return r;
+}
+
+Result Client::inspect_json(const std::vector<std::string>& names, int64_t timeout_ms,
+                            std::string* out) {
+  if (!may_block()) {
+    return {kEWouldBlock,
+            "simba_client_inspect_json would wait for itself here (callback or loop thread)"};
+  }
+  auto w = std::make_shared<Waiter>();
+  auto reply = std::make_shared<InspectReply>();
+  auto own = std::make_shared<std::string>();
+  Result result;
+  Result r = run_sync([&] {
+    if (close_requested_ || node_->closed()) {
+      result = {kEClosed, "the client is closed"};
+      return;
+    }
+    inspect_waiters_.insert(w);
+    backend_->inspect(names, ms(timeout_ms), [this, w, reply, own](const InspectReply& answer) {
+      inspect_waiters_.erase(w);
+      // The session may have opened while the read was on its way.
+      *own = node_->view().session_id;
+      *reply = answer;  // published to the caller by finish()'s lock
+      w->finish(kOk);
+    });
+  });
+  if (r.code != kOk) return r;
+  if (result.code != kOk) return result;
+  // The backend answers by the timeout; teardown finishes the waiter at close.
+  if (wait(*w, SteadyTime::max()) != kOk || w->code != kOk) {
+    return {kEClosed, "the client closed before the backend answered"};
+  }
+  if (reply->outcome == Outcome::kTimeout) {
+    return {kETimedOut, "the backend did not answer within " + std::to_string(timeout_ms) + " ms"};
+  }
+  if (reply->outcome != Outcome::kOk) {
+    return {kEBackend, "the backend could not be read: " + reply->error};
+  }
+  std::map<std::string, const SessionInfo*> by_id;
+  for (const SessionInfo& si : reply->sessions) by_id[si.id] = &si;
+  std::string s = "{\"backend\":" + json_quote(url_redacted_) + ",\"sessions\":[";
+  bool first = true;
+  for (const auto& [id, si] : by_id) {
+    s += std::string(first ? "" : ",") + "{\"id\":" + json_quote(id) +
+         ",\"client\":" + json_quote(si->client_name) +
+         ",\"remaining_ms\":" + std::to_string(to_ms(si->remaining)) +
+         ",\"own\":" + (id == *own ? "true" : "false") + "}";
+    first = false;
+  }
+  s += "],\"leases\":[";
+  std::sort(reply->leases.begin(), reply->leases.end(),
+            [](const LeaseInfo& a, const LeaseInfo& b) { return a.name < b.name; });
+  first = true;
+  for (const LeaseInfo& li : reply->leases) {
+    s += std::string(first ? "" : ",") + "{\"name\":" + json_quote(li.name) +
+         ",\"token\":" + std::to_string(li.token) + ",\"holder\":" +
+         (li.holder.empty() ? std::string("null") : json_quote(li.holder));
+    auto holder = by_id.find(li.holder);
+    if (holder != by_id.end()) s += ",\"holder_client\":" + json_quote(holder->second->client_name);
+    if (!li.holder.empty() && li.holder_remaining >= Duration::zero()) {
+      s += ",\"remaining_ms\":" + std::to_string(to_ms(li.holder_remaining));
+    }
+    s += "}";
+    first = false;
+  }
+  s += "]}";
+  *out = std::move(s);
+  return Result::ok();
 }
 
 Result Client::set_event_sink(EventFn fn) {
@@ -575,51 +651,60 @@ Result Client::lock_acquire(const std::string& name, int64_t timeout_ms, bool tr
   if (!may_block()) {
     return {kEWouldBlock, "a blocking lock call would wait for itself here (callback or loop)"};
   }
+  // One hop to the loop and one wait for the answer: the registration does not
+  // wait for itself (it finishes the waiter with its error if it fails).
   auto w = std::make_shared<Waiter>();
-  Result r = lock_acquire_async(name, timeout_ms, try_once,
-                                [w](int code, simba_term* t) { w->finish(code, {}, t); },
-                                /*deliver_on_queue=*/false);
-  if (r.code != kOk) return r;
+  auto queue = new_queue();
+  auto enlist = [this, w, queue, name, timeout_ms, try_once] {
+    const Result r = add_lock(name, timeout_ms, try_once, queue,
+                              [w](int code, simba_term* t) { w->finish(code, {}, t); });
+    if (r.code != kOk) w->finish(r.code, r.detail);
+  };
+  if (on_loop_thread()) {
+    if (torn_down_) return {kEClosed, "the client is closed"};
+    enlist();
+    settle();
+  } else if (!post(enlist)) {
+    return {kEClosed, "the client is closed"};
+  }
   wait(*w, SteadyTime::max());  // the node answers by the timeout
   if (w->code == kECanceled) return {kEClosed, "the client closed before the lock was acquired"};
-  if (w->code != kOk) return {w->code, lock_failure_text(w->code)};
+  if (w->code != kOk) return {w->code, w->detail.empty() ? lock_failure_text(w->code) : w->detail};
   *out = w->term;
   return Result::ok();
 }
 
 Result Client::lock_acquire_async(const std::string& name, int64_t timeout_ms, bool try_once,
-                                  LockFn cb, bool deliver_on_queue) {
+                                  LockFn cb) {
   Result result;
   auto queue = new_queue();
-  Result r = run_sync([&] {
-    if (close_requested_ || node_->closed()) {
-      result = {kEClosed, "the client is closed"};
-      return;
-    }
-    const TimePoint t = now();
-    TimePoint give_up = TimePoint::max();
-    if (try_once) {
-      give_up = t + node_->config().renew_interval();
-    } else if (timeout_ms >= 0) {
-      give_up = t + ms(timeout_ms);
-    }
-    const ContenderId id = node_->next_id();
-    Lock& lock = locks_[id];
-    lock.name = name;
-    lock.queue = queue;
-    if (deliver_on_queue) {
-      lock.done = [queue, cb](int code, simba_term* term) {
-        if (!queue->post([cb, code, term] { cb(code, term); }) && term) term->release();
-      };
-    } else {
-      lock.done = cb;
-    }
-    if (node_->add_lock(name, give_up, try_once, t) != id) {
-      locks_.erase(id);
-      result = {kEState, "an election of this client uses \"" + name + "\""};
-    }
-  });
+  LockFn done = [queue, cb](int code, simba_term* term) {
+    if (!queue->post([cb, code, term] { cb(code, term); }) && term) term->release();
+  };
+  Result r = run_sync([&] { result = add_lock(name, timeout_ms, try_once, queue, done); });
   return r.code != kOk ? r : result;
+}
+
+Result Client::add_lock(const std::string& name, int64_t timeout_ms, bool try_once,
+                        const std::shared_ptr<SerialQueue>& queue, LockFn done) {
+  if (close_requested_ || node_->closed()) return {kEClosed, "the client is closed"};
+  const TimePoint t = now();
+  TimePoint give_up = TimePoint::max();
+  if (try_once) {
+    give_up = t + node_->config().renew_interval();
+  } else if (timeout_ms >= 0) {
+    give_up = t + ms(timeout_ms);
+  }
+  const ContenderId id = node_->next_id();
+  Lock& lock = locks_[id];
+  lock.name = name;
+  lock.queue = queue;
+  lock.done = std::move(done);
+  if (node_->add_lock(name, give_up, try_once, t) != id) {
+    locks_.erase(id);
+    return {kEState, "an election of this client uses \"" + name + "\""};
+  }
+  return Result::ok();
 }
 
 void Client::lock_release(simba_term* term) {

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -116,6 +117,10 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   SessionStatus status() const { return static_cast<SessionStatus>(status_.load()); }
   Result wait_live(int64_t timeout_ms);
   Result snapshot_json(std::string* out);
+  // Blocks until the backend answers inspect() (sessions and leases, as JSON)
+  // or `timeout_ms` passed.
+  Result inspect_json(const std::vector<std::string>& names, int64_t timeout_ms,
+                      std::string* out);
   Result set_event_sink(EventFn fn);
 
   // EXTERNAL mode.
@@ -135,10 +140,8 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   // Locks. acquire: timeout_ms < 0 waits without bound.
   Result lock_acquire(const std::string& name, int64_t timeout_ms, bool try_once,
                       simba_term** out);
-  // cb runs once: on the lock's serial queue if deliver_on_queue, else on the
-  // loop thread (for a blocking caller's waiter).
-  Result lock_acquire_async(const std::string& name, int64_t timeout_ms, bool try_once, LockFn cb,
-                            bool deliver_on_queue);
+  // cb runs once, on the lock's serial queue.
+  Result lock_acquire_async(const std::string& name, int64_t timeout_ms, bool try_once, LockFn cb);
   // Revokes the lock's term and releases it with its token; waits for the
   // backend's answer (at most one call timeout) where the caller may block.
   void lock_release(simba_term* term);
@@ -188,6 +191,9 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   // it runs the loop itself. kEWouldBlock where waiting would wait for itself.
   int wait(Waiter& w, std::chrono::steady_clock::time_point deadline);
   bool may_block() const;
+  // Loop thread: registers a lock with the node; `done` gets its outcome.
+  Result add_lock(const std::string& name, int64_t timeout_ms, bool try_once,
+                  const std::shared_ptr<SerialQueue>& queue, LockFn done);
 
   TimePoint now() const { return MonotonicClock::instance().now(); }
   // After every event the Node saw: re-arm the timer, publish the status.
@@ -233,6 +239,7 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   std::map<ContenderId, Lock> locks_;
   std::map<const TermState*, simba_term*> terms_;  // live terms: one engine reference each
   std::vector<std::shared_ptr<Waiter>> live_waiters_;
+  std::set<std::shared_ptr<Waiter>> inspect_waiters_;  // finished by teardown
   std::shared_ptr<SerialQueue> event_queue_;
   EventFn event_sink_;  // guarded by event_mu_
   std::mutex event_mu_;

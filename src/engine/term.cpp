@@ -28,6 +28,8 @@ void simba_term::deliver_revoked(simba::RevokeReason reason, std::function<void(
     reason_ = reason;
     fns.swap(callbacks_);
   }
+  // Nothing to run (a lock nobody listens to): no trip through the executor.
+  if (fns.empty() && !then) return;
   retain();
   queue->post([this, reason, fns = std::move(fns), then = std::move(then)] {
     for (const RevokedFn& fn : fns) fn(this, reason);

@@ -383,6 +383,64 @@ TEST_P(Conformance, CloseFreesEveryLeaseAtOnce) {
 
 // Two clients are never both valid owners of one name at any instant, through
 // handovers by step-down and by stop/restart.
+// inspect: what `simba status` shows. One client holds a lease; another reads
+// the backend: the holder's session (with its client name), the lease with its
+// token and holder, a free lease after release, and a name never used.
+TEST_P(Conformance, InspectShowsSessionsAndLeases) {
+  const Timing t{2000, 400};
+  Client a, b;
+  ASSERT_EQ(a.open(url(), t, "inspect-holder"), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(a, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  OpenLive(b, t);
+  const std::string held = lease("held"), never = lease("never");
+  simba_term_t* term = nullptr;
+  ASSERT_EQ(simba_lock_acquire(&term, a, held.c_str(), 5000 * slow_factor()), SIMBA_OK)
+      << simba_last_error();
+  const std::string sid = session_id(a);
+  const std::string token = std::to_string(simba_term_token(term));
+
+  auto inspect = [&](std::vector<const char*> names) {
+    char* json = nullptr;
+    const int rc = simba_client_inspect_json(b, names.empty() ? nullptr : names.data(),
+                                             names.size(), 5000 * slow_factor(), &json);
+    EXPECT_EQ(rc, SIMBA_OK) << simba_last_error();
+    std::string out = json ? json : "";
+    simba_free(json);
+    return out;
+  };
+  std::string j = inspect({held.c_str(), never.c_str()});
+  EXPECT_NE(j.find("{\"id\":\"" + sid + "\",\"client\":\"inspect-holder\",\"remaining_ms\":"),
+            std::string::npos) << j;
+  EXPECT_NE(j.find("\"own\":true"), std::string::npos) << "b's own session is marked: " << j;
+  EXPECT_NE(j.find("{\"name\":\"" + held + "\",\"token\":" + token + ",\"holder\":\"" + sid +
+                   "\",\"holder_client\":\"inspect-holder\",\"remaining_ms\":"),
+            std::string::npos) << j;
+  EXPECT_NE(j.find("{\"name\":\"" + never + "\",\"token\":0,\"holder\":null}"), std::string::npos)
+      << j;
+  // Sorted by name, and exactly the names asked for.
+  EXPECT_LT(j.find(held), j.find(never)) << j;
+  EXPECT_EQ(j.find(lease("other")), std::string::npos) << j;
+
+  // Every lease when no name is given (this test's lease among them).
+  j = inspect({});
+  EXPECT_NE(j.find("\"name\":\"" + held + "\""), std::string::npos) << j;
+
+  ASSERT_EQ(simba_lock_release(term), SIMBA_OK);
+  j = inspect({held.c_str()});
+  EXPECT_NE(j.find("{\"name\":\"" + held + "\",\"token\":" + token + ",\"holder\":null}"),
+            std::string::npos) << j;
+
+  // Bad arguments.
+  char* out = nullptr;
+  EXPECT_EQ(simba_client_inspect_json(b, nullptr, 1, 1000, &out), SIMBA_EINVAL);
+  const char* bad[] = {"no spaces allowed"};
+  EXPECT_EQ(simba_client_inspect_json(b, bad, 1, 1000, &out), SIMBA_EINVAL);
+  EXPECT_EQ(simba_client_inspect_json(b, nullptr, 0, 0, &out), SIMBA_EINVAL);
+  EXPECT_EQ(simba_client_inspect_json(b, nullptr, 0, 1000, nullptr), SIMBA_EINVAL);
+  EXPECT_EQ(simba_client_inspect_json(nullptr, nullptr, 0, 1000, &out), SIMBA_EINVAL);
+  EXPECT_EQ(out, nullptr);
+}
+
 TEST_P(Conformance, NeverTwoValidOwners) {
   const Timing t{600, 200};
   const std::string name = lease("exclusive");

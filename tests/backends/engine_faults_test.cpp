@@ -340,6 +340,30 @@ TEST_F(EngineFaults, SlowRepliesOnlyShortenTheDeadline) {
 // The backend reports the session expired: every term revoked (SESSION_EXPIRED)
 // at the next keep-alive, a new session, contend again.
 
+// simba_client_inspect_json when the backend does not answer or cannot be
+// reached: a clear code after at most the timeout, never a hang.
+TEST_F(EngineFaults, InspectFailsClearly) {
+  const Timing t{1000, 200};
+  Client c;
+  OpenLive(c, t);
+  char* json = nullptr;
+  faults(c).hang = true;
+  const int64_t t0 = mono_ms();
+  EXPECT_EQ(simba_client_inspect_json(c, nullptr, 0, 150, &json), SIMBA_ETIMEDOUT);
+  EXPECT_GE(mono_ms() - t0, 140);
+  EXPECT_LT(mono_ms() - t0, 150 + 1000 * slow_factor());
+  EXPECT_NE(std::string(simba_last_error()).find("150 ms"), std::string::npos) << simba_last_error();
+  faults(c).hang = false;
+  faults(c).unreachable = true;
+  EXPECT_EQ(simba_client_inspect_json(c, nullptr, 0, 1000, &json), SIMBA_EBACKEND);
+  EXPECT_NE(std::string(simba_last_error()).find("unreachable"), std::string::npos)
+      << simba_last_error();
+  EXPECT_EQ(json, nullptr);
+  faults(c).unreachable = false;
+  ASSERT_EQ(simba_client_inspect_json(c, nullptr, 0, 1000, &json), SIMBA_OK) << simba_last_error();
+  simba_free(json);
+}
+
 TEST_F(EngineFaults, SessionExpiredOnTheBackend) {
   const Timing t{1000, 200};
   EventLog log;

@@ -107,9 +107,11 @@ class OwnServer {
       : port_(port), extra_(std::move(extra)) {}
   ~OwnServer() { stop(); }
   bool start() {
-    char dir_tmpl[] = "/tmp/simba-redis-test.XXXXXX";
-    if (!mkdtemp(dir_tmpl)) return false;
-    dir_ = dir_tmpl;
+    if (dir_.empty()) {
+      char dir_tmpl[] = "/tmp/simba-redis-test.XXXXXX";
+      if (!mkdtemp(dir_tmpl)) return false;
+      dir_ = dir_tmpl;
+    }
     pid_ = fork();
     if (pid_ < 0) return false;
     if (pid_ == 0) {
@@ -135,6 +137,15 @@ class OwnServer {
   }
   void signal(int sig) {
     if (pid_ > 0) kill(pid_, sig);
+  }
+  // SIGKILL, keeping the data dir: the next start() restarts on the same files.
+  void crash() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      int st = 0;
+      waitpid(pid_, &st, 0);
+      pid_ = -1;
+    }
   }
   void stop() {
     if (pid_ > 0) {
@@ -513,6 +524,98 @@ TEST(Redis, EvalshaAndNoscriptFallback) {
   EXPECT_TRUE(e.leading());
   EXPECT_EQ(e.revoked_count(), 1);
   EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
+}
+
+// Persistence as we recommend it (AOF, appendfsync always): the server is
+// killed and restarted on its files. Tokens keep increasing across the restart,
+// a session still within its lease survives it, and so does its term.
+TEST(Redis, RestartWithAofKeepsTokensIncreasing) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port, {"--appendonly", "yes", "--appendfsync", "always"});
+  ASSERT_TRUE(server.start());
+  const std::string name = "redis.aof." + unique_id();
+  Client c;
+  ASSERT_EQ(c.open(server.url(), Timing{4000, 500}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  uint64_t last = 0;
+  for (int i = 0; i < 3; ++i) {  // a few terms before the crash
+    simba_term_t* t = nullptr;
+    ASSERT_EQ(simba_lock_acquire(&t, c, name.c_str(), 5000 * slow_factor()), SIMBA_OK);
+    EXPECT_GT(simba_term_token(t), last);
+    last = simba_term_token(t);
+    ASSERT_EQ(simba_lock_release(t), SIMBA_OK);
+  }
+  Election e;
+  const std::string held = name + ".held";
+  ASSERT_EQ(e.start(c, held), SIMBA_OK);
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  const std::string sid = session_id(c);
+
+  server.crash();
+  ASSERT_TRUE(server.start()) << "cannot restart redis-server on its AOF";
+  // The client reconnects; its session and term were on disk.
+  ASSERT_TRUE(wait_for([&] { return counter(c, "keep_alives") > 0 &&
+                                    simba_client_status(c) == SIMBA_SESSION_LIVE; },
+                       5000 * slow_factor()));
+  sleep_ms(1000);  // two renew intervals: keep-alives after the restart
+  EXPECT_EQ(session_id(c), sid);
+  EXPECT_TRUE(e.leading()) << snapshot(c);
+  EXPECT_EQ(e.revoked_count(), 0);
+  simba_term_t* t = nullptr;
+  ASSERT_EQ(simba_lock_acquire(&t, c, name.c_str(), 5000 * slow_factor()), SIMBA_OK)
+      << simba_last_error();
+  EXPECT_GT(simba_term_token(t), last) << "a token went back across the restart";
+  ASSERT_EQ(simba_lock_release(t), SIMBA_OK);
+  // And a second process (another client) continues from there too.
+  Client d;
+  ASSERT_EQ(d.open(server.url(), Timing{4000, 500}), SIMBA_OK);
+  ASSERT_EQ(simba_lock_acquire(&t, d, name.c_str(), 5000 * slow_factor()), SIMBA_OK);
+  EXPECT_GT(simba_term_token(t), last + 1);
+  ASSERT_EQ(simba_lock_release(t), SIMBA_OK);
+}
+
+// Renewal costs one backend call per renew interval whatever the number of
+// leases, counted by the server itself (INFO commandstats) on a server of this
+// test's own, where this client's keep-alives are the only EVALSHA calls.
+TEST(Redis, OneKeepAliveCallPerRenewIntervalCountedByTheServer) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start());
+  const Timing t{2000, 200};
+  Client c;
+  ASSERT_EQ(c.open(server.url(), t), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  std::vector<simba_term_t*> terms;
+  const std::string prefix = "redis.count." + unique_id() + ".";
+  for (int i = 0; i < 500; ++i) {
+    simba_term_t* term = nullptr;
+    ASSERT_EQ(simba_lock_acquire(&term, c, (prefix + std::to_string(i)).c_str(),
+                                 5000 * slow_factor()),
+              SIMBA_OK);
+    terms.push_back(term);
+  }
+  Sync s("127.0.0.1", port);
+  ASSERT_TRUE(s.ok());
+  ASSERT_EQ(s.cmd({"CONFIG", "RESETSTAT"}), "OK");
+  const int64_t k0 = counter(c, "keep_alives");
+  const int64_t t0 = mono_ns();
+  sleep_ms(2000);  // the measurement window, not an assertion
+  const int64_t calls = command_calls(s, "evalsha");
+  const int64_t k1 = counter(c, "keep_alives");
+  const double intervals = static_cast<double>(mono_ns() - t0) / kMsNs / t.renew_ms;
+  // About 10 intervals: one call each (+1 in flight at either edge), never one
+  // per lease (that would be 5000).
+  EXPECT_GE(calls, static_cast<int64_t>(intervals) - 3) << calls << " calls in " << intervals;
+  EXPECT_LE(calls, static_cast<int64_t>(intervals) + 2) << calls << " calls in " << intervals;
+  EXPECT_LE(std::llabs(calls - (k1 - k0)), 1) << "server counted " << calls << ", client " << k1 - k0;
+  for (simba_term_t* term : terms) {
+    EXPECT_TRUE(simba_term_is_valid(term));
+    simba_lock_release(term);
+  }
 }
 
 class RedisShared : public ::testing::Test {

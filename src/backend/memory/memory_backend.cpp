@@ -11,9 +11,12 @@ namespace {
 
 class MemoryBackend final : public Backend {
  public:
-  MemoryBackend(uv_loop_t* loop, std::shared_ptr<MemoryStore> store,
+  MemoryBackend(uv_loop_t* loop, std::shared_ptr<MemoryStore> store, std::string client_name,
                 std::shared_ptr<MemoryFaults> faults)
-      : loop_(loop), store_(std::move(store)), faults_(std::move(faults)) {
+      : loop_(loop),
+        store_(std::move(store)),
+        client_name_(std::move(client_name)),
+        faults_(std::move(faults)) {
     uv_timer_init(loop_, &timer_);
     timer_.data = this;
     uv_async_init(loop_, &released_async_, [](uv_async_t* a) {
@@ -34,7 +37,8 @@ class MemoryBackend final : public Backend {
   ~MemoryBackend() override = default;
 
   void open_session(Duration lease, Duration timeout, OpenCb cb) override {
-    run([this, lease] { return store_->open_session(lease); }, timeout, std::move(cb));
+    run([this, lease] { return store_->open_session(lease, client_name_); }, timeout,
+        std::move(cb));
   }
   void keep_alive(const std::string& session, Duration lease, Duration timeout,
                   KeepAliveCb cb) override {
@@ -52,6 +56,9 @@ class MemoryBackend final : public Backend {
   }
   void close_session(const std::string& session, Duration timeout, DoneCb cb) override {
     run([this, session] { return store_->close_session(session); }, timeout, std::move(cb));
+  }
+  void inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override {
+    run([this, names] { return store_->inspect(names); }, timeout, std::move(cb));
   }
   void on_released(ReleasedFn fn) override { released_fn_ = std::move(fn); }
 
@@ -146,6 +153,7 @@ class MemoryBackend final : public Backend {
 
   uv_loop_t* loop_;
   std::shared_ptr<MemoryStore> store_;
+  const std::string client_name_;
   std::shared_ptr<MemoryFaults> faults_;
   uv_timer_t timer_;
   uv_async_t released_async_;
@@ -167,8 +175,10 @@ class MemoryBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_memory_backend(uv_loop_t* loop, const std::string& store_name,
+                                             const std::string& client_name,
                                              std::shared_ptr<MemoryFaults> faults) {
-  return std::make_unique<MemoryBackend>(loop, MemoryStore::named(store_name), std::move(faults));
+  return std::make_unique<MemoryBackend>(loop, MemoryStore::named(store_name), client_name,
+                                         std::move(faults));
 }
 
 }  // namespace simba

@@ -22,6 +22,7 @@ struct MemoryFaults {
 };
 
 std::unique_ptr<Backend> make_memory_backend(uv_loop_t* loop, const std::string& store_name,
+                                             const std::string& client_name,
                                              std::shared_ptr<MemoryFaults> faults);
 
 }  // namespace simba

@@ -92,7 +92,7 @@ void MemoryStore::broadcast(const std::vector<std::string>& names) {
   }
 }
 
-OpenReply MemoryStore::open_session(Duration lease_duration) {
+OpenReply MemoryStore::open_session(Duration lease_duration, const std::string& client_name) {
   OpenReply reply;
   if (lease_duration <= Duration::zero()) {
     reply.error = kBadLease;
@@ -111,7 +111,9 @@ OpenReply MemoryStore::open_session(Duration lease_duration) {
     return reply;
   }
   ++next_session_;  // Counts the sessions opened; ids themselves are random.
-  sessions_[id].expires_at = expiry_after(clock_.now(), lease_duration);
+  Session& s = sessions_[id];
+  s.expires_at = expiry_after(clock_.now(), lease_duration);
+  s.client_name = client_name;
   reply.outcome = Outcome::kOk;
   reply.session_id = std::move(id);
   reply.remaining = lease_duration;
@@ -232,6 +234,42 @@ DoneReply MemoryStore::close_session(const std::string& session) {
   }
   broadcast(freed);
   DoneReply reply;
+  reply.outcome = Outcome::kOk;
+  return reply;
+}
+
+InspectReply MemoryStore::inspect(const std::vector<std::string>& names) {
+  InspectReply reply;
+  std::lock_guard<std::mutex> lock(mu_);
+  const TimePoint now = clock_.now();
+  for (const auto& [id, session] : sessions_) {
+    if (session.expires_at > now) {
+      reply.sessions.push_back(SessionInfo{id, session.client_name, session.expires_at - now});
+    }
+  }
+  auto describe = [&](const std::string& name, const Lease* lease) {
+    LeaseInfo info;
+    info.name = name;
+    if (lease) {
+      info.token = lease->token;
+      auto holder = sessions_.find(lease->holder);
+      if (holder != sessions_.end() && holder->second.expires_at > now) {
+        info.holder = lease->holder;
+        info.holder_remaining = holder->second.expires_at - now;
+      } else if (!lease->holder.empty() && holder == sessions_.end()) {
+        info.holder = lease->holder;  // a foreign holder (hand_over): never expires here
+      }
+    }
+    reply.leases.push_back(std::move(info));
+  };
+  if (names.empty()) {
+    for (const auto& [name, lease] : leases_) describe(name, &lease);
+  } else {
+    for (const std::string& name : names) {
+      auto it = leases_.find(name);
+      describe(name, it == leases_.end() ? nullptr : &it->second);
+    }
+  }
   reply.outcome = Outcome::kOk;
   return reply;
 }

@@ -30,7 +30,7 @@ class MemoryStore {
   // the life of the process.
   static std::shared_ptr<MemoryStore> named(const std::string& name);
 
-  OpenReply open_session(Duration lease_duration);
+  OpenReply open_session(Duration lease_duration, const std::string& client_name = {});
   // Extends a live session by lease_duration and lists its leases.
   KeepAliveReply keep_alive(const std::string& session, Duration lease_duration);
   // kOk with token+1 if the lease is free or its holder's session expired;
@@ -42,6 +42,9 @@ class MemoryStore {
   DoneReply release(const std::string& session, const std::string& name, uint64_t token);
   // Frees every lease of the session and deletes it; broadcasts each release.
   DoneReply close_session(const std::string& session);
+
+  // Every live session and the leases `names` (every lease record when empty).
+  InspectReply inspect(const std::vector<std::string>& names);
 
   // Release broadcast: `fn(name)` runs synchronously, without the store's lock,
   // for every release. Returns an id for unsubscribe.
@@ -66,6 +69,7 @@ class MemoryStore {
  private:
   struct Session {
     TimePoint expires_at;
+    std::string client_name;
     std::set<std::string> leases;
   };
   struct Lease {

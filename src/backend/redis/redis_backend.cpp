@@ -123,6 +123,66 @@ redis.call('DEL', KEYS[1], KEYS[2])
 return freed
 )lua";
 
+// ARGV[1] prefix, ARGV[2] the prefix escaped for a SCAN pattern, ARGV[3..] lease
+// names (every lease under the prefix when none). Returns {sessions, leases}:
+// sessions {id, client name, pttl, ...} of every live session, leases {name,
+// token, holder, holder pttl, ...} with holder '' (pttl -2) when free or when
+// its session is gone, as acquire sees it. Read-only; for operators: the SCANs
+// walk the whole keyspace, so name the leases on a big server.
+constexpr char kInspectScript[] = R"lua(
+local p = ARGV[1]
+local function scan(pattern)
+  local keys, cursor = {}, '0'
+  repeat
+    local r = redis.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', 1000)
+    cursor = r[1]
+    for _, k in ipairs(r[2]) do keys[#keys + 1] = k end
+  until cursor == '0'
+  return keys
+end
+local sessions = {}
+local sfrom = string.len(p) + string.len(':session:') + 1
+for _, k in ipairs(scan(ARGV[2] .. ':session:*')) do
+  if string.sub(k, -7) ~= ':leases' then
+    local ttl = redis.call('PTTL', k)
+    if ttl ~= -2 then
+      sessions[#sessions + 1] = string.sub(k, sfrom)
+      sessions[#sessions + 1] = redis.call('GET', k) or ''
+      sessions[#sessions + 1] = ttl
+    end
+  end
+end
+local names = {}
+if #ARGV > 2 then
+  for i = 3, #ARGV do names[#names + 1] = ARGV[i] end
+else
+  local lfrom = string.len(p) + string.len(':lease:') + 1
+  for _, k in ipairs(scan(ARGV[2] .. ':lease:*')) do names[#names + 1] = string.sub(k, lfrom) end
+end
+local leases = {}
+for _, n in ipairs(names) do
+  local h = redis.call('HMGET', p .. ':lease:' .. n, 'session', 'token')
+  local holder, ttl = h[1] or '', -2
+  if holder ~= '' then ttl = redis.call('PTTL', p .. ':session:' .. holder) end
+  if ttl == -2 then holder = '' end
+  leases[#leases + 1] = n
+  leases[#leases + 1] = h[2] or '0'
+  leases[#leases + 1] = holder
+  leases[#leases + 1] = ttl
+end
+return {sessions, leases}
+)lua";
+
+// `s` with the characters SCAN's MATCH treats specially escaped.
+std::string glob_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '*' || ch == '?' || ch == '[' || ch == ']' || ch == '\\') out.push_back('\\');
+    out.push_back(ch);
+  }
+  return out;
+}
+
 // SHA-1 of a script, as 40 lower-case hex digits: the name EVALSHA calls it by.
 std::string sha1_hex(const std::string& text) {
   uint32_t h[5] = {0x67452301u, 0xEFCDAB89u, 0x98BADCFEu, 0x10325476u, 0xC3D2E1F0u};
@@ -186,10 +246,10 @@ struct Script {
 const Script& script(int which) {
   static const Script scripts[] = {Script(kOpenScript), Script(kKeepAliveScript),
                                    Script(kAcquireScript), Script(kReleaseScript),
-                                   Script(kCloseScript)};
+                                   Script(kCloseScript), Script(kInspectScript)};
   return scripts[which];
 }
-enum ScriptId { kOpen = 0, kKeepAlive, kAcquire, kRelease, kClose, kScriptCount };
+enum ScriptId { kOpen = 0, kKeepAlive, kAcquire, kRelease, kClose, kInspect, kScriptCount };
 
 std::string random_session_id() {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -234,7 +294,9 @@ class RedisBackend final : public Backend {
     where_ = url_.host + ":" + std::to_string(url_.port);
     uv_timer_init(loop_, &sub_timer_);
     sub_timer_.data = this;
-    handles_ = 1;
+    uv_check_init(loop_, &flush_);
+    flush_.data = this;
+    handles_ = 2;
   }
 
   ~RedisBackend() override = default;
@@ -350,6 +412,46 @@ class RedisBackend final : public Backend {
           timeout, done_parser(std::move(cb)));
   }
 
+  void inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override {
+    std::vector<std::string> argv = {"EVALSHA", script(kInspect).sha, "0", url_.prefix,
+                                     glob_escape(url_.prefix)};
+    argv.insert(argv.end(), names.begin(), names.end());
+    start(std::move(argv), timeout, [cb](const redisReply* r, Outcome o, const std::string& err) {
+      InspectReply out;
+      if (failed(r, o, err, &out)) {
+        cb(out);
+        return;
+      }
+      const redisReply* sessions = r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[0] : nullptr;
+      const redisReply* leases = sessions ? r->element[1] : nullptr;
+      if (!sessions || sessions->type != REDIS_REPLY_ARRAY || sessions->elements % 3 != 0 ||
+          leases->type != REDIS_REPLY_ARRAY || leases->elements % 4 != 0) {
+        out.error = "redis: unexpected reply to inspect";
+        cb(out);
+        return;
+      }
+      for (size_t i = 0; i < sessions->elements; i += 3) {
+        long long pttl = 0;
+        reply_int(sessions->element[i + 2], &pttl);
+        out.sessions.push_back(SessionInfo{reply_str(sessions->element[i]),
+                                           reply_str(sessions->element[i + 1]), ms(pttl)});
+      }
+      for (size_t i = 0; i < leases->elements; i += 4) {
+        LeaseInfo info;
+        long long token = 0, pttl = -1;
+        reply_int(leases->element[i + 1], &token);
+        reply_int(leases->element[i + 3], &pttl);
+        info.name = reply_str(leases->element[i]);
+        info.token = token > 0 ? static_cast<uint64_t>(token) : 0;
+        info.holder = reply_str(leases->element[i + 2]);
+        info.holder_remaining = info.holder.empty() || pttl < 0 ? Duration(-1) : ms(pttl);
+        out.leases.push_back(std::move(info));
+      }
+      out.outcome = Outcome::kOk;
+      cb(out);
+    });
+  }
+
   void on_released(ReleasedFn fn) override { released_fn_ = std::move(fn); }
 
   void shutdown(std::function<void()> done) override {
@@ -365,6 +467,9 @@ class RedisBackend final : public Backend {
     if (sub_) drop_conn(&sub_);
     if (resolving_) uv_cancel(reinterpret_cast<uv_req_t*>(resolving_));
     uv_close(reinterpret_cast<uv_handle_t*>(&sub_timer_), [](uv_handle_t* h) {
+      static_cast<RedisBackend*>(h->data)->handle_closed();
+    });
+    uv_close(reinterpret_cast<uv_handle_t*>(&flush_), [](uv_handle_t* h) {
       static_cast<RedisBackend*>(h->data)->handle_closed();
     });
   }
@@ -486,6 +591,21 @@ class RedisBackend final : public Backend {
                               lens.data()) != REDIS_OK) {
       c->gen = 0;
       preset(c, Outcome::kError, "redis " + where_ + ": cannot send the command");
+      return;
+    }
+    // Write at the end of this loop turn (PITFALLS.md): hiredis only buffers,
+    // and waiting for the socket's writable event costs a turn and two
+    // epoll_ctl calls per command. Not here and now: a write error makes
+    // hiredis complete every call at once, which must not happen inside send().
+    if (!uv_is_active(reinterpret_cast<uv_handle_t*>(&flush_))) {
+      uv_check_start(&flush_, [](uv_check_t* h) {
+        auto* self = static_cast<RedisBackend*>(h->data);
+        uv_check_stop(h);
+        UvHiredis* cmd = self->cmd_;
+        if (!self->closing_ && cmd && cmd->ac && (cmd->ac->c.flags & REDIS_CONNECTED)) {
+          redisAsyncHandleWrite(cmd->ac);
+        }
+      });
     }
   }
 
@@ -826,6 +946,7 @@ class RedisBackend final : public Backend {
 
   UvHiredis* sub_ = nullptr;
   uv_timer_t sub_timer_;
+  uv_check_t flush_;  // writes the commands sent during a loop turn at its end
   int sub_failures_ = 0;
   ReleasedFn released_fn_;
 

@@ -1,0 +1,244 @@
+#!/usr/bin/env bash
+# The simba command-line tool, end to end, against a redis-server of this test's
+# own (some cases SIGSTOP it). Usage: cli_test.sh PATH/TO/simba
+# Exit 0 when every case passed, 1 otherwise, 77 (skipped) without redis-server.
+set -uo pipefail
+
+SIMBA=${1:?usage: cli_test.sh PATH/TO/simba}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=../../scripts/lib/servers.sh
+source "$ROOT/scripts/lib/servers.sh"
+
+command -v redis-server >/dev/null || { echo "SKIP: redis-server not installed"; exit 77; }
+
+# Sanitizer builds run slower: scale the generous bounds (never what is proven).
+SLOW=1
+case "${SIMBA_SANITIZER:-}" in thread) SLOW=4 ;; address) SLOW=2 ;; esac
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/simba-cli-test.XXXXXX")
+PORT=$(simba_free_port)
+redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK" \
+  --daemonize no >"$WORK/redis.log" 2>&1 &
+REDIS_PID=$!
+cleanup() {
+  kill -CONT "$REDIS_PID" 2>/dev/null
+  jobs -p | xargs -r kill -KILL 2>/dev/null
+  kill "$REDIS_PID" 2>/dev/null
+  wait 2>/dev/null
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+simba_wait_until 10 "redis-server on $PORT" simba_redis_pong "$PORT" || exit 1
+
+export SIMBA_BACKEND="redis://127.0.0.1:$PORT"
+# Short leases keep the suite fast: 2 s lease, a keep-alive every 500 ms.
+export SIMBA_SESSION_LEASE_DURATION=2000ms SIMBA_SESSION_RENEW_INTERVAL=500ms
+LEASE_MS=2000
+GRACE=(--grace 300ms)
+
+FAILED=0 PASSED=0 CASE=""
+fail() { echo "    FAIL [$CASE]: $*"; CASE_FAILED=1; }
+expect_eq() { [[ "$2" == "$3" ]] || fail "$1: expected '$3', got '$2'"; }
+expect_match() { [[ "$2" =~ $3 ]] || fail "$1: '$2' does not match /$3/"; }
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+name() { echo "cli.$CASE.$RANDOM"; }
+
+# The holder's client of lease $1 ("" while free), from `simba status --json`.
+holder_client() {
+  "$SIMBA" -q status "$1" --json | sed -n -E 's/.*"holder_client":"([^"]*)".*/\1/p'
+}
+# The last token of lease $1.
+last_token() { "$SIMBA" -q status "$1" --json | sed -n -E 's/.*"token":([0-9]+).*/\1/p'; }
+wait_for() {  # wait_for SECONDS COMMAND...: polls every 50 ms
+  local until=$(( $(now_ms) + $1 * 1000 * SLOW )); shift
+  while (( $(now_ms) < until )); do "$@" && return 0; sleep 0.05; done
+  "$@"
+}
+held_by() { [[ "$(holder_client "$1")" == "$2" ]]; }
+is_free() { [[ -z "$(holder_client "$1")" ]]; }
+gone() { local s; s=$(ps -o stat= -p "$1" 2>/dev/null); [[ -z "$s" || "$s" == Z* ]]; }
+
+run_case() {
+  CASE=$1 CASE_FAILED=0
+  local t0; t0=$(now_ms)
+  "case_$1"
+  if ((CASE_FAILED)); then
+    FAILED=$((FAILED + 1)); echo "FAIL $1 ($(( $(now_ms) - t0 )) ms)"
+  else
+    PASSED=$((PASSED + 1)); echo "ok   $1 ($(( $(now_ms) - t0 )) ms)"
+  fi
+}
+
+# --- cases -----------------------------------------------------------------------
+
+case_usage_errors() {
+  local rc
+  SIMBA_BACKEND='' "$SIMBA" -q lock x -- true; expect_eq "no backend" $? 125
+  "$SIMBA" -q frobnicate; expect_eq "unknown command" $? 125
+  "$SIMBA" -q run x --grace soon -- true; expect_eq "bad duration" $? 125
+  "$SIMBA" -q run x --grace 5s -- true 2>"$WORK/err"; rc=$?
+  expect_eq "grace too long" $rc 125
+  expect_match "grace message" "$(cat "$WORK/err")" "leaves no time to work"
+  "$SIMBA" -q lock x; expect_eq "no command" $? 125
+  "$SIMBA" -q run -- true; expect_eq "no name" $? 125
+  "$SIMBA" -q lock 'bad name!' -- true; expect_eq "bad lease name" $? 125
+  "$SIMBA" -q --lease-duration 1s --renew-interval 900ms lock x -- true 2>"$WORK/err"
+  expect_eq "config rule" $? 125
+  expect_match "config message" "$(cat "$WORK/err")" "configuration: .*renew"
+  "$SIMBA" --backend 'redis://:s3cret@127.0.0.1:1/0?x' -q lock x -- true 2>"$WORK/err"
+  [[ "$(cat "$WORK/err")" != *s3cret* ]] || fail "a password reached stderr"
+  expect_match "help" "$("$SIMBA" run --help)" "usage: simba run NAME"
+  expect_match "top help" "$("$SIMBA" --help)" "Exit statuses"
+}
+
+case_lock_runs_once_with_the_term_in_its_environment() {
+  local n out rc; n=$(name)
+  out=$("$SIMBA" -q lock "$n" -- sh -c 'echo "$SIMBA_LEASE $SIMBA_TOKEN $SIMBA_DEADLINE_MS"; exit 7')
+  rc=$?
+  expect_eq "exit status passes through" $rc 7
+  expect_match "environment" "$out" "^$n [1-9][0-9]* [1-9][0-9]*$"
+  local deadline=${out##* }
+  ((deadline <= LEASE_MS)) || fail "SIMBA_DEADLINE_MS $deadline > the lease"
+  is_free "$n" || fail "the lock is still held after simba lock exited"
+}
+
+case_lock_timeout_names_the_holder() {
+  local n; n=$(name)
+  "$SIMBA" -q --client-name holder lock "$n" -- sleep 3 &
+  local holder=$!
+  wait_for 5 held_by "$n" holder || fail "the first lock never held"
+  "$SIMBA" lock "$n" --timeout 200ms -- true 2>"$WORK/err"
+  expect_eq "timeout exit" $? 124
+  expect_match "holder named" "$(cat "$WORK/err")" 'held by session [0-9a-f]+ \(client "holder"\)'
+  kill -TERM "$holder"; wait "$holder"
+}
+
+case_command_that_cannot_run() {
+  local n; n=$(name)
+  "$SIMBA" -q lock "$n" -- /nonexistent/cmd; expect_eq "not found" $? 127
+  printf '#!/bin/sh\n' >"$WORK/noexec"; chmod -x "$WORK/noexec"
+  "$SIMBA" -q lock "$n" -- "$WORK/noexec"; expect_eq "not executable" $? 126
+  "$SIMBA" -q run --once "$n" -- /nonexistent/cmd; expect_eq "run: not found" $? 127
+  is_free "$n" || fail "the lease is still held"
+}
+
+case_command_killed_by_a_signal() {
+  "$SIMBA" -q lock "$(name)" -- sh -c 'kill -KILL $$'; expect_eq "128+9" $? 137
+}
+
+case_tokens_increase_across_runs() {
+  local n a b; n=$(name)
+  a=$("$SIMBA" -q run --once "$n" -- sh -c 'echo $SIMBA_TOKEN')
+  b=$("$SIMBA" -q run --once "$n" -- sh -c 'echo $SIMBA_TOKEN')
+  ((b > a)) || fail "token $b after $a"
+}
+
+# The lease is taken over behind simba's back: the next keep-alive ends the
+# term (TAKEN_OVER) and the command gets SIGTERM.
+case_taken_over_stops_the_command() {
+  local n t0 rc; n=$(name)
+  "$SIMBA" -q run --once "${GRACE[@]}" "$n" -- \
+    sh -c "trap 'echo stopped > $WORK/taken; exit 0' TERM; while :; do sleep 0.05; done" &
+  local p=$!
+  wait_for 5 held_by "$n" "$(hostname)/$p" || fail "never elected"
+  t0=$(now_ms)
+  redis-cli -p "$PORT" hset "simba:lease:$n" session someone-else token 999 >/dev/null
+  wait "$p"; rc=$?
+  expect_eq "exit with the command's status" $rc 0
+  [[ -f "$WORK/taken" ]] || fail "the command got no SIGTERM"
+  local took=$(( $(now_ms) - t0 ))
+  ((took < 1000 * SLOW)) || fail "stopped ${took} ms after the take-over (renew is 500 ms)"
+}
+
+# A command that ignores SIGTERM is killed at the term's local deadline, never
+# later: the backend stops answering, the remaining time runs out.
+case_command_never_outlives_the_term() {
+  local n t0 rc; n=$(name)
+  "$SIMBA" -q run --once "${GRACE[@]}" "$n" -- sh -c "trap '' TERM; while :; do sleep 0.05; done" &
+  local p=$!
+  wait_for 5 held_by "$n" "$(hostname)/$p" || fail "never elected"
+  local child; child=$(pgrep -P "$p")
+  t0=$(now_ms)
+  kill -STOP "$REDIS_PID"
+  wait "$p"; rc=$?
+  local took=$(( $(now_ms) - t0 ))
+  kill -CONT "$REDIS_PID"
+  expect_eq "killed by SIGKILL" $rc 137
+  gone "$child" || fail "the command is still running"
+  # The deadline is at most one lease after the last renewal, which was before
+  # the SIGSTOP; and it is at least one lease minus a renew interval away.
+  ((took <= LEASE_MS + 300 * SLOW)) || fail "killed ${took} ms after the backend stopped: past the lease"
+  ((took >= LEASE_MS - 500 - 200)) || fail "killed after only ${took} ms"
+}
+
+case_sigterm_stops_the_command_then_releases() {
+  local n rc; n=$(name)
+  "$SIMBA" -q run "$n" -- sleep 30 &
+  local p=$!
+  wait_for 5 held_by "$n" "$(hostname)/$p" || fail "never elected"
+  kill -TERM "$p"; wait "$p"; rc=$?
+  expect_eq "128+15" $rc 143
+  is_free "$n" || fail "the lease was not released on exit"
+}
+
+case_kill_9_takes_the_command_along() {
+  local n; n=$(name)
+  "$SIMBA" -q run "$n" -- sleep 30 &
+  local p=$!
+  wait_for 5 held_by "$n" "$(hostname)/$p" || fail "never elected"
+  local child; child=$(pgrep -P "$p")
+  [[ -n "$child" ]] || fail "no command running"
+  kill -KILL "$p"; wait "$p" 2>/dev/null
+  wait_for 2 gone "$child" || fail "the command outlived simba"
+}
+
+case_failover_after_kill_9() {
+  local n; n=$(name)
+  "$SIMBA" -q --client-name first run "$n" -- sleep 30 &
+  local a=$!
+  wait_for 5 held_by "$n" first || fail "first never elected"
+  "$SIMBA" -q --client-name second run "$n" -- sleep 30 &
+  local b=$!
+  sleep 0.3
+  local token; token=$(last_token "$n")
+  local t0; t0=$(now_ms)
+  kill -KILL "$a"; wait "$a" 2>/dev/null
+  wait_for 6 held_by "$n" second || fail "no failover"
+  local took=$(( $(now_ms) - t0 ))
+  ((took <= LEASE_MS + 1000 * SLOW)) || fail "failover took ${took} ms (lease ${LEASE_MS})"
+  (( $(last_token "$n") > token )) || fail "the token did not increase"
+  kill -TERM "$b"; wait "$b"
+}
+
+case_exit_while_leading_hands_over_and_contends_again() {
+  local n; n=$(name)
+  "$SIMBA" -q run --cooldown 100ms "$n" -- sh -c "echo \$SIMBA_TOKEN >> $WORK/runs" &
+  local p=$!
+  wait_for 5 eval "[[ \$(wc -l < $WORK/runs 2>/dev/null || echo 0) -ge 3 ]]" || fail "ran fewer than 3 times"
+  kill -TERM "$p"; wait "$p"
+  local tokens; tokens=$(tr '\n' ' ' <"$WORK/runs")
+  sort -n -c "$WORK/runs" 2>/dev/null && [[ "$(sort -u "$WORK/runs" | wc -l)" == "$(wc -l <"$WORK/runs")" ]] ||
+    fail "tokens not strictly increasing: $tokens"
+}
+
+case_status_shows_sessions_leases_and_json() {
+  local n out; n=$(name)
+  "$SIMBA" -q --client-name status-holder lock "$n" -- sleep 2 &
+  local p=$!
+  wait_for 5 held_by "$n" status-holder || fail "never held"
+  out=$("$SIMBA" -q status "$n")
+  expect_match "table lease row" "$out" "$n +[1-9][0-9]* +[0-9a-f]{32} +status-holder +[0-9.]+s"
+  expect_match "table session" "$out" "SESSIONS"
+  [[ "$out" != *"simba status"* ]] || fail "status lists its own session"
+  out=$("$SIMBA" -q status "$n" --json)
+  expect_match "json" "$out" "\"name\":\"$n\",\"token\":[1-9][0-9]*,\"holder\":\"[0-9a-f]{32}\",\"holder_client\":\"status-holder\""
+  out=$("$SIMBA" -q status "$n.unknown")
+  expect_match "a name never used" "$out" "$n.unknown +0 +\\(free\\)"
+  "$SIMBA" -q --backend "redis://127.0.0.1:$(simba_free_port)" status --timeout 300ms
+  expect_eq "unreachable backend" $? 125
+  wait "$p"
+}
+
+for c in $(declare -F | sed -n 's/^declare -f case_//p'); do run_case "$c"; done
+echo "$PASSED passed, $FAILED failed"
+((FAILED == 0))

@@ -1,0 +1,340 @@
+/* simba run NAME -- CMD: run CMD whenever this process leads NAME.
+ * simba lock NAME -- CMD: run CMD once under the lock NAME. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "json.h"
+
+static const char kRunUsage[] =
+    "usage: simba run NAME [--once] [--grace D] [--cooldown D] [OPTIONS] -- CMD [ARGS...]\n"
+    "\n"
+    "Contend for NAME; while leader, run CMD with SIMBA_LEASE, SIMBA_TOKEN and\n"
+    "SIMBA_DEADLINE_MS (the term's remaining time at start) in its environment.\n"
+    "When the term ends, or its remaining time falls below the grace, CMD gets\n"
+    "SIGTERM; if it is still running at the term's local deadline, SIGKILL: CMD\n"
+    "never outlives the term. When CMD exits while simba still leads, simba\n"
+    "releases NAME, waits the cooldown and contends again.\n"
+    "\n"
+    "  --once         exit with CMD's status after its first run\n"
+    "  --grace D      stop CMD when less than D is left (default 2s, or less\n"
+    "                 with a short lease)\n"
+    "  --cooldown D   after CMD exits, wait D before contending again (default 1s)\n"
+    "\n"
+    "SIGINT/SIGTERM/SIGHUP: CMD gets SIGTERM, NAME is released once CMD exited,\n"
+    "and simba exits with 128 + the signal. Common options: simba --help.\n";
+
+static const char kLockUsage[] =
+    "usage: simba lock NAME [--timeout D] [--grace D] [OPTIONS] -- CMD [ARGS...]\n"
+    "\n"
+    "Wait for the lock NAME (at most the timeout), run CMD once while holding it,\n"
+    "release it and exit with CMD's status (124 if the timeout passed first).\n"
+    "CMD gets SIMBA_LEASE, SIMBA_TOKEN and SIMBA_DEADLINE_MS, and is stopped like\n"
+    "under `simba run` if the lock's term ends or nearly ends.\n"
+    "\n"
+    "  --timeout D    how long to wait for the lock (default 30s)\n"
+    "  --grace D      stop CMD when less than D is left (default 2s, or less\n"
+    "                 with a short lease)\n"
+    "\n"
+    "Common options: simba --help.\n";
+
+typedef struct {
+  const char *name;
+  char **cmd;       /* NULL-terminated, from the command line */
+  bool once;
+  int64_t grace_ms;
+  int64_t cooldown_ms;
+  int64_t timeout_ms;
+  bool grace_given;
+} options_t;
+
+/* Parses "NAME [options] -- CMD...". Returns -1 to go on, else an exit status. */
+static int parse(cli_common_t *common, int argc, char **argv, bool is_run, options_t *o) {
+  const char *usage = is_run ? kRunUsage : kLockUsage;
+  o->grace_ms = 2000;
+  o->cooldown_ms = 1000;
+  o->timeout_ms = 30000;
+  int i = 1;
+  for (; i < argc; ++i) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0) {
+      ++i;
+      break;
+    }
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      fputs(usage, stdout);
+      return 0;
+    }
+    if (is_run && strcmp(a, "--once") == 0) {
+      o->once = true;
+      continue;
+    }
+    int64_t *duration = NULL;
+    const char *flag = NULL;
+    if (strncmp(a, "--grace", 7) == 0 && (a[7] == '\0' || a[7] == '=')) {
+      duration = &o->grace_ms, flag = "--grace", o->grace_given = true;
+    } else if (is_run && strncmp(a, "--cooldown", 10) == 0 && (a[10] == '\0' || a[10] == '=')) {
+      duration = &o->cooldown_ms, flag = "--cooldown";
+    } else if (!is_run && strncmp(a, "--timeout", 9) == 0 && (a[9] == '\0' || a[9] == '=')) {
+      duration = &o->timeout_ms, flag = "--timeout";
+    }
+    if (duration) {
+      const char *v = strchr(a, '=') ? strchr(a, '=') + 1 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!v || !cli_parse_duration(v, duration)) {
+        LOG_ERROR("%s needs a duration such as 500ms, 2s or 1m (got \"%s\")", flag, v ? v : "");
+        return EXIT_SIMBA_FAILED;
+      }
+      continue;
+    }
+    const int r = cli_common_option(common, argc, argv, &i);
+    if (r < 0) return EXIT_SIMBA_FAILED;
+    if (r > 0) continue;
+    if (a[0] == '-') {
+      LOG_ERROR("%s: unknown option %s (see simba %s --help)", argv[0], a, argv[0]);
+      return EXIT_SIMBA_FAILED;
+    }
+    if (o->name) {
+      LOG_ERROR("%s: one lease name expected, got \"%s\" and \"%s\" (put the command after --)",
+                argv[0], o->name, a);
+      return EXIT_SIMBA_FAILED;
+    }
+    o->name = a;
+  }
+  if (!o->name) {
+    LOG_ERROR("%s: no lease name (usage: simba %s NAME -- CMD)", argv[0], argv[0]);
+    return EXIT_SIMBA_FAILED;
+  }
+  if (i >= argc) {
+    LOG_ERROR("%s: no command (usage: simba %s NAME -- CMD [ARGS...])", argv[0], argv[0]);
+    return EXIT_SIMBA_FAILED;
+  }
+  o->cmd = argv + i;
+  if (simba_config_validate(common->cfg) != SIMBA_OK) {
+    LOG_ERROR("configuration: %s", simba_last_error());
+    return EXIT_SIMBA_FAILED;
+  }
+  const int64_t floor_ms = cli_remaining_floor_ms(common->cfg);
+  if (!o->grace_given && o->grace_ms >= floor_ms / 2) {
+    o->grace_ms = floor_ms > 0 ? floor_ms / 2 : 0; /* short leases: half of what is left */
+    LOG_DEBUG("grace %" PRId64 " ms (the default 2s leaves too little time with this lease)",
+              o->grace_ms);
+  }
+  if (o->grace_ms >= floor_ms) {
+    LOG_ERROR("--grace %" PRId64 "ms leaves no time to work: between renewals a term's remaining "
+              "time drops to about %" PRId64 "ms (lease-duration x (1 - drift) - margin - "
+              "renew-interval); use a smaller --grace or a longer --lease-duration",
+              o->grace_ms, floor_ms);
+    return EXIT_SIMBA_FAILED;
+  }
+  if (simba_config_set_logger(common->cfg, cli_library_log, NULL, SIMBA_LOG_DEBUG) != SIMBA_OK) {
+    LOG_ERROR("%s", simba_last_error());
+    return EXIT_SIMBA_FAILED;
+  }
+  return -1;
+}
+
+/* What a callback hands to the main thread through a pipe. */
+typedef struct {
+  int err;
+  simba_term_t *term;
+} handoff_t;
+
+static void hand_off(int fd, int err, simba_term_t *term) {
+  const handoff_t h = {err, term};
+  /* Smaller than PIPE_BUF: written whole. */
+  if (write(fd, &h, sizeof h) != (ssize_t)sizeof h && term) simba_term_release(term);
+}
+
+/* Waits for a handoff or a signal. Returns 1 with *h filled, or 0 with *signo. */
+static int wait_handoff(int handoff_fd, int signal_fd, handoff_t *h, int *signo) {
+  for (;;) {
+    struct pollfd fds[2] = {{handoff_fd, POLLIN, 0}, {signal_fd, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0 && errno != EINTR) return 0;
+    if (fds[1].revents & POLLIN) {
+      *signo = cli_signals_drain(signal_fd);
+      if (*signo) return 0;
+    }
+    if ((fds[0].revents & POLLIN) && read(handoff_fd, h, sizeof *h) == (ssize_t)sizeof *h) {
+      return 1;
+    }
+  }
+}
+
+static void drain_handoffs(int fd) {
+  handoff_t h;
+  while (read(fd, &h, sizeof h) == (ssize_t)sizeof h) simba_term_release(h.term);
+}
+
+/* --- run ------------------------------------------------------------------ */
+
+static void on_elected(void *ud, simba_term_t *term) {
+  simba_term_retain(term);
+  hand_off(*(int *)ud, SIMBA_OK, term);
+}
+
+static void on_revoked(void *ud, simba_term_t *term, simba_revoke_reason_t reason) {
+  (void)ud;
+  (void)reason;
+  LOG_DEBUG("on_revoked: %s token %" PRIu64, simba_term_name(term), simba_term_token(term));
+}
+
+int cli_run(cli_common_t *common, int argc, char **argv) {
+  options_t o;
+  memset(&o, 0, sizeof o);
+  int status = parse(common, argc, argv, true, &o);
+  if (status >= 0) return status;
+  status = EXIT_SIMBA_FAILED;
+
+  const int signal_fd = cli_signals_install();
+  int handoff[2] = {-1, -1};
+  if (signal_fd < 0 || pipe2(handoff, O_CLOEXEC | O_NONBLOCK) != 0) {
+    LOG_ERROR("cannot set up signals: %s", strerror(errno));
+    return EXIT_SIMBA_FAILED;
+  }
+  simba_client_t *c = cli_open_client(common);
+  if (!c) return EXIT_SIMBA_FAILED;
+  simba_election_t *e = NULL;
+  const simba_listener_t l = {on_elected, on_revoked, &handoff[1]};
+  if (simba_election_start(&e, c, o.name, &l) != SIMBA_OK) {
+    LOG_ERROR("cannot contend for %s: %s", o.name, simba_last_error());
+    simba_client_close(c);
+    return EXIT_SIMBA_FAILED;
+  }
+  LOG_INFO("contending for %s", o.name);
+  int signo = 0;
+  for (;;) {
+    handoff_t h;
+    if (!wait_handoff(handoff[0], signal_fd, &h, &signo)) break;
+    simba_term_t *term = h.term;
+    if (!simba_term_is_valid(term)) {
+      simba_term_release(term); /* ended before we could start: nothing ran */
+      continue;
+    }
+    LOG_INFO("leading %s with token %" PRIu64 " (%" PRId64 " ms left): starting %s", o.name,
+             simba_term_token(term), simba_term_remaining_ms(term), o.cmd[0]);
+    cli_child_t child;
+    const int rc = cli_child_start(&child, o.cmd, term);
+    if (rc != 0) {
+      simba_term_release(term);
+      status = rc;
+      break;
+    }
+    const cli_work_end_t end = cli_supervise(&child, term, o.grace_ms, signal_fd, &signo);
+    const int code = cli_child_exit_code(&child);
+    const bool still_valid = simba_term_is_valid(term) != 0;
+    LOG_INFO("%s exited with status %d (%s)", o.cmd[0], code,
+             end == CLI_WORK_DONE ? "while leading" : "stopped by simba");
+    simba_term_release(term);
+    if (signo) break;
+    if (o.once) {
+      status = code;
+      break;
+    }
+    if (still_valid) {
+      /* Hand the lease over (the command is done with it), then contend again. */
+      LOG_INFO("releasing %s; contending again in %" PRId64 " ms", o.name, o.cooldown_ms);
+      if (simba_election_step_down(e, o.cooldown_ms, NULL, NULL) != SIMBA_OK) {
+        LOG_ERROR("cannot step down: %s", simba_last_error());
+        break;
+      }
+    }
+  }
+  /* The command has exited: now release the lease (handover order). */
+  int64_t lease_ms = 10000;
+  simba_config_get_ms(common->cfg, "session.lease-duration", &lease_ms);
+  if (simba_election_stop_wait(e, lease_ms) != SIMBA_OK) {
+    LOG_WARN("stopping the election: %s", simba_last_error());
+  }
+  simba_election_free(e);
+  simba_client_close(c);
+  drain_handoffs(handoff[0]);
+  close(handoff[0]);
+  close(handoff[1]);
+  if (signo) {
+    LOG_INFO("stopped by signal %d; %s released", signo, o.name);
+    return EXIT_SIGNAL_BASE + signo;
+  }
+  return status;
+}
+
+/* --- lock ----------------------------------------------------------------- */
+
+static void on_lock(void *ud, int err, simba_term_t *term) { hand_off(*(int *)ud, err, term); }
+
+/* Best effort, for the timeout message: who holds `name` now. */
+static void log_holder(simba_client_t *c, const char *name) {
+  char *text = NULL;
+  const char *names[] = {name};
+  if (simba_client_inspect_json(c, names, 1, 1000, &text) != SIMBA_OK) return;
+  json_value_t *root = json_parse(text);
+  const json_value_t *leases = json_get(root, "leases");
+  if (leases && leases->type == JSON_ARRAY && leases->count == 1) {
+    const json_value_t *l = &leases->items[0];
+    const json_value_t *remaining = json_get(l, "remaining_ms");
+    if (json_get(l, "holder") && json_get(l, "holder")->type == JSON_STRING) {
+      LOG_INFO("%s is held by session %s (client \"%s\"), %.0f ms left", name,
+               json_string(l, "holder"), json_string(l, "holder_client"),
+               remaining && remaining->type == JSON_NUMBER ? remaining->number : -1.0);
+    } else {
+      LOG_INFO("%s is free now", name);
+    }
+  }
+  json_free(root);
+  simba_free(text);
+}
+
+int cli_lock(cli_common_t *common, int argc, char **argv) {
+  options_t o;
+  memset(&o, 0, sizeof o);
+  int status = parse(common, argc, argv, false, &o);
+  if (status >= 0) return status;
+
+  const int signal_fd = cli_signals_install();
+  int handoff[2] = {-1, -1};
+  if (signal_fd < 0 || pipe2(handoff, O_CLOEXEC | O_NONBLOCK) != 0) {
+    LOG_ERROR("cannot set up signals: %s", strerror(errno));
+    return EXIT_SIMBA_FAILED;
+  }
+  simba_client_t *c = cli_open_client(common);
+  if (!c) return EXIT_SIMBA_FAILED;
+  status = EXIT_SIMBA_FAILED;
+  int signo = 0;
+  handoff_t h = {SIMBA_ECANCELED, NULL};
+  if (simba_lock_acquire_async(c, o.name, o.timeout_ms, on_lock, &handoff[1]) != SIMBA_OK) {
+    LOG_ERROR("cannot wait for the lock %s: %s", o.name, simba_last_error());
+  } else if (!wait_handoff(handoff[0], signal_fd, &h, &signo)) {
+    LOG_INFO("stopped by signal %d while waiting for the lock %s", signo, o.name);
+    status = EXIT_SIGNAL_BASE + signo;
+  } else if (h.err == SIMBA_ETIMEDOUT) {
+    LOG_ERROR("timed out after %" PRId64 " ms waiting for the lock %s", o.timeout_ms, o.name);
+    log_holder(c, o.name);
+    status = EXIT_LOCK_TIMEOUT;
+  } else if (h.err != SIMBA_OK) {
+    LOG_ERROR("cannot acquire the lock %s: %s", o.name, simba_strerror(h.err));
+  } else {
+    simba_term_t *term = h.term;
+    LOG_INFO("holding the lock %s with token %" PRIu64 " (%" PRId64 " ms left): starting %s",
+             o.name, simba_term_token(term), simba_term_remaining_ms(term), o.cmd[0]);
+    cli_child_t child;
+    status = cli_child_start(&child, o.cmd, term);
+    if (status == 0) {
+      cli_supervise(&child, term, o.grace_ms, signal_fd, &signo);
+      status = cli_child_exit_code(&child);
+      LOG_INFO("%s exited with status %d; releasing the lock %s", o.cmd[0], status, o.name);
+    }
+    simba_lock_release(term); /* waits for the backend: the lock is free on return */
+    if (signo) status = EXIT_SIGNAL_BASE + signo;
+  }
+  simba_client_close(c); /* cancels a wait still pending */
+  drain_handoffs(handoff[0]);
+  close(handoff[0]);
+  close(handoff[1]);
+  return status;
+}
