@@ -578,6 +578,84 @@ SIMBA_API int simba_lock_release(simba_term_t *term);
 
 /** @} */
 
+/* ------------------------------------------------------------------------- */
+/** @name Leader work
+ * A task is an election whose terms run work on a thread of their own. Its
+ * stop and step-down follow the handover order: the term is revoked (work sees
+ * simba_term_is_valid() false, simba_term_wait_revoked() returns, the revoke fd
+ * becomes readable), then the engine waits until the work returned or the
+ * term's local deadline as it was at the stop passed (whichever comes first),
+ * then releases the lease with the token, then completes the stop. Meanwhile
+ * the lease stays held, so no other node starts the same work. A term lost any
+ * other way (deadline, take-over, session expiry) is not waited for.
+ */
+/** @{ */
+
+/** Opaque task handle. */
+typedef struct simba_task simba_task_t;
+
+/** Leader work: @p term is valid when it starts, borrowed for the call. */
+typedef void (*simba_work_fn)(void *ud, simba_term_t *term);
+
+/**
+ * @brief Contend for @p name; each time this node is elected, run
+ *        `work(ud, term)` on a thread of its own. When work returns while the
+ *        term is still valid, the lease is released (the term revoked with
+ *        STEPPED_DOWN) and the task contends again.
+ *
+ * Work should check simba_term_ensure_valid() before each step and pass
+ * simba_term_token() with each write, and return soon after the term is
+ * revoked: work that ignores revocation delays a stop's handover by up to the
+ * term's remaining time, never longer.
+ * @param[out] out the task; simba_task_close() it.
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL argument, bad lease name); SIMBA_ESTATE
+ *         (@p name is already started or locked on this client); SIMBA_ECLOSED;
+ *         SIMBA_ENOMEM.
+ */
+SIMBA_API int simba_run_while_leader(simba_task_t **out, simba_client_t *c, const char *name,
+                                     simba_work_fn work, void *ud);
+
+/**
+ * @brief Contend for @p name; while leader, call `run(ud, term)` after
+ *        @p initial_delay_ms and then with a fixed delay of @p period_ms
+ *        between the end of one run and the start of the next. A run that would
+ *        start on a revoked term does not start. Runs of one term are on one
+ *        thread; a new term starts again with the initial delay.
+ * @return as simba_run_while_leader(); SIMBA_EINVAL also for a negative
+ *         @p initial_delay_ms or a @p period_ms <= 0.
+ */
+SIMBA_API int simba_schedule(simba_task_t **out, simba_client_t *c, const char *name,
+                             int64_t initial_delay_ms, int64_t period_ms, simba_work_fn run,
+                             void *ud);
+
+/**
+ * @brief Stop the task: revoke the term (STOPPED), wait for its work (handover
+ *        order), release the lease with the token, then call @p done.
+ * @param[in] done may be NULL; runs on the callback executor.
+ * @return SIMBA_OK; SIMBA_EINVAL (t is NULL); SIMBA_ESTATE (already stopping or
+ *         stopped: done is not called).
+ */
+SIMBA_API int simba_task_stop(simba_task_t *t, simba_done_fn done, void *ud);
+
+/**
+ * @brief Step down: revoke the term (STEPPED_DOWN), wait for its work, release,
+ *        and do not contend for @p cooldown_ms counted from now.
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL t, negative cooldown); SIMBA_ESTATE (stopped).
+ */
+SIMBA_API int simba_task_step_down(simba_task_t *t, int64_t cooldown_ms, simba_done_fn done,
+                                   void *ud);
+
+/**
+ * @brief Stop the task, wait until the stop completed and every run of its work
+ *        returned, and free the handle. Called from a callback, from leader work
+ *        or from the loop thread it starts the stop, frees the handle and
+ *        returns at once (waiting there would wait for itself). NULL is a no-op.
+ * @return SIMBA_OK.
+ */
+SIMBA_API int simba_task_close(simba_task_t *t);
+
+/** @} */
+
 #ifdef __cplusplus
 }
 #endif

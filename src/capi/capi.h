@@ -25,6 +25,12 @@ struct simba_election {
   std::shared_ptr<simba::engine::Election> impl;
 };
 
+// A task: an election whose terms run leader work.
+struct simba_task {
+  std::shared_ptr<simba::engine::Client> client;
+  std::shared_ptr<simba::engine::Election> impl;
+};
+
 namespace simba::capi {
 
 // Records `detail` as this thread's last error and returns `code`.

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -439,6 +440,63 @@ TEST_P(Conformance, InspectShowsSessionsAndLeases) {
   EXPECT_EQ(simba_client_inspect_json(b, nullptr, 0, 1000, nullptr), SIMBA_EINVAL);
   EXPECT_EQ(simba_client_inspect_json(nullptr, nullptr, 0, 1000, &out), SIMBA_EINVAL);
   EXPECT_EQ(out, nullptr);
+}
+
+// Leader work and the handover order on every backend: a stop revokes the
+// term, waits for the work to exit, releases, and only then may another node's
+// work start; the next term's token is larger.
+namespace work {
+struct Log {
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> runs;  // [start, end] in mono ns
+  std::vector<uint64_t> tokens;
+};
+struct Ctx {
+  Log* log;
+  int64_t cleanup_ms;
+};
+void cooperative(void* ud, simba_term_t* t) {
+  auto* c = static_cast<Ctx*>(ud);
+  const int64_t start = mono_ns();
+  while (simba_term_wait_revoked(t, 1000) != SIMBA_OK) {
+  }
+  sleep_ms(c->cleanup_ms);  // finishing the step under way
+  std::lock_guard<std::mutex> lock(c->log->mu);
+  c->log->runs.emplace_back(start, mono_ns());
+  c->log->tokens.push_back(simba_term_token(t));
+}
+}  // namespace work
+
+TEST_P(Conformance, TaskStopWaitsForWorkThenHandsOver) {
+  const Timing t{2000, 400};
+  Client a, b;
+  OpenLive(a, t);
+  OpenLive(b, t);
+  work::Log log;
+  work::Ctx ca{&log, 150}, cb{&log, 0};
+  const std::string name = lease("task");
+  simba_task_t* ta = nullptr;
+  simba_task_t* tb = nullptr;
+  ASSERT_EQ(simba_run_while_leader(&ta, a, name.c_str(), work::cooperative, &ca), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return json_string(snapshot(a), "state") == "leader"; },
+                       5000 * slow_factor()));
+  ASSERT_EQ(simba_run_while_leader(&tb, b, name.c_str(), work::cooperative, &cb), SIMBA_OK);
+  sleep_ms(300);
+  EXPECT_NE(json_string(snapshot(b), "state"), "leader");
+  const int64_t stop_at = mono_ns();
+  ASSERT_EQ(simba_task_close(ta), SIMBA_OK);  // blocking: stop, work returned
+  const int64_t closed_at = mono_ns();
+  EXPECT_GE((closed_at - stop_at) / kMsNs, 140) << "close returned before the work exited";
+  // The release broadcast hands the lease over at once (well under the retry interval).
+  ASSERT_TRUE(wait_for([&] { return json_string(snapshot(b), "state") == "leader"; },
+                       5000 * slow_factor()));
+  EXPECT_LT((mono_ns() - closed_at) / kMsNs, 150 * slow_factor());
+  ASSERT_EQ(simba_task_close(tb), SIMBA_OK);
+  std::lock_guard<std::mutex> lock(log.mu);
+  ASSERT_EQ(log.runs.size(), 2u);
+  // b's work started only after a's ended: never two at once.
+  EXPECT_GE(log.runs[1].first, log.runs[0].second);
+  EXPECT_GT(log.tokens[1], log.tokens[0]);
 }
 
 TEST_P(Conformance, NeverTwoValidOwners) {

@@ -364,6 +364,42 @@ TEST_F(EngineFaults, InspectFailsClearly) {
   simba_free(json);
 }
 
+// A term lost other than by stop or step-down (here: the session expired on
+// the backend) is not waited for: the work is interrupted and the term revoked
+// at once, and the task contends again while the old work still winds down.
+namespace {
+struct DeafWork {
+  std::atomic<int> runs{0};
+  std::atomic<int64_t> saw_revoked_ns{0};
+  static void run(void* ud, simba_term_t* t) {
+    auto* w = static_cast<DeafWork*>(ud);
+    if (w->runs.fetch_add(1) > 0) return;  // later terms: return at once
+    while (simba_term_wait_revoked(t, 1000) != SIMBA_OK) {
+    }
+    w->saw_revoked_ns = mono_ns();
+    sleep_ms(1500);  // winds down slowly
+  }
+};
+}  // namespace
+
+TEST_F(EngineFaults, TermLostOtherwiseIsNotWaitedForWork) {
+  const Timing t{1000, 200};
+  Client c;
+  OpenLive(c, t);
+  DeafWork w;
+  simba_task_t* task = nullptr;
+  ASSERT_EQ(simba_run_while_leader(&task, c, lease("lost").c_str(), DeafWork::run, &w), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return w.runs.load() == 1; }, 5000 * slow_factor()));
+  const int64_t expired_at = mono_ns();
+  store().expire_session(session_id(c));
+  ASSERT_TRUE(wait_for([&] { return w.saw_revoked_ns.load() != 0; }, 3000 * slow_factor()));
+  EXPECT_LT((w.saw_revoked_ns.load() - expired_at) / kMsNs, t.renew_ms + 300 * slow_factor());
+  // A new session, a new term and a new run, while the first run still sleeps.
+  ASSERT_TRUE(wait_for([&] { return w.runs.load() >= 2; }, 3000 * slow_factor()));
+  EXPECT_LT((mono_ns() - w.saw_revoked_ns.load()) / kMsNs, 1500);
+  EXPECT_EQ(simba_task_close(task), SIMBA_OK);
+}
+
 TEST_F(EngineFaults, SessionExpiredOnTheBackend) {
   const Timing t{1000, 200};
   EventLog log;

@@ -37,11 +37,11 @@
 #include <vector>
 
 #include "backend/redis/uv_hiredis.h"
+#include "core/log_level.h"
 
 namespace simba {
 namespace {
 
-constexpr int kLogDebug = 0, kLogInfo = 1, kLogWarn = 2;
 
 // KEYS[1] session key; ARGV[1] lease ms, ARGV[2] value (client name).
 // Returns the PTTL, or -1 if the id is taken.
