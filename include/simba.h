@@ -443,7 +443,9 @@ typedef void (*simba_revoked_fn)(void *ud, simba_term_t *t, simba_revoke_reason_
 SIMBA_API int simba_term_on_revoked(simba_term_t *t, simba_revoked_fn fn, void *ud);
 
 /**
- * @brief Sleep until the term is revoked (an interruptible sleep for leader work).
+ * @brief Sleep until the term is revoked or stops being valid (its deadline
+ *        passed, even before the engine revoked it): an interruptible sleep for
+ *        leader work.
  * @param[in] timeout_ms negative waits without bound.
  * @return SIMBA_OK once revoked; SIMBA_ETIMEDOUT; SIMBA_EINVAL (t is NULL).
  */
@@ -570,7 +572,8 @@ SIMBA_API int simba_lock_acquire_async(simba_client_t *c, const char *name, int6
  * @brief Release a lock: revoke the term (STOPPED), release the lease with the
  *        term's token, and drop the caller's reference. Waits for the backend's
  *        answer (at most one renew period), so the lease is free on return, except
- *        when called from a callback or the loop thread, where it does not wait.
+ *        when called from a callback, leader work or the loop thread, where it
+ *        does not wait.
  *        Releasing an already revoked lock only drops the reference.
  * @return SIMBA_OK; SIMBA_EINVAL (NULL, or not a lock term).
  */
@@ -627,6 +630,33 @@ SIMBA_API int simba_run_while_leader(simba_task_t **out, simba_client_t *c, cons
 SIMBA_API int simba_schedule(simba_task_t **out, simba_client_t *c, const char *name,
                              int64_t initial_delay_ms, int64_t period_ms, simba_work_fn run,
                              void *ud);
+
+/**
+ * @brief Join the partition group @p group: partitions `GROUP.0` ..
+ *        `GROUP.N-1` (N = @p partitions) are spread over the members that
+ *        joined, and `work(ud, term)` runs for each partition this member
+ *        leads, like simba_run_while_leader() (the partition is
+ *        simba_term_name()).
+ *
+ * Members find each other through the backend (each holds a member lock
+ * `GROUP.member.K`). About once per renew interval each member reads the
+ * backend and aims at its fair share: ⌈N / members⌉ for the first N mod m
+ * members (by member lock), ⌊N / members⌋ for the others. A member above its
+ * share hands the excess over in handover order (a joining member gets work
+ * only after the old holder's work exited); a member below it takes free
+ * partitions, including those of a member that left or died (after its session
+ * expired). Only excess partitions move. Safety does not depend on the
+ * balancing: each partition is a lease with one valid holder at a time. A
+ * member beyond N holds nothing until a member lock frees.
+ * simba_task_step_down() leaves the group for the cooldown; simba_task_stop()
+ * and simba_task_close() leave it for good. Their done runs on the group's own
+ * thread.
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL argument, @p partitions 0 or above
+ *         10000, a group name for which `GROUP.member.N` breaks the lease-name
+ *         rule); SIMBA_ECLOSED; SIMBA_ENOMEM.
+ */
+SIMBA_API int simba_group_join(simba_task_t **out, simba_client_t *c, const char *group,
+                               uint32_t partitions, simba_work_fn work, void *ud);
 
 /**
  * @brief Stop the task: revoke the term (STOPPED), wait for its work (handover

@@ -60,9 +60,27 @@ int simba_schedule(simba_task_t** out, simba_client_t* c, const char* name,
   });
 }
 
+int simba_group_join(simba_task_t** out, simba_client_t* c, const char* group,
+                     uint32_t partitions, simba_work_fn work, void* ud) {
+  return guarded([&]() -> int {
+    if (!out) return fail(SIMBA_EINVAL, "simba_group_join: out is NULL");
+    *out = nullptr;
+    if (!c || !work) return fail(SIMBA_EINVAL, "simba_group_join: NULL argument");
+    if (!simba::capi::valid_name(group)) return SIMBA_EINVAL;
+    auto handle = std::make_unique<simba_task>();
+    handle->client = c->impl;
+    const int rc = result(simba::engine::Group::join(
+        c->impl, group, partitions, [work, ud](simba_term* t) { work(ud, t); }, &handle->group));
+    if (rc != SIMBA_OK) return rc;
+    *out = handle.release();
+    return SIMBA_OK;
+  });
+}
+
 int simba_task_stop(simba_task_t* t, simba_done_fn done, void* ud) {
   return guarded([&]() -> int {
     if (!t) return fail(SIMBA_EINVAL, "simba_task_stop: task is NULL");
+    if (t->group) return result(t->group->stop(done_fn(done, ud)));
     return result(t->client->stop_election(t->impl, done_fn(done, ud)));
   });
 }
@@ -71,6 +89,7 @@ int simba_task_step_down(simba_task_t* t, int64_t cooldown_ms, simba_done_fn don
   return guarded([&]() -> int {
     if (!t) return fail(SIMBA_EINVAL, "simba_task_step_down: task is NULL");
     if (cooldown_ms < 0) return fail(SIMBA_EINVAL, "simba_task_step_down: negative cooldown");
+    if (t->group) return result(t->group->step_down(simba::ms(cooldown_ms), done_fn(done, ud)));
     return result(t->client->step_down(t->impl, simba::ms(cooldown_ms), done_fn(done, ud)));
   });
 }
@@ -79,6 +98,10 @@ int simba_task_close(simba_task_t* t) {
   return guarded([&]() -> int {
     if (!t) return SIMBA_OK;
     std::unique_ptr<simba_task> handle(t);
+    if (handle->group) {
+      handle->group->close();  // does not wait where it would wait for itself
+      return SIMBA_OK;
+    }
     if (!handle->client->may_close_block()) {
       // From a callback, leader work or the loop: start the stop and let it
       // finish on its own; the work's threads keep what they use alive.

@@ -461,8 +461,8 @@ Result Client::snapshot_json(std::string* out) {
   return r;
 }
 
-Result Client::inspect_json(const std::vector<std::string>& names, int64_t timeout_ms,
-                            std::string* out) {
+Result Client::inspect(const std::vector<std::string>& names, int64_t timeout_ms,
+                       InspectReply* out, std::string* own_session) {
   if (!may_block()) {
     return {kEWouldBlock,
             "simba_client_inspect_json would wait for itself here (callback or loop thread)"};
@@ -497,6 +497,16 @@ Result Client::inspect_json(const std::vector<std::string>& names, int64_t timeo
   if (reply->outcome != Outcome::kOk) {
     return {kEBackend, "the backend could not be read: " + reply->error};
   }
+  *out = std::move(*reply);
+  *own_session = std::move(*own);
+  return Result::ok();
+}
+
+Result Client::inspect_json(const std::vector<std::string>& names, int64_t timeout_ms,
+                            std::string* out) {
+  auto reply = std::make_shared<InspectReply>();
+  auto own = std::make_shared<std::string>();
+  if (Result r = inspect(names, timeout_ms, reply.get(), own.get()); r.code != kOk) return r;
   std::map<std::string, const SessionInfo*> by_id;
   for (const SessionInfo& si : reply->sessions) by_id[si.id] = &si;
   std::string s = "{\"backend\":" + json_quote(url_redacted_) + ",\"sessions\":[";

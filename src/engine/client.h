@@ -100,6 +100,15 @@ class Election {
   const std::string& name() const { return name_; }
   // Blocks until every run of a task's work returned.
   void wait_for_work() const { work_count->wait_idle(); }
+  // Its stop completed and no run of its work is left: nothing more to wait for.
+  bool finished() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!stopped) return false;
+    }
+    std::lock_guard<std::mutex> lock(work_count->mu);
+    return work_count->running == 0;
+  }
 
  private:
   friend class Client;
@@ -141,8 +150,11 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   SessionStatus status() const { return static_cast<SessionStatus>(status_.load()); }
   Result wait_live(int64_t timeout_ms);
   Result snapshot_json(std::string* out);
-  // Blocks until the backend answers inspect() (sessions and leases, as JSON)
-  // or `timeout_ms` passed.
+  // Blocks until the backend answers inspect() or `timeout_ms` passed;
+  // `own_session` is this client's session id (empty while it has none).
+  Result inspect(const std::vector<std::string>& names, int64_t timeout_ms, InspectReply* out,
+                 std::string* own_session);
+  // The same, as the JSON of simba_client_inspect_json.
   Result inspect_json(const std::vector<std::string>& names, int64_t timeout_ms,
                       std::string* out);
   Result set_event_sink(EventFn fn);

@@ -499,6 +499,46 @@ TEST_P(Conformance, TaskStopWaitsForWorkThenHandsOver) {
   EXPECT_GT(log.tokens[1], log.tokens[0]);
 }
 
+// Partition groups: members joining and leaving; at every instant each
+// partition has at most one valid holder, and after settling each member holds
+// floor(N/m) or ceil(N/m).
+TEST_P(Conformance, PartitionGroupBalancesAsMembersJoinAndLeave) {
+  const Timing t{1000, 200};
+  constexpr int kN = 7;
+  const std::string group = lease("group");
+  GroupProbe probe;
+  Client c[3];
+  simba_task_t* task[3] = {nullptr, nullptr, nullptr};
+  for (auto& client : c) OpenLive(client, t);
+  auto join = [&](int i) {
+    ASSERT_EQ(simba_group_join(&task[i], c[i], group.c_str(), kN, GroupProbe::work,
+                               probe.member(i)),
+              SIMBA_OK)
+        << simba_last_error();
+  };
+  const int64_t settle = 10'000 * slow_factor();
+  join(0);
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({0}, kN); }, settle)) << probe.dump();
+  join(1);
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({0, 1}, kN); }, settle)) << probe.dump();
+  join(2);
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({0, 1, 2}, kN); }, settle)) << probe.dump();
+  // Settled: nothing moves any more.
+  const int starts = probe.starts();
+  sleep_ms(600);
+  EXPECT_EQ(probe.starts(), starts) << "partitions moved while balanced: " << probe.dump();
+  // A member leaves (close: its partitions are handed over in handover order).
+  ASSERT_EQ(simba_task_close(task[1]), SIMBA_OK);
+  task[1] = nullptr;
+  EXPECT_EQ(probe.held(1), 0);
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({0, 2}, kN); }, settle)) << probe.dump();
+  ASSERT_EQ(simba_task_step_down(task[0], 30'000, nullptr, nullptr), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({2}, kN); }, settle)) << probe.dump();
+  EXPECT_EQ(probe.violations(), 0);
+  for (auto* tk : task) EXPECT_EQ(simba_task_close(tk), SIMBA_OK);
+  EXPECT_EQ(probe.violations(), 0);
+}
+
 TEST_P(Conformance, NeverTwoValidOwners) {
   const Timing t{600, 200};
   const std::string name = lease("exclusive");
