@@ -53,7 +53,9 @@ start_redis() {
 simba_redis_pong() { [[ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" == PONG ]]; }
 
 # A throwaway PostgreSQL: initdb into the temp dir, 127.0.0.1 only, a free port,
-# its unix socket in the temp dir, no fsync (the data dies with the run), and
+# its unix socket in the temp dir, no fsync (the data dies with the run; a
+# process crash loses nothing written to the OS), synchronous_commit=off on
+# purpose (Simba turns it on for its own connections; the tests prove it), and
 # TLS with a self-signed certificate made here (for the sslmode tests).
 # PostgreSQL refuses to run as root: as root, initdb and the server run as the
 # `postgres` system user (setpriv replaces itself with the server, so $! is
@@ -124,8 +126,17 @@ stop_servers() {
     simba_wait_pid_gone "$pid" 10 || kill -9 "$pid" 2>/dev/null || true
   done
   SIMBA_SERVER_PIDS=()
-  unset SIMBA_TEST_REDIS_URL SIMBA_TEST_POSTGRES_URL SIMBA_TEST_POSTGRES_CA
   if [[ -n "$SIMBA_SERVERS_DIR" && -d "$SIMBA_SERVERS_DIR" ]]; then
+    # PostgreSQL servers a test binary started under this dir and left behind
+    # (it died before stopping them): their pid is the first line of postmaster.pid.
+    local f
+    for f in "$SIMBA_SERVERS_DIR"/*/data/postmaster.pid; do
+      [[ -f "$f" ]] || continue
+      pid=$(head -n 1 "$f" 2>/dev/null || true)
+      [[ "$pid" =~ ^[0-9]+$ ]] || continue
+      kill -INT "$pid" 2>/dev/null || continue
+      simba_wait_pid_gone "$pid" 10 || kill -9 "$pid" 2>/dev/null || true
+    done
     rm -rf "$SIMBA_SERVERS_DIR"
   fi
   SIMBA_SERVERS_DIR=""

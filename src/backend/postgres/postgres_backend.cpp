@@ -50,6 +50,16 @@ constexpr uint64_t kTagSetTimeout = kTagInternal + 1;
 constexpr uint64_t kTagVersion = kTagInternal + 2;
 constexpr uint64_t kTagDdl = kTagInternal + 3;
 constexpr uint64_t kTagListen = kTagInternal + 4;
+constexpr uint64_t kTagSyncCommit = kTagInternal + 5;
+
+// A commit with synchronous_commit=off is acknowledged before its WAL is
+// written, so a server crash can lose a granted term and hand its token out
+// again. The setting may be off for the role or the database: our own
+// connections turn it back on (`local` and the synchronous-replication levels
+// are kept).
+constexpr char kSyncCommitSql[] =
+    "SELECT set_config('synchronous_commit', 'on', false) WHERE "
+    "current_setting('synchronous_commit') = 'off'";
 
 // SQLSTATEs that mean the schema (or part of it) is missing.
 bool schema_missing(const std::string& sqlstate) {
@@ -624,6 +634,8 @@ class PostgresBackend final : public Backend {
   }
 
   void cmd_connected() {
+    // Ahead of everything else on this connection (one query at a time, in order).
+    cmd_->send(kTagSyncCommit, kSyncCommitSql, {});
     if (schema_ok_) {
       cmd_setup_done();
     } else {
@@ -659,6 +671,17 @@ class PostgresBackend final : public Backend {
   void cmd_result(uint64_t tag, const PGresult* r) {
     if (tag == kTagSetTimeout) {
       if (!result_ok(r)) log(kLogWarn, "cannot set statement_timeout: " + result_error(r));
+      return;
+    }
+    if (tag == kTagSyncCommit) {
+      if (!result_ok(r)) {
+        log(kLogWarn, "cannot check synchronous_commit: " + result_error(r));
+      } else if (PQntuples(r) > 0 && !sync_commit_warned_) {
+        sync_commit_warned_ = true;
+        log(kLogWarn,
+            "synchronous_commit is off for this role or database: Simba turns it on for its "
+            "own connections (a commit lost in a crash could hand a token out twice)");
+      }
       return;
     }
     if (tag == kTagVersion) {
@@ -809,6 +832,7 @@ class PostgresBackend final : public Backend {
   uint64_t cmd_gen_ = 0;       // bumped per command connection and when it is dropped
   int64_t stmt_timeout_ms_ = -1;  // the command connection's statement_timeout
   bool schema_ok_ = false;     // the schema was found (or made) at our version
+  bool sync_commit_warned_ = false;
   std::vector<uint64_t> unsent_;  // calls waiting for the connection
   int failures_ = 0;              // consecutive connection failures
   uint64_t retry_at_ = 0;         // loop ms before which no reconnect is tried

@@ -3,7 +3,8 @@
 namespace simba {
 namespace {
 
-// @S@ = the quoted schema, @CHANNEL@ = the release channel, @KEY@ = the
+// @S@ = the quoted schema, @NAME@ = its name as a string literal's content
+// (the URL parser admits [A-Za-z0-9_] only), @CHANNEL@ = the release channel, @KEY@ = the
 // advisory lock key.
 //
 // Concurrency, under READ COMMITTED (each statement of a plpgsql function
@@ -20,7 +21,15 @@ namespace {
 // Time is the server's clock_timestamp(); remaining times are milliseconds,
 // rounded down.
 constexpr char kDdl[] = R"sql(SELECT pg_advisory_xact_lock(@KEY@);
-CREATE SCHEMA IF NOT EXISTS @S@;
+-- Only when missing: CREATE SCHEMA IF NOT EXISTS would still need the CREATE
+-- privilege on the database.
+DO $simba$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = '@NAME@') THEN
+    CREATE SCHEMA @S@;
+  END IF;
+END
+$simba$;
 CREATE TABLE IF NOT EXISTS @S@.simba_schema_version (
   version integer PRIMARY KEY,
   applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
@@ -197,6 +206,7 @@ std::string replace_all(std::string text, const std::string& from, const std::st
 
 std::string expand(const std::string& text, const std::string& schema) {
   std::string out = replace_all(text, "@S@", pg_quote_ident(schema));
+  out = replace_all(std::move(out), "@NAME@", schema);
   out = replace_all(std::move(out), "@CHANNEL@", pg_released_channel(schema));
   return replace_all(std::move(out), "@KEY@", std::to_string(pg_schema_lock_key(schema)));
 }

@@ -170,6 +170,24 @@ bool parse_postgres_url(const std::string& url, PostgresUrl* out, std::string* e
   }
   PQconninfoFree(opts);
   r.password = r.option("password");
+  // libpq checks ports only when it connects: refuse a bad one now.
+  const std::string ports = r.option("port");
+  for (size_t start = 0; !ports.empty() && start <= ports.size();) {
+    size_t comma = ports.find(',', start);
+    if (comma == std::string::npos) comma = ports.size();
+    const std::string p = ports.substr(start, comma - start);
+    long v = 0;
+    bool ok = p.size() <= 5;
+    for (char c : p) {
+      ok = ok && std::isdigit(static_cast<unsigned char>(c));
+      v = v * 10 + (c - '0');
+    }
+    if (!ok || (!p.empty() && (v < 1 || v > 65535))) {
+      *error = "postgresql URL " + shown + ": a port must be a number from 1 to 65535";
+      return false;
+    }
+    start = comma + 1;
+  }
   *out = std::move(r);
   return true;
 }

@@ -31,6 +31,9 @@ bool UvPq::start(const std::vector<std::pair<std::string, std::string>>& options
     *why = pq_error();
     return false;
   }
+  // libpq prints notices (e.g. "... already exists, skipping") on stderr by
+  // default: a library must not.
+  PQsetNoticeProcessor(pg_, [](void*, const char*) {}, nullptr);
   state_ = State::kConnecting;
   // The first step waits until the socket is writable (the TCP connect done).
   if (!watch(UV_WRITABLE)) {
