@@ -12,6 +12,8 @@
 // at exit. PostgreSQL is poked with a plain synchronous libpq connection.
 #ifdef SIMBA_WITH_POSTGRES
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
 #include <netinet/in.h>
@@ -19,8 +21,6 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <dirent.h>
-#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -102,7 +102,9 @@ class PgSync {
     keys.push_back(nullptr);
     values.push_back(nullptr);
     c_ = PQconnectdbParams(keys.data(), values.data(), 0);
-    if (c_) PQsetNoticeProcessor(c_, [](void*, const char*) {}, nullptr);
+    if (c_)
+      PQsetNoticeProcessor(
+          c_, [](void*, const char*) {}, nullptr);
   }
   ~PgSync() {
     if (c_) PQfinish(c_);
@@ -141,7 +143,8 @@ class PgSync {
     if (PQresultStatus(r) == PGRES_TUPLES_OK) {
       for (int i = 0; i < PQntuples(r); ++i) {
         std::string row;
-        for (int j = 0; j < PQnfields(r); ++j) row += (j ? "|" : "") + std::string(PQgetvalue(r, i, j));
+        for (int j = 0; j < PQnfields(r); ++j)
+          row += (j ? "|" : "") + std::string(PQgetvalue(r, i, j));
         out.push_back(row);
       }
     }
@@ -287,10 +290,21 @@ class OwnServer {
       if (as_postgres_) {
         args = {"setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", "--"};
       }
-      const std::vector<std::string> server = {
-          bindir_ + "/postgres", "-D", dir_ + "/data", "-p", port, "-k", dir_,
-          "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
-          "-c", "full_page_writes=off"};
+      const std::vector<std::string> server = {bindir_ + "/postgres",
+                                               "-D",
+                                               dir_ + "/data",
+                                               "-p",
+                                               port,
+                                               "-k",
+                                               dir_,
+                                               "-c",
+                                               "listen_addresses=127.0.0.1",
+                                               "-c",
+                                               "fsync=off",
+                                               "-c",
+                                               "synchronous_commit=off",
+                                               "-c",
+                                               "full_page_writes=off"};
       args.insert(args.end(), server.begin(), server.end());
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(&a[0]);
@@ -405,8 +419,8 @@ class OwnServer {
       return false;
     }
     PgSync admin(admin_url());
-    const std::string r = admin.q(std::string("CREATE ROLE simba_pw LOGIN PASSWORD '") +
-                                  kPassword + "'");
+    const std::string r =
+        admin.q(std::string("CREATE ROLE simba_pw LOGIN PASSWORD '") + kPassword + "'");
     if (!r.empty()) {
       why_ = "cannot create the test role: " + r;
       return false;
@@ -435,9 +449,9 @@ bool OwnServerEnvironment::used = false;
     ::testing::AddGlobalTestEnvironment(new OwnServerEnvironment);
 
 // The own server, or nullptr (the test is skipped with the reason).
-#define OWN_SERVER_OR_SKIP(var)                                                  \
-  OwnServerEnvironment::used = true;                                             \
-  OwnServer* var = OwnServer::get();                                             \
+#define OWN_SERVER_OR_SKIP(var)                                                          \
+  OwnServerEnvironment::used = true;                                                     \
+  OwnServer* var = OwnServer::get();                                                     \
   if (!var->usable()) GTEST_SKIP() << "no PostgreSQL server of our own: " << var->why(); \
   OwnServer::Resume resume_##var(var)
 
@@ -484,14 +498,14 @@ TEST(PostgresUrl, DefaultsAndOurParametersTakenOut) {
 
 TEST(PostgresUrl, BadUrlsAreInvalidAndNeverShowThePassword) {
   const char* bad[] = {
-      "postgresql://u:hunter2@h/db?schema=",             // empty schema
-      "postgresql://u:hunter2@h/db?schema=a-b",          // not an identifier
-      "postgresql://u:hunter2@h/db?schema=1abc",         // starts with a digit
-      "postgresql://u:hunter2@h/db?schema=a%22b",        // a quote
+      "postgresql://u:hunter2@h/db?schema=",       // empty schema
+      "postgresql://u:hunter2@h/db?schema=a-b",    // not an identifier
+      "postgresql://u:hunter2@h/db?schema=1abc",   // starts with a digit
+      "postgresql://u:hunter2@h/db?schema=a%22b",  // a quote
       "postgresql://u:hunter2@h/db?create=maybe",
-      "postgresql://u:hunter2@h/db?nosuchoption=1",      // libpq refuses
-      "postgresql://u:hunter2%zz@h/db",                  // bad escape in the password
-      "postgresql://h/db?password=hunter2&bogus=1",      // password in the query
+      "postgresql://u:hunter2@h/db?nosuchoption=1",  // libpq refuses
+      "postgresql://u:hunter2%zz@h/db",              // bad escape in the password
+      "postgresql://h/db?password=hunter2&bogus=1",  // password in the query
       "postgresql://u:hunter2@h:port/db",
       "postgresql://u:hunter2@h:0/db",
       "postgresql://u:hunter2@h1:5432,h2:99999/db",
@@ -582,13 +596,13 @@ TEST_F(PostgresShared, CreatesItsSchemaOnFirstUse) {
   const std::string q = "\"" + schema + "\"";
   EXPECT_EQ(s.q("SELECT max(version) FROM " + q + ".simba_schema_version"),
             std::to_string(simba::kPostgresSchemaVersion));
-  EXPECT_EQ(s.q("SELECT session_id::text || ':' || token FROM " + q +
-                    ".simba_lease WHERE name = $1",
-                {name}),
-            session_id(c) + ":" + std::to_string(e.last_elected().token));
-  EXPECT_EQ(s.q("SELECT count(*) FROM " + q + ".simba_session WHERE id = $1::uuid",
-                {session_id(c)}),
-            "1");
+  EXPECT_EQ(
+      s.q("SELECT session_id::text || ':' || token FROM " + q + ".simba_lease WHERE name = $1",
+          {name}),
+      session_id(c) + ":" + std::to_string(e.last_elected().token));
+  EXPECT_EQ(
+      s.q("SELECT count(*) FROM " + q + ".simba_session WHERE id = $1::uuid", {session_id(c)}),
+      "1");
   // Nothing of it in public.
   EXPECT_EQ(s.q("SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = "
                 "'simba_lease' AND EXISTS (SELECT 1 FROM public.simba_lease WHERE name = $1)",
@@ -648,8 +662,7 @@ TEST_F(PostgresShared, ClientsRacingToCreateTheSchemaAllSucceed) {
   PgSync s(url_);
   ASSERT_TRUE(s.ok()) << s.error();
   EXPECT_EQ(s.q("SELECT count(*) FROM \"" + schema + "\".simba_schema_version"), "1");
-  EXPECT_EQ(s.q("SELECT count(*) FROM \"" + schema + "\".simba_session"),
-            std::to_string(kClients));
+  EXPECT_EQ(s.q("SELECT count(*) FROM \"" + schema + "\".simba_session"), std::to_string(kClients));
   for (auto* c : clients) simba_client_close(c);
   s.q("DROP SCHEMA \"" + schema + "\" CASCADE");
 }
@@ -695,9 +708,9 @@ TEST_F(PostgresShared, RewrittenHolderEndsTheTermWithTakenOver) {
   ASSERT_TRUE(s.ok()) << s.error();
   const std::string intruder = s.q("SELECT gen_random_uuid()::text");
   ASSERT_EQ(s.q("SELECT public.simba_open($1::uuid, 60000, 'intruder')", {intruder}), "60000");
-  ASSERT_EQ(s.q("UPDATE public.simba_lease SET session_id = $1::uuid WHERE name = $2",
-                {intruder, name}),
-            "");
+  ASSERT_EQ(
+      s.q("UPDATE public.simba_lease SET session_id = $1::uuid WHERE name = $2", {intruder, name}),
+      "");
   ASSERT_TRUE(e.wait_revoked(1, 3000 * slow_factor()));
   EXPECT_EQ(e.last_revoked().reason, SIMBA_REVOKE_TAKEN_OVER);
   EXPECT_FALSE(simba_term_is_valid(e.last_elected().term));
@@ -726,9 +739,9 @@ TEST_F(PostgresShared, HungStatementIsCutAtTheCallTimeout) {
   ASSERT_TRUE(locker.ok() && watcher.ok()) << locker.error();
   ASSERT_EQ(locker.q("BEGIN"), "");
   const int64_t locked_at = mono_ns();
-  ASSERT_EQ(locker.q("SELECT id::text FROM public.simba_session WHERE id = $1::uuid FOR UPDATE",
-                     {sid}),
-            sid);
+  ASSERT_EQ(
+      locker.q("SELECT id::text FROM public.simba_session WHERE id = $1::uuid FOR UPDATE", {sid}),
+      sid);
   // A keep-alive now waits for the lock...
   const std::string waiting =
       "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE "
@@ -838,9 +851,10 @@ TEST_F(PostgresShared, RacingAcquiresNeverBothWinNorRepeatAToken) {
                 "1");
     } else {
       // The holder's session expires; a new session replaces it.
-      admin.q("UPDATE public.simba_session SET expires_at = clock_timestamp() - interval '1 "
-              "second' WHERE id = $1::uuid",
-              {sessions[winner]});
+      admin.q(
+          "UPDATE public.simba_session SET expires_at = clock_timestamp() - interval '1 "
+          "second' WHERE id = $1::uuid",
+          {sessions[winner]});
       sessions[winner] = admin.q("SELECT gen_random_uuid()::text");
       admin.q("SELECT public.simba_open($1::uuid, 600000, 'racer')", {sessions[winner]});
     }
@@ -911,8 +925,8 @@ TEST(PostgresOwn, PasswordsNeverInLogsOrSnapshots) {
     EXPECT_FALSE(c.logs.has(OwnServer::kPassword)) << c.logs.all();
   }
   {
-    const std::string url = server->admin_url().replace(13, 8, "simba_pw") + "?password=" +
-                            OwnServer::kPassword;
+    const std::string url =
+        server->admin_url().replace(13, 8, "simba_pw") + "?password=" + OwnServer::kPassword;
     LoggedClient c(url, {1000, 200});
     ASSERT_NE(c, nullptr) << simba_last_error();
     ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << c.logs.all();

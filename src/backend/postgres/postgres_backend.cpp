@@ -63,7 +63,8 @@ constexpr char kSyncCommitSql[] =
 
 // SQLSTATEs that mean the schema (or part of it) is missing.
 bool schema_missing(const std::string& sqlstate) {
-  return sqlstate == "42P01" /* undefined_table */ || sqlstate == "3F000" /* invalid_schema_name */ ||
+  return sqlstate == "42P01" /* undefined_table */ ||
+         sqlstate == "3F000" /* invalid_schema_name */ ||
          sqlstate == "42883" /* undefined_function */;
 }
 
@@ -76,7 +77,8 @@ std::string random_session_id() {
   for (int word = 0; word < 4; ++word) {
     const uint32_t bits = static_cast<uint32_t>(device());
     for (int shift = 28; shift >= 0; shift -= 4) {
-      if (id.size() == 8 || id.size() == 13 || id.size() == 18 || id.size() == 23) id.push_back('-');
+      if (id.size() == 8 || id.size() == 13 || id.size() == 18 || id.size() == 23)
+        id.push_back('-');
       id.push_back(kHex[(bits >> shift) & 0xfu]);
     }
   }
@@ -280,9 +282,8 @@ class PostgresBackend final : public Backend {
     drop_cmd();
     drop_listen();
     if (resolving_) uv_cancel(reinterpret_cast<uv_req_t*>(resolving_));
-    uv_close(reinterpret_cast<uv_handle_t*>(&listen_timer_), [](uv_handle_t* h) {
-      static_cast<PostgresBackend*>(h->data)->handle_closed();
-    });
+    uv_close(reinterpret_cast<uv_handle_t*>(&listen_timer_),
+             [](uv_handle_t* h) { static_cast<PostgresBackend*>(h->data)->handle_closed(); });
   }
 
  private:
@@ -340,7 +341,8 @@ class PostgresBackend final : public Backend {
   // An answer that is known before any I/O: delivered on a later loop turn.
   template <typename Fn>
   void fail_later(Duration timeout, Fn fn) {
-    Call* c = new_call({}, {}, timeout, [fn](const PGresult*, Outcome, const std::string&) { fn(); });
+    Call* c =
+        new_call({}, {}, timeout, [fn](const PGresult*, Outcome, const std::string&) { fn(); });
     preset(c, Outcome::kError, "");
   }
 
@@ -367,8 +369,7 @@ class PostgresBackend final : public Backend {
     return c;
   }
 
-  void start(const std::string& sql, std::vector<std::string> params, Duration timeout,
-             Done done) {
+  void start(const std::string& sql, std::vector<std::string> params, Duration timeout, Done done) {
     Call* c = new_call(sql, std::move(params), timeout, std::move(done));
     if (cmd_ready_) {
       dispatch(c);
@@ -456,8 +457,8 @@ class PostgresBackend final : public Backend {
     // waited for), so that a late answer can never be delivered, and reconnect
     // after a backoff. The server cancels the statement at its own
     // statement_timeout.
-    if (self->cmd_ && ((c->gen != 0 && c->gen == self->cmd_gen_) ||
-                       (c->gen == 0 && !self->cmd_ready_))) {
+    if (self->cmd_ &&
+        ((c->gen != 0 && c->gen == self->cmd_gen_) || (c->gen == 0 && !self->cmd_ready_))) {
       const uint64_t gen = self->cmd_gen_;
       const std::string why = c->gen != 0 ? "no answer within the call's timeout"
                                           : "connecting took longer than the call's timeout";
@@ -693,8 +694,8 @@ class PostgresBackend final : public Backend {
         cmd_setup_failed("cannot create the schema \"" + url_.schema + "\": " + result_error(r));
         return;
       }
-      log(kLogInfo, "schema \"" + url_.schema + "\" is at version " +
-                        std::to_string(kPostgresSchemaVersion));
+      log(kLogInfo,
+          "schema \"" + url_.schema + "\" is at version " + std::to_string(kPostgresSchemaVersion));
       schema_ok_ = true;
       cmd_setup_done();
       return;
@@ -727,8 +728,7 @@ class PostgresBackend final : public Backend {
     if (!missing && version >= kPostgresSchemaVersion) {
       if (version > kPostgresSchemaVersion) {
         log(kLogWarn, "schema \"" + url_.schema + "\" is at version " + std::to_string(version) +
-                          ", newer than this libsimba's " +
-                          std::to_string(kPostgresSchemaVersion) +
+                          ", newer than this libsimba's " + std::to_string(kPostgresSchemaVersion) +
                           " (migrations keep older clients working)");
       }
       schema_ok_ = true;
@@ -762,7 +762,8 @@ class PostgresBackend final : public Backend {
     const uint64_t gen = ++listen_gen_;
     UvPq::Handlers h;
     h.on_ready = [this, gen] {
-      if (gen == listen_gen_) listen_->send(kTagListen, "LISTEN " + pg_quote_ident(channel_), {}, true);
+      if (gen == listen_gen_)
+        listen_->send(kTagListen, "LISTEN " + pg_quote_ident(channel_), {}, true);
     };
     h.on_result = [this, gen](uint64_t, const PGresult* r) {
       if (gen != listen_gen_) return;
@@ -805,9 +806,9 @@ class PostgresBackend final : public Backend {
     if (closing_) return;
     ++listen_failures_;
     const uint64_t backoff = std::min<uint64_t>(2000, 50ull << std::min(listen_failures_, 6));
-    uv_timer_start(&listen_timer_, [](uv_timer_t* t) {
-      static_cast<PostgresBackend*>(t->data)->ensure_listen();
-    }, backoff, 0);
+    uv_timer_start(
+        &listen_timer_,
+        [](uv_timer_t* t) { static_cast<PostgresBackend*>(t->data)->ensure_listen(); }, backoff, 0);
   }
 
   uv_loop_t* loop_;
@@ -827,11 +828,11 @@ class PostgresBackend final : public Backend {
   // The options of the last connection made (also used by the listener).
   std::vector<std::pair<std::string, std::string>> options_;
 
-  UvPq* cmd_ = nullptr;        // the command connection (connecting, setting up, or ready)
-  bool cmd_ready_ = false;     // set up: calls go out at once
-  uint64_t cmd_gen_ = 0;       // bumped per command connection and when it is dropped
+  UvPq* cmd_ = nullptr;           // the command connection (connecting, setting up, or ready)
+  bool cmd_ready_ = false;        // set up: calls go out at once
+  uint64_t cmd_gen_ = 0;          // bumped per command connection and when it is dropped
   int64_t stmt_timeout_ms_ = -1;  // the command connection's statement_timeout
-  bool schema_ok_ = false;     // the schema was found (or made) at our version
+  bool schema_ok_ = false;        // the schema was found (or made) at our version
   bool sync_commit_warned_ = false;
   std::vector<uint64_t> unsent_;  // calls waiting for the connection
   int failures_ = 0;              // consecutive connection failures

@@ -240,7 +240,8 @@ std::string pg_schema_script(const std::string& schema) {
   return "-- Simba schema version " + std::to_string(kPostgresSchemaVersion) + " in schema " +
          pg_quote_ident(schema) +
          ".\n-- Apply with psql -f FILE (one transaction); clients then run with create=false.\n"
-         "BEGIN;\n" + pg_schema_ddl(schema) + "COMMIT;\n";
+         "BEGIN;\n" +
+         pg_schema_ddl(schema) + "COMMIT;\n";
 }
 
 PgStatements pg_statements(const std::string& schema) {

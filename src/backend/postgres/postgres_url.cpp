@@ -61,8 +61,7 @@ bool parse_bool(const std::string& v, bool* out) {
 
 std::string scrub_secret(std::string text, const std::string& secret) {
   if (secret.empty()) return text;
-  for (size_t at = text.find(secret); at != std::string::npos;
-       at = text.find(secret, at + 3)) {
+  for (size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at + 3)) {
     text.replace(at, secret.size(), "***");
   }
   return text;

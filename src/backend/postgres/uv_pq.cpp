@@ -33,7 +33,8 @@ bool UvPq::start(const std::vector<std::pair<std::string, std::string>>& options
   }
   // libpq prints notices (e.g. "... already exists, skipping") on stderr by
   // default: a library must not.
-  PQsetNoticeProcessor(pg_, [](void*, const char*) {}, nullptr);
+  PQsetNoticeProcessor(
+      pg_, [](void*, const char*) {}, nullptr);
   state_ = State::kConnecting;
   // The first step waits until the socket is writable (the TCP connect done).
   if (!watch(UV_WRITABLE)) {
@@ -125,9 +126,8 @@ void UvPq::io(bool readable, bool writable) {
     if (PGresult* r = PQgetResult(pg_)) {
       // Several statements give several results: keep the first failure, or
       // else the last one.
-      const bool kept_failed =
-          result_ && PQresultStatus(result_) != PGRES_COMMAND_OK &&
-          PQresultStatus(result_) != PGRES_TUPLES_OK;
+      const bool kept_failed = result_ && PQresultStatus(result_) != PGRES_COMMAND_OK &&
+                               PQresultStatus(result_) != PGRES_TUPLES_OK;
       if (kept_failed) {
         PQclear(r);
       } else {
