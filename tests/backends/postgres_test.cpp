@@ -603,12 +603,10 @@ TEST_F(PostgresShared, CreatesItsSchemaOnFirstUse) {
   EXPECT_EQ(
       s.q("SELECT count(*) FROM " + q + ".simba_session WHERE id = $1::uuid", {session_id(c)}),
       "1");
-  // Nothing of it in public.
-  EXPECT_EQ(s.q("SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = "
-                "'simba_lease' AND EXISTS (SELECT 1 FROM public.simba_lease WHERE name = $1)",
-                {name})
-                .substr(0, 1),
-            "0");
+  EXPECT_EQ(s.q("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                "WHERE n.nspname = $1 AND p.proname LIKE 'simba_%'",
+                {schema}),
+            "6");
   c.close();
   s.q("DROP SCHEMA " + q + " CASCADE");
 }

@@ -611,7 +611,11 @@ class PostgresBackend final : public Backend {
     };
     std::string why;
     cmd_ = new_conn(std::move(h), &why);
-    if (!cmd_) connect_failed(why);
+    if (!cmd_) {
+      connect_failed(why);
+      return;
+    }
+    ensure_listen();  // in parallel with the command connection
   }
 
   // The calls waiting for a connection fail (on a later loop turn).
@@ -629,6 +633,7 @@ class PostgresBackend final : public Backend {
     UvPq* c = cmd_;
     cmd_ = nullptr;
     cmd_ready_ = false;
+    waiting_for_listen_ = false;
     stmt_timeout_ms_ = -1;
     ++cmd_gen_;  // nothing of the old connection is adopted any more
     if (c) c->close();
@@ -644,10 +649,25 @@ class PostgresBackend final : public Backend {
     }
   }
 
+  // The command connection is set up. The listener, started with it, gets to
+  // LISTEN before the first calls go out (or fails first): a session that
+  // becomes LIVE then hears every release from its start.
   void cmd_setup_done() {
-    cmd_ready_ = true;
     if (failures_ > 0) log(kLogInfo, "connected");
     failures_ = 0;
+    ensure_listen();
+    if (listen_ && !listening_) {
+      waiting_for_listen_ = true;
+      return;
+    }
+    cmd_go();
+  }
+
+  // Sends the calls that waited for the command connection.
+  void cmd_go() {
+    waiting_for_listen_ = false;
+    if (!cmd_) return;
+    cmd_ready_ = true;
     std::vector<uint64_t> ids;
     ids.swap(unsent_);
     for (uint64_t id : ids) {
@@ -659,7 +679,6 @@ class PostgresBackend final : public Backend {
         preset(it->second, Outcome::kError, prefixed("connection lost: " + last_error_));
       }
     }
-    ensure_listen();
   }
 
   void cmd_setup_failed(const std::string& why) {
@@ -774,6 +793,8 @@ class PostgresBackend final : public Backend {
         return;
       }
       listen_failures_ = 0;
+      listening_ = true;
+      if (waiting_for_listen_) cmd_go();
       log(kLogDebug, "listening for release broadcasts");
     };
     h.on_notify = [this, gen](const std::string& channel, const std::string& payload) {
@@ -795,11 +816,14 @@ class PostgresBackend final : public Backend {
     }
   }
 
+  // Also lets the command connection go on if it waited for the listener.
   void drop_listen() {
     UvPq* c = listen_;
     listen_ = nullptr;
+    listening_ = false;
     ++listen_gen_;
     if (c) c->close();
+    if (waiting_for_listen_ && !closing_) cmd_go();
   }
 
   void schedule_listen() {
@@ -843,6 +867,8 @@ class PostgresBackend final : public Backend {
   uint64_t listen_gen_ = 0;
   uv_timer_t listen_timer_;
   int listen_failures_ = 0;
+  bool listening_ = false;           // the LISTEN succeeded on listen_
+  bool waiting_for_listen_ = false;  // the command connection waits for it
   ReleasedFn released_fn_;
 
   std::map<uint64_t, Call*> calls_;
