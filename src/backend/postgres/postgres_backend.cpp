@@ -52,6 +52,10 @@ constexpr uint64_t kTagDdl = kTagInternal + 3;
 constexpr uint64_t kTagListen = kTagInternal + 4;
 constexpr uint64_t kTagSyncCommit = kTagInternal + 5;
 
+// How long a command connection may take to connect and set up before the
+// timeout of a call waiting for it also gives up on the connection.
+constexpr int64_t kConnectGraceMs = 1000;
+
 // A commit with synchronous_commit=off is acknowledged before its WAL is
 // written, so a server crash can lose a granted term and hand its token out
 // again. The setting may be off for the role or the database: our own
@@ -457,8 +461,15 @@ class PostgresBackend final : public Backend {
     // waited for), so that a late answer can never be delivered, and reconnect
     // after a backoff. The server cancels the statement at its own
     // statement_timeout.
-    if (self->cmd_ &&
-        ((c->gen != 0 && c->gen == self->cmd_gen_) || (c->gen == 0 && !self->cmd_ready_))) {
+    // A connection still being made is given longer (a server forks a process
+    // per connection, which can take a while on a busy host): the calls
+    // waiting for it time out, but it goes on until kConnectGraceMs passed.
+    uv_update_time(self->loop_);
+    const bool connect_hung =
+        c->gen == 0 && !self->cmd_ready_ &&
+        uv_now(self->loop_) - self->connect_started_ >=
+            static_cast<uint64_t>(std::max<int64_t>(kConnectGraceMs, c->timeout_ms));
+    if (self->cmd_ && ((c->gen != 0 && c->gen == self->cmd_gen_) || connect_hung)) {
       const uint64_t gen = self->cmd_gen_;
       const std::string why = c->gen != 0 ? "no answer within the call's timeout"
                                           : "connecting took longer than the call's timeout";
@@ -593,6 +604,8 @@ class PostgresBackend final : public Backend {
 
   void connect_now() {
     options_ = connect_options();
+    uv_update_time(loop_);
+    connect_started_ = uv_now(loop_);
     const uint64_t gen = ++cmd_gen_;
     UvPq::Handlers h;
     h.on_ready = [this, gen] {
@@ -856,6 +869,7 @@ class PostgresBackend final : public Backend {
   bool cmd_ready_ = false;        // set up: calls go out at once
   uint64_t cmd_gen_ = 0;          // bumped per command connection and when it is dropped
   int64_t stmt_timeout_ms_ = -1;  // the command connection's statement_timeout
+  uint64_t connect_started_ = 0;  // loop ms when the command connection was started
   bool schema_ok_ = false;        // the schema was found (or made) at our version
   bool sync_commit_warned_ = false;
   std::vector<uint64_t> unsent_;  // calls waiting for the connection

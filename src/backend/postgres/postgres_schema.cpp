@@ -10,9 +10,10 @@ namespace {
 // Concurrency, under READ COMMITTED (each statement of a plpgsql function
 // sees the rows committed before it started):
 //   - acquire locks the lease row (FOR UPDATE) before it reads anything it
-//     decides on, so two acquires of one name run one after the other, and the
-//     second sees the first's holder and token: never two winners, never one
-//     token twice;
+//     takes the lease on, so two acquires of one name that may win run one
+//     after the other, and the second sees the first's holder and token: never
+//     two winners, never one token twice (an attempt that finds a live holder
+//     answers Held from a plain read, without the lock);
 //   - keep-alive locks its session row first and compares the expiry with the
 //     clock after any wait, so an expired session is never extended;
 //   - deleting expired sessions skips rows someone has locked, so it never waits
@@ -123,6 +124,29 @@ DECLARE
   v_now timestamptz;
   v_expires timestamptz;
 BEGIN
+  -- Most attempts find the lease held: answer those without taking a lock, so
+  -- that polling candidates never make the holder's release or the next
+  -- winner wait. Only a lease that looks free or expired is locked and
+  -- checked again below.
+  v_now := clock_timestamp();
+  SELECT s.expires_at INTO v_expires FROM @S@.simba_session s WHERE s.id = p_session;
+  IF NOT FOUND OR v_expires <= v_now THEN
+    code := -1;
+    value := 0;
+    RETURN;
+  END IF;
+  SELECT l.session_id INTO v_holder FROM @S@.simba_lease l WHERE l.name = p_name;
+  IF v_holder IS NOT NULL THEN
+    IF v_holder <> p_session THEN
+      SELECT s.expires_at INTO v_expires FROM @S@.simba_session s WHERE s.id = v_holder;
+    END IF;
+    IF FOUND AND v_expires > v_now THEN
+      code := 0;
+      value := floor(extract(epoch FROM v_expires - v_now) * 1000)::bigint;
+      RETURN;
+    END IF;
+  END IF;
+
   SELECT l.session_id, l.token INTO v_holder, v_token FROM @S@.simba_lease l
     WHERE l.name = p_name FOR UPDATE;
   IF NOT FOUND THEN
