@@ -30,6 +30,7 @@ SIMBA_APT_PACKAGES=(
   valgrind
   redis-server redis-tools libhiredis-dev
   postgresql libpq-dev openssl
+  procps iproute2
 )
 
 # shellcheck source=scripts/lib/packages.sh
