@@ -579,7 +579,8 @@ TEST_P(Conformance, NeverTwoValidOwners) {
   // and the other client must take over.
   int handovers = 0;
   const int64_t until = mono_ns() + 2000 * kMsNs;
-  while (mono_ns() < until) {
+  const int64_t hard_until = until + 8000 * slow_factor() * kMsNs;  // for 4 handovers under load
+  while ((mono_ns() < until || handovers < 4) && mono_ns() < hard_until) {
     int leader = -1;
     ASSERT_TRUE(wait_for(
         [&] {
@@ -595,15 +596,22 @@ TEST_P(Conformance, NeverTwoValidOwners) {
     ASSERT_TRUE(wait_for([&] { return json_string(snapshot(c[other]), "state") != "cooldown"; },
                          5000 * slow_factor()));
     const int before = e[other].elected_count();
+    const int leader_before = e[leader].elected_count();
     const bool restart = handovers % 3 == 2;
     if (restart) {
       ASSERT_EQ(e[leader].stop(5000 * slow_factor()), SIMBA_OK);
     } else {
       ASSERT_EQ(simba_election_step_down(e[leader].handle(), 150, nullptr, nullptr), SIMBA_OK);
     }
-    ASSERT_TRUE(e[other].wait_elected(before + 1, 5000 * slow_factor()))
-        << "no takeover after handover " << handovers << "\nleader " << leader << ": "
+    // The other client takes over; on a loaded machine the old leader may win
+    // again after its 150 ms cooldown instead, which is no handover but no
+    // failure either: what this test proves is the poller's count.
+    ASSERT_TRUE(wait_for([&] { return e[other].elected_count() > before ||
+                                      (!restart && e[leader].elected_count() > leader_before); },
+                         5000 * slow_factor()))
+        << "nobody took over after handover " << handovers << "\nleader " << leader << ": "
         << snapshot(c[leader]) << "\nother: " << snapshot(c[other]);
+    if (e[other].elected_count() == before) continue;
     if (restart) {
       ASSERT_EQ(e[leader].start(c[leader], name), SIMBA_OK) << simba_last_error();
     }
