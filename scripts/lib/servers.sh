@@ -23,11 +23,19 @@
 SIMBA_SERVERS_DIR=""
 SIMBA_SERVER_PIDS=()
 
+# start_servers [redis] [postgres]: the named servers, or all of them.
 start_servers() {
+  local which=("$@") s
+  [[ ${#which[@]} -gt 0 ]] || which=(redis postgres)
   SIMBA_SERVERS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/simba-servers.XXXXXX")
   export SIMBA_SERVERS_DIR
-  start_redis || return 1
-  start_postgres || return 1
+  for s in "${which[@]}"; do
+    case "$s" in
+      redis) start_redis || return 1 ;;
+      postgres) start_postgres || return 1 ;;
+      *) echo "servers: unknown server '$s'" >&2; return 1 ;;
+    esac
+  done
   return 0
 }
 
