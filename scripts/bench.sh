@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Simba's benchmarks (docs/benchmarks.md): installs what is missing, builds a
 # Release tree with -DSIMBA_BUILD_BENCH=ON, starts the throwaway servers of the
-# test suite (scripts/lib/servers.sh: a redis-server with AOF and appendfsync
-# always, a PostgreSQL in a temp dir, each on a free port), runs
+# test suite it needs (scripts/lib/servers.sh: a redis-server with AOF and
+# appendfsync always, a PostgreSQL in a temp dir, each on a free port), runs
 # bench/simba_bench against each backend asked for, and stops the servers
 # whatever happened.
 #
@@ -80,11 +80,11 @@ log() { printf '\n==== %s\n' "$*"; }
 [[ $INSTALL -eq 1 ]] || export SIMBA_NO_INSTALL=1
 ensure_packages "${SIMBA_APT_PACKAGES[@]}"
 
-WITH=()
+WITH=() SERVERS=()
 for b in "${BACKENDS[@]}"; do
   case "$b" in
-    redis) WITH+=(-DSIMBA_WITH_REDIS=ON) ;;
-    postgresql) WITH+=(-DSIMBA_WITH_POSTGRES=ON) ;;
+    redis) WITH+=(-DSIMBA_WITH_REDIS=ON) SERVERS+=(redis) ;;
+    postgresql) WITH+=(-DSIMBA_WITH_POSTGRES=ON) SERVERS+=(postgres) ;;
   esac
 done
 log "configure $BUILD_DIR (Release, SIMBA_BUILD_BENCH=ON)"
@@ -99,8 +99,8 @@ cmake --build "$BUILD_DIR" -j "$JOBS" --target simba_bench
 trap 'stop_servers' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-log "starting the throwaway servers (redis-server: appendonly yes, appendfsync always; postgres)"
-start_servers
+log "starting the throwaway servers: ${SERVERS[*]}"
+start_servers "${SERVERS[@]}"
 
 mkdir -p "$OUT"
 status=0

@@ -353,6 +353,20 @@ void Node::attempt(Contender& c, TimePoint now) {
     if (c.give_up_at != TimePoint::max()) arm(c.timer, c.give_up_at, {TimerKind::kContender, c.id});
     return;
   }
+  if (acquires_in_flight_ >= kMaxAcquiresInFlight) {
+    // A burst (thousands of elections at once): wait for a free slot rather
+    // than queue on a backend that answers one statement at a time, where the
+    // attempts would time out waiting and win leases nobody adopts.
+    if (!c.attempt_queued) {
+      c.attempt_queued = true;
+      attempt_queue_.push_back(c.id);
+    }
+    disarm(c.timer);
+    if (c.give_up_at != TimePoint::max()) arm(c.timer, c.give_up_at, {TimerKind::kContender, c.id});
+    return;
+  }
+  c.attempt_queued = false;
+  ++acquires_in_flight_;
   c.attempt = new_call(CallKind::kAcquire, session_id_, call_timeout(), now);
   Call& call = calls_.at(c.attempt);
   call.name = c.name;
@@ -385,6 +399,23 @@ void Node::schedule_retry(Contender& c, TimePoint now, Duration holder_remaining
 }
 
 void Node::on_acquire(CallId id, const AcquireReply& reply, TimePoint now) {
+  handle_acquire(id, reply, now);
+  pump_attempts(now);
+}
+
+// Sends the attempts that waited for a free slot, oldest first.
+void Node::pump_attempts(TimePoint now) {
+  while (acquires_in_flight_ < kMaxAcquiresInFlight && !attempt_queue_.empty()) {
+    const ContenderId id = attempt_queue_.front();
+    attempt_queue_.pop_front();
+    Contender* c = find(id);
+    if (!c || !c->attempt_queued) continue;  // gone, or it went out another way
+    c->attempt_queued = false;
+    if (c->state == State::kCandidate) attempt(*c, now);
+  }
+}
+
+void Node::handle_acquire(CallId id, const AcquireReply& reply, TimePoint now) {
   auto it = calls_.find(id);
   if (it == calls_.end()) return;
   Call call = std::move(it->second);
@@ -409,6 +440,7 @@ void Node::on_acquire(CallId id, const AcquireReply& reply, TimePoint now) {
     return;
   }
   c->attempt = 0;
+  --acquires_in_flight_;
   c->state = State::kCandidate;
   const bool released = c->released_in_flight;
   c->released_in_flight = false;
@@ -549,6 +581,7 @@ void Node::after_term(Contender& c, TimePoint now) {
 
 void Node::abandon_attempt(Contender& c) {
   if (!c.attempt) return;
+  --acquires_in_flight_;
   if (auto it = calls_.find(c.attempt); it != calls_.end()) it->second.abandoned = true;
   c.attempt = 0;
 }
@@ -899,6 +932,7 @@ void Node::on_timer(TimePoint now) {
       }
     }
   }
+  pump_attempts(now);
 }
 
 NodeView Node::view() const {

@@ -197,6 +197,7 @@ class Node {
     // A release of the name was broadcast while an acquire was in flight: that
     // acquire may have run before the release, so a Held answer retries at once.
     bool released_in_flight = false;
+    bool attempt_queued = false;  // waits in attempt_queue_ for a free slot
     TimerSlot timer;
   };
 
@@ -210,6 +211,8 @@ class Node {
 
   // Contenders.
   void attempt(Contender& c, TimePoint now);
+  void pump_attempts(TimePoint now);
+  void handle_acquire(CallId call, const AcquireReply& reply, TimePoint now);
   void schedule_attempt(Contender& c, TimePoint at);
   void schedule_retry(Contender& c, TimePoint now, Duration holder_remaining);
   void adopt(Contender& c, uint64_t token, TimePoint now);
@@ -266,6 +269,10 @@ class Node {
   CallId next_call_ = 1;
   std::map<ContenderId, Contender> contenders_;
   std::map<std::string, std::deque<ContenderId>> by_name_;
+  // At most this many acquires in flight per node; the others wait their turn.
+  static constexpr size_t kMaxAcquiresInFlight = 64;
+  size_t acquires_in_flight_ = 0;
+  std::deque<ContenderId> attempt_queue_;
   ContenderId next_contender_ = 1;
   Timers timers_;
 

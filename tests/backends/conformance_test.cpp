@@ -146,6 +146,24 @@ TEST_P(Conformance, KeepAliveCadenceIsPerNodeNotPerLease) {
   }
 }
 
+// A burst of acquires (1500 elections started at once on one client) must not
+// cost the session: the keep-alive goes ahead of queued calls, and a call
+// waiting in a queue is not mistaken for a connection that stopped answering.
+TEST_P(Conformance, BurstOfAcquiresKeepsTheSession) {
+  const Timing t{1000, 200};
+  Client c;
+  OpenLive(c, t);
+  constexpr int kN = 1500;
+  std::vector<std::unique_ptr<Election>> es(kN);
+  for (int i = 0; i < kN; ++i) {
+    es[i] = std::make_unique<Election>();
+    ASSERT_EQ(es[i]->start(c, lease("burst." + std::to_string(i))), SIMBA_OK);
+  }
+  for (auto& e : es) ASSERT_TRUE(e->wait_elected(1, 30'000 * slow_factor())) << snapshot(c);
+  EXPECT_EQ(counter(c, "sessions_opened"), 1) << "the burst cost the session";
+  for (auto& e : es) EXPECT_EQ(e->revoked_count(), 0);
+}
+
 TEST_P(Conformance, ElectionAcquireContendRelease) {
   const Timing t{1000, 200};
   Election ea, eb;

@@ -822,6 +822,25 @@ TEST_F(NodeTest, RetryJitterZeroMeansExactlyHalfTheRenewInterval) {
   }
 }
 
+// A burst of elections sends at most 64 acquires at once; the others go out as
+// answers free slots, oldest first, so none waits in a backend queue until it
+// times out.
+TEST_F(NodeTest, AtMost64AcquiresInFlightPerNode) {
+  start_live();
+  const size_t mark = fx.mark();
+  for (int i = 0; i < 100; ++i) node->add_election("b" + std::to_string(i), now());
+  EXPECT_EQ(fx.of(Fx::kAcquire, mark).size(), 64u);
+  // Each answer lets one more out.
+  held("b0");
+  EXPECT_EQ(fx.of(Fx::kAcquire, mark).size(), 65u);
+  EXPECT_EQ(fx.of(Fx::kAcquire, mark).back().name, "b64");
+  win("b1", 1);
+  EXPECT_EQ(fx.of(Fx::kAcquire, mark).size(), 66u);
+  // Timeouts free slots too.
+  run_until(now() + kRenew);
+  EXPECT_EQ(acquires_since(mark, "b99").size(), 1u);
+}
+
 TEST_F(NodeTest, AtMostOneAcquirePerElectionInFlight) {
   start_live();
   auto_keep_alive = true;

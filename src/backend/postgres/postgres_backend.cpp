@@ -194,8 +194,10 @@ class PostgresBackend final : public Backend {
 
   void keep_alive(const std::string& session, Duration lease, Duration timeout,
                   KeepAliveCb cb) override {
-    start(stmts_.keep_alive, {session, lease_ms(lease)}, timeout,
-          [cb](const PGresult* r, Outcome o, const std::string& err) {
+    // Urgent: a keep-alive must not wait behind a burst of acquires.
+    start(
+        stmts_.keep_alive, {session, lease_ms(lease)}, timeout,
+        [cb](const PGresult* r, Outcome o, const std::string& err) {
             KeepAliveReply out;
             if (failed(r, o, err, &out)) {
               cb(out);
@@ -231,7 +233,8 @@ class PostgresBackend final : public Backend {
                         [](const OwnedLease& a, const OwnedLease& b) { return a.name < b.name; });
             }
             cb(out);
-          });
+          },
+        /*urgent=*/true);
   }
 
   void acquire(const std::string& session, const std::string& name, Duration timeout,
@@ -265,11 +268,11 @@ class PostgresBackend final : public Backend {
   void release(const std::string& session, const std::string& name, uint64_t token,
                Duration timeout, DoneCb cb) override {
     start(stmts_.release, {session, name, std::to_string(token)}, timeout,
-          done_parser(std::move(cb)));
+          done_parser(std::move(cb)), /*urgent=*/true);
   }
 
   void close_session(const std::string& session, Duration timeout, DoneCb cb) override {
-    start(stmts_.close, {session}, timeout, done_parser(std::move(cb)));
+    start(stmts_.close, {session}, timeout, done_parser(std::move(cb)), /*urgent=*/true);
   }
 
   void inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override {
@@ -335,6 +338,7 @@ class PostgresBackend final : public Backend {
     PostgresBackend* self = nullptr;
     uint64_t id = 0;
     uint64_t gen = 0;  // the command connection it was sent on (0: not sent)
+    bool urgent = false;  // goes ahead of queued calls (keep-alive, close)
     uv_timer_t timer;
     std::string sql;
     std::vector<std::string> params;
@@ -411,8 +415,10 @@ class PostgresBackend final : public Backend {
     return c;
   }
 
-  void start(const std::string& sql, std::vector<std::string> params, Duration timeout, Done done) {
+  void start(const std::string& sql, std::vector<std::string> params, Duration timeout, Done done,
+             bool urgent = false) {
     Call* c = new_call(sql, std::move(params), timeout, std::move(done));
+    c->urgent = urgent;
     if (cmd_ready_) {
       dispatch(c);
       return;
@@ -440,14 +446,26 @@ class PostgresBackend final : public Backend {
     if (c->timeout_ms != stmt_timeout_ms_) {
       stmt_timeout_ms_ = c->timeout_ms;
       cmd_->send(kTagSetTimeout, "SET statement_timeout = " + std::to_string(c->timeout_ms), {},
-                 true);
+                 true, c->urgent);
       if (!cmd_ready_) {
         preset(c, Outcome::kError, prefixed("connection lost: " + last_error_));
         return;
       }
     }
     c->gen = cmd_gen_;
-    cmd_->send(c->id, c->sql, c->params);
+    // Queued behind other statements (one at a time on a connection): its
+    // timer starts again when it goes on the wire (call_sent), so that waiting
+    // in the queue is never taken for a connection that stopped answering.
+    // The caller keeps its own timeout meanwhile (the core's).
+    uv_timer_stop(&c->timer);
+    cmd_->send(c->id, c->sql, c->params, false, c->urgent);
+  }
+
+  void call_sent(uint64_t tag) {
+    auto it = calls_.find(tag);
+    if (it == calls_.end() || it->second->preset) return;
+    uv_timer_start(&it->second->timer, on_call_timer, static_cast<uint64_t>(it->second->timeout_ms),
+                   0);
   }
 
   // Completes `c` (already out of calls_ or not) exactly once.
@@ -507,6 +525,8 @@ class PostgresBackend final : public Backend {
         c->gen == 0 && !self->cmd_ready_ &&
         uv_now(self->loop_) - self->connect_started_ >=
             static_cast<uint64_t>(std::max<int64_t>(kConnectGraceMs, c->timeout_ms));
+    // Sent calls time out only once on the wire (call_sent): then the
+    // connection is stuck.
     if (self->cmd_ && ((c->gen != 0 && c->gen == self->cmd_gen_) || connect_hung)) {
       const uint64_t gen = self->cmd_gen_;
       const std::string why = c->gen != 0 ? "no answer within the call's timeout"
@@ -651,6 +671,9 @@ class PostgresBackend final : public Backend {
     };
     h.on_result = [this, gen](uint64_t tag, const PGresult* r) {
       if (gen == cmd_gen_) cmd_result(tag, r);
+    };
+    h.on_sent = [this, gen](uint64_t tag) {
+      if (gen == cmd_gen_) call_sent(tag);
     };
     h.on_dead = [this, gen](const std::string& why) {
       if (gen != cmd_gen_) return;

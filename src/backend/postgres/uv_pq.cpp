@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 namespace simba {
 
 UvPq* UvPq::create(uv_loop_t* loop, Handlers handlers) {
@@ -46,9 +48,13 @@ bool UvPq::start(const std::vector<std::pair<std::string, std::string>>& options
 }
 
 void UvPq::send(uint64_t tag, const std::string& sql, std::vector<std::string> params,
-                bool simple) {
+                bool simple, bool urgent) {
   if (state_ == State::kClosed || state_ == State::kDead) return;
-  queue_.push_back(Query{tag, sql, std::move(params), simple});
+  auto pos = queue_.end();
+  if (urgent) {
+    pos = std::find_if(queue_.begin(), queue_.end(), [](const Query& q) { return !q.urgent; });
+  }
+  queue_.insert(pos, Query{tag, sql, std::move(params), simple, urgent});
   send_next();
 }
 
@@ -167,7 +173,8 @@ void UvPq::send_next() {
   }
   in_flight_ = true;
   in_flight_tag_ = q.tag;
-  flush();
+  if (!flush()) return;
+  if (h_.on_sent) h_.on_sent(q.tag);
 }
 
 bool UvPq::flush() {

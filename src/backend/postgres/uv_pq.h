@@ -31,6 +31,8 @@ class UvPq {
     // The (last, or first failed) result of the query sent with `tag`; the
     // result is freed when the handler returns.
     std::function<void(uint64_t tag, const PGresult* result)> on_result;
+    // The query sent with `tag` just went on the wire (queries go one at a time).
+    std::function<void(uint64_t tag)> on_sent;
     std::function<void(const std::string& channel, const std::string& payload)> on_notify;
     // The connection failed or was lost; runs once, never after close().
     std::function<void(const std::string& why)> on_dead;
@@ -48,8 +50,11 @@ class UvPq {
 
   // Queues a query: `simple` sends `sql` with PQsendQuery (several statements
   // allowed, no parameters), otherwise PQsendQueryParams with text parameters.
+  // `urgent` queries go ahead of the ordinary ones queued (keep-alives must not
+  // wait behind a burst of acquires); among themselves, in order.
   void send(uint64_t tag, const std::string& sql, std::vector<std::string> params,
-            bool simple = false);
+            bool simple = false, bool urgent = false);
+
 
   // Ends the connection now (PQfinish); no handler but on_closed runs after.
   void close();
@@ -65,6 +70,7 @@ class UvPq {
     std::string sql;
     std::vector<std::string> params;
     bool simple;
+    bool urgent;
   };
   struct Poll {
     uv_poll_t handle;
