@@ -15,8 +15,9 @@
 #
 # ctest runs 'check' (abi_baseline, abi_baseline_tck) and 'soname' (abi_soname) on
 # the plain build (label abi). Both sides of a comparison go through the same abidw
-# options: only the types of the public headers (include/), no paths, no line
-# numbers, no DT_NEEDED (backends linked in or not are not part of the interface).
+# options: only the exported functions and the public-header (include/) types they
+# reach, no paths, no line numbers, no DT_NEEDED (which backends are linked in is
+# not part of the interface).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -33,7 +34,7 @@ has_debug_info() { readelf -S "$1" 2>/dev/null | grep -q '\.debug_info'; }
 # abi_dump LIB OUT
 abi_dump() {
   need abidw abigail-tools
-  abidw --headers-dir "$ROOT/include" --drop-private-types \
+  abidw --headers-dir "$ROOT/include" --drop-private-types --exported-interfaces-only \
     --no-corpus-path --no-comp-dir-path --no-show-locs --no-elf-needed \
     --type-id-style hash --out-file "$2" "$1"
 }
@@ -77,6 +78,7 @@ case "${1:-}" in
     # abidiff's exit status is a bit field: 1 error, 2 usage, 4 ABI change,
     # 8 incompatible ABI change.
     what="the ABI changed"
+    soname=$(objdump -p "$lib" | awk '$1 == "SONAME" { print $2 }')
     ((rc & 8)) && what="the ABI BROKE (a removed symbol or an incompatible change)"
     ((rc & 3)) && what="abidiff could not compare (status $rc)"
     cat <<MSG
@@ -84,12 +86,14 @@ case "${1:-}" in
 FAIL: $lib differs from the baseline $base: $what
 (abidiff --no-added-syms exit status $rc).
 
-Libraries built against libsimba.so.1 would stop working. If that was not the
-intent, restore the function, type or signature. If it is deliberate:
+Programs built against $soname would stop working. If that was not the
+intent, restore the function, type or signature. If it is deliberate
+(docs/api-stability.md):
   1. a break (a function removed, a signature, struct or enum value changed)
      needs a new major version: bump SIMBA_VERSION_MAJOR in include/simba.h and
-     project(VERSION) in CMakeLists.txt together (the soname follows:
-     libsimba.so.2), and start a new version node in src/capi/libsimba.map;
+     project(VERSION) in CMakeLists.txt together (the soname follows, e.g.
+     libsimba.so.2), and start a new version node in the version script
+     (src/capi/libsimba.map, src/tck/libsimba_tck.map);
   2. add a CHANGELOG.md entry tagged 'abi:' saying what changed and why;
   3. regenerate the baseline from a build with debug info and commit it:
        cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build build

@@ -2,8 +2,8 @@
 # Consumers of an installed Simba (ctest 'consumers', label abi, plain build):
 #   1. `cmake --install BUILD --prefix TMP`;
 #   2. a C program built with only `pkg-config --cflags --libs simba`;
-#   3. a CMake project with find_package(simba CONFIG REQUIRED), linking
-#      simba::simba and simba::simba_tck (and a C program on simba-tck.pc);
+#   3. the same for the fencing kit: simba-tck.pc; and a CMake project with
+#      find_package(simba CONFIG REQUIRED) linking simba::simba and simba::simba_tck;
 #   4. a C program that dlopen()s libsimba.so.1 and runs an election through
 #      dlsym()'d functions, built with the header only.
 # Everything happens in a temp dir, removed at exit.
@@ -38,6 +38,12 @@ step "pkg-config: simba $(pkg-config --modversion simba), simba-tck $(pkg-config
 "$CC" -std=c99 -Wall -Wextra -pedantic -Werror "$HERE/consumer_pkgconfig.c" \
   $(pkg-config --cflags --libs simba) -o "$tmp/pkgconfig_consumer"
 "$tmp/pkgconfig_consumer"
+
+# The kit has its own pkg-config file: the CMake consumer's program built with it.
+# shellcheck disable=SC2046
+"$CC" -std=c99 -Wall -Wextra -pedantic -Werror -D_POSIX_C_SOURCE=200809L "$HERE/cmake/main.c" \
+  $(pkg-config --cflags --libs simba simba-tck) -lpthread -o "$tmp/pkgconfig_tck_consumer"
+"$tmp/pkgconfig_tck_consumer"
 
 step "find_package(simba CONFIG REQUIRED)"
 "$CMAKE" -S "$HERE/cmake" -B "$tmp/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
