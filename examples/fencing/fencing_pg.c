@@ -21,7 +21,8 @@ int fence_pg_setup(PGconn *c) {
 int fence_pg_create(PGconn *c, const char *id) {
   const char *params[1];
   params[0] = id;
-  return command_ok(PQexecParams(c, "insert into ledger_state (id) values ($1) on conflict do nothing",
+  return command_ok(PQexecParams(c,
+                                 "insert into ledger_state (id) values ($1) on conflict do nothing",
                                  1, NULL, params, NULL, NULL, 0));
 }
 
@@ -74,6 +75,6 @@ int fence_pg_read(PGconn *c, const char *id, char *buf, size_t cap) {
 int fence_pg_delete(PGconn *c, const char *id) {
   const char *params[1];
   params[0] = id;
-  return command_ok(PQexecParams(c, "delete from ledger_state where id = $1", 1, NULL, params, NULL,
-                                 NULL, 0));
+  return command_ok(
+      PQexecParams(c, "delete from ledger_state where id = $1", 1, NULL, params, NULL, NULL, 0));
 }

@@ -90,11 +90,12 @@ typedef struct simba_tck_resource {
  * A field left 0 takes its default.
  */
 typedef struct simba_tck_options {
-  uint32_t version;      /**< SIMBA_TCK_OPTIONS_V1. */
-  uint32_t writers;      /**< Concurrent writer threads (default 6, at most 64). */
-  uint32_t rounds;       /**< Rounds of the concurrent cases (default 100). */
-  uint32_t max_delay_us; /**< Longest random delay between a writer's check and write (default 500). */
-  uint64_t seed;         /**< Random seed; 0 picks one (reported, to replay a failure). */
+  uint32_t version; /**< SIMBA_TCK_OPTIONS_V1. */
+  uint32_t writers; /**< Concurrent writer threads (default 6, at most 64). */
+  uint32_t rounds;  /**< Rounds of the concurrent cases (default 100). */
+  uint32_t
+      max_delay_us; /**< Longest random delay between a writer's check and write (default 500). */
+  uint64_t seed;    /**< Random seed; 0 picks one (reported, to replay a failure). */
 } simba_tck_options_t;
 
 /** Opaque report of one run. */

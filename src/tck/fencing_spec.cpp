@@ -11,8 +11,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <random>
@@ -67,10 +67,14 @@ std::optional<uint64_t> token_of(const std::string& value) {
 
 const char* result_name(int r) {
   switch (r) {
-    case SIMBA_TCK_ACCEPTED: return "accepted";
-    case SIMBA_TCK_REJECTED: return "rejected";
-    case SIMBA_TCK_ERROR: return "error";
-    default: return "an unknown answer";
+    case SIMBA_TCK_ACCEPTED:
+      return "accepted";
+    case SIMBA_TCK_REJECTED:
+      return "rejected";
+    case SIMBA_TCK_ERROR:
+      return "error";
+    default:
+      return "an unknown answer";
   }
 }
 
@@ -236,8 +240,8 @@ class ConcurrentWriters {
     if (violations_ == 0) return "";
     std::string s = first_;
     if (violations_ > 1) {
-      s += " (" + std::to_string(violations_) + " violations in " +
-           std::to_string(failed_rounds_) + " of " + std::to_string(rounds_) + " rounds)";
+      s += " (" + std::to_string(violations_) + " violations in " + std::to_string(failed_rounds_) +
+           " of " + std::to_string(rounds_) + " rounds)";
     }
     return s;
   }
@@ -282,8 +286,7 @@ class ConcurrentWriters {
       plans[i].token = tokens[i];
       plans[i].delay_us = max_delay ? static_cast<uint32_t>(rng_() % (max_delay + 1)) : 0;
       plans[i].retry = rng_() % 3 == 0;
-      plans[i].retry_delay_us =
-          max_delay ? static_cast<uint32_t>(rng_() % (max_delay / 2 + 1)) : 0;
+      plans[i].retry_delay_us = max_delay ? static_cast<uint32_t>(rng_() % (max_delay / 2 + 1)) : 0;
     }
 
     std::vector<std::vector<WriteRecord>> records(writers_);
@@ -298,8 +301,8 @@ class ConcurrentWriters {
       threads.emplace_back([&, i] {
         gate.wait();
         const Plan& p = plans[i];
-        const std::string value = make_value(p.token, "w" + std::to_string(i) + ".n" +
-                                                          std::to_string(round));
+        const std::string value =
+            make_value(p.token, "w" + std::to_string(i) + ".n" + std::to_string(round));
         sleep_us(p.delay_us);  // the owner pauses between its token check and its write
         for (int attempt = 0; attempt < (p.retry ? 2 : 1); ++attempt) {
           if (attempt == 1) sleep_us(p.retry_delay_us);
@@ -370,8 +373,8 @@ class ConcurrentWriters {
         if (x.result != SIMBA_TCK_ACCEPTED || !x.error.empty() || x.token <= y.token) continue;
         if (y.result == SIMBA_TCK_ACCEPTED && x.end < y.start) {
           violation(round,
-                    "write(token " + std::to_string(y.token) +
-                        ") was accepted after write(token " + std::to_string(x.token) +
+                    "write(token " + std::to_string(y.token) + ") was accepted after write(token " +
+                        std::to_string(x.token) +
                         ") had been accepted: a stale owner's write landed",
                     failed);
         }
@@ -457,14 +460,14 @@ void run_spec(simba_tck_report& rep, const simba_tck_resource_t& res,
   run_case("lower_token_rejected", [&] { lower_token_rejected(r); });
   run_case("non_consecutive_tokens_accepted", [&] { non_consecutive_tokens_accepted(r); });
   run_case("concurrent_writers", [&] {
-    const std::string d =
-        ConcurrentWriters(r, o.writers, o.rounds, o.max_delay_us, rep.seed).run();
+    const std::string d = ConcurrentWriters(r, o.writers, o.rounds, o.max_delay_us, rep.seed).run();
     if (!d.empty()) throw Violation(d);
   });
 
   bool all = true;
   for (const auto& c : rep.cases) {
-    rep.text += c.detail.empty() ? "PASS " + c.name + "\n" : "FAIL " + c.name + ": " + c.detail + "\n";
+    rep.text +=
+        c.detail.empty() ? "PASS " + c.name + "\n" : "FAIL " + c.name + ": " + c.detail + "\n";
     all = all && c.detail.empty();
   }
   rep.text += std::string(all ? "fencing spec: PASSED" : "fencing spec: FAILED") + " (" +

@@ -48,7 +48,10 @@ static int resolve(void *lib, const char *name, void *fnp, size_t size) {
 #define RESOLVE(lib, name, var) resolve(lib, name, &(var), sizeof(var))
 
 int main(void) {
-  void *lib = dlopen("libsimba.so." "1", RTLD_NOW | RTLD_LOCAL);
+  void *lib = dlopen(
+      "libsimba.so."
+      "1",
+      RTLD_NOW | RTLD_LOCAL);
   version_fn version;
   strerror_fn str;
   open_fn client_open;
@@ -67,7 +70,8 @@ int main(void) {
     return 1;
   }
   if (RESOLVE(lib, "simba_version", version) || RESOLVE(lib, "simba_strerror", str) ||
-      RESOLVE(lib, "simba_client_open", client_open) || RESOLVE(lib, "simba_client_close", client_close) ||
+      RESOLVE(lib, "simba_client_open", client_open) ||
+      RESOLVE(lib, "simba_client_close", client_close) ||
       RESOLVE(lib, "simba_election_start", start) ||
       RESOLVE(lib, "simba_election_stop_wait", stop_wait) ||
       RESOLVE(lib, "simba_election_free", efree) || RESOLVE(lib, "simba_term_token", term_token)) {
@@ -75,8 +79,8 @@ int main(void) {
   }
   /* What bindings do at load: same major, and a library at least as new. */
   v = version();
-  if ((v >> 16) != SIMBA_VERSION_MAJOR || v < (unsigned)((SIMBA_VERSION_MAJOR << 16) |
-                                                         (SIMBA_VERSION_MINOR << 8))) {
+  if ((v >> 16) != SIMBA_VERSION_MAJOR ||
+      v < (unsigned)((SIMBA_VERSION_MAJOR << 16) | (SIMBA_VERSION_MINOR << 8))) {
     fprintf(stderr, "libsimba %#x does not match the header %d.%d\n", v, SIMBA_VERSION_MAJOR,
             SIMBA_VERSION_MINOR);
     return 1;
@@ -102,7 +106,8 @@ int main(void) {
   rc = stop_wait(e, 10000);
   efree(e);
   client_close(c);
-  if (!__atomic_load_n(&elected, __ATOMIC_ACQUIRE) || __atomic_load_n(&token, __ATOMIC_RELAXED) == 0) {
+  if (!__atomic_load_n(&elected, __ATOMIC_ACQUIRE) ||
+      __atomic_load_n(&token, __ATOMIC_RELAXED) == 0) {
     fprintf(stderr, "not elected within 10 s\n");
     return 1;
   }
@@ -110,8 +115,7 @@ int main(void) {
     fprintf(stderr, "stop: %s, revoke reason %u\n", str(rc), revoked);
     return 1;
   }
-  printf("dlopen consumer: elected with token %llu, revoked STOPPED\n",
-         (unsigned long long)token);
+  printf("dlopen consumer: elected with token %llu, revoked STOPPED\n", (unsigned long long)token);
   dlclose(lib);
   return 0;
 }

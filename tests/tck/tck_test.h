@@ -22,12 +22,12 @@
 
 static int tck_failures = 0;
 
-#define TCK_CHECK(cond)                                                       \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
+#define TCK_CHECK(cond)                                                        \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++tck_failures;                                                         \
-    }                                                                         \
+      ++tck_failures;                                                          \
+    }                                                                          \
   } while (0)
 
 /* Options for a run: fewer rounds under valgrind and the sanitizers, which set

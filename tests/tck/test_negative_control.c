@@ -60,8 +60,12 @@ static int broken_write(void *ud, uint64_t token, const char *value) {
   }
   pthread_mutex_lock(&b->mu);
   switch (b->mode) {
-    case BROKEN_STRICTLY_GREATER: ok = token > b->highest; break;
-    case BROKEN_NO_CHECK: ok = 1; break;
+    case BROKEN_STRICTLY_GREATER:
+      ok = token > b->highest;
+      break;
+    case BROKEN_NO_CHECK:
+      ok = 1;
+      break;
     case BROKEN_32BIT_TOKENS:
       ok = (uint32_t)token >= (uint32_t)b->highest;
       if (ok) {
@@ -77,7 +81,8 @@ static int broken_write(void *ud, uint64_t token, const char *value) {
       }
       ok = token >= b->highest;
       break;
-    case BROKEN_CHECK_THEN_WRITE: break;
+    case BROKEN_CHECK_THEN_WRITE:
+      break;
   }
   if (ok) store(b, token, value);
   pthread_mutex_unlock(&b->mu);
