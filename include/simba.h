@@ -443,7 +443,9 @@ typedef void (*simba_revoked_fn)(void *ud, simba_term_t *t, simba_revoke_reason_
 SIMBA_API int simba_term_on_revoked(simba_term_t *t, simba_revoked_fn fn, void *ud);
 
 /**
- * @brief Sleep until the term is revoked (an interruptible sleep for leader work).
+ * @brief Sleep until the term is revoked or stops being valid (its deadline
+ *        passed, even before the engine revoked it): an interruptible sleep for
+ *        leader work.
  * @param[in] timeout_ms negative waits without bound.
  * @return SIMBA_OK once revoked; SIMBA_ETIMEDOUT; SIMBA_EINVAL (t is NULL).
  */
@@ -570,11 +572,117 @@ SIMBA_API int simba_lock_acquire_async(simba_client_t *c, const char *name, int6
  * @brief Release a lock: revoke the term (STOPPED), release the lease with the
  *        term's token, and drop the caller's reference. Waits for the backend's
  *        answer (at most one renew period), so the lease is free on return, except
- *        when called from a callback or the loop thread, where it does not wait.
+ *        when called from a callback, leader work or the loop thread, where it
+ *        does not wait.
  *        Releasing an already revoked lock only drops the reference.
  * @return SIMBA_OK; SIMBA_EINVAL (NULL, or not a lock term).
  */
 SIMBA_API int simba_lock_release(simba_term_t *term);
+
+/** @} */
+
+/* ------------------------------------------------------------------------- */
+/** @name Leader work
+ * A task is an election whose terms run work on a thread of their own. Its
+ * stop and step-down follow the handover order: the term is revoked (work sees
+ * simba_term_is_valid() false, simba_term_wait_revoked() returns, the revoke fd
+ * becomes readable), then the engine waits until the work returned or the
+ * term's local deadline as it was at the stop passed (whichever comes first),
+ * then releases the lease with the token, then completes the stop. Meanwhile
+ * the lease stays held, so no other node starts the same work. A term lost any
+ * other way (deadline, take-over, session expiry) is not waited for.
+ */
+/** @{ */
+
+/** Opaque task handle. */
+typedef struct simba_task simba_task_t;
+
+/** Leader work: @p term is valid when it starts, borrowed for the call. */
+typedef void (*simba_work_fn)(void *ud, simba_term_t *term);
+
+/**
+ * @brief Contend for @p name; each time this node is elected, run
+ *        `work(ud, term)` on a thread of its own. When work returns while the
+ *        term is still valid, the lease is released (the term revoked with
+ *        STEPPED_DOWN) and the task contends again.
+ *
+ * Work should check simba_term_ensure_valid() before each step and pass
+ * simba_term_token() with each write, and return soon after the term is
+ * revoked: work that ignores revocation delays a stop's handover by up to the
+ * term's remaining time, never longer.
+ * @param[out] out the task; simba_task_close() it.
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL argument, bad lease name); SIMBA_ESTATE
+ *         (@p name is already started or locked on this client); SIMBA_ECLOSED;
+ *         SIMBA_ENOMEM.
+ */
+SIMBA_API int simba_run_while_leader(simba_task_t **out, simba_client_t *c, const char *name,
+                                     simba_work_fn work, void *ud);
+
+/**
+ * @brief Contend for @p name; while leader, call `run(ud, term)` after
+ *        @p initial_delay_ms and then with a fixed delay of @p period_ms
+ *        between the end of one run and the start of the next. A run that would
+ *        start on a revoked term does not start. Runs of one term are on one
+ *        thread; a new term starts again with the initial delay.
+ * @return as simba_run_while_leader(); SIMBA_EINVAL also for a negative
+ *         @p initial_delay_ms or a @p period_ms <= 0.
+ */
+SIMBA_API int simba_schedule(simba_task_t **out, simba_client_t *c, const char *name,
+                             int64_t initial_delay_ms, int64_t period_ms, simba_work_fn run,
+                             void *ud);
+
+/**
+ * @brief Join the partition group @p group: partitions `GROUP.0` ..
+ *        `GROUP.N-1` (N = @p partitions) are spread over the members that
+ *        joined, and `work(ud, term)` runs for each partition this member
+ *        leads, like simba_run_while_leader() (the partition is
+ *        simba_term_name()).
+ *
+ * Members find each other through the backend (each holds a member lock
+ * `GROUP.member.K`). About once per renew interval each member reads the
+ * backend and aims at its fair share: ⌈N / members⌉ for the first N mod m
+ * members (by member lock), ⌊N / members⌋ for the others. A member above its
+ * share hands the excess over in handover order (a joining member gets work
+ * only after the old holder's work exited); a member below it takes free
+ * partitions, including those of a member that left or died (after its session
+ * expired). Only excess partitions move. Safety does not depend on the
+ * balancing: each partition is a lease with one valid holder at a time. A
+ * member beyond N holds nothing until a member lock frees.
+ * simba_task_step_down() leaves the group for the cooldown; simba_task_stop()
+ * and simba_task_close() leave it for good. Their done runs on the group's own
+ * thread.
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL argument, @p partitions 0 or above
+ *         10000, a group name for which `GROUP.member.N` breaks the lease-name
+ *         rule); SIMBA_ECLOSED; SIMBA_ENOMEM.
+ */
+SIMBA_API int simba_group_join(simba_task_t **out, simba_client_t *c, const char *group,
+                               uint32_t partitions, simba_work_fn work, void *ud);
+
+/**
+ * @brief Stop the task: revoke the term (STOPPED), wait for its work (handover
+ *        order), release the lease with the token, then call @p done.
+ * @param[in] done may be NULL; runs on the callback executor.
+ * @return SIMBA_OK; SIMBA_EINVAL (t is NULL); SIMBA_ESTATE (already stopping or
+ *         stopped: done is not called).
+ */
+SIMBA_API int simba_task_stop(simba_task_t *t, simba_done_fn done, void *ud);
+
+/**
+ * @brief Step down: revoke the term (STEPPED_DOWN), wait for its work, release,
+ *        and do not contend for @p cooldown_ms counted from now.
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL t, negative cooldown); SIMBA_ESTATE (stopped).
+ */
+SIMBA_API int simba_task_step_down(simba_task_t *t, int64_t cooldown_ms, simba_done_fn done,
+                                   void *ud);
+
+/**
+ * @brief Stop the task, wait until the stop completed and every run of its work
+ *        returned, and free the handle. Called from a callback, from leader work
+ *        or from the loop thread it starts the stop, frees the handle and
+ *        returns at once (waiting there would wait for itself). NULL is a no-op.
+ * @return SIMBA_OK.
+ */
+SIMBA_API int simba_task_close(simba_task_t *t);
 
 /** @} */
 

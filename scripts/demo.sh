@@ -55,7 +55,7 @@ say() { printf '%7.3fs  %s\n' "$(( $(date +%s%N) - T0 ))e-9" "$*"; }
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
 # --- the backend ----------------------------------------------------------------
-start_servers >/dev/null 2>&1 || { echo "cannot start redis-server" >&2; exit 1; }
+start_servers redis >/dev/null 2>&1 || { echo "cannot start redis-server" >&2; exit 1; }
 export SIMBA_BACKEND="$SIMBA_TEST_REDIS_URL"
 export SIMBA_SESSION_LEASE_DURATION=${LEASE_MS}ms SIMBA_SESSION_RENEW_INTERVAL=${RENEW_MS}ms
 

@@ -29,7 +29,8 @@ SIMBA_APT_PACKAGES=(
   libuv1-dev libcmocka-dev libgtest-dev
   valgrind
   redis-server redis-tools libhiredis-dev
-  libpq-dev postgresql-client   # the PostgreSQL fencing recipe (tests/tck)
+  postgresql libpq-dev openssl postgresql-client
+  procps iproute2
   abigail-tools binutils        # abidw/abidiff, nm/objdump/readelf (label abi)
 )
 

@@ -23,10 +23,19 @@
 SIMBA_SERVERS_DIR=""
 SIMBA_SERVER_PIDS=()
 
+# start_servers [redis] [postgres]: the named servers, or all of them.
 start_servers() {
+  local which=("$@") s
+  [[ ${#which[@]} -gt 0 ]] || which=(redis postgres)
   SIMBA_SERVERS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/simba-servers.XXXXXX")
   export SIMBA_SERVERS_DIR
-  start_redis || return 1
+  for s in "${which[@]}"; do
+    case "$s" in
+      redis) start_redis || return 1 ;;
+      postgres) start_postgres || return 1 ;;
+      *) echo "servers: unknown server '$s'" >&2; return 1 ;;
+    esac
+  done
   return 0
 }
 
@@ -51,6 +60,70 @@ start_redis() {
 
 simba_redis_pong() { [[ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" == PONG ]]; }
 
+# A throwaway PostgreSQL: initdb into the temp dir, 127.0.0.1 only, a free port,
+# its unix socket in the temp dir, no fsync (the data dies with the run; a
+# process crash loses nothing written to the OS), synchronous_commit=off on
+# purpose (Simba turns it on for its own connections; the tests prove it), and
+# TLS with a self-signed certificate made here (for the sslmode tests).
+# PostgreSQL refuses to run as root: as root, initdb and the server run as the
+# `postgres` system user (setpriv replaces itself with the server, so $! is
+# the server's pid).
+start_postgres() {
+  local bindir port dir="$SIMBA_SERVERS_DIR/postgres" as=()
+  bindir=$(simba_pg_bindir) || { echo "servers: PostgreSQL server binaries not found" >&2; return 1; }
+  command -v openssl >/dev/null || { echo "servers: openssl not installed" >&2; return 1; }
+  mkdir -p "$dir"
+  if [[ $(id -u) -eq 0 ]]; then
+    id -u postgres >/dev/null 2>&1 ||
+      useradd --system --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin postgres
+    chmod 711 "$SIMBA_SERVERS_DIR"  # postgres must reach its own dir inside
+    chown postgres: "$dir"
+    as=(setpriv --reuid=postgres --regid=postgres --init-groups --)
+  fi
+  chmod 700 "$dir"
+  "${as[@]}" "$bindir/initdb" -D "$dir/data" -U postgres --auth=trust --no-sync \
+    --no-locale -E UTF8 >"$dir/initdb.log" 2>&1 || {
+    cat "$dir/initdb.log" >&2
+    return 1
+  }
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
+    -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+    -keyout "$dir/server.key" -out "$dir/server.crt" >"$dir/openssl.log" 2>&1 || {
+    cat "$dir/openssl.log" >&2
+    return 1
+  }
+  chmod 600 "$dir/server.key"
+  [[ ${#as[@]} -gt 0 ]] && chown postgres: "$dir/server.key" "$dir/server.crt"
+  port=$(simba_free_port) || return 1
+  "${as[@]}" "$bindir/postgres" -D "$dir/data" -p "$port" -k "$dir" \
+    -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off \
+    -c full_page_writes=off -c ssl=on -c "ssl_cert_file=$dir/server.crt" \
+    -c "ssl_key_file=$dir/server.key" >"$dir/postgres.log" 2>&1 &
+  simba_track_pid $!
+  simba_wait_until 20 "postgres on $port" "$bindir/pg_isready" -q -h 127.0.0.1 -p "$port" || {
+    cat "$dir/postgres.log" >&2
+    return 1
+  }
+  # sslmode=disable: the conformance suite runs on plain TCP; the TLS tests ask
+  # for TLS themselves, with the certificate below.
+  export SIMBA_TEST_POSTGRES_URL="postgresql://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+  export SIMBA_TEST_POSTGRES_CA="$dir/server.crt"
+  echo "servers: postgres on 127.0.0.1:$port" >&2
+}
+
+# The directory of initdb/postgres/pg_isready (Debian keeps them out of PATH).
+simba_pg_bindir() {
+  local d
+  if command -v pg_config >/dev/null; then
+    d=$(pg_config --bindir 2>/dev/null)
+    [[ -x "$d/initdb" && -x "$d/postgres" ]] && { echo "$d"; return 0; }
+  fi
+  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r) /usr/bin /usr/local/bin; do
+    [[ -x "$d/initdb" && -x "$d/postgres" ]] && { echo "$d"; return 0; }
+  done
+  return 1
+}
+
 # Safe to call twice, and when start_servers never ran or stopped half-way.
 stop_servers() {
   local pid
@@ -62,6 +135,16 @@ stop_servers() {
   done
   SIMBA_SERVER_PIDS=()
   if [[ -n "$SIMBA_SERVERS_DIR" && -d "$SIMBA_SERVERS_DIR" ]]; then
+    # PostgreSQL servers a test binary started under this dir and left behind
+    # (it died before stopping them): their pid is the first line of postmaster.pid.
+    local f
+    for f in "$SIMBA_SERVERS_DIR"/*/data/postmaster.pid; do
+      [[ -f "$f" ]] || continue
+      pid=$(head -n 1 "$f" 2>/dev/null || true)
+      [[ "$pid" =~ ^[0-9]+$ ]] || continue
+      kill -INT "$pid" 2>/dev/null || continue
+      simba_wait_pid_gone "$pid" 10 || kill -9 "$pid" 2>/dev/null || true
+    done
     rm -rf "$SIMBA_SERVERS_DIR"
   fi
   SIMBA_SERVERS_DIR=""

@@ -1,15 +1,45 @@
 // The URL scheme table: one line per backend.
+#include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "backend/backend.h"
 #include "backend/memory/memory_backend.h"
 #include "core/names.h"
+#ifdef SIMBA_WITH_POSTGRES
+#include "backend/postgres/postgres_backend.h"
+#endif
 #ifdef SIMBA_WITH_REDIS
 #include "backend/redis/redis_backend.h"
 #endif
 
 namespace simba {
+
+namespace {
+
+// ...?a=1&password=secret&b=2 -> ...?a=1&password=***&b=2 (libpq URIs may
+// carry the password as a query parameter).
+std::string redact_query_password(const std::string& url) {
+  const size_t q = url.find('?');
+  if (q == std::string::npos) return url;
+  std::string out = url.substr(0, q + 1);
+  size_t start = q + 1;
+  while (start <= url.size()) {
+    size_t amp = url.find('&', start);
+    if (amp == std::string::npos) amp = url.size();
+    const std::string kv = url.substr(start, amp - start);
+    if (kv.compare(0, 9, "password=") == 0) {
+      out += "password=***";
+    } else {
+      out += kv;
+    }
+    if (amp < url.size()) out += '&';
+    start = amp + 1;
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string redact_url(const std::string& url) {
   // scheme://user:password@host... -> scheme://user:***@host...
@@ -18,10 +48,14 @@ std::string redact_url(const std::string& url) {
   const size_t auth_start = scheme_end + 3;
   const size_t at = url.find('@', auth_start);
   const size_t slash = url.find('/', auth_start);
-  if (at == std::string::npos || (slash != std::string::npos && slash < at)) return url;
+  const size_t query = url.find('?', auth_start);
+  const size_t end = std::min(slash, query);
+  if (at == std::string::npos || (end != std::string::npos && end < at)) {
+    return redact_query_password(url);
+  }
   const size_t colon = url.find(':', auth_start);
-  if (colon == std::string::npos || colon > at) return url;
-  return url.substr(0, colon + 1) + "***" + url.substr(at);
+  if (colon == std::string::npos || colon > at) return redact_query_password(url);
+  return redact_query_password(url.substr(0, colon + 1) + "***" + url.substr(at));
 }
 
 std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::string& url,
@@ -54,6 +88,16 @@ std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::stri
       return nullptr;
     }
     return make_redis_backend(ctx, parsed);
+  }
+#endif
+#ifdef SIMBA_WITH_POSTGRES
+  if (scheme == "postgresql" || scheme == "postgres") {
+    PostgresUrl parsed;
+    if (!parse_postgres_url(url, &parsed, error)) {
+      *why = BackendError::kInvalid;
+      return nullptr;
+    }
+    return make_postgres_backend(ctx, parsed);
   }
 #endif
   *why = BackendError::kUnsupported;

@@ -9,6 +9,7 @@
 
 #include "core/config.h"
 #include "engine/client.h"
+#include "engine/group.h"
 #include "simba.h"
 
 struct simba_config {
@@ -23,6 +24,13 @@ struct simba_client {
 struct simba_election {
   std::shared_ptr<simba::engine::Client> client;
   std::shared_ptr<simba::engine::Election> impl;
+};
+
+// A task: an election whose terms run leader work, or a partition group.
+struct simba_task {
+  std::shared_ptr<simba::engine::Client> client;
+  std::shared_ptr<simba::engine::Election> impl;  // run_while_leader, schedule
+  std::shared_ptr<simba::engine::Group> group;    // group_join
 };
 
 namespace simba::capi {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "capi/capi.h"
+#include "core/log_level.h"
 
 using simba::capi::fail;
 using simba::capi::guarded;
@@ -157,3 +158,7 @@ static_assert(SIMBA_EVENT_SESSION_OPENED == static_cast<int>(simba::SessionEvent
                   SIMBA_EVENT_SESSION_LEASE_SHORTENED ==
                       static_cast<int>(simba::SessionEvent::kLeaseShortened),
               "session event values must match the ABI");
+
+static_assert(SIMBA_LOG_DEBUG == simba::kLogDebug && SIMBA_LOG_INFO == simba::kLogInfo &&
+                  SIMBA_LOG_WARN == simba::kLogWarn && SIMBA_LOG_ERROR == simba::kLogError,
+              "log levels of simba.h and of the engine");

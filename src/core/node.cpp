@@ -5,13 +5,13 @@
 #include <utility>
 
 #include "core/json.h"
+#include "core/log_level.h"
 #include "core/timing.h"
 
 namespace simba {
 
 namespace {
 
-constexpr int kLogDebug = 0, kLogInfo = 1, kLogWarn = 2;
 
 // How long the answer of an abandoned call is still recognised, so that a late
 // acquire reply can release what it won.
@@ -265,8 +265,9 @@ void Node::session_ended(RevokeReason reason, TimePoint now) {
     }
     if (c->state == State::kLeader) {
       lose_term(*c, reason, now);
-    } else if (c->state == State::kReleasing) {
-      // The handover's release was sent; the session is gone, so do not wait.
+    } else if (c->state == State::kReleasing || c->state == State::kDraining) {
+      // The session is gone, and the lease with it: waiting for the release's
+      // answer or for the work would only delay onRevoked.
       finish_handover(*c, now);
     }
   }
@@ -298,12 +299,13 @@ Node::Contender* Node::find(ContenderId id) {
   return it == contenders_.end() ? nullptr : &it->second;
 }
 
-ContenderId Node::add_election(const std::string& name, TimePoint now) {
+ContenderId Node::add_election(const std::string& name, TimePoint now, bool with_work) {
   if (closing_ || by_name_.count(name)) return 0;
   const ContenderId id = next_contender_++;
   Contender& c = contenders_[id];
   c.id = id;
   c.kind = ContenderKind::kElection;
+  c.with_work = with_work;
   c.name = name;
   c.state = State::kCandidate;
   by_name_[name].push_back(id);
@@ -466,6 +468,7 @@ void Node::adopt(Contender& c, uint64_t token, TimePoint now) {
   (void)now;
   c.term = std::make_shared<TermState>(c.name, token, session_id_, session_clock_);
   c.state = State::kLeader;
+  c.work_running = c.with_work;
   c.adopted_before = next_call_;
   ++terms_;
   disarm(c.timer);
@@ -482,12 +485,43 @@ void Node::lose_term(Contender& c, RevokeReason reason, TimePoint now) {
 }
 
 void Node::begin_handover(Contender& c, RevokeReason reason, TimePoint now) {
+  // The lease stays held for the work at most until the local deadline as it
+  // is at the stop: later renewals do not extend the wait.
+  const TimePoint deadline_at_stop = session_clock_ ? session_clock_->deadline() : now;
   c.term->revoke(reason);
   c.handover_reason = c.term->revoked();
   fx_.term_ended(c.id, c.term);
-  c.state = State::kReleasing;
   disarm(c.timer);
+  if (c.work_running) {
+    c.state = State::kDraining;
+    arm(c.timer, std::max(now, deadline_at_stop), {TimerKind::kContender, c.id});
+    return;
+  }
+  release_term(c, now);
+}
+
+// The work exited (or may no longer be waited for): release with the token.
+// While the node closes, the session's close is the release.
+void Node::release_term(Contender& c, TimePoint now) {
+  disarm(c.timer);
+  c.state = State::kReleasing;
+  if (closing_) {
+    maybe_send_close(now);
+    return;
+  }
   release_lease(c.term->session_id(), c.name, c.term->token(), c.id, now);
+}
+
+void Node::work_done(ContenderId id, uint64_t token, TimePoint now) {
+  Contender* c = find(id);
+  if (!c || !c->term || c->term->token() != token || !c->work_running) return;
+  c->work_running = false;
+  if (c->state == State::kDraining) {
+    release_term(*c, now);
+  } else if (c->state == State::kLeader) {
+    // The work is done with the lease: hand it over, then contend again.
+    begin_handover(*c, RevokeReason::kSteppedDown, now);
+  }
 }
 
 void Node::finish_handover(Contender& c, TimePoint now) {
@@ -566,6 +600,7 @@ bool Node::stop(ContenderId id, TimePoint now) {
     case State::kLeader:
       begin_handover(*c, RevokeReason::kStopped, now);
       break;
+    case State::kDraining:
     case State::kReleasing:
       break;  // a step-down's handover is finishing; it ends in finish()
     case State::kAcquiring:
@@ -591,6 +626,7 @@ bool Node::step_down(ContenderId id, Duration cooldown, TimePoint now) {
       ++c->pending_step_downs;
       begin_handover(*c, RevokeReason::kSteppedDown, now);
       break;
+    case State::kDraining:
     case State::kReleasing:
       ++c->pending_step_downs;  // acknowledged when the handover under way ends
       break;
@@ -605,6 +641,14 @@ bool Node::step_down(ContenderId id, Duration cooldown, TimePoint now) {
 }
 
 void Node::on_contender_timer(Contender& c, TimePoint now) {
+  if (c.state == State::kDraining) {
+    // The deadline at the stop passed and the work is still running: the lease
+    // may not be held for it any longer.
+    fx_.log(kLogWarn, "the work of " + c.name + " did not exit by the term's deadline; "
+                          "releasing without it");
+    release_term(c, now);
+    return;
+  }
   if (c.kind == ContenderKind::kLock && c.state != State::kLeader &&
       c.state != State::kReleasing && now >= c.give_up_at) {
     fail_lock(c, LockFailure::kTimeout, now);
@@ -665,22 +709,31 @@ void Node::on_release(CallId id, const DoneReply& reply, TimePoint now) {
 void Node::close(TimePoint now) {
   if (closing_ || status_ == SessionStatus::kClosed) return;
   closing_ = true;
+  std::vector<ContenderId> leaders;
   for (auto& [cid, c] : contenders_) {
     c.stopping = true;
     abandon_attempt(c);
-    disarm(c.timer);
-    if (c.state == State::kLeader) {
-      // Closing the session frees every lease at once: it is the release.
-      c.term->revoke(RevokeReason::kStopped);
-      c.handover_reason = c.term->revoked();
-      fx_.term_ended(cid, c.term);
-      c.state = State::kReleasing;
-    }
+    if (c.state != State::kDraining) disarm(c.timer);
+    if (c.state == State::kLeader) leaders.push_back(cid);
   }
   if (open_call_) {
     if (auto it = calls_.find(open_call_); it != calls_.end()) it->second.abandoned = true;
     open_call_ = 0;
   }
+  // Closing the session frees every lease at once: it is the release, sent
+  // once no term waits for its work any more (handover order).
+  holding_close_ = true;  // until every leader is either draining or released
+  for (ContenderId cid : leaders) begin_handover(contenders_.at(cid), RevokeReason::kStopped, now);
+  holding_close_ = false;
+  maybe_send_close(now);
+}
+
+void Node::maybe_send_close(TimePoint now) {
+  if (!closing_ || close_sent_ || holding_close_) return;
+  for (const auto& [cid, c] : contenders_) {
+    if (c.state == State::kDraining) return;
+  }
+  close_sent_ = true;
   if (!session_id_.empty() && session_clock_ && !session_clock_->ended()) {
     close_call_ = new_call(CallKind::kClose, session_id_, call_timeout(), now);
     fx_.send_close(close_call_, session_id_, call_timeout());
@@ -853,6 +906,7 @@ NodeView Node::view() const {
       case State::kCandidate: state = "candidate"; break;
       case State::kAcquiring: state = "acquiring"; break;
       case State::kLeader: state = "leader"; break;
+      case State::kDraining: state = "draining"; break;
       case State::kReleasing: state = "releasing"; break;
       case State::kCooldown: state = "cooldown"; break;
     }

@@ -104,7 +104,10 @@ class Node {
   // Opens the first session.
   void start(TimePoint now);
   // Starts an election. Returns 0 if the name is already used on this node.
-  ContenderId add_election(const std::string& name, TimePoint now);
+  // `with_work`: each term runs leader work, and a stop or step-down waits for
+  // work_done() (or the session's local deadline at the stop) before it
+  // releases: the seed's handover order.
+  ContenderId add_election(const std::string& name, TimePoint now, bool with_work = false);
   // Starts acquiring a lock, giving up at `give_up_at` (TimePoint::max() never);
   // `try_once` gives up after the first answer. Returns 0 if an election uses
   // the name. A lock on a name another lock of this node holds or waits for
@@ -117,7 +120,12 @@ class Node {
   // Steps an election down for `cooldown`. Returns false if unknown or stopping.
   bool step_down(ContenderId id, Duration cooldown, TimePoint now);
   // Stops everything and closes the session; Effects::closed() at the end.
+  // Terms whose work runs are drained first, as by stop().
   void close(TimePoint now);
+  // The leader work of the term `token` returned. During a stop or step-down
+  // the release goes out now; while still leading, the term is handed over
+  // (revoked STEPPED_DOWN, released) and the election contends again.
+  void work_done(ContenderId id, uint64_t token, TimePoint now);
 
   void on_open(CallId call, const OpenReply& reply, TimePoint now);
   void on_keep_alive(CallId call, const KeepAliveReply& reply, TimePoint now);
@@ -166,6 +174,7 @@ class Node {
     kCandidate,  // contending: an attempt is scheduled
     kAcquiring,  // one acquire in flight
     kLeader,     // holds a term
+    kDraining,   // handover: term revoked, waiting for its work to exit (or the deadline)
     kReleasing,  // handover: term revoked, release in flight
     kCooldown,   // stepped down, not contending until the timer
   };
@@ -179,6 +188,8 @@ class Node {
     CallId adopted_before = 0;  // keep-alives with an id at or above saw the term
     RevokeReason handover_reason = RevokeReason::kNone;
     bool stopping = false;
+    bool with_work = false;     // elections whose terms run leader work
+    bool work_running = false;  // the current term's work has not returned yet
     int pending_step_downs = 0;
     TimePoint cooldown_until;
     TimePoint give_up_at = TimePoint::max();  // locks
@@ -204,6 +215,7 @@ class Node {
   void adopt(Contender& c, uint64_t token, TimePoint now);
   void lose_term(Contender& c, RevokeReason reason, TimePoint now);
   void begin_handover(Contender& c, RevokeReason reason, TimePoint now);
+  void release_term(Contender& c, TimePoint now);
   void finish_handover(Contender& c, TimePoint now);
   void after_term(Contender& c, TimePoint now);
   void abandon_attempt(Contender& c);
@@ -212,6 +224,7 @@ class Node {
   void on_contender_timer(Contender& c, TimePoint now);
   void activate_next(const std::string& name, TimePoint now);
   Contender* find(ContenderId id);
+  void maybe_send_close(TimePoint now);
   void maybe_finish_close(TimePoint now);
 
   // Calls and timers.
@@ -242,6 +255,8 @@ class Node {
   std::map<std::string, uint64_t> released_;
 
   bool closing_ = false;
+  bool close_sent_ = false;
+  bool holding_close_ = false;
   CallId close_call_ = 0;
 
   std::map<CallId, Call> calls_;

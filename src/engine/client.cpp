@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/json.h"
+#include "core/log_level.h"
 
 namespace simba::engine {
 
@@ -54,6 +55,31 @@ void Waiter::finish(int c, std::string d, simba_term* t) {
   cv.notify_all();
 }
 
+void WorkCount::begin() {
+  std::lock_guard<std::mutex> lock(mu);
+  ++running;
+}
+
+void WorkCount::end() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    --running;
+  }
+  cv.notify_all();
+}
+
+void WorkCount::wait_idle() {
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [this] { return running == 0; });
+}
+
+bool Mailbox::post(std::function<void(Client&)> fn) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!client) return false;
+  Client* c = client;
+  return c->post([c, fn = std::move(fn)] { fn(*c); });
+}
+
 Client::Client(const Config& cfg, const Hooks& hooks) : cfg_(cfg), hooks_(hooks) {}
 
 Result Client::open(const std::string& url, const Config& cfg, const Hooks& hooks,
@@ -67,6 +93,7 @@ Result Client::open(const std::string& url, const Config& cfg, const Hooks& hook
 
 Result Client::init(const std::string& url) {
   url_redacted_ = redact_url(url);
+  mailbox_->client = this;
   if (int rc = uv_loop_init(&loop_); rc != 0) {
     return {kEBackend, std::string("cannot start the event loop: ") + uv_strerror(rc)};
   }
@@ -277,6 +304,10 @@ void Client::run_deferred() {
 // that the loop ends.
 void Client::teardown() {
   torn_down_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mailbox_->mu);
+    mailbox_->client = nullptr;  // work threads still running post nothing more
+  }
   uv_timer_stop(&timer_);
   while (!deferred_.empty()) run_deferred();
   {
@@ -322,7 +353,7 @@ void Client::emit_log(int level, const std::string& line) {
 
 int Client::close() {
   close_requested_ = true;
-  if (!may_block()) {
+  if (!may_wait_for_close()) {
     // Waiting here would wait for itself: start the close and let it finish.
     if (!torn_down_) {
       if (on_loop_thread()) {
@@ -430,8 +461,8 @@ Result Client::snapshot_json(std::string* out) {
   return r;
 }
 
-Result Client::inspect_json(const std::vector<std::string>& names, int64_t timeout_ms,
-                            std::string* out) {
+Result Client::inspect(const std::vector<std::string>& names, int64_t timeout_ms,
+                       InspectReply* out, std::string* own_session) {
   if (!may_block()) {
     return {kEWouldBlock,
             "simba_client_inspect_json would wait for itself here (callback or loop thread)"};
@@ -466,6 +497,16 @@ Result Client::inspect_json(const std::vector<std::string>& names, int64_t timeo
   if (reply->outcome != Outcome::kOk) {
     return {kEBackend, "the backend could not be read: " + reply->error};
   }
+  *out = std::move(*reply);
+  *own_session = std::move(*own);
+  return Result::ok();
+}
+
+Result Client::inspect_json(const std::vector<std::string>& names, int64_t timeout_ms,
+                            std::string* out) {
+  auto reply = std::make_shared<InspectReply>();
+  auto own = std::make_shared<std::string>();
+  if (Result r = inspect(names, timeout_ms, reply.get(), own.get()); r.code != kOk) return r;
   std::map<std::string, const SessionInfo*> by_id;
   for (const SessionInfo& si : reply->sessions) by_id[si.id] = &si;
   std::string s = "{\"backend\":" + json_quote(url_redacted_) + ",\"sessions\":[";
@@ -527,11 +568,12 @@ Result Client::process() {
 // Elections
 
 Result Client::start_election(const std::string& name, ElectedFn on_elected, RevokedFn on_revoked,
-                              std::shared_ptr<Election>* out) {
+                              std::shared_ptr<Election>* out, WorkFn work) {
   auto e = std::make_shared<Election>();
   e->name_ = name;
   e->on_elected = std::move(on_elected);
   e->on_revoked = std::move(on_revoked);
+  e->work = std::move(work);
   e->queue = new_queue();
   Result result;
   Result r = run_sync([&] {
@@ -542,7 +584,7 @@ Result Client::start_election(const std::string& name, ElectedFn on_elected, Rev
     const ContenderId id = node_->next_id();
     elections_[id] = e;
     e->id = id;
-    if (node_->add_election(name, now()) != id) {
+    if (node_->add_election(name, now(), static_cast<bool>(e->work)) != id) {
       elections_.erase(id);
       result = {kEState, "\"" + name + "\" is already started or locked on this client"};
     }
@@ -709,7 +751,7 @@ Result Client::add_lock(const std::string& name, int64_t timeout_ms, bool try_on
 
 void Client::lock_release(simba_term* term) {
   const ContenderId id = term->contender;
-  const bool block = may_block();
+  const bool block = may_wait_for_close();
   auto w = std::make_shared<Waiter>();
   auto stop = [this, id, w, block] {
     auto l = locks_.find(id);
@@ -785,11 +827,30 @@ void Client::elected(ContenderId who, const std::shared_ptr<TermState>& term) {
     std::shared_ptr<Election> el = e->second;
     auto* t = new simba_term(term, el->queue, weak_from_this(), who, false);
     terms_[term.get()] = t;  // the engine's reference, dropped at revoked()
+    if (el->work) {
+      start_work(el, t, who, term->token());
+      return;
+    }
     t->retain();
-    el->queue->post([el, t] {
+    const auto posted = el->queue->post_or_reject([el, t] {
       if (!el->detached && el->on_elected) el->on_elected(t);
       t->release();
     });
+    if (posted == SerialQueue::Posted::kRejected) {
+      // The executor refused onElected: nobody learns of the term. Step down
+      // for one lease duration, and deliver no onRevoked for it either, so
+      // that callbacks stay paired (seed, "Callbacks and Lifecycle").
+      t->release();
+      t->unannounced = true;
+      log(kLogWarn, "the callback executor rejected onElected of " + el->name() + " token " +
+                        std::to_string(term->token()) + ": stepping down for one lease duration");
+      defer([this, el] {
+        if (torn_down_) return;
+        el->step_down_dones.push_back(nullptr);  // acknowledged to nobody
+        if (!node_->step_down(el->id, cfg_.lease_duration, now())) el->step_down_dones.pop_back();
+        settle();
+      });
+    }
     return;
   }
   if (auto l = locks_.find(who); l != locks_.end()) {
@@ -802,6 +863,36 @@ void Client::elected(ContenderId who, const std::shared_ptr<TermState>& term) {
   }
 }
 
+void Client::start_work(const std::shared_ptr<Election>& el, simba_term* t, ContenderId who,
+                        uint64_t token) {
+  t->retain();  // the work thread's reference
+  el->work_count->begin();
+  std::shared_ptr<Mailbox> mailbox = mailbox_;
+  auto done = [mailbox, who, token] {
+    // Back on the loop: the node releases now if a handover waits for this.
+    mailbox->post([who, token](Client& c) {
+      c.node_->work_done(who, token, c.now());
+      c.settle();
+    });
+  };
+  try {
+    std::thread([el, t, done] {
+      {
+        WorkScope scope;
+        if (!el->detached) el->work(t);
+      }
+      done();
+      t->release();
+      el->work_count->end();
+    }).detach();
+  } catch (const std::system_error& e) {
+    log(kLogError, "cannot start a thread for the work of " + el->name() + ": " + e.what());
+    t->release();
+    el->work_count->end();
+    post([this, who, token] { node_->work_done(who, token, now()); });
+  }
+}
+
 void Client::revoked(ContenderId who, const std::shared_ptr<TermState>& term,
                      RevokeReason reason) {
   auto it = terms_.find(term.get());
@@ -810,6 +901,10 @@ void Client::revoked(ContenderId who, const std::shared_ptr<TermState>& term,
   terms_.erase(it);
   t->signal_ended();
   std::function<void()> then;
+  if (t->unannounced) {
+    t->release();  // its onElected never ran: no onRevoked either
+    return;
+  }
   if (auto e = elections_.find(who); e != elections_.end()) {
     std::shared_ptr<Election> el = e->second;
     then = [el, t, reason] {

@@ -54,6 +54,8 @@ using ElectedFn = std::function<void(simba_term*)>;
 using RevokedFn = std::function<void(simba_term*, RevokeReason)>;
 using EventFn = std::function<void(SessionEvent, const std::string& detail)>;
 using LockFn = std::function<void(int code, simba_term* term)>;
+// Leader work: runs on a thread of its own for each term of a task's election.
+using WorkFn = std::function<void(simba_term*)>;
 
 // Host-provided pieces of the configuration that have no text form.
 struct Hooks {
@@ -74,16 +76,47 @@ struct Waiter {
   void finish(int c, std::string d = {}, simba_term* t = nullptr);
 };
 
+// How many work threads of an election are still running.
+struct WorkCount {
+  std::mutex mu;
+  std::condition_variable cv;
+  int running = 0;
+  void begin();
+  void end();
+  void wait_idle();
+};
+
+// Where threads other than the loop's (leader work) send commands to the
+// loop: safe after the client is gone, when posts are simply dropped.
+struct Mailbox {
+  std::mutex mu;
+  Client* client = nullptr;  // nulled by the client's teardown
+  bool post(std::function<void(Client&)> fn);
+};
+
 // One election as its handle sees it.
 class Election {
  public:
   const std::string& name() const { return name_; }
+  // Blocks until every run of a task's work returned.
+  void wait_for_work() const { work_count->wait_idle(); }
+  // Its stop completed and no run of its work is left: nothing more to wait for.
+  bool finished() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!stopped) return false;
+    }
+    std::lock_guard<std::mutex> lock(work_count->mu);
+    return work_count->running == 0;
+  }
 
  private:
   friend class Client;
   std::string name_;
   ElectedFn on_elected;
   RevokedFn on_revoked;
+  WorkFn work;  // a task's leader work; then there is no listener
+  std::shared_ptr<WorkCount> work_count = std::make_shared<WorkCount>();
   std::shared_ptr<SerialQueue> queue;
   // Set by simba_election_free before the stop completed: deliver nothing more.
   std::atomic<bool> detached{false};
@@ -117,8 +150,11 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   SessionStatus status() const { return static_cast<SessionStatus>(status_.load()); }
   Result wait_live(int64_t timeout_ms);
   Result snapshot_json(std::string* out);
-  // Blocks until the backend answers inspect() (sessions and leases, as JSON)
-  // or `timeout_ms` passed.
+  // Blocks until the backend answers inspect() or `timeout_ms` passed;
+  // `own_session` is this client's session id (empty while it has none).
+  Result inspect(const std::vector<std::string>& names, int64_t timeout_ms, InspectReply* out,
+                 std::string* own_session);
+  // The same, as the JSON of simba_client_inspect_json.
   Result inspect_json(const std::vector<std::string>& names, int64_t timeout_ms,
                       std::string* out);
   Result set_event_sink(EventFn fn);
@@ -130,12 +166,17 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   Result process();
 
   // Elections.
+  // With `work`, each term runs it on a thread of its own, and a stop or
+  // step-down waits for it to return (or the term's deadline) before the
+  // release: the handover order.
   Result start_election(const std::string& name, ElectedFn on_elected, RevokedFn on_revoked,
-                        std::shared_ptr<Election>* out);
+                        std::shared_ptr<Election>* out, WorkFn work = nullptr);
   Result stop_election(const std::shared_ptr<Election>& e, DoneFn done);
   Result step_down(const std::shared_ptr<Election>& e, Duration cooldown, DoneFn done);
   Result stop_election_wait(const std::shared_ptr<Election>& e, int64_t timeout_ms);
   void detach_election(const std::shared_ptr<Election>& e);
+  // False where a blocking close would wait for itself (callback, loop, work).
+  bool may_close_block() const { return may_wait_for_close(); }
 
   // Locks. acquire: timeout_ms < 0 waits without bound.
   Result lock_acquire(const std::string& name, int64_t timeout_ms, bool try_once,
@@ -171,6 +212,7 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   void log(int level, const std::string& line) override;
 
  private:
+  friend struct Mailbox;
   struct Lock {
     std::string name;
     LockFn done;  // acquire result (once)
@@ -191,6 +233,12 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   // it runs the loop itself. kEWouldBlock where waiting would wait for itself.
   int wait(Waiter& w, std::chrono::steady_clock::time_point deadline);
   bool may_block() const;
+  // Blocking close methods (client, task, lock release) do not wait from a
+  // callback, the loop thread, or leader work, where they would wait for it.
+  bool may_wait_for_close() const { return may_block() && !in_work(); }
+  // Loop thread: starts the work of a task's new term on its own thread.
+  void start_work(const std::shared_ptr<Election>& el, simba_term* t, ContenderId who,
+                  uint64_t token);
   // Loop thread: registers a lock with the node; `done` gets its outcome.
   Result add_lock(const std::string& name, int64_t timeout_ms, bool try_once,
                   const std::shared_ptr<SerialQueue>& queue, LockFn done);
@@ -230,6 +278,7 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   std::deque<std::function<void()>> commands_;
   bool accepting_ = true;  // guarded by commands_mu_
   std::deque<std::function<void()>> deferred_;  // loop thread
+  std::shared_ptr<Mailbox> mailbox_ = std::make_shared<Mailbox>();
 
   std::mutex queues_mu_;
   std::vector<std::weak_ptr<SerialQueue>> queues_;

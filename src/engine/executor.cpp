@@ -4,11 +4,16 @@ namespace simba::engine {
 
 namespace {
 thread_local int tl_callback_depth = 0;
-}
+thread_local int tl_work_depth = 0;
+}  // namespace
 
 bool in_callback() { return tl_callback_depth > 0; }
 CallbackScope::CallbackScope() { ++tl_callback_depth; }
 CallbackScope::~CallbackScope() { --tl_callback_depth; }
+
+bool in_work() { return tl_work_depth > 0; }
+WorkScope::WorkScope() { ++tl_work_depth; }
+WorkScope::~WorkScope() { --tl_work_depth; }
 
 PoolExecutor::PoolExecutor(int threads) {
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
@@ -102,6 +107,24 @@ bool SerialQueue::post(std::function<void()> task) {
     scheduled_ = false;  // nobody will drain: the tasks stay queued
   }
   return true;
+}
+
+SerialQueue::Posted SerialQueue::post_or_reject(std::function<void()> task) {
+  std::lock_guard<std::recursive_mutex> lock(mu_);
+  if (closed_) return Posted::kClosed;
+  tasks_.push_back(std::move(task));
+  if (scheduled_) return Posted::kQueued;  // a drain already accepted will run it
+  scheduled_ = true;
+  auto self = shared_from_this();
+  if (ex_.submit([self] { self->drain(); })) return Posted::kQueued;
+  tasks_.pop_back();
+  scheduled_ = false;
+  // Earlier tasks left waiting by a failed submit still need a drain.
+  if (!tasks_.empty()) {
+    scheduled_ = true;
+    if (!fallback_.submit([self] { self->drain(); })) scheduled_ = false;
+  }
+  return Posted::kRejected;
 }
 
 void SerialQueue::close() {

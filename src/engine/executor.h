@@ -25,6 +25,18 @@ class CallbackScope {
   CallbackScope& operator=(const CallbackScope&) = delete;
 };
 
+// True while this thread runs leader work (simba_run_while_leader, schedules):
+// blocking close calls then do not wait, since they would wait for the work.
+bool in_work();
+
+class WorkScope {
+ public:
+  WorkScope();
+  ~WorkScope();
+  WorkScope(const WorkScope&) = delete;
+  WorkScope& operator=(const WorkScope&) = delete;
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -88,8 +100,13 @@ class LoopExecutor final : public Executor {
 class SerialQueue : public std::enable_shared_from_this<SerialQueue> {
  public:
   SerialQueue(Executor& ex, Executor& fallback) : ex_(ex), fallback_(fallback) {}
-  // False once closed: the task will not run.
+  // False once closed: the task will not run. A task the executor rejects
+  // runs on the fallback executor.
   bool post(std::function<void()> task);
+  enum class Posted { kQueued, kRejected, kClosed };
+  // Like post(), but when the executor rejects the task (a host's submit said
+  // no), the task is dropped instead of falling back: kRejected.
+  Posted post_or_reject(std::function<void()> task);
   // Rejects tasks posted from now on; tasks already posted still run.
   void close();
 

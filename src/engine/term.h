@@ -55,6 +55,9 @@ struct simba_term {
   const std::weak_ptr<simba::engine::Client> client;
   const simba::ContenderId contender;
   const bool is_lock;
+  // Loop thread: its onElected was rejected by the executor, so its onRevoked
+  // is not delivered either.
+  bool unannounced = false;
 
  private:
   std::mutex mu_;

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -441,6 +442,103 @@ TEST_P(Conformance, InspectShowsSessionsAndLeases) {
   EXPECT_EQ(out, nullptr);
 }
 
+// Leader work and the handover order on every backend: a stop revokes the
+// term, waits for the work to exit, releases, and only then may another node's
+// work start; the next term's token is larger.
+namespace work {
+struct Log {
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> runs;  // [start, end] in mono ns
+  std::vector<uint64_t> tokens;
+};
+struct Ctx {
+  Log* log;
+  int64_t cleanup_ms;
+};
+void cooperative(void* ud, simba_term_t* t) {
+  auto* c = static_cast<Ctx*>(ud);
+  const int64_t start = mono_ns();
+  while (simba_term_wait_revoked(t, 1000) != SIMBA_OK) {
+  }
+  sleep_ms(c->cleanup_ms);  // finishing the step under way
+  std::lock_guard<std::mutex> lock(c->log->mu);
+  c->log->runs.emplace_back(start, mono_ns());
+  c->log->tokens.push_back(simba_term_token(t));
+}
+}  // namespace work
+
+TEST_P(Conformance, TaskStopWaitsForWorkThenHandsOver) {
+  const Timing t{2000, 400};
+  Client a, b;
+  OpenLive(a, t);
+  OpenLive(b, t);
+  work::Log log;
+  work::Ctx ca{&log, 150}, cb{&log, 0};
+  const std::string name = lease("task");
+  simba_task_t* ta = nullptr;
+  simba_task_t* tb = nullptr;
+  ASSERT_EQ(simba_run_while_leader(&ta, a, name.c_str(), work::cooperative, &ca), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return json_string(snapshot(a), "state") == "leader"; },
+                       5000 * slow_factor()));
+  ASSERT_EQ(simba_run_while_leader(&tb, b, name.c_str(), work::cooperative, &cb), SIMBA_OK);
+  sleep_ms(300);
+  EXPECT_NE(json_string(snapshot(b), "state"), "leader");
+  const int64_t stop_at = mono_ns();
+  ASSERT_EQ(simba_task_close(ta), SIMBA_OK);  // blocking: stop, work returned
+  const int64_t closed_at = mono_ns();
+  EXPECT_GE((closed_at - stop_at) / kMsNs, 140) << "close returned before the work exited";
+  // The release broadcast hands the lease over at once (well under the retry interval).
+  ASSERT_TRUE(wait_for([&] { return json_string(snapshot(b), "state") == "leader"; },
+                       5000 * slow_factor()));
+  EXPECT_LT((mono_ns() - closed_at) / kMsNs, 150 * slow_factor());
+  ASSERT_EQ(simba_task_close(tb), SIMBA_OK);
+  std::lock_guard<std::mutex> lock(log.mu);
+  ASSERT_EQ(log.runs.size(), 2u);
+  // b's work started only after a's ended: never two at once.
+  EXPECT_GE(log.runs[1].first, log.runs[0].second);
+  EXPECT_GT(log.tokens[1], log.tokens[0]);
+}
+
+// Partition groups: members joining and leaving; at every instant each
+// partition has at most one valid holder, and after settling each member holds
+// floor(N/m) or ceil(N/m).
+TEST_P(Conformance, PartitionGroupBalancesAsMembersJoinAndLeave) {
+  const Timing t{1000, 200};
+  constexpr int kN = 7;
+  const std::string group = lease("group");
+  GroupProbe probe;
+  Client c[3];
+  simba_task_t* task[3] = {nullptr, nullptr, nullptr};
+  for (auto& client : c) OpenLive(client, t);
+  auto join = [&](int i) {
+    ASSERT_EQ(simba_group_join(&task[i], c[i], group.c_str(), kN, GroupProbe::work,
+                               probe.member(i)),
+              SIMBA_OK)
+        << simba_last_error();
+  };
+  const int64_t settle = 10'000 * slow_factor();
+  join(0);
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({0}, kN); }, settle)) << probe.dump();
+  join(1);
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({0, 1}, kN); }, settle)) << probe.dump();
+  join(2);
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({0, 1, 2}, kN); }, settle)) << probe.dump();
+  // Settled: nothing moves any more.
+  const int starts = probe.starts();
+  sleep_ms(600);
+  EXPECT_EQ(probe.starts(), starts) << "partitions moved while balanced: " << probe.dump();
+  // A member leaves (close: its partitions are handed over in handover order).
+  ASSERT_EQ(simba_task_close(task[1]), SIMBA_OK);
+  task[1] = nullptr;
+  EXPECT_EQ(probe.held(1), 0);
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({0, 2}, kN); }, settle)) << probe.dump();
+  ASSERT_EQ(simba_task_step_down(task[0], 30'000, nullptr, nullptr), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({2}, kN); }, settle)) << probe.dump();
+  EXPECT_EQ(probe.violations(), 0);
+  for (auto* tk : task) EXPECT_EQ(simba_task_close(tk), SIMBA_OK);
+  EXPECT_EQ(probe.violations(), 0);
+}
+
 TEST_P(Conformance, NeverTwoValidOwners) {
   const Timing t{600, 200};
   const std::string name = lease("exclusive");
@@ -481,7 +579,8 @@ TEST_P(Conformance, NeverTwoValidOwners) {
   // and the other client must take over.
   int handovers = 0;
   const int64_t until = mono_ns() + 2000 * kMsNs;
-  while (mono_ns() < until) {
+  const int64_t hard_until = until + 8000 * slow_factor() * kMsNs;  // for 4 handovers under load
+  while ((mono_ns() < until || handovers < 4) && mono_ns() < hard_until) {
     int leader = -1;
     ASSERT_TRUE(wait_for(
         [&] {
@@ -497,15 +596,22 @@ TEST_P(Conformance, NeverTwoValidOwners) {
     ASSERT_TRUE(wait_for([&] { return json_string(snapshot(c[other]), "state") != "cooldown"; },
                          5000 * slow_factor()));
     const int before = e[other].elected_count();
+    const int leader_before = e[leader].elected_count();
     const bool restart = handovers % 3 == 2;
     if (restart) {
       ASSERT_EQ(e[leader].stop(5000 * slow_factor()), SIMBA_OK);
     } else {
       ASSERT_EQ(simba_election_step_down(e[leader].handle(), 150, nullptr, nullptr), SIMBA_OK);
     }
-    ASSERT_TRUE(e[other].wait_elected(before + 1, 5000 * slow_factor()))
-        << "no takeover after handover " << handovers << "\nleader " << leader << ": "
+    // The other client takes over; on a loaded machine the old leader may win
+    // again after its 150 ms cooldown instead, which is no handover but no
+    // failure either: what this test proves is the poller's count.
+    ASSERT_TRUE(wait_for([&] { return e[other].elected_count() > before ||
+                                      (!restart && e[leader].elected_count() > leader_before); },
+                         5000 * slow_factor()))
+        << "nobody took over after handover " << handovers << "\nleader " << leader << ": "
         << snapshot(c[leader]) << "\nother: " << snapshot(c[other]);
+    if (e[other].elected_count() == before) continue;
     if (restart) {
       ASSERT_EQ(e[leader].start(c[leader], name), SIMBA_OK) << simba_last_error();
     }

@@ -364,6 +364,90 @@ TEST_F(EngineFaults, InspectFailsClearly) {
   simba_free(json);
 }
 
+// A term lost other than by stop or step-down (here: the session expired on
+// the backend) is not waited for: the work is interrupted and the term revoked
+// at once, and the task contends again while the old work still winds down.
+namespace {
+struct DeafWork {
+  std::atomic<int> runs{0};
+  std::atomic<int64_t> saw_revoked_ns{0};
+  static void run(void* ud, simba_term_t* t) {
+    auto* w = static_cast<DeafWork*>(ud);
+    if (w->runs.fetch_add(1) > 0) return;  // later terms: return at once
+    while (simba_term_wait_revoked(t, 1000) != SIMBA_OK) {
+    }
+    w->saw_revoked_ns = mono_ns();
+    sleep_ms(1500);  // winds down slowly
+  }
+};
+}  // namespace
+
+TEST_F(EngineFaults, TermLostOtherwiseIsNotWaitedForWork) {
+  const Timing t{1000, 200};
+  Client c;
+  OpenLive(c, t);
+  DeafWork w;
+  simba_task_t* task = nullptr;
+  ASSERT_EQ(simba_run_while_leader(&task, c, lease("lost").c_str(), DeafWork::run, &w), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return w.runs.load() == 1; }, 5000 * slow_factor()));
+  const int64_t expired_at = mono_ns();
+  store().expire_session(session_id(c));
+  ASSERT_TRUE(wait_for([&] { return w.saw_revoked_ns.load() != 0; }, 3000 * slow_factor()));
+  EXPECT_LT((w.saw_revoked_ns.load() - expired_at) / kMsNs, t.renew_ms + 300 * slow_factor());
+  // A new session, a new term and a new run, while the first run still sleeps.
+  ASSERT_TRUE(wait_for([&] { return w.runs.load() >= 2; }, 3000 * slow_factor()));
+  EXPECT_LT((mono_ns() - w.saw_revoked_ns.load()) / kMsNs, 1500);
+  EXPECT_EQ(simba_task_close(task), SIMBA_OK);
+}
+
+// A partition-group member dies (its backend becomes unreachable: its terms
+// end at its local deadline, its session expires on the store): the others
+// take its orphaned partitions, never while its terms were still valid.
+TEST_F(EngineFaults, PartitionGroupTakesOverADeadMembersPartitions) {
+  const Timing t{1000, 200};
+  constexpr int kN = 8;
+  GroupProbe probe;
+  Client c[3];
+  simba_task_t* task[3] = {nullptr, nullptr, nullptr};
+  for (auto& client : c) OpenLive(client, t);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(simba_group_join(&task[i], c[i], lease("g").c_str(), kN, GroupProbe::work,
+                               probe.member(i)),
+              SIMBA_OK);
+  }
+  const int64_t settle = 10'000 * slow_factor();
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({0, 1, 2}, kN); }, settle)) << probe.dump();
+  faults(c[2]).unreachable = true;  // dead to the world
+  ASSERT_TRUE(wait_for([&] { return probe.held(2) == 0; }, 3000 * slow_factor()));
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({0, 1}, kN); }, settle)) << probe.dump();
+  EXPECT_EQ(probe.violations(), 0);
+  for (auto* tk : task) EXPECT_EQ(simba_task_close(tk), SIMBA_OK);
+  EXPECT_EQ(probe.violations(), 0);
+}
+
+TEST_F(EngineFaults, PartitionGroupArguments) {
+  Client c;
+  OpenLive(c, Timing{1000, 200});
+  GroupProbe probe;
+  simba_task_t* task = nullptr;
+  EXPECT_EQ(simba_group_join(&task, c, "g", 0, GroupProbe::work, probe.member(0)), SIMBA_EINVAL);
+  EXPECT_EQ(simba_group_join(&task, c, "g", 10001, GroupProbe::work, nullptr), SIMBA_EINVAL);
+  EXPECT_EQ(simba_group_join(&task, c, "bad name", 3, GroupProbe::work, nullptr), SIMBA_EINVAL);
+  EXPECT_EQ(simba_group_join(&task, c, std::string(120, 'x').c_str(), 3, GroupProbe::work, nullptr),
+            SIMBA_EINVAL);
+  EXPECT_NE(std::string(simba_last_error()).find("member"), std::string::npos) << simba_last_error();
+  EXPECT_EQ(simba_group_join(&task, c, "g", 3, nullptr, nullptr), SIMBA_EINVAL);
+  EXPECT_EQ(simba_group_join(nullptr, c, "g", 3, GroupProbe::work, nullptr), SIMBA_EINVAL);
+  EXPECT_EQ(simba_group_join(&task, nullptr, "g", 3, GroupProbe::work, nullptr), SIMBA_EINVAL);
+  EXPECT_EQ(task, nullptr);
+  ASSERT_EQ(simba_group_join(&task, c, lease("args").c_str(), 3, GroupProbe::work, probe.member(1)),
+            SIMBA_OK);
+  EXPECT_EQ(simba_task_step_down(task, -1, nullptr, nullptr), SIMBA_EINVAL);
+  EXPECT_EQ(simba_task_stop(task, nullptr, nullptr), SIMBA_OK);
+  EXPECT_EQ(simba_task_stop(task, nullptr, nullptr), SIMBA_ESTATE);
+  EXPECT_EQ(simba_task_close(task), SIMBA_OK);
+}
+
 TEST_F(EngineFaults, SessionExpiredOnTheBackend) {
   const Timing t{1000, 200};
   EventLog log;

@@ -618,6 +618,37 @@ TEST(Redis, OneKeepAliveCallPerRenewIntervalCountedByTheServer) {
   }
 }
 
+// Both connections (commands and the release subscriber) have TCP keep-alives,
+// so a subscriber whose peer vanished without a reset does not stay silent for
+// hours: `ss -o` shows a keepalive timer on each of our sockets to the server.
+TEST(Redis, ConnectionsHaveTcpKeepAlives) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  if (std::system("command -v ss >/dev/null 2>&1") != 0) GTEST_SKIP() << "ss (iproute2) not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start());
+  Client c;
+  ASSERT_EQ(c.open(server.url(), Timing{2000, 400}), SIMBA_OK);
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK);
+  Election e;  // a contender subscribes to release broadcasts
+  ASSERT_EQ(e.start(c, "redis.keepalive." + unique_id()), SIMBA_OK);
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  auto sockets = [&](const char* filter) {
+    const std::string cmd = "ss -tnoH state established dst 127.0.0.1:" + std::to_string(port) +
+                            " | grep -c '" + filter + "'";
+    FILE* f = popen(cmd.c_str(), "r");
+    int n = 0;
+    if (f) {
+      if (std::fscanf(f, "%d", &n) != 1) n = 0;
+      pclose(f);
+    }
+    return n;
+  };
+  ASSERT_TRUE(wait_for([&] { return sockets("") >= 2; }, 3000 * slow_factor()));
+  EXPECT_EQ(sockets("keepalive"), sockets("")) << "every connection to the server keeps alive";
+}
+
 class RedisShared : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
@@ -376,6 +378,88 @@ class Election {
   std::vector<Elected> elected_;
   std::vector<Revoked> revoked_;
   std::atomic<int> pairing_errors_{0};
+};
+
+// ---------------------------------------------------------------------------
+// GroupProbe: members of one partition group record here which partitions
+// they lead, and every work start checks that no other valid term of the same
+// partition exists at that instant (the group's safety invariant).
+
+class GroupProbe {
+ public:
+  struct Member {
+    GroupProbe* probe;
+    int id;
+  };
+  Member* member(int id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    members_.push_back(std::make_unique<Member>(Member{this, id}));
+    return members_.back().get();
+  }
+  // The simba_work_fn: holds the partition until its term is revoked.
+  static void work(void* ud, simba_term_t* t) {
+    auto* m = static_cast<Member*>(ud);
+    GroupProbe* p = m->probe;
+    const std::string name = simba_term_name(t);
+    simba_term_retain(t);
+    {
+      std::lock_guard<std::mutex> lock(p->mu_);
+      for (simba_term_t* other : p->running_[name]) {
+        // Read the other first: a term that reads valid later was valid then.
+        if (simba_term_is_valid(other) && simba_term_is_valid(t)) ++p->violations_;
+      }
+      p->running_[name].push_back(t);
+      ++p->held_[m->id];
+      ++p->starts_;
+    }
+    while (simba_term_wait_revoked(t, 1000) != SIMBA_OK) {
+    }
+    {
+      std::lock_guard<std::mutex> lock(p->mu_);
+      auto& v = p->running_[name];
+      v.erase(std::find(v.begin(), v.end(), t));
+      --p->held_[m->id];
+    }
+    simba_term_release(t);
+  }
+  int held(int member) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_[member];
+  }
+  int violations() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return violations_;
+  }
+  int starts() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return starts_;
+  }
+  // True when the given members hold every partition, each floor(n/m) or ceil(n/m).
+  bool balanced(const std::vector<int>& ids, int n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int m = static_cast<int>(ids.size());
+    int total = 0;
+    for (int id : ids) {
+      const int h = held_[id];
+      if (h < n / m || h > (n + m - 1) / m) return false;
+      total += h;
+    }
+    return total == n;
+  }
+  std::string dump() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string s;
+    for (const auto& [id, h] : held_) s += "member " + std::to_string(id) + ": " + std::to_string(h) + "; ";
+    return s;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Member>> members_;
+  std::map<std::string, std::vector<simba_term_t*>> running_;
+  std::map<int, int> held_;
+  int violations_ = 0;
+  int starts_ = 0;
 };
 
 }  // namespace simba_testing

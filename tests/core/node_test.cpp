@@ -65,6 +65,8 @@ class NodeTest : public ::testing::Test {
     if (!node) return;
     if (!node->closed()) {
       node->close(now());
+      // Terms whose work never returned hold the close until their deadline.
+      if (fx.pending(Fx::kClose).empty() && !node->closed()) run_until(now() + kLease);
       for (const FxCall& c : fx.pending(Fx::kClose)) {
         fx.mark_answered(c.call);
         node->on_close(c.call, DoneReply{Outcome::kOk, ""}, now());
@@ -194,8 +196,8 @@ class NodeTest : public ::testing::Test {
   }
   // A new election that wins `token` at once.
   std::pair<ContenderId, std::shared_ptr<TermState>> leader(const std::string& name,
-                                                            uint64_t token) {
-    const ContenderId id = node->add_election(name, now());
+                                                            uint64_t token, bool with_work = false) {
+    const ContenderId id = node->add_election(name, now(), with_work);
     EXPECT_NE(id, 0u);
     return {id, win(name, token)};
   }
@@ -1204,6 +1206,116 @@ TEST_F(NodeTest, StopRevokesFirstThenReleasesWithTheTokenThenDeliversRevoked) {
   EXPECT_TRUE(fx.for_contender(a, after).empty());
   EXPECT_TRUE(acquires_since(after, "a").empty());
   EXPECT_FALSE(node->stop(a, now()));
+}
+
+// Handover order with leader work (seed, "Handover Order"): revoke, wait for
+// the work to exit, THEN release with the token, THEN onRevoked and the stop.
+TEST_F(NodeTest, StopWithWorkWaitsForTheWorkBeforeReleasing) {
+  start_live();
+  auto_keep_alive = true;
+  auto [a, ta] = leader("a", 7, /*with_work=*/true);
+  const size_t mark = fx.mark();
+  ASSERT_TRUE(node->stop(a, now()));
+  EXPECT_FALSE(ta->valid());
+  EXPECT_EQ(ta->revoked(), RevokeReason::kStopped);
+  EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kTermEnded}));
+  EXPECT_EQ(view_of(a)->state, "draining");
+  // The session goes on being renewed while the work finishes: the lease stays
+  // held, so no other node starts the same work meanwhile.
+  run_until(now() + ms(3000));
+  EXPECT_TRUE(releases_since(mark).empty());
+  EXPECT_FALSE(node->stop(a, now()));
+  node->work_done(a, 6, now());  // another term's token: ignored
+  EXPECT_TRUE(releases_since(mark).empty());
+  node->work_done(a, 7, now());
+  ASSERT_EQ(releases_since(mark).size(), 1u);
+  EXPECT_EQ(releases_since(mark)[0].token, 7u);
+  EXPECT_FALSE(fx.was_revoked(ta));
+  answer_release(take_release());
+  EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kTermEnded, Fx::kRevoked, Fx::kStopped}));
+  EXPECT_EQ(fx.revoked_reason(ta), RevokeReason::kStopped);
+}
+
+// Work that ignores interruption delays the handover by at most the term's
+// remaining time at the stop: renewals during the wait do not extend it.
+TEST_F(NodeTest, StopWithWorkReleasesAtTheDeadlineAsItWasAtTheStop) {
+  start_live();
+  auto_keep_alive = true;
+  auto [a, ta] = leader("a", 3, /*with_work=*/true);
+  run_until(now() + ms(2000));
+  const TimePoint deadline_at_stop = now() + ta->remaining();
+  const size_t mark = fx.mark();
+  ASSERT_TRUE(node->step_down(a, ms(0), now()));
+  run_until(deadline_at_stop - k1ns);
+  EXPECT_TRUE(releases_since(mark).empty()) << fx.dump();
+  EXPECT_GT(fx.of(Fx::kKeepAlive, mark).size(), 0u) << "the session was renewed meanwhile";
+  run_until(deadline_at_stop);
+  ASSERT_EQ(releases_since(mark).size(), 1u);
+  answer_release(take_release());
+  EXPECT_EQ(fx.revoked_reason(ta), RevokeReason::kSteppedDown);
+  // The late work_done of that term changes nothing.
+  const size_t after = fx.mark();
+  node->work_done(a, 3, now());
+  EXPECT_TRUE(releases_since(after).empty());
+}
+
+// A term lost any other way is not waited for.
+TEST_F(NodeTest, TermLostOtherwiseIsRevokedAtOnceEvenWithWorkRunning) {
+  start_live();
+  auto [a, ta] = leader("a", 4, /*with_work=*/true);
+  run_until(now() + kRenew);  // the keep-alive goes out
+  const size_t mark = fx.mark();
+  ka_fail(Outcome::kExpired);
+  EXPECT_EQ(fx.revoked_reason(ta), RevokeReason::kSessionExpired);
+  EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kTermEnded, Fx::kRevoked}));
+}
+
+// Work that returns while its term is still valid hands the lease over
+// (STEPPED_DOWN, released with the token) and the election contends again.
+TEST_F(NodeTest, WorkReturningWhileLeaderHandsOverAndContendsAgain) {
+  start_live();
+  auto [a, ta] = leader("a", 9, /*with_work=*/true);
+  const size_t mark = fx.mark();
+  node->work_done(a, 9, now());
+  EXPECT_EQ(ta->revoked(), RevokeReason::kSteppedDown);
+  ASSERT_EQ(releases_since(mark).size(), 1u);
+  answer_release(take_release());
+  EXPECT_EQ(fx.revoked_reason(ta), RevokeReason::kSteppedDown);
+  EXPECT_FALSE(fx.finished(a));
+  EXPECT_EQ(view_of(a)->state, "candidate");
+  run_until(now() + kRenew);
+  EXPECT_FALSE(acquires_since(mark, "a").empty());
+  auto tb = win("a", 10);
+  ASSERT_TRUE(tb);
+  EXPECT_TRUE(tb->valid());
+}
+
+// close() drains too: the session's close (which frees every lease) goes out
+// only once every term's work exited, or its deadline at the close passed.
+TEST_F(NodeTest, CloseWaitsForWorkBeforeClosingTheSession) {
+  start_live();
+  auto [a, ta] = leader("a", 1, /*with_work=*/true);
+  auto [b, tb] = leader("b", 2);
+  auto [c, tc] = leader("c", 3, /*with_work=*/true);
+  const TimePoint deadline = now() + tc->remaining();  // as at the close
+  const size_t mark = fx.mark();
+  node->close(now());
+  EXPECT_FALSE(ta->valid());
+  EXPECT_FALSE(tb->valid());
+  EXPECT_FALSE(tc->valid());
+  EXPECT_TRUE(fx.of(Fx::kClose, mark).empty());
+  EXPECT_TRUE(releases_since(mark).empty());
+  node->work_done(a, 1, now());
+  EXPECT_TRUE(fx.of(Fx::kClose, mark).empty());
+  run_until(deadline - k1ns);
+  EXPECT_TRUE(fx.of(Fx::kClose, mark).empty());
+  run_until(deadline);  // c's work never returned
+  ASSERT_EQ(fx.of(Fx::kClose, mark).size(), 1u);
+  EXPECT_TRUE(releases_since(mark).empty()) << "the close is the release";
+  answer_close(fx.take(Fx::kClose));
+  EXPECT_TRUE(node->closed());
+  EXPECT_EQ(fx.revoked_reason(ta), RevokeReason::kStopped);
+  EXPECT_EQ(fx.revoked_reason(tc), RevokeReason::kStopped);
 }
 
 TEST_F(NodeTest, StopDeliversRevokedAfterAFailedOrTimedOutRelease) {

@@ -151,12 +151,19 @@ struct TermRec {
   bool ended_seen = false;     // read invalid once: must stay invalid
   bool term_ended_cb = false;  // Effects::term_ended seen
   bool revoked_cb = false;     // Effects::revoked seen
+  // Leader work (elections started with work): running until work_done().
+  bool work_running = false;
+  bool work_cooperative = false;  // its work returns soon after the term ends
+  // A stop, step-down or close began its handover: the release may not go out
+  // before the work exits or this instant (the term's deadline at the stop).
+  std::optional<TimePoint> handover_deadline;
 };
 
 // One contender of a node, as the checker follows it from the callbacks.
 struct Track {
   std::string name;
   ContenderKind kind = ContenderKind::kElection;
+  bool with_work = false;       // terms run leader work (handover waits for it)
   bool finished = false;        // stopped() or lock_failed() seen
   bool stop_requested = false;  // stop() accepted
   std::shared_ptr<TermRec> term;
@@ -335,6 +342,8 @@ class Sim {
   void schedule_action(NodeBox& b);
   void act(NodeBox& b);
   void add_election(NodeBox& b, const std::string& name);
+  void note_handover(NodeBox& b, ContenderId id);
+  void schedule_work_exit(NodeBox& b, ContenderId who, uint64_t token, Duration after);
   void add_lock(NodeBox& b, const std::string& name);
   void stop(NodeBox& b, ContenderId id);
   void step_down(NodeBox& b, ContenderId id);
@@ -730,6 +739,23 @@ void Sim::register_session(const std::string& id, int slot, uint64_t inst) {
 void Sim::fx_send(NodeBox& b, Req r) {
   if (b.closed) fail(node_str(b) + " sent " + req_name(r.kind) + " after closed()");
   r.sent_at = now();
+  // Handover order: a term whose work still runs is released (by a release or,
+  // at close, the session's close) only once its deadline at the stop passed.
+  if (r.kind == ReqKind::kRelease || r.kind == ReqKind::kClose) {
+    for (const auto& [id, t] : b.cs) {
+      if (!t.term || !t.term->work_running || !t.term->handover_deadline) continue;
+      const TermRec& rec = *t.term;
+      const bool this_one = r.kind == ReqKind::kClose
+                                ? rec.term->session_id() == r.session
+                                : rec.term->name() == r.name && rec.term->token() == r.token;
+      if (this_one && now() < *rec.handover_deadline) {
+        fail("[handover order] " + node_str(b) + " " + req_name(r.kind) + " of " +
+             rec.term->name() + " token " + std::to_string(rec.term->token()) +
+             " while its work runs, " + std::to_string(to_ms(*rec.handover_deadline - now())) +
+             " ms before the deadline at the stop");
+      }
+    }
+  }
   if (r.kind == ReqKind::kAcquire) {
     // Which contender: the one being added, else the oldest unfinished
     // contender of the name (the front of the node's queue for the name).
@@ -973,6 +999,9 @@ void Sim::fx_term_ended(NodeBox& b, ContenderId who, const std::shared_ptr<TermS
          std::to_string(who) + " does not hold");
   }
   if (t.term->term_ended_cb) fail("[elected/revoked pairing] term_ended twice for " + term_str(*t.term));
+  if (t.term->work_cooperative) {
+    schedule_work_exit(b, who, term->token(), between(Duration(0), p_.cfg.lease_duration / 4));
+  }
   if (term->revoked() == RevokeReason::kNone) fail("term_ended for an unrevoked " + term_str(*t.term));
   if (term->valid()) fail("[revoked terms are invalid] term_ended for a valid " + term_str(*t.term));
   t.term->term_ended_cb = true;
@@ -1038,6 +1067,21 @@ void Sim::fx_elected(NodeBox& b, ContenderId who, const std::shared_ptr<TermStat
   rec->elected_at = now();
   t.term = rec;
   terms_.push_back(rec);
+  if (t.with_work) {
+    // Most work returns soon after its term ends; some returns on its own while
+    // leading (only amid the chaos: it hands the lease over); some ignores
+    // revocation and runs on, up to three leases.
+    rec->work_running = true;
+    const double mode = unit();
+    if (faults_ && mode < 0.2) {
+      schedule_work_exit(b, who, term->token(), between(Duration(0), p_.cfg.lease_duration));
+    } else if (mode < 0.3) {
+      schedule_work_exit(b, who, term->token(),
+                         between(Duration(0), p_.cfg.lease_duration * 3));
+    } else {
+      rec->work_cooperative = true;
+    }
+  }
   ++stats_.terms;
   if (t.kind == ContenderKind::kLock) ++stats_.lock_terms;
 }
@@ -1216,9 +1260,13 @@ void Sim::add_election(NodeBox& b, const std::string& name) {
   const bool busy = name_busy(b, name);
   const ContenderId expect = b.next_id;
   b.adding = Adding{expect, name, ContenderKind::kElection};
-  const ContenderId id = b.node->add_election(name, now());
+  const bool with_work = chance(0.5);
+  const ContenderId id = b.node->add_election(name, now(), with_work);
   b.adding.reset();
-  if (tr_) T() << node_str(b) << " add_election " << name << " -> " << id << "\n";
+  if (tr_) {
+    T() << node_str(b) << " add_election " << name << (with_work ? " (with work)" : "") << " -> "
+        << id << "\n";
+  }
   if (busy != (id == 0)) {
     fail(node_str(b) + " add_election(" + name + ") returned " + std::to_string(id) +
          (busy ? " although the name is in use" : " although the name is free"));
@@ -1229,6 +1277,29 @@ void Sim::add_election(NodeBox& b, const std::string& name) {
   Track& t = b.cs[id];
   t.name = name;
   t.kind = ContenderKind::kElection;
+  t.with_work = with_work;
+}
+
+// The handover of `id`'s term (if it leads) starts now: remember the term's
+// deadline at this instant, which bounds how long the release may wait.
+void Sim::note_handover(NodeBox& b, ContenderId id) {
+  auto it = b.cs.find(id);
+  if (it == b.cs.end() || !it->second.term) return;
+  TermRec& rec = *it->second.term;
+  if (!rec.handover_deadline) rec.handover_deadline = now() + rec.term->remaining();
+}
+
+// The work of `who`'s term `token` returns `after` from now (if the node is
+// still there then).
+void Sim::schedule_work_exit(NodeBox& b, ContenderId who, uint64_t token, Duration after) {
+  to_node(now() + after, b.slot, b.inst, [this, who, token](NodeBox& nb) {
+    auto it = nb.cs.find(who);
+    if (it != nb.cs.end() && it->second.term && it->second.term->term->token() == token) {
+      it->second.term->work_running = false;
+    }
+    if (tr_) T() << node_str(nb) << " work_done contender " << who << " token " << token << "\n";
+    nb.node->work_done(who, token, now());
+  });
 }
 
 void Sim::add_lock(NodeBox& b, const std::string& name) {
@@ -1273,6 +1344,7 @@ void Sim::stop(NodeBox& b, ContenderId id) {
   Track& t = b.cs.at(id);
   t.stop_requested = true;
   abandon(b, id);
+  note_handover(b, id);
   if (tr_) T() << node_str(b) << " stop contender " << id << " (" << t.name << ")\n";
   if (!b.node->stop(id, now())) fail(node_str(b) + " stop(" + std::to_string(id) + ") refused a live contender");
 }
@@ -1282,6 +1354,7 @@ void Sim::step_down(NodeBox& b, ContenderId id) {
   Track& t = b.cs.at(id);
   ++t.step_requests;  // the acknowledgement may come before step_down returns
   abandon(b, id);
+  note_handover(b, id);
   if (tr_) T() << node_str(b) << " step_down contender " << id << " cooldown " << to_ms(cooldown) << " ms\n";
   if (!b.node->step_down(id, cooldown, now())) {
     fail(node_str(b) + " step_down(" + std::to_string(id) + ") refused a live election");
@@ -1293,6 +1366,7 @@ void Sim::close_node(NodeBox& b) {
   if (!final_) ++stats_.closes;
   b.closing = true;
   for (auto& [call, a] : b.acq) a.abandoned = true;
+  for (auto& [id, t] : b.cs) note_handover(b, id);
   b.node->close(now());
 }
 

@@ -24,6 +24,7 @@
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <uv.h>
 
@@ -37,11 +38,11 @@
 #include <vector>
 
 #include "backend/redis/uv_hiredis.h"
+#include "core/log_level.h"
 
 namespace simba {
 namespace {
 
-constexpr int kLogDebug = 0, kLogInfo = 1, kLogWarn = 2;
 
 // KEYS[1] session key; ARGV[1] lease ms, ARGV[2] value (client name).
 // Returns the PTTL, or -1 if the id is taken.
@@ -172,6 +173,18 @@ for _, n in ipairs(names) do
 end
 return {sessions, leases}
 )lua";
+
+// TCP keep-alives, so that a connection whose peer vanished (a host or network
+// gone, no reset) dies in about 11 s: the command connection's calls time out
+// anyway, but the subscriber sends nothing, and would otherwise miss every
+// release broadcast until the system default (2 hours) noticed.
+void enable_keepalive(int fd) {
+  const int on = 1, idle = 5, interval = 2, count = 3;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+}
 
 // `s` with the characters SCAN's MATCH treats specially escaped.
 std::string glob_escape(const std::string& s) {
@@ -779,6 +792,7 @@ class RedisBackend final : public Backend {
       redisAsyncFree(ac);
       return nullptr;
     }
+    enable_keepalive(ac->c.fd);
     ++handles_;
     ac->data = this;
     a->on_closed = [this] { handle_closed(); };

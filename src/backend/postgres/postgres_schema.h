@@ -1,0 +1,47 @@
+// The PostgreSQL schema of Simba: tables, the SQL functions every operation
+// calls (one round trip each), and its version. Text only: no libpq here.
+#ifndef SIMBA_BACKEND_POSTGRES_POSTGRES_SCHEMA_H
+#define SIMBA_BACKEND_POSTGRES_POSTGRES_SCHEMA_H
+
+#include <cstdint>
+#include <string>
+
+namespace simba {
+
+// The schema version this libsimba installs and calls. Migrations only go
+// forward; each keeps the functions of the versions before it working.
+constexpr int kPostgresSchemaVersion = 1;
+
+// `schema` as a quoted identifier (the URL parser admits [A-Za-z0-9_] only).
+std::string pg_quote_ident(const std::string& schema);
+
+// The NOTIFY channel releases and closes publish lease names on.
+std::string pg_released_channel(const std::string& schema);
+
+// The advisory lock key that serializes schema creation in `schema`.
+int64_t pg_schema_lock_key(const std::string& schema);
+
+// Every statement that creates or migrates the schema to
+// kPostgresSchemaVersion, idempotent, under the advisory lock. Run as one
+// simple query, which PostgreSQL executes as one transaction.
+std::string pg_schema_ddl(const std::string& schema);
+
+// The same for a DBA to apply by hand (`simba schema`), in BEGIN/COMMIT.
+std::string pg_schema_script(const std::string& schema);
+
+// The statements the backend runs, with $n parameters.
+struct PgStatements {
+  std::string version;     // -> max(version)
+  std::string open;        // $1 uuid, $2 lease ms, $3 client name -> lease ms, or -1 (id taken)
+  std::string keep_alive;  // $1 uuid, $2 lease ms -> rows (remaining_ms, name, token)
+  std::string acquire;     // $1 uuid, $2 name -> (code, value)
+  std::string release;     // $1 uuid, $2 name, $3 token -> 1 freed, 0 not
+  std::string close;       // $1 uuid -> leases freed
+  std::string inspect;     // $1 text[] names ('{}': all) -> rows (kind, id/name, client/holder,
+                           //   token, remaining ms); kind 's' session, 'l' lease
+};
+PgStatements pg_statements(const std::string& schema);
+
+}  // namespace simba
+
+#endif

@@ -1,0 +1,194 @@
+#include "backend/postgres/postgres_url.h"
+
+#include <libpq-fe.h>
+
+#include <cctype>
+
+#include "backend/backend.h"
+
+namespace simba {
+namespace {
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// %XX decoding; false on a malformed escape.
+bool percent_decode(const std::string& in, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out->push_back(in[i]);
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    const int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return true;
+}
+
+// A schema name we can quote without escaping, and whose release channel
+// ("{schema}_simba_released") still fits PostgreSQL's 63-byte identifiers.
+bool schema_ok(const std::string& s) {
+  if (s.empty() || s.size() > 48) return false;
+  if (std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+bool parse_bool(const std::string& v, bool* out) {
+  std::string l;
+  for (char c : v) l.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  if (l == "true" || l == "1" || l == "yes" || l == "on") {
+    *out = true;
+  } else if (l == "false" || l == "0" || l == "no" || l == "off") {
+    *out = false;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string scrub_secret(std::string text, const std::string& secret) {
+  if (secret.empty()) return text;
+  for (size_t at = text.find(secret); at != std::string::npos; at = text.find(secret, at + 3)) {
+    text.replace(at, secret.size(), "***");
+  }
+  return text;
+}
+
+std::string PostgresUrl::option(const std::string& key) const {
+  for (const auto& kv : options) {
+    if (kv.first == key) return kv.second;
+  }
+  return {};
+}
+
+std::string PostgresUrl::where() const {
+  std::string host = option("host");
+  if (host.empty()) host = option("hostaddr");
+  if (host.empty()) return "local socket";
+  const std::string port = option("port");
+  return port.empty() ? host : host + ":" + port;
+}
+
+bool parse_postgres_url(const std::string& url, PostgresUrl* out, std::string* error) {
+  const std::string shown = "\"" + redact_url(url) + "\"";
+  size_t scheme_len = 0;
+  for (const char* s : {"postgresql://", "postgres://"}) {
+    const std::string scheme = s;
+    if (url.compare(0, scheme.size(), scheme) == 0) scheme_len = scheme.size();
+  }
+  if (scheme_len == 0) {
+    *error = "postgresql URL " + shown + " must start with postgresql:// or postgres://";
+    return false;
+  }
+  PostgresUrl r;
+  // The raw secrets, to scrub from libpq's own messages (which quote the text
+  // they could not parse).
+  std::vector<std::string> secrets;
+  std::string base = url, query;
+  if (size_t q = url.find('?'); q != std::string::npos) {
+    base = url.substr(0, q);
+    query = url.substr(q + 1);
+  }
+  {
+    const size_t auth = scheme_len;
+    const size_t at = base.rfind('@');
+    const size_t slash = base.find('/', auth);
+    if (at != std::string::npos && (slash == std::string::npos || at < slash) && at > auth) {
+      const std::string userinfo = base.substr(auth, at - auth);
+      if (size_t colon = userinfo.find(':'); colon != std::string::npos) {
+        secrets.push_back(userinfo.substr(colon + 1));
+      } else {
+        secrets.push_back(userinfo);  // might be a password written without a user
+      }
+    }
+  }
+  // Our parameters out, the rest kept for libpq as written.
+  std::string kept;
+  size_t start = 0;
+  while (start < query.size()) {
+    size_t amp = query.find('&', start);
+    if (amp == std::string::npos) amp = query.size();
+    const std::string kv = query.substr(start, amp - start);
+    start = amp + 1;
+    if (kv.empty()) continue;
+    const size_t eq = kv.find('=');
+    const std::string key = kv.substr(0, eq);
+    const std::string raw = eq == std::string::npos ? std::string() : kv.substr(eq + 1);
+    std::string value;
+    if (key == "schema") {
+      if (!percent_decode(raw, &value) || !schema_ok(value)) {
+        *error = "postgresql URL " + shown +
+                 ": schema must be 1-48 characters of [A-Za-z0-9_], not starting with a digit";
+        return false;
+      }
+      r.schema = value;
+    } else if (key == "create") {
+      if (!percent_decode(raw, &value) || !parse_bool(value, &r.create)) {
+        *error = "postgresql URL " + shown + ": create must be true or false";
+        return false;
+      }
+    } else {
+      if (key == "password") secrets.push_back(raw);
+      kept += (kept.empty() ? "?" : "&") + kv;
+    }
+  }
+  for (size_t i = 0, n = secrets.size(); i < n; ++i) {
+    std::string decoded;
+    if (percent_decode(secrets[i], &decoded) && decoded != secrets[i]) secrets.push_back(decoded);
+  }
+  auto scrub = [&secrets](std::string text) {
+    for (const std::string& s : secrets) text = scrub_secret(std::move(text), s);
+    return text;
+  };
+
+  char* err = nullptr;
+  const std::string for_libpq = base + kept;
+  PQconninfoOption* opts = PQconninfoParse(for_libpq.c_str(), &err);
+  if (!opts) {
+    std::string why = err ? err : "out of memory";
+    if (err) PQfreemem(err);
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    *error = "postgresql URL " + shown + ": " + scrub(why);
+    return false;
+  }
+  for (PQconninfoOption* o = opts; o->keyword; ++o) {
+    if (o->val && *o->val) r.options.emplace_back(o->keyword, o->val);
+  }
+  PQconninfoFree(opts);
+  r.password = r.option("password");
+  // libpq checks ports only when it connects: refuse a bad one now.
+  const std::string ports = r.option("port");
+  for (size_t start = 0; !ports.empty() && start <= ports.size();) {
+    size_t comma = ports.find(',', start);
+    if (comma == std::string::npos) comma = ports.size();
+    const std::string p = ports.substr(start, comma - start);
+    long v = 0;
+    bool ok = p.size() <= 5;
+    for (char c : p) {
+      ok = ok && std::isdigit(static_cast<unsigned char>(c));
+      v = v * 10 + (c - '0');
+    }
+    if (!ok || (!p.empty() && (v < 1 || v > 65535))) {
+      *error = "postgresql URL " + shown + ": a port must be a number from 1 to 65535";
+      return false;
+    }
+    start = comma + 1;
+  }
+  *out = std::move(r);
+  return true;
+}
+
+}  // namespace simba

@@ -1,0 +1,374 @@
+/*
+ * Leader work: simba_run_while_leader, simba_schedule and the task handle, on
+ * memory://. The handover order of the seed (revoke, wait for the work or the
+ * term's deadline at the stop, release, then complete), work that returns while
+ * leading, schedules, closes from inside work, and an executor that rejects an
+ * onElected.
+ */
+#include <pthread.h>
+
+#include "capi_test.h"
+
+/* What one task's work saw, written by its work thread(s). */
+typedef struct {
+  int runs;                /* work calls started */
+  int running;             /* work calls in progress (never > 1 per task) */
+  int overlap;             /* set if two runs overlapped */
+  int started_invalid;     /* set if a run started on an invalid term */
+  int64_t first_start_ms;  /* start of the first run */
+  int64_t last_exit_ms;    /* end of the last run */
+  uint64_t tokens[64];     /* token of each run */
+  int ignore_revoke_ms;    /* >0: keep working this long whatever happens */
+  int return_at_once;      /* return as soon as started (while still leading) */
+  simba_task_t *self;      /* for the close-from-work test */
+  simba_client_t *client;  /* for the client-close-from-work test */
+  int64_t close_took_ms;   /* how long the close from work took */
+} work_t;
+
+static void work_begin(work_t *w, simba_term_t *t) {
+  const int n = ainc(&w->runs);
+  if (ainc(&w->running) > 1) ast(&w->overlap, 1);
+  if (!simba_term_is_valid(t)) ast(&w->started_invalid, 1);
+  if (n == 1) ast64(&w->first_start_ms, now_ms());
+  if (n <= 64) astu64(&w->tokens[n - 1], simba_term_token(t));
+}
+
+static void work_end(work_t *w) {
+  ast64(&w->last_exit_ms, now_ms());
+  __atomic_sub_fetch(&w->running, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Cooperative work: runs until its term is revoked, then cleans up a little. */
+static void cooperative(void *ud, simba_term_t *t) {
+  work_t *w = (work_t *)ud;
+  work_begin(w, t);
+  if (w->return_at_once) {
+    work_end(w);
+    return;
+  }
+  if (w->ignore_revoke_ms > 0) {
+    sleep_ms(w->ignore_revoke_ms); /* deaf to revocation */
+  } else {
+    while (simba_term_wait_revoked(t, 1000) != SIMBA_OK) {
+    }
+    assert_int_equal(simba_term_is_valid(t), 0);
+    sleep_ms(50); /* finishing the current step */
+  }
+  work_end(w);
+}
+
+static void count_done(void *ud, int err) {
+  assert_int_equal(err, SIMBA_OK);
+  ast64((int64_t *)ud, now_ms());
+}
+
+static void test_task_arguments(void **state) {
+  simba_client_t *c = open_client("task-args");
+  simba_task_t *t = (simba_task_t *)&t;
+  work_t w;
+  (void)state;
+  memset(&w, 0, sizeof w);
+  CHECK_ERR(simba_run_while_leader(NULL, c, "task-args", cooperative, &w), SIMBA_EINVAL, "NULL");
+  CHECK_ERR(simba_run_while_leader(&t, NULL, "task-args", cooperative, &w), SIMBA_EINVAL, "NULL");
+  assert_null(t);
+  CHECK_ERR(simba_run_while_leader(&t, c, NULL, cooperative, &w), SIMBA_EINVAL, "NULL");
+  CHECK_ERR(simba_run_while_leader(&t, c, "task-args", NULL, &w), SIMBA_EINVAL, "NULL");
+  CHECK_ERR(simba_run_while_leader(&t, c, "bad name", cooperative, &w), SIMBA_EINVAL, "name");
+  CHECK_ERR(simba_schedule(&t, c, "task-args", -1, 100, cooperative, &w), SIMBA_EINVAL, "delay");
+  CHECK_ERR(simba_schedule(&t, c, "task-args", 0, 0, cooperative, &w), SIMBA_EINVAL, "period");
+  CHECK_ERR(simba_schedule(&t, c, "task-args", 0, 10, NULL, &w), SIMBA_EINVAL, "NULL");
+  CHECK_ERR(simba_task_stop(NULL, NULL, NULL), SIMBA_EINVAL, "NULL");
+  CHECK_ERR(simba_task_step_down(NULL, 0, NULL, NULL), SIMBA_EINVAL, "NULL");
+  CHECK_OK(simba_task_close(NULL));
+  CHECK_OK(simba_run_while_leader(&t, c, "task-args", cooperative, &w));
+  CHECK_ERR(simba_task_step_down(t, -1, NULL, NULL), SIMBA_EINVAL, "cooldown");
+  /* The name is taken on this client. */
+  {
+    simba_task_t *t2 = NULL;
+    CHECK_ERR(simba_run_while_leader(&t2, c, "task-args", cooperative, &w), SIMBA_ESTATE, NULL);
+    assert_null(t2);
+  }
+  CHECK_OK(simba_task_close(t));
+  CHECK_OK(simba_client_close(c));
+}
+
+/* Handover order: stop revokes, the work exits, THEN the lease is released
+ * (the other node's work starts only after ours exited), THEN the stop's done. */
+static void test_stop_waits_for_the_work(void **state) {
+  simba_client_t *a = open_live_client("task-order");
+  simba_client_t *b = open_live_client("task-order");
+  work_t wa, wb;
+  simba_task_t *ta = NULL, *tb = NULL;
+  int64_t done_at = 0, stop_at;
+  (void)state;
+  memset(&wa, 0, sizeof wa);
+  memset(&wb, 0, sizeof wb);
+  CHECK_OK(simba_run_while_leader(&ta, a, "task-order", cooperative, &wa));
+  ASSERT_EVENTUALLY(ald(&wa.runs) == 1);
+  CHECK_OK(simba_run_while_leader(&tb, b, "task-order", cooperative, &wb));
+  sleep_ms(quiet_ms());
+  assert_int_equal(ald(&wb.runs), 0);
+
+  stop_at = now_ms();
+  CHECK_OK(simba_task_stop(ta, count_done, &done_at));
+  ASSERT_EVENTUALLY(ald(&wb.runs) == 1);
+  ASSERT_EVENTUALLY(ald64(&done_at) != 0);
+  /* a's work took >= 50 ms to finish after the revocation; b started after it. */
+  assert_true(ald64(&wa.last_exit_ms) >= stop_at + 50);
+  assert_true(ald64(&wb.first_start_ms) >= ald64(&wa.last_exit_ms));
+  assert_true(ald64(&done_at) >= ald64(&wa.last_exit_ms));
+  assert_true(aldu64(&wb.tokens[0]) > aldu64(&wa.tokens[0]));
+  CHECK_ERR(simba_task_stop(ta, NULL, NULL), SIMBA_ESTATE, NULL);
+  CHECK_OK(simba_task_close(ta));
+  CHECK_OK(simba_task_close(tb));
+  assert_int_equal(ald(&wa.overlap) + ald(&wb.overlap), 0);
+  assert_int_equal(ald(&wa.started_invalid) + ald(&wb.started_invalid), 0);
+  CHECK_OK(simba_client_close(a));
+  CHECK_OK(simba_client_close(b));
+}
+
+/* Work deaf to revocation delays the handover by at most the term's remaining
+ * time at the stop: the lease is released at that deadline, not when the work
+ * ends, and nobody else starts the work before then. */
+static void test_deaf_work_delays_the_handover_at_most_its_remaining_time(void **state) {
+  simba_client_t *a = open_live_client("task-deaf");
+  simba_client_t *b = open_live_client("task-deaf");
+  work_t wa, wb;
+  simba_task_t *ta = NULL, *tb = NULL;
+  int64_t done_at = 0, stop_at, remaining_at_stop;
+  simba_term_t *term = NULL;
+  (void)state;
+  memset(&wa, 0, sizeof wa);
+  memset(&wb, 0, sizeof wb);
+  wa.ignore_revoke_ms = (int)(4 * lease_ms());
+  CHECK_OK(simba_run_while_leader(&ta, a, "task-deaf", cooperative, &wa));
+  ASSERT_EVENTUALLY(ald(&wa.runs) == 1);
+  CHECK_OK(simba_run_while_leader(&tb, b, "task-deaf", cooperative, &wb));
+  (void)term;
+  {
+    /* The remaining time of a's term, read from a's snapshot. */
+    char *js = simba_client_snapshot_json(a);
+    const char *p = js ? strstr(js, "\"remaining_ms\":") : NULL;
+    assert_non_null(p);
+    remaining_at_stop = strtoll(p + strlen("\"remaining_ms\":"), NULL, 10);
+    simba_free(js);
+  }
+  stop_at = now_ms();
+  CHECK_OK(simba_task_stop(ta, count_done, &done_at));
+  ASSERT_EVENTUALLY(ald64(&done_at) != 0);
+  ASSERT_EVENTUALLY(ald(&wb.runs) == 1);
+  /* Released at a's deadline as at the stop (plus scheduling slack), while
+   * a's work still ran; and not before that deadline. */
+  assert_true(ald64(&done_at) - stop_at <= remaining_at_stop + 200 * tscale());
+  assert_true(ald64(&wb.first_start_ms) >= stop_at + remaining_at_stop - 60);
+  assert_int_equal(ald(&wa.running), 1);
+  /* Close waits for the deaf work to return. */
+  CHECK_OK(simba_task_close(ta));
+  assert_int_equal(ald(&wa.running), 0);
+  CHECK_OK(simba_task_close(tb));
+  CHECK_OK(simba_client_close(a));
+  CHECK_OK(simba_client_close(b));
+}
+
+/* Work that returns while leading: the lease is handed over and the task
+ * contends again; each run has a new, larger token. */
+static void test_work_returning_contends_again(void **state) {
+  simba_client_t *c = open_live_client("task-again");
+  work_t w;
+  simba_task_t *t = NULL;
+  int i;
+  (void)state;
+  memset(&w, 0, sizeof w);
+  w.return_at_once = 1;
+  CHECK_OK(simba_run_while_leader(&t, c, "task-again", cooperative, &w));
+  ASSERT_EVENTUALLY(ald(&w.runs) >= 4);
+  CHECK_OK(simba_task_close(t));
+  for (i = 1; i < 4; ++i) assert_true(aldu64(&w.tokens[i]) > aldu64(&w.tokens[i - 1]));
+  assert_int_equal(ald(&w.overlap), 0);
+  CHECK_OK(simba_client_close(c));
+}
+
+/* A schedule: runs after the initial delay, then every period, only while
+ * leader, never overlapping, never on a revoked term, nothing after its stop. */
+typedef struct {
+  int runs;
+  int bad;
+  int64_t first_ms;
+  int64_t last_ms;
+} sched_t;
+
+static void scheduled(void *ud, simba_term_t *t) {
+  sched_t *s = (sched_t *)ud;
+  if (!simba_term_is_valid(t)) ast(&s->bad, 1);
+  if (ainc(&s->runs) == 1) ast64(&s->first_ms, now_ms());
+  ast64(&s->last_ms, now_ms());
+  sleep_ms(5);
+}
+
+static void test_schedule(void **state) {
+  simba_client_t *c = open_live_client("task-sched");
+  sched_t s;
+  simba_task_t *t = NULL;
+  int64_t start, window;
+  int runs;
+  (void)state;
+  memset(&s, 0, sizeof s);
+  start = now_ms();
+  CHECK_OK(simba_schedule(&t, c, "task-sched", 100, 40, scheduled, &s));
+  ASSERT_EVENTUALLY(ald(&s.runs) >= 1);
+  assert_true(ald64(&s.first_ms) >= start + 100);
+  sleep_ms(400);
+  window = now_ms() - ald64(&s.first_ms);
+  runs = ald(&s.runs);
+  /* A fixed delay of 40 ms after each 5 ms run: at most window / 45 + 1. */
+  assert_true(runs <= window / 45 + 2);
+  assert_true(runs >= 3);
+  CHECK_OK(simba_task_close(t));
+  runs = ald(&s.runs);
+  sleep_ms(200);
+  assert_int_equal(ald(&s.runs), runs);
+  assert_int_equal(ald(&s.bad), 0);
+  CHECK_OK(simba_client_close(c));
+}
+
+/* Blocking closes called from leader work do not wait for themselves. */
+static void closes_itself(void *ud, simba_term_t *t) {
+  work_t *w = (work_t *)ud;
+  const int64_t t0 = now_ms();
+  work_begin(w, t);
+  if (!w->client) {
+    WAIT_UNTIL(aldp((void *const *)&w->self) != NULL, long_wait_ms());
+    CHECK_OK(simba_task_close((simba_task_t *)aldp((void *const *)&w->self)));
+  }
+  if (w->client) CHECK_OK(simba_client_close(w->client));
+  ast64(&w->close_took_ms, now_ms() - t0);
+  work_end(w);
+}
+
+static void test_close_from_work_does_not_wait(void **state) {
+  simba_client_t *c = open_live_client("task-self");
+  simba_client_t *d = open_live_client("task-self2");
+  work_t w, v;
+  simba_task_t *t = NULL, *u = NULL;
+  (void)state;
+  memset(&w, 0, sizeof w);
+  memset(&v, 0, sizeof v);
+  /* The work waits until the handle is published, then closes it. */
+  CHECK_OK(simba_run_while_leader(&t, c, "task-self", closes_itself, &w));
+  astp((void **)&w.self, t);
+  ASSERT_EVENTUALLY(ald(&w.runs) == 1 && ald(&w.running) == 0);
+  assert_true(ald64(&w.close_took_ms) < 200 * tscale());
+  CHECK_OK(simba_client_close(c));
+
+  v.client = d;
+  CHECK_OK(simba_run_while_leader(&u, d, "task-self2", closes_itself, &v));
+  ASSERT_EVENTUALLY(ald(&v.runs) == 1 && ald(&v.running) == 0);
+  assert_true(ald64(&v.close_took_ms) < 200 * tscale());
+  /* The client closed itself from its work: the task handle is still ours. */
+  CHECK_OK(simba_task_close(u));
+}
+
+/* A host executor that runs each task on a thread of its own, or rejects. */
+typedef struct {
+  int reject;
+  int rejected;
+} rejecting_t;
+
+typedef struct {
+  void (*run)(void *);
+  void *arg;
+} job_t;
+
+static void *job_main(void *p) {
+  job_t j = *(job_t *)p;
+  free(p);
+  j.run(j.arg);
+  return NULL;
+}
+
+static int rejecting_submit(void *ctx, void (*run)(void *), void *arg) {
+  rejecting_t *x = (rejecting_t *)ctx;
+  pthread_t th;
+  job_t *j;
+  if (ald(&x->reject)) {
+    ainc(&x->rejected);
+    return -1;
+  }
+  j = (job_t *)malloc(sizeof *j);
+  if (!j) return -1;
+  j->run = run;
+  j->arg = arg;
+  if (pthread_create(&th, NULL, job_main, j) != 0) {
+    free(j);
+    return -1;
+  }
+  pthread_detach(th);
+  return 0;
+}
+
+typedef struct {
+  int elected, revoked;
+} pair_t;
+static void pair_elected(void *ud, simba_term_t *t) {
+  (void)t;
+  ainc(&((pair_t *)ud)->elected);
+}
+static void pair_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t r) {
+  (void)t;
+  (void)r;
+  ainc(&((pair_t *)ud)->revoked);
+}
+
+/* If the executor rejects an onElected, nobody learns of the term, the
+ * election steps down for one lease duration, and no onRevoked comes either. */
+static void test_rejected_on_elected_steps_down(void **state) {
+  rejecting_t x = {0, 0};
+  simba_config_t *cfg = test_config(lease_ms());
+  simba_client_t *a = NULL, *b;
+  simba_election_t *ea = NULL, *eb = NULL;
+  pair_t pa = {0, 0}, pb = {0, 0};
+  simba_listener_t la = {pair_elected, pair_revoked, &pa};
+  simba_listener_t lb = {pair_elected, pair_revoked, &pb};
+  int64_t t0;
+  (void)state;
+  CHECK_OK(simba_config_set_executor(cfg, rejecting_submit, &x));
+  CHECK_OK(simba_client_open(&a, "memory://task-reject", cfg));
+  simba_config_free(cfg);
+  CHECK_OK(simba_client_wait_live(a, long_wait_ms()));
+  b = open_live_client("task-reject");
+  sleep_ms(quiet_ms());  /* the session events went through the executor */
+  ast(&x.reject, 1);
+  t0 = now_ms();
+  CHECK_OK(simba_election_start(&ea, a, "task-reject", &la));
+  ASSERT_EVENTUALLY(ald(&x.rejected) >= 1);
+  ast(&x.reject, 0);
+  /* a stepped down: b (which starts now) takes the lease within the cooldown. */
+  CHECK_OK(simba_election_start(&eb, b, "task-reject", &lb));
+  ASSERT_EVENTUALLY(ald(&pb.elected) == 1);
+  assert_true(now_ms() - t0 < lease_ms() + 400 * tscale());
+  sleep_ms(quiet_ms());
+  assert_int_equal(ald(&pa.elected), 0);
+  assert_int_equal(ald(&pa.revoked), 0);
+  /* After b stops, a (contending again after its cooldown) is elected normally. */
+  CHECK_OK(simba_election_stop_wait(eb, long_wait_ms()));
+  ASSERT_EVENTUALLY(ald(&pa.elected) == 1);
+  CHECK_OK(simba_election_stop_wait(ea, long_wait_ms()));
+  assert_int_equal(ald(&pa.revoked), 1);
+  simba_election_free(ea);
+  simba_election_free(eb);
+  CHECK_OK(simba_client_close(a));
+  CHECK_OK(simba_client_close(b));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_task_arguments),
+      cmocka_unit_test(test_stop_waits_for_the_work),
+      cmocka_unit_test(test_deaf_work_delays_the_handover_at_most_its_remaining_time),
+      cmocka_unit_test(test_work_returning_contends_again),
+      cmocka_unit_test(test_schedule),
+      cmocka_unit_test(test_close_from_work_does_not_wait),
+      cmocka_unit_test(test_rejected_on_elected_steps_down),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
