@@ -3,12 +3,11 @@
  * Simba figure is reported as a multiple of the round trip measured here, in
  * the same run.
  *
- * One table per backend; the program picks it by the scheme of the Simba URL.
- * Redis (plain hiredis) is raw_redis.c. A PostgreSQL column later is a
- * raw_postgres.c with libpq giving the same operations: "ping" = `select 1`,
- * "read" = a single-row SELECT, "write" = a single-row UPDATE ... RETURNING (the
- * shape of Simba's acquire), server_calls = pg_stat_statements over Simba's
- * statements, durability = synchronous_commit.
+ * One table per backend; the program picks it by the scheme of the Simba URL
+ * (kRawBackends in simba_bench.c). raw_redis.c is plain hiredis, raw_postgres.c
+ * plain libpq. A new backend is a raw_<name>.c defining one table (designated
+ * initializers: the fields it leaves out are 0/NULL, which is always the plain
+ * behaviour), a line in kRawBackends and a block in bench/CMakeLists.txt.
  */
 #ifndef SIMBA_BENCH_RAW_BACKEND_H
 #define SIMBA_BENCH_RAW_BACKEND_H
@@ -24,9 +23,30 @@ typedef struct raw_conn raw_conn_t; /* one connection; opaque, per backend */
 enum { RAW_OP_PING = 0, RAW_OP_READ = 1, RAW_OP_WRITE = 2, RAW_OP_COUNT = 3 };
 
 typedef struct raw_backend {
-  const char *name;   /* "redis" */
-  const char *scheme; /* URL scheme it serves: "redis" */
-  const char *op_desc[RAW_OP_COUNT]; /* what each round trip is, for the report */
+  const char *name;       /* "redis" */
+  const char *scheme;     /* URL scheme it serves: "redis" */
+  const char *alt_scheme; /* another spelling of it ("postgres"), or NULL */
+  const char *op_desc[RAW_OP_COUNT];  /* what each round trip is, for the JSON */
+  const char *op_label[RAW_OP_COUNT]; /* the same in a few words, for the table */
+  const char *calls_desc;             /* what server_calls counts, and how */
+
+  /* The URL parameter that gives a run a namespace of its own on a shared
+   * server, and its value, a format taking the bench's pid as a long:
+   * "prefix", "simba-bench-%ld". The bench adds it when the URL has none.
+   * NULL: the backend has none. */
+  const char *namespace_param;
+  const char *namespace_fmt;
+
+  /* Nonzero: RAW_OP_WRITE alternates two requests (Simba's acquire, then its
+   * release), and a baseline sample is the mean of one such pair, so that
+   * "two raw round trips" is exactly one raw acquire plus one raw release. */
+  int write_pairs;
+  /* How long the server may keep another connection's calls out of
+   * server_calls before publishing them, in batches that each include every
+   * earlier call (PostgreSQL's cumulative statistics: 1000); 0 when they count
+   * at once. The keep-alive window then starts and ends on observed changes
+   * of the count rather than on the clock. */
+  int counts_lag_ms;
 
   /* Connects to the server of a Simba URL of this scheme. NULL on failure,
    * with the reason in err. */
@@ -51,7 +71,8 @@ typedef struct raw_backend {
                         size_t errlen);
 } raw_backend_t;
 
-/* One per backend; simba_bench.c lists them in its table of raw backends. */
+/* One per backend; simba_bench.c lists those built (SIMBA_BENCH_RAW_<NAME>). */
 extern const raw_backend_t raw_redis_backend;
+extern const raw_backend_t raw_postgres_backend;
 
 #endif

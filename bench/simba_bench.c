@@ -1,12 +1,19 @@
 /* simba_bench: Simba's figures against the backend's own round trip, measured
- * in one run against one server (issue 3, "Benchmarks"; docs/benchmarks.md).
+ * in one run against one server (issues 3 and 4, "Benchmarks";
+ * docs/benchmarks.md).
  *
  *   simba_bench --url redis://127.0.0.1:PORT [--json FILE] [options]
+ *   simba_bench --url postgresql://USER@127.0.0.1:PORT/DB [--json FILE] [options]
  *
  * Phases, in this order:
+ *   setup      a Simba client opens and closes in a child process, so that what
+ *              Simba creates on first use (PostgreSQL: its schema) exists before
+ *              the raw baseline uses it
  *   raw        the raw round trip: the backend's client library, synchronous, one
- *              request in flight (raw_backend.h): PING, a read-only script and the
- *              baseline, a script doing HGET + HSET (a durable write)
+ *              request in flight (raw_backend.h): a ping, a read and the
+ *              baseline, a durable write shaped like Simba's operations (Redis:
+ *              a script doing HGET + HSET; PostgreSQL: Simba's own acquire and
+ *              release statements)
  *   handover   two forked processes contend for one election; the leader steps
  *              down, and the time from just before its simba_election_step_down()
  *              to the other process's on_elected is measured, both read on
@@ -20,8 +27,9 @@
  *              elections (the time until every on_elected arrived is "time to
  *              elect"), then, in a quiet window of whole renew periods with only
  *              that client connected, counts the backend calls on the server
- *              (INFO commandstats: cmdstat_evalsha calls) and reads the process's
- *              VmRSS; the client's snapshot counters are the cross-check
+ *              (Redis: INFO commandstats; PostgreSQL: pg_stat_user_functions) and
+ *              reads the process's VmRSS; the client's snapshot counters are the
+ *              cross-check
  *   durability (--also-durability VALUE) the raw baseline and the cycle again
  *              with the server's durability setting changed (Redis appendfsync),
  *              then restored
@@ -46,13 +54,25 @@
 #include "bench_util.h"
 #include "raw_backend.h"
 
-/* The raw baselines this program knows, by URL scheme. */
-static const raw_backend_t *const kRawBackends[] = {&raw_redis_backend};
+/* The raw baselines this program knows, by URL scheme: those built
+ * (bench/CMakeLists.txt), one line each. */
+static const raw_backend_t *const kRawBackends[] = {
+#ifdef SIMBA_BENCH_RAW_REDIS
+    &raw_redis_backend,
+#endif
+#ifdef SIMBA_BENCH_RAW_POSTGRES
+    &raw_postgres_backend,
+#endif
+};
+
+static int has_scheme(const char *url, const char *scheme) {
+  const size_t n = scheme ? strlen(scheme) : 0;
+  return n && strncmp(url, scheme, n) == 0 && strncmp(url + n, "://", 3) == 0;
+}
 
 static const raw_backend_t *raw_backend_for_url(const char *url) {
   for (size_t i = 0; i < sizeof kRawBackends / sizeof kRawBackends[0]; i++) {
-    size_t n = strlen(kRawBackends[i]->scheme);
-    if (strncmp(url, kRawBackends[i]->scheme, n) == 0 && strncmp(url + n, "://", 3) == 0) {
+    if (has_scheme(url, kRawBackends[i]->scheme) || has_scheme(url, kRawBackends[i]->alt_scheme)) {
       return kRawBackends[i];
     }
   }
@@ -80,6 +100,8 @@ typedef struct options {
   int handover_cooldown_ms;
   int64_t lease_ms;
   int64_t renew_ms;
+  int elect_timeout_s;
+  int64_t slow_renew_ms;
   int lease_counts[MAX_LEASE_COUNTS];
   int n_lease_counts;
   int window_periods;
@@ -90,8 +112,10 @@ typedef struct options {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: simba_bench [options]\n"
-          "  --url URL               backend (default $SIMBA_BENCH_URL, else redis://127.0.0.1:6379);\n"
-          "                          without ?prefix=, a prefix unique to this run is added\n"
+          "  --url URL               backend (default $SIMBA_BENCH_URL, else redis://127.0.0.1:6379):\n"
+          "                          redis://... or postgresql://...; without its namespace\n"
+          "                          parameter (Redis prefix=, PostgreSQL schema=), one unique\n"
+          "                          to this run is added\n"
           "  --json FILE             write the results as JSON to FILE\n"
           "  --rtt-iterations N      raw round trips per kind (default 5000)\n"
           "  --cycle-iterations N    lock acquire+release cycles (default 2000)\n"
@@ -103,6 +127,11 @@ static void usage(FILE *f) {
           "  --renew-interval-ms N   keep-alive period (default 1000)\n"
           "  --lease-counts A,B,...  leases held by one client (default 1,100,10000)\n"
           "  --window-periods N      renew periods per keep-alive count window (default 4)\n"
+          "  --elect-timeout-s N     how long one client may take to hold all its leases at\n"
+          "                          once (default 30)\n"
+          "  --slow-renew-ms N       when a lease count fails at the bench's timing, try it\n"
+          "                          again with this renew interval (lease 3x, a window of at\n"
+          "                          most 2 periods), reported apart; 0: never (default 5000)\n"
           "  --also-durability V     also measure raw + cycle with this durability\n"
           "                          (Redis appendfsync: always|everysec|no), then restore\n"
           "  --only LIST             phases to run: raw,handover,cycle,leases (default all)\n"
@@ -134,6 +163,8 @@ static int parse_options(int argc, char **argv, options_t *o) {
   o->lease_counts[2] = 10000;
   o->n_lease_counts = 3;
   o->window_periods = 4;
+  o->elect_timeout_s = 30;
+  o->slow_renew_ms = 5000;
   o->run_raw = o->run_handover = o->run_cycle = o->run_leases = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -185,6 +216,8 @@ static int parse_options(int argc, char **argv, options_t *o) {
     INT_OPTION("--lease-duration-ms", o->lease_ms)
     INT_OPTION("--renew-interval-ms", o->renew_ms)
     INT_OPTION("--window-periods", o->window_periods)
+    INT_OPTION("--elect-timeout-s", o->elect_timeout_s)
+    INT_OPTION("--slow-renew-ms", o->slow_renew_ms)
     if (strcmp(a, "--lease-counts") == 0) {
       NEED_VALUE();
       char buf[256];
@@ -217,13 +250,24 @@ static int parse_options(int argc, char **argv, options_t *o) {
     fprintf(stderr, "simba_bench: need --window-periods >= 1 and lease >= 2 x renew\n");
     return -1;
   }
-  /* A prefix of this run's own, so that runs against a long-lived server never
-   * meet each other's leases (or tokens). */
-  if (!strchr(o->url, '?')) {
-    size_t len = strlen(o->url);
-    snprintf(o->url + len, sizeof o->url - len, "?prefix=simba-bench-%ld", (long)getpid());
-  }
   return 0;
+}
+
+/* A namespace of this run's own (Redis key prefix, PostgreSQL schema), unless
+ * the URL names one, so that runs against a long-lived server never meet each
+ * other's leases (or tokens). */
+static void add_namespace(options_t *o, const raw_backend_t *rb) {
+  if (!rb->namespace_param) return;
+  const char *q = strchr(o->url, '?');
+  const size_t plen = strlen(rb->namespace_param);
+  for (const char *p = q; p; p = strchr(p + 1, '&')) {
+    if (strncmp(p + 1, rb->namespace_param, plen) == 0 && p[1 + plen] == '=') return;
+  }
+  char value[64];
+  snprintf(value, sizeof value, rb->namespace_fmt, (long)getpid());
+  const size_t len = strlen(o->url);
+  snprintf(o->url + len, sizeof o->url - len, "%c%s=%s", q ? '&' : '?', rb->namespace_param,
+           value);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -270,13 +314,14 @@ static int64_t json_int(const char *json, const char *key) {
 }
 
 typedef struct counters {
-  int64_t keep_alives, acquires, releases, terms, renew_period_ms;
+  int64_t keep_alives, acquires, releases, terms, renew_period_ms, sessions_opened;
 } counters_t;
 
 static counters_t snapshot_counters(simba_client_t *c) {
-  counters_t k = {-1, -1, -1, -1, -1};
+  counters_t k = {-1, -1, -1, -1, -1, -1};
   char *s = simba_client_snapshot_json(c);
   if (!s) return k;
+  k.sessions_opened = json_int(s, "sessions_opened");
   k.keep_alives = json_int(s, "keep_alives");
   k.acquires = json_int(s, "acquires");
   k.releases = json_int(s, "releases");
@@ -320,6 +365,17 @@ typedef struct handover_result {
 typedef struct lease_result {
   int leases;
   int ok;
+  /* A second try at a longer renew interval (--slow-renew-ms), after this
+   * count failed at the bench's own timing: reported, never judged. */
+  int slow;
+  int64_t lease_ms, renew_ms; /* the client's timing */
+  /* Terms revoked, and sessions opened, from the first simba_election_start
+   * to the end of the window: 0 and 1 when the client held its leases. */
+  int64_t revoked;
+  int64_t sessions_opened;
+  int64_t max_held; /* most leases held at once */
+  int64_t acquires_to_elect; /* acquire calls until all were held (snapshot) */
+  int64_t sessions_to_elect; /* sessions used until all were held: 1 normally */
   double start_ms;  /* the simba_election_start calls */
   double elect_ms;  /* first start -> last on_elected */
   double close_ms;  /* simba_client_close with every lease held */
@@ -327,6 +383,11 @@ typedef struct lease_result {
   int64_t renew_period_ms;
   double window_ms;
   double periods; /* window / renew period */
+  /* How far from a whole number of periods the window may be for the count to
+   * be read as "one call per period": 0.05 for a window on the clock, 0.1 for
+   * one bounded by observed changes of a lagging count (its ends move with
+   * the keep-alives' own duration). */
+  double period_tolerance;
   uint64_t server_calls;
   double calls_per_period;
   double server_usec_per_call;
@@ -351,7 +412,7 @@ typedef struct results {
   bench_stats_t memory_cycle;
   bench_stats_t snapshot_hop;
   int diagnostics_done;
-  lease_result_t leases[MAX_LEASE_COUNTS];
+  lease_result_t leases[2 * MAX_LEASE_COUNTS]; /* with the --slow-renew-ms rows */
   int n_leases;
   /* --also-durability */
   int alt_done;
@@ -371,16 +432,20 @@ static int run_raw(const raw_backend_t *rb, raw_conn_t *rc, int iterations, int 
     bench_samples_init(&s);
     uint64_t calls0 = 0, usec0 = 0, calls1 = 0, usec1 = 0;
     out->server_usec[op] = NAN;
+    /* write_pairs: a sample is the mean of two round trips (acquire, release). */
+    const int trips = op == RAW_OP_WRITE && rb->write_pairs ? 2 : 1;
     for (int i = 0; i < warmup + iterations; i++) {
       if (i == warmup && rb->server_calls(rc, &calls0, &usec0, err, sizeof err) != 0) calls0 = 0;
       int64_t t0 = bench_now_ns();
-      if (rb->round_trip(rc, op, err, sizeof err) != 0) {
-        fprintf(stderr, "simba_bench: raw round trip: %s\n", err);
-        bench_samples_free(&s);
-        return -1;
+      for (int k = 0; k < trips; k++) {
+        if (rb->round_trip(rc, op, err, sizeof err) != 0) {
+          fprintf(stderr, "simba_bench: raw round trip: %s\n", err);
+          bench_samples_free(&s);
+          return -1;
+        }
       }
       int64_t t1 = bench_now_ns();
-      if (i >= warmup) bench_samples_push(&s, t1 - t0);
+      if (i >= warmup) bench_samples_push(&s, (t1 - t0) / trips);
     }
     if (op != RAW_OP_PING && rb->server_calls(rc, &calls1, &usec1, err, sizeof err) == 0 &&
         calls1 > calls0) {
@@ -394,7 +459,8 @@ static int run_raw(const raw_backend_t *rb, raw_conn_t *rc, int iterations, int 
 }
 
 /* The baseline round trip after the same idle pause as between two handovers:
- * what one round trip costs when every thread involved was asleep. */
+ * what one round trip costs when every thread involved was asleep. One round
+ * trip per sample, also with write_pairs (then acquires and releases alternate). */
 static int run_raw_idle(const raw_backend_t *rb, raw_conn_t *rc, int iterations, int gap_ms,
                         bench_stats_t *out) {
   char err[256];
@@ -694,8 +760,11 @@ end:
 /* ------------------------------------------------------------------------- */
 /* Phase: lock acquire + release cycle (and the diagnostics) */
 
+/* settle_ms: with a backend whose counts lag (counts_lag_ms), how long to wait
+ * before each reading of the server's count so that it holds every call made
+ * before the wait: the calls are then counted over the warmup too. */
 static void run_cycle(simba_client_t *c, const raw_backend_t *rb, raw_conn_t *rc, int iterations,
-                      int warmup, cycle_result_t *out) {
+                      int warmup, int64_t settle_ms, cycle_result_t *out) {
   bench_samples_t cyc, acq, rel;
   bench_samples_init(&cyc);
   bench_samples_init(&acq);
@@ -703,11 +772,17 @@ static void run_cycle(simba_client_t *c, const raw_backend_t *rb, raw_conn_t *rc
   memset(out, 0, sizeof *out);
   uint64_t calls0 = 0, calls1 = 0, usec = 0, usec0 = 0;
   char err[256];
-  counters_t k0 = {0, 0, 0, 0, 0};
+  counters_t k0 = {0, 0, 0, 0, 0, 0};
+  const int lag = rb && rb->counts_lag_ms > 0;
+  const int counted = lag ? warmup + iterations : iterations;
+  if (lag) {
+    bench_sleep_ns(settle_ms * 1000000);
+    if (rb->server_calls(rc, &calls0, &usec0, err, sizeof err) != 0) calls0 = 0;
+  }
   for (int i = 0; i < warmup + iterations; i++) {
     if (i == warmup) {
       k0 = snapshot_counters(c);
-      if (rb && rb->server_calls(rc, &calls0, &usec0, err, sizeof err) != 0) calls0 = 0;
+      if (rb && !lag && rb->server_calls(rc, &calls0, &usec0, err, sizeof err) != 0) calls0 = 0;
     }
     simba_term_t *t = NULL;
     const int64_t t0 = bench_now_ns();
@@ -724,8 +799,9 @@ static void run_cycle(simba_client_t *c, const raw_backend_t *rb, raw_conn_t *rc
     }
   }
   counters_t k1 = snapshot_counters(c);
+  if (lag) bench_sleep_ns(settle_ms * 1000000);
   if (rb && rb->server_calls(rc, &calls1, &usec, err, sizeof err) == 0 && calls0 > 0) {
-    out->server_calls_per_cycle = (double)(calls1 - calls0) / iterations;
+    out->server_calls_per_cycle = (double)(calls1 - calls0) / counted;
     out->server_usec_per_call =
         calls1 > calls0 ? (double)(usec - usec0) / (double)(calls1 - calls0) : NAN;
   } else {
@@ -762,54 +838,85 @@ static bench_stats_t run_snapshot_hop(simba_client_t *c, int iterations) {
 /* ------------------------------------------------------------------------- */
 /* Phase: keep-alive and memory with N leases */
 
+/* Terms won and lost by one client's elections. A lease counts as held from
+ * its on_elected to its on_revoked; "all held" is the first moment all n were
+ * held at once. */
 typedef struct elect_ctx {
-  atomic_int_fast64_t elected;
-  atomic_int_fast64_t last_ns;
+  int64_t n;
+  atomic_int_fast64_t elected, revoked, max_held;
+  atomic_int_fast64_t all_held_ns; /* 0 before */
+  atomic_int_fast64_t revoked_before_all; /* terms revoked before that moment */
 } elect_ctx_t;
 
 static void count_elected(void *ud, simba_term_t *term) {
   (void)term;
   elect_ctx_t *e = ud;
   const int64_t now = bench_now_ns();
-  int_fast64_t prev = atomic_load(&e->last_ns);
-  while (prev < now && !atomic_compare_exchange_weak(&e->last_ns, &prev, now)) {
+  const int_fast64_t held = atomic_fetch_add(&e->elected, 1) + 1 - atomic_load(&e->revoked);
+  int_fast64_t max = atomic_load(&e->max_held);
+  while (held > max && !atomic_compare_exchange_weak(&e->max_held, &max, held)) {
   }
-  atomic_fetch_add(&e->elected, 1);
+  int_fast64_t none = 0;
+  if (held >= e->n && atomic_compare_exchange_strong(&e->all_held_ns, &none, now)) {
+    atomic_store(&e->revoked_before_all, atomic_load(&e->revoked));
+  }
+}
+
+static void count_revoked(void *ud, simba_term_t *term, simba_revoke_reason_t reason) {
+  (void)term;
+  (void)reason;
+  elect_ctx_t *e = ud;
+  atomic_fetch_add(&e->revoked, 1);
 }
 
 static void run_leases(const options_t *o, const raw_backend_t *rb, raw_conn_t *rc, int n,
-                       lease_result_t *out) {
+                       int slow, lease_result_t *out) {
   char err[256];
   memset(out, 0, sizeof *out);
   out->leases = n;
+  out->slow = slow;
+  out->lease_ms = o->lease_ms;
+  out->renew_ms = o->renew_ms;
   out->rss_before_kb = bench_rss_kb();
-  char cname[32];
-  snprintf(cname, sizeof cname, "bench-leases-%d", n);
+  char cname[48];
+  snprintf(cname, sizeof cname, "bench-leases-%d-%lld", n, (long long)o->renew_ms);
   simba_client_t *c = open_client(o->url, o, cname);
+  const counters_t k_open = snapshot_counters(c);
   simba_election_t **es = calloc((size_t)n, sizeof *es);
   if (!es) die("calloc", SIMBA_ENOMEM);
   elect_ctx_t ec;
+  ec.n = n;
   atomic_init(&ec.elected, 0);
-  atomic_init(&ec.last_ns, 0);
-  simba_listener_t l = {count_elected, NULL, &ec};
+  atomic_init(&ec.revoked, 0);
+  atomic_init(&ec.max_held, 0);
+  atomic_init(&ec.all_held_ns, 0);
+  atomic_init(&ec.revoked_before_all, 0);
+  simba_listener_t l = {count_elected, count_revoked, &ec};
 
   const int64_t t0 = bench_now_ns();
   for (int i = 0; i < n; i++) {
-    char name[48];
-    snprintf(name, sizeof name, "lease-%d-%06d", n, i);
+    char name[64];
+    snprintf(name, sizeof name, "lease-%d-%lld-%06d", n, (long long)o->renew_ms, i);
     int r = simba_election_start(&es[i], c, name, &l);
     if (r != SIMBA_OK) die("simba_election_start", r);
   }
   const int64_t t_started = bench_now_ns();
-  const int64_t give_up = t_started + 120 * 1000000000LL;
-  while (atomic_load(&ec.elected) < n && bench_now_ns() < give_up) bench_sleep_ns(200000);
-  if (atomic_load(&ec.elected) < n) {
-    snprintf(out->error, sizeof out->error, "only %lld of %d elections won within 120 s",
-             (long long)atomic_load(&ec.elected), n);
+  const int64_t give_up = t_started + (int64_t)o->elect_timeout_s * 1000000000LL;
+  while (atomic_load(&ec.all_held_ns) == 0 && bench_now_ns() < give_up) bench_sleep_ns(200000);
+  if (atomic_load(&ec.all_held_ns) == 0) {
+    const counters_t k_now = snapshot_counters(c);
+    snprintf(out->error, sizeof out->error,
+             "never held all %d at once within %d s: at most %lld; %lld terms won, %lld revoked; "
+             "%lld new sessions",
+             n, o->elect_timeout_s, (long long)atomic_load(&ec.max_held),
+             (long long)atomic_load(&ec.elected), (long long)atomic_load(&ec.revoked),
+             (long long)(k_now.sessions_opened - k_open.sessions_opened));
     goto close;
   }
   out->start_ms = (double)(t_started - t0) / 1e6;
-  out->elect_ms = (double)(atomic_load(&ec.last_ns) - t0) / 1e6;
+  out->elect_ms = (double)(atomic_load(&ec.all_held_ns) - t0) / 1e6;
+  out->acquires_to_elect = snapshot_counters(c).acquires - k_open.acquires;
+  out->sessions_to_elect = snapshot_counters(c).sessions_opened - k_open.sessions_opened + 1;
   out->rss_kb = bench_rss_kb();
   out->connected_clients = rb->connected_clients(rc);
 
@@ -835,14 +942,51 @@ static void run_leases(const options_t *o, const raw_backend_t *rb, raw_conn_t *
     snprintf(out->error, sizeof out->error, "no keep-alive seen within 3 renew periods");
     goto close;
   }
-  bench_sleep_ns(period_ns / 2);
-  const counters_t ka0 = snapshot_counters(c);
-  rb->server_calls(rc, &calls0, &usec0, err, sizeof err);
-  const int64_t w0 = bench_now_ns();
-  bench_sleep_ns(period_ns * o->window_periods);
-  rb->server_calls(rc, &calls1, &usec1, err, sizeof err);
-  const int64_t w1 = bench_now_ns();
-  const counters_t ka1 = snapshot_counters(c);
+  counters_t ka0, ka1;
+  int64_t w0, w1;
+  out->period_tolerance = rb->counts_lag_ms == 0 ? 0.05 : 0.1;
+  if (rb->counts_lag_ms == 0) {
+    /* Counted at once: a window of whole periods on the clock. */
+    bench_sleep_ns(period_ns / 2);
+    ka0 = snapshot_counters(c);
+    rb->server_calls(rc, &calls0, &usec0, err, sizeof err);
+    w0 = bench_now_ns();
+    bench_sleep_ns(period_ns * o->window_periods);
+    rb->server_calls(rc, &calls1, &usec1, err, sizeof err);
+    w1 = bench_now_ns();
+    ka1 = snapshot_counters(c);
+  } else {
+    /* Counted late, in batches published at the end of one of the client's
+     * statements (only keep-alives now), each holding every earlier call: the
+     * window runs from the change just seen to the first change at least
+     * window_periods - 1/2 periods later, so both ends sit just after a
+     * keep-alive and every keep-alive inside is counted. The client's own
+     * counter is read half a period after each end, away from any keep-alive. */
+    calls0 = c2;
+    usec0 = usec;
+    w0 = bench_now_ns();
+    bench_sleep_ns(period_ns / 2);
+    ka0 = snapshot_counters(c);
+    bench_sleep_ns(period_ns * (o->window_periods - 1));
+    uint64_t mid = 0, mid_usec = 0;
+    if (rb->server_calls(rc, &mid, &mid_usec, err, sizeof err) != 0) {
+      snprintf(out->error, sizeof out->error, "%s", err);
+      goto close;
+    }
+    calls1 = mid;
+    const int64_t until = bench_now_ns() + 3 * period_ns;
+    while (calls1 == mid && bench_now_ns() < until) {
+      bench_sleep_ns(1000000);
+      if (rb->server_calls(rc, &calls1, &usec1, err, sizeof err) != 0) break;
+    }
+    w1 = bench_now_ns();
+    if (calls1 == mid) {
+      snprintf(out->error, sizeof out->error, "the count did not change within 3 renew periods");
+      goto close;
+    }
+    bench_sleep_ns(period_ns / 2);
+    ka1 = snapshot_counters(c);
+  }
   out->window_ms = (double)(w1 - w0) / 1e6;
   out->periods = (double)(w1 - w0) / (double)period_ns;
   out->server_calls = calls1 - calls0;
@@ -852,7 +996,17 @@ static void run_leases(const options_t *o, const raw_backend_t *rb, raw_conn_t *
   out->snapshot_keep_alives = ka1.keep_alives - ka0.keep_alives;
   out->snapshot_acquires = ka1.acquires - ka0.acquires;
   out->ok = 1;
+  if (atomic_load(&ec.revoked) > atomic_load(&ec.revoked_before_all)) {
+    out->ok = 0;
+    snprintf(out->error, sizeof out->error,
+             "held all %d at once after %.1f s, then lost %lld of them by the end of the window",
+             n, out->elect_ms / 1e3,
+             (long long)(atomic_load(&ec.revoked) - atomic_load(&ec.revoked_before_all)));
+  }
 close:;
+  out->revoked = atomic_load(&ec.revoked);
+  out->max_held = atomic_load(&ec.max_held);
+  out->sessions_opened = snapshot_counters(c).sessions_opened - k_open.sessions_opened + 1;
   const int64_t tc = bench_now_ns();
   simba_client_close(c);
   out->close_ms = (double)(bench_now_ns() - tc) / 1e6;
@@ -894,32 +1048,37 @@ static verdicts_t judge(const results_t *r) {
   v.handover_rtts_p99 = r->handover.done ? ratio(r->handover.h.p99_us, rtt99) : NAN;
   v.handover_met = v.handover_rtts <= TARGET_HANDOVER_RTTS;
   for (int i = 0; i < r->n_leases; i++) {
-    if (r->leases[i].leases == TARGET_KEEPALIVE_LEASES && r->leases[i].ok) v.ka = &r->leases[i];
+    const lease_result_t *x = &r->leases[i];
+    if (x->leases == TARGET_KEEPALIVE_LEASES && !x->slow) v.ka = x;
   }
   /* Exactly one call per renew interval: as many calls as whole periods. */
-  v.ka_met = v.ka && fabs(v.ka->periods - round(v.ka->periods)) < 0.05 &&
+  v.ka_met = v.ka && v.ka->ok && fabs(v.ka->periods - round(v.ka->periods)) < v.ka->period_tolerance &&
              v.ka->server_calls == (uint64_t)llround(v.ka->periods);
   return v;
 }
 
-static void print_report(const options_t *o, const results_t *r) {
+static void print_report(const options_t *o, const raw_backend_t *rb, const results_t *r) {
   const verdicts_t v = judge(r);
-  char buf[160];
+  char buf[160], label[96];
   printf("\nSimba %s benchmarks, %s\n", simba_version_string(), r->date);
   printf("machine: %s\n", r->machine);
   printf("server:  %s (%s), %s\n", r->server_version, r->durability, r->url_redacted);
+  printf("calls:   %s\n", rb->calls_desc);
   printf("timing:  lease %lld ms, renew %lld ms; load average at start %s, at end %s\n\n",
          (long long)o->lease_ms, (long long)o->renew_ms, r->loadavg_start, r->loadavg_end);
   printf("  %-44s %6s %9s %9s %9s\n", "latency (us)", "n", "p50", "p90", "p99");
   if (r->raw.done) {
-    static const char *const labels[RAW_OP_COUNT] = {
-        "raw PING", "raw EVALSHA, HGET (read)", "raw EVALSHA, HGET+HSET = RTT (baseline)"};
     for (int op = 0; op < RAW_OP_COUNT; op++) {
       char sv[64] = "";
       if (!isnan(r->raw.server_usec[op])) {
         snprintf(sv, sizeof sv, "%.1f us inside the server", r->raw.server_usec[op]);
       }
-      print_row(labels[op], &r->raw.op[op], sv);
+      snprintf(label, sizeof label, "%s%s", rb->op_label[op],
+               op == RAW_OP_WRITE ? " = RTT (baseline)" : "");
+      print_row(label, &r->raw.op[op], sv);
+    }
+    if (rb->write_pairs) {
+      printf("  %-44s (RTT = one raw acquire + one raw release, halved)\n", "");
     }
     if (r->raw_idle.n) {
       snprintf(buf, sizeof buf, "after %d ms idle, like a handover", o->handover_gap_ms);
@@ -956,32 +1115,49 @@ static void print_report(const options_t *o, const results_t *r) {
   }
   if (r->alt_done) {
     printf("\n  with %s:\n", r->alt_durability);
-    print_row("raw EVALSHA, HGET+HSET = RTT", baseline(&r->alt_raw), NULL);
+    snprintf(label, sizeof label, "%s = RTT", rb->op_label[RAW_OP_WRITE]);
+    print_row(label, baseline(&r->alt_raw), NULL);
     snprintf(buf, sizeof buf, "%.2f x 2 RTT",
              ratio(r->alt_cycle.cycle.p50_us, 2 * baseline(&r->alt_raw)->p50_us));
     print_row("lock acquire+release cycle", &r->alt_cycle.cycle, buf);
   }
   if (r->raw_end.done) {
-    print_row("raw EVALSHA, HGET+HSET again at the end", baseline(&r->raw_end), NULL);
+    snprintf(label, sizeof label, "%s again at the end", rb->op_label[RAW_OP_WRITE]);
+    print_row(label, baseline(&r->raw_end), NULL);
   }
   if (r->n_leases) {
     printf("\n  %7s %10s %10s %8s %9s %9s %11s %9s %9s %8s\n", "leases", "elect ms",
            "start ms", "periods", "calls", "calls/per", "server us/ka", "snap ka", "RSS MiB",
            "+MiB");
+    int slow_rows = 0;
     for (int i = 0; i < r->n_leases; i++) {
       const lease_result_t *x = &r->leases[i];
+      slow_rows += x->slow;
       if (!x->ok) {
-        printf("  %7d  failed: %s\n", x->leases, x->error);
-        continue;
+        printf("  %6d%s  failed: %s\n", x->leases, x->slow ? "*" : " ", x->error);
+      } else {
+        printf("  %6d%s %10.1f %10.1f %8.2f %9llu %9.2f %11.0f %9lld %9.1f %8.1f\n", x->leases,
+             x->slow ? "*" : " ", x->elect_ms, x->start_ms, x->periods,
+             (unsigned long long)x->server_calls, x->calls_per_period, x->server_usec_per_call,
+             (long long)x->snapshot_keep_alives, (double)x->rss_kb / 1024.0,
+             (double)(x->rss_kb - x->rss_before_kb) / 1024.0);
       }
-      printf("  %7d %10.1f %10.1f %8.2f %9llu %9.2f %11.0f %9lld %9.1f %8.1f\n", x->leases,
-             x->elect_ms, x->start_ms, x->periods, (unsigned long long)x->server_calls,
-             x->calls_per_period, x->server_usec_per_call, (long long)x->snapshot_keep_alives,
-             (double)x->rss_kb / 1024.0, (double)(x->rss_kb - x->rss_before_kb) / 1024.0);
+      if (x->acquires_to_elect > x->leases || x->sessions_to_elect > 1) {
+        printf("  %7s  to hold them all: %lld acquire calls, %lld sessions, %lld terms revoked\n",
+               "", (long long)x->acquires_to_elect, (long long)x->sessions_to_elect,
+               (long long)x->revoked);
+      }
     }
-    if (v.ka) {
+    if (slow_rows) {
+      printf("  * again after a failure, with lease %lld ms, renew %lld ms (not judged)\n",
+             (long long)3 * o->slow_renew_ms, (long long)o->slow_renew_ms);
+    }
+    if (v.ka && v.ka->ok) {
       printf("  keep-alive at %d leases: %.2f calls per renew interval (target exactly 1: %s)\n",
              TARGET_KEEPALIVE_LEASES, v.ka->calls_per_period, verdict(v.ka_met));
+    } else if (v.ka) {
+      printf("  keep-alive at %d leases: not measured, the client did not keep them all (target "
+             "exactly 1: %s)\n", TARGET_KEEPALIVE_LEASES, verdict(0));
     }
   }
   if (r->handover.failed) printf("\nhandover phase failed: %s\n", r->handover.error);
@@ -1042,6 +1218,9 @@ static int write_json(const char *path, const options_t *o, const raw_backend_t 
   bench_json_string(&j, "url", r->url_redacted);
   bench_json_string(&j, "server", r->server_version);
   bench_json_string(&j, "durability", r->durability);
+  bench_json_string(&j, "server_calls_counted_with", rb->calls_desc);
+  bench_json_int(&j, "server_counts_lag_ms", rb->counts_lag_ms);
+  bench_json_bool(&j, "baseline_is_mean_of_acquire_and_release", rb->write_pairs);
   bench_json_end_object(&j);
   bench_json_begin_object(&j, "options");
   bench_json_int(&j, "rtt_iterations", o->rtt_iterations);
@@ -1053,6 +1232,8 @@ static int write_json(const char *path, const options_t *o, const raw_backend_t 
   bench_json_int(&j, "lease_duration_ms", o->lease_ms);
   bench_json_int(&j, "renew_interval_ms", o->renew_ms);
   bench_json_int(&j, "window_periods", o->window_periods);
+  bench_json_int(&j, "elect_timeout_s", o->elect_timeout_s);
+  bench_json_int(&j, "slow_renew_ms", o->slow_renew_ms);
   bench_json_end_object(&j);
   if (r->raw.done) json_raw(&j, "raw", rb, &r->raw);
   if (r->raw_idle.n) bench_json_stats(&j, "raw_write_after_idle_gap", &r->raw_idle);
@@ -1089,6 +1270,14 @@ static int write_json(const char *path, const options_t *o, const raw_backend_t 
       bench_json_begin_object(&j, NULL);
       bench_json_int(&j, "leases", x->leases);
       bench_json_bool(&j, "ok", x->ok);
+      bench_json_bool(&j, "slow_retry", x->slow);
+      bench_json_int(&j, "lease_duration_ms", x->lease_ms);
+      bench_json_int(&j, "renew_interval_ms", x->renew_ms);
+      bench_json_int(&j, "max_held_at_once", x->max_held);
+      bench_json_int(&j, "terms_revoked", x->revoked);
+      bench_json_int(&j, "sessions_opened", x->sessions_opened);
+      bench_json_int(&j, "acquire_calls_until_all_held", x->acquires_to_elect);
+      bench_json_int(&j, "sessions_until_all_held", x->sessions_to_elect);
       if (!x->ok) bench_json_string(&j, "error", x->error);
       bench_json_double(&j, "start_calls_ms", x->start_ms);
       bench_json_double(&j, "time_to_elect_ms", x->elect_ms);
@@ -1096,6 +1285,8 @@ static int write_json(const char *path, const options_t *o, const raw_backend_t 
       bench_json_int(&j, "renew_period_ms", x->renew_period_ms);
       bench_json_double(&j, "window_ms", x->window_ms);
       bench_json_double(&j, "window_periods", x->periods);
+      bench_json_string(&j, "window_bounds", rb->counts_lag_ms ? "observed count changes" : "clock");
+      bench_json_double(&j, "window_period_tolerance", x->period_tolerance);
       bench_json_int(&j, "server_calls", (int64_t)x->server_calls);
       bench_json_double(&j, "calls_per_renew_interval", x->calls_per_period);
       bench_json_double(&j, "server_usec_per_keep_alive", x->server_usec_per_call);
@@ -1136,7 +1327,8 @@ static int write_json(const char *path, const options_t *o, const raw_backend_t 
   if (v.ka) {
     bench_json_begin_object(&j, NULL);
     bench_json_string(&j, "name", "keep-alive calls per renew interval at 10000 leases");
-    bench_json_double(&j, "value", v.ka->calls_per_period);
+    bench_json_double(&j, "value", v.ka->ok ? v.ka->calls_per_period : NAN);
+    if (!v.ka->ok) bench_json_string(&j, "error", v.ka->error);
     bench_json_double(&j, "limit", 1.0);
     bench_json_bool(&j, "met", v.ka_met);
     bench_json_end_object(&j);
@@ -1149,6 +1341,30 @@ static int write_json(const char *path, const options_t *o, const raw_backend_t 
   return rc;
 }
 
+/* One Simba client opens (which creates what Simba needs on first use: the
+ * PostgreSQL schema) and closes, in a child process. 0, or -1 if it failed. */
+static int setup_backend(const options_t *o) {
+  fflush(NULL);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "simba_bench: fork: %s\n", strerror(errno));
+    return -1;
+  }
+  if (pid == 0) {
+    simba_client_t *c = open_client(o->url, o, "bench-setup"); /* exits on failure */
+    simba_client_close(c);
+    _exit(0);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "simba_bench: the setup client failed\n");
+    return -1;
+  }
+  return 0;
+}
+
 static void loadavg(char *buf, size_t len) {
   snprintf(buf, len, "?");
   FILE *f = fopen("/proc/loadavg", "r");
@@ -1157,7 +1373,8 @@ static void loadavg(char *buf, size_t len) {
   fclose(f);
 }
 
-/* The URL without user:password. */
+/* The URL without user:password, nor the value of a password= parameter
+ * (libpq's URIs take one). */
 static void redact(const char *url, char *out, size_t len) {
   const char *scheme_end = strstr(url, "://");
   const char *at = scheme_end ? strchr(scheme_end + 3, '@') : NULL;
@@ -1165,6 +1382,14 @@ static void redact(const char *url, char *out, size_t len) {
     snprintf(out, len, "%.*s***@%s", (int)(scheme_end + 3 - url), url, at + 1);
   } else {
     snprintf(out, len, "%s", url);
+  }
+  char *q = strchr(out, '?');
+  for (char *p = q; p; p = strchr(p + 1, '&')) {
+    if (strncmp(p + 1, "password=", 9) != 0) continue;
+    char *v = p + 10;
+    const size_t vlen = strcspn(v, "&");
+    memmove(v + 3, v + vlen, strlen(v + vlen) + 1);
+    memcpy(v, "***", 3);
   }
 }
 
@@ -1182,11 +1407,18 @@ int main(int argc, char **argv) {
     fprintf(stderr, "simba_bench: no raw baseline for the scheme of %s\n", o.url);
     return 2;
   }
+  add_namespace(&o, rb);
+  /* A lagging count holds every call made more than this long ago: the lag,
+   * then one renew period for the client's next keep-alive to publish it. */
+  const int64_t settle_ms = rb->counts_lag_ms > 0 ? rb->counts_lag_ms + o.renew_ms + 250 : 0;
   static results_t r; /* large: not on the stack */
   bench_utc_now(r.date, sizeof r.date);
   bench_machine(r.machine, sizeof r.machine, &r.cpus);
   redact(o.url, r.url_redacted, sizeof r.url_redacted);
   loadavg(r.loadavg_start, sizeof r.loadavg_start);
+
+  /* Before any client exists in this process (fork() copies no thread). */
+  if (setup_backend(&o) != 0) return 1;
 
   char err[256];
   raw_conn_t *rc = rb->connect(o.url, err, sizeof err);
@@ -1216,13 +1448,13 @@ int main(int argc, char **argv) {
   if (o.run_cycle) {
     progress("lock cycle: %d acquire+release", o.cycle_iterations);
     simba_client_t *c = open_client(o.url, &o, "bench-cycle");
-    run_cycle(c, rb, rc, o.cycle_iterations, o.warmup, &r.cycle);
+    run_cycle(c, rb, rc, o.cycle_iterations, o.warmup, settle_ms, &r.cycle);
     r.snapshot_hop = run_snapshot_hop(c, o.cycle_iterations);
     simba_client_close(c);
     progress("diagnostic: lock cycle on memory://");
     simba_client_t *m = open_client("memory://simba-bench", &o, "bench-memory");
     cycle_result_t mc;
-    run_cycle(m, NULL, NULL, o.cycle_iterations, o.warmup, &mc);
+    run_cycle(m, NULL, NULL, o.cycle_iterations, o.warmup, 0, &mc);
     r.memory_cycle = mc.cycle;
     simba_client_close(m);
     r.diagnostics_done = 1;
@@ -1231,9 +1463,24 @@ int main(int argc, char **argv) {
     for (int i = 0; i < o.n_lease_counts; i++) {
       progress("leases: %d held by one client (window of %d renew periods)", o.lease_counts[i],
                o.window_periods);
-      run_leases(&o, rb, rc, o.lease_counts[i], &r.leases[i]);
-      r.n_leases = i + 1;
-      if (!r.leases[i].ok) progress("leases %d: %s", o.lease_counts[i], r.leases[i].error);
+      lease_result_t *x = &r.leases[r.n_leases++];
+      run_leases(&o, rb, rc, o.lease_counts[i], 0, x);
+      if (x->ok) continue;
+      progress("leases %d: %s", o.lease_counts[i], x->error);
+      if (o.slow_renew_ms <= o.renew_ms) continue;
+      /* The same count at a longer renew interval: does the client get there
+       * when its calls have more time? Reported apart, never judged. */
+      options_t slow = o;
+      slow.renew_ms = o.slow_renew_ms;
+      slow.lease_ms = 3 * o.slow_renew_ms;
+      if (slow.window_periods > 2) slow.window_periods = 2;
+      progress("leases: %d again with lease %lld ms, renew %lld ms (window of %d periods)",
+               o.lease_counts[i], (long long)slow.lease_ms, (long long)slow.renew_ms,
+               slow.window_periods);
+      x = &r.leases[r.n_leases++];
+      run_leases(&slow, rb, rc, o.lease_counts[i], 1, x);
+      if (!x->ok) progress("leases %d (renew %lld ms): %s", o.lease_counts[i],
+                           (long long)slow.renew_ms, x->error);
     }
   }
   if (o.also_durability && rb->set_durability) {
@@ -1246,7 +1493,7 @@ int main(int argc, char **argv) {
       progress("with %s: raw round trips and lock cycle", r.alt_durability);
       if (run_raw(rb, rc, o.rtt_iterations, o.warmup, 0, &r.alt_raw) == 0) {
         simba_client_t *c = open_client(o.url, &o, "bench-cycle-alt");
-        run_cycle(c, rb, rc, o.cycle_iterations, o.warmup, &r.alt_cycle);
+        run_cycle(c, rb, rc, o.cycle_iterations, o.warmup, settle_ms, &r.alt_cycle);
         simba_client_close(c);
         r.alt_done = 1;
       }
@@ -1268,7 +1515,7 @@ int main(int argc, char **argv) {
   rb->disconnect(rc);
   loadavg(r.loadavg_end, sizeof r.loadavg_end);
 
-  print_report(&o, &r);
+  print_report(&o, rb, &r);
   if (o.json_path && write_json(o.json_path, &o, rb, &r) != 0) return 1;
   if (o.json_path) progress("wrote %s", o.json_path);
   return r.handover.failed ? 1 : 0;

@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # Simba's benchmarks (docs/benchmarks.md): installs what is missing, builds a
-# Release tree with -DSIMBA_BUILD_BENCH=ON, starts a throwaway redis-server on a
-# free port (AOF with appendfsync always, as we recommend), runs bench/simba_bench
-# against it, and stops the server whatever happened.
+# Release tree with -DSIMBA_BUILD_BENCH=ON, starts the throwaway servers of the
+# test suite (scripts/lib/servers.sh: a redis-server with AOF and appendfsync
+# always, a PostgreSQL in a temp dir, each on a free port), runs
+# bench/simba_bench against each backend asked for, and stops the servers
+# whatever happened.
 #
-#   bash scripts/bench.sh                 the whole bench (about 1-2 minutes)
+#   bash scripts/bench.sh                 Redis, then PostgreSQL (about 3 minutes)
+#   bash scripts/bench.sh --backend postgresql
+#                                         one backend: redis | postgresql | all
 #   bash scripts/bench.sh -- --handovers 500 --lease-counts 1,1000
-#                                         extra arguments go to simba_bench
-#                                         (simba_bench --help lists them)
+#                                         extra arguments go to every simba_bench
+#                                         run (simba_bench --help lists them)
 #
-# Options: --build-dir DIR (default build-bench), --jobs N (default 2),
-# --json FILE (default bench/results/redis-latest.json), --no-install, -h.
-# The table goes to stdout and to FILE's .txt sibling; the JSON to FILE.
+# Options: --backend B (default all), --build-dir DIR (default build-bench),
+# --jobs N (default 2), --out DIR (default bench/results), --json FILE (with one
+# backend only: its JSON there instead), --no-install, -h.
+# Each backend writes DIR/<backend>-latest.json (redis-latest.json,
+# postgres-latest.json) and the table, also on stdout, to its .txt sibling.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,8 +25,9 @@ cd "$ROOT"
 
 SIMBA_APT_PACKAGES=(
   build-essential cmake pkg-config
-  libuv1-dev libhiredis-dev
+  libuv1-dev libhiredis-dev libpq-dev
   redis-server redis-tools
+  postgresql openssl
 )
 
 # shellcheck source=scripts/lib/packages.sh
@@ -32,15 +39,21 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 
 BUILD_DIR="build-bench"
 JOBS=2
-JSON="bench/results/redis-latest.json"
+BACKEND=all
+OUT="bench/results"
+JSON=""
 INSTALL=1
 BENCH_ARGS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --backend) [[ $# -ge 2 ]] || { echo "bench.sh: --backend needs redis|postgresql|all" >&2; exit 2; }
+               BACKEND=$2; shift ;;
     --build-dir) [[ $# -ge 2 ]] || { echo "bench.sh: --build-dir needs a path" >&2; exit 2; }
                  BUILD_DIR=$2; shift ;;
     --jobs|-j) [[ $# -ge 2 ]] || { echo "bench.sh: --jobs needs a number" >&2; exit 2; }
                JOBS=$2; shift ;;
+    --out) [[ $# -ge 2 ]] || { echo "bench.sh: --out needs a directory" >&2; exit 2; }
+           OUT=$2; shift ;;
     --json) [[ $# -ge 2 ]] || { echo "bench.sh: --json needs a path" >&2; exit 2; }
             JSON=$2; shift ;;
     --no-install) INSTALL=0 ;;
@@ -51,35 +64,71 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 
+case "$BACKEND" in
+  redis) BACKENDS=(redis) ;;
+  postgresql|postgres) BACKENDS=(postgresql) ;;
+  all) BACKENDS=(redis postgresql) ;;
+  *) echo "bench.sh: --backend: redis, postgresql or all, not '$BACKEND'" >&2; exit 2 ;;
+esac
+if [[ -n "$JSON" && ${#BACKENDS[@]} -ne 1 ]]; then
+  echo "bench.sh: --json FILE needs one --backend (use --out DIR for all)" >&2
+  exit 2
+fi
+
 log() { printf '\n==== %s\n' "$*"; }
 
 [[ $INSTALL -eq 1 ]] || export SIMBA_NO_INSTALL=1
 ensure_packages "${SIMBA_APT_PACKAGES[@]}"
 
+WITH=()
+for b in "${BACKENDS[@]}"; do
+  case "$b" in
+    redis) WITH+=(-DSIMBA_WITH_REDIS=ON) ;;
+    postgresql) WITH+=(-DSIMBA_WITH_POSTGRES=ON) ;;
+  esac
+done
 log "configure $BUILD_DIR (Release, SIMBA_BUILD_BENCH=ON)"
 cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DSIMBA_BUILD_BENCH=ON \
-  -DSIMBA_BUILD_TESTS=OFF -DSIMBA_BUILD_EXAMPLES=OFF -DSIMBA_BUILD_TOOLS=OFF -DSIMBA_SANITIZE= >/dev/null
+  -DSIMBA_BUILD_TESTS=OFF -DSIMBA_BUILD_EXAMPLES=OFF -DSIMBA_BUILD_TOOLS=OFF -DSIMBA_SANITIZE= \
+  "${WITH[@]}" >/dev/null
 log "build simba_bench (-j$JOBS)"
 cmake --build "$BUILD_DIR" -j "$JOBS" --target simba_bench
 
-# The server: the same flags as the test suite's (scripts/lib/servers.sh), with
-# its files in a temp dir that stop_servers removes. Only this pid is stopped.
+# The servers: the test suite's (scripts/lib/servers.sh), with their files in a
+# temp dir that stop_servers removes. Only their pids are stopped.
 trap 'stop_servers' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-log "starting a throwaway redis-server (appendonly yes, appendfsync always)"
+log "starting the throwaway servers (redis-server: appendonly yes, appendfsync always; postgres)"
 start_servers
 
-mkdir -p "$(dirname "$JSON")"
-TXT="${JSON%.json}.txt"
-log "simba_bench --url $SIMBA_TEST_REDIS_URL ${BENCH_ARGS[*]:-}"
-# --also-durability everysec: the raw round trip and the lock cycle once more
-# without an fsync per write, to show what the fsync costs (the server is set
-# back to always afterwards).
-set +e
-"$BUILD_DIR/bench/simba_bench" --url "$SIMBA_TEST_REDIS_URL" --json "$JSON" \
-  --also-durability everysec "${BENCH_ARGS[@]}" | tee "$TXT"
-status=${PIPESTATUS[0]}
-set -e
-log "results: $JSON and $TXT"
+mkdir -p "$OUT"
+status=0
+for b in "${BACKENDS[@]}"; do
+  case "$b" in
+    redis)
+      url=$SIMBA_TEST_REDIS_URL
+      json=${JSON:-$OUT/redis-latest.json}
+      # --also-durability everysec: the raw round trip and the lock cycle once
+      # more without an fsync per write, to show what the fsync costs (the
+      # server is set back to always afterwards).
+      extra=(--also-durability everysec) ;;
+    postgresql)
+      url=$SIMBA_TEST_POSTGRES_URL
+      json=${JSON:-$OUT/postgres-latest.json}
+      # The test server runs with fsync=off on its command line (servers.sh),
+      # which a reload cannot change: no durability variant here.
+      extra=() ;;
+  esac
+  mkdir -p "$(dirname "$json")"
+  txt="${json%.json}.txt"
+  log "$b: simba_bench --url $url ${extra[*]:-} ${BENCH_ARGS[*]:-}"
+  set +e
+  "$BUILD_DIR/bench/simba_bench" --url "$url" --json "$json" "${extra[@]}" "${BENCH_ARGS[@]}" |
+    tee "$txt"
+  rc=${PIPESTATUS[0]}
+  set -e
+  [[ $rc -eq 0 ]] || { echo "bench.sh: simba_bench failed on $b (exit $rc)" >&2; status=$rc; }
+  log "$b results: $json and $txt"
+done
 exit "$status"

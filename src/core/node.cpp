@@ -659,6 +659,14 @@ void Node::on_contender_timer(Contender& c, TimePoint now) {
 }
 
 void Node::on_released(const std::string& name, TimePoint now) {
+  // The echo of this node's own release: the others should get the first go
+  // (a step-down without cooldown, or work that returned, would otherwise win
+  // its lease straight back); this node retries at its normal pace.
+  if (auto own = own_release_at_.find(name); own != own_release_at_.end()) {
+    const bool echo = now - own->second <= call_timeout();
+    own_release_at_.erase(own);
+    if (echo) return;
+  }
   auto it = by_name_.find(name);
   if (it == by_name_.end() || it->second.empty()) return;
   Contender* c = find(it->second.front());
@@ -678,6 +686,7 @@ void Node::release_lease(const std::string& session, const std::string& name, ui
   if (session == session_id_) {
     uint64_t& high = released_[name];
     high = std::max(high, token);
+    own_release_at_[name] = now;
   }
   const CallId id = new_call(CallKind::kRelease, session, call_timeout(), now);
   Call& call = calls_.at(id);

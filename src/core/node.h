@@ -253,6 +253,9 @@ class Node {
   TimerSlot deadline_timer_;  // the local deadline
   // Per session: the highest token this session released, per name.
   std::map<std::string, uint64_t> released_;
+  // When this node last sent a release of a name: the broadcast it causes is
+  // not a reason for this node to attempt at once.
+  std::map<std::string, TimePoint> own_release_at_;
 
   bool closing_ = false;
   bool close_sent_ = false;

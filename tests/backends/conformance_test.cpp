@@ -325,7 +325,9 @@ TEST_P(Conformance, CleanStopIsTakenOverAtOnce) {
   ASSERT_EQ(ea.stop(5000 * slow_factor()), SIMBA_OK);
   ASSERT_TRUE(eb.wait_elected(1, 5000 * slow_factor()));
   const int64_t took_ms = (eb.last_elected().at_ns - stop_at) / kMsNs;
-  EXPECT_LT(took_ms, 250) << "a clean stop was taken over after " << took_ms
+  // Under 400 ms: only the broadcast explains it (a loaded CI machine can add
+  // a few hundred ms of scheduling to the release and acquire round trips).
+  EXPECT_LT(took_ms, 400) << "a clean stop was taken over after " << took_ms
                           << " ms; the candidate's own retry comes after >= 500 ms";
   EXPECT_GT(eb.last_elected().token, ea.last_elected().token);
   // The old term was revoked before its lease was released.

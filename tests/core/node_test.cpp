@@ -1687,6 +1687,26 @@ TEST_F(NodeTest, LockTermTakenOverIsRevokedAndStopped) {
 // ===========================================================================
 // Release broadcasts and the holder's remaining time
 
+// The broadcast of this node's own release is an echo: a step-down without
+// cooldown does not win the lease straight back on it (the others get the
+// first go); it retries at its normal pace. Another release is not ignored.
+TEST_F(NodeTest, OwnReleaseBroadcastDoesNotTriggerAnAttempt) {
+  start_live();
+  auto [a, ta] = leader("a", 5);
+  const size_t mark = fx.mark();
+  ASSERT_TRUE(node->step_down(a, ms(0), now()));
+  answer_release(take_release());
+  EXPECT_EQ(view_of(a)->state, "candidate");
+  node->on_released("a", now());  // our own release, echoed
+  EXPECT_TRUE(acquires_since(mark, "a").empty());
+  run_until(now() + kRenew);
+  ASSERT_EQ(acquires_since(mark, "a").size(), 1u) << "the normal retry";
+  held("a");
+  const size_t later = fx.mark();
+  node->on_released("a", now());  // someone else's release
+  EXPECT_EQ(acquires_since(later, "a").size(), 1u);
+}
+
 TEST_F(NodeTest, ReleaseBroadcastTriggersAnImmediateAttempt) {
   start_live();
   auto_keep_alive = true;

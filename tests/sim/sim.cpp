@@ -1295,7 +1295,14 @@ void Sim::schedule_work_exit(NodeBox& b, ContenderId who, uint64_t token, Durati
   to_node(now() + after, b.slot, b.inst, [this, who, token](NodeBox& nb) {
     auto it = nb.cs.find(who);
     if (it != nb.cs.end() && it->second.term && it->second.term->term->token() == token) {
-      it->second.term->work_running = false;
+      TermRec& rec = *it->second.term;
+      if (!faults_ && rec.term->valid() && !rec.handover_deadline) {
+        // In the quiet stretch work does not hand over on its own (liveness
+        // is checked there): it returns once its term ends.
+        rec.work_cooperative = true;
+        return;
+      }
+      rec.work_running = false;
     }
     if (tr_) T() << node_str(nb) << " work_done contender " << who << " token " << token << "\n";
     nb.node->work_done(who, token, now());
