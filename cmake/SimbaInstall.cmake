@@ -1,11 +1,12 @@
-# install(): libsimba.so.1 (+ namelinks), libsimba.a, the public headers, simba.pc,
-# and the CMake package (find_package(simba CONFIG) -> simba::simba).
+# install(): libsimba.so.1 (+ namelinks), libsimba_tck.so.1 (the fencing test kit),
+# libsimba.a, the public headers, simba.pc, simba-tck.pc, and the CMake package
+# (find_package(simba CONFIG) -> simba::simba, simba::simba_tck).
 
 include(CMakePackageConfigHelpers)
 
 set(SIMBA_CMAKE_INSTALL_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/simba")
 
-install(TARGETS simba EXPORT simbaTargets
+install(TARGETS simba simba_tck EXPORT simbaTargets
   LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}"
   ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
   RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}"
@@ -34,10 +35,12 @@ foreach(_dir LIBDIR INCLUDEDIR)
     set(SIMBA_PC_${_dir} "\${prefix}/${CMAKE_INSTALL_${_dir}}")
   endif()
 endforeach()
-configure_file("${PROJECT_SOURCE_DIR}/pkgconfig/simba.pc.in"
-               "${PROJECT_BINARY_DIR}/pkgconfig/simba.pc" @ONLY)
-install(FILES "${PROJECT_BINARY_DIR}/pkgconfig/simba.pc"
-  DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+foreach(_pc simba simba-tck)
+  configure_file("${PROJECT_SOURCE_DIR}/pkgconfig/${_pc}.pc.in"
+                 "${PROJECT_BINARY_DIR}/pkgconfig/${_pc}.pc" @ONLY)
+  install(FILES "${PROJECT_BINARY_DIR}/pkgconfig/${_pc}.pc"
+    DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+endforeach()
 
 # CMake package.
 install(EXPORT simbaTargets

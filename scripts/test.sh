@@ -3,7 +3,7 @@
 # servers once, runs the test layers with ctest, and prints a summary.
 #
 #   bash scripts/test.sh                      plain build in build/, every layer
-#   bash scripts/test.sh --label core         one layer (core|sim|backends|capi|abi)
+#   bash scripts/test.sh --label core         one layer (core|sim|backends|capi|abi|tck|cli)
 #   bash scripts/test.sh --sanitize address   ASan+UBSan build in build-address/
 #   bash scripts/test.sh --sanitize thread    TSan build in build-thread/
 #   bash scripts/test.sh --valgrind           the capi tests under valgrind (build/)
@@ -29,8 +29,9 @@ SIMBA_APT_PACKAGES=(
   libuv1-dev libcmocka-dev libgtest-dev
   valgrind
   redis-server redis-tools libhiredis-dev
-  postgresql libpq-dev openssl
+  postgresql libpq-dev openssl postgresql-client
   procps iproute2
+  abigail-tools binutils        # abidw/abidiff, nm/objdump/readelf (label abi)
 )
 
 # shellcheck source=scripts/lib/packages.sh
