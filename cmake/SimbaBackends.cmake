@@ -4,12 +4,11 @@
 #   - adds src/backend/<dir>/*.cpp to the library (none yet is fine),
 #   - links the client library.
 # Outputs: SIMBA_BACKEND_DEFINITIONS, SIMBA_BACKEND_SOURCES, SIMBA_BACKEND_LIBRARIES,
-# SIMBA_PC_REQUIRES_PRIVATE and SIMBA_PC_LIBS_PRIVATE (for simba.pc).
+# SIMBA_PC_LIBS_PRIVATE (for simba.pc).
 
 set(SIMBA_BACKEND_DEFINITIONS "")
 set(SIMBA_BACKEND_SOURCES "")
 set(SIMBA_BACKEND_LIBRARIES "")
-set(SIMBA_PC_REQUIRES_PRIVATE "")
 set(SIMBA_PC_LIBS_PRIVATE "")
 
 # Redis: hiredis (pkg-config 'hiredis').
@@ -57,11 +56,16 @@ endif()
 simba_enable_backend(ZOOKEEPER zookeeper ZOOKEEPER_FOUND simba_zookeeper_st
                      "apt-get install libzookeeper-st-dev")
 
+# As plain flags, not Requires.private: pkg-config resolves Requires.private
+# even for --cflags, which would make `pkg-config --cflags simba` fail on a
+# machine without these -dev packages although the shared library does not
+# need them. Linking libsimba.a statically may need the backends' own
+# `pkg-config --static --libs` flags (libpq's TLS libraries, for one).
 if(SIMBA_WITH_REDIS)
-  string(APPEND SIMBA_PC_REQUIRES_PRIVATE " hiredis")
+  string(APPEND SIMBA_PC_LIBS_PRIVATE " -lhiredis")
 endif()
 if(SIMBA_WITH_POSTGRES)
-  string(APPEND SIMBA_PC_REQUIRES_PRIVATE " libpq")
+  string(APPEND SIMBA_PC_LIBS_PRIVATE " -lpq")
 endif()
 if(SIMBA_WITH_ZOOKEEPER)
   string(APPEND SIMBA_PC_LIBS_PRIVATE " -lzookeeper_st")
