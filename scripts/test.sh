@@ -29,6 +29,7 @@ SIMBA_APT_PACKAGES=(
   libuv1-dev libcmocka-dev libgtest-dev
   valgrind
   redis-server redis-tools libhiredis-dev
+  zookeeper libzookeeper-st-dev default-jre-headless
 )
 
 # shellcheck source=scripts/lib/packages.sh

@@ -8,11 +8,16 @@
 #ifdef SIMBA_WITH_REDIS
 #include "backend/redis/redis_backend.h"
 #endif
+#ifdef SIMBA_WITH_ZOOKEEPER
+#include "backend/zookeeper/zookeeper_backend.h"
+#endif
 
 namespace simba {
 
-std::string redact_url(const std::string& url) {
-  // scheme://user:password@host... -> scheme://user:***@host...
+namespace {
+
+// scheme://user:password@host... -> scheme://user:***@host...
+std::string redact_userinfo(const std::string& url) {
   const size_t scheme_end = url.find("://");
   if (scheme_end == std::string::npos) return url;
   const size_t auth_start = scheme_end + 3;
@@ -23,6 +28,40 @@ std::string redact_url(const std::string& url) {
   if (colon == std::string::npos || colon > at) return url;
   return url.substr(0, colon + 1) + "***" + url.substr(at);
 }
+
+// ...?auth=digest:user:password... -> ...?auth=digest:user:***... (ZooKeeper).
+// Any other form of an auth value is hidden after its first ':' (or whole).
+std::string redact_auth_param(const std::string& url) {
+  const size_t q = url.find('?');
+  if (q == std::string::npos) return url;
+  std::string out = url.substr(0, q + 1);
+  size_t start = q + 1;
+  while (start <= url.size()) {
+    size_t amp = url.find('&', start);
+    if (amp == std::string::npos) amp = url.size();
+    std::string kv = url.substr(start, amp - start);
+    if (kv.compare(0, 5, "auth=") == 0) {
+      const std::string value = kv.substr(5);
+      const size_t first = value.find(':');
+      const size_t second = first == std::string::npos ? first : value.find(':', first + 1);
+      if (value.compare(0, 7, "digest:") == 0 && second != std::string::npos) {
+        kv = "auth=" + value.substr(0, second + 1) + "***";
+      } else if (value.compare(0, 7, "digest:") != 0 && !value.empty()) {
+        kv = "auth=" + (first == std::string::npos ? std::string() : value.substr(0, first + 1)) +
+             "***";
+      }
+    }
+    out += kv;
+    if (amp == url.size()) break;
+    out += '&';
+    start = amp + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string redact_url(const std::string& url) { return redact_auth_param(redact_userinfo(url)); }
 
 std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::string& url,
                                       BackendError* why, std::string* error) {
@@ -54,6 +93,16 @@ std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::stri
       return nullptr;
     }
     return make_redis_backend(ctx, parsed);
+  }
+#endif
+#ifdef SIMBA_WITH_ZOOKEEPER
+  if (scheme == "zookeeper") {
+    ZookeeperUrl parsed;
+    if (!parse_zookeeper_url(url, &parsed, error)) {
+      *why = BackendError::kInvalid;
+      return nullptr;
+    }
+    return make_zookeeper_backend(ctx, parsed);
   }
 #endif
   *why = BackendError::kUnsupported;
