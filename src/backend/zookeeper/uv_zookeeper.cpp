@@ -9,22 +9,7 @@
 
 namespace simba {
 
-namespace {
-
-// Where the log lines of the library call running on this thread go: the
-// library's log callback has no context argument.
-thread_local UvZk::LineFn* tl_line = nullptr;
-
-struct Current {
-  UvZk::LineFn* saved;
-  explicit Current(UvZk::LineFn* fn) : saved(tl_line) { tl_line = fn; }
-  ~Current() { tl_line = saved; }
-};
-
-}  // namespace
-
-UvZk::UvZk(uv_loop_t* loop, EventFn on_event, LineFn on_line)
-    : loop_(loop), on_event_(std::move(on_event)), on_line_(std::move(on_line)) {
+UvZk::UvZk(uv_loop_t* loop, EventFn on_event) : loop_(loop), on_event_(std::move(on_event)) {
   uv_timer_init(loop_, &timer_);
   timer_.data = this;
   uv_timer_init(loop_, &close_timer_);
@@ -33,13 +18,13 @@ UvZk::UvZk(uv_loop_t* loop, EventFn on_event, LineFn on_line)
 }
 
 UvZk* UvZk::open(uv_loop_t* loop, const std::string& hosts, int timeout_ms, EventFn on_event,
-                 LineFn on_line, std::string* error) {
-  auto* z = new UvZk(loop, std::move(on_event), std::move(on_line));
-  {
-    Current cur(&z->on_line_);
-    z->zh_ =
-        zookeeper_init2(hosts.c_str(), &UvZk::on_watch, timeout_ms, nullptr, z, 0, &UvZk::on_log);
-  }
+                 std::string* error) {
+  // The single-threaded library formats its log lines in static buffers shared
+  // by every handle of the process; with one loop thread per client they would
+  // race. Its logging is off (process-wide); the backend logs what matters.
+  zoo_set_debug_level(static_cast<ZooLogLevel>(0));
+  auto* z = new UvZk(loop, std::move(on_event));
+  z->zh_ = zookeeper_init(hosts.c_str(), &UvZk::on_watch, timeout_ms, nullptr, z, 0);
   if (!z->zh_) {
     *error = std::string("zookeeper_init failed: ") + strerror(errno);
     z->close(nullptr);
@@ -50,10 +35,6 @@ UvZk* UvZk::open(uv_loop_t* loop, const std::string& hosts, int timeout_ms, Even
   zoo_set_servers_resolution_delay(z->zh_, -1);
   z->pump();
   return z;
-}
-
-void UvZk::on_log(const char* message) {
-  if (tl_line && *tl_line && message) (*tl_line)(message);
 }
 
 void UvZk::on_watch(zhandle_t*, int type, int state, const char* path, void* ctx) {
@@ -80,12 +61,9 @@ void UvZk::pump() {
     int fd = -1, interest = 0;
     struct timeval tv = {0, 0};
     int rc;
-    {
-      Current cur(&on_line_);
-      ++depth_;
-      rc = zookeeper_interest(zh_, &fd, &interest, &tv);
-      --depth_;
-    }
+    ++depth_;
+    rc = zookeeper_interest(zh_, &fd, &interest, &tv);
+    --depth_;
     if (closing_) return;
     // After an error the fd may name a socket the library already closed.
     if (rc != ZOK) fd = -1;
@@ -115,12 +93,9 @@ void UvZk::pump() {
 
 void UvZk::process(int events) {
   if (closing_ || !zh_) return;
-  {
-    Current cur(&on_line_);
-    ++depth_;
-    zookeeper_process(zh_, events);
-    --depth_;
-  }
+  ++depth_;
+  zookeeper_process(zh_, events);
+  --depth_;
   pump();
 }
 
@@ -186,6 +161,10 @@ void UvZk::drop_poll() {
 
 void UvZk::abort_connection() {
   if (!zh_ || poll_fd_ < 0) return;
+  // Only the socket we poll: the library may have closed it since, and its
+  // number may now name another file of the process.
+  struct stat st;
+  if (fstat(poll_fd_, &st) != 0 || st.st_ino != poll_ino_) return;
   // The fd is the library's; shutdown() leaves it open for the library to
   // close, but every send on it fails at once.
   shutdown(poll_fd_, SHUT_RDWR);
@@ -203,7 +182,6 @@ void UvZk::close(std::function<void()> done) {
       [](uv_timer_t* t) {
         auto* self = static_cast<UvZk*>(t->data);
         if (self->zh_) {
-          Current cur(&self->on_line_);
           zookeeper_close(self->zh_);
           self->zh_ = nullptr;
         }

@@ -24,14 +24,12 @@ class UvZk {
  public:
   // A watcher event: the session's (type ZOO_SESSION_EVENT) or a path's.
   using EventFn = std::function<void(int type, int state, const std::string& path)>;
-  // A line of the client library's own log.
-  using LineFn = std::function<void(const std::string& line)>;
 
   // Starts a handle for `hosts` ("ip:port,ip:port", addresses only: the
   // library would resolve names with a blocking call) asking for a session
   // timeout of `timeout_ms`. nullptr on failure (`error` set).
   static UvZk* open(uv_loop_t* loop, const std::string& hosts, int timeout_ms, EventFn on_event,
-                    LineFn on_line, std::string* error);
+                    std::string* error);
 
   zhandle_t* zh() const { return zh_; }
   // The watcher function and context to pass to zoo_aw*() for path watches.
@@ -52,7 +50,7 @@ class UvZk {
   bool closing() const { return closing_; }
 
  private:
-  UvZk(uv_loop_t* loop, EventFn on_event, LineFn on_line);
+  UvZk(uv_loop_t* loop, EventFn on_event);
   ~UvZk() = default;
 
   void pump();
@@ -61,11 +59,9 @@ class UvZk {
   void drop_poll();
   void handle_closed();
   static void on_watch(zhandle_t* zh, int type, int state, const char* path, void* ctx);
-  static void on_log(const char* message);
 
   uv_loop_t* loop_;
   EventFn on_event_;
-  LineFn on_line_;
   zhandle_t* zh_ = nullptr;
   uv_poll_t* poll_ = nullptr;
   int poll_fd_ = -1;

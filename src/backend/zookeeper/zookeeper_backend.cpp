@@ -687,7 +687,7 @@ class ZookeeperBackend final : public Backend {
         [this, serial](int type, int state, const std::string& path) {
           on_event(serial, type, state, path);
         },
-        [this](const std::string& line) { log(kLogDebug, "client library: " + line); }, &err);
+        &err);
     if (!s->zk) {
       preset(s->open_call, Outcome::kError, "zookeeper " + where_ + ": " + err);
       close_session_obj(s, 0);
@@ -925,7 +925,9 @@ class ZookeeperBackend final : public Backend {
       finished();
       return;
     }
-    if (s->suspect || s->expired) s->zk->abort_connection();
+    // An expired handle sends nothing at close; a suspect one would wait for
+    // an answer that may never come.
+    if (s->suspect && !s->expired) s->zk->abort_connection();
     s->zk->close([this, finished] {
       finished();
       handle_closed();
