@@ -4,7 +4,8 @@
  * the same run.
  *
  * One table per backend; the program picks it by the scheme of the Simba URL.
- * Redis (plain hiredis) is raw_redis.c. A PostgreSQL column later is a
+ * Redis (plain hiredis) is raw_redis.c, ZooKeeper (the plain single-threaded C
+ * client) raw_zookeeper.c. A PostgreSQL column later is a
  * raw_postgres.c with libpq giving the same operations: "ping" = `select 1`,
  * "read" = a single-row SELECT, "write" = a single-row UPDATE ... RETURNING (the
  * shape of Simba's acquire), server_calls = pg_stat_statements over Simba's
@@ -53,5 +54,8 @@ typedef struct raw_backend {
 
 /* One per backend; simba_bench.c lists them in its table of raw backends. */
 extern const raw_backend_t raw_redis_backend;
+#ifdef SIMBA_BENCH_ZOOKEEPER
+extern const raw_backend_t raw_zookeeper_backend; /* raw_zookeeper.c */
+#endif
 
 #endif

@@ -47,7 +47,12 @@
 #include "raw_backend.h"
 
 /* The raw baselines this program knows, by URL scheme. */
-static const raw_backend_t *const kRawBackends[] = {&raw_redis_backend};
+static const raw_backend_t *const kRawBackends[] = {
+    &raw_redis_backend,
+#ifdef SIMBA_BENCH_ZOOKEEPER
+    &raw_zookeeper_backend,
+#endif
+};
 
 static const raw_backend_t *raw_backend_for_url(const char *url) {
   for (size_t i = 0; i < sizeof kRawBackends / sizeof kRawBackends[0]; i++) {
@@ -902,7 +907,7 @@ static verdicts_t judge(const results_t *r) {
   return v;
 }
 
-static void print_report(const options_t *o, const results_t *r) {
+static void print_report(const options_t *o, const raw_backend_t *rb, const results_t *r) {
   const verdicts_t v = judge(r);
   char buf[160];
   printf("\nSimba %s benchmarks, %s\n", simba_version_string(), r->date);
@@ -912,8 +917,17 @@ static void print_report(const options_t *o, const results_t *r) {
          (long long)o->lease_ms, (long long)o->renew_ms, r->loadavg_start, r->loadavg_end);
   printf("  %-44s %6s %9s %9s %9s\n", "latency (us)", "n", "p50", "p90", "p99");
   if (r->raw.done) {
-    static const char *const labels[RAW_OP_COUNT] = {
+    static const char *const redis_labels[RAW_OP_COUNT] = {
         "raw PING", "raw EVALSHA, HGET (read)", "raw EVALSHA, HGET+HSET = RTT (baseline)"};
+    static const char *const other_labels[RAW_OP_COUNT] = {"raw ping", "raw read",
+                                                           "raw write = RTT (baseline)"};
+    const int redis = strcmp(rb->name, "redis") == 0;
+    const char *const *labels = redis ? redis_labels : other_labels;
+    if (!redis) {
+      printf("  raw %s: ping = %s; read = %s; write = %s
+", rb->name, rb->op_desc[RAW_OP_PING],
+             rb->op_desc[RAW_OP_READ], rb->op_desc[RAW_OP_WRITE]);
+    }
     for (int op = 0; op < RAW_OP_COUNT; op++) {
       char sv[64] = "";
       if (!isnan(r->raw.server_usec[op])) {
@@ -956,13 +970,16 @@ static void print_report(const options_t *o, const results_t *r) {
   }
   if (r->alt_done) {
     printf("\n  with %s:\n", r->alt_durability);
-    print_row("raw EVALSHA, HGET+HSET = RTT", baseline(&r->alt_raw), NULL);
+    print_row(strcmp(rb->name, "redis") == 0 ? "raw EVALSHA, HGET+HSET = RTT" : "raw write = RTT",
+              baseline(&r->alt_raw), NULL);
     snprintf(buf, sizeof buf, "%.2f x 2 RTT",
              ratio(r->alt_cycle.cycle.p50_us, 2 * baseline(&r->alt_raw)->p50_us));
     print_row("lock acquire+release cycle", &r->alt_cycle.cycle, buf);
   }
   if (r->raw_end.done) {
-    print_row("raw EVALSHA, HGET+HSET again at the end", baseline(&r->raw_end), NULL);
+    print_row(strcmp(rb->name, "redis") == 0 ? "raw EVALSHA, HGET+HSET again at the end"
+                                             : "raw write again at the end",
+              baseline(&r->raw_end), NULL);
   }
   if (r->n_leases) {
     printf("\n  %7s %10s %10s %8s %9s %9s %11s %9s %9s %8s\n", "leases", "elect ms",
@@ -1268,7 +1285,7 @@ int main(int argc, char **argv) {
   rb->disconnect(rc);
   loadavg(r.loadavg_end, sizeof r.loadavg_end);
 
-  print_report(&o, &r);
+  print_report(&o, rb, &r);
   if (o.json_path && write_json(o.json_path, &o, rb, &r) != 0) return 1;
   if (o.json_path) progress("wrote %s", o.json_path);
   return r.handover.failed ? 1 : 0;

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Simba's benchmarks (docs/benchmarks.md): installs what is missing, builds a
-# Release tree with -DSIMBA_BUILD_BENCH=ON, starts a throwaway redis-server on a
-# free port (AOF with appendfsync always, as we recommend), runs bench/simba_bench
-# against it, and stops the server whatever happened.
+# Release tree with -DSIMBA_BUILD_BENCH=ON, starts throwaway servers on free ports
+# (the test suite's: redis-server with AOF and appendfsync always, as we
+# recommend, and a standalone ZooKeeper), runs bench/simba_bench against each
+# backend in turn, and stops the servers whatever happened.
 #
-#   bash scripts/bench.sh                 the whole bench (about 1-2 minutes)
+#   bash scripts/bench.sh                 the whole bench (about 2-4 minutes)
+#   bash scripts/bench.sh --backend zookeeper
+#                                         one backend only (redis|zookeeper)
 #   bash scripts/bench.sh -- --handovers 500 --lease-counts 1,1000
 #                                         extra arguments go to simba_bench
 #                                         (simba_bench --help lists them)
 #
-# Options: --build-dir DIR (default build-bench), --jobs N (default 2),
-# --json FILE (default bench/results/redis-latest.json), --no-install, -h.
-# The table goes to stdout and to FILE's .txt sibling; the JSON to FILE.
+# Options: --backend NAME (repeatable; default every one), --build-dir DIR
+# (default build-bench), --jobs N (default 2), --json FILE (with one backend;
+# default bench/results/BACKEND-latest.json), --no-install, -h.
+# Each table goes to stdout and to its JSON file's .txt sibling.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -21,6 +25,7 @@ SIMBA_APT_PACKAGES=(
   build-essential cmake pkg-config
   libuv1-dev libhiredis-dev
   redis-server redis-tools
+  zookeeper libzookeeper-st-dev default-jre-headless
 )
 
 # shellcheck source=scripts/lib/packages.sh
@@ -32,7 +37,8 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 
 BUILD_DIR="build-bench"
 JOBS=2
-JSON="bench/results/redis-latest.json"
+JSON=""
+BACKENDS=()
 INSTALL=1
 BENCH_ARGS=()
 while [[ $# -gt 0 ]]; do
@@ -43,6 +49,10 @@ while [[ $# -gt 0 ]]; do
                JOBS=$2; shift ;;
     --json) [[ $# -ge 2 ]] || { echo "bench.sh: --json needs a path" >&2; exit 2; }
             JSON=$2; shift ;;
+    --backend) [[ $# -ge 2 ]] || { echo "bench.sh: --backend needs redis|zookeeper" >&2; exit 2; }
+               case "$2" in redis|zookeeper) BACKENDS+=("$2") ;;
+                 *) echo "bench.sh: unknown backend '$2'" >&2; exit 2 ;; esac
+               shift ;;
     --no-install) INSTALL=0 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; BENCH_ARGS=("$@"); break ;;
@@ -67,19 +77,34 @@ cmake --build "$BUILD_DIR" -j "$JOBS" --target simba_bench
 trap 'stop_servers' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-log "starting a throwaway redis-server (appendonly yes, appendfsync always)"
+log "starting throwaway servers (redis-server with appendfsync always, zookeeper)"
 start_servers
 
-mkdir -p "$(dirname "$JSON")"
-TXT="${JSON%.json}.txt"
-log "simba_bench --url $SIMBA_TEST_REDIS_URL ${BENCH_ARGS[*]:-}"
-# --also-durability everysec: the raw round trip and the lock cycle once more
-# without an fsync per write, to show what the fsync costs (the server is set
-# back to always afterwards).
-set +e
-"$BUILD_DIR/bench/simba_bench" --url "$SIMBA_TEST_REDIS_URL" --json "$JSON" \
-  --also-durability everysec "${BENCH_ARGS[@]}" | tee "$TXT"
-status=${PIPESTATUS[0]}
-set -e
-log "results: $JSON and $TXT"
+[[ ${#BACKENDS[@]} -gt 0 ]] || BACKENDS=(redis zookeeper)
+if [[ -n "$JSON" && ${#BACKENDS[@]} -gt 1 ]]; then
+  echo "bench.sh: --json names one file: use it with one --backend" >&2
+  exit 2
+fi
+status=0
+for backend in "${BACKENDS[@]}"; do
+  json=${JSON:-bench/results/$backend-latest.json}
+  mkdir -p "$(dirname "$json")"
+  txt="${json%.json}.txt"
+  extra=()
+  case "$backend" in
+    # --also-durability everysec: the raw round trip and the lock cycle once more
+    # without an fsync per write, to show what the fsync costs (the server is set
+    # back to always afterwards).
+    redis) url=$SIMBA_TEST_REDIS_URL; extra=(--also-durability everysec) ;;
+    zookeeper) url=$SIMBA_TEST_ZOOKEEPER_URL ;;
+  esac
+  log "simba_bench --url $url ${extra[*]:-} ${BENCH_ARGS[*]:-}"
+  set +e
+  "$BUILD_DIR/bench/simba_bench" --url "$url" --json "$json" "${extra[@]}" "${BENCH_ARGS[@]}" |
+    tee "$txt"
+  rc=${PIPESTATUS[0]}
+  set -e
+  [[ $rc -eq 0 ]] || status=$rc
+  log "results: $json and $txt"
+done
 exit "$status"
