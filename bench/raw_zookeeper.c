@@ -93,7 +93,8 @@ static int drive(raw_conn_t *c, const int *done, int timeout_ms) {
         if (p.revents & (POLLOUT | POLLHUP | POLLERR)) events |= ZOOKEEPER_WRITE;
       }
     } else {
-      usleep((useconds_t)wait * 1000);
+      const struct timespec ts = {0, (long)wait * 1000000L};
+      nanosleep(&ts, NULL);
     }
     zookeeper_process(c->zh, events);
   }
@@ -136,7 +137,7 @@ static raw_conn_t *zk_connect(const char *url, char *err, size_t errlen) {
   const char *chroot = "/simba";
   if (path) {
     if (path[1]) chroot = path;
-    char tmp[256];
+    char tmp[200];
     snprintf(tmp, sizeof tmp, "%s", chroot);
     *path = '\0';
     snprintf(c->base, sizeof c->base, "%s-bench", tmp);

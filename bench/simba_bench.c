@@ -96,7 +96,8 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: simba_bench [options]\n"
           "  --url URL               backend (default $SIMBA_BENCH_URL, else redis://127.0.0.1:6379);\n"
-          "                          without ?prefix=, a prefix unique to this run is added\n"
+          "                          without ?prefix= (zookeeper: without a chroot), one\n"
+          "                          unique to this run is added\n"
           "  --json FILE             write the results as JSON to FILE\n"
           "  --rtt-iterations N      raw round trips per kind (default 5000)\n"
           "  --cycle-iterations N    lock acquire+release cycles (default 2000)\n"
@@ -224,7 +225,14 @@ static int parse_options(int argc, char **argv, options_t *o) {
   }
   /* A prefix of this run's own, so that runs against a long-lived server never
    * meet each other's leases (or tokens). */
-  if (!strchr(o->url, '?')) {
+  if (strncmp(o->url, "zookeeper://", 12) == 0) {
+    /* ZooKeeper: a chroot of this run's own, unless the URL names one. */
+    const char *slash = strchr(o->url + 12, '/');
+    if ((!slash || !slash[1]) && !strchr(o->url, '?')) {
+      size_t len = strlen(o->url) - (slash ? 1 : 0);
+      snprintf(o->url + len, sizeof o->url - len, "/simba-bench-%ld", (long)getpid());
+    }
+  } else if (!strchr(o->url, '?')) {
     size_t len = strlen(o->url);
     snprintf(o->url + len, sizeof o->url - len, "?prefix=simba-bench-%ld", (long)getpid());
   }
@@ -924,8 +932,7 @@ static void print_report(const options_t *o, const raw_backend_t *rb, const resu
     const int redis = strcmp(rb->name, "redis") == 0;
     const char *const *labels = redis ? redis_labels : other_labels;
     if (!redis) {
-      printf("  raw %s: ping = %s; read = %s; write = %s
-", rb->name, rb->op_desc[RAW_OP_PING],
+      printf("  raw %s: ping = %s; read = %s; write = %s\n", rb->name, rb->op_desc[RAW_OP_PING],
              rb->op_desc[RAW_OP_READ], rb->op_desc[RAW_OP_WRITE]);
     }
     for (int op = 0; op < RAW_OP_COUNT; op++) {

@@ -563,6 +563,31 @@ TEST_F(ZookeeperShared, SessionClosedFromOutsideEndsWithSessionExpired) {
   EXPECT_GE(events.count(SIMBA_EVENT_SESSION_EXPIRED), 1);
 }
 
+// A thousand elections started at once on one client: the acquires queue in
+// the client (a bounded number in flight), so that the session's keep-alive is
+// never stuck behind them, and every election is won on the first session.
+TEST_F(ZookeeperShared, ThousandElectionsKeepTheSession) {
+  EventLog events;
+  std::vector<std::unique_ptr<Election>> many(1000);
+  Client c;
+  ASSERT_EQ(c.open(url_, Timing{2000, 500}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(events.attach(c), SIMBA_OK);
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  const std::string sid = session_id(c);
+  const std::string base = "zk.many." + unique_id() + ".";
+  for (size_t i = 0; i < many.size(); ++i) {
+    many[i] = std::make_unique<Election>();
+    ASSERT_EQ(many[i]->start(c, base + std::to_string(i)), SIMBA_OK) << simba_last_error();
+  }
+  for (auto& e : many) ASSERT_TRUE(e->wait_elected(1, 30'000 * slow_factor())) << e->name();
+  sleep_ms(1000);  // two renew periods: every term survives them
+  for (auto& e : many) EXPECT_EQ(e->revoked_count(), 0) << e->name();
+  EXPECT_EQ(session_id(c), sid);
+  EXPECT_EQ(events.count(SIMBA_EVENT_SESSION_EXPIRED), 0);
+  c.close();
+  for (auto& e : many) EXPECT_TRUE(e->all_revoked_once()) << e->name();
+}
+
 // With auth=digest:..., our nodes carry an ACL: another identity (or none) can
 // read them but neither delete our lease node nor acquire the lease.
 TEST_F(ZookeeperShared, DigestAclKeepsOtherIdentitiesOut) {

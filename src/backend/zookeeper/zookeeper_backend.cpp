@@ -41,6 +41,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
@@ -120,7 +121,18 @@ struct Session {
   std::string resolve_error;
   std::map<std::string, Owned> owned;
   std::map<Req*, std::unique_ptr<Req>> reqs;
+  // Acquires beyond kMaxAcquiresInFlight wait here (call id, name).
+  std::deque<std::pair<uint64_t, std::string>> acquire_queue;
+  int acquires_in_flight = 0;
 };
+
+// A session's requests are answered in order, and a read waits for the
+// session's earlier writes: with thousands of acquires in flight (a client
+// starting thousands of elections) the keep-alive would wait behind all of
+// them, past the deadline, and the session would end. Acquires beyond this
+// many wait in the client, where the keep-alive overtakes them, and one whose
+// call timed out meanwhile is never sent.
+constexpr int kMaxAcquiresInFlight = 64;
 
 void finish_req(Req* r, int rc) {
   Session* s = r->s;
@@ -237,6 +249,7 @@ class ZookeeperBackend final : public Backend {
       preset(c, Outcome::kExpired, "zookeeper: no such session");
       return;
     }
+    c->session_serial = s->serial;
     const uint64_t call = c->id;
     Req* r = new_req(s, call, [this](Req& r, int rc) {
       Session* s = r.s;
@@ -268,6 +281,11 @@ class ZookeeperBackend final : public Backend {
       preset(c, Outcome::kExpired, "zookeeper: no such session");
       return;
     }
+    c->session_serial = s->serial;
+    if (s->acquires_in_flight >= kMaxAcquiresInFlight) {
+      s->acquire_queue.emplace_back(c->id, name);
+      return;
+    }
     send_acquire(s, c->id, name, 2);
   }
 
@@ -281,6 +299,7 @@ class ZookeeperBackend final : public Backend {
       preset(c, Outcome::kExpired, "zookeeper: no such session");
       return;
     }
+    c->session_serial = s->serial;
     auto it = s->owned.find(name);
     if (it == s->owned.end() || it->second.token != token) {
       // Not ours (any more): nothing to free.
@@ -393,7 +412,7 @@ class ZookeeperBackend final : public Backend {
     AcquireCb acquire;
     DoneCb done;
     InspectCb inspect;
-    uint64_t session_serial = 0;  // kOpen: the session being opened
+    uint64_t session_serial = 0;  // the session it went out on (0: none)
     bool preset = false;
     Outcome preset_outcome = Outcome::kError;
     std::string preset_error;
@@ -431,19 +450,13 @@ class ZookeeperBackend final : public Backend {
     const Outcome o = c->preset ? c->preset_outcome : Outcome::kTimeout;
     const std::string err =
         c->preset ? c->preset_error : "zookeeper " + self->where_ + ": no answer in time";
-    if (!c->preset) {
+    auto it = c->preset ? self->sessions_.end() : self->sessions_.find(c->session_serial);
+    if (it != self->sessions_.end()) {
       // The answer may still come (the core copes with late answers' effects);
       // a connection that sat on a request is not waited for at close.
-      for (auto& [serial, s] : self->sessions_) {
-        for (auto& [p, r] : s->reqs) {
-          if (r->call == c->id) s->suspect = true;
-        }
-      }
-    }
-    if (c->kind == Kind::kOpen && !c->preset) {
-      // Nobody waits for this session any more.
-      auto it = self->sessions_.find(c->session_serial);
-      if (it != self->sessions_.end() && !it->second->ready) {
+      it->second->suspect = true;
+      // Nobody waits for a session whose open timed out.
+      if (c->kind == Kind::kOpen && !it->second->ready) {
         self->close_session_obj(it->second.get(), 0);
       }
     }
@@ -816,11 +829,20 @@ class ZookeeperBackend final : public Backend {
   // --- acquire -------------------------------------------------------------------
 
   // One multi {create the lease node, bump the token node}, pipelined with an
-  // exists-watch on the lease node. `retries`: how many more times a missing
-  // token node or directory may be created before giving up.
+  // exists-watch on the lease node. The first acquire of a name by this
+  // backend also sends, ahead of it, the creation of the token node ("exists
+  // already" is fine): still one round trip. `retries`: how many more times a
+  // missing directory may be created before giving up.
   void send_acquire(Session* s, uint64_t call, const std::string& name, int retries) {
-    Req* r = new_req(s, call, [this, name, retries](Req& r, int rc) {
+    // Whether this attempt found the lease held: only then does an absent node
+    // at the watch's answer mean that the holder released it meanwhile.
+    auto held = std::make_shared<bool>(false);
+    if (!tokens_known_.count(name)) create_dir(s, token_path(name), nullptr);
+    ++s->acquires_in_flight;
+    Req* r = new_req(s, call, [this, name, retries, held](Req& r, int rc) {
       Session* s = r.s;
+      --s->acquires_in_flight;
+      next_acquires(s);
       AcquireReply out;
       // A failed multi answers ZOK for the operations before the failing one.
       if (rc == ZOK && r.results[0].err == ZOK && r.results[1].err == ZOK) {
@@ -830,33 +852,41 @@ class ZookeeperBackend final : public Backend {
         // Recorded even when nobody waits for the answer any more: the next
         // keep-alive lists it and the core releases what it has no term for.
         s->owned[name] = o;
+        remember_token_node(name);
         out.outcome = Outcome::kOk;
         out.token = o.token;
         deliver_acquire(r.call, out);
         return;
       }
       if (r.results[0].err == ZNODEEXISTS) {
+        auto mine = s->owned.find(name);
+        if (mine != s->owned.end()) {
+          // Our own session holds it, won by an attempt whose answer came too
+          // late. Handing it over (the core adopts it only with a token above
+          // every one it released, and frees it otherwise) beats answering
+          // Held: under load every new attempt would time out too, keep the
+          // lease "explained" and never let the core release or adopt it.
+          out.outcome = Outcome::kOk;
+          out.token = mine->second.token;
+          deliver_acquire(r.call, out);
+          return;
+        }
+        *held = true;
+        remember_token_node(name);
         out.outcome = Outcome::kHeld;  // the holder's remaining time is not known here
         deliver_acquire(r.call, out);
         return;
       }
-      const bool no_token = r.results[1].err == ZNONODE;
-      const bool no_dir = r.results[0].err == ZNONODE;
-      if ((no_token || no_dir) && retries > 0 && calls_.count(r.call)) {
-        // First term of the name ever (or someone removed our directories).
-        const uint64_t call = r.call;
-        const uint64_t serial = s->serial;
-        auto again = [this, serial, call, name, retries](int) {
-          Session* s = by_serial(serial);
-          if (s && calls_.count(call)) send_acquire(s, call, name, retries - 1);
-        };
-        if (no_dir) {
-          create_dir(s, url_.chroot, nullptr);
-          create_dir(s, leases_dir_, nullptr);
-          create_dir(s, tokens_dir_, nullptr);
+      if (r.results[1].err == ZNONODE || r.results[0].err == ZNONODE) {
+        // Someone removed our directories (or the token node): make them again.
+        tokens_known_.erase(name);
+        create_dir(s, url_.chroot, nullptr);
+        create_dir(s, leases_dir_, nullptr);
+        create_dir(s, tokens_dir_, nullptr);
+        if (retries > 0 && calls_.count(r.call)) {
+          send_acquire(s, r.call, name, retries - 1);
+          return;
         }
-        if (no_token || no_dir) create_dir(s, token_path(name), again);
-        return;
       }
       fill_error(s, rc, &out.outcome, &out.error);
       deliver_acquire(r.call, out);
@@ -868,15 +898,35 @@ class ZookeeperBackend final : public Backend {
     zoo_create_op_init(&r->ops[0], r->paths[0].c_str(), r->payload.data(),
                        static_cast<int>(r->payload.size()), &acl_, ZOO_EPHEMERAL, nullptr, 0);
     zoo_set_op_init(&r->ops[1], r->paths[1].c_str(), nullptr, -1, -1, &r->op_stat);
-    sent(s, r, zoo_amulti(s->zk->zh(), 2, r->ops.data(), r->results.data(), void_done, r));
-    if (!s->dead) watch(s, name);
+    const int rc = zoo_amulti(s->zk->zh(), 2, r->ops.data(), r->results.data(), void_done, r);
+    if (rc != ZOK) --s->acquires_in_flight;  // its completion never runs
+    sent(s, r, rc);
+    if (!s->dead) watch(s, name, held);
+  }
+
+  // Sends queued acquires while there is room, skipping those nobody waits for.
+  void next_acquires(Session* s) {
+    while (s->acquires_in_flight < kMaxAcquiresInFlight && !s->acquire_queue.empty() && !s->dead) {
+      auto [call, name] = std::move(s->acquire_queue.front());
+      s->acquire_queue.pop_front();
+      if (calls_.count(call)) send_acquire(s, call, name, 2);
+    }
+  }
+
+  void remember_token_node(const std::string& name) {
+    // Bounded: a process that goes through endless names only pays one
+    // "exists already" create per name again after a reset.
+    if (tokens_known_.size() >= 100'000) tokens_known_.clear();
+    tokens_known_.insert(name);
   }
 
   // An exists-watch on the lease node: it fires when the node is deleted (or
   // created, if it is absent now). Its answer, which follows the answer of any
-  // acquire sent before it, also tells whether our node is still there.
-  void watch(Session* s, const std::string& name) {
-    Req* r = new_req(s, 0, [this, name](Req& r, int rc) {
+  // acquire sent before it, also tells whether our node is still there. `held`
+  // (set by that acquire's answer) says whether an absent node is news; a
+  // watch re-armed after an event passes nullptr.
+  void watch(Session* s, const std::string& name, std::shared_ptr<bool> held = nullptr) {
+    Req* r = new_req(s, 0, [this, name, held](Req& r, int rc) {
       Session* s = r.s;
       auto it = s->owned.find(name);
       if (rc == ZOK && r.has_stat) {
@@ -884,9 +934,12 @@ class ZookeeperBackend final : public Backend {
           s->owned.erase(it);  // ours was deleted and someone else holds it now
         }
       } else if (rc == ZNONODE) {
-        // Deleted before the watch was set: no event will say so.
-        if (it != s->owned.end()) s->owned.erase(it);
-        if (released_fn_) released_fn_(name);
+        // Deleted before the watch was set: no event will say so. After an
+        // attempt that failed for another reason the node was simply never
+        // there: no news (and no retry storm).
+        const bool ours = it != s->owned.end();
+        if (ours) s->owned.erase(it);
+        if ((ours || !held || *held) && released_fn_) released_fn_(name);
       }
     });
     r->paths = {lease_path(name)};
@@ -913,6 +966,10 @@ class ZookeeperBackend final : public Backend {
     for (auto& [p, r] : s->reqs) {
       if (r->call) preset(r->call, Outcome::kError, "zookeeper: session closed");
     }
+    for (auto& [call, name] : s->acquire_queue) {
+      preset(call, Outcome::kError, "zookeeper: session closed");
+    }
+    s->acquire_queue.clear();
     if (!s->ready && s->open_call)
       preset(s->open_call, Outcome::kError, "zookeeper: session closed");
     const uint64_t serial = s->serial;
@@ -1042,6 +1099,8 @@ class ZookeeperBackend final : public Backend {
   std::map<uint64_t, std::unique_ptr<Session>> sessions_;  // by serial
   std::map<std::string, Session*> by_id_;                  // ready sessions by id
   uint64_t next_serial_ = 0;
+
+  std::set<std::string> tokens_known_;  // names whose token node exists
 
   std::map<uint64_t, Call*> calls_;
   uint64_t next_call_ = 0;
