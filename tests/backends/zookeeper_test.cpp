@@ -588,6 +588,42 @@ TEST_F(ZookeeperShared, ThousandElectionsKeepTheSession) {
   for (auto& e : many) EXPECT_TRUE(e->all_revoked_once()) << e->name();
 }
 
+// A host name goes through uv_getaddrinfo (the client library would resolve
+// it with a blocking call): "localhost" works like 127.0.0.1 (the server
+// listens on 127.0.0.1 only, so an IPv6 address of the name fails and the
+// library moves on to the next one).
+TEST_F(ZookeeperShared, HostNameIsResolved) {
+  std::string port = hosts_.substr(hosts_.rfind(':') + 1);
+  const std::string url = "zookeeper://localhost:" + port + chroot_;
+  Election e;
+  Client c;
+  ASSERT_EQ(c.open(url, Timing{2000, 500}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 10'000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(e.start(c, "zk.hostname." + unique_id()), SIMBA_OK);
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+}
+
+// A name that does not resolve: every open fails, nothing blocks (the lookup
+// runs on libuv's thread pool), and the client closes cleanly.
+TEST_F(ZookeeperShared, UnknownHostNeverLiveClosesCleanly) {
+  LogCapture logs;
+  simba_config_t* cfg = nullptr;
+  ASSERT_EQ(simba_config_new(&cfg), SIMBA_OK);
+  ASSERT_EQ(simba_config_set_ms(cfg, "session.lease-duration", 1000), SIMBA_OK);
+  ASSERT_EQ(simba_config_set_logger(cfg, &LogCapture::fn, &logs, SIMBA_LOG_DEBUG), SIMBA_OK);
+  simba_client_t* c = nullptr;
+  ASSERT_EQ(simba_client_open(&c, "zookeeper://no-such-host.invalid:2181/x", cfg), SIMBA_OK)
+      << simba_last_error();
+  simba_config_free(cfg);
+  EXPECT_NE(simba_client_wait_live(c, 1500), SIMBA_OK);
+  const int64_t t0 = mono_ns();
+  simba_client_close(c);
+  EXPECT_LT((mono_ns() - t0) / kMsNs, 2000 * slow_factor());
+  // "cannot resolve ..." when the resolver answers within the open's timeout,
+  // else the open timed out: either way it failed, and said so.
+  EXPECT_TRUE(logs.has("opening a session failed"));
+}
+
 // With auth=digest:..., our nodes carry an ACL: another identity (or none) can
 // read them but neither delete our lease node nor acquire the lease.
 TEST_F(ZookeeperShared, DigestAclKeepsOtherIdentitiesOut) {

@@ -393,6 +393,9 @@ class ZookeeperBackend final : public Backend {
     std::vector<Session*> all;
     for (auto& [serial, s] : sessions_) all.push_back(s.get());
     for (Session* s : all) close_session_obj(s, 0);
+    // A lookup not started yet is cancelled (its callback runs with
+    // UV_ECANCELED); one under way is waited for.
+    for (Resolve* r : resolves_) uv_cancel(reinterpret_cast<uv_req_t*>(&r->req));
     uv_close(reinterpret_cast<uv_handle_t*>(&anchor_),
              [](uv_handle_t* h) { static_cast<ZookeeperBackend*>(h->data)->handle_closed(); });
   }
@@ -641,10 +644,12 @@ class ZookeeperBackend final : public Backend {
       hints.ai_socktype = SOCK_STREAM;
       ++handles_;
       ++s->resolving;
+      resolves_.insert(r);
       const int rc = uv_getaddrinfo(loop_, &r->req, on_resolved, h.c_str(), nullptr, &hints);
       if (rc != 0) {
         --handles_;
         --s->resolving;
+        resolves_.erase(r);
         delete r;
         s->resolve_error = "cannot resolve " + h + ": " + uv_strerror(rc);
       }
@@ -674,6 +679,7 @@ class ZookeeperBackend final : public Backend {
       if (--s->resolving == 0) self->start(s);
     }
     uv_freeaddrinfo(res);
+    self->resolves_.erase(r);
     delete r;
     self->handle_closed();
   }
@@ -1101,6 +1107,7 @@ class ZookeeperBackend final : public Backend {
   uint64_t next_serial_ = 0;
 
   std::set<std::string> tokens_known_;  // names whose token node exists
+  std::set<Resolve*> resolves_;         // host name lookups under way
 
   std::map<uint64_t, Call*> calls_;
   uint64_t next_call_ = 0;
