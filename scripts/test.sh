@@ -32,6 +32,7 @@ SIMBA_APT_PACKAGES=(
   postgresql libpq-dev openssl postgresql-client
   procps iproute2
   abigail-tools binutils        # abidw/abidiff, nm/objdump/readelf (label abi)
+  zookeeper libzookeeper-st-dev default-jre-headless
 )
 
 # shellcheck source=scripts/lib/packages.sh

@@ -23,16 +23,17 @@
 SIMBA_SERVERS_DIR=""
 SIMBA_SERVER_PIDS=()
 
-# start_servers [redis] [postgres]: the named servers, or all of them.
+# start_servers [redis] [postgres] [zookeeper]: the named servers, or all of them.
 start_servers() {
   local which=("$@") s
-  [[ ${#which[@]} -gt 0 ]] || which=(redis postgres)
+  [[ ${#which[@]} -gt 0 ]] || which=(redis postgres zookeeper)
   SIMBA_SERVERS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/simba-servers.XXXXXX")
   export SIMBA_SERVERS_DIR
   for s in "${which[@]}"; do
     case "$s" in
       redis) start_redis || return 1 ;;
       postgres) start_postgres || return 1 ;;
+      zookeeper) start_zookeeper || return 1 ;;
       *) echo "servers: unknown server '$s'" >&2; return 1 ;;
     esac
   done
@@ -122,6 +123,60 @@ simba_pg_bindir() {
     [[ -x "$d/initdb" && -x "$d/postgres" ]] && { echo "$d"; return 0; }
   done
   return 1
+}
+
+# ZooKeeper 3.8 (Debian package zookeeper) standalone, started from the jar with
+# a temp zoo.cfg: a 100 ms tick so that sub-second sessions are granted
+# (minSessionTimeout 200 ms; maxSessionTimeout 30 s, above every lease the
+# suites ask for), no admin server (it would take port 8080), a small heap, and
+# the ruok/srvr four-letter words for the readiness check.
+start_zookeeper() {
+  local port dir="$SIMBA_SERVERS_DIR/zookeeper"
+  if [[ ! -r /usr/share/java/zookeeper.jar ]] || ! command -v java >/dev/null; then
+    echo "servers: zookeeper (or java) not installed" >&2
+    return 1
+  fi
+  mkdir -p "$dir/data"
+  port=$(simba_free_port) || return 1
+  simba_zookeeper_cfg "$dir" "$port" 200 30000 >"$dir/zoo.cfg"
+  simba_zookeeper_java "$dir" >"$dir/zookeeper.log" 2>&1 &
+  simba_track_pid $!
+  simba_wait_until 30 "zookeeper on $port" simba_zookeeper_ruok "$port" || {
+    cat "$dir/zookeeper.log" >&2
+    return 1
+  }
+  export SIMBA_TEST_ZOOKEEPER_URL="zookeeper://127.0.0.1:$port/simba-test"
+  echo "servers: zookeeper on 127.0.0.1:$port" >&2
+}
+
+# simba_zookeeper_cfg DIR PORT MIN_MS MAX_MS: a standalone zoo.cfg on stdout.
+simba_zookeeper_cfg() {
+  cat <<CFG
+tickTime=100
+dataDir=$1/data
+clientPort=$2
+clientPortAddress=127.0.0.1
+minSessionTimeout=$3
+maxSessionTimeout=$4
+admin.enableServer=false
+4lw.commands.whitelist=ruok,srvr
+preAllocSize=1024
+CFG
+}
+
+# simba_zookeeper_java DIR: runs the server of DIR/zoo.cfg in the foreground
+# (exec: the caller's $! is the JVM's pid). Warnings and errors go to stderr.
+simba_zookeeper_java() {
+  exec java -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+    -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
+    -cp "$1:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar" \
+    org.apache.zookeeper.server.quorum.QuorumPeerMain "$1/zoo.cfg"
+}
+
+simba_zookeeper_ruok() {
+  local answer
+  answer=$(exec 3<>"/dev/tcp/127.0.0.1/$1" && printf ruok >&3 && timeout 2 cat <&3) 2>/dev/null
+  [[ "$answer" == imok ]]
 }
 
 # Safe to call twice, and when start_servers never ran or stopped half-way.

@@ -12,14 +12,33 @@
 #ifdef SIMBA_WITH_REDIS
 #include "backend/redis/redis_backend.h"
 #endif
+#ifdef SIMBA_WITH_ZOOKEEPER
+#include "backend/zookeeper/zookeeper_backend.h"
+#endif
 
 namespace simba {
 
 namespace {
 
-// ...?a=1&password=secret&b=2 -> ...?a=1&password=***&b=2 (libpq URIs may
-// carry the password as a query parameter).
-std::string redact_query_password(const std::string& url) {
+// scheme://user:password@host... -> scheme://user:***@host...
+std::string redact_userinfo(const std::string& url) {
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == std::string::npos) return url;
+  const size_t auth_start = scheme_end + 3;
+  const size_t at = url.find('@', auth_start);
+  const size_t slash = url.find('/', auth_start);
+  const size_t query = url.find('?', auth_start);
+  const size_t end = std::min(slash, query);
+  if (at == std::string::npos || (end != std::string::npos && end < at)) return url;
+  const size_t colon = url.find(':', auth_start);
+  if (colon == std::string::npos || colon > at) return url;
+  return url.substr(0, colon + 1) + "***" + url.substr(at);
+}
+
+// Secrets in query parameters: libpq's ...?password=secret -> password=***, and
+// ZooKeeper's ...?auth=digest:user:password -> auth=digest:user:*** (any other
+// form of an auth value is hidden after its first ':', or whole).
+std::string redact_query_secrets(const std::string& url) {
   const size_t q = url.find('?');
   if (q == std::string::npos) return url;
   std::string out = url.substr(0, q + 1);
@@ -27,13 +46,23 @@ std::string redact_query_password(const std::string& url) {
   while (start <= url.size()) {
     size_t amp = url.find('&', start);
     if (amp == std::string::npos) amp = url.size();
-    const std::string kv = url.substr(start, amp - start);
+    std::string kv = url.substr(start, amp - start);
     if (kv.compare(0, 9, "password=") == 0) {
-      out += "password=***";
-    } else {
-      out += kv;
+      kv = "password=***";
+    } else if (kv.compare(0, 5, "auth=") == 0) {
+      const std::string value = kv.substr(5);
+      const size_t first = value.find(':');
+      const size_t second = first == std::string::npos ? first : value.find(':', first + 1);
+      if (value.compare(0, 7, "digest:") == 0 && second != std::string::npos) {
+        kv = "auth=" + value.substr(0, second + 1) + "***";
+      } else if (value.compare(0, 7, "digest:") != 0 && !value.empty()) {
+        kv = "auth=" + (first == std::string::npos ? std::string() : value.substr(0, first + 1)) +
+             "***";
+      }
     }
-    if (amp < url.size()) out += '&';
+    out += kv;
+    if (amp == url.size()) break;
+    out += '&';
     start = amp + 1;
   }
   return out;
@@ -42,20 +71,7 @@ std::string redact_query_password(const std::string& url) {
 }  // namespace
 
 std::string redact_url(const std::string& url) {
-  // scheme://user:password@host... -> scheme://user:***@host...
-  const size_t scheme_end = url.find("://");
-  if (scheme_end == std::string::npos) return url;
-  const size_t auth_start = scheme_end + 3;
-  const size_t at = url.find('@', auth_start);
-  const size_t slash = url.find('/', auth_start);
-  const size_t query = url.find('?', auth_start);
-  const size_t end = std::min(slash, query);
-  if (at == std::string::npos || (end != std::string::npos && end < at)) {
-    return redact_query_password(url);
-  }
-  const size_t colon = url.find(':', auth_start);
-  if (colon == std::string::npos || colon > at) return redact_query_password(url);
-  return redact_query_password(url.substr(0, colon + 1) + "***" + url.substr(at));
+  return redact_query_secrets(redact_userinfo(url));
 }
 
 std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::string& url,
@@ -98,6 +114,16 @@ std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::stri
       return nullptr;
     }
     return make_postgres_backend(ctx, parsed);
+  }
+#endif
+#ifdef SIMBA_WITH_ZOOKEEPER
+  if (scheme == "zookeeper") {
+    ZookeeperUrl parsed;
+    if (!parse_zookeeper_url(url, &parsed, error)) {
+      *why = BackendError::kInvalid;
+      return nullptr;
+    }
+    return make_zookeeper_backend(ctx, parsed);
   }
 #endif
   *why = BackendError::kUnsupported;

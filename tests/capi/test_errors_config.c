@@ -506,6 +506,11 @@ static void test_client_open_arguments(void **state) {
 #ifndef SIMBA_CAPI_HAVE_ZOOKEEPER
   CHECK_ERR(simba_client_open(&c, "zookeeper://127.0.0.1:2181/simba", NULL), SIMBA_EUNSUPPORTED,
             "zookeeper");
+#else
+  /* Built in: a malformed one is refused, and the password never shows. */
+  CHECK_ERR(simba_client_open(&c, "zookeeper://127.0.0.1:2181/a b?auth=digest:u:hunter2", NULL),
+            SIMBA_EINVAL, "chroot");
+  assert_null(strstr(simba_last_error(), "hunter2"));
 #endif
   /* A good one works. */
   CHECK_OK(simba_client_open(&c, "memory://open-args", NULL));

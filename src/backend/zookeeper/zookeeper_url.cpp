@@ -1,0 +1,206 @@
+#include "backend/zookeeper/zookeeper_url.h"
+
+#include <cctype>
+
+#include "backend/backend.h"
+
+namespace simba {
+namespace {
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// %XX decoding; false on a malformed escape.
+bool percent_decode(const std::string& in, std::string* out) {
+  out->clear();
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out->push_back(in[i]);
+      continue;
+    }
+    if (i + 2 >= in.size()) return false;
+    const int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
+    if (hi < 0 || lo < 0) return false;
+    out->push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return true;
+}
+
+bool parse_port(const std::string& s, int* out) {
+  if (s.empty() || s.size() > 5) return false;
+  int v = 0;
+  for (char c : s) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+    v = v * 10 + (c - '0');
+  }
+  if (v < 1 || v > 65535) return false;
+  *out = v;
+  return true;
+}
+
+bool host_ok(const std::string& h) {
+  if (h.empty() || h.size() > 255) return false;
+  for (char c : h) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_' &&
+        c != ':' && c != '%') {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Each component of the chroot follows the lease-name alphabet, so that the
+// chroot is a valid ZooKeeper path that needs no escaping anywhere.
+bool chroot_ok(const std::string& p) {
+  if (p.size() < 2 || p.size() > 200 || p[0] != '/' || p.back() == '/') return false;
+  size_t start = 1;
+  while (start <= p.size()) {
+    size_t end = p.find('/', start);
+    if (end == std::string::npos) end = p.size();
+    const std::string part = p.substr(start, end - start);
+    if (part.empty() || part == "." || part == ".." || part == "zookeeper") return false;
+    for (char c : part) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-' &&
+          c != ':') {
+        return false;
+      }
+    }
+    start = end + 1;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool parse_zookeeper_url(const std::string& url, ZookeeperUrl* out, std::string* error) {
+  static const std::string kScheme = "zookeeper://";
+  const std::string shown = "\"" + redact_url(url) + "\"";
+  if (url.compare(0, kScheme.size(), kScheme) != 0) {
+    *error = "zookeeper URL " + shown + " must start with zookeeper://";
+    return false;
+  }
+  ZookeeperUrl z;
+  std::string rest = url.substr(kScheme.size());
+  std::string query;
+  if (size_t q = rest.find('?'); q != std::string::npos) {
+    query = rest.substr(q + 1);
+    rest.resize(q);
+  }
+  if (rest.find('@') != std::string::npos) {
+    *error =
+        "zookeeper URL: credentials go in ?auth=digest:user:password, not before '@' (URL not "
+        "shown, it may hold a password)";
+    return false;
+  }
+  std::string path;
+  if (size_t slash = rest.find('/'); slash != std::string::npos) {
+    path = rest.substr(slash);
+    rest.resize(slash);
+  }
+  // Hosts.
+  size_t start = 0;
+  while (start <= rest.size()) {
+    size_t comma = rest.find(',', start);
+    if (comma == std::string::npos) comma = rest.size();
+    const std::string hp = rest.substr(start, comma - start);
+    start = comma + 1;
+    ZookeeperHost h;
+    std::string port;
+    if (!hp.empty() && hp[0] == '[') {
+      const size_t close = hp.find(']');
+      if (close == std::string::npos) {
+        *error = "zookeeper URL " + shown + ": unterminated [IPv6 address]";
+        return false;
+      }
+      h.host = hp.substr(1, close - 1);
+      const std::string after = hp.substr(close + 1);
+      if (!after.empty()) {
+        if (after[0] != ':' || after.size() == 1) {
+          *error = "zookeeper URL " + shown + ": expected :port after the IPv6 address";
+          return false;
+        }
+        port = after.substr(1);
+      }
+    } else {
+      const size_t colon = hp.find(':');
+      h.host = hp.substr(0, colon);
+      if (colon != std::string::npos) {
+        port = hp.substr(colon + 1);
+        if (port.empty()) {
+          *error = "zookeeper URL " + shown + ": empty port";
+          return false;
+        }
+      }
+    }
+    if (h.host.empty()) {
+      *error = "zookeeper URL " + shown + (hp.empty() ? " has an empty host" : " has no host");
+      return false;
+    }
+    if (!host_ok(h.host)) {
+      *error = "zookeeper URL " + shown + ": invalid character in the host";
+      return false;
+    }
+    if (!port.empty() && !parse_port(port, &h.port)) {
+      *error = "zookeeper URL " + shown + ": the port must be a number from 1 to 65535";
+      return false;
+    }
+    z.hosts.push_back(h);
+    if (comma == rest.size()) break;
+  }
+  // Chroot: "" and "/" mean the default.
+  if (!path.empty() && path != "/") {
+    if (!chroot_ok(path)) {
+      *error = "zookeeper URL " + shown +
+               ": the chroot must be an absolute path of components of [A-Za-z0-9._:-] (not . "
+               "or .., not /zookeeper, at most 200 characters)";
+      return false;
+    }
+    z.chroot = path;
+  }
+  // Query parameters: auth only.
+  start = 0;
+  while (start < query.size()) {
+    size_t amp = query.find('&', start);
+    if (amp == std::string::npos) amp = query.size();
+    const std::string kv = query.substr(start, amp - start);
+    start = amp + 1;
+    if (kv.empty()) continue;
+    const size_t eq = kv.find('=');
+    const std::string key = kv.substr(0, eq);
+    const std::string value = eq == std::string::npos ? std::string() : kv.substr(eq + 1);
+    if (key == "auth") {
+      // digest:user:password; the password may hold ':' (the user cannot).
+      static const std::string kDigest = "digest:";
+      const size_t colon = value.find(':', kDigest.size());
+      if (value.compare(0, kDigest.size(), kDigest) != 0 || colon == std::string::npos) {
+        *error =
+            "zookeeper URL: auth must be digest:user:password (URL not shown, it may hold a "
+            "password)";
+        return false;
+      }
+      if (!percent_decode(value.substr(kDigest.size(), colon - kDigest.size()), &z.user) ||
+          !percent_decode(value.substr(colon + 1), &z.password)) {
+        *error = "zookeeper URL " + shown + ": malformed %-escape in the auth user or password";
+        return false;
+      }
+      if (z.user.empty() || z.password.empty() || z.user.find(':') != std::string::npos) {
+        *error =
+            "zookeeper URL " + shown + ": auth needs a user (without ':') and a non-empty password";
+        return false;
+      }
+      z.has_auth = true;
+    } else {
+      *error = "zookeeper URL " + shown + ": unknown parameter \"" + key + "\" (known: auth)";
+      return false;
+    }
+  }
+  *out = std::move(z);
+  return true;
+}
+
+}  // namespace simba

@@ -1,0 +1,813 @@
+// zookeeper:// specifics: URL parsing and password redaction; on the shared
+// server (SIMBA_TEST_ZOOKEEPER_URL, skipped when unset) the token as the lease
+// node's czxid, a lease node deleted by another client (TAKEN_OVER), the
+// watch-based takeover after a clean stop, a session expired from outside
+// (SESSION_EXPIRED) and the digest ACL; on servers of the tests' own a
+// maxSessionTimeout below the lease (SessionLeaseShortened), a server stopped
+// (SIGSTOP) past the session timeout, and a quick server restart the session
+// survives.
+//
+// Two servers of our own serve the whole binary (a JVM takes a second or two to
+// start): they start together, on first use, and stop at the end of the suite.
+// ZooKeeper is poked with a plain single-threaded C client driven by poll().
+#ifdef SIMBA_WITH_ZOOKEEPER
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zookeeper/zookeeper.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/zookeeper/zookeeper_url.h"
+#include "backends/simba_testing.h"
+#include "simba.h"
+
+namespace {
+
+using namespace simba_testing;
+
+// --- helpers -----------------------------------------------------------------
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in a;
+  std::memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (bind(fd, reinterpret_cast<struct sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<struct sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+// The answer of a four-letter word on 127.0.0.1:port ("" when none).
+std::string four_letter(int port, const char* word) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  struct sockaddr_in a;
+  std::memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  struct timeval tv = {1, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::string out;
+  if (connect(fd, reinterpret_cast<struct sockaddr*>(&a), sizeof a) == 0 &&
+      write(fd, word, std::strlen(word)) == static_cast<ssize_t>(std::strlen(word))) {
+    char buf[512];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
+}
+
+// A ZooKeeper 3.8 server of the test's own (the Debian package's jar), on
+// 127.0.0.1:port with a 100 ms tick and the given session timeout bounds.
+class OwnZk {
+ public:
+  OwnZk(int min_session_ms, int max_session_ms)
+      : min_ms_(min_session_ms), max_ms_(max_session_ms) {}
+  ~OwnZk() { stop(); }
+
+  // Forks the JVM; ready() says when it answers.
+  bool launch() {
+    if (dir_.empty()) {
+      port_ = free_port();
+      char tmpl[] = "/tmp/simba-zk-test.XXXXXX";
+      if (port_ <= 0 || !mkdtemp(tmpl)) return false;
+      dir_ = tmpl;
+      std::ofstream cfg(dir_ + "/zoo.cfg");
+      cfg << "tickTime=100\ndataDir=" << dir_ << "/data\nclientPort=" << port_
+          << "\nclientPortAddress=127.0.0.1\nminSessionTimeout=" << min_ms_
+          << "\nmaxSessionTimeout=" << max_ms_
+          << "\nadmin.enableServer=false\n4lw.commands.whitelist=ruok,srvr\npreAllocSize=1024\n";
+      if (!cfg) return false;
+    }
+    pid_ = fork();
+    if (pid_ < 0) return false;
+    if (pid_ == 0) {
+      const std::string log = dir_ + "/zookeeper.log";
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+      }
+      const std::string cp =
+          dir_ + ":/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar";
+      const std::string cfg = dir_ + "/zoo.cfg";
+      execlp("java", "java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+             "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", cp.c_str(),
+             "org.apache.zookeeper.server.quorum.QuorumPeerMain", cfg.c_str(),
+             static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    return true;
+  }
+  bool ready(int64_t timeout_ms) {
+    return wait_for([&] { return four_letter(port_, "ruok") == "imok"; }, timeout_ms, 50);
+  }
+  void signal(int sig) {
+    if (pid_ > 0) kill(pid_, sig);
+  }
+  // SIGKILL, keeping the data dir: the next launch() restarts on the same files.
+  void crash() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      int st = 0;
+      waitpid(pid_, &st, 0);
+      pid_ = -1;
+    }
+  }
+  void stop() {
+    if (pid_ > 0) {
+      kill(pid_, SIGCONT);
+      kill(pid_, SIGKILL);
+      int st = 0;
+      waitpid(pid_, &st, 0);
+      pid_ = -1;
+    }
+    if (!dir_.empty()) {
+      const std::string rm = "rm -rf '" + dir_ + "'";
+      if (std::system(rm.c_str()) != 0) {
+        // Nothing more to do: a leftover temp dir.
+      }
+      dir_.clear();
+    }
+  }
+  std::string hosts() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string url() const { return "zookeeper://" + hosts() + "/simba-own"; }
+
+ private:
+  int min_ms_, max_ms_;
+  int port_ = -1;
+  pid_t pid_ = -1;
+  std::string dir_;
+};
+
+bool have_zookeeper() {
+  return access("/usr/share/java/zookeeper.jar", R_OK) == 0 &&
+         std::system("command -v java >/dev/null 2>&1") == 0;
+}
+
+std::string shared_url() {
+  const char* u = std::getenv("SIMBA_TEST_ZOOKEEPER_URL");
+  return u && *u ? u : "";
+}
+
+// "host:port,..." and the chroot of a zookeeper:// URL.
+bool hosts_of(const std::string& url, std::string* hosts, std::string* chroot) {
+  simba::ZookeeperUrl z;
+  std::string err;
+  if (!simba::parse_zookeeper_url(url, &z, &err)) return false;
+  hosts->clear();
+  for (const auto& h : z.hosts) {
+    *hosts += (hosts->empty() ? "" : ",") + h.host + ":" + std::to_string(h.port);
+  }
+  *chroot = z.chroot;
+  return true;
+}
+
+// The password a ZooKeeper server gives session `id`: the server derives it
+// with java.util.Random seeded with id ^ 0xB3415C00 (ZooKeeperServer's
+// generatePasswd), so a test can take a session over as Curator's KillSession
+// does: connect with its id and password, then close.
+void session_password(int64_t id, char out[16]) {
+  const uint64_t mask = (uint64_t{1} << 48) - 1;
+  uint64_t seed = (static_cast<uint64_t>(id ^ 0xB3415C00LL) ^ 0x5DEECE66DULL) & mask;
+  auto next32 = [&] {
+    seed = (seed * 0x5DEECE66DULL + 0xBULL) & mask;
+    return static_cast<int32_t>(seed >> 16);
+  };
+  for (int i = 0; i < 16;) {
+    int32_t rnd = next32();
+    for (int n = 0; n < 4 && i < 16; ++n, rnd >>= 8) out[i++] = static_cast<char>(rnd);
+  }
+}
+
+// A plain single-threaded ZooKeeper client, driven by poll() in the calling
+// thread: what "another client" does to our nodes.
+class RawZk {
+ public:
+  explicit RawZk(const std::string& hosts, const clientid_t* id = nullptr) {
+    // Library logging stays as the backend set it (off: its buffers are shared).
+    zoo_set_debug_level(static_cast<ZooLogLevel>(0));
+    zh_ = zookeeper_init(hosts.c_str(), &RawZk::watcher, 10'000, id, this, 0);
+  }
+  ~RawZk() {
+    if (zh_) zookeeper_close(zh_);
+  }
+  RawZk(const RawZk&) = delete;
+  RawZk& operator=(const RawZk&) = delete;
+
+  bool connected(int64_t timeout_ms = 5000) {
+    return drive([&] { return zh_ && zoo_state(zh_) == ZOO_CONNECTED_STATE; }, timeout_ms);
+  }
+  int add_auth(const std::string& user, const std::string& password) {
+    const std::string cred = user + ":" + password;
+    Result r;
+    zoo_add_auth(zh_, "digest", cred.data(), static_cast<int>(cred.size()), &RawZk::void_cb, &r);
+    return finish(r);
+  }
+  int remove(const std::string& path) {
+    Result r;
+    const int rc = zoo_adelete(zh_, path.c_str(), -1, &RawZk::void_cb, &r);
+    return rc != ZOK ? rc : finish(r);
+  }
+  int exists(const std::string& path, struct Stat* st) {
+    Result r;
+    const int rc = zoo_aexists(zh_, path.c_str(), 0, &RawZk::stat_cb, &r);
+    if (rc != ZOK) return rc;
+    const int out = finish(r);
+    *st = r.stat;
+    return out;
+  }
+  int create(const std::string& path, const std::string& data) {
+    Result r;
+    const int rc = zoo_acreate(zh_, path.c_str(), data.data(), static_cast<int>(data.size()),
+                               &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, &RawZk::string_cb, &r);
+    return rc != ZOK ? rc : finish(r);
+  }
+  // Drives the client until `pred` holds or `timeout_ms` passed.
+  bool drive(const std::function<bool()>& pred, int64_t timeout_ms) {
+    const int64_t until = mono_ms() + timeout_ms;
+    while (!pred()) {
+      if (mono_ms() >= until || !zh_) return false;
+      int fd = -1, interest = 0;
+      struct timeval tv = {0, 0};
+      const int rc = zookeeper_interest(zh_, &fd, &interest, &tv);
+      if (rc != ZOK) fd = -1;
+      struct pollfd p = {fd, 0, 0};
+      if (interest & ZOOKEEPER_READ) p.events |= POLLIN;
+      if (interest & ZOOKEEPER_WRITE) p.events |= POLLOUT;
+      const int64_t wait_ms = std::min<int64_t>(10, tv.tv_sec * 1000 + tv.tv_usec / 1000);
+      int events = 0;
+      if (fd >= 0 && poll(&p, 1, static_cast<int>(wait_ms)) > 0) {
+        if (p.revents & (POLLIN | POLLHUP | POLLERR)) events |= ZOOKEEPER_READ;
+        if (p.revents & (POLLOUT | POLLHUP | POLLERR)) events |= ZOOKEEPER_WRITE;
+      } else if (fd < 0) {
+        sleep_ms(wait_ms);
+      }
+      zookeeper_process(zh_, events);
+    }
+    return true;
+  }
+
+ private:
+  struct Result {
+    bool done = false;
+    int rc = ZSYSTEMERROR;
+    struct Stat stat {};
+  };
+  int finish(Result& r) {
+    return drive([&] { return r.done; }, 5000) ? r.rc : ZOPERATIONTIMEOUT;
+  }
+  static void watcher(zhandle_t*, int, int, const char*, void*) {}
+  static void void_cb(int rc, const void* data) {
+    auto* r = static_cast<Result*>(const_cast<void*>(data));
+    r->rc = rc;
+    r->done = true;
+  }
+  static void string_cb(int rc, const char*, const void* data) { void_cb(rc, data); }
+  static void stat_cb(int rc, const struct Stat* st, const void* data) {
+    auto* r = static_cast<Result*>(const_cast<void*>(data));
+    if (st) r->stat = *st;
+    void_cb(rc, data);
+  }
+
+  zhandle_t* zh_ = nullptr;
+};
+
+// Captures log lines.
+struct LogCapture {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  static void fn(void* ud, int, const char* msg) {
+    auto* self = static_cast<LogCapture*>(ud);
+    std::lock_guard<std::mutex> lock(self->mu);
+    self->lines.push_back(msg);
+  }
+  bool has(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& l : lines) {
+      if (l.find(what) != std::string::npos) return true;
+    }
+    return false;
+  }
+};
+
+// --- URL parsing -----------------------------------------------------------------
+
+TEST(ZookeeperUrl, Defaults) {
+  simba::ZookeeperUrl u;
+  std::string err;
+  ASSERT_TRUE(simba::parse_zookeeper_url("zookeeper://zk1", &u, &err)) << err;
+  ASSERT_EQ(u.hosts.size(), 1u);
+  EXPECT_EQ(u.hosts[0].host, "zk1");
+  EXPECT_EQ(u.hosts[0].port, 2181);
+  EXPECT_EQ(u.chroot, "/simba");
+  EXPECT_FALSE(u.has_auth);
+  ASSERT_TRUE(simba::parse_zookeeper_url("zookeeper://zk1/", &u, &err)) << err;
+  EXPECT_EQ(u.chroot, "/simba");
+}
+
+TEST(ZookeeperUrl, EveryPart) {
+  simba::ZookeeperUrl u;
+  std::string err;
+  ASSERT_TRUE(simba::parse_zookeeper_url(
+      "zookeeper://a.example:2182,10.0.0.2,[::1]:2183/team/app.locks?auth=digest:alice:s%3Acr:et",
+      &u, &err))
+      << err;
+  ASSERT_EQ(u.hosts.size(), 3u);
+  EXPECT_EQ(u.hosts[0].host, "a.example");
+  EXPECT_EQ(u.hosts[0].port, 2182);
+  EXPECT_EQ(u.hosts[1].host, "10.0.0.2");
+  EXPECT_EQ(u.hosts[1].port, 2181);
+  EXPECT_EQ(u.hosts[2].host, "::1");
+  EXPECT_EQ(u.hosts[2].port, 2183);
+  EXPECT_EQ(u.chroot, "/team/app.locks");
+  EXPECT_TRUE(u.has_auth);
+  EXPECT_EQ(u.user, "alice");
+  EXPECT_EQ(u.password, "s:cr:et");  // the password may hold ':' (raw or escaped)
+}
+
+TEST(ZookeeperUrl, BadUrlsAreInvalidAndNeverShowThePassword) {
+  const char* bad[] = {
+      "zookeeper://",
+      "zookeeper://h:0",
+      "zookeeper://h:99999",
+      "zookeeper://h:",
+      "zookeeper://h,,g",
+      "zookeeper://[::1",
+      "zookeeper://h/a//b",
+      "zookeeper://h/a/../b",
+      "zookeeper://h/zookeeper",
+      "zookeeper://h/a b",
+      "zookeeper://h/x?prefix=y",
+      "zookeeper://h/x?auth=sasl:alice:topsecret",
+      "zookeeper://h/x?auth=digest:alice",
+      "zookeeper://h/x?auth=digest::topsecret",
+      "zookeeper://h/x?auth=digest:alice:%zztopsecret",
+      "zookeeper://alice:topsecret@h/x",
+  };
+  for (const char* url : bad) {
+    simba::ZookeeperUrl u;
+    std::string err;
+    EXPECT_FALSE(simba::parse_zookeeper_url(url, &u, &err)) << url;
+    EXPECT_FALSE(err.empty()) << url;
+    EXPECT_EQ(err.find("topsecret"), std::string::npos) << err;
+    // Through the public API: EINVAL, and the message hides the password too.
+    simba_client_t* c = nullptr;
+    EXPECT_EQ(simba_client_open(&c, url, nullptr), SIMBA_EINVAL) << url;
+    EXPECT_EQ(std::string(simba_last_error()).find("topsecret"), std::string::npos)
+        << simba_last_error();
+  }
+}
+
+TEST(ZookeeperUrl, RedactsTheAuthPassword) {
+  EXPECT_EQ(simba::redact_url("zookeeper://h:1/c?auth=digest:alice:topsecret"),
+            "zookeeper://h:1/c?auth=digest:alice:***");
+  EXPECT_EQ(simba::redact_url("zookeeper://h/c?x=1&auth=digest:alice:top:secret&y=2"),
+            "zookeeper://h/c?x=1&auth=digest:alice:***&y=2");
+  EXPECT_EQ(simba::redact_url("zookeeper://h/c?auth=weird:topsecret"),
+            "zookeeper://h/c?auth=weird:***");
+  EXPECT_EQ(simba::redact_url("zookeeper://h/c?auth=topsecret"), "zookeeper://h/c?auth=***");
+  EXPECT_EQ(simba::redact_url("zookeeper://h/c"), "zookeeper://h/c");
+}
+
+// The snapshot and the log name the backend with the password hidden, even
+// while the server is unreachable.
+TEST(ZookeeperUrl, SnapshotAndLogNeverShowThePassword) {
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const std::string url =
+      "zookeeper://127.0.0.1:" + std::to_string(port) + "/x?auth=digest:alice:topsecret";
+  LogCapture logs;
+  simba_config_t* cfg = nullptr;
+  ASSERT_EQ(simba_config_new(&cfg), SIMBA_OK);
+  ASSERT_EQ(simba_config_set_ms(cfg, "session.lease-duration", 1000), SIMBA_OK);
+  ASSERT_EQ(simba_config_set_logger(cfg, &LogCapture::fn, &logs, SIMBA_LOG_DEBUG), SIMBA_OK);
+  simba_client_t* c = nullptr;
+  ASSERT_EQ(simba_client_open(&c, url.c_str(), cfg), SIMBA_OK) << simba_last_error();
+  simba_config_free(cfg);
+  sleep_ms(600);  // a few failed opens: their messages are logged
+  const std::string snap = snapshot(c);
+  EXPECT_NE(snap.find("auth=digest:alice:***"), std::string::npos) << snap;
+  EXPECT_EQ(snap.find("topsecret"), std::string::npos) << snap;
+  simba_client_close(c);
+  std::lock_guard<std::mutex> lock(logs.mu);
+  EXPECT_FALSE(logs.lines.empty());
+  for (const auto& l : logs.lines) EXPECT_EQ(l.find("topsecret"), std::string::npos) << l;
+}
+
+// --- the shared server ---------------------------------------------------------
+
+class ZookeeperShared : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    url_ = shared_url();
+    if (url_.empty()) {
+      GTEST_SKIP() << "SIMBA_TEST_ZOOKEEPER_URL is not set: no zookeeper server to test "
+                      "(scripts/test.sh starts one)";
+    }
+    ASSERT_TRUE(hosts_of(url_, &hosts_, &chroot_)) << url_;
+  }
+  std::string lease_path(const std::string& name) const { return chroot_ + "/leases/" + name; }
+
+  std::string url_, hosts_, chroot_;
+};
+
+// The token is the lease node's czxid, and the node is an ephemeral of the
+// holding session whose data is the session id.
+TEST_F(ZookeeperShared, TokenIsTheLeaseNodesCzxid) {
+  Election e;
+  Client c;
+  ASSERT_EQ(c.open(url_, Timing{2000, 500}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  const std::string name = "zk.czxid." + unique_id();
+  ASSERT_EQ(e.start(c, name), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  RawZk raw(hosts_);
+  ASSERT_TRUE(raw.connected());
+  struct Stat st {};
+  ASSERT_EQ(raw.exists(lease_path(name), &st), ZOK);
+  EXPECT_EQ(static_cast<uint64_t>(st.czxid), e.last_elected().token);
+  char sid[24];
+  std::snprintf(sid, sizeof sid, "%016llx", static_cast<unsigned long long>(st.ephemeralOwner));
+  EXPECT_EQ(session_id(c), sid);
+}
+
+// Someone deletes our lease node: the next keep-alive no longer lists it and
+// the term ends with TAKEN_OVER; the election then wins a new term with a
+// larger token.
+TEST_F(ZookeeperShared, LeaseNodeDeletedByAnotherClientIsTakenOver) {
+  Election e;
+  Client c;
+  ASSERT_EQ(c.open(url_, Timing{2000, 400}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  const std::string name = "zk.deleted." + unique_id();
+  ASSERT_EQ(e.start(c, name), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  const uint64_t tok1 = e.last_elected().token;
+
+  RawZk raw(hosts_);
+  ASSERT_TRUE(raw.connected());
+  const int64_t deleted_at = mono_ns();
+  ASSERT_EQ(raw.remove(lease_path(name)), ZOK);
+  ASSERT_TRUE(e.wait_revoked(1, 5000 * slow_factor()));
+  EXPECT_EQ(e.last_revoked().reason, SIMBA_REVOKE_TAKEN_OVER);
+  const int64_t took_ms = (e.last_revoked().at_ns - deleted_at) / kMsNs;
+  // Seen at the next keep-alive: within one renew period (and its answer).
+  EXPECT_LE(took_ms, 400 + 300 * slow_factor()) << took_ms;
+  ASSERT_TRUE(e.wait_elected(2, 5000 * slow_factor())) << snapshot(c);
+  EXPECT_GT(e.last_elected().token, tok1);
+  EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
+  EXPECT_EQ(e.pairing_errors(), 0);
+}
+
+// A clean stop deletes the lease node; the candidate's exists-watch fires and it
+// acquires at once, far sooner than its next attempt (>= renewInterval / 2).
+TEST_F(ZookeeperShared, CleanStopIsTakenOverThroughTheWatch) {
+  const Timing t{4000, 1000};  // candidates retry after 500..1000 ms
+  Election a, b;
+  Client ca, cb;
+  ASSERT_EQ(ca.open(url_, t), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(cb.open(url_, t), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(ca, 5000 * slow_factor()), SIMBA_OK);
+  ASSERT_EQ(simba_client_wait_live(cb, 5000 * slow_factor()), SIMBA_OK);
+  const std::string name = "zk.watch." + unique_id();
+  ASSERT_EQ(a.start(ca, name), SIMBA_OK);
+  ASSERT_TRUE(a.wait_elected(1, 5000 * slow_factor()));
+  ASSERT_EQ(b.start(cb, name), SIMBA_OK);
+  // b has tried once (Held) and holds its watch: wait out its first attempt.
+  ASSERT_TRUE(wait_for([&] { return json_int(snapshot(cb), "acquires") >= 1; }, 5000));
+  sleep_ms(100);
+  std::vector<int64_t> handover_ms;
+  for (int round = 0; round < 3; ++round) {
+    Election& from = round % 2 == 0 ? a : b;
+    Election& to = round % 2 == 0 ? b : a;
+    Client& from_c = round % 2 == 0 ? ca : cb;
+    const int before = to.elected_count();
+    const int64_t t0 = mono_ns();
+    ASSERT_EQ(from.stop(5000 * slow_factor()), SIMBA_OK);
+    ASSERT_TRUE(to.wait_elected(before + 1, 5000 * slow_factor()));
+    handover_ms.push_back((to.last_elected().at_ns - t0) / kMsNs);
+    // The stopped side contends again, and waits on its own watch.
+    ASSERT_EQ(from.start(from_c, name), SIMBA_OK);
+    sleep_ms(150);
+  }
+  for (int64_t ms : handover_ms) {
+    EXPECT_LT(ms, 250 * slow_factor())
+        << "handover took " << ms << " ms; the next attempt would come after >= 500 ms";
+  }
+}
+
+// Another connection takes the session over with its id and password and
+// closes it: the server ends the session; our client learns it at its next
+// call: every term ends with SESSION_EXPIRED, and a new session contends again.
+TEST_F(ZookeeperShared, SessionClosedFromOutsideEndsWithSessionExpired) {
+  EventLog events;  // outlives the client's close
+  Election e;
+  Client c;
+  ASSERT_EQ(c.open(url_, Timing{3000, 300}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(events.attach(c), SIMBA_OK);
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  const std::string sid = session_id(c);
+  const std::string name = "zk.expired." + unique_id();
+  ASSERT_EQ(e.start(c, name), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  const uint64_t tok1 = e.last_elected().token;
+
+  clientid_t id;
+  id.client_id = static_cast<int64_t>(std::strtoull(sid.c_str(), nullptr, 16));
+  session_password(id.client_id, id.passwd);
+  // Our client reconnects as soon as the server moves the session to the
+  // killer's connection, and may move it back before the killer's close
+  // arrives: try again until the session is gone.
+  bool killed = false;
+  for (int attempt = 0; attempt < 10 && !killed; ++attempt) {
+    {
+      RawZk killer(hosts_, &id);
+      if (!killer.connected()) break;  // expired already: the server refused it
+    }                                  // zookeeper_close: the server closes the session
+    killed = e.wait_revoked(1, 1000 * slow_factor());
+  }
+  ASSERT_TRUE(e.wait_revoked(1, 5000 * slow_factor()));
+  EXPECT_EQ(e.last_revoked().reason, SIMBA_REVOKE_SESSION_EXPIRED);
+  ASSERT_TRUE(e.wait_elected(2, 5000 * slow_factor())) << snapshot(c);
+  EXPECT_NE(session_id(c), sid);
+  EXPECT_GT(e.last_elected().token, tok1);
+  EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
+  EXPECT_EQ(events.count(SIMBA_EVENT_SESSION_OPENED), 2);
+  EXPECT_GE(events.count(SIMBA_EVENT_SESSION_EXPIRED), 1);
+}
+
+// A thousand elections started at once on one client: the acquires queue in
+// the client (a bounded number in flight), so that the session's keep-alive is
+// never stuck behind them, and every election is won on the first session.
+TEST_F(ZookeeperShared, ThousandElectionsKeepTheSession) {
+  EventLog events;
+  std::vector<std::unique_ptr<Election>> many(1000);
+  Client c;
+  ASSERT_EQ(c.open(url_, Timing{2000, 500}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(events.attach(c), SIMBA_OK);
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  const std::string sid = session_id(c);
+  const std::string base = "zk.many." + unique_id() + ".";
+  for (size_t i = 0; i < many.size(); ++i) {
+    many[i] = std::make_unique<Election>();
+    ASSERT_EQ(many[i]->start(c, base + std::to_string(i)), SIMBA_OK) << simba_last_error();
+  }
+  for (auto& e : many) ASSERT_TRUE(e->wait_elected(1, 30'000 * slow_factor())) << e->name();
+  sleep_ms(1000);  // two renew periods: every term survives them
+  for (auto& e : many) EXPECT_EQ(e->revoked_count(), 0) << e->name();
+  EXPECT_EQ(session_id(c), sid);
+  EXPECT_EQ(events.count(SIMBA_EVENT_SESSION_EXPIRED), 0);
+  c.close();
+  for (auto& e : many) EXPECT_TRUE(e->all_revoked_once()) << e->name();
+}
+
+// A host name goes through uv_getaddrinfo (the client library would resolve
+// it with a blocking call): "localhost" works like 127.0.0.1 (the server
+// listens on 127.0.0.1 only, so an IPv6 address of the name fails and the
+// library moves on to the next one).
+TEST_F(ZookeeperShared, HostNameIsResolved) {
+  std::string port = hosts_.substr(hosts_.rfind(':') + 1);
+  const std::string url = "zookeeper://localhost:" + port + chroot_;
+  Election e;
+  Client c;
+  ASSERT_EQ(c.open(url, Timing{2000, 500}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 10'000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(e.start(c, "zk.hostname." + unique_id()), SIMBA_OK);
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+}
+
+// A name that does not resolve: every open fails, nothing blocks (the lookup
+// runs on libuv's thread pool), and the client closes cleanly.
+TEST_F(ZookeeperShared, UnknownHostNeverLiveClosesCleanly) {
+  LogCapture logs;
+  simba_config_t* cfg = nullptr;
+  ASSERT_EQ(simba_config_new(&cfg), SIMBA_OK);
+  ASSERT_EQ(simba_config_set_ms(cfg, "session.lease-duration", 1000), SIMBA_OK);
+  ASSERT_EQ(simba_config_set_logger(cfg, &LogCapture::fn, &logs, SIMBA_LOG_DEBUG), SIMBA_OK);
+  simba_client_t* c = nullptr;
+  ASSERT_EQ(simba_client_open(&c, "zookeeper://no-such-host.invalid:2181/x", cfg), SIMBA_OK)
+      << simba_last_error();
+  simba_config_free(cfg);
+  EXPECT_NE(simba_client_wait_live(c, 1500), SIMBA_OK);
+  const int64_t t0 = mono_ns();
+  simba_client_close(c);
+  EXPECT_LT((mono_ns() - t0) / kMsNs, 2000 * slow_factor());
+  // "cannot resolve ..." when the resolver answers within the open's timeout,
+  // else the open timed out: either way it failed, and said so.
+  EXPECT_TRUE(logs.has("opening a session failed"));
+}
+
+// With auth=digest:..., our nodes carry an ACL: another identity (or none) can
+// read them but neither delete our lease node nor acquire the lease.
+TEST_F(ZookeeperShared, DigestAclKeepsOtherIdentitiesOut) {
+  const std::string chroot = "/simba-acl-" + unique_id();
+  const std::string alice = "zookeeper://" + hosts_ + chroot + "?auth=digest:alice:alice-pw";
+  const std::string bob = "zookeeper://" + hosts_ + chroot + "?auth=digest:bob:bob-pw";
+  Election held, other;
+  Client ca, cb;
+  ASSERT_EQ(ca.open(alice, Timing{2000, 400}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(ca, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  const std::string name = "zk.acl." + unique_id();
+  ASSERT_EQ(held.start(ca, name), SIMBA_OK);
+  ASSERT_TRUE(held.wait_elected(1, 5000 * slow_factor()));
+
+  const std::string node = chroot + "/leases/" + name;
+  {
+    RawZk raw(hosts_);
+    ASSERT_TRUE(raw.connected());
+    ASSERT_EQ(raw.add_auth("bob", "bob-pw"), ZOK);
+    struct Stat st {};
+    EXPECT_EQ(raw.exists(node, &st), ZOK) << "anyone may read";
+    EXPECT_EQ(raw.remove(node), ZNOAUTH);
+    EXPECT_EQ(raw.create(chroot + "/leases/intruder", "x"), ZNOAUTH);
+  }
+  {
+    RawZk anonymous(hosts_);
+    ASSERT_TRUE(anonymous.connected());
+    EXPECT_EQ(anonymous.remove(node), ZNOAUTH);
+  }
+  // Another Simba identity opens a session (its marker goes under sessions/,
+  // which it may not create in either) or fails to; it never wins the lease.
+  ASSERT_EQ(cb.open(bob, Timing{2000, 400}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(other.start(cb, name), SIMBA_OK);
+  sleep_ms(800);
+  EXPECT_EQ(other.elected_count(), 0);
+  EXPECT_TRUE(held.leading());
+  EXPECT_EQ(held.revoked_count(), 0);
+  // The lease is still alice's: a clean stop frees it.
+  ASSERT_EQ(held.stop(5000 * slow_factor()), SIMBA_OK);
+  RawZk check(hosts_);
+  ASSERT_TRUE(check.connected());
+  struct Stat st {};
+  EXPECT_EQ(check.exists(node, &st), ZNONODE);
+}
+
+// --- servers of our own ----------------------------------------------------------
+
+class ZookeeperOwn : public ::testing::Test {
+ protected:
+  // "small" grants at most 1200 ms; "big" up to 30 s. Started together on first
+  // use, shared by every test of the suite, stopped after the last one.
+  static void SetUpTestSuite() {
+    if (!have_zookeeper()) return;
+    small_ = new OwnZk(200, 1200);
+    big_ = new OwnZk(200, 30'000);
+    launched_ = small_->launch() && big_->launch();
+  }
+  static void TearDownTestSuite() {
+    delete small_;
+    delete big_;
+    small_ = big_ = nullptr;
+  }
+  void SetUp() override {
+    if (!have_zookeeper()) GTEST_SKIP() << "zookeeper (or java) not installed";
+    ASSERT_TRUE(launched_) << "cannot start zookeeper";
+  }
+  static OwnZk& small() { return *small_; }
+  static OwnZk& big() { return *big_; }
+
+  static OwnZk* small_;
+  static OwnZk* big_;
+  static bool launched_;
+};
+OwnZk* ZookeeperOwn::small_ = nullptr;
+OwnZk* ZookeeperOwn::big_ = nullptr;
+bool ZookeeperOwn::launched_ = false;
+
+// The server grants 1200 ms of the 3000 asked for: two keep-alives at the
+// renew interval (1000 ms) no longer fit, so the client renews every third of
+// the validity it has, says so once (event and warning), and no term ends
+// while the server is healthy, for more than twice the granted time.
+TEST_F(ZookeeperOwn, MaxSessionTimeoutBelowTheLeaseShortensTheRenewPeriod) {
+  ASSERT_TRUE(small().ready(30'000 * slow_factor())) << "zookeeper did not start";
+  LogCapture logs;
+  EventLog events;
+  Election e;
+  Client c;
+  Timing t{3000, 1000};
+  ASSERT_EQ(c.open(small().url(), t), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(events.attach(c), SIMBA_OK);
+  ASSERT_EQ(simba_client_wait_live(c, 10'000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(e.start(c, "zk.shortened." + unique_id()), SIMBA_OK);
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  const std::string snap = snapshot(c);
+  EXPECT_LE(json_int(snap, "remaining_ms"), 1200) << snap;
+  const int64_t period = json_int(snap, "renew_period_ms");
+  EXPECT_GT(period, 300) << snap;  // about (1200 × 0.99 − 50) / 3
+  EXPECT_LT(period, 400) << snap;
+  const int64_t ka0 = counter(c, "keep_alives");
+  sleep_ms(3000);  // 2.5 × the granted timeout
+  const int64_t ka1 = counter(c, "keep_alives");
+  EXPECT_EQ(e.revoked_count(), 0) << snapshot(c);
+  EXPECT_TRUE(e.leading());
+  EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
+  EXPECT_GE(ka1 - ka0, 6) << "renewing every third of 1.2 s";
+  EXPECT_EQ(events.count(SIMBA_EVENT_SESSION_LEASE_SHORTENED), 1);
+  EXPECT_EQ(events.count(SIMBA_EVENT_SESSION_EXPIRED), 0);
+  EXPECT_EQ(events.count(SIMBA_EVENT_SESSION_OPENED), 1);
+}
+
+// The server stops answering (SIGSTOP) past the session timeout: the term ends
+// with DEADLINE_PASSED within about the lease, nothing blocks the client's
+// loop meanwhile, and after SIGCONT a new session wins a new term.
+TEST_F(ZookeeperOwn, StoppedServerPastTheTimeoutThenNewSession) {
+  ASSERT_TRUE(small().ready(30'000 * slow_factor())) << "zookeeper did not start";
+  Election e;
+  Client c;
+  ASSERT_EQ(c.open(small().url(), Timing{1000, 300}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 10'000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  const std::string sid1 = session_id(c);
+  ASSERT_EQ(e.start(c, "zk.stop." + unique_id()), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  const uint64_t tok1 = e.last_elected().token;
+
+  const int64_t stop_at = mono_ns();
+  small().signal(SIGSTOP);
+  ASSERT_TRUE(e.wait_revoked(1, 5000 * slow_factor()));
+  const int64_t took_ms = (e.last_revoked().at_ns - stop_at) / kMsNs;
+  EXPECT_EQ(e.last_revoked().reason, SIMBA_REVOKE_DEADLINE_PASSED);
+  EXPECT_LE(took_ms, 1000 + 500 * slow_factor()) << "revoked " << took_ms << " ms after SIGSTOP";
+  // The loop is not blocked (a snapshot is answered by it).
+  const int64_t s0 = mono_ns();
+  EXPECT_NE(simba_client_status(c), SIMBA_SESSION_LIVE);
+  EXPECT_FALSE(snapshot(c).empty());
+  EXPECT_LT((mono_ns() - s0) / kMsNs, 200 * slow_factor());
+  sleep_ms(800);  // past the session timeout on the server's clock too, still stopped
+
+  small().signal(SIGCONT);
+  ASSERT_TRUE(e.wait_elected(2, 15'000 * slow_factor())) << snapshot(c);
+  EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
+  EXPECT_NE(session_id(c), sid1);
+  EXPECT_GT(e.last_elected().token, tok1);
+  EXPECT_EQ(e.pairing_errors(), 0);
+}
+
+// The server is killed and restarted on the same data within the session
+// timeout: the client reconnects to the same session (the server re-arms it
+// from its log), and the term never ends.
+TEST_F(ZookeeperOwn, QuickServerRestartKeepsTheSessionAndTheTerm) {
+  ASSERT_TRUE(big().ready(30'000 * slow_factor())) << "zookeeper did not start";
+  EventLog events;
+  Election e;
+  Client c;
+  // A lease comfortably longer than a JVM restart on a busy machine.
+  ASSERT_EQ(c.open(big().url(), Timing{12'000, 1000}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(events.attach(c), SIMBA_OK);
+  ASSERT_EQ(simba_client_wait_live(c, 10'000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  const std::string sid = session_id(c);
+  ASSERT_EQ(e.start(c, "zk.restart." + unique_id()), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  const int64_t keep_alives = counter(c, "keep_alives");
+
+  const int64_t t0 = mono_ns();
+  big().crash();
+  ASSERT_TRUE(big().launch());
+  ASSERT_TRUE(big().ready(30'000 * slow_factor())) << "zookeeper did not restart";
+  const int64_t restart_ms = (mono_ns() - t0) / kMsNs;
+  // A keep-alive succeeds again on the same session.
+  ASSERT_TRUE(wait_for(
+      [&] {
+        return simba_client_status(c) == SIMBA_SESSION_LIVE &&
+               counter(c, "keep_alives") >= keep_alives + 2;
+      },
+      10'000 * slow_factor()))
+      << snapshot(c);
+  sleep_ms(1200);  // one more renew period: still fine
+  EXPECT_EQ(session_id(c), sid) << "restart took " << restart_ms << " ms";
+  EXPECT_EQ(e.revoked_count(), 0) << snapshot(c);
+  EXPECT_EQ(e.elected_count(), 1);
+  EXPECT_TRUE(e.leading());
+  EXPECT_EQ(events.count(SIMBA_EVENT_SESSION_EXPIRED), 0);
+  EXPECT_EQ(events.count(SIMBA_EVENT_SESSION_OPENED), 1);
+}
+
+}  // namespace
+
+#endif  // SIMBA_WITH_ZOOKEEPER
