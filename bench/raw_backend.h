@@ -5,7 +5,8 @@
  *
  * One table per backend; the program picks it by the scheme of the Simba URL
  * (kRawBackends in simba_bench.c). raw_redis.c is plain hiredis, raw_postgres.c
- * plain libpq. A new backend is a raw_<name>.c defining one table (designated
+ * plain libpq, raw_zookeeper.c the plain single-threaded ZooKeeper C client
+ * (libzookeeper_st). A new backend is a raw_<name>.c defining one table (designated
  * initializers: the fields it leaves out are 0/NULL, which is always the plain
  * behaviour), a line in kRawBackends and a block in bench/CMakeLists.txt.
  */
@@ -33,9 +34,13 @@ typedef struct raw_backend {
   /* The URL parameter that gives a run a namespace of its own on a shared
    * server, and its value, a format taking the bench's pid as a long:
    * "prefix", "simba-bench-%ld". The bench adds it when the URL has none.
-   * NULL: the backend has none. */
+   * NULL: the backend has none (unless namespace_in_path). */
   const char *namespace_param;
   const char *namespace_fmt;
+  /* Nonzero: the namespace is the URL's path instead of a parameter
+   * (ZooKeeper's chroot): "/" + namespace_fmt is added when the URL has no
+   * path, or only "/". */
+  int namespace_in_path;
 
   /* Nonzero: RAW_OP_WRITE alternates two requests (Simba's acquire, then its
    * release), and a baseline sample is the mean of one such pair, so that
@@ -47,6 +52,10 @@ typedef struct raw_backend {
    * at once. The keep-alive window then starts and ends on observed changes
    * of the count rather than on the clock. */
   int counts_lag_ms;
+  /* Nonzero: server_calls counts calls but cannot tell the server time they
+   * took (ZooKeeper); its usec is ignored and every "inside the server"
+   * figure is reported as unknown (null in the JSON). */
+  int calls_untimed;
 
   /* Connects to the server of a Simba URL of this scheme. NULL on failure,
    * with the reason in err. */
@@ -59,7 +68,7 @@ typedef struct raw_backend {
 
   /* Server-side count of the calls Simba makes (its operations, not this
    * connection's statistics queries): total calls and total server time in
-   * microseconds. 0 or -1. */
+   * microseconds (0 with calls_untimed). 0 or -1. */
   int (*server_calls)(raw_conn_t *c, uint64_t *calls, uint64_t *usec, char *err, size_t errlen);
   /* Number of client connections the server has now (ours included); -1 if unknown. */
   int64_t (*connected_clients)(raw_conn_t *c);
@@ -74,5 +83,6 @@ typedef struct raw_backend {
 /* One per backend; simba_bench.c lists those built (SIMBA_BENCH_RAW_<NAME>). */
 extern const raw_backend_t raw_redis_backend;
 extern const raw_backend_t raw_postgres_backend;
+extern const raw_backend_t raw_zookeeper_backend;
 
 #endif

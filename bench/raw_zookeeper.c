@@ -4,14 +4,19 @@
  *   ping   exists on a node                          (a read)
  *   read   get of a small node                       (a read)
  *   write  create of an ephemeral node, then (next call) its delete: each one
- *          durable write, so two of them are the raw create+delete that one
- *          Simba acquire+release is compared with (the server fsyncs its
- *          transaction log before it answers, forceSync=yes by default)
+ *          durable write (the server fsyncs its transaction log before it
+ *          answers, forceSync=yes by default); write_pairs: a baseline sample
+ *          is the mean of one create + delete, so two raw round trips are the
+ *          raw create+delete that one Simba acquire+release (two multis) is
+ *          compared with
  *
- * Its nodes live under "{chroot}-bench" so they never meet Simba's. Server-side
- * counts come from the `srvr` four-letter word (whitelisted by the test
- * servers): "Received" packets (requests and pings of every connection) and
- * "Connections"; ZooKeeper does not say how much server time they took.
+ * The run's namespace is the URL's chroot (namespace_in_path: the bench adds
+ * "/simba-bench-<pid>" when the URL has none). Its nodes live under
+ * "{chroot}-bench" so they never meet Simba's; disconnect() removes them.
+ * Server-side counts come from the `srvr` four-letter word (whitelisted by the
+ * test servers): "Received" packets (requests and pings of every connection,
+ * counted at once) and "Connections"; ZooKeeper does not say how much server
+ * time they took (calls_untimed).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
@@ -171,12 +176,6 @@ static raw_conn_t *zk_connect(const char *url, char *err, size_t errlen) {
   return c;
 }
 
-static void zk_disconnect(raw_conn_t *c) {
-  if (!c) return;
-  if (c->zh) zookeeper_close(c->zh);
-  free(c);
-}
-
 static int finish(raw_conn_t *c, int rc, result_t *r, const char *what, char *err, size_t errlen,
                   int ok2) {
   if (rc == ZOK && drive(c, &r->done, 10000) != 0) rc = ZOPERATIONTIMEOUT;
@@ -186,6 +185,24 @@ static int finish(raw_conn_t *c, int rc, result_t *r, const char *what, char *er
     return -1;
   }
   return 0;
+}
+
+/* Removes the nodes of this connection (best effort), then closes it. */
+static void zk_disconnect(raw_conn_t *c) {
+  if (!c) return;
+  char err[256];
+  if (c->zh && ensure_session(c, err, sizeof err) == 0) {
+    if (c->node_exists) {
+      result_t r = {0, 0};
+      finish(c, zoo_adelete(c->zh, c->node, -1, void_done, &r), &r, "delete", err, sizeof err,
+             ZNONODE);
+    }
+    result_t r = {0, 0};
+    finish(c, zoo_adelete(c->zh, c->base, -1, void_done, &r), &r, "delete", err, sizeof err,
+           ZNONODE);
+  }
+  if (c->zh) zookeeper_close(c->zh);
+  free(c);
 }
 
 static int zk_prepare(raw_conn_t *c, char *err, size_t errlen) {
@@ -278,23 +295,33 @@ static void zk_describe(raw_conn_t *c, char *version, size_t vlen, char *durabil
                         size_t dlen) {
   char v[128] = "?";
   srvr_field(c, "Zookeeper version: ", v, sizeof v);
-  char *comma = strchr(v, ',');
-  if (comma) *comma = '\0';
+  v[strcspn(v, ",")] = '\0';
+  char *unexpanded = strstr(v, "-${"); /* Debian's: "3.8.0-${mvngit.commit.id}" */
+  if (unexpanded) *unexpanded = '\0';
   snprintf(version, vlen, "zookeeper %s", v);
   snprintf(durability, dlen, "standalone, txn log fsync per write (forceSync=yes)");
 }
 
 const raw_backend_t raw_zookeeper_backend = {
-    "zookeeper",
-    "zookeeper",
-    {"exists (a read)", "get of a small node (a read)",
-     "create or delete of an ephemeral node (a write; two = create+delete)"},
-    zk_connect,
-    zk_disconnect,
-    zk_prepare,
-    zk_round_trip,
-    zk_server_calls,
-    zk_connected_clients,
-    zk_describe,
-    NULL,
+    .name = "zookeeper",
+    .scheme = "zookeeper",
+    .op_desc = {"exists of a node (a read)", "get of a small node (a read)",
+                "alternately: create of an ephemeral node, then its delete (each a durable "
+                "write)"},
+    .op_label = {"raw exists", "raw get (read)", "raw create|delete"},
+    .calls_desc = "srvr four-letter word: Received packets (requests and pings of every "
+                  "connection); no server time",
+    .namespace_fmt = "simba-bench-%ld",
+    .namespace_in_path = 1,
+    .write_pairs = 1,
+    .counts_lag_ms = 0, /* Received counts at once */
+    .calls_untimed = 1,
+    .connect = zk_connect,
+    .disconnect = zk_disconnect,
+    .prepare = zk_prepare,
+    .round_trip = zk_round_trip,
+    .server_calls = zk_server_calls,
+    .connected_clients = zk_connected_clients,
+    .describe = zk_describe,
+    .set_durability = NULL, /* forceSync is in zoo.cfg: a restart would change it */
 };

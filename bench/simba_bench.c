@@ -4,6 +4,7 @@
  *
  *   simba_bench --url redis://127.0.0.1:PORT [--json FILE] [options]
  *   simba_bench --url postgresql://USER@127.0.0.1:PORT/DB [--json FILE] [options]
+ *   simba_bench --url zookeeper://127.0.0.1:PORT [--json FILE] [options]
  *
  * Phases, in this order:
  *   setup      a Simba client opens and closes in a child process, so that what
@@ -13,7 +14,8 @@
  *              request in flight (raw_backend.h): a ping, a read and the
  *              baseline, a durable write shaped like Simba's operations (Redis:
  *              a script doing HGET + HSET; PostgreSQL: Simba's own acquire and
- *              release statements)
+ *              release statements; ZooKeeper: create, then delete, of an
+ *              ephemeral node)
  *   handover   two forked processes contend for one election; the leader steps
  *              down, and the time from just before its simba_election_step_down()
  *              to the other process's on_elected is measured, both read on
@@ -27,7 +29,8 @@
  *              elections (the time until every on_elected arrived is "time to
  *              elect"), then, in a quiet window of whole renew periods with only
  *              that client connected, counts the backend calls on the server
- *              (Redis: INFO commandstats; PostgreSQL: pg_stat_user_functions) and
+ *              (Redis: INFO commandstats; PostgreSQL: pg_stat_user_functions;
+ *              ZooKeeper: the packets of the srvr four-letter word) and
  *              reads the process's VmRSS; the client's snapshot counters are the
  *              cross-check
  *   durability (--also-durability VALUE) the raw baseline and the cycle again
@@ -62,6 +65,9 @@ static const raw_backend_t *const kRawBackends[] = {
 #endif
 #ifdef SIMBA_BENCH_RAW_POSTGRES
     &raw_postgres_backend,
+#endif
+#ifdef SIMBA_BENCH_RAW_ZOOKEEPER
+    &raw_zookeeper_backend,
 #endif
 };
 
@@ -113,16 +119,17 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: simba_bench [options]\n"
           "  --url URL               backend (default $SIMBA_BENCH_URL, else redis://127.0.0.1:6379):\n"
-          "                          redis://... or postgresql://...; without its namespace\n"
-          "                          parameter (Redis prefix=, PostgreSQL schema=), one unique\n"
-          "                          to this run is added\n"
+          "                          redis://..., postgresql://... or zookeeper://...; without\n"
+          "                          its namespace (Redis prefix=, PostgreSQL schema=, ZooKeeper\n"
+          "                          the chroot path), one unique to this run is added\n"
           "  --json FILE             write the results as JSON to FILE\n"
           "  --rtt-iterations N      raw round trips per kind (default 5000)\n"
           "  --cycle-iterations N    lock acquire+release cycles (default 2000)\n"
           "  --warmup N              unmeasured iterations before each loop (default 200)\n"
           "  --handovers N           handovers between two processes (default 200)\n"
-          "  --handover-gap-ms N     pause between handovers (default 25)\n"
-          "  --handover-cooldown-ms N  step-down cooldown, < the gap (default 15)\n"
+          "  --handover-gap-ms N     pause between handovers (default 25; ZooKeeper: use 100)\n"
+          "  --handover-cooldown-ms N  step-down cooldown, < the gap (default 15; ZooKeeper:\n"
+          "                          use 80, longer than a handover there)\n"
           "  --lease-duration-ms N   session lease of every client (default 3000)\n"
           "  --renew-interval-ms N   keep-alive period (default 1000)\n"
           "  --lease-counts A,B,...  leases held by one client (default 1,100,10000)\n"
@@ -250,21 +257,37 @@ static int parse_options(int argc, char **argv, options_t *o) {
     fprintf(stderr, "simba_bench: need --window-periods >= 1 and lease >= 2 x renew\n");
     return -1;
   }
+  if (o->run_handover && o->handovers > 0 && o->handover_cooldown_ms >= o->handover_gap_ms) {
+    fprintf(stderr, "simba_bench: need --handover-cooldown-ms < --handover-gap-ms\n");
+    return -1;
+  }
   return 0;
 }
 
-/* A namespace of this run's own (Redis key prefix, PostgreSQL schema), unless
- * the URL names one, so that runs against a long-lived server never meet each
- * other's leases (or tokens). */
+/* A namespace of this run's own (Redis key prefix, PostgreSQL schema,
+ * ZooKeeper chroot), unless the URL names one, so that runs against a
+ * long-lived server never meet each other's leases (or tokens). */
 static void add_namespace(options_t *o, const raw_backend_t *rb) {
-  if (!rb->namespace_param) return;
+  if (!rb->namespace_fmt || (!rb->namespace_param && !rb->namespace_in_path)) return;
+  char value[64];
+  snprintf(value, sizeof value, rb->namespace_fmt, (long)getpid());
+  if (rb->namespace_in_path) {
+    /* scheme://hosts[/path][?params]: "/value" in place of an empty path. */
+    char *const start = strstr(o->url, "://") + 3; /* the scheme matched */
+    const size_t end = strcspn(start, "?");
+    char *const slash = memchr(start, '/', end);
+    if (slash && slash + 1 < start + end) return; /* a path of its own */
+    char rest[sizeof o->url];
+    snprintf(rest, sizeof rest, "%s", start + end);
+    char *const at = slash ? slash : start + end;
+    snprintf(at, sizeof o->url - (size_t)(at - o->url), "/%s%s", value, rest);
+    return;
+  }
   const char *q = strchr(o->url, '?');
   const size_t plen = strlen(rb->namespace_param);
   for (const char *p = q; p; p = strchr(p + 1, '&')) {
     if (strncmp(p + 1, rb->namespace_param, plen) == 0 && p[1 + plen] == '=') return;
   }
-  char value[64];
-  snprintf(value, sizeof value, rb->namespace_fmt, (long)getpid());
   const size_t len = strlen(o->url);
   snprintf(o->url + len, sizeof o->url - len, "%c%s=%s", q ? '&' : '?', rb->namespace_param,
            value);
@@ -447,8 +470,8 @@ static int run_raw(const raw_backend_t *rb, raw_conn_t *rc, int iterations, int 
       int64_t t1 = bench_now_ns();
       if (i >= warmup) bench_samples_push(&s, (t1 - t0) / trips);
     }
-    if (op != RAW_OP_PING && rb->server_calls(rc, &calls1, &usec1, err, sizeof err) == 0 &&
-        calls1 > calls0) {
+    if (op != RAW_OP_PING && !rb->calls_untimed &&
+        rb->server_calls(rc, &calls1, &usec1, err, sizeof err) == 0 && calls1 > calls0) {
       out->server_usec[op] = (double)(usec1 - usec0) / (double)(calls1 - calls0);
     }
     out->op[op] = bench_summarize(&s);
@@ -802,8 +825,9 @@ static void run_cycle(simba_client_t *c, const raw_backend_t *rb, raw_conn_t *rc
   if (lag) bench_sleep_ns(settle_ms * 1000000);
   if (rb && rb->server_calls(rc, &calls1, &usec, err, sizeof err) == 0 && calls0 > 0) {
     out->server_calls_per_cycle = (double)(calls1 - calls0) / counted;
-    out->server_usec_per_call =
-        calls1 > calls0 ? (double)(usec - usec0) / (double)(calls1 - calls0) : NAN;
+    out->server_usec_per_call = calls1 > calls0 && !rb->calls_untimed
+                                    ? (double)(usec - usec0) / (double)(calls1 - calls0)
+                                    : NAN;
   } else {
     out->server_calls_per_cycle = out->server_usec_per_call = NAN;
   }
@@ -991,8 +1015,9 @@ static void run_leases(const options_t *o, const raw_backend_t *rb, raw_conn_t *
   out->periods = (double)(w1 - w0) / (double)period_ns;
   out->server_calls = calls1 - calls0;
   out->calls_per_period = (double)out->server_calls / out->periods;
-  out->server_usec_per_call =
-      out->server_calls ? (double)(usec1 - usec0) / (double)out->server_calls : NAN;
+  out->server_usec_per_call = out->server_calls && !rb->calls_untimed
+                                  ? (double)(usec1 - usec0) / (double)out->server_calls
+                                  : NAN;
   out->snapshot_keep_alives = ka1.keep_alives - ka0.keep_alives;
   out->snapshot_acquires = ka1.acquires - ka0.acquires;
   out->ok = 1;
@@ -1093,8 +1118,12 @@ static void print_report(const options_t *o, const raw_backend_t *rb, const resu
     print_row("  acquire (simba_lock_acquire)", &r->cycle.acquire, buf);
     snprintf(buf, sizeof buf, "%.2f RTT", ratio(r->cycle.release.p50_us, baseline(&r->raw)->p50_us));
     print_row("  release (simba_lock_release)", &r->cycle.release, buf);
-    printf("  %-44s %.2f backend calls per cycle, %.1f us each inside the server\n", "",
-           r->cycle.server_calls_per_cycle, r->cycle.server_usec_per_call);
+    if (isnan(r->cycle.server_usec_per_call)) {
+      printf("  %-44s %.2f backend calls per cycle\n", "", r->cycle.server_calls_per_cycle);
+    } else {
+      printf("  %-44s %.2f backend calls per cycle, %.1f us each inside the server\n", "",
+             r->cycle.server_calls_per_cycle, r->cycle.server_usec_per_call);
+    }
   }
   if (r->handover.done || r->handover.failed) {
     snprintf(buf, sizeof buf, "%.2f RTT (p99 %.2f; target <= %.0f: %s)", v.handover_rtts,
@@ -1136,9 +1165,13 @@ static void print_report(const options_t *o, const raw_backend_t *rb, const resu
       if (!x->ok) {
         printf("  %6d%s  failed: %s\n", x->leases, x->slow ? "*" : " ", x->error);
       } else {
-        printf("  %6d%s %10.1f %10.1f %8.2f %9llu %9.2f %11.0f %9lld %9.1f %8.1f\n", x->leases,
+        char sus[32] = "-"; /* unknown with calls_untimed */
+        if (!isnan(x->server_usec_per_call)) {
+          snprintf(sus, sizeof sus, "%.0f", x->server_usec_per_call);
+        }
+        printf("  %6d%s %10.1f %10.1f %8.2f %9llu %9.2f %11s %9lld %9.1f %8.1f\n", x->leases,
              x->slow ? "*" : " ", x->elect_ms, x->start_ms, x->periods,
-             (unsigned long long)x->server_calls, x->calls_per_period, x->server_usec_per_call,
+             (unsigned long long)x->server_calls, x->calls_per_period, sus,
              (long long)x->snapshot_keep_alives, (double)x->rss_kb / 1024.0,
              (double)(x->rss_kb - x->rss_before_kb) / 1024.0);
       }
@@ -1374,7 +1407,8 @@ static void loadavg(char *buf, size_t len) {
 }
 
 /* The URL without user:password, nor the value of a password= parameter
- * (libpq's URIs take one). */
+ * (libpq's URIs take one), nor the password of auth=digest:user:password
+ * (ZooKeeper's). */
 static void redact(const char *url, char *out, size_t len) {
   const char *scheme_end = strstr(url, "://");
   const char *at = scheme_end ? strchr(scheme_end + 3, '@') : NULL;
@@ -1385,8 +1419,20 @@ static void redact(const char *url, char *out, size_t len) {
   }
   char *q = strchr(out, '?');
   for (char *p = q; p; p = strchr(p + 1, '&')) {
-    if (strncmp(p + 1, "password=", 9) != 0) continue;
-    char *v = p + 10;
+    char *v;
+    if (strncmp(p + 1, "password=", 9) == 0) {
+      v = p + 10;
+    } else if (strncmp(p + 1, "auth=", 5) == 0) {
+      const size_t alen = strcspn(p + 6, "&");
+      char *colon = NULL; /* the last ':' of the value: the password follows */
+      for (char *x = p + 6; x < p + 6 + alen; x++) {
+        if (*x == ':') colon = x;
+      }
+      if (!colon) continue;
+      v = colon + 1;
+    } else {
+      continue;
+    }
     const size_t vlen = strcspn(v, "&");
     memmove(v + 3, v + vlen, strlen(v + vlen) + 1);
     memcpy(v, "***", 3);

@@ -2,13 +2,15 @@
 # Simba's benchmarks (docs/benchmarks.md): installs what is missing, builds a
 # Release tree with -DSIMBA_BUILD_BENCH=ON, starts the throwaway servers of the
 # test suite it needs (scripts/lib/servers.sh: a redis-server with AOF and
-# appendfsync always, a PostgreSQL in a temp dir, each on a free port), runs
-# bench/simba_bench against each backend asked for, and stops the servers
-# whatever happened.
+# appendfsync always, a PostgreSQL in a temp dir, a standalone ZooKeeper, each
+# on a free port), runs bench/simba_bench against each backend asked for, and
+# stops the servers whatever happened.
 #
-#   bash scripts/bench.sh                 Redis, then PostgreSQL (about 3 minutes)
-#   bash scripts/bench.sh --backend postgresql
-#                                         one backend: redis | postgresql | all
+#   bash scripts/bench.sh                 Redis, PostgreSQL, then ZooKeeper (about
+#                                         5 minutes)
+#   bash scripts/bench.sh --backend zookeeper
+#                                         one backend: redis | postgresql |
+#                                         zookeeper | all
 #   bash scripts/bench.sh -- --handovers 500 --lease-counts 1,1000
 #                                         extra arguments go to every simba_bench
 #                                         run (simba_bench --help lists them)
@@ -17,7 +19,8 @@
 # --jobs N (default 2), --out DIR (default bench/results), --json FILE (with one
 # backend only: its JSON there instead), --no-install, -h.
 # Each backend writes DIR/<backend>-latest.json (redis-latest.json,
-# postgres-latest.json) and the table, also on stdout, to its .txt sibling.
+# postgres-latest.json, zookeeper-latest.json) and the table, also on stdout,
+# to its .txt sibling.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -28,6 +31,7 @@ SIMBA_APT_PACKAGES=(
   libuv1-dev libhiredis-dev libpq-dev
   redis-server redis-tools
   postgresql openssl
+  zookeeper libzookeeper-st-dev default-jre-headless
 )
 
 # shellcheck source=scripts/lib/packages.sh
@@ -46,7 +50,7 @@ INSTALL=1
 BENCH_ARGS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --backend) [[ $# -ge 2 ]] || { echo "bench.sh: --backend needs redis|postgresql|all" >&2; exit 2; }
+    --backend) [[ $# -ge 2 ]] || { echo "bench.sh: --backend needs redis|postgresql|zookeeper|all" >&2; exit 2; }
                BACKEND=$2; shift ;;
     --build-dir) [[ $# -ge 2 ]] || { echo "bench.sh: --build-dir needs a path" >&2; exit 2; }
                  BUILD_DIR=$2; shift ;;
@@ -67,8 +71,9 @@ done
 case "$BACKEND" in
   redis) BACKENDS=(redis) ;;
   postgresql|postgres) BACKENDS=(postgresql) ;;
-  all) BACKENDS=(redis postgresql) ;;
-  *) echo "bench.sh: --backend: redis, postgresql or all, not '$BACKEND'" >&2; exit 2 ;;
+  zookeeper) BACKENDS=(zookeeper) ;;
+  all) BACKENDS=(redis postgresql zookeeper) ;;
+  *) echo "bench.sh: --backend: redis, postgresql, zookeeper or all, not '$BACKEND'" >&2; exit 2 ;;
 esac
 if [[ -n "$JSON" && ${#BACKENDS[@]} -ne 1 ]]; then
   echo "bench.sh: --json FILE needs one --backend (use --out DIR for all)" >&2
@@ -85,6 +90,7 @@ for b in "${BACKENDS[@]}"; do
   case "$b" in
     redis) WITH+=(-DSIMBA_WITH_REDIS=ON) SERVERS+=(redis) ;;
     postgresql) WITH+=(-DSIMBA_WITH_POSTGRES=ON) SERVERS+=(postgres) ;;
+    zookeeper) WITH+=(-DSIMBA_WITH_ZOOKEEPER=ON) SERVERS+=(zookeeper) ;;
   esac
 done
 log "configure $BUILD_DIR (Release, SIMBA_BUILD_BENCH=ON)"
@@ -119,6 +125,16 @@ for b in "${BACKENDS[@]}"; do
       # The test server runs with fsync=off on its command line (servers.sh),
       # which a reload cannot change: no durability variant here.
       extra=() ;;
+    zookeeper)
+      # The test URL without its chroot (/simba-test): the bench adds one of
+      # the run's own (/simba-bench-<pid>).
+      url=${SIMBA_TEST_ZOOKEEPER_URL%/*}
+      json=${JSON:-$OUT/zookeeper-latest.json}
+      # A ZooKeeper handover (release, watch event, acquire: two fsyncs) takes
+      # longer than the default 15 ms cooldown: handovers 100 ms apart with an
+      # 80 ms cooldown, so that the old leader does not take the lease straight
+      # back. forceSync is in zoo.cfg: no durability variant here.
+      extra=(--handover-gap-ms 100 --handover-cooldown-ms 80) ;;
   esac
   mkdir -p "$(dirname "$json")"
   txt="${json%.json}.txt"
