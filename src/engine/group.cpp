@@ -124,8 +124,7 @@ bool Group::ensure_member_slot() {
   if (slot_ && slot_->state->valid()) return true;
   if (slot_) {
     // Its session ended: every partition term of it ended too.
-    client_->lock_release(slot_);
-    slot_ = nullptr;
+    release_slot();
   }
   if (client_->status() != SessionStatus::kLive) return false;
   for (uint32_t k = 0; k < n_; ++k) {
@@ -233,10 +232,14 @@ void Group::leave() {
   for (const auto& e : elections_) client_->stop_election_wait(e, -1);
   pursued_.clear();
   handing_over_.clear();
-  if (slot_) {
-    client_->lock_release(slot_);
-    slot_ = nullptr;
-  }
+  if (slot_) release_slot();
+}
+
+// Frees the member lock and drops this group's reference to its term.
+void Group::release_slot() {
+  client_->lock_release(slot_);
+  slot_->release();
+  slot_ = nullptr;
 }
 
 }  // namespace simba::engine

@@ -61,6 +61,7 @@ class Group : public std::enable_shared_from_this<Group> {
   // Stops every partition election (in parallel, each in handover order),
   // waits for the stops, and leaves the group (frees the member lock).
   void leave();
+  void release_slot();
   std::string partition_name(uint32_t i) const { return group_ + "." + std::to_string(i); }
   std::string slot_name(uint32_t i) const { return group_ + ".member." + std::to_string(i); }
 
