@@ -5,33 +5,10 @@
 #include <cctype>
 
 #include "backend/backend.h"
+#include "backend/url_parts.h"
 
 namespace simba {
 namespace {
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// %XX decoding; false on a malformed escape.
-bool percent_decode(const std::string& in, std::string* out) {
-  out->clear();
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out->push_back(in[i]);
-      continue;
-    }
-    if (i + 2 >= in.size()) return false;
-    const int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
-    if (hi < 0 || lo < 0) return false;
-    out->push_back(static_cast<char>(hi * 16 + lo));
-    i += 2;
-  }
-  return true;
-}
 
 // A schema name we can quote without escaping, and whose release channel
 // ("{schema}_simba_released") still fits PostgreSQL's 63-byte identifiers.
@@ -175,13 +152,8 @@ bool parse_postgres_url(const std::string& url, PostgresUrl* out, std::string* e
     size_t comma = ports.find(',', start);
     if (comma == std::string::npos) comma = ports.size();
     const std::string p = ports.substr(start, comma - start);
-    long v = 0;
-    bool ok = p.size() <= 5;
-    for (char c : p) {
-      ok = ok && std::isdigit(static_cast<unsigned char>(c));
-      v = v * 10 + (c - '0');
-    }
-    if (!ok || (!p.empty() && (v < 1 || v > 65535))) {
+    int port = 0;  // an empty entry means libpq's default port
+    if (!p.empty() && !parse_decimal(p, 1, 65535, &port)) {
       *error = "postgresql URL " + shown + ": a port must be a number from 1 to 65535";
       return false;
     }

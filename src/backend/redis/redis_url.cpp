@@ -3,46 +3,10 @@
 #include <cctype>
 
 #include "backend/backend.h"
+#include "backend/url_parts.h"
 
 namespace simba {
 namespace {
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// %XX decoding; false on a malformed escape.
-bool percent_decode(const std::string& in, std::string* out) {
-  out->clear();
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out->push_back(in[i]);
-      continue;
-    }
-    if (i + 2 >= in.size()) return false;
-    const int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
-    if (hi < 0 || lo < 0) return false;
-    out->push_back(static_cast<char>(hi * 16 + lo));
-    i += 2;
-  }
-  return true;
-}
-
-// A decimal number in [lo, hi]; false otherwise.
-bool parse_int(const std::string& s, long lo, long hi, int* out) {
-  if (s.empty() || s.size() > 9) return false;
-  long v = 0;
-  for (char c : s) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-    v = v * 10 + (c - '0');
-  }
-  if (v < lo || v > hi) return false;
-  *out = static_cast<int>(v);
-  return true;
-}
 
 bool prefix_ok(const std::string& p) {
   if (p.empty() || p.size() > 64) return false;
@@ -153,11 +117,11 @@ bool parse_redis_url(const std::string& url, RedisUrl* out, std::string* error) 
       return false;
     }
   }
-  if (!port.empty() && !parse_int(port, 1, 65535, &r.port)) {
+  if (!port.empty() && !parse_decimal(port, 1, 65535, &r.port)) {
     *error = "redis URL " + shown + ": the port must be a number from 1 to 65535";
     return false;
   }
-  if (!path.empty() && !parse_int(path, 0, 1000000, &r.db)) {
+  if (!path.empty() && !parse_decimal(path, 0, 1000000, &r.db)) {
     *error = "redis URL " + shown + ": the path must be a database number (e.g. /0)";
     return false;
   }

@@ -3,45 +3,10 @@
 #include <cctype>
 
 #include "backend/backend.h"
+#include "backend/url_parts.h"
 
 namespace simba {
 namespace {
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// %XX decoding; false on a malformed escape.
-bool percent_decode(const std::string& in, std::string* out) {
-  out->clear();
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] != '%') {
-      out->push_back(in[i]);
-      continue;
-    }
-    if (i + 2 >= in.size()) return false;
-    const int hi = hex_value(in[i + 1]), lo = hex_value(in[i + 2]);
-    if (hi < 0 || lo < 0) return false;
-    out->push_back(static_cast<char>(hi * 16 + lo));
-    i += 2;
-  }
-  return true;
-}
-
-bool parse_port(const std::string& s, int* out) {
-  if (s.empty() || s.size() > 5) return false;
-  int v = 0;
-  for (char c : s) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
-    v = v * 10 + (c - '0');
-  }
-  if (v < 1 || v > 65535) return false;
-  *out = v;
-  return true;
-}
 
 bool host_ok(const std::string& h) {
   if (h.empty() || h.size() > 255) return false;
@@ -145,7 +110,7 @@ bool parse_zookeeper_url(const std::string& url, ZookeeperUrl* out, std::string*
       *error = "zookeeper URL " + shown + ": invalid character in the host";
       return false;
     }
-    if (!port.empty() && !parse_port(port, &h.port)) {
+    if (!port.empty() && !parse_decimal(port, 1, 65535, &h.port)) {
       *error = "zookeeper URL " + shown + ": the port must be a number from 1 to 65535";
       return false;
     }
