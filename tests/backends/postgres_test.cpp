@@ -48,23 +48,6 @@ using namespace simba_testing;
 
 // --- helpers -----------------------------------------------------------------
 
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  struct sockaddr_in a;
-  std::memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (bind(fd, reinterpret_cast<struct sockaddr*>(&a), sizeof a) == 0 &&
-      getsockname(fd, reinterpret_cast<struct sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
 std::string shared_url() {
   const char* u = std::getenv("SIMBA_TEST_POSTGRES_URL");
   return u && *u ? u : "";
@@ -165,30 +148,6 @@ class PgSync {
 
  private:
   PGconn* c_ = nullptr;
-};
-
-// Captures log lines.
-struct LogCapture {
-  std::mutex mu;
-  std::vector<std::string> lines;
-  static void fn(void* ud, int, const char* msg) {
-    auto* self = static_cast<LogCapture*>(ud);
-    std::lock_guard<std::mutex> lock(self->mu);
-    self->lines.push_back(msg);
-  }
-  bool has(const std::string& what) {
-    std::lock_guard<std::mutex> lock(mu);
-    for (const auto& l : lines) {
-      if (l.find(what) != std::string::npos) return true;
-    }
-    return false;
-  }
-  std::string all() {
-    std::lock_guard<std::mutex> lock(mu);
-    std::string out;
-    for (const auto& l : lines) out += l + "\n";
-    return out;
-  }
 };
 
 // A client whose log lines go to its own LogCapture; closed before the capture

@@ -5,7 +5,10 @@
 #ifndef SIMBA_TESTS_BACKENDS_SIMBA_TESTING_H
 #define SIMBA_TESTS_BACKENDS_SIMBA_TESTING_H
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -378,6 +382,51 @@ class Election {
   std::vector<Elected> elected_;
   std::vector<Revoked> revoked_;
   std::atomic<int> pairing_errors_{0};
+};
+
+// ---------------------------------------------------------------------------
+// Servers and logs, for the backend-specific tests.
+
+// A TCP port on 127.0.0.1 that nothing listens on now (the kernel's choice).
+inline int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_in a;
+  std::memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (bind(fd, reinterpret_cast<struct sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<struct sockaddr*>(&a), &len) == 0) {
+    port = ntohs(a.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+// Captures a client's log lines (simba_config_set_logger(cfg, LogCapture::fn, &cap, ...)).
+struct LogCapture {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  static void fn(void* ud, int, const char* msg) {
+    auto* self = static_cast<LogCapture*>(ud);
+    std::lock_guard<std::mutex> lock(self->mu);
+    self->lines.push_back(msg);
+  }
+  bool has(const std::string& what) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& l : lines) {
+      if (l.find(what) != std::string::npos) return true;
+    }
+    return false;
+  }
+  std::string all() {
+    std::lock_guard<std::mutex> lock(mu);
+    std::string out;
+    for (const auto& l : lines) out += l + "\n";
+    return out;
+  }
 };
 
 // ---------------------------------------------------------------------------
