@@ -173,7 +173,7 @@ void EngineFaults::BackendUnreachable(bool hang) {
   EXPECT_NE(sid2, sid1) << "an ended session must never be reused";
   EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
   EXPECT_GE(counter(c, "sessions_opened"), 2);
-  ASSERT_TRUE(log.wait(SIMBA_EVENT_SESSION_OPENED, 1, 2000 * slow_factor()));
+  ASSERT_TRUE(log.wait_from(SIMBA_EVENT_SESSION_OPENED, expired, 2000 * slow_factor()));
   const int opened = log.index_of(SIMBA_EVENT_SESSION_OPENED, expired);
   ASSERT_GT(opened, expired);
   EXPECT_TRUE(contains(log.events()[opened].detail, sid2)) << log.events()[opened].detail;
@@ -482,7 +482,7 @@ TEST_F(EngineFaults, SessionExpiredOnTheBackend) {
   EXPECT_FALSE(sid2.empty());
   EXPECT_NE(sid2, sid1);
   EXPECT_FALSE(store().session_live(sid1)) << "an expired session was revived";
-  ASSERT_TRUE(log.wait(SIMBA_EVENT_SESSION_OPENED, 1, 2000 * slow_factor()));
+  ASSERT_TRUE(log.wait_from(SIMBA_EVENT_SESSION_OPENED, expired, 2000 * slow_factor()));
   EXPECT_GT(log.index_of(SIMBA_EVENT_SESSION_OPENED, expired), expired);
   EXPECT_EQ(store().lease(e.name()).holder, sid2);
   EXPECT_FALSE(simba_term_is_valid(term));

@@ -234,6 +234,11 @@ class EventLog {
   bool wait(simba_event_type_t type, int n, int64_t timeout_ms) const {
     return wait_for([&] { return count(type) >= n; }, timeout_ms);
   }
+  // Waits for an event of `type` at or after index `from` (events reach the sink
+  // on their own thread, so they may trail the listener's callbacks).
+  bool wait_from(simba_event_type_t type, int from, int64_t timeout_ms) const {
+    return wait_for([&] { return index_of(type, from) >= 0; }, timeout_ms);
+  }
   // Index of the first event of `type` at or after index `from`; -1 if none.
   int index_of(simba_event_type_t type, int from = 0) const {
     std::lock_guard<std::mutex> lock(mu_);
