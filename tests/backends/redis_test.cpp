@@ -359,8 +359,9 @@ TEST(Redis, UnknownHostNeverLiveClosesCleanly) {
   EXPECT_LT(mono_ms() - t0, 30000);
 }
 
-// The server stops answering (SIGSTOP) for longer than the lease: the term ends
-// with DEADLINE_PASSED; after SIGCONT the client opens a new session and is
+// The server stops answering (SIGSTOP) for longer than the lease: the session
+// reads SUSPENDED, the term ends at its local deadline (never later) with
+// DEADLINE_PASSED, and nothing leads while the server stays stopped; after SIGCONT the client opens a new session and is
 // elected again with a larger token.
 TEST(Redis, StoppedServerPastTheLeaseThenNewSession) {
   if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
@@ -377,15 +378,40 @@ TEST(Redis, StoppedServerPastTheLeaseThenNewSession) {
   ASSERT_EQ(e.start(c, "redis.stop." + unique_id()), SIMBA_OK) << simba_last_error();
   ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
   const uint64_t tok1 = e.last_elected().token;
+  simba_term_t* term = e.last_elected().term;
 
+  // The deadline is at least now + remaining, and at most one local validity
+  // (1000 ms × 0.99 − 50 ms) after the stop: no keep-alive sent after it is
+  // answered, and a deadline counts from a keep-alive's sending.
+  const int64_t ta = mono_ns();
+  const int64_t r0 = simba_term_remaining_ms(term);
+  ASSERT_GT(r0, 0);
   const int64_t stop_at = mono_ns();
   server.signal(SIGSTOP);
+  const int64_t upper = stop_at + 940 * kMsNs;
+  bool saw_suspended = false;
+  int64_t invalid_at = 0;
+  while (invalid_at == 0) {
+    const int64_t before = mono_ns();
+    saw_suspended = saw_suspended || simba_client_status(c) == SIMBA_SESSION_SUSPENDED;
+    if (!simba_term_is_valid(term)) {
+      invalid_at = mono_ns();
+    } else {
+      ASSERT_LE(before, upper + kMsNs) << "the term still read valid past its latest deadline";
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  EXPECT_GE(invalid_at, ta + r0 * kMsNs) << "the term ended before its local deadline";
+  EXPECT_TRUE(saw_suspended) << "the session never read SUSPENDED before the deadline";
   ASSERT_TRUE(e.wait_revoked(1, 5000 * slow_factor()));
   const int64_t took_ms = (e.last_revoked().at_ns - stop_at) / kMsNs;
   EXPECT_EQ(e.last_revoked().reason, SIMBA_REVOKE_DEADLINE_PASSED);
   EXPECT_LE(took_ms, 1000 + 500 * slow_factor()) << "revoked " << took_ms << " ms after SIGSTOP";
   EXPECT_NE(simba_client_status(c), SIMBA_SESSION_LIVE);
-  sleep_ms(300);  // a little past the lease, still stopped
+  sleep_ms(300);  // a little past the lease, still stopped: nothing leads meanwhile
+  EXPECT_EQ(e.elected_count(), 1);
+  EXPECT_FALSE(simba_term_is_valid(term));
+  EXPECT_NE(simba_client_status(c), SIMBA_SESSION_LIVE);
 
   server.signal(SIGCONT);
   ASSERT_TRUE(e.wait_elected(2, 10'000 * slow_factor())) << snapshot(c);

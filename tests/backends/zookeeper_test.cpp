@@ -675,9 +675,17 @@ TEST_F(ZookeeperOwn, MaxSessionTimeoutBelowTheLeaseShortensTheRenewPeriod) {
   LogCapture logs;
   EventLog events;
   Election e;
-  Client c;
-  Timing t{3000, 1000};
-  ASSERT_EQ(c.open(small().url(), t), SIMBA_OK) << simba_last_error();
+  simba_config_t* cfg = nullptr;
+  ASSERT_EQ(simba_config_new(&cfg), SIMBA_OK);
+  ASSERT_EQ(simba_config_set_ms(cfg, "session.lease-duration", 3000), SIMBA_OK);
+  ASSERT_EQ(simba_config_set_ms(cfg, "session.renew-interval", 1000), SIMBA_OK);
+  ASSERT_EQ(simba_config_set_logger(cfg, &LogCapture::fn, &logs, SIMBA_LOG_DEBUG), SIMBA_OK);
+  simba_client_t* c = nullptr;
+  const int opened = simba_client_open(&c, small().url().c_str(), cfg);
+  simba_config_free(cfg);
+  ASSERT_EQ(opened, SIMBA_OK) << simba_last_error();
+  // Closed before `logs`, `events` and `e` go out of scope.
+  std::unique_ptr<simba_client_t, int (*)(simba_client_t*)> owner(c, &simba_client_close);
   ASSERT_EQ(events.attach(c), SIMBA_OK);
   ASSERT_EQ(simba_client_wait_live(c, 10'000 * slow_factor()), SIMBA_OK) << simba_last_error();
   ASSERT_EQ(e.start(c, "zk.shortened." + unique_id()), SIMBA_OK);
@@ -697,6 +705,14 @@ TEST_F(ZookeeperOwn, MaxSessionTimeoutBelowTheLeaseShortensTheRenewPeriod) {
   EXPECT_EQ(events.count(SIMBA_EVENT_SESSION_LEASE_SHORTENED), 1);
   EXPECT_EQ(events.count(SIMBA_EVENT_SESSION_EXPIRED), 0);
   EXPECT_EQ(events.count(SIMBA_EVENT_SESSION_OPENED), 1);
+  // The warning goes to the logger once too, naming what was granted.
+  EXPECT_TRUE(logs.has("less than two renew intervals")) << logs.all();
+  int warnings = 0;
+  {
+    std::lock_guard<std::mutex> lock(logs.mu);
+    for (const std::string& l : logs.lines) warnings += l.find("renewing every") != std::string::npos;
+  }
+  EXPECT_EQ(warnings, 1) << logs.all();
 }
 
 // The server stops answering (SIGSTOP) past the session timeout: the term ends
