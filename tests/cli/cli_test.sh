@@ -239,6 +239,47 @@ case_status_shows_sessions_leases_and_json() {
   wait "$p"
 }
 
+# simba schema prints the DDL of a postgresql:// URL without connecting (port 1
+# has no server), in the URL's schema; other backends have none: exit 125.
+case_schema_prints_the_postgres_ddl() {
+  local out rc
+  out=$("$SIMBA" schema --help); rc=$?
+  expect_eq "help exit" $rc 0
+  expect_match "help" "$out" "usage: simba schema"
+  if [[ "${SIMBA_CLI_HAVE_POSTGRES:-1}" == 1 ]]; then
+    out=$("$SIMBA" schema --backend 'postgresql://u:s3cret@127.0.0.1:1/db?schema=tenant_cli' \
+      2>"$WORK/err"); rc=$?
+    expect_eq "postgres exit" $rc 0
+    expect_match "first line" "${out%%$'\n'*}" '^-- Simba schema version [0-9]+ in schema "tenant_cli"'
+    expect_match "a table in the schema" "$out" 'CREATE TABLE IF NOT EXISTS "tenant_cli"\.simba_lease'
+    expect_match "one transaction" "$out" $'\nBEGIN;\n.*\nCOMMIT;$'
+    [[ ! -s "$WORK/err" ]] || fail "stderr not empty: $(cat "$WORK/err")"
+    [[ "$out" != *s3cret* ]] || fail "the password reached stdout"
+    # From SIMBA_BACKEND too, default schema public.
+    out=$(SIMBA_BACKEND='postgres://127.0.0.1:1/db' "$SIMBA" schema); rc=$?
+    expect_eq "env exit" $rc 0
+    expect_match "default schema" "$out" 'CREATE TABLE IF NOT EXISTS "public"\.simba_session'
+    "$SIMBA" schema --backend 'postgresql://127.0.0.1:1/db?schema=1bad' 2>"$WORK/err"
+    expect_eq "bad schema exit" $? 125
+    expect_match "bad schema message" "$(cat "$WORK/err")" "error schema: .*schema must be"
+  else
+    "$SIMBA" schema --backend 'postgresql://127.0.0.1:1/db' 2>"$WORK/err"
+    expect_eq "not built in" $? 125
+    expect_match "not built in message" "$(cat "$WORK/err")" "not built into"
+  fi
+  out=$("$SIMBA" schema 2>"$WORK/err"); rc=$?   # SIMBA_BACKEND is the test's redis://
+  expect_eq "redis exit" $rc 125
+  expect_eq "nothing on stdout" "$out" ""
+  expect_match "redis message" "$(cat "$WORK/err")" "error schema: the redis:// backend has no schema"
+  "$SIMBA" schema --backend memory://x 2>"$WORK/err"
+  expect_eq "memory exit" $? 125
+  expect_match "memory message" "$(cat "$WORK/err")" "memory:// backend has no schema"
+  SIMBA_BACKEND='' "$SIMBA" schema 2>"$WORK/err"
+  expect_eq "no backend" $? 125
+  "$SIMBA" schema extra 2>"$WORK/err"
+  expect_eq "stray argument" $? 125
+}
+
 for c in $(declare -F | sed -n 's/^declare -f case_//p'); do run_case "$c"; done
 echo "$PASSED passed, $FAILED failed"
 ((FAILED == 0))
