@@ -67,7 +67,7 @@ extern "C" {
 /** @{ */
 
 #define SIMBA_VERSION_MAJOR 1 /**< Bumped only on an ABI break. */
-#define SIMBA_VERSION_MINOR 0 /**< Bumped when functions are added. */
+#define SIMBA_VERSION_MINOR 1 /**< Bumped when functions are added. */
 #define SIMBA_VERSION_PATCH 0 /**< Bumped for fixes. */
 
 /** Error codes. Pinned to their values; new codes are only ever appended. */
@@ -377,6 +377,38 @@ SIMBA_API int64_t simba_client_timeout_ms(const simba_client_t *c);
  *         SIMBA_EWOULDBLOCK (called from one of its own callbacks).
  */
 SIMBA_API int simba_client_process(simba_client_t *c);
+
+/** @} */
+
+/* ------------------------------------------------------------------------- */
+/** @name Backends
+ * Facts about a backend that need no client and no connection.
+ */
+/** @{ */
+
+/**
+ * @brief The DDL the backend of @p backend_url installs, for a DBA to review and
+ *        apply by hand (`simba schema`); clients then run with `create=false`.
+ *
+ * For "postgresql://..." (or "postgres://..."): the tables, functions and
+ * version row of the schema the URL names with `schema=` (default `public`), as
+ * one SQL script in BEGIN/COMMIT, the very statements a client with
+ * `create=true` would run. Only the URL is parsed: nothing connects, so no
+ * server is needed and no password is checked. Other backends (memory://,
+ * redis://, zookeeper://) create what they need as they go and have no schema.
+ *
+ * Added in 1.1 (version node SIMBA_1.1): a program that may load an older
+ * libsimba.so.1 through dlopen() checks simba_version() >= 0x010100 first.
+ * @param[in] backend_url the backend, as for simba_client_open().
+ * @param[out] out_text on SIMBA_OK, the script (UTF-8, ends with a newline), to
+ *             free with simba_free(); NULL on failure.
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL out_text or URL, a URL without a scheme,
+ *         a malformed postgresql URL: bad port, unknown libpq parameter, bad
+ *         `schema`); SIMBA_EUNSUPPORTED (a backend that has no schema, an unknown
+ *         scheme, or postgresql:// not built in); SIMBA_ENOMEM. The detail never
+ *         contains a password. Any thread; never blocks.
+ */
+SIMBA_API int simba_backend_schema(const char *backend_url, char **out_text);
 
 /** @} */
 

@@ -85,6 +85,15 @@ std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::stri
 // The same URL with any password replaced by "***", for logs and snapshots.
 std::string redact_url(const std::string& url);
 
+// The DDL a DBA applies by hand for the backend of `url` (`simba schema`): the
+// same statements the backend would install itself, for the URL's own options
+// (PostgreSQL's schema=). Parses the URL only; never connects. On failure returns
+// false with `why` kInvalid (malformed URL) or kUnsupported (a backend without a
+// schema, an unknown scheme, or one not built in) and `error` a message that
+// never contains a password.
+bool backend_schema_script(const std::string& url, std::string* text, BackendError* why,
+                           std::string* error);
+
 }  // namespace simba
 
 #endif

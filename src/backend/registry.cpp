@@ -8,6 +8,8 @@
 #include "core/names.h"
 #ifdef SIMBA_WITH_POSTGRES
 #include "backend/postgres/postgres_backend.h"
+#include "backend/postgres/postgres_schema.h"
+#include "backend/postgres/postgres_url.h"
 #endif
 #ifdef SIMBA_WITH_REDIS
 #include "backend/redis/redis_backend.h"
@@ -66,6 +68,16 @@ std::string redact_query_secrets(const std::string& url) {
     start = amp + 1;
   }
   return out;
+}
+
+// Why `scheme` has no backend here: unknown, or known but not built in.
+std::string unsupported_scheme(const std::string& scheme) {
+  if (scheme == "redis" || scheme == "rediss" || scheme == "postgresql" || scheme == "postgres" ||
+      scheme == "zookeeper") {
+    return "backend scheme \"" + scheme + "\" is not built into this libsimba";
+  }
+  return "unknown backend scheme \"" + scheme +
+         "\" (expected memory://, redis://, postgresql:// or zookeeper://)";
 }
 
 }  // namespace
@@ -127,14 +139,39 @@ std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::stri
   }
 #endif
   *why = BackendError::kUnsupported;
-  if (scheme == "redis" || scheme == "rediss" || scheme == "postgresql" ||
-      scheme == "postgres" || scheme == "zookeeper") {
-    *error = "backend scheme \"" + scheme + "\" is not built into this libsimba";
-  } else {
-    *error = "unknown backend scheme \"" + scheme +
-             "\" (expected memory://, redis://, postgresql:// or zookeeper://)";
-  }
+  *error = unsupported_scheme(scheme);
   return nullptr;
+}
+
+bool backend_schema_script(const std::string& url, std::string* text, BackendError* why,
+                           std::string* error) {
+  const size_t sep = url.find("://");
+  if (sep == std::string::npos || sep == 0) {
+    *why = BackendError::kInvalid;
+    *error = "backend URL \"" + redact_url(url) + "\" has no scheme (expected e.g. postgresql://)";
+    return false;
+  }
+  const std::string scheme = url.substr(0, sep);
+#ifdef SIMBA_WITH_POSTGRES
+  if (scheme == "postgresql" || scheme == "postgres") {
+    PostgresUrl parsed;
+    if (!parse_postgres_url(url, &parsed, error)) {
+      *why = BackendError::kInvalid;
+      return false;
+    }
+    *text = pg_schema_script(parsed.schema);
+    return true;
+  }
+#endif
+  *why = BackendError::kUnsupported;
+  if (scheme == "memory" || scheme == "redis" || scheme == "rediss" || scheme == "zookeeper") {
+    // These keep their data in keys or nodes they create as they go: there is
+    // nothing for a DBA to install.
+    *error = "the " + scheme + ":// backend has no schema to install (only postgresql:// has one)";
+  } else {
+    *error = unsupported_scheme(scheme);
+  }
+  return false;
 }
 
 }  // namespace simba

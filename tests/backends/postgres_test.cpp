@@ -12,11 +12,13 @@
 // at exit. PostgreSQL is poked with a plain synchronous libpq connection.
 #ifdef SIMBA_WITH_POSTGRES
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -295,6 +297,7 @@ class OwnServer {
   std::string admin_url() const {
     return "postgresql://postgres@127.0.0.1:" + std::to_string(port_) + "/postgres";
   }
+  int port() const { return port_; }
   // The processes whose parent is the postmaster (from /proc/PID/stat).
   std::vector<pid_t> children() const {
     std::vector<pid_t> out;
@@ -965,6 +968,106 @@ TEST(PostgresOwn, RestartsKeepTokensIncreasing) {
   const auto& el = e.elected();
   for (size_t i = 1; i < el.size(); ++i) EXPECT_GT(el[i].token, el[i - 1].token);
   EXPECT_EQ(e.pairing_errors(), 0);
+}
+
+// The TCP sockets of this process connected to 127.0.0.1:`port` (the clients
+// of this test binary: none of another process shows in /proc/self/fd).
+std::vector<int> sockets_to(int port) {
+  std::vector<int> out;
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return out;
+  while (struct dirent* e = readdir(d)) {
+    const int fd = std::atoi(e->d_name);
+    if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == dirfd(d)) continue;
+    struct sockaddr_in peer = {};
+    socklen_t len = sizeof peer;
+    if (getpeername(fd, reinterpret_cast<struct sockaddr*>(&peer), &len) != 0) continue;
+    if (peer.sin_family == AF_INET && ntohs(peer.sin_port) == port &&
+        peer.sin_addr.s_addr == htonl(INADDR_LOOPBACK)) {
+      out.push_back(fd);
+    }
+  }
+  closedir(d);
+  return out;
+}
+
+int sockopt(int fd, int level, int name) {
+  int v = -1;
+  socklen_t len = sizeof v;
+  return getsockopt(fd, level, name, &v, &len) == 0 ? v : -1;
+}
+
+// A host name in the URL is resolved by the backend (uv_getaddrinfo, then
+// passed to libpq as hostaddr, so libpq never resolves on the loop) and the
+// client goes live on the address it found.
+TEST(PostgresOwn, HostNameIsResolved) {
+  OWN_SERVER_OR_SKIP(server);
+  const std::string port = std::to_string(server->port());
+  LoggedClient c("postgresql://postgres@localhost:" + port + "/postgres", {1000, 200});
+  ASSERT_NE(c, nullptr) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << c.logs.all();
+  // Over TCP to the address localhost has here (the server listens on
+  // 127.0.0.1 only), not through the Unix socket.
+  EXPECT_FALSE(sockets_to(server->port()).empty());
+  c.close();
+  EXPECT_FALSE(c.logs.has("cannot resolve")) << c.logs.all();
+
+  // A name that does not resolve fails in our resolver, whose words these are
+  // (libpq's would be "could not translate host name"): never live, and the
+  // close still returns.
+  LoggedClient bad("postgresql://postgres@no-such-host.invalid:" + port + "/postgres", {1000, 200});
+  ASSERT_NE(bad, nullptr) << simba_last_error();
+  EXPECT_EQ(simba_client_wait_live(bad, 500), SIMBA_ETIMEDOUT);
+  EXPECT_TRUE(wait_for([&] { return bad.logs.has("cannot resolve no-such-host.invalid"); },
+                       5000 * slow_factor()))
+      << bad.logs.all();
+  EXPECT_FALSE(bad.logs.has("could not translate")) << bad.logs.all();
+  const int64_t t0 = mono_ms();
+  bad.close();
+  EXPECT_LT(mono_ms() - t0, 30000);
+}
+
+// Both connections (commands and the LISTEN one) are made with TCP keep-alives
+// (idle 5 s, every 2 s, 3 probes) and a 10 s TCP_USER_TIMEOUT, so a connection
+// to a partitioned server dies in seconds, not after the system's 2 hours;
+// libpq parameters in the URL win over these defaults. Read with getsockopt on
+// the client's own sockets (same process).
+TEST(PostgresOwn, ConnectionsHaveTcpKeepAlivesAndUserTimeout) {
+  OWN_SERVER_OR_SKIP(server);
+  struct Case {
+    std::string params;
+    int idle, interval, count, user_timeout_ms;
+  };
+  const Case cases[] = {
+      {"", 5, 2, 3, 10000},
+      {"?keepalives_idle=7&keepalives_interval=1&keepalives_count=4&tcp_user_timeout=4000", 7, 1, 4,
+       4000},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE("URL parameters: " + k.params);
+    ASSERT_TRUE(sockets_to(server->port()).empty()) << "a socket left from before";
+    Election e;  // a candidate: the client also LISTENs on its second connection
+    LoggedClient c(server->admin_url() + k.params, {2000, 400});
+    ASSERT_NE(c, nullptr) << simba_last_error();
+    ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << c.logs.all();
+    ASSERT_EQ(e.start(c, "pg.keepalive." + unique_id()), SIMBA_OK);
+    ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+    ASSERT_TRUE(wait_for([&] { return c.logs.has("listening for release broadcasts"); },
+                         3000 * slow_factor()))
+        << c.logs.all();
+    const std::vector<int> fds = sockets_to(server->port());
+    EXPECT_EQ(fds.size(), 2u) << "a command and a LISTEN connection";
+    for (int fd : fds) {
+      EXPECT_EQ(sockopt(fd, SOL_SOCKET, SO_KEEPALIVE), 1) << "fd " << fd;
+      EXPECT_EQ(sockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE), k.idle) << "fd " << fd;
+      EXPECT_EQ(sockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL), k.interval) << "fd " << fd;
+      EXPECT_EQ(sockopt(fd, IPPROTO_TCP, TCP_KEEPCNT), k.count) << "fd " << fd;
+      EXPECT_EQ(sockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT), k.user_timeout_ms) << "fd " << fd;
+    }
+    ASSERT_EQ(e.stop(5000 * slow_factor()), SIMBA_OK);
+    c.close();
+    EXPECT_TRUE(wait_for([&] { return sockets_to(server->port()).empty(); }, 2000));
+  }
 }
 
 }  // namespace

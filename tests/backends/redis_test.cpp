@@ -473,6 +473,49 @@ TEST(Redis, WarnsAboutAllkeysEviction) {
   simba_client_close(c);
 }
 
+// Opens a client on `url` with its log captured, waits until it is live, then
+// a little longer (the log sink may trail the loop), and closes it.
+void open_live_and_close(const std::string& url, LogCapture* logs) {
+  simba_config_t* cfg = nullptr;
+  ASSERT_EQ(simba_config_new(&cfg), SIMBA_OK);
+  ASSERT_EQ(simba_config_set_logger(cfg, &LogCapture::fn, logs, SIMBA_LOG_DEBUG), SIMBA_OK);
+  simba_client_t* c = nullptr;
+  ASSERT_EQ(simba_client_open(&c, url.c_str(), cfg), SIMBA_OK) << simba_last_error();
+  simba_config_free(cfg);
+  EXPECT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << logs->all();
+  sleep_ms(300);
+  simba_client_close(c);
+}
+
+// A warning at connect when persistence is off (no AOF and no RDB save point):
+// a restart forgets the leases and tokens go back. Either kind of persistence
+// silences it, and so does a server that refuses CONFIG.
+TEST(Redis, WarnsWhenPersistenceIsOff) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  struct Case {
+    const char* what;
+    std::vector<std::string> extra;  // after OwnServer's --save "" --appendonly no
+    bool warns;
+  };
+  const Case cases[] = {
+      {"no AOF, no save point", {}, true},
+      {"AOF", {"--appendonly", "yes"}, false},
+      {"RDB save point", {"--save", "3600 1"}, false},
+      {"CONFIG disabled", {"--rename-command", "CONFIG", ""}, false},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.what);
+    const int port = free_port();
+    ASSERT_GT(port, 0);
+    OwnServer server(port, k.extra);
+    ASSERT_TRUE(server.start());
+    LogCapture logs;
+    open_live_and_close(server.url(), &logs);
+    EXPECT_EQ(logs.has("persistence is off"), k.warns) << logs.all();
+    EXPECT_FALSE(logs.has("maxmemory-policy")) << logs.all();  // the default noeviction
+  }
+}
+
 // The calls of a command in INFO commandstats ("cmdstat_evalsha:calls=N,...").
 int64_t command_calls(Sync& s, const std::string& command) {
   const std::string info = s.cmd({"INFO", "commandstats"});

@@ -171,6 +171,73 @@ case_command_never_outlives_the_term() {
   ((took >= LEASE_MS - 500 - 200)) || fail "killed after only ${took} ms"
 }
 
+# While the term is still valid, the command gets SIGTERM once the remaining
+# time falls below --grace: the backend stops answering (no revocation: the
+# keep-alives only fail), the remaining time runs down, SIGTERM comes about
+# --grace before the local deadline, SIGKILL at it (the command ignores TERM).
+case_grace_sigterm_comes_before_the_deadline() {
+  local n t0 rc grace=800; n=$(name)
+  "$SIMBA" run --once --grace ${grace}ms "$n" -- \
+    sh -c "trap 'date +%s%N >> $WORK/grace-term' TERM; while :; do sleep 0.05; done" \
+    2>"$WORK/grace-err" &
+  local p=$!
+  wait_for 5 held_by "$n" "$(hostname)/$p" || fail "never elected"
+  t0=$(now_ms)
+  kill -STOP "$REDIS_PID"
+  wait "$p"; rc=$?
+  local killed_at; killed_at=$(now_ms)
+  kill -CONT "$REDIS_PID"
+  expect_eq "killed by SIGKILL at the deadline" $rc 137
+  [[ -s "$WORK/grace-term" ]] || { fail "the command got no SIGTERM"; return; }
+  expect_eq "exactly one SIGTERM" "$(wc -l <"$WORK/grace-term")" 1
+  local term_at=$(( $(head -1 "$WORK/grace-term") / 1000000 ))
+  local before=$(( killed_at - term_at )) after=$(( term_at - t0 ))
+  # SIGTERM at remaining < grace, so at most grace before the SIGKILL (plus the
+  # shell's trap latency); not much less than grace either, or it came late.
+  ((before <= grace + 150)) || fail "SIGTERM ${before} ms before the deadline: earlier than --grace ${grace}"
+  ((before >= grace - 300 * SLOW)) || fail "SIGTERM only ${before} ms before the deadline (--grace ${grace})"
+  # The last renewal was at most one renew interval before the SIGSTOP.
+  ((after >= LEASE_MS - 500 - grace - 200)) || fail "SIGTERM ${after} ms after the backend stopped: too early"
+  ((after <= LEASE_MS - grace + 300 * SLOW)) || fail "SIGTERM ${after} ms after the backend stopped: too late"
+  # It was the grace rule, while the term was valid, not a revocation.
+  local err; err=$(cat "$WORK/grace-err")
+  expect_match "grace log line" "$err" "has [0-9]+ ms left, less than the grace of ${grace} ms; stopping the command \\(SIGTERM\\)"
+  local left; left=$(sed -n -E 's/.* has ([0-9]+) ms left, less than the grace.*/\1/p' <<<"$err")
+  [[ -n "$left" ]] && ((left > 0 && left < grace)) || fail "remaining '$left' ms at the SIGTERM, expected in (0, $grace)"
+  # Nothing ended before the SIGTERM (the session's DEADLINE_PASSED comes after).
+  local before_term; before_term=$(sed -n '/less than the grace/q;p' <<<"$err")
+  [[ "$before_term" != *ended* ]] || fail "the term or session ended before the SIGTERM: $before_term"
+}
+
+# -v: the tool's and the library's debug lines, every line timestamped;
+# without it, no debug lines.
+case_verbose_logs_timestamped_lines() {
+  local n line; n=$(name)
+  "$SIMBA" -v lock "$n" -- true 2>"$WORK/verbose-err"
+  expect_eq "exit" $? 0
+  local stamp='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z simba\[[0-9]+\] (debug|info|warn|error) '
+  [[ -s "$WORK/verbose-err" ]] || fail "no log lines"
+  while IFS= read -r line; do
+    expect_match "timestamped line" "$line" "$stamp"
+  done <"$WORK/verbose-err"
+  expect_match "a debug line" "$(cat "$WORK/verbose-err")" "simba\[[0-9]+\] debug started true as pid [0-9]+"
+  expect_match "a library line" "$(cat "$WORK/verbose-err")" "simba\[[0-9]+\] (debug|info) libsimba: "
+  "$SIMBA" lock "$n" -- true 2>"$WORK/quiet-err"
+  expect_eq "exit without -v" $? 0
+  ! grep -q -E '\] debug ' "$WORK/quiet-err" || fail "debug lines without -v: $(cat "$WORK/quiet-err")"
+}
+
+case_command_help() {
+  local out rc cmd
+  for cmd in run lock status schema; do
+    out=$("$SIMBA" "$cmd" --help 2>"$WORK/help-err"); rc=$?
+    expect_eq "$cmd --help exit" $rc 0
+    expect_match "$cmd --help usage" "$out" "^usage: simba $cmd"
+    [[ ! -s "$WORK/help-err" ]] || fail "$cmd --help wrote to stderr"
+    out=$("$SIMBA" "$cmd" -h); expect_match "$cmd -h" "$out" "^usage: simba $cmd"
+  done
+}
+
 case_sigterm_stops_the_command_then_releases() {
   local n rc; n=$(name)
   "$SIMBA" -q run "$n" -- sleep 30 &
@@ -237,6 +304,47 @@ case_status_shows_sessions_leases_and_json() {
   "$SIMBA" -q --backend "redis://127.0.0.1:$(simba_free_port)" status --timeout 300ms
   expect_eq "unreachable backend" $? 125
   wait "$p"
+}
+
+# simba schema prints the DDL of a postgresql:// URL without connecting (port 1
+# has no server), in the URL's schema; other backends have none: exit 125.
+case_schema_prints_the_postgres_ddl() {
+  local out rc
+  out=$("$SIMBA" schema --help); rc=$?
+  expect_eq "help exit" $rc 0
+  expect_match "help" "$out" "usage: simba schema"
+  if [[ "${SIMBA_CLI_HAVE_POSTGRES:-1}" == 1 ]]; then
+    out=$("$SIMBA" schema --backend 'postgresql://u:s3cret@127.0.0.1:1/db?schema=tenant_cli' \
+      2>"$WORK/err"); rc=$?
+    expect_eq "postgres exit" $rc 0
+    expect_match "first line" "${out%%$'\n'*}" '^-- Simba schema version [0-9]+ in schema "tenant_cli"'
+    expect_match "a table in the schema" "$out" 'CREATE TABLE IF NOT EXISTS "tenant_cli"\.simba_lease'
+    expect_match "one transaction" "$out" $'\nBEGIN;\n.*\nCOMMIT;$'
+    [[ ! -s "$WORK/err" ]] || fail "stderr not empty: $(cat "$WORK/err")"
+    [[ "$out" != *s3cret* ]] || fail "the password reached stdout"
+    # From SIMBA_BACKEND too, default schema public.
+    out=$(SIMBA_BACKEND='postgres://127.0.0.1:1/db' "$SIMBA" schema); rc=$?
+    expect_eq "env exit" $rc 0
+    expect_match "default schema" "$out" 'CREATE TABLE IF NOT EXISTS "public"\.simba_session'
+    "$SIMBA" schema --backend 'postgresql://127.0.0.1:1/db?schema=1bad' 2>"$WORK/err"
+    expect_eq "bad schema exit" $? 125
+    expect_match "bad schema message" "$(cat "$WORK/err")" "error schema: .*schema must be"
+  else
+    "$SIMBA" schema --backend 'postgresql://127.0.0.1:1/db' 2>"$WORK/err"
+    expect_eq "not built in" $? 125
+    expect_match "not built in message" "$(cat "$WORK/err")" "not built into"
+  fi
+  out=$("$SIMBA" schema 2>"$WORK/err"); rc=$?   # SIMBA_BACKEND is the test's redis://
+  expect_eq "redis exit" $rc 125
+  expect_eq "nothing on stdout" "$out" ""
+  expect_match "redis message" "$(cat "$WORK/err")" "error schema: the redis:// backend has no schema"
+  "$SIMBA" schema --backend memory://x 2>"$WORK/err"
+  expect_eq "memory exit" $? 125
+  expect_match "memory message" "$(cat "$WORK/err")" "memory:// backend has no schema"
+  SIMBA_BACKEND='' "$SIMBA" schema 2>"$WORK/err"
+  expect_eq "no backend" $? 125
+  "$SIMBA" schema extra 2>"$WORK/err"
+  expect_eq "stray argument" $? 125
 }
 
 for c in $(declare -F | sed -n 's/^declare -f case_//p'); do run_case "$c"; done

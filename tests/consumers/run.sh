@@ -39,10 +39,15 @@ step "pkg-config: simba $(pkg-config --modversion simba), simba-tck $(pkg-config
   $(pkg-config --cflags --libs simba) -o "$tmp/pkgconfig_consumer"
 "$tmp/pkgconfig_consumer"
 
-# The kit has its own pkg-config file: the CMake consumer's program built with it.
+# The kit has its own pkg-config file, which requires simba (tck.h includes
+# simba.h): the CMake consumer's program, which also calls libsimba, built with
+# simba-tck alone.
+[[ "$(pkg-config --print-requires simba-tck)" == "simba = $(pkg-config --modversion simba)" ]] || {
+  echo "FAIL: simba-tck.pc does not require simba of the same version:" \
+    "'$(pkg-config --print-requires simba-tck)'"; exit 1; }
 # shellcheck disable=SC2046
 "$CC" -std=c99 -Wall -Wextra -pedantic -Werror -D_POSIX_C_SOURCE=200809L "$HERE/cmake/main.c" \
-  $(pkg-config --cflags --libs simba simba-tck) -lpthread -o "$tmp/pkgconfig_tck_consumer"
+  $(pkg-config --cflags --libs simba-tck) -lpthread -o "$tmp/pkgconfig_tck_consumer"
 "$tmp/pkgconfig_tck_consumer"
 
 step "find_package(simba CONFIG REQUIRED)"

@@ -97,6 +97,7 @@ int cli_common_option(cli_common_t *common, int argc, char **argv, int *i);
 int cli_run(cli_common_t *common, int argc, char **argv);
 int cli_lock(cli_common_t *common, int argc, char **argv);
 int cli_status(cli_common_t *common, int argc, char **argv);
+int cli_schema(cli_common_t *common, int argc, char **argv);
 
 /* Opens a client on common->backend; logs the reason and returns NULL on
  * failure. */

@@ -1,5 +1,6 @@
-/* simba: run a command while leader, run a command under a lock, and show what
- * a backend holds. Options shared by every command, and the dispatch. */
+/* simba: run a command while leader, run a command under a lock, show what a
+ * backend holds, and print a backend's DDL. Options shared by every command, and
+ * the dispatch. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@ static const char kUsage[] =
     "  run NAME -- CMD [ARGS...]    run CMD whenever this process leads NAME\n"
     "  lock NAME -- CMD [ARGS...]   run CMD once while holding the lock NAME\n"
     "  status [NAME...]             sessions and leases on the backend\n"
+    "  schema                       print the DDL a postgresql:// backend installs\n"
     "\n"
     "Options (any command; also after the command name):\n"
     "  --backend URL          memory://, redis://, postgresql:// or zookeeper:// URL\n"
@@ -203,8 +205,11 @@ int main(int argc, char **argv) {
     status = cli_lock(&common, argc - i, argv + i);
   } else if (strcmp(command, "status") == 0) {
     status = cli_status(&common, argc - i, argv + i);
+  } else if (strcmp(command, "schema") == 0) {
+    status = cli_schema(&common, argc - i, argv + i);
   } else {
-    LOG_ERROR("unknown command \"%s\" (expected run, lock or status; see simba --help)", command);
+    LOG_ERROR("unknown command \"%s\" (expected run, lock, status or schema; see simba --help)",
+              command);
   }
 out:
   simba_config_free(common.cfg);

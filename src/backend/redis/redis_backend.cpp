@@ -828,10 +828,15 @@ class RedisBackend final : public Backend {
       const char* argv[] = {"SELECT", db.c_str()};
       redisAsyncCommandArgv(a->ac, on_setup_reply, const_cast<char*>("SELECT"), 2, argv, nullptr);
     }
-    if (!policy_checked_) {
-      policy_checked_ = true;
-      const char* argv[] = {"CONFIG", "GET", "maxmemory-policy"};
-      redisAsyncCommandArgv(a->ac, on_setup_reply, const_cast<char*>("CONFIG"), 3, argv, nullptr);
+    if (!config_checked_) {
+      // Settings under which a token can go back: read once per client. One
+      // parameter per CONFIG GET (several need Redis 7); the replies come in
+      // this order, so the save answer knows the appendonly one.
+      config_checked_ = true;
+      for (const char* param : {"maxmemory-policy", "appendonly", "save"}) {
+        const char* argv[] = {"CONFIG", "GET", param};
+        redisAsyncCommandArgv(a->ac, on_setup_reply, const_cast<char*>("CONFIG"), 3, argv, nullptr);
+      }
     }
     // Loads the scripts ahead of the calls on the same connection, so that
     // EVALSHA finds them (NOSCRIPT still falls back to EVAL).
@@ -869,15 +874,8 @@ class RedisBackend final : public Backend {
     if (self->closing_ || !r) return;
     const std::string what = static_cast<const char*>(privdata);
     if (what == "CONFIG") {
-      // CONFIG may be renamed or disabled: errors are fine.
-      if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
-        const std::string policy = reply_str(r->element[1]);
-        if (policy.compare(0, 8, "allkeys-") == 0) {
-          self->log(kLogWarn, "maxmemory-policy is " + policy +
-                                  ": Redis may evict lease keys under memory pressure, and a "
-                                  "lease's token can then go back (use noeviction or volatile-*)");
-        }
-      }
+      // CONFIG may be renamed or disabled: errors are fine, and warn of nothing.
+      if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) self->check_config(r);
       return;
     }
     if (r->type == REDIS_REPLY_ERROR) {
@@ -886,6 +884,24 @@ class RedisBackend final : public Backend {
       bool known = false;
       for (int i = 0; i < kScriptCount; ++i) known = known || script(i).sha == reply_str(r);
       if (!known) self->log(kLogWarn, "SCRIPT LOAD answered an unexpected SHA-1 " + reply_str(r));
+    }
+  }
+
+  // One CONFIG GET answer: [name, value].
+  void check_config(const redisReply* r) {
+    const std::string name = reply_str(r->element[0]);
+    const std::string value = reply_str(r->element[1]);
+    if (name == "maxmemory-policy" && value.compare(0, 8, "allkeys-") == 0) {
+      log(kLogWarn, "maxmemory-policy is " + value +
+                        ": Redis may evict lease keys under memory pressure, and a lease's "
+                        "token can then go back (use noeviction or volatile-*)");
+    } else if (name == "appendonly") {
+      aof_off_ = value == "no";
+    } else if (name == "save" && aof_off_ && value.find_first_not_of(' ') == std::string::npos) {
+      log(kLogWarn,
+          "persistence is off (appendonly no, no save points): a restarted Redis forgets "
+          "every lease, and a lease's token can then go back (use appendonly yes with "
+          "appendfsync always)");
     }
   }
 
@@ -956,7 +972,8 @@ class RedisBackend final : public Backend {
   int failures_ = 0;              // consecutive connection failures
   uint64_t retry_at_ = 0;         // loop ms before which no reconnect is tried
   std::string last_error_;
-  bool policy_checked_ = false;
+  bool config_checked_ = false;  // CONFIG GET sent (once per client)
+  bool aof_off_ = false;         // CONFIG GET appendonly answered "no"
 
   UvHiredis* sub_ = nullptr;
   uv_timer_t sub_timer_;
