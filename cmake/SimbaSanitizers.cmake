@@ -4,6 +4,9 @@
 # so that instrumented and uninstrumented code never mix inside one binary.
 #   address: ASan + UBSan, any UB report is fatal (-fno-sanitize-recover=all)
 #   thread:  TSan
+# Both compile at -O1 (after the build type's -O2, so it wins): what the
+# sanitizers' authors recommend for useful stacks, and it builds about a third
+# faster, which CI pays twice.
 # SIMBA_TEST_ENVIRONMENT holds the runtime options every test gets (TSan also
 # reads cmake/tsan.supp: each entry there says why it is not our bug).
 
@@ -13,7 +16,7 @@ set(SIMBA_TEST_TIMEOUT_FACTOR 1)
 if(SIMBA_SANITIZE STREQUAL "")
   # plain build
 elseif(SIMBA_SANITIZE STREQUAL "address")
-  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=all
+  add_compile_options(-O1 -fsanitize=address,undefined -fno-sanitize-recover=all
                       -fno-omit-frame-pointer)
   add_link_options(-fsanitize=address,undefined -fno-sanitize-recover=all)
   list(APPEND SIMBA_TEST_ENVIRONMENT
@@ -22,7 +25,7 @@ elseif(SIMBA_SANITIZE STREQUAL "address")
        "SIMBA_SANITIZER=address")
   set(SIMBA_TEST_TIMEOUT_FACTOR 3)
 elseif(SIMBA_SANITIZE STREQUAL "thread")
-  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_compile_options(-O1 -fsanitize=thread -fno-omit-frame-pointer)
   add_link_options(-fsanitize=thread)
   list(APPEND SIMBA_TEST_ENVIRONMENT
        "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=${PROJECT_SOURCE_DIR}/cmake/tsan.supp"
