@@ -190,6 +190,9 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   // Test hook: the memory:// fault switches of this client.
   std::shared_ptr<MemoryFaults> memory_faults() const { return faults_; }
   const Config& config() const { return cfg_; }
+  // Test hook: runs on the work thread of each new term, before the term is
+  // checked and the work called (a test holds it there to revoke the term).
+  void set_work_start_hook(std::function<void(simba_term*)> hook);
 
   // Effects, on the loop thread.
   void send_open(CallId call, Duration lease, Duration timeout) override;
@@ -258,6 +261,8 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   Config cfg_;
   Hooks hooks_;
   std::shared_ptr<MemoryFaults> faults_ = std::make_shared<MemoryFaults>();
+  std::mutex work_start_hook_mu_;
+  std::function<void(simba_term*)> work_start_hook_;  // guarded by work_start_hook_mu_
   std::string url_redacted_;
 
   uv_loop_t loop_;

@@ -400,6 +400,53 @@ TEST_F(EngineFaults, TermLostOtherwiseIsNotWaitedForWork) {
   EXPECT_EQ(simba_task_close(task), SIMBA_OK);
 }
 
+// Leader work starts on a valid term only (simba.h, simba_work_fn): a stop
+// that lands between the election and the start of the work's thread leaves
+// nothing to run. The work counts as exited at once, so the handover goes on
+// without holding the lease until the term's deadline.
+namespace {
+struct StartProbe {
+  std::atomic<int> held{0};         // the work thread waits in the start hook
+  std::atomic<int> runs{0};         // work calls
+  std::atomic<int> ran_invalid{0};  // work calls on a term already invalid
+  std::atomic<int64_t> done_ns{0};
+  static void run(void* ud, simba_term_t* t) {
+    auto* p = static_cast<StartProbe*>(ud);
+    ++p->runs;
+    if (!simba_term_is_valid(t)) ++p->ran_invalid;
+    while (simba_term_wait_revoked(t, 1000) != SIMBA_OK) {
+    }
+  }
+  static void done(void* ud, int) { static_cast<StartProbe*>(ud)->done_ns = mono_ns(); }
+};
+}  // namespace
+
+TEST_F(EngineFaults, WorkDoesNotStartOnATermRevokedBeforeItsThreadRan) {
+  const Timing t{1000, 200};
+  Client c;
+  OpenLive(c, t);
+  StartProbe p;
+  // Holds each new term's work thread before its start until the term reads
+  // invalid: the stop below always lands in that window.
+  static_cast<simba_client_t*>(c)->impl->set_work_start_hook([&p](simba_term_t* term) {
+    p.held = 1;
+    wait_for([term] { return !simba_term_is_valid(term); }, 5000 * slow_factor(), 1);
+  });
+  simba_task_t* task = nullptr;
+  ASSERT_EQ(simba_run_while_leader(&task, c, lease("start").c_str(), StartProbe::run, &p),
+            SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return p.held.load() == 1; }, 5000 * slow_factor()));
+  const int64_t stop_at = mono_ns();
+  ASSERT_EQ(simba_task_stop(task, StartProbe::done, &p), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return p.done_ns.load() != 0; }, 5000 * slow_factor()));
+  EXPECT_EQ(p.runs.load(), 0) << "the work started on a revoked term";
+  EXPECT_EQ(p.ran_invalid.load(), 0);
+  // Released at once, not at the term's deadline (about 940 ms after the stop).
+  EXPECT_LT((p.done_ns.load() - stop_at) / kMsNs, 400 * slow_factor());
+  static_cast<simba_client_t*>(c)->impl->set_work_start_hook(nullptr);
+  EXPECT_EQ(simba_task_close(task), SIMBA_OK);
+}
+
 // A partition-group member dies (its backend becomes unreachable: its terms
 // end at its local deadline, its session expires on the store): the others
 // take its orphaned partitions, never while its terms were still valid.
