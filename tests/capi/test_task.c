@@ -231,6 +231,140 @@ static void test_schedule(void **state) {
   CHECK_OK(simba_client_close(c));
 }
 
+/* A number after `"key":` in a JSON text (the first occurrence), or -1. */
+static int64_t json_int_after(const char *js, const char *key) {
+  char pat[64];
+  const char *p;
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  p = js ? strstr(js, pat) : NULL;
+  return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* Schedules of two nodes on one name. Each run asks the store who holds the
+ * lease: a run must see its own session as the holder and its own token as
+ * the lease's token (it runs on the leader, on its valid term). */
+#define SCHED_MAX 256
+static int sched_running_total; /* runs in progress, over both nodes */
+static int sched_overlap;       /* set if runs of the two nodes overlapped */
+
+typedef struct {
+  simba_client_t *client;
+  const char *name;
+  int runs;
+  int not_leader; /* runs on an invalid term, or not the store's holder/token */
+  int64_t start_ms[SCHED_MAX];
+  int64_t end_ms[SCHED_MAX];
+  uint64_t token[SCHED_MAX];
+} node_sched_t;
+
+static void node_scheduled(void *ud, simba_term_t *t) {
+  node_sched_t *n = (node_sched_t *)ud;
+  const int i = ainc(&n->runs) - 1;
+  const uint64_t token = simba_term_token(t);
+  const char *names[1];
+  char *snap, *js = NULL;
+  char own[128], holder[128];
+  int ok, valid;
+  if (ainc(&sched_running_total) > 1) ast(&sched_overlap, 1);
+  if (i < SCHED_MAX) {
+    ast64(&n->start_ms[i], now_ms());
+    astu64(&n->token[i], token);
+  }
+  ok = valid = simba_term_is_valid(t);
+  names[0] = n->name;
+  snap = simba_client_snapshot_json(n->client);
+  ok = ok && snap && json_find_string(snap, "id", own, sizeof own);
+  ok = ok && simba_client_inspect_json(n->client, names, 1, 1000, &js) == SIMBA_OK;
+  ok = ok && json_find_string(js, "holder", holder, sizeof holder) && strcmp(holder, own) == 0;
+  ok = ok && json_int_after(js, "token") == (int64_t)token;
+  if (!ok) {
+    print_error("run %d of token %llu: not the leader (term valid: %d, store: %s)\n", i,
+                (unsigned long long)token, valid, js ? js : "(not asked)");
+    ainc(&n->not_leader);
+  }
+  simba_free(snap);
+  simba_free(js);
+  sleep_ms(5);
+  __atomic_sub_fetch(&sched_running_total, 1, __ATOMIC_SEQ_CST);
+  if (i < SCHED_MAX) ast64(&n->end_ms[i], now_ms());
+}
+
+/* Runs of `n` with `token` that started at or after `from_ms`. */
+static int runs_since(node_sched_t *n, uint64_t token, int64_t from_ms) {
+  int i, count = 0;
+  const int runs = ald(&n->runs) < SCHED_MAX ? ald(&n->runs) : SCHED_MAX;
+  for (i = 0; i < runs; ++i) {
+    if (aldu64(&n->token[i]) == token && ald64(&n->start_ms[i]) >= from_ms) ++count;
+  }
+  return count;
+}
+
+/* The first run of `n` with a token other than `token`, or -1. */
+static int first_run_after_term(node_sched_t *n, uint64_t token) {
+  int i;
+  const int runs = ald(&n->runs) < SCHED_MAX ? ald(&n->runs) : SCHED_MAX;
+  for (i = 0; i < runs; ++i) {
+    if (aldu64(&n->token[i]) != token) return i;
+  }
+  return -1;
+}
+
+static void test_schedules_of_two_nodes_run_only_on_the_leader(void **state) {
+  const int64_t delay = 150 * tscale(), period = 30;
+  simba_client_t *a = open_live_client("task-sched2");
+  simba_client_t *b = open_live_client("task-sched2");
+  node_sched_t *na = (node_sched_t *)calloc(1, sizeof *na);
+  node_sched_t *nb = (node_sched_t *)calloc(1, sizeof *nb);
+  simba_task_t *ta = NULL, *tb = NULL;
+  int64_t sd_done = 0, b_done = 0;
+  uint64_t a_token;
+  int a_runs, b_runs, i, j;
+  (void)state;
+  assert_non_null(na);
+  assert_non_null(nb);
+  na->client = a;
+  nb->client = b;
+  na->name = nb->name = "task-sched2";
+  CHECK_OK(simba_schedule(&ta, a, "task-sched2", delay, period, node_scheduled, na));
+  ASSERT_EVENTUALLY(ald(&na->runs) >= 3);
+  CHECK_OK(simba_schedule(&tb, b, "task-sched2", delay, period, node_scheduled, nb));
+  sleep_ms(quiet_ms());
+  assert_int_equal(ald(&nb->runs), 0); /* b is no leader: it never runs */
+  a_token = aldu64(&na->token[0]);
+
+  /* a steps down mid-schedule: its term's runs stop, b's term starts with the
+   * initial delay after a's last run exited (the release comes after it). */
+  CHECK_OK(simba_task_step_down(ta, 4 * lease_ms(), count_done, &sd_done));
+  ASSERT_EVENTUALLY(ald64(&sd_done) != 0);
+  a_runs = ald(&na->runs);
+  ASSERT_EVENTUALLY(ald(&nb->runs) >= 3);
+  assert_int_equal(ald(&na->runs), a_runs); /* no further run on a, during its cooldown */
+  assert_int_equal(runs_since(na, a_token, ald64(&sd_done)), 0);
+  assert_true(ald64(&nb->start_ms[0]) >= ald64(&na->end_ms[a_runs - 1]) + delay);
+
+  /* b stops: a (after its cooldown) has a new term, which starts again with
+   * the initial delay, counted after b's last run exited. */
+  CHECK_OK(simba_task_stop(tb, count_done, &b_done));
+  ASSERT_EVENTUALLY(ald64(&b_done) != 0);
+  b_runs = ald(&nb->runs);
+  ASSERT_EVENTUALLY(ald(&na->runs) >= a_runs + 2);
+  i = first_run_after_term(na, a_token);
+  assert_int_equal(i, a_runs);
+  assert_true(aldu64(&na->token[i]) > aldu64(&nb->token[0]));
+  assert_true(ald64(&na->start_ms[i]) >= ald64(&nb->end_ms[b_runs - 1]) + delay);
+  for (j = 1; j < b_runs; ++j) assert_true(aldu64(&nb->token[j]) == aldu64(&nb->token[0]));
+
+  CHECK_OK(simba_task_close(ta));
+  CHECK_OK(simba_task_close(tb));
+  assert_int_equal(ald(&nb->runs), b_runs);
+  assert_int_equal(ald(&na->not_leader) + ald(&nb->not_leader), 0);
+  assert_int_equal(ald(&sched_overlap), 0);
+  CHECK_OK(simba_client_close(a));
+  CHECK_OK(simba_client_close(b));
+  free(na);
+  free(nb);
+}
+
 /* Blocking closes called from leader work do not wait for themselves. */
 static void closes_itself(void *ud, simba_term_t *t) {
   work_t *w = (work_t *)ud;
@@ -367,6 +501,7 @@ int main(void) {
       cmocka_unit_test(test_deaf_work_delays_the_handover_at_most_its_remaining_time),
       cmocka_unit_test(test_work_returning_contends_again),
       cmocka_unit_test(test_schedule),
+      cmocka_unit_test(test_schedules_of_two_nodes_run_only_on_the_leader),
       cmocka_unit_test(test_close_from_work_does_not_wait),
       cmocka_unit_test(test_rejected_on_elected_steps_down),
   };
