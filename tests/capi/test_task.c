@@ -240,6 +240,15 @@ static int64_t json_int_after(const char *js, const char *key) {
   return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
 }
 
+/* A counter of a client's snapshot ("acquires", "releases", ...). */
+static int64_t snapshot_counter(simba_client_t *c, const char *key) {
+  char *js = simba_client_snapshot_json(c);
+  const char *counters = js ? strstr(js, "\"counters\":") : NULL;
+  const int64_t v = json_int_after(counters, key);
+  simba_free(js);
+  return v;
+}
+
 /* Schedules of two nodes on one name. Each run asks the store who holds the
  * lease: a run must see its own session as the holder and its own token as
  * the lease's token (it runs on the leader, on its valid term). */
@@ -463,7 +472,7 @@ static void test_rejected_on_elected_steps_down(void **state) {
   pair_t pa = {0, 0}, pb = {0, 0};
   simba_listener_t la = {pair_elected, pair_revoked, &pa};
   simba_listener_t lb = {pair_elected, pair_revoked, &pb};
-  int64_t t0;
+  int64_t t0, rejected_at, acquires, releases;
   (void)state;
   CHECK_OK(simba_config_set_executor(cfg, rejecting_submit, &x));
   CHECK_OK(simba_client_open(&a, "memory://task-reject", cfg));
@@ -473,13 +482,29 @@ static void test_rejected_on_elected_steps_down(void **state) {
   sleep_ms(quiet_ms());  /* the session events went through the executor */
   ast(&x.reject, 1);
   t0 = now_ms();
+  releases = snapshot_counter(a, "releases");
   CHECK_OK(simba_election_start(&ea, a, "task-reject", &la));
   ASSERT_EVENTUALLY(ald(&x.rejected) >= 1);
+  rejected_at = now_ms();
   ast(&x.reject, 0);
+  /* The attempt that won the rejected term; a makes no other for one lease
+   * duration (its step-down's cooldown starts after the rejection). */
+  acquires = snapshot_counter(a, "acquires");
+  assert_true(acquires >= 1);
   /* a stepped down: b (which starts now) takes the lease within the cooldown. */
   CHECK_OK(simba_election_start(&eb, b, "task-reject", &lb));
   ASSERT_EVENTUALLY(ald(&pb.elected) == 1);
   assert_true(now_ms() - t0 < lease_ms() + 400 * tscale());
+  /* The rejected term was released, and a did not contend again meanwhile. */
+  ASSERT_EVENTUALLY(snapshot_counter(a, "releases") > releases);
+  if (rejected_at + lease_ms() - 100 * tscale() > now_ms()) {
+    sleep_ms(rejected_at + lease_ms() - 100 * tscale() - now_ms());
+  }
+  assert_int_equal(snapshot_counter(a, "acquires"), acquires);
+  assert_int_equal(ald(&pa.elected), 0);
+  assert_int_equal(ald(&pa.revoked), 0); /* the released term's on_revoked never came */
+  /* After its cooldown, a contends again (b holds the lease: a waits). */
+  ASSERT_EVENTUALLY(snapshot_counter(a, "acquires") > acquires);
   sleep_ms(quiet_ms());
   assert_int_equal(ald(&pa.elected), 0);
   assert_int_equal(ald(&pa.revoked), 0);
