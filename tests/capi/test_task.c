@@ -374,6 +374,118 @@ static void test_schedules_of_two_nodes_run_only_on_the_leader(void **state) {
   free(nb);
 }
 
+/* Step-down and stop of a run_while_leader task, seen from C: the term is
+ * revoked and its work waited for, the release comes after the work exited,
+ * the cooldown holds, and the term's on_revoked (registered by the work)
+ * reports the reason before the task's done runs. */
+static int order_seq;
+
+typedef struct {
+  int runs, running;
+  int64_t start_ms[8];
+  int64_t exit_ms[8];
+  int nrevoked;
+  simba_revoke_reason_t reasons[8];
+  int revoked_seq[8];
+  int revoked_while_running; /* on_revoked ran before the work exited */
+} sd_work_t;
+
+typedef struct {
+  int64_t at_ms;
+  int seq;
+} sd_done_t;
+
+static void sd_on_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t reason) {
+  sd_work_t *w = (sd_work_t *)ud;
+  const int i = ainc(&w->nrevoked) - 1;
+  (void)t;
+  if (ald(&w->running)) ainc(&w->revoked_while_running);
+  if (i < 8) {
+    w->reasons[i] = reason;
+    ast(&w->revoked_seq[i], ainc(&order_seq));
+  }
+}
+
+static void sd_work(void *ud, simba_term_t *t) {
+  sd_work_t *w = (sd_work_t *)ud;
+  const int i = ainc(&w->runs) - 1;
+  ainc(&w->running);
+  if (i < 8) ast64(&w->start_ms[i], now_ms());
+  CHECK_OK(simba_term_on_revoked(t, sd_on_revoked, w));
+  while (simba_term_wait_revoked(t, 1000) != SIMBA_OK) {
+  }
+  sleep_ms(50); /* finishing the current step */
+  if (i < 8) ast64(&w->exit_ms[i], now_ms());
+  __atomic_sub_fetch(&w->running, 1, __ATOMIC_SEQ_CST);
+}
+
+static void sd_done(void *ud, int err) {
+  sd_done_t *d = (sd_done_t *)ud;
+  assert_int_equal(err, SIMBA_OK);
+  ast(&d->seq, ainc(&order_seq));
+  ast64(&d->at_ms, now_ms());
+}
+
+static void test_task_step_down_and_stop_in_handover_order(void **state) {
+  const int64_t cooldown = 3 * lease_ms();
+  simba_client_t *a = open_live_client("task-sd");
+  simba_client_t *b = open_live_client("task-sd");
+  sd_work_t wa, wb;
+  sd_done_t sd = {0, 0}, stop_a = {0, 0}, stop_b = {0, 0};
+  simba_task_t *ta = NULL, *tb = NULL;
+  int64_t sd_at, stop_at;
+  (void)state;
+  memset(&wa, 0, sizeof wa);
+  memset(&wb, 0, sizeof wb);
+  CHECK_OK(simba_run_while_leader(&ta, a, "task-sd", sd_work, &wa));
+  ASSERT_EVENTUALLY(ald(&wa.runs) == 1);
+  CHECK_OK(simba_run_while_leader(&tb, b, "task-sd", sd_work, &wb));
+  sleep_ms(quiet_ms());
+  assert_int_equal(ald(&wb.runs), 0);
+
+  sd_at = now_ms();
+  CHECK_OK(simba_task_step_down(ta, cooldown, sd_done, &sd));
+  ASSERT_EVENTUALLY(ald(&sd.seq) != 0);
+  /* The work was revoked and waited for (it took >= 50 ms to exit). */
+  assert_int_equal(ald(&wa.running), 0);
+  assert_true(ald64(&wa.exit_ms[0]) >= sd_at + 50);
+  assert_true(ald64(&sd.at_ms) >= ald64(&wa.exit_ms[0]));
+  /* The term's on_revoked: STEPPED_DOWN, after the work exited, before done. */
+  assert_int_equal(ald(&wa.nrevoked), 1);
+  assert_int_equal(wa.reasons[0], SIMBA_REVOKE_STEPPED_DOWN);
+  assert_true(ald(&wa.revoked_seq[0]) < ald(&sd.seq));
+  assert_int_equal(ald(&wa.revoked_while_running), 0);
+  /* The release came after the work exited: b starts only then. */
+  ASSERT_EVENTUALLY(ald(&wb.runs) == 1);
+  assert_true(ald64(&wb.start_ms[0]) >= ald64(&wa.exit_ms[0]));
+
+  /* b stops at once: the lease is free, yet a waits out its cooldown. */
+  CHECK_OK(simba_task_stop(tb, sd_done, &stop_b));
+  ASSERT_EVENTUALLY(ald(&stop_b.seq) != 0);
+  assert_true(ald64(&stop_b.at_ms) < sd_at + cooldown); /* else the check below proves nothing */
+  assert_int_equal(ald(&wb.nrevoked), 1);
+  assert_int_equal(wb.reasons[0], SIMBA_REVOKE_STOPPED);
+  assert_true(ald(&wb.revoked_seq[0]) < ald(&stop_b.seq));
+  ASSERT_EVENTUALLY(ald(&wa.runs) == 2);
+  assert_true(ald64(&wa.start_ms[1]) >= sd_at + cooldown);
+
+  /* Stop: STOPPED, the work waited for, its on_revoked before done. */
+  stop_at = now_ms();
+  CHECK_OK(simba_task_stop(ta, sd_done, &stop_a));
+  ASSERT_EVENTUALLY(ald(&stop_a.seq) != 0);
+  assert_int_equal(ald(&wa.running), 0);
+  assert_true(ald64(&wa.exit_ms[1]) >= stop_at + 50);
+  assert_true(ald64(&stop_a.at_ms) >= ald64(&wa.exit_ms[1]));
+  assert_int_equal(ald(&wa.nrevoked), 2);
+  assert_int_equal(wa.reasons[1], SIMBA_REVOKE_STOPPED);
+  assert_true(ald(&wa.revoked_seq[1]) < ald(&stop_a.seq));
+  assert_int_equal(ald(&wa.revoked_while_running) + ald(&wb.revoked_while_running), 0);
+  CHECK_OK(simba_task_close(ta));
+  CHECK_OK(simba_task_close(tb));
+  CHECK_OK(simba_client_close(a));
+  CHECK_OK(simba_client_close(b));
+}
+
 /* Blocking closes called from leader work do not wait for themselves. */
 static void closes_itself(void *ud, simba_term_t *t) {
   work_t *w = (work_t *)ud;
@@ -527,6 +639,7 @@ int main(void) {
       cmocka_unit_test(test_work_returning_contends_again),
       cmocka_unit_test(test_schedule),
       cmocka_unit_test(test_schedules_of_two_nodes_run_only_on_the_leader),
+      cmocka_unit_test(test_task_step_down_and_stop_in_handover_order),
       cmocka_unit_test(test_close_from_work_does_not_wait),
       cmocka_unit_test(test_rejected_on_elected_steps_down),
   };
