@@ -631,6 +631,98 @@ static void test_rejected_on_elected_steps_down(void **state) {
   CHECK_OK(simba_client_close(b));
 }
 
+/* Blocking closes called from a callback (here a step-down's done) do not
+ * wait for themselves: the close starts the stop, frees the handle and
+ * returns; the stop then finishes on its own. */
+typedef struct {
+  simba_task_t *task;
+  int64_t took_ms;
+  int ran;
+} closer_t;
+
+static void close_in_done(void *ud, int err) {
+  closer_t *c = (closer_t *)ud;
+  const int64_t t0 = now_ms();
+  assert_int_equal(err, SIMBA_OK);
+  CHECK_OK(simba_task_close(c->task));
+  ast64(&c->took_ms, now_ms() - t0);
+  ast(&c->ran, 1);
+}
+
+static void test_close_from_a_callback_does_not_wait(void **state) {
+  simba_client_t *c = open_live_client("task-cbclose");
+  work_t w;
+  closer_t cl = {NULL, 0, 0};
+  simba_task_t *t = NULL;
+  int runs;
+  (void)state;
+  memset(&w, 0, sizeof w);
+  CHECK_OK(simba_run_while_leader(&t, c, "task-cbclose", cooperative, &w));
+  ASSERT_EVENTUALLY(ald(&w.runs) == 1);
+  cl.task = t;
+  CHECK_OK(simba_task_step_down(t, 0, close_in_done, &cl));
+  ASSERT_EVENTUALLY(ald(&cl.ran) == 1);
+  assert_true(ald64(&cl.took_ms) < 200 * tscale());
+  /* The stop the close started goes on: no work runs afterwards. */
+  ASSERT_EVENTUALLY(ald(&w.running) == 0);
+  runs = ald(&w.runs);
+  sleep_ms(quiet_ms());
+  assert_int_equal(ald(&w.runs), runs);
+  assert_int_equal(ald(&w.running), 0);
+  CHECK_OK(simba_client_close(c));
+}
+
+/* A partition group's work and its dones. */
+typedef struct {
+  int held;   /* partitions whose work runs now */
+  int starts; /* work calls */
+  int close_from_work;
+  simba_task_t *self; /* close-from-work: the group's handle, published by the test */
+  int64_t close_took_ms;
+  int revoked_after_close; /* the work's term was revoked after its close */
+} group_work_t;
+
+static void group_work(void *ud, simba_term_t *t) {
+  group_work_t *g = (group_work_t *)ud;
+  ainc(&g->starts);
+  ainc(&g->held);
+  if (g->close_from_work) {
+    simba_task_t *self;
+    int64_t t0;
+    WAIT_UNTIL(aldp((void *const *)&g->self) != NULL, long_wait_ms());
+    self = (simba_task_t *)__atomic_exchange_n((void **)&g->self, NULL, __ATOMIC_SEQ_CST);
+    if (self) {
+      t0 = now_ms();
+      CHECK_OK(simba_task_close(self));
+      ast64(&g->close_took_ms, now_ms() - t0);
+      if (simba_term_wait_revoked(t, long_wait_ms()) == SIMBA_OK) ast(&g->revoked_after_close, 1);
+    }
+  }
+  while (simba_term_wait_revoked(t, 1000) != SIMBA_OK) {
+  }
+  sleep_ms(20); /* finishing the current step */
+  __atomic_sub_fetch(&g->held, 1, __ATOMIC_SEQ_CST);
+}
+
+/* A close of the group from its own partition's work does not wait for
+ * itself; the stop it started then revokes that work's term. */
+static void test_group_close_from_its_work_does_not_wait(void **state) {
+  simba_client_t *c = open_live_client("task-gself");
+  simba_task_t *g = NULL;
+  group_work_t w;
+  (void)state;
+  memset(&w, 0, sizeof w);
+  w.close_from_work = 1;
+  CHECK_OK(simba_group_join(&g, c, "task-gself", 1, group_work, &w));
+  astp((void **)&w.self, g);
+  ASSERT_EVENTUALLY(ald(&w.starts) == 1 && ald(&w.held) == 0);
+  assert_true(ald64(&w.close_took_ms) < 200 * tscale());
+  assert_int_equal(ald(&w.revoked_after_close), 1);
+  sleep_ms(quiet_ms());
+  assert_int_equal(ald(&w.starts), 1); /* the group left for good */
+  CHECK_OK(simba_client_close(c));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_task_arguments),
@@ -642,6 +734,8 @@ int main(void) {
       cmocka_unit_test(test_task_step_down_and_stop_in_handover_order),
       cmocka_unit_test(test_close_from_work_does_not_wait),
       cmocka_unit_test(test_rejected_on_elected_steps_down),
+      cmocka_unit_test(test_close_from_a_callback_does_not_wait),
+      cmocka_unit_test(test_group_close_from_its_work_does_not_wait),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
