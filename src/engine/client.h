@@ -177,6 +177,9 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   void detach_election(const std::shared_ptr<Election>& e);
   // False where a blocking close would wait for itself (callback, loop, work).
   bool may_close_block() const { return may_wait_for_close(); }
+  // A serial queue over the callback executor, for callbacks of objects built
+  // on the client (partition groups); closed when the client closes.
+  std::shared_ptr<SerialQueue> callback_queue() { return new_queue(); }
 
   // Locks. acquire: timeout_ms < 0 waits without bound.
   Result lock_acquire(const std::string& name, int64_t timeout_ms, bool try_once,

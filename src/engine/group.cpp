@@ -37,7 +37,11 @@ Result Group::join(const std::shared_ptr<Client>& client, const std::string& gro
 }
 
 Group::Group(std::shared_ptr<Client> client, std::string group, uint32_t partitions, WorkFn work)
-    : client_(std::move(client)), group_(std::move(group)), n_(partitions), work_(std::move(work)) {}
+    : client_(std::move(client)),
+      group_(std::move(group)),
+      n_(partitions),
+      work_(std::move(work)),
+      queue_(client_->callback_queue()) {}
 
 Group::~Group() {
   if (thread_.joinable()) {
@@ -93,9 +97,7 @@ void Group::run() {
     }
     if (!step_down_dones.empty()) {
       leave();
-      for (auto& done : step_down_dones) {
-        if (done) done(kOk);
-      }
+      for (auto& done : step_down_dones) deliver(std::move(done));
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, cooldown, [this] { return stop_requested_; });
       continue;
@@ -115,7 +117,14 @@ void Group::run() {
     finished_ = true;
     done = std::move(stop_done_);
   }
-  if (done) done(kOk);
+  deliver(std::move(done));
+}
+
+void Group::deliver(DoneFn done) {
+  if (!done) return;
+  // A queue closed by the client's close runs nothing more: after
+  // simba_client_close returned, no callback of the client runs.
+  queue_->post([done = std::move(done)] { done(kOk); });
 }
 
 // Holds one member lock, GROUP.member.K: the lowest free K. False while this

@@ -534,9 +534,21 @@ typedef struct {
   void *arg;
 } job_t;
 
+/* Marks the threads of the host executor below, so that a callback can tell
+ * whether it runs on the callback executor. */
+static pthread_key_t host_thread_key;
+static pthread_once_t host_thread_once = PTHREAD_ONCE_INIT;
+static void make_host_thread_key(void) { (void)pthread_key_create(&host_thread_key, NULL); }
+static int on_host_executor(void) {
+  (void)pthread_once(&host_thread_once, make_host_thread_key);
+  return pthread_getspecific(host_thread_key) != NULL;
+}
+
 static void *job_main(void *p) {
   job_t j = *(job_t *)p;
   free(p);
+  (void)pthread_once(&host_thread_once, make_host_thread_key);
+  (void)pthread_setspecific(host_thread_key, &host_thread_key);
   j.run(j.arg);
   return NULL;
 }
@@ -704,6 +716,77 @@ static void group_work(void *ud, simba_term_t *t) {
   __atomic_sub_fetch(&g->held, 1, __ATOMIC_SEQ_CST);
 }
 
+typedef struct {
+  group_work_t *work;
+  simba_client_t *client;
+  simba_task_t *task; /* closed from the done, if set */
+  int on_executor;    /* the done ran on a thread of the host executor */
+  int wait_live_rc;   /* a blocking call from the done */
+  int held_at_done;   /* partitions still running their work */
+  int64_t close_took_ms;
+  int ran;
+} group_done_t;
+
+static void group_done(void *ud, int err) {
+  group_done_t *d = (group_done_t *)ud;
+  assert_int_equal(err, SIMBA_OK);
+  ast(&d->on_executor, on_host_executor());
+  ast(&d->wait_live_rc, simba_client_wait_live(d->client, 0));
+  ast(&d->held_at_done, ald(&d->work->held));
+  if (d->task) {
+    const int64_t t0 = now_ms();
+    CHECK_OK(simba_task_close(d->task));
+    ast64(&d->close_took_ms, now_ms() - t0);
+  }
+  ast(&d->ran, 1);
+}
+
+/* A group's step-down and stop dones run on the callback executor (here the
+ * host's), as simba_task_stop() says, after every partition's work exited;
+ * blocking calls there refuse with SIMBA_EWOULDBLOCK, and a close there does
+ * not wait for itself. */
+static void test_group_dones_run_on_the_callback_executor(void **state) {
+  rejecting_t x = {0, 0};
+  simba_config_t *cfg = test_config(lease_ms());
+  simba_client_t *c = NULL;
+  simba_task_t *g = NULL;
+  group_work_t w;
+  group_done_t d1, d2;
+  (void)state;
+  memset(&w, 0, sizeof w);
+  memset(&d1, 0, sizeof d1);
+  memset(&d2, 0, sizeof d2);
+  CHECK_OK(simba_config_set_executor(cfg, rejecting_submit, &x));
+  CHECK_OK(simba_client_open(&c, "memory://task-gdone", cfg));
+  simba_config_free(cfg);
+  CHECK_OK(simba_client_wait_live(c, long_wait_ms()));
+  CHECK_OK(simba_group_join(&g, c, "task-gdone", 2, group_work, &w));
+  ASSERT_EVENTUALLY(ald(&w.held) == 2);
+
+  d1.work = &w;
+  d1.client = c;
+  /* A cooldown, so that no partition is taken again before the done ran. */
+  CHECK_OK(simba_task_step_down(g, lease_ms(), group_done, &d1));
+  ASSERT_EVENTUALLY(ald(&d1.ran) == 1);
+  assert_int_equal(ald(&d1.on_executor), 1);
+  assert_int_equal(ald(&d1.wait_live_rc), SIMBA_EWOULDBLOCK);
+  assert_int_equal(ald(&d1.held_at_done), 0);
+  ASSERT_EVENTUALLY(ald(&w.held) == 2); /* joined again after the cooldown */
+
+  d2.work = &w;
+  d2.client = c;
+  d2.task = g; /* the done closes the group */
+  CHECK_OK(simba_task_stop(g, group_done, &d2));
+  ASSERT_EVENTUALLY(ald(&d2.ran) == 1);
+  assert_int_equal(ald(&d2.on_executor), 1);
+  assert_int_equal(ald(&d2.wait_live_rc), SIMBA_EWOULDBLOCK);
+  assert_int_equal(ald(&d2.held_at_done), 0);
+  assert_true(ald64(&d2.close_took_ms) < 200 * tscale());
+  sleep_ms(quiet_ms());
+  assert_int_equal(ald(&w.held), 0);
+  CHECK_OK(simba_client_close(c));
+}
+
 /* A close of the group from its own partition's work does not wait for
  * itself; the stop it started then revokes that work's term. */
 static void test_group_close_from_its_work_does_not_wait(void **state) {
@@ -735,6 +818,7 @@ int main(void) {
       cmocka_unit_test(test_close_from_work_does_not_wait),
       cmocka_unit_test(test_rejected_on_elected_steps_down),
       cmocka_unit_test(test_close_from_a_callback_does_not_wait),
+      cmocka_unit_test(test_group_dones_run_on_the_callback_executor),
       cmocka_unit_test(test_group_close_from_its_work_does_not_wait),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
