@@ -180,6 +180,9 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   // A serial queue over the callback executor, for callbacks of objects built
   // on the client (partition groups); closed when the client closes.
   std::shared_ptr<SerialQueue> callback_queue() { return new_queue(); }
+  // Blocks until `w` is done (in EXTERNAL mode on the host thread, running the
+  // loop meanwhile). Only where the caller may block.
+  void wait_for(Waiter& w) { wait(w, std::chrono::steady_clock::time_point::max()); }
 
   // Locks. acquire: timeout_ms < 0 waits without bound.
   Result lock_acquire(const std::string& name, int64_t timeout_ms, bool try_once,

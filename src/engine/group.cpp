@@ -78,6 +78,10 @@ void Group::close() {
   if (!client_->may_close_block()) return;  // the manager finishes on its own
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
   for (const auto& e : elections_) e->wait_for_work();
+  // The dones go through the callback executor: wait until the last one ran,
+  // so that none runs after the close returned.
+  auto w = std::make_shared<Waiter>();
+  if (queue_->post([w] { w->finish(kOk); })) client_->wait_for(*w);
 }
 
 void Group::run() {

@@ -523,15 +523,18 @@ static void test_close_from_work_does_not_wait(void **state) {
   CHECK_OK(simba_task_close(u));
 }
 
-/* A host executor that runs each task on a thread of its own, or rejects. */
+/* A host executor that runs each task on a thread of its own (after
+ * `delay_ms`, if set), or rejects. */
 typedef struct {
   int reject;
   int rejected;
+  int delay_ms;
 } rejecting_t;
 
 typedef struct {
   void (*run)(void *);
   void *arg;
+  int delay_ms;
 } job_t;
 
 /* Marks the threads of the host executor below, so that a callback can tell
@@ -549,6 +552,7 @@ static void *job_main(void *p) {
   free(p);
   (void)pthread_once(&host_thread_once, make_host_thread_key);
   (void)pthread_setspecific(host_thread_key, &host_thread_key);
+  if (j.delay_ms > 0) sleep_ms(j.delay_ms);
   j.run(j.arg);
   return NULL;
 }
@@ -565,6 +569,7 @@ static int rejecting_submit(void *ctx, void (*run)(void *), void *arg) {
   if (!j) return -1;
   j->run = run;
   j->arg = arg;
+  j->delay_ms = ald(&x->delay_ms);
   if (pthread_create(&th, NULL, job_main, j) != 0) {
     free(j);
     return -1;
@@ -589,7 +594,7 @@ static void pair_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t r) {
 /* If the executor rejects an onElected, nobody learns of the term, the
  * election steps down for one lease duration, and no onRevoked comes either. */
 static void test_rejected_on_elected_steps_down(void **state) {
-  rejecting_t x = {0, 0};
+  rejecting_t x = {0, 0, 0};
   simba_config_t *cfg = test_config(lease_ms());
   simba_client_t *a = NULL, *b;
   simba_election_t *ea = NULL, *eb = NULL;
@@ -746,7 +751,7 @@ static void group_done(void *ud, int err) {
  * blocking calls there refuse with SIMBA_EWOULDBLOCK, and a close there does
  * not wait for itself. */
 static void test_group_dones_run_on_the_callback_executor(void **state) {
-  rejecting_t x = {0, 0};
+  rejecting_t x = {0, 0, 0};
   simba_config_t *cfg = test_config(lease_ms());
   simba_client_t *c = NULL;
   simba_task_t *g = NULL;
@@ -787,6 +792,35 @@ static void test_group_dones_run_on_the_callback_executor(void **state) {
   CHECK_OK(simba_client_close(c));
 }
 
+/* simba_task_close of a group returns only after the done of its stop ran:
+ * nothing of the group runs after its close, even on a slow executor. */
+static void test_group_close_waits_for_its_done(void **state) {
+  rejecting_t x = {0, 0, 0};
+  simba_config_t *cfg = test_config(lease_ms());
+  simba_client_t *c = NULL;
+  simba_task_t *g = NULL;
+  group_work_t w;
+  group_done_t d;
+  (void)state;
+  memset(&w, 0, sizeof w);
+  memset(&d, 0, sizeof d);
+  CHECK_OK(simba_config_set_executor(cfg, rejecting_submit, &x));
+  CHECK_OK(simba_client_open(&c, "memory://task-gclose", cfg));
+  simba_config_free(cfg);
+  CHECK_OK(simba_client_wait_live(c, long_wait_ms()));
+  CHECK_OK(simba_group_join(&g, c, "task-gclose", 2, group_work, &w));
+  ASSERT_EVENTUALLY(ald(&w.held) == 2);
+  ast(&x.delay_ms, (int)(200 * tscale())); /* every callback comes late from now on */
+  d.work = &w;
+  d.client = c;
+  CHECK_OK(simba_task_stop(g, group_done, &d));
+  CHECK_OK(simba_task_close(g));
+  assert_int_equal(ald(&d.ran), 1);
+  assert_int_equal(ald(&d.on_executor), 1);
+  assert_int_equal(ald(&w.held), 0);
+  CHECK_OK(simba_client_close(c));
+}
+
 /* A close of the group from its own partition's work does not wait for
  * itself; the stop it started then revokes that work's term. */
 static void test_group_close_from_its_work_does_not_wait(void **state) {
@@ -819,6 +853,7 @@ int main(void) {
       cmocka_unit_test(test_rejected_on_elected_steps_down),
       cmocka_unit_test(test_close_from_a_callback_does_not_wait),
       cmocka_unit_test(test_group_dones_run_on_the_callback_executor),
+      cmocka_unit_test(test_group_close_waits_for_its_done),
       cmocka_unit_test(test_group_close_from_its_work_does_not_wait),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
