@@ -8,8 +8,9 @@
  * work sees the revocation and returns, then the lease is released and the
  * other node continues with a greater token. A late write with the old token
  * is then rejected by the ledger. Once every batch is settled, the leader's
- * work waits for the end of its term on the term's revoke fd, and the tasks
- * are closed.
+ * work waits for the end of its term on the term's revoke fd. Last, both
+ * nodes join the partition group "shards": its 4 partitions end up 2 per node,
+ * each partition's work on a thread of its own. Then everything is closed.
  *
  *   ./leader_work      (built by CMake as build/examples/leader_work)
  */
@@ -222,6 +223,35 @@ static void report(void *ud, simba_term_t *term) {
       (unsigned long long)highest);
 }
 
+/* ---- A partition group: the nodes share the partitions shards.0 .. shards.3. ---- */
+
+#define SHARDS 4
+static int shards_held[NODES]; /* partitions whose work runs, per node; state_mu */
+
+static void shard_work(void *ud, simba_term_t *term) {
+  struct node *n = ud;
+  pthread_mutex_lock(&state_mu);
+  shards_held[n->id]++;
+  pthread_cond_broadcast(&state_cv);
+  pthread_mutex_unlock(&state_mu);
+  say("node %d works on %s (token %llu)", n->id, simba_term_name(term),
+      (unsigned long long)simba_term_token(term));
+  /* A real shard loops like settle_batches: ensure_valid, write with the token. */
+  simba_term_wait_revoked(term, -1);
+  pthread_mutex_lock(&state_mu);
+  shards_held[n->id]--;
+  pthread_cond_broadcast(&state_cv);
+  pthread_mutex_unlock(&state_mu);
+}
+
+static int shards_balanced(void) {
+  for (int i = 0; i < NODES; i++) {
+    if (shards_held[i] != SHARDS / NODES) return 0;
+  }
+  return 1;
+}
+static int shards_all_on_last(void) { return shards_held[NODES - 1] == SHARDS; }
+
 static void on_step_down_done(void *ud, int err) {
   struct node *n = ud;
   say("node %d: step-down complete (%s): the lease was released after the work returned",
@@ -297,6 +327,25 @@ int main(void) {
     return 1;
   }
   nanosleep(&pause, NULL);
+
+  say("-- both nodes join the group \"shards\" (%d partitions)", SHARDS);
+  simba_task_t *groups[NODES];
+  for (int i = 0; i < NODES; i++) {
+    check(simba_group_join(&groups[i], nodes[i].client, "shards", SHARDS, shard_work, &nodes[i]),
+          "simba_group_join");
+  }
+  if (!wait_for(shards_balanced, 15000)) {
+    fprintf(stderr, "the group did not balance\n");
+    return 1;
+  }
+  say("shards balanced: %d partitions per node", SHARDS / NODES);
+  for (int i = 0; i < NODES - 1; i++) check(simba_task_close(groups[i]), "simba_task_close(group)");
+  say("-- the other nodes left the group: node %d takes their partitions", NODES - 1);
+  if (!wait_for(shards_all_on_last, 15000)) {
+    fprintf(stderr, "the orphaned partitions were not taken\n");
+    return 1;
+  }
+  check(simba_task_close(groups[NODES - 1]), "simba_task_close(group)");
 
   say("-- close the tasks: each stop revokes, waits for the work, then releases");
   check(simba_task_close(reporter), "simba_task_close(reporter)");

@@ -681,8 +681,9 @@ SIMBA_API int simba_schedule(simba_task_t **out, simba_client_t *c, const char *
  * balancing: each partition is a lease with one valid holder at a time. A
  * member beyond N holds nothing until a member lock frees.
  * simba_task_step_down() leaves the group for the cooldown; simba_task_stop()
- * and simba_task_close() leave it for good. Their done runs on the group's own
- * thread.
+ * and simba_task_close() leave it for good. Their done runs on the callback
+ * executor, like every callback, once every partition was handed over in
+ * handover order and the member lock released.
  * @return SIMBA_OK; SIMBA_EINVAL (NULL argument, @p partitions 0 or above
  *         10000, a group name for which `GROUP.member.N` breaks the lease-name
  *         rule); SIMBA_ECLOSED; SIMBA_ENOMEM.

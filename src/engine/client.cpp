@@ -868,6 +868,11 @@ void Client::start_work(const std::shared_ptr<Election>& el, simba_term* t, Cont
   t->retain();  // the work thread's reference
   el->work_count->begin();
   std::shared_ptr<Mailbox> mailbox = mailbox_;
+  std::function<void(simba_term*)> hook;
+  {
+    std::lock_guard<std::mutex> lock(work_start_hook_mu_);
+    hook = work_start_hook_;
+  }
   auto done = [mailbox, who, token] {
     // Back on the loop: the node releases now if a handover waits for this.
     mailbox->post([who, token](Client& c) {
@@ -876,10 +881,14 @@ void Client::start_work(const std::shared_ptr<Election>& el, simba_term* t, Cont
     });
   };
   try {
-    std::thread([el, t, done] {
+    std::thread([el, t, done, hook] {
+      if (hook) hook(t);
       {
         WorkScope scope;
-        if (!el->detached) el->work(t);
+        // The work starts on a valid term only: a stop (or the deadline) that
+        // came between the election and this thread's start leaves nothing to
+        // run, and the work counts as exited at once, so the handover goes on.
+        if (!el->detached && t->state->valid()) el->work(t);
       }
       done();
       t->release();
@@ -891,6 +900,11 @@ void Client::start_work(const std::shared_ptr<Election>& el, simba_term* t, Cont
     el->work_count->end();
     post([this, who, token] { node_->work_done(who, token, now()); });
   }
+}
+
+void Client::set_work_start_hook(std::function<void(simba_term*)> hook) {
+  std::lock_guard<std::mutex> lock(work_start_hook_mu_);
+  work_start_hook_ = std::move(hook);
 }
 
 void Client::revoked(ContenderId who, const std::shared_ptr<TermState>& term,

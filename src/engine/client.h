@@ -177,6 +177,12 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   void detach_election(const std::shared_ptr<Election>& e);
   // False where a blocking close would wait for itself (callback, loop, work).
   bool may_close_block() const { return may_wait_for_close(); }
+  // A serial queue over the callback executor, for callbacks of objects built
+  // on the client (partition groups); closed when the client closes.
+  std::shared_ptr<SerialQueue> callback_queue() { return new_queue(); }
+  // Blocks until `w` is done (in EXTERNAL mode on the host thread, running the
+  // loop meanwhile). Only where the caller may block.
+  void wait_for(Waiter& w) { wait(w, std::chrono::steady_clock::time_point::max()); }
 
   // Locks. acquire: timeout_ms < 0 waits without bound.
   Result lock_acquire(const std::string& name, int64_t timeout_ms, bool try_once,
@@ -190,6 +196,9 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   // Test hook: the memory:// fault switches of this client.
   std::shared_ptr<MemoryFaults> memory_faults() const { return faults_; }
   const Config& config() const { return cfg_; }
+  // Test hook: runs on the work thread of each new term, before the term is
+  // checked and the work called (a test holds it there to revoke the term).
+  void set_work_start_hook(std::function<void(simba_term*)> hook);
 
   // Effects, on the loop thread.
   void send_open(CallId call, Duration lease, Duration timeout) override;
@@ -258,6 +267,8 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   Config cfg_;
   Hooks hooks_;
   std::shared_ptr<MemoryFaults> faults_ = std::make_shared<MemoryFaults>();
+  std::mutex work_start_hook_mu_;
+  std::function<void(simba_term*)> work_start_hook_;  // guarded by work_start_hook_mu_
   std::string url_redacted_;
 
   uv_loop_t loop_;

@@ -37,7 +37,11 @@ Result Group::join(const std::shared_ptr<Client>& client, const std::string& gro
 }
 
 Group::Group(std::shared_ptr<Client> client, std::string group, uint32_t partitions, WorkFn work)
-    : client_(std::move(client)), group_(std::move(group)), n_(partitions), work_(std::move(work)) {}
+    : client_(std::move(client)),
+      group_(std::move(group)),
+      n_(partitions),
+      work_(std::move(work)),
+      queue_(client_->callback_queue()) {}
 
 Group::~Group() {
   if (thread_.joinable()) {
@@ -74,6 +78,10 @@ void Group::close() {
   if (!client_->may_close_block()) return;  // the manager finishes on its own
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
   for (const auto& e : elections_) e->wait_for_work();
+  // The dones go through the callback executor: wait until the last one ran,
+  // so that none runs after the close returned.
+  auto w = std::make_shared<Waiter>();
+  if (queue_->post([w] { w->finish(kOk); })) client_->wait_for(*w);
 }
 
 void Group::run() {
@@ -93,9 +101,7 @@ void Group::run() {
     }
     if (!step_down_dones.empty()) {
       leave();
-      for (auto& done : step_down_dones) {
-        if (done) done(kOk);
-      }
+      for (auto& done : step_down_dones) deliver(std::move(done));
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_for(lock, cooldown, [this] { return stop_requested_; });
       continue;
@@ -115,7 +121,14 @@ void Group::run() {
     finished_ = true;
     done = std::move(stop_done_);
   }
-  if (done) done(kOk);
+  deliver(std::move(done));
+}
+
+void Group::deliver(DoneFn done) {
+  if (!done) return;
+  // A queue closed by the client's close runs nothing more: after
+  // simba_client_close returned, no callback of the client runs.
+  queue_->post([done = std::move(done)] { done(kOk); });
 }
 
 // Holds one member lock, GROUP.member.K: the lowest free K. False while this

@@ -62,6 +62,9 @@ class Group : public std::enable_shared_from_this<Group> {
   // waits for the stops, and leaves the group (frees the member lock).
   void leave();
   void release_slot();
+  // Runs a stop's or step-down's done on the callback executor, like the
+  // dones of every other task (never on the manager thread).
+  void deliver(DoneFn done);
   std::string partition_name(uint32_t i) const { return group_ + "." + std::to_string(i); }
   std::string slot_name(uint32_t i) const { return group_ + ".member." + std::to_string(i); }
 
@@ -69,6 +72,7 @@ class Group : public std::enable_shared_from_this<Group> {
   const std::string group_;
   const uint32_t n_;
   const WorkFn work_;
+  const std::shared_ptr<SerialQueue> queue_;  // the dones, on the callback executor
 
   std::mutex mu_;
   std::condition_variable cv_;

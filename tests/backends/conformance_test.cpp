@@ -487,6 +487,7 @@ struct Log {
   std::mutex mu;
   std::vector<std::pair<int64_t, int64_t>> runs;  // [start, end] in mono ns
   std::vector<uint64_t> tokens;
+  std::atomic<int> started{0};  // work calls begun
 };
 struct Ctx {
   Log* log;
@@ -495,6 +496,7 @@ struct Ctx {
 void cooperative(void* ud, simba_term_t* t) {
   auto* c = static_cast<Ctx*>(ud);
   const int64_t start = mono_ns();
+  ++c->log->started;
   while (simba_term_wait_revoked(t, 1000) != SIMBA_OK) {
   }
   sleep_ms(c->cleanup_ms);  // finishing the step under way
@@ -528,6 +530,9 @@ TEST_P(Conformance, TaskStopWaitsForWorkThenHandsOver) {
   ASSERT_TRUE(wait_for([&] { return json_string(snapshot(b), "state") == "leader"; },
                        5000 * slow_factor()));
   EXPECT_LT((mono_ns() - closed_at) / kMsNs, 150 * slow_factor());
+  // b's work runs on a thread of its own: a stop before that thread started
+  // it would leave nothing to run (work starts on a valid term only).
+  ASSERT_TRUE(wait_for([&] { return log.started.load() == 2; }, 5000 * slow_factor()));
   ASSERT_EQ(simba_task_close(tb), SIMBA_OK);
   std::lock_guard<std::mutex> lock(log.mu);
   ASSERT_EQ(log.runs.size(), 2u);

@@ -400,6 +400,121 @@ TEST_F(EngineFaults, TermLostOtherwiseIsNotWaitedForWork) {
   EXPECT_EQ(simba_task_close(task), SIMBA_OK);
 }
 
+// Leader work starts on a valid term only (simba.h, simba_work_fn): a stop
+// that lands between the election and the start of the work's thread leaves
+// nothing to run. The work counts as exited at once, so the handover goes on
+// without holding the lease until the term's deadline.
+namespace {
+struct StartProbe {
+  std::atomic<int> held{0};         // the work thread waits in the start hook
+  std::atomic<int> runs{0};         // work calls
+  std::atomic<int> ran_invalid{0};  // work calls on a term already invalid
+  std::atomic<int64_t> done_ns{0};
+  static void run(void* ud, simba_term_t* t) {
+    auto* p = static_cast<StartProbe*>(ud);
+    ++p->runs;
+    if (!simba_term_is_valid(t)) ++p->ran_invalid;
+    while (simba_term_wait_revoked(t, 1000) != SIMBA_OK) {
+    }
+  }
+  static void done(void* ud, int) { static_cast<StartProbe*>(ud)->done_ns = mono_ns(); }
+};
+}  // namespace
+
+TEST_F(EngineFaults, WorkDoesNotStartOnATermRevokedBeforeItsThreadRan) {
+  const Timing t{1000, 200};
+  Client c;
+  OpenLive(c, t);
+  StartProbe p;
+  // Holds each new term's work thread before its start until the term reads
+  // invalid: the stop below always lands in that window.
+  static_cast<simba_client_t*>(c)->impl->set_work_start_hook([&p](simba_term_t* term) {
+    p.held = 1;
+    wait_for([term] { return !simba_term_is_valid(term); }, 5000 * slow_factor(), 1);
+  });
+  simba_task_t* task = nullptr;
+  ASSERT_EQ(simba_run_while_leader(&task, c, lease("start").c_str(), StartProbe::run, &p),
+            SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return p.held.load() == 1; }, 5000 * slow_factor()));
+  const int64_t stop_at = mono_ns();
+  ASSERT_EQ(simba_task_stop(task, StartProbe::done, &p), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return p.done_ns.load() != 0; }, 5000 * slow_factor()));
+  EXPECT_EQ(p.runs.load(), 0) << "the work started on a revoked term";
+  EXPECT_EQ(p.ran_invalid.load(), 0);
+  // Released at once, not at the term's deadline (about 940 ms after the stop).
+  EXPECT_LT((p.done_ns.load() - stop_at) / kMsNs, 400 * slow_factor());
+  static_cast<simba_client_t*>(c)->impl->set_work_start_hook(nullptr);
+  EXPECT_EQ(simba_task_close(task), SIMBA_OK);
+}
+
+// A schedule whose term is lost mid-schedule (the session expired on the
+// backend) makes no further run on that term, and the next term starts again
+// with the initial delay, counted from its election.
+namespace {
+struct SchedProbe {
+  std::mutex mu;
+  std::vector<std::pair<uint64_t, int64_t>> runs;  // token, start
+  simba_term_t* first = nullptr;                   // the first term, retained
+  std::atomic<int> ran_invalid{0};
+  static void run(void* ud, simba_term_t* t) {
+    auto* p = static_cast<SchedProbe*>(ud);
+    const int64_t at = mono_ns();
+    if (!simba_term_is_valid(t)) ++p->ran_invalid;
+    std::lock_guard<std::mutex> lock(p->mu);
+    if (!p->first) {
+      simba_term_retain(t);
+      p->first = t;
+    }
+    p->runs.emplace_back(simba_term_token(t), at);
+  }
+  std::vector<std::pair<uint64_t, int64_t>> snapshot() {
+    std::lock_guard<std::mutex> lock(mu);
+    return runs;
+  }
+  ~SchedProbe() { simba_term_release(first); }
+};
+}  // namespace
+
+TEST_F(EngineFaults, ScheduleStopsOnALostTermAndRestartsWithTheInitialDelay) {
+  const Timing t{1000, 200};
+  constexpr int64_t kDelay = 300;
+  Client c;
+  OpenLive(c, t);
+  SchedProbe p;
+  simba_task_t* task = nullptr;
+  ASSERT_EQ(simba_schedule(&task, c, lease("sched").c_str(), kDelay, 20, SchedProbe::run, &p),
+            SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return p.snapshot().size() >= 3; }, 5000 * slow_factor()));
+  simba_term_t* first = p.first;
+  const uint64_t tok1 = simba_term_token(first);
+  store().expire_session(session_id(c));
+  // Seen at the next keep-alive: the term ends (polled every millisecond).
+  ASSERT_TRUE(wait_for([&] { return !simba_term_is_valid(first); }, 3000 * slow_factor(), 1));
+  const int64_t lost_at = mono_ns();
+  ASSERT_TRUE(wait_for(
+      [&] {
+        auto runs = p.snapshot();
+        return !runs.empty() && runs.back().first != tok1;
+      },
+      5000 * slow_factor()));
+  const auto runs = p.snapshot();
+  bool first_of_new = true;
+  for (const auto& [token, at] : runs) {
+    if (token == tok1) {
+      EXPECT_LT(at, lost_at) << "a run started on the lost term";
+    } else if (first_of_new) {
+      first_of_new = false;
+      EXPECT_GT(token, tok1);
+      // Elected after the old term ended, then the delay (the slack covers
+      // the poll's oversleeping; without the delay the run comes at once).
+      EXPECT_GE(at, lost_at + (kDelay - 50 * slow_factor()) * kMsNs)
+          << "the new term's first run came " << (at - lost_at) / kMsNs << " ms after the loss";
+    }
+  }
+  EXPECT_EQ(p.ran_invalid.load(), 0);
+  EXPECT_EQ(simba_task_close(task), SIMBA_OK);
+}
+
 // A partition-group member dies (its backend becomes unreachable: its terms
 // end at its local deadline, its session expires on the store): the others
 // take its orphaned partitions, never while its terms were still valid.
