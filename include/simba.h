@@ -672,8 +672,9 @@ SIMBA_API int simba_schedule(simba_task_t **out, simba_client_t *c, const char *
  *
  * Members find each other through the backend (each holds a member lock
  * `GROUP.member.K`). About once per renew interval each member reads the
- * backend and aims at its fair share: ⌈N / members⌉ for the first N mod m
- * members (by member lock), ⌊N / members⌋ for the others. A member above its
+ * backend and aims at its fair share: ⌈N / members⌉ for the N mod m members
+ * holding the most partitions (ties: the lower member lock), ⌊N / members⌋ for
+ * the others, so a member that has ⌈N / members⌉ keeps it. A member above its
  * share hands the excess over in handover order (a joining member gets work
  * only after the old holder's work exited); a member below it takes free
  * partitions, including those of a member that left or died (after its session

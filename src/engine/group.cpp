@@ -182,15 +182,29 @@ void Group::round() {
   std::map<std::string, std::string> holder;
   for (const LeaseInfo& l : reply.leases) holder[l.name] = l.holder;
 
-  // Members, by member lock; this member's rank among them sets its share.
+  // Members, by member lock. Each gets ⌊N/m⌋ partitions, and the N mod m that
+  // hold the most now (ties: the lower member slot) get one more: every member
+  // computes the same split from the same read, and a member that already has
+  // ⌈N/m⌉ keeps it, so a join or a leave moves as few partitions as it can.
+  std::map<std::string, size_t> holding;  // session -> partitions it holds
+  for (uint32_t i = 0; i < n_; ++i) {
+    const std::string& h = holder[partition_name(i)];
+    if (!h.empty()) ++holding[h];
+  }
   std::vector<uint32_t> members;
   for (uint32_t k = 0; k < n_; ++k) {
     if (!holder[slot_name(k)].empty()) members.push_back(k);
   }
-  auto me = std::find(members.begin(), members.end(), slot_index_);
-  if (me == members.end() || holder[slot_name(slot_index_)] != own) return;  // a stale read
+  if (holder[slot_name(slot_index_)] != own ||
+      std::find(members.begin(), members.end(), slot_index_) == members.end()) {
+    return;  // a stale read
+  }
+  std::stable_sort(members.begin(), members.end(), [&](uint32_t a, uint32_t b) {
+    return holding[holder[slot_name(a)]] > holding[holder[slot_name(b)]];
+  });
   const uint32_t m = static_cast<uint32_t>(members.size());
-  const uint32_t rank = static_cast<uint32_t>(me - members.begin());
+  const uint32_t rank = static_cast<uint32_t>(
+      std::find(members.begin(), members.end(), slot_index_) - members.begin());
   const uint32_t share = n_ / m + (rank < n_ % m ? 1 : 0);
 
   std::vector<uint32_t> held, free;
@@ -213,6 +227,17 @@ void Group::round() {
   for (size_t excess = held.size() > share ? held.size() - share : 0; excess > 0; --excess) {
     hand_over(held.back());
     held.pop_back();
+  }
+  // Still contending for more than the share allows (the share dropped as
+  // members joined): stop those contests, so they are not won only to be
+  // handed straight back.
+  for (auto it = pursued_.begin(); it != pursued_.end() && pursued_.size() > share;) {
+    if (std::find(held.begin(), held.end(), it->first) != held.end()) {
+      ++it;
+      continue;
+    }
+    client_->stop_election(it->second, nullptr);
+    it = pursued_.erase(it);
   }
   // Deficit: contend for free partitions, starting at a point that depends on
   // the rank so that members who look at the same free set pick different ones.

@@ -540,6 +540,46 @@ TEST_F(EngineFaults, PartitionGroupTakesOverADeadMembersPartitions) {
   EXPECT_EQ(probe.violations(), 0);
 }
 
+// A join moves as few partitions as it can. Five partitions over members 1 and
+// 2 (3 + 2, member 0 having left), then member 3 joins and takes member 0's
+// free slot, the lowest: the one holding three hands one over, and that is
+// the only move (shares by slot order would make both hand one over).
+TEST_F(EngineFaults, PartitionGroupJoinMovesAsFewPartitionsAsItCan) {
+  const Timing t{1000, 200};
+  constexpr int kN = 5;
+  GroupProbe probe;
+  Client c[4];
+  simba_task_t* task[4] = {nullptr, nullptr, nullptr, nullptr};
+  for (auto& client : c) OpenLive(client, t);
+  const std::string group = lease("moves");
+  const int64_t settle = 10'000 * slow_factor();
+  std::vector<int> joined;
+  for (int i = 0; i < 3; ++i) {  // one at a time, so member i holds member slot i
+    ASSERT_EQ(simba_group_join(&task[i], c[i], group.c_str(), kN, GroupProbe::work,
+                               probe.member(i)),
+              SIMBA_OK);
+    joined.push_back(i);
+    ASSERT_TRUE(wait_for([&] { return probe.balanced(joined, kN); }, settle)) << probe.dump();
+  }
+  EXPECT_EQ(simba_task_close(task[0]), SIMBA_OK);
+  task[0] = nullptr;
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({1, 2}, kN); }, settle)) << probe.dump();
+  sleep_ms(3 * t.renew_ms);  // a few rounds: settled, nothing moves any more
+  ASSERT_TRUE(probe.balanced({1, 2}, kN)) << probe.dump();
+
+  const int starts = probe.starts();
+  ASSERT_EQ(simba_group_join(&task[3], c[3], group.c_str(), kN, GroupProbe::work,
+                             probe.member(3)),
+            SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({1, 2, 3}, kN); }, settle)) << probe.dump();
+  sleep_ms(5 * t.renew_ms);  // rounds in which a needless move would show
+  EXPECT_TRUE(probe.balanced({1, 2, 3}, kN)) << probe.dump();
+  EXPECT_EQ(probe.starts() - starts, 1) << "partitions moved on a join: " << probe.dump();
+  EXPECT_EQ(probe.held(3), 1) << probe.dump();
+  for (auto* tk : task) EXPECT_EQ(simba_task_close(tk), SIMBA_OK);
+  EXPECT_EQ(probe.violations(), 0);
+}
+
 TEST_F(EngineFaults, PartitionGroupArguments) {
   Client c;
   OpenLive(c, Timing{1000, 200});
