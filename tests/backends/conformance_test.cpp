@@ -669,6 +669,127 @@ TEST_P(Conformance, NeverTwoValidOwners) {
   for (size_t i = 1; i < all.size(); ++i) EXPECT_GT(all[i].second, all[i - 1].second);
 }
 
+// Work that ignores revocation: the handover order waits for it at most until
+// the term's local deadline as it was at the stop, then releases anyway, and
+// no other node's work starts before that instant.
+namespace deaf {
+struct Run {
+  bool ignores = false;  // keeps working after the revocation, until let_go
+  std::atomic<bool> let_go{false};
+  std::atomic<int> runs{0};
+  std::atomic<simba_term_t*> term{nullptr};  // the first run's, retained
+  std::atomic<int64_t> start_ns{0}, saw_revoked_ns{0}, end_ns{0};
+};
+void work(void* ud, simba_term_t* t) {
+  auto* r = static_cast<Run*>(ud);
+  const int64_t start = mono_ns();
+  if (r->runs.fetch_add(1) == 0) {
+    simba_term_retain(t);
+    r->term = t;
+    r->start_ns = start;
+  }
+  if (!r->ignores) {
+    while (simba_term_wait_revoked(t, 1000) != SIMBA_OK) {
+    }
+    r->saw_revoked_ns = mono_ns();
+  } else {
+    // Sees the revocation (and records when) but goes on with its step; the
+    // bound only ends a run the test forgot to let go.
+    const int64_t bound = start + 30'000 * kMsNs;
+    while (!r->let_go.load() && mono_ns() < bound) {
+      if (r->saw_revoked_ns.load() == 0 && !simba_term_is_valid(t)) r->saw_revoked_ns = mono_ns();
+      sleep_ms(1);
+    }
+  }
+  r->end_ns = mono_ns();
+}
+struct Done {
+  std::atomic<int64_t> at_ns{0};
+  std::atomic<int> err{1};
+  static void fn(void* ud, int err) {
+    auto* d = static_cast<Done*>(ud);
+    d->err = err;
+    d->at_ns = mono_ns();
+  }
+};
+}  // namespace deaf
+
+TEST_P(Conformance, StopWaitsForWorkIgnoringRevocationAtMostTheRemainingTime) {
+  const Timing t{1000, 200};
+  Client a, b;
+  OpenLive(a, t);
+  OpenLive(b, t);
+  deaf::Run ra, rb;
+  ra.ignores = true;
+  const std::string name = lease("deaf");
+  simba_task_t* ta = nullptr;
+  simba_task_t* tb = nullptr;
+  ASSERT_EQ(simba_run_while_leader(&ta, a, name.c_str(), deaf::work, &ra), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return ra.term.load() != nullptr; }, 5000 * slow_factor()));
+  simba_term_t* term = ra.term;
+  ASSERT_EQ(simba_run_while_leader(&tb, b, name.c_str(), deaf::work, &rb), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return json_string(snapshot(b), "state") == "candidate"; },
+                       5000 * slow_factor()));
+
+  // Stop right after a keep-alive moved the deadline on, so that the next one
+  // (a renew interval away) cannot move it between the read and the stop:
+  // then the deadline at the stop D is in [before + rem, after + rem + 1 ms].
+  int64_t prev = simba_term_remaining_ms(term);
+  ASSERT_TRUE(wait_for(
+      [&] {
+        const int64_t r = simba_term_remaining_ms(term);
+        const bool renewed = r > prev + t.renew_ms / 4;
+        prev = r;
+        return renewed;
+      },
+      5000 * slow_factor(), 1));
+  deaf::Done done;
+  const int64_t before = mono_ns();
+  const int64_t rem = simba_term_remaining_ms(term);
+  ASSERT_EQ(simba_task_stop(ta, deaf::Done::fn, &done), SIMBA_OK);
+  const int64_t stop_at = mono_ns();
+  const int64_t deadline_lo = before + rem * kMsNs;
+  const int64_t deadline_hi = stop_at + (rem + 1) * kMsNs;
+  ASSERT_GT(rem, t.lease_ms / 2) << "just renewed";
+  EXPECT_EQ(rb.runs.load(), 0) << "b's work started while a led";
+
+  // The term is revoked at once; the work sees it and ignores it.
+  ASSERT_TRUE(wait_for([&] { return ra.saw_revoked_ns.load() != 0; }, 1000 * slow_factor(), 1));
+  EXPECT_LT((ra.saw_revoked_ns.load() - stop_at) / kMsNs, 100 * slow_factor());
+  EXPECT_EQ(simba_term_revoke_reason(term), SIMBA_REVOKE_STOPPED);
+
+  // The stop completes (after the release) once the deadline at the stop
+  // passed, not later by more than a round trip: the work still runs.
+  const int64_t slack_ms = 150 * slow_factor();
+  ASSERT_TRUE(wait_for([&] { return done.at_ns.load() != 0; }, rem + 5000 * slow_factor(), 1));
+  EXPECT_EQ(done.err.load(), SIMBA_OK);
+  EXPECT_GE(done.at_ns.load(), deadline_lo) << "released before the work exited or the deadline";
+  EXPECT_LE((done.at_ns.load() - deadline_hi) / kMsNs, slack_ms)
+      << "the handover took " << (done.at_ns.load() - stop_at) / kMsNs << " ms after the stop; "
+      << rem << " ms remained";
+  EXPECT_EQ(ra.end_ns.load(), 0) << "the work was to ignore the revocation";
+
+  // B's work starts only then, with a larger token; a's run never exited so far.
+  // (PostgreSQL candidates find the free lease at their next attempt: within a
+  // renew interval.)
+  ASSERT_TRUE(wait_for([&] { return rb.term.load() != nullptr; }, 5000 * slow_factor(), 1));
+  EXPECT_GE(rb.start_ns.load(), deadline_lo) << "b's work started before a's deadline passed";
+  EXPECT_EQ(ra.end_ns.load(), 0);
+  EXPECT_LE((rb.start_ns.load() - deadline_hi) / kMsNs, t.renew_ms + slack_ms)
+      << "b's work started " << (rb.start_ns.load() - stop_at) / kMsNs << " ms after the stop";
+  EXPECT_GT(simba_term_token(rb.term), simba_term_token(term));
+  EXPECT_TRUE(simba_term_is_valid(rb.term));
+
+  ra.let_go = true;
+  EXPECT_EQ(simba_task_close(ta), SIMBA_OK);  // waits for the run to return
+  EXPECT_NE(ra.end_ns.load(), 0);
+  EXPECT_EQ(ra.runs.load(), 1);
+  EXPECT_EQ(simba_task_close(tb), SIMBA_OK);
+  EXPECT_EQ(rb.runs.load(), 1);
+  simba_term_release(term);
+  simba_term_release(rb.term);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(ConformanceBackends()),
                          [](const ::testing::TestParamInfo<BackendParam>& info) {
                            return info.param.label;
