@@ -790,6 +790,79 @@ TEST_P(Conformance, StopWaitsForWorkIgnoringRevocationAtMostTheRemainingTime) {
   simba_term_release(rb.term);
 }
 
+// A partition group through members joining, one dying (its node freezes: no
+// keep-alive, no release, its session expires on the backend) and one leaving.
+// A poller samples every term any member received, about every millisecond:
+// at no sample does a partition have two valid holders, not only when work
+// starts; after each change settles every member holds floor(N/m) or ceil(N/m).
+TEST_P(Conformance, PartitionGroupOneHolderAtEveryInstantAsMembersJoinDieAndLeave) {
+  const Timing t{1000, 200};
+  constexpr int kN = 7;
+  const std::string group = lease("pgroup");
+  GroupProbe probe;
+  Client c[2];
+  simba_task_t* task[2] = {nullptr, nullptr};
+  simba_task_t* dying_task = nullptr;
+  FrozenClient dying;  // member 2; closed before the probe goes
+  for (auto& client : c) OpenLive(client, t);
+
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> samples{0}, bad{0};
+  std::string first_bad;  // poller only, until joined
+  std::thread poller([&] {
+    while (!done.load()) {
+      std::string what;
+      if (probe.multi_holders(&what) > 0 && bad++ == 0) first_bad = what;
+      samples++;
+      sleep_ms(1);
+    }
+  });
+  ThreadGuard poller_guard(poller, done);
+
+  const int64_t settle = 10'000 * slow_factor();
+  ASSERT_EQ(simba_group_join(&task[0], c[0], group.c_str(), kN, GroupProbe::work, probe.member(0)),
+            SIMBA_OK)
+      << simba_last_error();
+  ASSERT_EQ(dying.start(
+                url(), t,
+                [&](simba_client_t* dc) {
+                  return simba_group_join(&dying_task, dc, group.c_str(), kN, GroupProbe::work,
+                                          probe.member(2));
+                },
+                [&] { simba_task_close(dying_task); }),
+            SIMBA_OK)
+      << simba_last_error();
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({0, 2}, kN); }, settle)) << probe.dump();
+  // A member joins: the others hand their excess over.
+  ASSERT_EQ(simba_group_join(&task[1], c[1], group.c_str(), kN, GroupProbe::work, probe.member(1)),
+            SIMBA_OK)
+      << simba_last_error();
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({0, 1, 2}, kN); }, settle)) << probe.dump();
+  ASSERT_GE(probe.held(2), 2) << probe.dump();
+
+  // Member 2 dies holding its partitions: its work ends at its local deadline;
+  // the others take its partitions once the backend expired its session.
+  const int64_t died_at = dying.freeze();
+  ASSERT_TRUE(wait_for([&] { return probe.held(2) == 0; }, t.lease_ms + 2000 * slow_factor()))
+      << probe.dump();
+  EXPECT_LE((mono_ns() - died_at) / kMsNs, t.lease_ms + 200 * slow_factor())
+      << "a dead member's work ran past its local deadline";
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({0, 1}, kN); }, settle)) << probe.dump();
+
+  // Member 0 leaves (stop: its partitions go over in handover order).
+  ASSERT_EQ(simba_task_stop(task[0], nullptr, nullptr), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({1}, kN); }, settle)) << probe.dump();
+  EXPECT_EQ(probe.held(0), 0);
+
+  poller_guard.join();
+  EXPECT_EQ(bad.load(), 0) << "two valid holders of a partition at once in " << bad.load() << " of "
+                           << samples.load() << " samples; first: " << first_bad;
+  EXPECT_GT(samples.load(), 500);
+  EXPECT_EQ(probe.violations(), 0);
+  for (auto* tk : task) EXPECT_EQ(simba_task_close(tk), SIMBA_OK);
+  dying.finish();
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(ConformanceBackends()),
                          [](const ::testing::TestParamInfo<BackendParam>& info) {
                            return info.param.label;

@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -20,6 +21,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -437,7 +440,9 @@ struct LogCapture {
 // ---------------------------------------------------------------------------
 // GroupProbe: members of one partition group record here which partitions
 // they lead, and every work start checks that no other valid term of the same
-// partition exists at that instant (the group's safety invariant).
+// partition exists at that instant (the group's safety invariant). Every term
+// a member's work received is also kept until the probe goes, so that a
+// poller can check the invariant at any instant (multi_holders()).
 
 class GroupProbe {
  public:
@@ -445,6 +450,14 @@ class GroupProbe {
     GroupProbe* probe;
     int id;
   };
+  GroupProbe() = default;
+  GroupProbe(const GroupProbe&) = delete;
+  GroupProbe& operator=(const GroupProbe&) = delete;
+  ~GroupProbe() {
+    for (auto& [name, terms] : seen_) {
+      for (simba_term_t* t : terms) simba_term_release(t);
+    }
+  }
   Member* member(int id) {
     std::lock_guard<std::mutex> lock(mu_);
     members_.push_back(std::make_unique<Member>(Member{this, id}));
@@ -458,6 +471,8 @@ class GroupProbe {
     simba_term_retain(t);
     {
       std::lock_guard<std::mutex> lock(p->mu_);
+      simba_term_retain(t);
+      p->seen_[name].push_back(t);
       for (simba_term_t* other : p->running_[name]) {
         // Read the other first: a term that reads valid later was valid then.
         if (simba_term_is_valid(other) && simba_term_is_valid(t)) ++p->violations_;
@@ -488,6 +503,30 @@ class GroupProbe {
     std::lock_guard<std::mutex> lock(mu_);
     return starts_;
   }
+  // One sample of the invariant over every term any member's work received
+  // (of every member, whether it still runs, left or died): the number of
+  // partitions with two or more valid terms at one instant, each named in
+  // `*what` if given. The terms are listed before any is read, so each existed
+  // at the first read; validity never comes back, so every term that reads
+  // valid was valid at every read before it: two valid reads mean two valid
+  // holders at the instant of the first.
+  int multi_holders(std::string* what = nullptr) {
+    std::vector<std::pair<std::string, std::vector<simba_term_t*>>> all;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [name, terms] : seen_) all.emplace_back(name, terms);
+    }
+    int bad = 0;
+    for (const auto& [name, terms] : all) {
+      int valid = 0;
+      for (simba_term_t* t : terms) valid += simba_term_is_valid(t);
+      if (valid > 1) {
+        ++bad;
+        if (what) *what += name + ": " + std::to_string(valid) + " valid terms; ";
+      }
+    }
+    return bad;
+  }
   // True when the given members hold every partition, each floor(n/m) or ceil(n/m).
   bool balanced(const std::vector<int>& ids, int n) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -511,9 +550,93 @@ class GroupProbe {
   std::mutex mu_;
   std::vector<std::unique_ptr<Member>> members_;
   std::map<std::string, std::vector<simba_term_t*>> running_;
+  std::map<std::string, std::vector<simba_term_t*>> seen_;  // retained until ~GroupProbe
   std::map<int, int> held_;
   int violations_ = 0;
   int starts_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// FrozenClient: a node that dies without a word, on any backend. Its client
+// runs in EXTERNAL loop mode on a host thread of its own, which drives the
+// loop until freeze() and never again: from then on the node sends nothing,
+// no keep-alive, no release, no close, as the backend and the other nodes see
+// a crashed (or SIGSTOPped) process. Its terms still end at its local deadline
+// (term accessors need no loop) and the backend expires its session after the
+// lease duration. finish() (or the destructor) closes it on its host thread.
+
+class FrozenClient {
+ public:
+  FrozenClient() = default;
+  FrozenClient(const FrozenClient&) = delete;
+  FrozenClient& operator=(const FrozenClient&) = delete;
+  ~FrozenClient() { finish(); }
+
+  // Opens on `url`, waits until LIVE and calls `setup(client)`, all on the host
+  // thread, then drives the loop there. `after_close` runs on the host thread
+  // after the client closed (e.g. to free the tasks `setup` started). Returns
+  // the first failing code, or SIMBA_OK.
+  int start(const std::string& url, Timing timing, std::function<int(simba_client_t*)> setup,
+            std::function<void()> after_close = nullptr) {
+    timing.settings.emplace_back("loop.mode", "external");
+    std::promise<int> ready;
+    std::future<int> rc = ready.get_future();
+    th_ = std::thread([this, url, timing, setup, after_close, &ready] {
+      host(url, timing, setup, after_close, ready);
+    });
+    return rc.get();
+  }
+
+  // Stops driving the loop; returns once the host thread no longer runs it.
+  // Returns the instant (mono ns) after which nothing of the loop ran.
+  int64_t freeze() {
+    freeze_ = true;
+    wait_for([&] { return frozen_at_.load() != 0; }, 5000 * slow_factor(), 1);
+    return frozen_at_.load();
+  }
+
+  void finish() {
+    if (!th_.joinable()) return;
+    freeze_ = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      finish_ = true;
+    }
+    cv_.notify_all();
+    th_.join();
+  }
+
+ private:
+  void host(const std::string& url, const Timing& timing,
+            const std::function<int(simba_client_t*)>& setup,
+            const std::function<void()>& after_close, std::promise<int>& ready) {
+    Client c;
+    int rc = c.open(url, timing);
+    if (rc == SIMBA_OK) rc = simba_client_wait_live(c, 5000 * slow_factor());
+    if (rc == SIMBA_OK && setup) rc = setup(c);
+    ready.set_value(rc);  // start() returns: `ready` is gone
+    while (rc == SIMBA_OK && !freeze_.load()) {
+      struct pollfd p = {simba_client_fd(c), POLLIN, 0};
+      int64_t wait = simba_client_timeout_ms(c);
+      if (wait < 0 || wait > 2) wait = 2;  // and look at freeze_ again
+      poll(&p, 1, static_cast<int>(wait));
+      simba_client_process(c);
+    }
+    frozen_at_ = mono_ns();
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return finish_; });
+    }
+    c.close();  // on the host thread: runs the loop itself until closed
+    if (after_close) after_close();
+  }
+
+  std::thread th_;
+  std::atomic<bool> freeze_{false};
+  std::atomic<int64_t> frozen_at_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool finish_ = false;
 };
 
 }  // namespace simba_testing
