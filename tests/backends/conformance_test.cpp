@@ -863,6 +863,101 @@ TEST_P(Conformance, PartitionGroupOneHolderAtEveryInstantAsMembersJoinDieAndLeav
   dying.finish();
 }
 
+// Schedules of two nodes on one name: runs happen only on the node whose term
+// is valid, never at once on both; after the leader's stop the other node's
+// schedule starts on its new term with its initial delay, then keeps the
+// fixed delay between runs.
+namespace sched {
+struct Run {
+  int node;
+  int64_t start_ns, end_ns;
+  uint64_t token;
+  bool valid;  // the term read valid when the run began
+};
+struct Log {
+  std::mutex mu;
+  std::vector<Run> runs;
+  int count(int node) {
+    std::lock_guard<std::mutex> lock(mu);
+    return static_cast<int>(
+        std::count_if(runs.begin(), runs.end(), [&](const Run& r) { return r.node == node; }));
+  }
+};
+struct Ctx {
+  Log* log;
+  int node;
+};
+void run(void* ud, simba_term_t* t) {
+  auto* c = static_cast<Ctx*>(ud);
+  const int64_t start = mono_ns();
+  const bool valid = simba_term_is_valid(t);
+  sleep_ms(5);  // one step of work
+  std::lock_guard<std::mutex> lock(c->log->mu);
+  c->log->runs.push_back({c->node, start, mono_ns(), simba_term_token(t), valid});
+}
+}  // namespace sched
+
+TEST_P(Conformance, ScheduleRunsOnlyOnTheValidTermAndRestartsWithInitialDelay) {
+  const Timing t{1000, 200};
+  constexpr int64_t kInitial = 300, kPeriod = 30;
+  Client a, b;
+  OpenLive(a, t);
+  OpenLive(b, t);
+  sched::Log log;
+  sched::Ctx ca{&log, 0}, cb{&log, 1};
+  const std::string name = lease("schedule");
+  simba_task_t* ta = nullptr;
+  simba_task_t* tb = nullptr;
+  const int64_t started_at = mono_ns();
+  ASSERT_EQ(simba_schedule(&ta, a, name.c_str(), kInitial, kPeriod, sched::run, &ca), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return json_string(snapshot(a), "state") == "leader"; },
+                       5000 * slow_factor()));
+  ASSERT_EQ(simba_schedule(&tb, b, name.c_str(), kInitial, kPeriod, sched::run, &cb), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return log.count(0) >= 5; }, 5000 * slow_factor()));
+  EXPECT_EQ(log.count(1), 0) << "b ran while a led";
+
+  deaf::Done done;
+  const int64_t stop_at = mono_ns();
+  ASSERT_EQ(simba_task_stop(ta, deaf::Done::fn, &done), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return done.at_ns.load() != 0; }, 5000 * slow_factor()));
+  const int a_runs = log.count(0);
+  ASSERT_TRUE(wait_for([&] { return log.count(1) >= 3; }, 5000 * slow_factor()));
+  EXPECT_EQ(log.count(0), a_runs) << "a ran after its stop completed";
+  ASSERT_EQ(simba_task_close(tb), SIMBA_OK);
+  EXPECT_EQ(simba_task_close(ta), SIMBA_OK);
+
+  std::lock_guard<std::mutex> lock(log.mu);
+  const std::vector<sched::Run>& runs = log.runs;
+  ASSERT_GE(runs.size(), 8u);
+  size_t first_b = 0;
+  while (first_b < runs.size() && runs[first_b].node == 0) ++first_b;
+  ASSERT_LT(first_b, runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const sched::Run& r = runs[i];
+    EXPECT_TRUE(r.valid) << "run " << i << " of node " << r.node << " began on an invalid term";
+    // Each node's runs are one term's (a before the stop, b after it).
+    EXPECT_EQ(r.node, i < first_b ? 0 : 1) << "run " << i;
+    EXPECT_EQ(r.token, runs[i < first_b ? 0 : first_b].token) << "run " << i;
+    if (i + 1 < runs.size()) {
+      // Never two at once, and a fixed delay between one run and the next.
+      EXPECT_GE(runs[i + 1].start_ns, r.end_ns) << "runs " << i << " and " << i + 1 << " overlap";
+      if (i + 1 != first_b) {
+        EXPECT_GE((runs[i + 1].start_ns - r.end_ns) / kMsNs, kPeriod - 1) << "run " << i + 1;
+      }
+    }
+  }
+  EXPECT_GT(runs[first_b].token, runs[0].token);
+  // Each term's first run comes after its initial delay: a's counted from no
+  // earlier than its start, b's from no earlier than a's stop (b's term begins
+  // after a's release), and b's starts promptly after that.
+  EXPECT_GE((runs[0].start_ns - started_at) / kMsNs, kInitial);
+  EXPECT_LT(runs[first_b - 1].start_ns, done.at_ns.load());
+  EXPECT_GE((runs[first_b].start_ns - stop_at) / kMsNs, kInitial)
+      << "b's first run did not wait for the initial delay on its new term";
+  EXPECT_LE((runs[first_b].start_ns - done.at_ns.load()) / kMsNs,
+            kInitial + t.renew_ms + 200 * slow_factor());
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(ConformanceBackends()),
                          [](const ::testing::TestParamInfo<BackendParam>& info) {
                            return info.param.label;
