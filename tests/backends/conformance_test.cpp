@@ -805,6 +805,7 @@ TEST_P(Conformance, PartitionGroupOneHolderAtEveryInstantAsMembersJoinDieAndLeav
   simba_task_t* dying_task = nullptr;
   FrozenClient dying;  // member 2; closed before the probe goes
   for (auto& client : c) OpenLive(client, t);
+  ASSERT_EQ(dying.open(url(), t), SIMBA_OK) << simba_last_error();
 
   std::atomic<bool> done{false};
   std::atomic<int64_t> samples{0}, bad{0};
@@ -823,14 +824,9 @@ TEST_P(Conformance, PartitionGroupOneHolderAtEveryInstantAsMembersJoinDieAndLeav
   ASSERT_EQ(simba_group_join(&task[0], c[0], group.c_str(), kN, GroupProbe::work, probe.member(0)),
             SIMBA_OK)
       << simba_last_error();
-  ASSERT_EQ(dying.start(
-                url(), t,
-                [&](simba_client_t* dc) {
-                  return simba_group_join(&dying_task, dc, group.c_str(), kN, GroupProbe::work,
-                                          probe.member(2));
-                },
-                [&] { simba_task_close(dying_task); }),
-            SIMBA_OK)
+  ASSERT_EQ(
+      simba_group_join(&dying_task, dying, group.c_str(), kN, GroupProbe::work, probe.member(2)),
+      SIMBA_OK)
       << simba_last_error();
   ASSERT_TRUE(wait_for([&] { return probe.balanced({0, 2}, kN); }, settle)) << probe.dump();
   // A member joins: the others hand their excess over.
@@ -842,7 +838,8 @@ TEST_P(Conformance, PartitionGroupOneHolderAtEveryInstantAsMembersJoinDieAndLeav
 
   // Member 2 dies holding its partitions: its work ends at its local deadline;
   // the others take its partitions once the backend expired its session.
-  const int64_t died_at = dying.freeze();
+  const int64_t died_at = dying.freeze(lease("freeze"));
+  ASSERT_NE(died_at, 0) << "the loop did not stop";
   ASSERT_TRUE(wait_for([&] { return probe.held(2) == 0; }, t.lease_ms + 2000 * slow_factor()))
       << probe.dump();
   EXPECT_LE((mono_ns() - died_at) / kMsNs, t.lease_ms + 200 * slow_factor())
@@ -860,7 +857,9 @@ TEST_P(Conformance, PartitionGroupOneHolderAtEveryInstantAsMembersJoinDieAndLeav
   EXPECT_GT(samples.load(), 500);
   EXPECT_EQ(probe.violations(), 0);
   for (auto* tk : task) EXPECT_EQ(simba_task_close(tk), SIMBA_OK);
-  dying.finish();
+  EXPECT_EQ(simba_task_stop(dying_task, nullptr, nullptr), SIMBA_OK);
+  dying.thaw();
+  EXPECT_EQ(simba_task_close(dying_task), SIMBA_OK);
 }
 
 // Schedules of two nodes on one name: runs happen only on the node whose term

@@ -8,7 +8,6 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,8 +20,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
-#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -557,86 +554,73 @@ class GroupProbe {
 };
 
 // ---------------------------------------------------------------------------
-// FrozenClient: a node that dies without a word, on any backend. Its client
-// runs in EXTERNAL loop mode on a host thread of its own, which drives the
-// loop until freeze() and never again: from then on the node sends nothing,
-// no keep-alive, no release, no close, as the backend and the other nodes see
-// a crashed (or SIGSTOPped) process. Its terms still end at its local deadline
-// (term accessors need no loop) and the backend expires its session after the
-// lease duration. finish() (or the destructor) closes it on its host thread.
+// FrozenClient: a node that stops without a word, on any backend. Its client
+// runs its callbacks on the loop ("callback.executor" = "direct"); freeze()
+// starts an election of its own whose on_elected blocks, so the loop stops:
+// from then on the node sends nothing, no keep-alive, no release, no close, as
+// the backend and the other nodes see a crashed (or paused) process. Its terms
+// still end at its local deadline (term accessors need no loop) and the
+// backend expires its session after the lease duration. thaw() lets the loop
+// go on; the destructor thaws, then stops and closes everything.
 
 class FrozenClient {
  public:
   FrozenClient() = default;
   FrozenClient(const FrozenClient&) = delete;
   FrozenClient& operator=(const FrozenClient&) = delete;
-  ~FrozenClient() { finish(); }
-
-  // Opens on `url`, waits until LIVE and calls `setup(client)`, all on the host
-  // thread, then drives the loop there. `after_close` runs on the host thread
-  // after the client closed (e.g. to free the tasks `setup` started). Returns
-  // the first failing code, or SIMBA_OK.
-  int start(const std::string& url, Timing timing, std::function<int(simba_client_t*)> setup,
-            std::function<void()> after_close = nullptr) {
-    timing.settings.emplace_back("loop.mode", "external");
-    std::promise<int> ready;
-    std::future<int> rc = ready.get_future();
-    th_ = std::thread([this, url, timing, setup, after_close, &ready] {
-      host(url, timing, setup, after_close, ready);
-    });
-    return rc.get();
+  ~FrozenClient() {
+    thaw();
+    if (e_) {
+      simba_election_stop_wait(e_, 10'000);
+      simba_election_free(e_);
+    }
+    c_.close();
   }
 
-  // Stops driving the loop; returns once the host thread no longer runs it.
-  // Returns the instant (mono ns) after which nothing of the loop ran.
-  int64_t freeze() {
-    freeze_ = true;
+  // Opens on `url` and waits until LIVE; returns the first failing code.
+  int open(const std::string& url, Timing timing) {
+    timing.settings.emplace_back("callback.executor", "direct");
+    int rc = c_.open(url, timing);
+    if (rc == SIMBA_OK) rc = simba_client_wait_live(c_, 5000 * slow_factor());
+    return rc;
+  }
+  simba_client_t* get() const { return c_.get(); }
+  operator simba_client_t*() const { return c_.get(); }
+
+  // Stops the loop (through an election on `name`, which no one else may use)
+  // and returns the instant it stopped, or 0 if it did not within the timeout.
+  int64_t freeze(const std::string& name) {
+    simba_listener_t l;
+    l.on_elected = &FrozenClient::block;
+    l.on_revoked = nullptr;
+    l.ud = this;
+    if (simba_election_start(&e_, c_, name.c_str(), &l) != SIMBA_OK) return 0;
     wait_for([&] { return frozen_at_.load() != 0; }, 5000 * slow_factor(), 1);
     return frozen_at_.load();
   }
-
-  void finish() {
-    if (!th_.joinable()) return;
-    freeze_ = true;
+  // Lets the loop go on (it finds its deadline passed and recovers).
+  void thaw() {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      finish_ = true;
+      thawed_ = true;
     }
     cv_.notify_all();
-    th_.join();
   }
 
  private:
-  void host(const std::string& url, const Timing& timing,
-            const std::function<int(simba_client_t*)>& setup,
-            const std::function<void()>& after_close, std::promise<int>& ready) {
-    Client c;
-    int rc = c.open(url, timing);
-    if (rc == SIMBA_OK) rc = simba_client_wait_live(c, 5000 * slow_factor());
-    if (rc == SIMBA_OK && setup) rc = setup(c);
-    ready.set_value(rc);  // start() returns: `ready` is gone
-    while (rc == SIMBA_OK && !freeze_.load()) {
-      struct pollfd p = {simba_client_fd(c), POLLIN, 0};
-      int64_t wait = simba_client_timeout_ms(c);
-      if (wait < 0 || wait > 2) wait = 2;  // and look at freeze_ again
-      poll(&p, 1, static_cast<int>(wait));
-      simba_client_process(c);
-    }
-    frozen_at_ = mono_ns();
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return finish_; });
-    }
-    c.close();  // on the host thread: runs the loop itself until closed
-    if (after_close) after_close();
+  static void block(void* ud, simba_term_t*) {
+    auto* self = static_cast<FrozenClient*>(ud);
+    self->frozen_at_ = mono_ns();
+    std::unique_lock<std::mutex> lock(self->mu_);
+    self->cv_.wait(lock, [&] { return self->thawed_; });
   }
 
-  std::thread th_;
-  std::atomic<bool> freeze_{false};
+  Client c_;
+  simba_election_t* e_ = nullptr;
   std::atomic<int64_t> frozen_at_{0};
   std::mutex mu_;
   std::condition_variable cv_;
-  bool finish_ = false;
+  bool thawed_ = false;
 };
 
 }  // namespace simba_testing
