@@ -674,6 +674,294 @@ TEST_P(Conformance, NeverTwoValidOwners) {
   for (size_t i = 1; i < all.size(); ++i) EXPECT_GT(all[i].second, all[i - 1].second);
 }
 
+// Work that ignores revocation: the handover order waits for it at most until
+// the term's local deadline as it was at the stop, then releases anyway, and
+// no other node's work starts before that instant.
+namespace deaf {
+struct Run {
+  bool ignores = false;  // keeps working after the revocation, until let_go
+  std::atomic<bool> let_go{false};
+  std::atomic<int> runs{0};
+  std::atomic<simba_term_t*> term{nullptr};  // the first run's, retained
+  std::atomic<int64_t> start_ns{0}, saw_revoked_ns{0}, end_ns{0};
+};
+void work(void* ud, simba_term_t* t) {
+  auto* r = static_cast<Run*>(ud);
+  const int64_t start = mono_ns();
+  if (r->runs.fetch_add(1) == 0) {
+    simba_term_retain(t);
+    r->term = t;
+    r->start_ns = start;
+  }
+  if (!r->ignores) {
+    while (simba_term_wait_revoked(t, 1000) != SIMBA_OK) {
+    }
+    r->saw_revoked_ns = mono_ns();
+  } else {
+    // Sees the revocation (and records when) but goes on with its step; the
+    // bound only ends a run the test forgot to let go.
+    const int64_t bound = start + 30'000 * kMsNs;
+    while (!r->let_go.load() && mono_ns() < bound) {
+      if (r->saw_revoked_ns.load() == 0 && !simba_term_is_valid(t)) r->saw_revoked_ns = mono_ns();
+      sleep_ms(1);
+    }
+  }
+  r->end_ns = mono_ns();
+}
+struct Done {
+  std::atomic<int64_t> at_ns{0};
+  std::atomic<int> err{1};
+  static void fn(void* ud, int err) {
+    auto* d = static_cast<Done*>(ud);
+    d->err = err;
+    d->at_ns = mono_ns();
+  }
+};
+}  // namespace deaf
+
+TEST_P(Conformance, StopWaitsForWorkIgnoringRevocationAtMostTheRemainingTime) {
+  const Timing t{1000, 200};
+  Client a, b;
+  OpenLive(a, t);
+  OpenLive(b, t);
+  deaf::Run ra, rb;
+  ra.ignores = true;
+  const std::string name = lease("deaf");
+  simba_task_t* ta = nullptr;
+  simba_task_t* tb = nullptr;
+  ASSERT_EQ(simba_run_while_leader(&ta, a, name.c_str(), deaf::work, &ra), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return ra.term.load() != nullptr; }, 5000 * slow_factor()));
+  simba_term_t* term = ra.term;
+  ASSERT_EQ(simba_run_while_leader(&tb, b, name.c_str(), deaf::work, &rb), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return json_string(snapshot(b), "state") == "candidate"; },
+                       5000 * slow_factor()));
+
+  // Stop right after a keep-alive moved the deadline on, so that the next one
+  // (a renew interval away) cannot move it between the read and the stop:
+  // then the deadline at the stop D is in [before + rem, after + rem + 1 ms].
+  int64_t prev = simba_term_remaining_ms(term);
+  ASSERT_TRUE(wait_for(
+      [&] {
+        const int64_t r = simba_term_remaining_ms(term);
+        const bool renewed = r > prev + t.renew_ms / 4;
+        prev = r;
+        return renewed;
+      },
+      5000 * slow_factor(), 1));
+  deaf::Done done;
+  const int64_t before = mono_ns();
+  const int64_t rem = simba_term_remaining_ms(term);
+  ASSERT_EQ(simba_task_stop(ta, deaf::Done::fn, &done), SIMBA_OK);
+  const int64_t stop_at = mono_ns();
+  const int64_t deadline_lo = before + rem * kMsNs;
+  const int64_t deadline_hi = stop_at + (rem + 1) * kMsNs;
+  ASSERT_GT(rem, t.lease_ms / 2) << "just renewed";
+  EXPECT_EQ(rb.runs.load(), 0) << "b's work started while a led";
+
+  // The term is revoked at once; the work sees it and ignores it.
+  ASSERT_TRUE(wait_for([&] { return ra.saw_revoked_ns.load() != 0; }, 1000 * slow_factor(), 1));
+  EXPECT_LT((ra.saw_revoked_ns.load() - stop_at) / kMsNs, 100 * slow_factor());
+  EXPECT_EQ(simba_term_revoke_reason(term), SIMBA_REVOKE_STOPPED);
+
+  // The stop completes (after the release) once the deadline at the stop
+  // passed, not later by more than a round trip: the work still runs.
+  const int64_t slack_ms = 150 * slow_factor();
+  ASSERT_TRUE(wait_for([&] { return done.at_ns.load() != 0; }, rem + 5000 * slow_factor(), 1));
+  EXPECT_EQ(done.err.load(), SIMBA_OK);
+  EXPECT_GE(done.at_ns.load(), deadline_lo) << "released before the work exited or the deadline";
+  EXPECT_LE((done.at_ns.load() - deadline_hi) / kMsNs, slack_ms)
+      << "the handover took " << (done.at_ns.load() - stop_at) / kMsNs << " ms after the stop; "
+      << rem << " ms remained";
+  EXPECT_EQ(ra.end_ns.load(), 0) << "the work was to ignore the revocation";
+
+  // B's work starts only then, with a larger token; a's run never exited so far.
+  // (PostgreSQL candidates find the free lease at their next attempt: within a
+  // renew interval.)
+  ASSERT_TRUE(wait_for([&] { return rb.term.load() != nullptr; }, 5000 * slow_factor(), 1));
+  EXPECT_GE(rb.start_ns.load(), deadline_lo) << "b's work started before a's deadline passed";
+  EXPECT_EQ(ra.end_ns.load(), 0);
+  EXPECT_LE((rb.start_ns.load() - deadline_hi) / kMsNs, t.renew_ms + slack_ms)
+      << "b's work started " << (rb.start_ns.load() - stop_at) / kMsNs << " ms after the stop";
+  EXPECT_GT(simba_term_token(rb.term), simba_term_token(term));
+  EXPECT_TRUE(simba_term_is_valid(rb.term));
+
+  ra.let_go = true;
+  EXPECT_EQ(simba_task_close(ta), SIMBA_OK);  // waits for the run to return
+  EXPECT_NE(ra.end_ns.load(), 0);
+  EXPECT_EQ(ra.runs.load(), 1);
+  EXPECT_EQ(simba_task_close(tb), SIMBA_OK);
+  EXPECT_EQ(rb.runs.load(), 1);
+  simba_term_release(term);
+  simba_term_release(rb.term);
+}
+
+// A partition group through members joining, one dying (its node freezes: no
+// keep-alive, no release, its session expires on the backend) and one leaving.
+// A poller samples every term any member received, about every millisecond:
+// at no sample does a partition have two valid holders, not only when work
+// starts; after each change settles every member holds floor(N/m) or ceil(N/m).
+TEST_P(Conformance, PartitionGroupOneHolderAtEveryInstantAsMembersJoinDieAndLeave) {
+  const Timing t{1000, 200};
+  constexpr int kN = 7;
+  const std::string group = lease("pgroup");
+  GroupProbe probe;
+  Client c[2];
+  simba_task_t* task[2] = {nullptr, nullptr};
+  simba_task_t* dying_task = nullptr;
+  FrozenClient dying;  // member 2; closed before the probe goes
+  for (auto& client : c) OpenLive(client, t);
+  ASSERT_EQ(dying.open(url(), t), SIMBA_OK) << simba_last_error();
+
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> samples{0}, bad{0};
+  std::string first_bad;  // poller only, until joined
+  std::thread poller([&] {
+    while (!done.load()) {
+      std::string what;
+      if (probe.multi_holders(&what) > 0 && bad++ == 0) first_bad = what;
+      samples++;
+      sleep_ms(1);
+    }
+  });
+  ThreadGuard poller_guard(poller, done);
+
+  const int64_t settle = 10'000 * slow_factor();
+  ASSERT_EQ(simba_group_join(&task[0], c[0], group.c_str(), kN, GroupProbe::work, probe.member(0)),
+            SIMBA_OK)
+      << simba_last_error();
+  ASSERT_EQ(
+      simba_group_join(&dying_task, dying, group.c_str(), kN, GroupProbe::work, probe.member(2)),
+      SIMBA_OK)
+      << simba_last_error();
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({0, 2}, kN); }, settle)) << probe.dump();
+  // A member joins: the others hand their excess over.
+  ASSERT_EQ(simba_group_join(&task[1], c[1], group.c_str(), kN, GroupProbe::work, probe.member(1)),
+            SIMBA_OK)
+      << simba_last_error();
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({0, 1, 2}, kN); }, settle)) << probe.dump();
+  ASSERT_GE(probe.held(2), 2) << probe.dump();
+
+  // Member 2 dies holding its partitions: its work ends at its local deadline;
+  // the others take its partitions once the backend expired its session.
+  const int64_t died_at = dying.freeze(lease("freeze"));
+  ASSERT_NE(died_at, 0) << "the loop did not stop";
+  ASSERT_TRUE(wait_for([&] { return probe.held(2) == 0; }, t.lease_ms + 2000 * slow_factor()))
+      << probe.dump();
+  EXPECT_LE((mono_ns() - died_at) / kMsNs, t.lease_ms + 200 * slow_factor())
+      << "a dead member's work ran past its local deadline";
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({0, 1}, kN); }, settle)) << probe.dump();
+
+  // Member 0 leaves (stop: its partitions go over in handover order).
+  ASSERT_EQ(simba_task_stop(task[0], nullptr, nullptr), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return probe.balanced({1}, kN); }, settle)) << probe.dump();
+  EXPECT_EQ(probe.held(0), 0);
+
+  poller_guard.join();
+  EXPECT_EQ(bad.load(), 0) << "two valid holders of a partition at once in " << bad.load() << " of "
+                           << samples.load() << " samples; first: " << first_bad;
+  EXPECT_GT(samples.load(), 500);
+  EXPECT_EQ(probe.violations(), 0);
+  for (auto* tk : task) EXPECT_EQ(simba_task_close(tk), SIMBA_OK);
+  EXPECT_EQ(simba_task_stop(dying_task, nullptr, nullptr), SIMBA_OK);
+  dying.thaw();
+  EXPECT_EQ(simba_task_close(dying_task), SIMBA_OK);
+}
+
+// Schedules of two nodes on one name: runs happen only on the node whose term
+// is valid, never at once on both; after the leader's stop the other node's
+// schedule starts on its new term with its initial delay, then keeps the
+// fixed delay between runs.
+namespace sched {
+struct Run {
+  int node;
+  int64_t start_ns, end_ns;
+  uint64_t token;
+  bool valid;  // the term read valid when the run began
+};
+struct Log {
+  std::mutex mu;
+  std::vector<Run> runs;
+  int count(int node) {
+    std::lock_guard<std::mutex> lock(mu);
+    return static_cast<int>(
+        std::count_if(runs.begin(), runs.end(), [&](const Run& r) { return r.node == node; }));
+  }
+};
+struct Ctx {
+  Log* log;
+  int node;
+};
+void run(void* ud, simba_term_t* t) {
+  auto* c = static_cast<Ctx*>(ud);
+  const int64_t start = mono_ns();
+  const bool valid = simba_term_is_valid(t);
+  sleep_ms(5);  // one step of work
+  std::lock_guard<std::mutex> lock(c->log->mu);
+  c->log->runs.push_back({c->node, start, mono_ns(), simba_term_token(t), valid});
+}
+}  // namespace sched
+
+TEST_P(Conformance, ScheduleRunsOnlyOnTheValidTermAndRestartsWithInitialDelay) {
+  const Timing t{1000, 200};
+  constexpr int64_t kInitial = 300, kPeriod = 30;
+  Client a, b;
+  OpenLive(a, t);
+  OpenLive(b, t);
+  sched::Log log;
+  sched::Ctx ca{&log, 0}, cb{&log, 1};
+  const std::string name = lease("schedule");
+  simba_task_t* ta = nullptr;
+  simba_task_t* tb = nullptr;
+  const int64_t started_at = mono_ns();
+  ASSERT_EQ(simba_schedule(&ta, a, name.c_str(), kInitial, kPeriod, sched::run, &ca), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return json_string(snapshot(a), "state") == "leader"; },
+                       5000 * slow_factor()));
+  ASSERT_EQ(simba_schedule(&tb, b, name.c_str(), kInitial, kPeriod, sched::run, &cb), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return log.count(0) >= 5; }, 5000 * slow_factor()));
+  EXPECT_EQ(log.count(1), 0) << "b ran while a led";
+
+  deaf::Done done;
+  const int64_t stop_at = mono_ns();
+  ASSERT_EQ(simba_task_stop(ta, deaf::Done::fn, &done), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return done.at_ns.load() != 0; }, 5000 * slow_factor()));
+  const int a_runs = log.count(0);
+  ASSERT_TRUE(wait_for([&] { return log.count(1) >= 3; }, 5000 * slow_factor()));
+  EXPECT_EQ(log.count(0), a_runs) << "a ran after its stop completed";
+  ASSERT_EQ(simba_task_close(tb), SIMBA_OK);
+  EXPECT_EQ(simba_task_close(ta), SIMBA_OK);
+
+  std::lock_guard<std::mutex> lock(log.mu);
+  const std::vector<sched::Run>& runs = log.runs;
+  ASSERT_GE(runs.size(), 8u);
+  size_t first_b = 0;
+  while (first_b < runs.size() && runs[first_b].node == 0) ++first_b;
+  ASSERT_LT(first_b, runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const sched::Run& r = runs[i];
+    EXPECT_TRUE(r.valid) << "run " << i << " of node " << r.node << " began on an invalid term";
+    // Each node's runs are one term's (a before the stop, b after it).
+    EXPECT_EQ(r.node, i < first_b ? 0 : 1) << "run " << i;
+    EXPECT_EQ(r.token, runs[i < first_b ? 0 : first_b].token) << "run " << i;
+    if (i + 1 < runs.size()) {
+      // Never two at once, and a fixed delay between one run and the next.
+      EXPECT_GE(runs[i + 1].start_ns, r.end_ns) << "runs " << i << " and " << i + 1 << " overlap";
+      if (i + 1 != first_b) {
+        EXPECT_GE((runs[i + 1].start_ns - r.end_ns) / kMsNs, kPeriod - 1) << "run " << i + 1;
+      }
+    }
+  }
+  EXPECT_GT(runs[first_b].token, runs[0].token);
+  // Each term's first run comes after its initial delay: a's counted from no
+  // earlier than its start, b's from no earlier than a's stop (b's term begins
+  // after a's release), and b's starts promptly after that.
+  EXPECT_GE((runs[0].start_ns - started_at) / kMsNs, kInitial);
+  EXPECT_LT(runs[first_b - 1].start_ns, done.at_ns.load());
+  EXPECT_GE((runs[first_b].start_ns - stop_at) / kMsNs, kInitial)
+      << "b's first run did not wait for the initial delay on its new term";
+  EXPECT_LE((runs[first_b].start_ns - done.at_ns.load()) / kMsNs,
+            kInitial + t.renew_ms + 200 * slow_factor());
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(ConformanceBackends()),
                          [](const ::testing::TestParamInfo<BackendParam>& info) {
                            return info.param.label;

@@ -437,7 +437,9 @@ struct LogCapture {
 // ---------------------------------------------------------------------------
 // GroupProbe: members of one partition group record here which partitions
 // they lead, and every work start checks that no other valid term of the same
-// partition exists at that instant (the group's safety invariant).
+// partition exists at that instant (the group's safety invariant). Every term
+// a member's work received is also kept until the probe goes, so that a
+// poller can check the invariant at any instant (multi_holders()).
 
 class GroupProbe {
  public:
@@ -445,6 +447,14 @@ class GroupProbe {
     GroupProbe* probe;
     int id;
   };
+  GroupProbe() = default;
+  GroupProbe(const GroupProbe&) = delete;
+  GroupProbe& operator=(const GroupProbe&) = delete;
+  ~GroupProbe() {
+    for (auto& [name, terms] : seen_) {
+      for (simba_term_t* t : terms) simba_term_release(t);
+    }
+  }
   Member* member(int id) {
     std::lock_guard<std::mutex> lock(mu_);
     members_.push_back(std::make_unique<Member>(Member{this, id}));
@@ -458,6 +468,8 @@ class GroupProbe {
     simba_term_retain(t);
     {
       std::lock_guard<std::mutex> lock(p->mu_);
+      simba_term_retain(t);
+      p->seen_[name].push_back(t);
       for (simba_term_t* other : p->running_[name]) {
         // Read the other first: a term that reads valid later was valid then.
         if (simba_term_is_valid(other) && simba_term_is_valid(t)) ++p->violations_;
@@ -488,6 +500,30 @@ class GroupProbe {
     std::lock_guard<std::mutex> lock(mu_);
     return starts_;
   }
+  // One sample of the invariant over every term any member's work received
+  // (of every member, whether it still runs, left or died): the number of
+  // partitions with two or more valid terms at one instant, each named in
+  // `*what` if given. The terms are listed before any is read, so each existed
+  // at the first read; validity never comes back, so every term that reads
+  // valid was valid at every read before it: two valid reads mean two valid
+  // holders at the instant of the first.
+  int multi_holders(std::string* what = nullptr) {
+    std::vector<std::pair<std::string, std::vector<simba_term_t*>>> all;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& [name, terms] : seen_) all.emplace_back(name, terms);
+    }
+    int bad = 0;
+    for (const auto& [name, terms] : all) {
+      int valid = 0;
+      for (simba_term_t* t : terms) valid += simba_term_is_valid(t);
+      if (valid > 1) {
+        ++bad;
+        if (what) *what += name + ": " + std::to_string(valid) + " valid terms; ";
+      }
+    }
+    return bad;
+  }
   // True when the given members hold every partition, each floor(n/m) or ceil(n/m).
   bool balanced(const std::vector<int>& ids, int n) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -511,9 +547,80 @@ class GroupProbe {
   std::mutex mu_;
   std::vector<std::unique_ptr<Member>> members_;
   std::map<std::string, std::vector<simba_term_t*>> running_;
+  std::map<std::string, std::vector<simba_term_t*>> seen_;  // retained until ~GroupProbe
   std::map<int, int> held_;
   int violations_ = 0;
   int starts_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// FrozenClient: a node that stops without a word, on any backend. Its client
+// runs its callbacks on the loop ("callback.executor" = "direct"); freeze()
+// starts an election of its own whose on_elected blocks, so the loop stops:
+// from then on the node sends nothing, no keep-alive, no release, no close, as
+// the backend and the other nodes see a crashed (or paused) process. Its terms
+// still end at its local deadline (term accessors need no loop) and the
+// backend expires its session after the lease duration. thaw() lets the loop
+// go on; the destructor thaws, then stops and closes everything.
+
+class FrozenClient {
+ public:
+  FrozenClient() = default;
+  FrozenClient(const FrozenClient&) = delete;
+  FrozenClient& operator=(const FrozenClient&) = delete;
+  ~FrozenClient() {
+    thaw();
+    if (e_) {
+      simba_election_stop_wait(e_, 10'000);
+      simba_election_free(e_);
+    }
+    c_.close();
+  }
+
+  // Opens on `url` and waits until LIVE; returns the first failing code.
+  int open(const std::string& url, Timing timing) {
+    timing.settings.emplace_back("callback.executor", "direct");
+    int rc = c_.open(url, timing);
+    if (rc == SIMBA_OK) rc = simba_client_wait_live(c_, 5000 * slow_factor());
+    return rc;
+  }
+  simba_client_t* get() const { return c_.get(); }
+  operator simba_client_t*() const { return c_.get(); }
+
+  // Stops the loop (through an election on `name`, which no one else may use)
+  // and returns the instant it stopped, or 0 if it did not within the timeout.
+  int64_t freeze(const std::string& name) {
+    simba_listener_t l;
+    l.on_elected = &FrozenClient::block;
+    l.on_revoked = nullptr;
+    l.ud = this;
+    if (simba_election_start(&e_, c_, name.c_str(), &l) != SIMBA_OK) return 0;
+    wait_for([&] { return frozen_at_.load() != 0; }, 5000 * slow_factor(), 1);
+    return frozen_at_.load();
+  }
+  // Lets the loop go on (it finds its deadline passed and recovers).
+  void thaw() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      thawed_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  static void block(void* ud, simba_term_t*) {
+    auto* self = static_cast<FrozenClient*>(ud);
+    self->frozen_at_ = mono_ns();
+    std::unique_lock<std::mutex> lock(self->mu_);
+    self->cv_.wait(lock, [&] { return self->thawed_; });
+  }
+
+  Client c_;
+  simba_election_t* e_ = nullptr;
+  std::atomic<int64_t> frozen_at_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool thawed_ = false;
 };
 
 }  // namespace simba_testing
