@@ -181,7 +181,9 @@ bool Client::on_loop_thread() const {
 
 bool Client::may_block() const {
   if (in_callback()) return false;
-  if (external()) return !in_process_ || !on_loop_thread();
+  // in_process_ belongs to the host thread: other threads (a group's, the
+  // host's workers) must not read it, and may always block.
+  if (external()) return !on_loop_thread() || !in_process_;
   return !on_loop_thread();
 }
 

@@ -183,6 +183,9 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   // Blocks until `w` is done (in EXTERNAL mode on the host thread, running the
   // loop meanwhile). Only where the caller may block.
   void wait_for(Waiter& w) { wait(w, std::chrono::steady_clock::time_point::max()); }
+  // Wakes the loop, so that a host thread in wait_for() sees a Waiter that
+  // another thread finished without going through the loop. No-op once closed.
+  void wake_loop() { post([] {}); }
 
   // Locks. acquire: timeout_ms < 0 waits without bound.
   Result lock_acquire(const std::string& name, int64_t timeout_ms, bool try_once,

@@ -76,7 +76,12 @@ Result Group::step_down(Duration cooldown, DoneFn done) {
 void Group::close() {
   stop(nullptr);  // kEState when already stopping: fine
   if (!client_->may_close_block()) return;  // the manager finishes on its own
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
+    // The manager's leave() waits for the loop: in EXTERNAL mode on the host
+    // thread, drive the loop until the manager is done, then join.
+    client_->wait_for(manager_exited_);
+    thread_.join();
+  }
   for (const auto& e : elections_) e->wait_for_work();
   // The dones go through the callback executor: wait until the last one ran,
   // so that none runs after the close returned.
@@ -122,6 +127,8 @@ void Group::run() {
     done = std::move(stop_done_);
   }
   deliver(std::move(done));
+  manager_exited_.finish(kOk);
+  client_->wake_loop();
 }
 
 void Group::deliver(DoneFn done) {

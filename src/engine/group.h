@@ -83,6 +83,7 @@ class Group : public std::enable_shared_from_this<Group> {
   Duration step_down_cooldown_{0};
   std::vector<DoneFn> step_down_dones_;
   std::thread thread_;
+  Waiter manager_exited_;  // finished as run() returns (close waits for it)
 
   // Manager thread only.
   simba_term* slot_ = nullptr;

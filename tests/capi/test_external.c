@@ -375,6 +375,39 @@ static void test_external_close_from_callback(void **state) {
   rec_destroy(&r);
 }
 
+/* A partition group on an EXTERNAL-mode client: its manager thread needs the
+ * loop (reads, locks, stops), which only the host drives. simba_task_close on
+ * the host thread drives the loop while it waits for the manager to leave;
+ * joining that thread without driving the loop would deadlock. */
+typedef struct {
+  int running; /* atomic: partition works running */
+  int ran;     /* atomic: partition works started */
+} ext_group_t;
+
+static void ext_group_work(void *ud, simba_term_t *t) {
+  ext_group_t *g = (ext_group_t *)ud;
+  ainc(&g->running);
+  ainc(&g->ran);
+  while (simba_term_wait_revoked(t, 1000) != SIMBA_OK) {
+  }
+  __atomic_sub_fetch(&g->running, 1, __ATOMIC_SEQ_CST);
+}
+
+static int ext_group_all_running(void *ud) { return ald(&((ext_group_t *)ud)->running) == 3; }
+
+static void test_external_group_close(void **state) {
+  simba_client_t *c = open_external("ext-group");
+  simba_task_t *task = NULL;
+  ext_group_t g = {0, 0};
+  (void)state;
+  CHECK_OK(simba_group_join(&task, c, "ext.group", 3, ext_group_work, &g));
+  assert_true(drive(&c, 1, ext_group_all_running, &g, long_wait_ms()));
+  CHECK_OK(HOST_CALL(simba_task_close(task))); /* returns: every partition handed over */
+  assert_int_equal(ald(&g.running), 0);
+  assert_int_equal(ald(&g.ran), 3);
+  CHECK_OK(HOST_CALL(simba_client_close(c)));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_external_basics),
@@ -384,6 +417,7 @@ int main(void) {
       cmocka_unit_test(test_external_wait_live_timeout_from_other_thread),
       cmocka_unit_test(test_external_locks),
       cmocka_unit_test(test_external_close_from_callback),
+      cmocka_unit_test(test_external_group_close),
   };
   host_thread = pthread_self();
   return cmocka_run_group_tests(tests, NULL, NULL);
