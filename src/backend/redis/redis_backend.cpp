@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <map>
 #include <random>
@@ -829,13 +830,14 @@ class RedisBackend final : public Backend {
       redisAsyncCommandArgv(a->ac, on_setup_reply, const_cast<char*>("SELECT"), 2, argv, nullptr);
     }
     if (!config_checked_) {
-      // Settings under which a token can go back: read once per client. One
+      // Settings under which a token can go back: read once per client (again
+      // on the next connection if this one drops before the last answer). One
       // parameter per CONFIG GET (several need Redis 7); the replies come in
       // this order, so the save answer knows the appendonly one.
-      config_checked_ = true;
       for (const char* param : {"maxmemory-policy", "appendonly", "save"}) {
         const char* argv[] = {"CONFIG", "GET", param};
-        redisAsyncCommandArgv(a->ac, on_setup_reply, const_cast<char*>("CONFIG"), 3, argv, nullptr);
+        const char* tag = std::strcmp(param, "save") == 0 ? "CONFIG-LAST" : "CONFIG";
+        redisAsyncCommandArgv(a->ac, on_setup_reply, const_cast<char*>(tag), 3, argv, nullptr);
       }
     }
     // Loads the scripts ahead of the calls on the same connection, so that
@@ -873,9 +875,10 @@ class RedisBackend final : public Backend {
     auto* r = static_cast<redisReply*>(reply);
     if (self->closing_ || !r) return;
     const std::string what = static_cast<const char*>(privdata);
-    if (what == "CONFIG") {
+    if (what == "CONFIG" || what == "CONFIG-LAST") {
       // CONFIG may be renamed or disabled: errors are fine, and warn of nothing.
       if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) self->check_config(r);
+      if (what == "CONFIG-LAST") self->config_checked_ = true;
       return;
     }
     if (r->type == REDIS_REPLY_ERROR) {
@@ -972,7 +975,7 @@ class RedisBackend final : public Backend {
   int failures_ = 0;              // consecutive connection failures
   uint64_t retry_at_ = 0;         // loop ms before which no reconnect is tried
   std::string last_error_;
-  bool config_checked_ = false;  // CONFIG GET sent (once per client)
+  bool config_checked_ = false;  // CONFIG GETs answered (once per client)
   bool aof_off_ = false;         // CONFIG GET appendonly answered "no"
 
   UvHiredis* sub_ = nullptr;
