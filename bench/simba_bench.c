@@ -311,13 +311,16 @@ static void progress(const char *fmt, ...) {
   va_end(ap);
 }
 
-/* A client with the benchmark's timing; exits on failure. */
-static simba_client_t *open_client(const char *url, const options_t *o, const char *name) {
+/* A client with the benchmark's timing and, if key is not NULL, one more
+ * setting; exits on failure. */
+static simba_client_t *open_client_kv(const char *url, const options_t *o, const char *name,
+                                      const char *key, const char *value) {
   simba_config_t *cfg = NULL;
   int rc = simba_config_new(&cfg);
   if (rc == SIMBA_OK) rc = simba_config_set_ms(cfg, "session.lease-duration", o->lease_ms);
   if (rc == SIMBA_OK) rc = simba_config_set_ms(cfg, "session.renew-interval", o->renew_ms);
   if (rc == SIMBA_OK) rc = simba_config_set(cfg, "client.name", name);
+  if (rc == SIMBA_OK && key) rc = simba_config_set(cfg, key, value);
   if (rc != SIMBA_OK) die("config", rc);
   simba_client_t *c = NULL;
   rc = simba_client_open(&c, url, cfg);
@@ -326,6 +329,10 @@ static simba_client_t *open_client(const char *url, const options_t *o, const ch
   rc = simba_client_wait_live(c, 10000);
   if (rc != SIMBA_OK) die("simba_client_wait_live", rc);
   return c;
+}
+
+static simba_client_t *open_client(const char *url, const options_t *o, const char *name) {
+  return open_client_kv(url, o, name, NULL, NULL);
 }
 
 /* The integer after "key": in a snapshot; -1 if absent. */
@@ -433,6 +440,7 @@ typedef struct results {
   handover_result_t handover;
   cycle_result_t cycle;
   bench_stats_t memory_cycle;
+  bench_stats_t external_cycle; /* loop.mode=external: the caller's thread runs the loop */
   bench_stats_t snapshot_hop;
   int diagnostics_done;
   lease_result_t leases[2 * MAX_LEASE_COUNTS]; /* with the --slow-renew-ms rows */
@@ -1140,6 +1148,9 @@ static void print_report(const options_t *o, const raw_backend_t *rb, const resu
   }
   if (r->diagnostics_done) {
     print_row("diag: cycle on memory:// (no I/O)", &r->memory_cycle, NULL);
+    snprintf(buf, sizeof buf, "%.2f x 2 RTT: no thread hop",
+             ratio(r->external_cycle.p50_us, 2 * baseline(&r->raw)->p50_us));
+    print_row("diag: cycle, loop.mode=external", &r->external_cycle, buf);
     print_row("diag: snapshot_json (one caller-loop hop)", &r->snapshot_hop, NULL);
   }
   if (r->alt_done) {
@@ -1293,6 +1304,7 @@ static int write_json(const char *path, const options_t *o, const raw_backend_t 
   if (r->diagnostics_done) {
     bench_json_begin_object(&j, "diagnostics");
     bench_json_stats(&j, "memory_lock_cycle", &r->memory_cycle);
+    bench_json_stats(&j, "external_loop_lock_cycle", &r->external_cycle);
     bench_json_stats(&j, "snapshot_json_call", &r->snapshot_hop);
     bench_json_end_object(&j);
   }
@@ -1503,6 +1515,14 @@ int main(int argc, char **argv) {
     run_cycle(m, NULL, NULL, o.cycle_iterations, o.warmup, 0, &mc);
     r.memory_cycle = mc.cycle;
     simba_client_close(m);
+    /* The same cycle with no thread hop: in EXTERNAL mode a blocking call on
+     * the host's thread runs the loop itself until its answer came. */
+    progress("diagnostic: lock cycle with loop.mode=external");
+    simba_client_t *x = open_client_kv(o.url, &o, "bench-cycle-external", "loop.mode", "external");
+    cycle_result_t xc;
+    run_cycle(x, NULL, NULL, o.cycle_iterations, o.warmup, 0, &xc);
+    r.external_cycle = xc.cycle;
+    simba_client_close(x);
     r.diagnostics_done = 1;
   }
   if (o.run_leases) {

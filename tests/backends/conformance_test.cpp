@@ -90,6 +90,19 @@ class Conformance : public ::testing::TestWithParam<BackendParam> {
   }
 
   const std::string& url() const { return url_; }
+  // The same backend in a namespace of this test only (a Redis key prefix, a
+  // PostgreSQL schema, a ZooKeeper chroot), for checks that list "everything":
+  // the shared namespace holds every name the suite ever used, in every stage.
+  std::string isolated_url() const {
+    const std::string label = GetParam().label;
+    std::string tag = "conf_" + id_;
+    std::replace(tag.begin(), tag.end(), '-', '_');
+    const char* sep = url_.find('?') == std::string::npos ? "?" : "&";
+    if (label == "redis") return url_ + sep + "prefix=" + tag;
+    if (label == "postgresql") return url_ + sep + "schema=" + tag;
+    if (label == "zookeeper") return url_ + "/" + tag;
+    return url_;  // memory://: already one store per test
+  }
   // A lease name of this test only.
   std::string lease(const std::string& suffix) const { return "conf." + id_ + "." + suffix; }
 
@@ -427,9 +440,11 @@ TEST_P(Conformance, CloseFreesEveryLeaseAtOnce) {
 TEST_P(Conformance, InspectShowsSessionsAndLeases) {
   const Timing t{2000, 400};
   Client a, b;
-  ASSERT_EQ(a.open(url(), t, "inspect-holder"), SIMBA_OK) << simba_last_error();
+  const std::string ns = isolated_url();
+  ASSERT_EQ(a.open(ns, t, "inspect-holder"), SIMBA_OK) << simba_last_error();
   ASSERT_EQ(simba_client_wait_live(a, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
-  OpenLive(b, t);
+  ASSERT_EQ(b.open(ns, t), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(b, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
   const std::string held = lease("held"), never = lease("never");
   simba_term_t* term = nullptr;
   ASSERT_EQ(simba_lock_acquire(&term, a, held.c_str(), 5000 * slow_factor()), SIMBA_OK)
