@@ -608,6 +608,62 @@ TEST(Redis, RestartWithAofKeepsTokensIncreasing) {
   ASSERT_EQ(simba_lock_release(t), SIMBA_OK);
 }
 
+// Every write of a script goes to the AOF and is fsynced before the answer, so
+// a lock cycle writes once to acquire (token and holder in one HSET) and once
+// to release (HDEL): the name stays in the session's lease set, which the
+// next keep-alive cleans. Counted by the server (INFO commandstats counts the
+// commands scripts run); the old scripts made four writes and one.
+TEST(Redis, AcquireAndReleaseAreOneWriteEach) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start());
+  Client c;
+  const Timing t{4000, 1000};
+  ASSERT_EQ(c.open(server.url(), t), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  Sync s("127.0.0.1", port);
+  ASSERT_TRUE(s.ok());
+  const std::string name = "redis.writes." + unique_id();
+  const std::string set = "simba:session:" + session_id(c) + ":leases";
+  const int kCycles = 20;
+  uint64_t last = 0;
+  // Counted between two keep-alives (each also writes, PEXPIRE twice).
+  const int64_t k0 = counter(c, "keep_alives");
+  ASSERT_TRUE(wait_for([&] { return counter(c, "keep_alives") > k0; }, 5000 * slow_factor()));
+  ASSERT_EQ(s.cmd({"CONFIG", "RESETSTAT"}), "OK");
+  const int64_t k1 = counter(c, "keep_alives");
+  for (int i = 0; i < kCycles; ++i) {
+    simba_term_t* term = nullptr;
+    ASSERT_EQ(simba_lock_acquire(&term, c, name.c_str(), 5000 * slow_factor()), SIMBA_OK);
+    EXPECT_GT(simba_term_token(term), last);
+    last = simba_term_token(term);
+    ASSERT_EQ(simba_lock_release(term), SIMBA_OK);
+  }
+  const int64_t k2 = counter(c, "keep_alives");
+  if (k2 == k1) {  // else a keep-alive ran in the window: its writes would count
+    EXPECT_EQ(command_calls(s, "hset"), kCycles);
+    EXPECT_EQ(command_calls(s, "hdel"), kCycles);
+    EXPECT_EQ(command_calls(s, "hincrby"), 0);
+    EXPECT_EQ(command_calls(s, "srem"), 0);
+    EXPECT_EQ(command_calls(s, "pexpire"), 1);  // the first acquire made the set
+  }
+  EXPECT_EQ(s.cmd({"SISMEMBER", set, name}), "1") << "the release left the name in the set";
+  // The next keep-alive drops it; the name is not reported held (the client
+  // would release it again) and the set keeps its expiry.
+  const int64_t releases = counter(c, "releases");
+  ASSERT_TRUE(wait_for([&] { return counter(c, "keep_alives") > k2; }, 5000 * slow_factor()));
+  EXPECT_EQ(s.cmd({"SISMEMBER", set, name}), "0");
+  EXPECT_EQ(counter(c, "releases"), releases);
+  simba_term_t* held = nullptr;
+  ASSERT_EQ(simba_lock_acquire(&held, c, (name + ".held").c_str(), 5000 * slow_factor()), SIMBA_OK);
+  const int64_t pttl = std::strtoll(s.cmd({"PTTL", set}).c_str(), nullptr, 10);
+  EXPECT_GT(pttl, 0) << "a new lease set has no expiry";
+  EXPECT_LE(pttl, t.lease_ms);
+  ASSERT_EQ(simba_lock_release(held), SIMBA_OK);
+}
+
 // Renewal costs one backend call per renew interval whatever the number of
 // leases, counted by the server itself (INFO commandstats) on a server of this
 // test's own, where this client's keep-alives are the only EVALSHA calls.

@@ -6,6 +6,7 @@
 // Data model ({p} = the URL's prefix, default "simba"):
 //   {p}:session:{sid}          string, PEXPIRE lease; sid = 128 random bits in hex
 //   {p}:session:{sid}:leases   set of the lease names the session won, same expiry
+//                              (a released name stays until the next keep-alive)
 //   {p}:lease:{name}           hash {session, token}; never deleted, so the token
 //                              counts up across terms (+1 per term)
 //   {p}:released:{name}        the channel a release or a close publishes on; a
@@ -79,29 +80,36 @@ return out
 // ARGV[2] prefix, ARGV[3] name. Returns {-1} (our session is gone), {0, pttl}
 // (held by a live session, ours included: never two terms of one name for one
 // session; pttl -1 when unknown) or {1, token}.
+// One write in the common case (every write is in the AOF and fsynced): the
+// token and the holder in one HSET, and the name usually still in the set
+// from an earlier term (a release leaves it to the keep-alive), with the
+// set's expiry set only when the set is new.
 constexpr char kAcquireScript[] = R"lua(
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl == -2 then return {-1} end
-local holder = redis.call('HGET', KEYS[3], 'session')
+local h = redis.call('HMGET', KEYS[3], 'session', 'token')
+local holder = h[1]
 if holder and holder ~= '' then
   if holder == ARGV[1] then return {0, ttl} end
   local ht = redis.call('PTTL', ARGV[2] .. ':session:' .. holder)
   if ht ~= -2 then return {0, ht} end
 end
-local token = redis.call('HINCRBY', KEYS[3], 'token', 1)
-redis.call('HSET', KEYS[3], 'session', ARGV[1])
-redis.call('SADD', KEYS[2], ARGV[3])
-if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+local token = (tonumber(h[2]) or 0) + 1
+redis.call('HSET', KEYS[3], 'session', ARGV[1], 'token', string.format('%d', token))
+if redis.call('SADD', KEYS[2], ARGV[3]) == 1 and ttl > 0 and redis.call('PTTL', KEYS[2]) == -1 then
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
 return {1, token}
 )lua";
 
-// KEYS[1] lease set, KEYS[2] lease hash; ARGV[1] sid, ARGV[2] token, ARGV[3]
-// name, ARGV[4] channel. Frees the lease only where session and token match.
+// KEYS[1] lease hash; ARGV[1] sid, ARGV[2] token, ARGV[3] name, ARGV[4]
+// channel. Frees the lease only where session and token match. The name stays
+// in the session's lease set: the next keep-alive drops it unless the session
+// holds the lease again by then, which saves a write here and one in acquire.
 constexpr char kReleaseScript[] = R"lua(
-local h = redis.call('HMGET', KEYS[2], 'session', 'token')
+local h = redis.call('HMGET', KEYS[1], 'session', 'token')
 if h[1] == ARGV[1] and h[2] == ARGV[2] then
-  redis.call('HDEL', KEYS[2], 'session')
-  redis.call('SREM', KEYS[1], ARGV[3])
+  redis.call('HDEL', KEYS[1], 'session')
   redis.call('PUBLISH', ARGV[4], ARGV[3])
   return 1
 end
@@ -415,8 +423,8 @@ class RedisBackend final : public Backend {
 
   void release(const std::string& session, const std::string& name, uint64_t token,
                Duration timeout, DoneCb cb) override {
-    start({"EVALSHA", script(kRelease).sha, "2", leases_key(session), lease_key(name), session,
-           std::to_string(token), name, released_channel(name)},
+    start({"EVALSHA", script(kRelease).sha, "1", lease_key(name), session, std::to_string(token),
+           name, released_channel(name)},
           timeout, done_parser(std::move(cb)));
   }
 

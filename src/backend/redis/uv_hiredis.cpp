@@ -9,32 +9,45 @@ void on_poll(uv_poll_t* handle, int status, int events) {
   // A poll error: hand every watched event to hiredis, which then sees the
   // socket's error itself (a refused connect, a reset) and disconnects.
   if (status < 0) events = a->events;
+  events &= a->wanted;  // not what hiredis withdrew since the poll was set
   if ((events & UV_READABLE) && a->ac) redisAsyncHandleRead(a->ac);
   if ((events & UV_WRITABLE) && a->ac) redisAsyncHandleWrite(a->ac);
 }
 
-void update(UvHiredis* a, int events) {
-  if (a->cleaned) return;
-  if (events == a->events) return;
-  a->events = events;
-  if (events) {
-    uv_poll_start(&a->poll, events, on_poll);
+void on_prepare(uv_prepare_t* handle) {
+  auto* a = static_cast<UvHiredis*>(handle->data);
+  if (a->cleaned || a->wanted == a->events) return;
+  a->events = a->wanted;
+  if (a->events) {
+    uv_poll_start(&a->poll, a->events, on_poll);
   } else {
     uv_poll_stop(&a->poll);
   }
 }
 
+void update(UvHiredis* a, int events) {
+  if (!a->cleaned) a->wanted = events;
+}
+
 void add_read(void* p) {
-  if (auto* a = static_cast<UvHiredis*>(p)) update(a, a->events | UV_READABLE);
+  if (auto* a = static_cast<UvHiredis*>(p)) update(a, a->wanted | UV_READABLE);
 }
 void del_read(void* p) {
-  if (auto* a = static_cast<UvHiredis*>(p)) update(a, a->events & ~UV_READABLE);
+  if (auto* a = static_cast<UvHiredis*>(p)) update(a, a->wanted & ~UV_READABLE);
 }
 void add_write(void* p) {
-  if (auto* a = static_cast<UvHiredis*>(p)) update(a, a->events | UV_WRITABLE);
+  if (auto* a = static_cast<UvHiredis*>(p)) update(a, a->wanted | UV_WRITABLE);
 }
 void del_write(void* p) {
-  if (auto* a = static_cast<UvHiredis*>(p)) update(a, a->events & ~UV_WRITABLE);
+  if (auto* a = static_cast<UvHiredis*>(p)) update(a, a->wanted & ~UV_WRITABLE);
+}
+
+void on_handle_closed(uv_handle_t* h) {
+  auto* self = static_cast<UvHiredis*>(h->data);
+  if (--self->open_handles > 0) return;
+  auto closed = std::move(self->on_closed);
+  delete self;
+  if (closed) closed();
 }
 
 void cleanup(void* p) {
@@ -49,16 +62,13 @@ void cleanup(void* p) {
   }
   a->ac = nullptr;
   uv_poll_stop(&a->poll);
+  uv_prepare_stop(&a->apply);
   if (a->on_gone) {
     auto gone = std::move(a->on_gone);
     gone(a);
   }
-  uv_close(reinterpret_cast<uv_handle_t*>(&a->poll), [](uv_handle_t* h) {
-    auto* self = static_cast<UvHiredis*>(h->data);
-    auto closed = std::move(self->on_closed);
-    delete self;
-    if (closed) closed();
-  });
+  uv_close(reinterpret_cast<uv_handle_t*>(&a->poll), on_handle_closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&a->apply), on_handle_closed);
 }
 
 }  // namespace
@@ -71,6 +81,9 @@ UvHiredis* uv_hiredis_attach(uv_loop_t* loop, redisAsyncContext* ac) {
     return nullptr;
   }
   a->poll.data = a;
+  uv_prepare_init(loop, &a->apply);
+  a->apply.data = a;
+  uv_prepare_start(&a->apply, on_prepare);
   a->ac = ac;
   ac->ev.addRead = add_read;
   ac->ev.delRead = del_read;

@@ -3,6 +3,12 @@
 // reset its callbacks never run). On a poll error every watched event is handed
 // to hiredis as ready, so that it reads or writes, sees the error and
 // disconnects.
+//
+// hiredis asks for the writable event with every command and drops it once
+// the command is written, which the backend does in the same loop turn. Each
+// uv_poll_start costs an epoll_ctl DEL and ADD, three per command, so the
+// adapter records what hiredis wants and applies it just before the loop
+// polls (a prepare handle): the request and its withdrawal cancel out.
 #ifndef SIMBA_BACKEND_REDIS_UV_HIREDIS_H
 #define SIMBA_BACKEND_REDIS_UV_HIREDIS_H
 
@@ -15,19 +21,22 @@ namespace simba {
 
 struct UvHiredis {
   uv_poll_t poll;
+  uv_prepare_t apply;  // sets the poll to `wanted` before the loop polls
   redisAsyncContext* ac = nullptr;  // null once hiredis cleaned up
-  int events = 0;
+  int wanted = 0;  // UV_READABLE | UV_WRITABLE as hiredis asked
+  int events = 0;  // what the poll watches
+  int open_handles = 2;
   bool cleaned = false;
   // Runs once, when hiredis tears the context down (before it is freed and
   // before the pending replies' callbacks run with NULL).
   std::function<void(UvHiredis*)> on_gone;
-  // Runs once the poll handle is closed; the adapter is deleted right after.
+  // Runs once the handles are closed; the adapter is deleted right after.
   std::function<void()> on_closed;
 };
 
 // Attaches a new adapter to `ac`; returns it, or nullptr (with `ac` untouched)
-// when the poll cannot be set up. The adapter deletes itself after its poll
-// handle closed (following hiredis' cleanup hook).
+// when the poll cannot be set up. The adapter deletes itself after its
+// handles closed (following hiredis' cleanup hook).
 UvHiredis* uv_hiredis_attach(uv_loop_t* loop, redisAsyncContext* ac);
 
 }  // namespace simba
