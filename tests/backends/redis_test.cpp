@@ -45,7 +45,8 @@ class Sync {
     if (c_) redisFree(c_);
   }
   bool ok() const { return c_ && !c_->err; }
-  // Runs a command; returns the reply as text ("" for nil, "ERR..." for errors).
+  // Runs a command; returns the reply as text ("" for nil, "ERR..." for errors,
+  // an array's elements joined by spaces).
   std::string cmd(const std::vector<std::string>& args) {
     if (!ok()) return "!not connected";
     std::vector<const char*> argv;
@@ -57,15 +58,22 @@ class Sync {
     auto* r = static_cast<redisReply*>(
         redisCommandArgv(c_, static_cast<int>(argv.size()), argv.data(), lens.data()));
     if (!r) return "!no reply";
-    std::string out;
-    if (r->type == REDIS_REPLY_INTEGER) {
-      out = std::to_string(r->integer);
-    } else if (r->str) {
-      out.assign(r->str, r->len);
-    }
+    const std::string out = text(r);
     freeReplyObject(r);
     return out;
   }
+
+ private:
+  static std::string text(const redisReply* r) {
+    if (r->type == REDIS_REPLY_INTEGER) return std::to_string(r->integer);
+    if (r->type == REDIS_REPLY_ARRAY) {
+      std::string out;
+      for (size_t i = 0; i < r->elements; ++i) out += (i ? " " : "") + text(r->element[i]);
+      return out;
+    }
+    return r->str ? std::string(r->str, r->len) : std::string();
+  }
+
 
  private:
   redisContext* c_ = nullptr;
@@ -662,6 +670,60 @@ TEST(Redis, AcquireAndReleaseAreOneWriteEach) {
   EXPECT_GT(pttl, 0) << "a new lease set has no expiry";
   EXPECT_LE(pttl, t.lease_ms);
   ASSERT_EQ(simba_lock_release(held), SIMBA_OK);
+}
+
+// Release broadcasts reach only candidates: a client subscribes to a name's
+// channel once an acquire of it is answered Held, attempts once more when the
+// subscription is confirmed (a release just before it reached nobody), hears
+// the release at once, and unsubscribes 4 renew periods after its last Held
+// answer. An uncontended lock subscribes to nothing.
+TEST(Redis, OnlyCandidatesSubscribeToReleases) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start());
+  Sync s("127.0.0.1", port);
+  ASSERT_TRUE(s.ok());
+  const std::string name = "redis.sub." + unique_id();
+  const std::string channel = "simba:released:" + name;
+  const auto subscribers = [&] { return s.cmd({"PUBSUB", "NUMSUB", channel}); };
+
+  // Candidates retry after >= 2 s: anything sooner is the broadcast's doing.
+  const Timing slow{10000, 4000};
+  Client a;
+  ASSERT_EQ(a.open(server.url(), slow), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(a, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  simba_term_t* held = nullptr;
+  ASSERT_EQ(simba_lock_acquire(&held, a, name.c_str(), 5000 * slow_factor()), SIMBA_OK);
+  EXPECT_EQ(subscribers(), channel + " 0");
+  EXPECT_EQ(s.cmd({"PUBSUB", "NUMPAT"}), "0");
+
+  Client b;
+  ASSERT_EQ(b.open(server.url(), slow), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(b, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  Election e;
+  ASSERT_EQ(e.start(b, name), SIMBA_OK);
+  ASSERT_TRUE(wait_for([&] { return subscribers() == channel + " 1"; }, 1500));
+  // The confirmation's second attempt, well before the first retry.
+  EXPECT_TRUE(wait_for([&] { return counter(b, "acquires") >= 2; }, 1500)) << snapshot(b);
+  EXPECT_FALSE(e.leading());
+
+  const int64_t t0 = mono_ns();
+  ASSERT_EQ(simba_lock_release(held), SIMBA_OK);
+  ASSERT_TRUE(e.wait_elected(1, 1500));
+  EXPECT_LT(e.elected()[0].at_ns - t0, 1500 * kMsNs) << "not taken over through the broadcast";
+
+  // A candidate that stops unsubscribes after 4 renew periods.
+  Client c;
+  ASSERT_EQ(c.open(server.url(), Timing{1000, 200}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  {
+    Election waiting;
+    ASSERT_EQ(waiting.start(c, name), SIMBA_OK);
+    ASSERT_TRUE(wait_for([&] { return subscribers() == channel + " 2"; }, 1500 * slow_factor()));
+  }
+  EXPECT_TRUE(wait_for([&] { return subscribers() == channel + " 1"; }, 5000 * slow_factor()));
 }
 
 // Renewal costs one backend call per renew interval whatever the number of

@@ -10,7 +10,8 @@
 //   {p}:lease:{name}           hash {session, token}; never deleted, so the token
 //                              counts up across terms (+1 per term)
 //   {p}:released:{name}        the channel a release or a close publishes on; a
-//                              second connection PSUBSCRIBEs to {p}:released:*
+//                              second connection SUBSCRIBEs to it while this
+//                              client is a candidate for the name
 // Remaining times are PTTLs, measured by Redis.
 //
 // Connections: one command connection, made on demand and remade after a drop
@@ -358,6 +359,7 @@ class RedisBackend final : public Backend {
 
   void keep_alive(const std::string& session, Duration lease, Duration timeout,
                   KeepAliveCb cb) override {
+    sweep_watches(timeout);
     const std::string lease_ms = std::to_string(std::max<int64_t>(1, to_ms_ceil(lease)));
     start({"EVALSHA", script(kKeepAlive).sha, "2", session_key(session), leases_key(session), lease_ms,
            url_.prefix, session},
@@ -395,7 +397,7 @@ class RedisBackend final : public Backend {
                AcquireCb cb) override {
     start({"EVALSHA", script(kAcquire).sha, "3", session_key(session), leases_key(session),
            lease_key(name), session, url_.prefix, name},
-          timeout, [cb](const redisReply* r, Outcome o, const std::string& err) {
+          timeout, [this, name, cb](const redisReply* r, Outcome o, const std::string& err) {
             AcquireReply out;
             long long code = 0, v = 0;
             if (failed(r, o, err, &out)) {
@@ -411,6 +413,7 @@ class RedisBackend final : public Backend {
             } else if (code == 0) {
               out.outcome = Outcome::kHeld;
               out.holder_remaining = v >= 0 ? ms(v) : Duration(-1);
+              watch(name);
             } else if (v <= 0) {
               out.error = "redis: non-positive token";
             } else {
@@ -940,9 +943,65 @@ class RedisBackend final : public Backend {
       auto* self = static_cast<RedisBackend*>(ac->data);
       if (!self->closing_ && status == REDIS_OK) self->sub_failures_ = 0;
     });
-    const std::string pattern = url_.prefix + ":released:*";
-    const char* argv[] = {"PSUBSCRIBE", pattern.c_str()};
-    redisAsyncCommandArgv(a->ac, on_message, nullptr, 2, argv, nullptr);
+    // A new connection: every watch again, each confirmed (and rechecked) anew,
+    // since a release during the outage was broadcast to nobody.
+    std::vector<std::string> names;
+    for (auto& [name, w] : watches_) {
+      w.confirmed = false;
+      names.push_back(name);
+    }
+    subscribe(names);
+  }
+
+  // Candidates only: a name is watched from an acquire answered Held until no
+  // acquire of it was answered Held for kWatchIdlePeriods renew periods (the
+  // election stopped, or this client leads it). So no client hears the
+  // releases of names it does not wait for, its own included: an uncontended
+  // lock costs nothing on the subscriber connection.
+  static constexpr int64_t kWatchIdlePeriods = 4;
+  struct Watch {
+    bool confirmed = false;  // the server's "subscribe" answer came
+    uint64_t last_held_ms = 0;
+  };
+
+  void watch(const std::string& name) {
+    auto [it, added] = watches_.try_emplace(name);
+    it->second.last_held_ms = uv_now(loop_);
+    if (added) subscribe({name});
+  }
+
+  void sweep_watches(Duration period) {
+    const uint64_t idle = static_cast<uint64_t>(kWatchIdlePeriods * std::max<int64_t>(1, to_ms_ceil(period)));
+    const uint64_t now = uv_now(loop_);
+    std::vector<std::string> stale;
+    for (auto it = watches_.begin(); it != watches_.end();) {
+      if (now - it->second.last_held_ms > idle) {
+        stale.push_back(it->first);
+        it = watches_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    send_sub("UNSUBSCRIBE", stale);
+  }
+
+  void subscribe(const std::vector<std::string>& names) { send_sub("SUBSCRIBE", names); }
+
+  // One (UN)SUBSCRIBE of the names' channels, on the subscriber connection if
+  // there is one (hiredis queues it while it connects); without one, the next
+  // connection subscribes every watch.
+  void send_sub(const char* verb, const std::vector<std::string>& names) {
+    if (names.empty() || closing_ || !sub_ || !sub_->ac) return;
+    std::vector<std::string> args{verb};
+    for (const std::string& n : names) args.push_back(released_channel(n));
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const std::string& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    redisAsyncCommandArgv(sub_->ac, on_message, nullptr, static_cast<int>(argv.size()),
+                          argv.data(), lens.data());
   }
 
   void schedule_sub() {
@@ -956,15 +1015,24 @@ class RedisBackend final : public Backend {
   static void on_message(redisAsyncContext* ac, void* reply, void*) {
     auto* self = static_cast<RedisBackend*>(ac->data);
     auto* r = static_cast<redisReply*>(reply);
-    if (self->closing_ || !r || r->type != REDIS_REPLY_ARRAY) return;
-    // {"pmessage", pattern, channel, name}; {"psubscribe", pattern, count} first.
-    if (r->elements == 4 && reply_str(r->element[0]) == "pmessage") {
-      const std::string name = reply_str(r->element[3]);
-      if (name.empty()) return;
+    if (self->closing_ || !r || r->type != REDIS_REPLY_ARRAY || r->elements != 3) return;
+    const std::string kind = reply_str(r->element[0]);
+    if (kind == "message") {  // {"message", channel, name}
+      const std::string name = reply_str(r->element[2]);
       // The core copes with a broadcast that overtakes an acquire's answer.
+      if (!name.empty() && self->released_fn_) self->released_fn_(name);
+    } else if (kind == "subscribe") {  // {"subscribe", channel, count}
+      // The acquire answered Held may have run before the subscription did,
+      // and a release in between was broadcast to nobody: attempt once more,
+      // now that any later release will be heard.
+      const std::string channel = reply_str(r->element[1]);
+      const std::string head = self->url_.prefix + ":released:";
+      if (channel.compare(0, head.size(), head) != 0) return;
+      const std::string name = channel.substr(head.size());
+      auto it = self->watches_.find(name);
+      if (it == self->watches_.end() || it->second.confirmed) return;
+      it->second.confirmed = true;
       if (self->released_fn_) self->released_fn_(name);
-    } else if (r->elements == 3 && reply_str(r->element[0]) == "psubscribe") {
-      self->log(kLogDebug, "subscribed to release broadcasts");
     }
   }
 
@@ -991,6 +1059,7 @@ class RedisBackend final : public Backend {
   uv_check_t flush_;  // writes the commands sent during a loop turn at its end
   int sub_failures_ = 0;
   ReleasedFn released_fn_;
+  std::map<std::string, Watch> watches_;
 
   std::map<uint64_t, Call*> calls_;
   uint64_t next_call_ = 0;
