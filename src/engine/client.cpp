@@ -331,9 +331,15 @@ std::shared_ptr<SerialQueue> Client::new_queue() {
   auto q = std::make_shared<SerialQueue>(executor_ ? *executor_ : *loop_executor_,
                                          *loop_executor_);
   std::lock_guard<std::mutex> lock(queues_mu_);
-  queues_.erase(std::remove_if(queues_.begin(), queues_.end(),
-                               [](const std::weak_ptr<SerialQueue>& w) { return w.expired(); }),
-                queues_.end());
+  // Pruned when the list doubled since the last pruning: amortized O(1) per
+  // queue, where pruning every time cost each lock acquire a scan of every
+  // election's queue.
+  if (queues_.size() >= prune_queues_at_) {
+    queues_.erase(std::remove_if(queues_.begin(), queues_.end(),
+                                 [](const std::weak_ptr<SerialQueue>& w) { return w.expired(); }),
+                  queues_.end());
+    prune_queues_at_ = std::max<size_t>(64, 2 * queues_.size());
+  }
   queues_.push_back(q);
   return q;
 }

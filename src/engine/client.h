@@ -296,6 +296,7 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
 
   std::mutex queues_mu_;
   std::vector<std::weak_ptr<SerialQueue>> queues_;
+  size_t prune_queues_at_ = 64;  // guarded by queues_mu_
 
   // Loop thread.
   std::map<ContenderId, std::shared_ptr<Election>> elections_;
