@@ -941,7 +941,10 @@ class RedisBackend final : public Backend {
     };
     redisAsyncSetConnectCallback(a->ac, [](const redisAsyncContext* ac, int status) {
       auto* self = static_cast<RedisBackend*>(ac->data);
-      if (!self->closing_ && status == REDIS_OK) self->sub_failures_ = 0;
+      if (self->closing_ || status != REDIS_OK) return;
+      self->sub_failures_ = 0;
+      self->log(kLogDebug, "subscriber connection up (release broadcasts of " +
+                               std::to_string(self->watches_.size()) + " awaited names)");
     });
     // A new connection: every watch again, each confirmed (and rechecked) anew,
     // since a release during the outage was broadcast to nobody.
