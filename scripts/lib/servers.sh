@@ -209,15 +209,23 @@ stop_servers() {
 
 simba_track_pid() { SIMBA_SERVER_PIDS+=("$1"); }
 
-# simba_free_port: print a TCP port on 127.0.0.1 that nothing listens on now.
+# simba_free_port: print a TCP port on 127.0.0.1 that no socket uses now. It
+# is picked below the kernel's ephemeral range: a port in that range can be
+# the local end of any outgoing connection at any moment (a server once failed
+# to bind one with "Address already in use" although nothing listened on it).
 simba_free_port() {
-  local port
+  local port lo=32768 hi
+  read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
+  local base=20000
+  ((lo - base < 2000)) && base=10000
   for _ in $(seq 1 200); do
-    port=$((20000 + RANDOM % 30000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      echo "$port"
-      return 0
+    port=$((base + RANDOM % (lo - base)))
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue  # a listener
+    if command -v ss >/dev/null && [[ -n "$(ss -Htan "sport = :$port" 2>/dev/null)" ]]; then
+      continue  # bound by some other socket
     fi
+    echo "$port"
+    return 0
   done
   echo "simba_free_port: no free port found" >&2
   return 1
