@@ -214,8 +214,8 @@ simba_track_pid() { SIMBA_SERVER_PIDS+=("$1"); }
 # the local end of any outgoing connection at any moment (a server once failed
 # to bind one with "Address already in use" although nothing listened on it).
 simba_free_port() {
-  local port lo=32768 hi
-  read -r lo hi </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
+  local port lo=32768
+  read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
   local base=20000
   ((lo - base < 2000)) && base=10000
   for _ in $(seq 1 200); do

@@ -604,16 +604,8 @@ class RedisBackend final : public Backend {
   }
 
   void send(Call* c) {
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    for (const std::string& s : c->argv) {
-      argv.push_back(s.data());
-      lens.push_back(s.size());
-    }
     c->gen = cmd_gen_;
-    if (redisAsyncCommandArgv(cmd_->ac, on_reply, reinterpret_cast<void*>(c->id),
-                              static_cast<int>(argv.size()), argv.data(),
-                              lens.data()) != REDIS_OK) {
+    if (command(cmd_->ac, on_reply, reinterpret_cast<void*>(c->id), c->argv) != REDIS_OK) {
       c->gen = 0;
       preset(c, Outcome::kError, "redis " + where_ + ": cannot send the command");
       return;
@@ -953,7 +945,7 @@ class RedisBackend final : public Backend {
       w.confirmed = false;
       names.push_back(name);
     }
-    subscribe(names);
+    send_sub("SUBSCRIBE", names);
   }
 
   // Candidates only: a name is watched from an acquire answered Held until no
@@ -970,7 +962,7 @@ class RedisBackend final : public Backend {
   void watch(const std::string& name) {
     auto [it, added] = watches_.try_emplace(name);
     it->second.last_held_ms = uv_now(loop_);
-    if (added) subscribe({name});
+    if (added) send_sub("SUBSCRIBE", {name});
   }
 
   void sweep_watches(Duration period) {
@@ -988,8 +980,6 @@ class RedisBackend final : public Backend {
     send_sub("UNSUBSCRIBE", stale);
   }
 
-  void subscribe(const std::vector<std::string>& names) { send_sub("SUBSCRIBE", names); }
-
   // One (UN)SUBSCRIBE of the names' channels, on the subscriber connection if
   // there is one (hiredis queues it while it connects); without one, the next
   // connection subscribes every watch.
@@ -997,14 +987,20 @@ class RedisBackend final : public Backend {
     if (names.empty() || closing_ || !sub_ || !sub_->ac) return;
     std::vector<std::string> args{verb};
     for (const std::string& n : names) args.push_back(released_channel(n));
+    command(sub_->ac, on_message, nullptr, args);
+  }
+
+  // redisAsyncCommandArgv of `args`, binary-safe.
+  static int command(redisAsyncContext* ac, redisCallbackFn* fn, void* privdata,
+                     const std::vector<std::string>& args) {
     std::vector<const char*> argv;
     std::vector<size_t> lens;
     for (const std::string& a : args) {
       argv.push_back(a.data());
       lens.push_back(a.size());
     }
-    redisAsyncCommandArgv(sub_->ac, on_message, nullptr, static_cast<int>(argv.size()),
-                          argv.data(), lens.data());
+    return redisAsyncCommandArgv(ac, fn, privdata, static_cast<int>(argv.size()), argv.data(),
+                                 lens.data());
   }
 
   void schedule_sub() {
