@@ -162,6 +162,7 @@ class LoggedClient {
     simba_config_set_logger(cfg, &LogCapture::fn, &logs, SIMBA_LOG_DEBUG);
     simba_config_set_ms(cfg, "session.lease-duration", t.lease_ms);
     simba_config_set_ms(cfg, "session.renew-interval", t.renew_ms);
+    for (const auto& [key, value] : t.settings) simba_config_set(cfg, key.c_str(), value.c_str());
     if (simba_client_open(&c_, url.c_str(), cfg) != SIMBA_OK) c_ = nullptr;
     simba_config_free(cfg);
   }
@@ -728,6 +729,52 @@ TEST_F(PostgresShared, HungStatementIsCutAtTheCallTimeout) {
   ASSERT_TRUE(e.wait_elected(2, 5000 * slow_factor())) << snapshot(c);
   EXPECT_NE(session_id(c), sid);
   EXPECT_GT(e.last_elected().token, e.elected()[0].token);
+}
+
+// libuv runs timers before it reads sockets, so after a long loop turn a
+// call's timer fires while its answer already waits in the socket. That is a
+// slow loop, not a stuck connection: the answer is read and used, and the
+// connection stays (resetting it cost every call on it, which under load
+// became a storm of timeouts, resets and orphaned leases). An EXTERNAL-mode
+// host that does not run the loop for longer than the call timeout makes the
+// long turn.
+TEST_F(PostgresShared, AnAnswerWaitingInTheSocketIsNotTakenForATimeout) {
+  Timing t{4000, 400};  // calls time out after 400 ms
+  t.settings = {{"loop.mode", "external"}};
+  LoggedClient c(url_, t);
+  ASSERT_NE(static_cast<simba_client_t*>(c), nullptr) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  struct Result {
+    int err = -1;
+    simba_term_t* term = nullptr;
+  } got;
+  const int64_t acquires = counter(c, "acquires");
+  // The acquire goes on the wire inside this call (EXTERNAL mode, host thread).
+  ASSERT_EQ(simba_lock_acquire_async(
+                c, ("pg.late-turn." + unique_id()).c_str(), 5000,
+                [](void* ud, int err, simba_term_t* term) {
+                  auto* r = static_cast<Result*>(ud);
+                  r->err = err;
+                  r->term = term;
+                },
+                &got),
+            SIMBA_OK)
+      << simba_last_error();
+  sleep_ms(700);  // the host is busy: the answer arrives, its timer expires
+  const int64_t until = mono_ns() + 3000 * slow_factor() * kMsNs;
+  while (got.err < 0 && mono_ns() < until) {
+    ASSERT_EQ(simba_client_process(c), SIMBA_OK) << simba_last_error();
+    sleep_ms(1);
+  }
+  ASSERT_EQ(got.err, SIMBA_OK);
+  // The core's own call timeout expired too and it may have tried again (its
+  // late answer is released as an orphan): that is the core's rule. The
+  // backend's is that the connection was not taken for stuck.
+  EXPECT_GE(counter(c, "acquires"), acquires + 1);
+  EXPECT_FALSE(c.logs.has("no answer within the call's timeout")) << c.logs.all();
+  EXPECT_FALSE(c.logs.has("connection reset")) << c.logs.all();
+  EXPECT_TRUE(simba_term_is_valid(got.term));
+  EXPECT_EQ(simba_lock_release(got.term), SIMBA_OK);  // runs the loop here until answered
 }
 
 // N sessions race for one name, under READ COMMITTED (the default), through

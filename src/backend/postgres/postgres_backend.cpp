@@ -18,7 +18,9 @@
 // adopted; the other calls pending on that connection complete with kError,
 // each exactly once. The server cancels the abandoned statement itself: the
 // connection's statement_timeout follows the calls' timeout (PQcancel would
-// block the loop on libpq 15, see ADR 0008).
+// block the loop on libpq 15, see ADR 0008). A timer that fires while the
+// answer already waits in the socket (after a long loop turn) is not a
+// timeout: the answer is read first.
 #include "backend/postgres/postgres_backend.h"
 
 #include <arpa/inet.h>
@@ -508,7 +510,15 @@ class PostgresBackend final : public Backend {
   static void on_call_timer(uv_timer_t* t) {
     auto* c = static_cast<Call*>(t->data);
     PostgresBackend* self = c->self;
-    if (self->calls_.erase(c->id) == 0) return;
+    if (!self->calls_.count(c->id)) return;
+    if (!c->preset && c->gen != 0 && self->cmd_ && c->gen == self->cmd_gen_) {
+      // Its answer may be in the socket already (uv_pq.h, read_now): if so it
+      // completes the call now, and the connection is not stuck.
+      const uint64_t id = c->id;
+      self->cmd_->read_now();
+      if (!self->calls_.count(id)) return;
+    }
+    self->calls_.erase(c->id);
     if (c->preset) {
       self->complete(c, nullptr, c->preset_outcome, c->preset_error);
       return;
