@@ -169,6 +169,40 @@ std::string shared_url() {
   return u && *u ? u : "";
 }
 
+// A client whose log lines go to its own LogCapture; closed before the capture
+// goes away, also when an ASSERT leaves the test early.
+class LoggedClient {
+ public:
+  LoggedClient(const std::string& url, const Timing& t) {
+    simba_config_t* cfg = nullptr;
+    if (simba_config_new(&cfg) != SIMBA_OK) return;
+    simba_config_set_logger(cfg, &LogCapture::fn, &logs, SIMBA_LOG_DEBUG);
+    simba_config_set_ms(cfg, "session.lease-duration", t.lease_ms);
+    simba_config_set_ms(cfg, "session.renew-interval", t.renew_ms);
+    for (const auto& [key, value] : t.settings) simba_config_set(cfg, key.c_str(), value.c_str());
+    if (simba_client_open(&c_, url.c_str(), cfg) != SIMBA_OK) c_ = nullptr;
+    simba_config_free(cfg);
+  }
+  ~LoggedClient() { simba_client_close(c_); }
+  LoggedClient(const LoggedClient&) = delete;
+  LoggedClient& operator=(const LoggedClient&) = delete;
+  operator simba_client_t*() const { return c_; }
+
+  LogCapture logs;
+
+ private:
+  simba_client_t* c_ = nullptr;
+};
+
+// A counter of INFO, e.g. info_int(s, "stats", "total_connections_received");
+// -1 when absent.
+int64_t info_int(Sync& s, const std::string& section, const std::string& field) {
+  const std::string info = s.cmd({"INFO", section});
+  const size_t at = info.find(field + ":");
+  if (at == std::string::npos) return -1;
+  return std::strtoll(info.c_str() + at + field.size() + 1, nullptr, 10);
+}
+
 // --- URL parsing ---------------------------------------------------------------
 
 TEST(RedisUrl, Defaults) {
@@ -427,6 +461,105 @@ TEST(Redis, StoppedServerPastTheLeaseThenNewSession) {
   EXPECT_NE(session_id(c), sid1);
   EXPECT_GT(e.last_elected().token, tok1);
   EXPECT_EQ(e.pairing_errors(), 0);
+}
+
+// A server that stops answering (SIGSTOP) is still cut at the call timeout,
+// although a call's timer reads the socket before judging: nothing waits in it,
+// so the call times out, the command connection is dropped (a late answer can
+// never be used) and a new one is made once the server answers again.
+TEST(Redis, StoppedServerIsCutAtTheCallTimeout) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start()) << "cannot start redis-server on " << port;
+  LoggedClient c(server.url(), Timing{1000, 200});  // calls time out after 200 ms
+  ASSERT_NE(static_cast<simba_client_t*>(c), nullptr) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  Sync s("127.0.0.1", port);
+  ASSERT_TRUE(s.ok());
+  // This one, the command connection and the subscriber's.
+  ASSERT_TRUE(wait_for([&] { return info_int(s, "clients", "connected_clients") == 3; },
+                       3000 * slow_factor()));
+  const int64_t connections = info_int(s, "stats", "total_connections_received");
+  const int64_t stop_at = mono_ns();
+  server.signal(SIGSTOP);
+  ASSERT_TRUE(wait_for([&] { return c.logs.has("no answer within the call's timeout"); },
+                       2000 * slow_factor()))
+      << c.logs.all();
+  const int64_t cut_ms = (mono_ns() - stop_at) / kMsNs;
+  // A keep-alive goes out within a renew interval and is cut 200 ms later.
+  EXPECT_LE(cut_ms, 400 + 300 * slow_factor()) << "cut " << cut_ms << " ms after SIGSTOP";
+  server.signal(SIGCONT);
+  EXPECT_TRUE(
+      wait_for([&] { return info_int(s, "stats", "total_connections_received") > connections; },
+               5000 * slow_factor()))
+      << "no new command connection\n"
+      << c.logs.all();
+  EXPECT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+}
+
+// libuv runs timers before it reads sockets, so after a long loop turn a
+// call's timer fires while its answer already waits in the socket. That is a
+// slow loop, not a stuck connection: the answer is read and used, and the
+// command connection stays (dropping it failed every call on it). An
+// EXTERNAL-mode host that does not run the loop for longer than the call
+// timeout makes the long turn; the server counts the connections it accepted.
+TEST(Redis, AnAnswerWaitingInTheSocketIsNotTakenForATimeout) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start()) << "cannot start redis-server on " << port;
+  Sync s("127.0.0.1", port);
+  ASSERT_TRUE(s.ok());
+  Timing t{4000, 400};  // calls time out after 400 ms
+  t.settings = {{"loop.mode", "external"}};
+  LoggedClient c(server.url(), t);
+  ASSERT_NE(static_cast<simba_client_t*>(c), nullptr) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  // This one, the command connection and the subscriber's.
+  ASSERT_TRUE(wait_for(
+      [&] {
+        simba_client_process(c);
+        return info_int(s, "clients", "connected_clients") == 3;
+      },
+      3000 * slow_factor()));
+  const int64_t connections = info_int(s, "stats", "total_connections_received");
+  struct Result {
+    int err = -1;
+    simba_term_t* term = nullptr;
+  } got;
+  const int64_t acquires = counter(c, "acquires");
+  ASSERT_EQ(simba_lock_acquire_async(
+                c, ("redis.late-turn." + unique_id()).c_str(), 5000,
+                [](void* ud, int err, simba_term_t* term) {
+                  auto* r = static_cast<Result*>(ud);
+                  r->err = err;
+                  r->term = term;
+                },
+                &got),
+            SIMBA_OK)
+      << simba_last_error();
+  // The backend writes what a loop turn sent at the turn's end: one turn puts
+  // the acquire on the wire.
+  ASSERT_EQ(simba_client_process(c), SIMBA_OK) << simba_last_error();
+  ASSERT_LT(got.err, 0) << "answered within the turn that sent it";
+  sleep_ms(700);  // the host is busy: the answer arrives, its timer expires
+  const int64_t until = mono_ns() + 3000 * slow_factor() * kMsNs;
+  while (got.err < 0 && mono_ns() < until) {
+    ASSERT_EQ(simba_client_process(c), SIMBA_OK) << simba_last_error();
+    sleep_ms(1);
+  }
+  ASSERT_EQ(got.err, SIMBA_OK);
+  // The core's own call timeout expired too and it may have tried again (its
+  // late answer is released as an orphan): that is the core's rule. The
+  // backend's is that the connection was not taken for stuck.
+  EXPECT_GE(counter(c, "acquires"), acquires + 1);
+  EXPECT_FALSE(c.logs.has("no answer within the call's timeout")) << c.logs.all();
+  EXPECT_EQ(info_int(s, "stats", "total_connections_received"), connections) << c.logs.all();
+  EXPECT_TRUE(simba_term_is_valid(got.term));
+  EXPECT_EQ(simba_lock_release(got.term), SIMBA_OK);  // runs the loop here until answered
 }
 
 // The server dies (connections reset) and comes back empty on the same port:

@@ -19,7 +19,9 @@
 // resolved with uv_getaddrinfo (hiredis' own lookup blocks). A call that gets no
 // answer within its timeout completes with kTimeout and the command connection is
 // torn down, so its late answer can never be delivered; the other calls pending
-// on it complete with kError, each exactly once.
+// on it complete with kError, each exactly once. A timer that fires while the
+// answer already waits in the socket (after a long loop turn) is not a
+// timeout: the answer is read first.
 #include "backend/redis/redis_backend.h"
 
 #include <arpa/inet.h>
@@ -27,6 +29,7 @@
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <uv.h>
 
@@ -644,10 +647,34 @@ class RedisBackend final : public Backend {
     });
   }
 
+  // Reads what the command connection's socket already holds and delivers it,
+  // as a readable event would; never blocks (a zero-timeout poll). libuv runs
+  // timers before it polls, so after a long loop turn a call's timer can fire
+  // while its answer waits in the socket: reading first tells an answer that
+  // is late from one that never came. hiredis reads at most 16 KiB at a time,
+  // hence the loop; it may complete calls, or drop the connection (every call
+  // on it then completes with kError), and the adapter outlives this turn.
+  void read_now() {
+    UvHiredis* a = cmd_;
+    while (a && a->ac && (a->ac->c.flags & REDIS_CONNECTED)) {
+      struct pollfd p = {a->ac->c.fd, POLLIN, 0};
+      if (poll(&p, 1, 0) != 1) return;  // nothing waiting (or EINTR: the timeout stands)
+      redisAsyncHandleRead(a->ac);      // also on POLLERR/POLLHUP: hiredis sees the error
+    }
+  }
+
   static void on_call_timer(uv_timer_t* t) {
     auto* c = static_cast<Call*>(t->data);
     RedisBackend* self = c->self;
-    if (self->calls_.erase(c->id) == 0) return;
+    if (!self->calls_.count(c->id)) return;
+    if (!c->preset && c->gen != 0 && c->gen == self->cmd_gen_ && self->cmd_) {
+      // Its answer may be in the socket already (read_now): if so it
+      // completes the call now, and the connection is not stuck.
+      const uint64_t id = c->id;
+      self->read_now();
+      if (!self->calls_.count(id)) return;
+    }
+    self->calls_.erase(c->id);
     if (c->preset) {
       self->complete(c, nullptr, c->preset_outcome, c->preset_error);
       return;
@@ -656,7 +683,9 @@ class RedisBackend final : public Backend {
     // answer can never be delivered (the other calls on it complete with
     // kError), and reconnect after a backoff.
     if (c->gen != 0 && c->gen == self->cmd_gen_ && self->cmd_) {
-      self->note_failure("no answer within the call's timeout");
+      const std::string why = "no answer within the call's timeout";
+      if (self->failures_ == 0) self->log(kLogWarn, why);
+      self->note_failure(why);
       self->drop_conn(&self->cmd_);
     }
     self->complete(c, nullptr, Outcome::kTimeout, "redis " + self->where_ + ": no answer in time");
