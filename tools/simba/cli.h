@@ -20,7 +20,7 @@ enum {
   EXIT_SIGNAL_BASE = 128   /* + N: the command died of signal N, or simba was interrupted */
 };
 
-/* --- logging (log.c) ------------------------------------------------------ */
+/* --- logging (util.c) --------------------------------------------------- */
 
 extern int cli_verbosity; /* 0: info, 1: -v (debug), -1: -q (warnings only) */
 
@@ -41,7 +41,7 @@ int64_t cli_now_ms(void);
  * an optional suffix "ms", "s" or "m". Returns false on bad text. */
 bool cli_parse_duration(const char *text, int64_t *out_ms);
 
-/* --- signals (signals.c) -------------------------------------------------- */
+/* --- signals (util.c) --------------------------------------------------- */
 
 /* Installs handlers for SIGINT, SIGTERM, SIGHUP and SIGCHLD that write the
  * signal number to a non-blocking pipe; returns its read end, or -1. */
