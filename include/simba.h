@@ -18,7 +18,12 @@
  * A client runs its engine on one event loop: in THREAD mode (the default) on a
  * thread of its own; in EXTERNAL mode on the host's thread, inside
  * simba_client_process(). Term accessors (simba_term_is_valid(), ...) never take
- * a lock and never need the loop to run.
+ * a lock and never need the loop to run. In THREAD mode, a call that waits for
+ * the backend (simba_lock_acquire(), simba_lock_release(), simba_client_wait_live(),
+ * simba_client_inspect_json(), ...) runs the loop on the calling thread while the
+ * loop thread is idle, which spares two thread wake-ups per call; callbacks of
+ * the "direct" executor, the logger and a host executor's submit() still run on
+ * the loop thread only (a client with a host executor never lends its loop).
  *
  * Callbacks of one election (or lock) run one at a time, in order, on the
  * callback executor: a small pool owned by the client by default, the loop thread

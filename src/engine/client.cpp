@@ -1,9 +1,15 @@
 #include "engine/client.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "core/json.h"
@@ -14,6 +20,28 @@ namespace simba::engine {
 namespace {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
+
+// libuv hands a watcher change made in a callback (uv_poll_start/stop) to epoll
+// only at its next poll (libuv issue #1565). A wait on uv_backend_fd() outside
+// uv_run before that would sleep on a stale set. The queue of such changes is a
+// field of uv_loop_t in every 1.x release (void*[2], later struct uv__queue,
+// both {next, prev}): empty when it points to itself.
+static_assert(UV_VERSION_MAJOR == 1, "watchers_pending() reads libuv 1.x's watcher_queue");
+bool watchers_pending(const uv_loop_t* loop) {
+  const void* queue = &loop->watcher_queue;
+  return *static_cast<void* const*>(queue) != queue;
+}
+
+// One turn of a loop driven through uv_backend_fd(): runs what is due, then
+// runs again while watcher changes wait for libuv's poll (bounded: a change
+// comes only from a callback of the turn before). False once the loop ended.
+bool run_turn(uv_loop_t* loop) {
+  bool alive = uv_run(loop, UV_RUN_NOWAIT) != 0;
+  for (int i = 0; alive && i < 8 && watchers_pending(loop); ++i) {
+    alive = uv_run(loop, UV_RUN_NOWAIT) != 0;
+  }
+  return alive;
+}
 
 SteadyTime deadline_after(int64_t timeout_ms) {
   if (timeout_ms < 0) return SteadyTime::max();
@@ -94,6 +122,12 @@ Result Client::open(const std::string& url, const Config& cfg, const Hooks& hook
 Result Client::init(const std::string& url) {
   url_redacted_ = redact_url(url);
   mailbox_->client = this;
+  if (!external()) {
+    handoff_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (handoff_fd_ < 0) {
+      return {kENoMem, std::string("cannot create an eventfd: ") + std::strerror(errno)};
+    }
+  }
   if (int rc = uv_loop_init(&loop_); rc != 0) {
     return {kEBackend, std::string("cannot start the event loop: ") + uv_strerror(rc)};
   }
@@ -150,15 +184,8 @@ Result Client::init(const std::string& url) {
       std::lock_guard<std::mutex> lock(commands_mu_);
       commands_.push_back([this] { node_->start(now()); });
     }
-    thread_ = std::thread([this] {
-      loop_thread_ = std::this_thread::get_id();
-      drain_commands();
-      uv_run(&loop_, UV_RUN_DEFAULT);
-      uv_loop_close(&loop_);
-      std::lock_guard<std::mutex> lock(done_mu_);
-      loop_done_ = true;
-      done_cv_.notify_all();
-    });
+    owner_ = LoopOwner::kLoopThread;  // until its first turn started the node
+    thread_ = std::thread([this] { run_loop_thread(); });
   }
   return Result::ok();
 }
@@ -169,6 +196,7 @@ Client::~Client() {
   if (thread_.joinable()) {
     close();
   }
+  if (handoff_fd_ >= 0) ::close(handoff_fd_);
 }
 
 // ---------------------------------------------------------------------------
@@ -176,7 +204,177 @@ Client::~Client() {
 
 bool Client::on_loop_thread() const {
   const std::thread::id me = std::this_thread::get_id();
-  return external() ? me == host_thread_ : me == loop_thread_.load();
+  return external() ? me == host_thread_ : me == loop_owner_.load();
+}
+
+bool Client::borrowed_here() const {
+  if (external()) return false;
+  const std::thread::id me = std::this_thread::get_id();
+  return me == loop_owner_.load() && me != loop_thread_.load();
+}
+
+// The loop thread's turns, and its waits between them (ADR 0014). Each turn is
+// a UV_RUN_NOWAIT; between turns the thread holds no ownership, so that a
+// caller may borrow the loop. It then waits in one of two ways:
+// - polling the loop's backend fd (and the handoff eventfd) until its next
+//   timer, when nobody borrowed the loop lately;
+// - standing by on owner_cv_ while a caller borrows it, and for kLinger after
+//   the last borrower left: back-to-back blocking calls then neither wake this
+//   thread with their I/O nor need to notify it. I/O that arrives for nobody
+//   in that window waits at most kLinger for this thread.
+void Client::run_loop_thread() {
+  constexpr auto kLinger = std::chrono::milliseconds(1);
+  // After this many standbys in one borrow (a caller waiting long), stand by
+  // without a timeout: the borrower then notifies when it leaves.
+  constexpr int kTimedStandbys = 8;
+  const std::thread::id me = std::this_thread::get_id();
+  loop_thread_ = me;
+  const int backend_fd = uv_backend_fd(&loop_);
+  bool first = true;
+  int timeout = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(owner_mu_);
+      loop_thread_polling_ = false;
+      int timed = 0;
+      uint64_t borrow = 0;
+      const bool stood_by = owner_ == LoopOwner::kCaller;
+      for (bool standby = stood_by; standby && !loop_thread_due_;) {
+        const SteadyTime now = std::chrono::steady_clock::now();
+        if (owner_ == LoopOwner::kCaller) {
+          if (borrow != borrows_) timed = 0;  // another borrow than at the last look
+          borrow = borrows_;
+          if (timed++ < kTimedStandbys) {
+            standby_until_ = now + kLinger;
+            owner_cv_.wait_until(lock, standby_until_);
+          } else {
+            standby_until_ = SteadyTime::max();
+            owner_cv_.wait(lock);
+          }
+        } else if (now < std::min(turn_at_, returned_at_ + kLinger)) {
+          standby_until_ = std::min(turn_at_, returned_at_ + kLinger);
+          owner_cv_.wait_until(lock, standby_until_);
+        } else {
+          standby = false;
+        }
+      }
+      standby_until_ = SteadyTime::min();
+      const SteadyTime now = std::chrono::steady_clock::now();
+      if (stood_by && !loop_thread_due_ && turn_at_ > now) {
+        // What woke us was a borrower's, it took it in and left nothing due:
+        // wait for I/O until the loop's next timer instead of turning now.
+        loop_thread_polling_ = true;
+        polling_until_ = turn_at_;
+        timeout = static_cast<int>(std::min<int64_t>(
+            std::chrono::ceil<std::chrono::milliseconds>(turn_at_ - now).count(), INT_MAX));
+        if (turn_at_ == SteadyTime::max()) timeout = -1;
+      } else {
+        // Not borrowed: standby ends only with the loop free.
+        owner_ = LoopOwner::kLoopThread;
+        loop_thread_due_ = false;
+      }
+    }
+    if (!loop_thread_polling_) {
+      loop_owner_ = me;
+      if (first) drain_commands();
+      first = false;
+      if (node_closed_ && !torn_down_) teardown();  // a borrower saw the close
+      const bool alive = run_turn(&loop_);
+      timeout = alive ? uv_backend_timeout(&loop_) : 0;
+      loop_owner_ = std::thread::id();
+      std::lock_guard<std::mutex> lock(owner_mu_);
+      owner_ = LoopOwner::kNone;
+      if (!alive) {
+        loop_ended_ = true;
+        break;
+      }
+      loop_thread_polling_ = true;
+      polling_until_ = timeout < 0
+                           ? SteadyTime::max()
+                           : std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
+    }
+    struct pollfd p[2] = {{backend_fd, POLLIN, 0}, {handoff_fd_, POLLIN, 0}};
+    if (poll(p, 2, timeout) > 0 && (p[1].revents & POLLIN)) {
+      uint64_t count;
+      while (read(handoff_fd_, &count, sizeof count) > 0) {
+      }
+    }
+  }
+  uv_loop_close(&loop_);
+  std::lock_guard<std::mutex> lock(done_mu_);
+  loop_done_ = true;
+  done_cv_.notify_all();
+}
+
+bool Client::borrow_loop() {
+  if (external() || on_loop_thread()) return false;
+  // A host's submit() is promised the loop thread (simba.h).
+  if (executor_ && cfg_.executor == ExecutorKind::kHost) return false;
+  {
+    std::lock_guard<std::mutex> lock(owner_mu_);
+    if (owner_ != LoopOwner::kNone || loop_ended_ || loop_thread_due_) return false;
+    owner_ = LoopOwner::kCaller;
+    ++borrows_;
+  }
+  loop_owner_ = std::this_thread::get_id();
+  return true;
+}
+
+void Client::return_loop() {
+  // When must the loop thread next turn? At the loop's next timer, or at once
+  // for work only it may run.
+  const SteadyTime now = std::chrono::steady_clock::now();
+  SteadyTime turn_at = now;
+  const bool due = needs_loop_thread() || !uv_loop_alive(&loop_);
+  if (!due) {
+    uv_update_time(&loop_);
+    const int timeout = uv_backend_timeout(&loop_);
+    turn_at = timeout < 0 ? SteadyTime::max() : now + std::chrono::milliseconds(timeout);
+  }
+  loop_owner_ = std::thread::id();
+  bool notify = false;
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(owner_mu_);
+    owner_ = LoopOwner::kNone;
+    turn_at_ = turn_at;
+    returned_at_ = now;
+    loop_thread_due_ = due;
+    // Standing by without a timeout, or past what is now due; or polling past
+    // it: cut its wait short.
+    notify = standby_until_ == SteadyTime::max() || turn_at < standby_until_;
+    wake = loop_thread_polling_ && turn_at < polling_until_;
+  }
+  if (notify) owner_cv_.notify_one();
+  if (wake) {
+    const uint64_t one = 1;
+    while (write(handoff_fd_, &one, sizeof one) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+int Client::drive(Waiter& w, SteadyTime deadline) {
+  const int backend_fd = uv_backend_fd(&loop_);
+  for (;;) {
+    const bool alive = run_turn(&loop_);
+    {
+      std::lock_guard<std::mutex> lock(w.mu);
+      if (w.done) return kOk;
+    }
+    if (!alive || needs_loop_thread()) return kHandBack;
+    const auto now_t = std::chrono::steady_clock::now();
+    if (now_t >= deadline) return kETimedOut;
+    int64_t wait_ms = uv_backend_timeout(&loop_);
+    if (deadline != SteadyTime::max()) {
+      const int64_t left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now_t).count();
+      if (wait_ms < 0 || left < wait_ms) wait_ms = left;
+    }
+    // Waiters passed here are finished on the loop, which this poll wakes for;
+    // the bound is only a safety net.
+    if (wait_ms < 0 || wait_ms > 1000) wait_ms = 1000;
+    struct pollfd p = {backend_fd, POLLIN, 0};
+    poll(&p, 1, static_cast<int>(wait_ms));
+  }
 }
 
 bool Client::may_block() const {
@@ -198,10 +396,14 @@ bool Client::post(std::function<void()> fn) {
 }
 
 Result Client::run_sync(const std::function<void()>& fn) {
+  LoopLease lease(*this);
   if (on_loop_thread()) {
     if (torn_down_) return {kEClosed, "the client is closed"};
     fn();
     settle();
+    // On a borrowed loop, a turn now sends what fn queued (writes go out in
+    // the loop's check phase) instead of waiting for the loop thread's.
+    if (borrowed_here()) run_turn(&loop_);
     return Result::ok();
   }
   auto w = std::make_shared<Waiter>();
@@ -217,7 +419,12 @@ Result Client::run_sync(const std::function<void()>& fn) {
   return Result::ok();
 }
 
-int Client::wait(Waiter& w, std::chrono::steady_clock::time_point deadline) {
+int Client::wait(Waiter& w, std::chrono::steady_clock::time_point deadline, LoopLease* lease) {
+  if (lease && lease->held()) {
+    const int rc = drive(w, deadline);
+    if (rc != kHandBack) return rc;
+    lease->give_back();
+  }
   if (!external() || !on_loop_thread()) {
     std::unique_lock<std::mutex> lock(w.mu);
     if (!w.cv.wait_until(lock, deadline, [&] { return w.done; })) return kETimedOut;
@@ -226,7 +433,7 @@ int Client::wait(Waiter& w, std::chrono::steady_clock::time_point deadline) {
   // EXTERNAL mode, on the host's thread, outside process(): run the loop here.
   for (;;) {
     in_process_ = true;
-    uv_run(&loop_, UV_RUN_NOWAIT);
+    run_turn(&loop_);
     in_process_ = false;
     {
       std::lock_guard<std::mutex> lock(w.mu);
@@ -266,7 +473,8 @@ void Client::settle() {
     live_waiters_.clear();
   }
   if (node_closed_) {
-    if (!torn_down_) teardown();
+    // A borrower hands the close back to the loop thread (needs_loop_thread).
+    if (!torn_down_ && !borrowed_here()) teardown();
     return;
   }
   if (auto next = node_->next_wakeup()) {
@@ -296,6 +504,9 @@ bool Client::defer(std::function<void()> fn) {
 }
 
 void Client::run_deferred() {
+  // Callbacks of the loop executor run on the loop thread, never on a caller
+  // that borrowed the loop: it hands the loop back to run them.
+  if (borrowed_here()) return;
   std::deque<std::function<void()>> batch;
   batch.swap(deferred_);
   for (auto& fn : batch) fn();
@@ -353,7 +564,10 @@ void Client::close_queues() {
 }
 
 void Client::emit_log(int level, const std::string& line) {
-  if (hooks_.log && level >= hooks_.log_min_level) hooks_.log(level, line);
+  if (!hooks_.log || level < hooks_.log_min_level) return;
+  // The logger is promised the loop thread (simba.h): a borrower defers it.
+  if (borrowed_here() && defer([this, level, line] { hooks_.log(level, line); })) return;
+  hooks_.log(level, line);
 }
 
 // ---------------------------------------------------------------------------
@@ -423,6 +637,7 @@ Result Client::wait_live(int64_t timeout_ms) {
       live_waiters_.push_back(w);
     }
   };
+  LoopLease lease(*this);
   if (on_loop_thread()) {
     Result r = run_sync(enlist);
     if (r.code != kOk) return r;
@@ -431,7 +646,7 @@ Result Client::wait_live(int64_t timeout_ms) {
     // and the timeout bounds the whole wait.
     return {kEClosed, "the client is closed"};
   }
-  const int rc = wait(*w, deadline);
+  const int rc = wait(*w, deadline, &lease);
   if (rc != kOk) {
     return {rc, rc == kETimedOut ? "the session did not become live within the timeout"
                                  : "the client closed"};
@@ -479,6 +694,7 @@ Result Client::inspect(const std::vector<std::string>& names, int64_t timeout_ms
   auto reply = std::make_shared<InspectReply>();
   auto own = std::make_shared<std::string>();
   Result result;
+  LoopLease lease(*this);
   Result r = run_sync([&] {
     if (close_requested_ || node_->closed()) {
       result = {kEClosed, "the client is closed"};
@@ -496,7 +712,7 @@ Result Client::inspect(const std::vector<std::string>& names, int64_t timeout_ms
   if (r.code != kOk) return r;
   if (result.code != kOk) return result;
   // The backend answers by the timeout; teardown finishes the waiter at close.
-  if (wait(*w, SteadyTime::max()) != kOk || w->code != kOk) {
+  if (wait(*w, SteadyTime::max(), &lease) != kOk || w->code != kOk) {
     return {kEClosed, "the client closed before the backend answered"};
   }
   if (reply->outcome == Outcome::kTimeout) {
@@ -558,7 +774,7 @@ int Client::fd() const { return external() ? uv_backend_fd(&loop_) : -1; }
 
 int64_t Client::timeout_ms() const {
   if (!external() || torn_down_) return -1;
-  if (!deferred_.empty()) return 0;
+  if (!deferred_.empty() || watchers_pending(&loop_)) return 0;
   return uv_backend_timeout(&loop_);
 }
 
@@ -567,7 +783,7 @@ Result Client::process() {
   if (finished_ || torn_down_) return {kEClosed, "the client is closed"};
   if (in_process_) return {kEWouldBlock, "simba_client_process called from its own callback"};
   in_process_ = true;
-  uv_run(&loop_, UV_RUN_NOWAIT);
+  run_turn(&loop_);
   in_process_ = false;
   return Result::ok();
 }
@@ -710,6 +926,7 @@ Result Client::lock_acquire(const std::string& name, int64_t timeout_ms, bool tr
                               [w](int code, simba_term* t) { w->finish(code, {}, t); });
     if (r.code != kOk) w->finish(r.code, r.detail);
   };
+  LoopLease lease(*this);
   if (on_loop_thread()) {
     if (torn_down_) return {kEClosed, "the client is closed"};
     enlist();
@@ -717,7 +934,7 @@ Result Client::lock_acquire(const std::string& name, int64_t timeout_ms, bool tr
   } else if (!post(enlist)) {
     return {kEClosed, "the client is closed"};
   }
-  wait(*w, SteadyTime::max());  // the node answers by the timeout
+  wait(*w, SteadyTime::max(), &lease);  // the node answers by the timeout
   if (w->code == kECanceled) return {kEClosed, "the client closed before the lock was acquired"};
   if (w->code != kOk) return {w->code, w->detail.empty() ? lock_failure_text(w->code) : w->detail};
   *out = w->term;
@@ -770,13 +987,17 @@ void Client::lock_release(simba_term* term) {
     if (block) l->second.released = w;
     if (!node_->stop(id, now())) w->finish(kOk);
   };
+  // Only a caller that waits for the answer borrows the loop to run it.
+  std::optional<LoopLease> lease;
+  if (block) lease.emplace(*this);
   if (on_loop_thread()) {
     if (!torn_down_) {
       stop();
       settle();
-      // EXTERNAL mode, on the host thread outside process(): wait like any
-      // blocking call, running the loop until the release is answered.
-      if (block) wait(*w, SteadyTime::max());
+      // EXTERNAL mode on the host thread outside process(), or a borrowed loop:
+      // wait like any blocking call, running the loop until the release is
+      // answered.
+      if (block) wait(*w, SteadyTime::max(), lease ? &*lease : nullptr);
     }
     return;
   }

@@ -235,6 +235,41 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   Client(const Config& cfg, const Hooks& hooks);
   Result init(const std::string& url);
 
+  // THREAD mode (ADR 0014): while the loop thread waits for I/O, a caller about
+  // to wait for the backend borrows the loop and runs it itself, so that its
+  // call and the answer need no thread wake-up each way. Held from the
+  // constructor (when the loop was free) to give_back() or the destructor.
+  class LoopLease {
+   public:
+    explicit LoopLease(Client& c) : c_(c), held_(c.borrow_loop()) {}
+    ~LoopLease() { give_back(); }
+    LoopLease(const LoopLease&) = delete;
+    LoopLease& operator=(const LoopLease&) = delete;
+    bool held() const { return held_; }
+    void give_back() {
+      if (held_) c_.return_loop();
+      held_ = false;
+    }
+
+   private:
+    Client& c_;
+    bool held_;
+  };
+  enum class LoopOwner { kNone, kLoopThread, kCaller };
+  bool borrow_loop();
+  void return_loop();
+  // The client's own loop thread: its turns and its waits between them.
+  void run_loop_thread();
+  // A caller holding the loop runs it until `w` is done: kOk, kETimedOut at
+  // `deadline`, or kHandBack when only the loop thread may go on (callbacks of
+  // the loop executor, log lines, the close).
+  static constexpr int kHandBack = 1;
+  int drive(Waiter& w, std::chrono::steady_clock::time_point deadline);
+  // This thread runs the loop on loan from the loop thread.
+  bool borrowed_here() const;
+  // Work that must run on the loop thread itself is waiting.
+  bool needs_loop_thread() const { return !deferred_.empty() || node_closed_; }
+
   // Queues `fn` for the loop and wakes it. False once the client is closed.
   bool post(std::function<void()> fn);
   // Runs `fn` on the loop and waits for it: at once where the calling thread
@@ -242,8 +277,10 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   Result run_sync(const std::function<void()>& fn);
   bool on_loop_thread() const;
   // Blocks the caller until `w` is done or `deadline` passes; in EXTERNAL mode
-  // it runs the loop itself. kEWouldBlock where waiting would wait for itself.
-  int wait(Waiter& w, std::chrono::steady_clock::time_point deadline);
+  // it runs the loop itself, and in THREAD mode too while it holds `lease`
+  // (only for waiters finished on the loop). kEWouldBlock where waiting would
+  // wait for itself.
+  int wait(Waiter& w, std::chrono::steady_clock::time_point deadline, LoopLease* lease = nullptr);
   bool may_block() const;
   // Blocking close methods (client, task, lock release) do not wait from a
   // callback, the loop thread, or leader work, where they would wait for it.
@@ -279,7 +316,23 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   uv_timer_t timer_;
   uv_idle_t idle_;
   std::thread thread_;
-  std::atomic<std::thread::id> loop_thread_{};
+  std::atomic<std::thread::id> loop_thread_{};  // THREAD mode: the client's own thread
+  std::atomic<std::thread::id> loop_owner_{};   // THREAD mode: who runs the loop now
+  // THREAD mode: the loop's owner. Whoever owns it may touch every loop-thread
+  // member; handing it over through owner_mu_ orders their accesses.
+  std::mutex owner_mu_;
+  std::condition_variable owner_cv_;  // the loop thread waits here for a borrower
+  LoopOwner owner_ = LoopOwner::kNone;
+  bool loop_ended_ = false;
+  uint64_t borrows_ = 0;
+  bool loop_thread_due_ = false;  // a borrower handed back work for the loop thread
+  bool loop_thread_polling_ = false;
+  using SteadyTime = std::chrono::steady_clock::time_point;
+  SteadyTime polling_until_;                      // the loop thread's poll ends then
+  SteadyTime standby_until_ = SteadyTime::min();  // its standby ends (min: none)
+  SteadyTime turn_at_ = SteadyTime::max();        // set by a borrower: the loop's next timer
+  SteadyTime returned_at_;                        // when the last borrower left
+  int handoff_fd_ = -1;            // eventfd: a borrower cuts the loop thread's poll short
   std::thread::id host_thread_{};  // EXTERNAL mode: the thread that opened the client
   bool in_process_ = false;        // EXTERNAL mode: the loop is running on the host thread
 

@@ -13,10 +13,12 @@
 // Every test uses lease names of its own (and, on memory://, a store of its own),
 // so tests never interfere, also with leftovers of earlier runs on a server.
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -975,6 +977,43 @@ TEST_P(Conformance, ScheduleRunsOnlyOnTheValidTermAndRestartsWithInitialDelay) {
       << "b's first run did not wait for the initial delay on its new term";
   EXPECT_LE((runs[first_b].start_ns - done.at_ns.load()) / kMsNs,
             kInitial + t.renew_ms + 200 * slow_factor());
+}
+
+// EXTERNAL mode: a host that sleeps in poll() on simba_client_fd() for
+// simba_client_timeout_ms(), then calls simba_client_process(), sees every
+// change the backend made to its watches in a callback (a new connection, a
+// command to write). libuv hands such changes to epoll only at its next poll
+// (libuv issue #1565): the timeout must read 0 until they are applied. A host
+// sleeping on a stale set would wait for a call's timeout (the renew period,
+// 5 s here) before the session opened or the lease was won.
+TEST_P(Conformance, AnExternalHostLoopSeesEveryWatchChange) {
+  Timing t(15000, 5000);
+  t.settings = {{"loop.mode", "external"}};
+  // By name: the connection then starts in the resolver's callback.
+  std::string by_name = url();
+  const size_t ip = by_name.find("127.0.0.1");
+  if (ip != std::string::npos) by_name.replace(ip, 9, "localhost");
+  Client c;
+  ASSERT_EQ(c.open(by_name, t), SIMBA_OK) << simba_last_error();
+  auto host_loop_until = [&](const std::function<bool()>& done) {
+    const int64_t end = mono_ms() + 1000 * slow_factor();
+    while (!done()) {
+      const int64_t left = end - mono_ms();
+      if (left <= 0) return false;
+      int64_t timeout = simba_client_timeout_ms(c);
+      if (timeout < 0 || timeout > left) timeout = left;
+      struct pollfd p = {simba_client_fd(c), POLLIN, 0};
+      poll(&p, 1, static_cast<int>(timeout));
+      EXPECT_EQ(simba_client_process(c), SIMBA_OK) << simba_last_error();
+    }
+    return true;
+  };
+  EXPECT_TRUE(host_loop_until([&] { return simba_client_status(c) == SIMBA_SESSION_LIVE; }))
+      << "status " << simba_client_status(c);
+  Election e;
+  ASSERT_EQ(e.start(c, lease("host")), SIMBA_OK) << simba_last_error();
+  EXPECT_TRUE(host_loop_until([&] { return e.elected_count() == 1; }));
+  EXPECT_EQ(e.stop(5000 * slow_factor()), SIMBA_OK) << simba_last_error();
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(ConformanceBackends()),

@@ -88,6 +88,7 @@ class MemoryBackend final : public Backend {
   template <typename Op, typename Cb>
   void run(Op op, Duration timeout, Cb cb) {
     using Reply = decltype(op());
+    faults_->loop_runner = std::this_thread::get_id();
     if (faults_->hang.load()) {
       Reply r;
       r.outcome = Outcome::kTimeout;
@@ -134,6 +135,7 @@ class MemoryBackend final : public Backend {
     while (!closing_ && !pending_.empty() && pending_.begin()->first.first <= now) {
       auto fn = std::move(pending_.begin()->second);
       pending_.erase(pending_.begin());
+      faults_->loop_runner = std::this_thread::get_id();
       fn();
     }
     arm();

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "backend/backend.h"
 #include "backend/memory/memory_store.h"
@@ -19,6 +20,9 @@ struct MemoryFaults {
   std::atomic<bool> drop_replies{false};   // applied, but the answer is lost
   std::atomic<bool> hang{false};           // not applied, no answer
   std::atomic<bool> unreachable{false};    // not applied, answered with an error
+  // Not a fault: the thread that last made a call or took in an answer, i.e.
+  // the one running the client's loop then (tests of who runs the loop).
+  std::atomic<std::thread::id> loop_runner{};
 };
 
 std::unique_ptr<Backend> make_memory_backend(uv_loop_t* loop, const std::string& store_name,

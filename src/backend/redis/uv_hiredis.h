@@ -8,7 +8,11 @@
 // the command is written, which the backend does in the same loop turn. Each
 // uv_poll_start costs an epoll_ctl DEL and ADD, three per command, so the
 // adapter records what hiredis wants and applies it just before the loop
-// polls (a prepare handle): the request and its withdrawal cancel out.
+// polls (a prepare handle): the request and its withdrawal cancel out. While
+// a change waits for it, an idle handle is active, so that uv_backend_timeout()
+// reads 0: a loop driven through uv_backend_fd() (EXTERNAL mode, or a caller
+// that borrowed the loop) runs the loop again before it sleeps, instead of
+// sleeping on a stale watch.
 #ifndef SIMBA_BACKEND_REDIS_UV_HIREDIS_H
 #define SIMBA_BACKEND_REDIS_UV_HIREDIS_H
 
@@ -22,10 +26,11 @@ namespace simba {
 struct UvHiredis {
   uv_poll_t poll;
   uv_prepare_t apply;  // sets the poll to `wanted` before the loop polls
+  uv_idle_t pending;   // active while `wanted` differs from `events`
   redisAsyncContext* ac = nullptr;  // null once hiredis cleaned up
   int wanted = 0;  // UV_READABLE | UV_WRITABLE as hiredis asked
   int events = 0;  // what the poll watches
-  int open_handles = 2;
+  int open_handles = 3;
   bool cleaned = false;
   // Runs once, when hiredis tears the context down (before it is freed and
   // before the pending replies' callbacks run with NULL).
