@@ -356,12 +356,16 @@ void Client::return_loop() {
 int Client::drive(Waiter& w, SteadyTime deadline) {
   const int backend_fd = uv_backend_fd(&loop_);
   for (;;) {
+    // EXTERNAL mode: callbacks run here as inside simba_client_process().
+    if (external()) in_process_ = true;
     const bool alive = run_turn(&loop_);
+    if (external()) in_process_ = false;
     {
       std::lock_guard<std::mutex> lock(w.mu);
       if (w.done) return kOk;
     }
-    if (!alive || needs_loop_thread()) return kHandBack;
+    if (external() && torn_down_) return kEClosed;
+    if (!external() && (!alive || needs_loop_thread())) return kHandBack;
     const auto now_t = std::chrono::steady_clock::now();
     if (now_t >= deadline) return kETimedOut;
     int64_t wait_ms = uv_backend_timeout(&loop_);
@@ -369,8 +373,8 @@ int Client::drive(Waiter& w, SteadyTime deadline) {
       const int64_t left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now_t).count();
       if (wait_ms < 0 || left < wait_ms) wait_ms = left;
     }
-    // Waiters passed here are finished on the loop, which this poll wakes for;
-    // the bound is only a safety net.
+    // The waiters driven here are finished on the loop, which this poll wakes
+    // for (EXTERNAL: or by wake_loop()); the bound is only a safety net.
     if (wait_ms < 0 || wait_ms > 1000) wait_ms = 1000;
     struct pollfd p = {backend_fd, POLLIN, 0};
     poll(&p, 1, static_cast<int>(wait_ms));
@@ -431,25 +435,7 @@ int Client::wait(Waiter& w, std::chrono::steady_clock::time_point deadline, Loop
     return kOk;
   }
   // EXTERNAL mode, on the host's thread, outside process(): run the loop here.
-  for (;;) {
-    in_process_ = true;
-    run_turn(&loop_);
-    in_process_ = false;
-    {
-      std::lock_guard<std::mutex> lock(w.mu);
-      if (w.done) return kOk;
-    }
-    if (torn_down_) return kEClosed;
-    const auto now_t = std::chrono::steady_clock::now();
-    if (now_t >= deadline) return kETimedOut;
-    int64_t wait_ms = uv_backend_timeout(&loop_);
-    if (deadline != SteadyTime::max()) {
-      const int64_t left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now_t).count();
-      if (wait_ms < 0 || left < wait_ms) wait_ms = left;
-    }
-    struct pollfd p = {uv_backend_fd(&loop_), POLLIN, 0};
-    poll(&p, 1, static_cast<int>(std::min<int64_t>(wait_ms, 1000)));
-  }
+  return drive(w, deadline);
 }
 
 void Client::drain_commands() {

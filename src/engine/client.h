@@ -260,9 +260,10 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   void return_loop();
   // The client's own loop thread: its turns and its waits between them.
   void run_loop_thread();
-  // A caller holding the loop runs it until `w` is done: kOk, kETimedOut at
-  // `deadline`, or kHandBack when only the loop thread may go on (callbacks of
-  // the loop executor, log lines, the close).
+  // Runs the loop on this thread until `w` is done: kOk, kETimedOut at
+  // `deadline`; in THREAD mode (a borrower) kHandBack when only the loop thread
+  // may go on (callbacks of the loop executor, log lines, the close), in
+  // EXTERNAL mode (the host thread) kEClosed once the client is torn down.
   static constexpr int kHandBack = 1;
   int drive(Waiter& w, std::chrono::steady_clock::time_point deadline);
   // This thread runs the loop on loan from the loop thread.
