@@ -23,8 +23,9 @@
  *              through a pipe
  *   cycle      an uncontended simba_lock_acquire + simba_lock_release, blocking;
  *              plus two diagnostics: the same cycle on memory:// (no I/O: the
- *              library's own overhead) and simba_client_snapshot_json (one
- *              caller -> loop thread -> caller hop without a backend call)
+ *              library's own overhead) and simba_client_snapshot_json (a
+ *              call without a backend call: run on the caller's thread when the
+ *              loop thread is idle, ADR 0014; a hop to it and back otherwise)
  *   leases     for each count (1, 100, 10000): one client starts that many
  *              elections (the time until every on_elected arrived is "time to
  *              elect"), then, in a quiet window of whole renew periods with only
@@ -1226,7 +1227,7 @@ static void print_report(const options_t *o, const raw_backend_t *rb, const resu
     snprintf(buf, sizeof buf, "%.2f x 2 RTT: no thread hop",
              ratio(r->external_cycle.p50_us, 2 * baseline(&r->raw)->p50_us));
     print_row("diag: cycle, loop.mode=external", &r->external_cycle, buf);
-    print_row("diag: snapshot_json (one caller-loop hop)", &r->snapshot_hop, NULL);
+    print_row("diag: snapshot_json (no backend call)", &r->snapshot_hop, NULL);
   }
   if (r->alt_done) {
     printf("\n  with %s:\n", r->alt_durability);
@@ -1607,8 +1608,9 @@ int main(int argc, char **argv) {
     run_cycle(m, NULL, NULL, o.cycle_iterations, o.warmup, 0, &mc);
     r.memory_cycle = mc.cycle;
     simba_client_close(m);
-    /* The same cycle with no thread hop: in EXTERNAL mode a blocking call on
-     * the host's thread runs the loop itself until its answer came. */
+    /* The same cycle in EXTERNAL mode, where a blocking call on the host's
+     * thread runs the loop itself until its answer came: the bound on what a
+     * THREAD-mode caller that borrows the idle loop (ADR 0014) can get. */
     progress("diagnostic: lock cycle with loop.mode=external");
     simba_client_t *x = open_client_kv(o.url, &o, "bench-cycle-external", "loop.mode", "external");
     cycle_result_t xc;
