@@ -218,15 +218,13 @@ bool Client::borrowed_here() const {
 // caller may borrow the loop. It then waits in one of two ways:
 // - polling the loop's backend fd (and the handoff eventfd) until its next
 //   timer, when nobody borrowed the loop lately;
-// - standing by on owner_cv_ while a caller borrows it, and for kLinger after
-//   the last borrower left: back-to-back blocking calls then neither wake this
-//   thread with their I/O nor need to notify it. I/O that arrives for nobody
-//   in that window waits at most kLinger for this thread.
+// - standing by on owner_cv_ while a caller borrows it (at most kMaxBorrow),
+//   and for kLinger after the last borrower left: back-to-back blocking calls
+//   then neither wake this thread with their I/O nor need to notify it. I/O
+//   that arrives for nobody in that window waits at most kLinger for this
+//   thread.
 void Client::run_loop_thread() {
   constexpr auto kLinger = std::chrono::milliseconds(1);
-  // After this many standbys in one borrow (a caller waiting long), stand by
-  // without a timeout: the borrower then notifies when it leaves.
-  constexpr int kTimedStandbys = 8;
   const std::thread::id me = std::this_thread::get_id();
   loop_thread_ = me;
   const int backend_fd = uv_backend_fd(&loop_);
@@ -236,21 +234,12 @@ void Client::run_loop_thread() {
     {
       std::unique_lock<std::mutex> lock(owner_mu_);
       loop_thread_polling_ = false;
-      int timed = 0;
-      uint64_t borrow = 0;
       const bool stood_by = owner_ == LoopOwner::kCaller;
       for (bool standby = stood_by; standby && !loop_thread_due_;) {
         const SteadyTime now = std::chrono::steady_clock::now();
         if (owner_ == LoopOwner::kCaller) {
-          if (borrow != borrows_) timed = 0;  // another borrow than at the last look
-          borrow = borrows_;
-          if (timed++ < kTimedStandbys) {
-            standby_until_ = now + kLinger;
-            owner_cv_.wait_until(lock, standby_until_);
-          } else {
-            standby_until_ = SteadyTime::max();
-            owner_cv_.wait(lock);
-          }
+          standby_until_ = now + kLinger;
+          owner_cv_.wait_until(lock, standby_until_);
         } else if (now < std::min(turn_at_, returned_at_ + kLinger)) {
           standby_until_ = std::min(turn_at_, returned_at_ + kLinger);
           owner_cv_.wait_until(lock, standby_until_);
@@ -279,6 +268,9 @@ void Client::run_loop_thread() {
       if (first) drain_commands();
       first = false;
       if (node_closed_ && !torn_down_) teardown();  // a borrower saw the close
+      // What a borrower deferred (log lines, direct callbacks) comes first, in
+      // its order, before this turn's timers add to it.
+      if (!deferred_.empty()) run_deferred();
       const bool alive = run_turn(&loop_);
       timeout = alive ? uv_backend_timeout(&loop_) : 0;
       loop_owner_ = std::thread::id();
@@ -308,13 +300,13 @@ void Client::run_loop_thread() {
 
 bool Client::borrow_loop() {
   if (external() || on_loop_thread()) return false;
-  // A host's submit() is promised the loop thread (simba.h).
-  if (executor_ && cfg_.executor == ExecutorKind::kHost) return false;
+  // A host's submit() is promised the loop thread (simba.h); and a callback
+  // that makes a call should not run the loop's work before it returns.
+  if ((executor_ && cfg_.executor == ExecutorKind::kHost) || in_callback()) return false;
   {
     std::lock_guard<std::mutex> lock(owner_mu_);
     if (owner_ != LoopOwner::kNone || loop_ended_ || loop_thread_due_) return false;
     owner_ = LoopOwner::kCaller;
-    ++borrows_;
   }
   loop_owner_ = std::this_thread::get_id();
   return true;
@@ -325,28 +317,24 @@ void Client::return_loop() {
   // for work only it may run.
   const SteadyTime now = std::chrono::steady_clock::now();
   SteadyTime turn_at = now;
-  const bool due = needs_loop_thread() || !uv_loop_alive(&loop_);
+  const bool due = hand_over_ || needs_loop_thread() || !uv_loop_alive(&loop_);
+  hand_over_ = false;
   if (!due) {
     uv_update_time(&loop_);
     const int timeout = uv_backend_timeout(&loop_);
     turn_at = timeout < 0 ? SteadyTime::max() : now + std::chrono::milliseconds(timeout);
   }
   loop_owner_ = std::thread::id();
-  bool notify = false;
-  bool wake = false;
-  {
-    std::lock_guard<std::mutex> lock(owner_mu_);
-    owner_ = LoopOwner::kNone;
-    turn_at_ = turn_at;
-    returned_at_ = now;
-    loop_thread_due_ = due;
-    // Standing by without a timeout, or past what is now due; or polling past
-    // it: cut its wait short.
-    notify = standby_until_ == SteadyTime::max() || turn_at < standby_until_;
-    wake = loop_thread_polling_ && turn_at < polling_until_;
-  }
-  if (notify) owner_cv_.notify_one();
-  if (wake) {
+  // All of it under the lock: once the loop is free, a close on another thread
+  // may end the loop thread and free this client as soon as the lock is let go.
+  std::lock_guard<std::mutex> lock(owner_mu_);
+  owner_ = LoopOwner::kNone;
+  turn_at_ = turn_at;
+  returned_at_ = now;
+  loop_thread_due_ = due;
+  // Standing by, or polling, past what is now due: cut its wait short.
+  if (turn_at < standby_until_) owner_cv_.notify_one();
+  if (loop_thread_polling_ && turn_at < polling_until_) {
     const uint64_t one = 1;
     while (write(handoff_fd_, &one, sizeof one) < 0 && errno == EINTR) {
     }
@@ -354,6 +342,11 @@ void Client::return_loop() {
 }
 
 int Client::drive(Waiter& w, SteadyTime deadline) {
+  // A borrower runs the loop for a call's answer, not for a long wait (a
+  // contended lock): past this the loop thread takes over, so that the
+  // session's keep-alives never hang on an application thread.
+  constexpr auto kMaxBorrow = std::chrono::milliseconds(10);
+  const SteadyTime give_back_at = std::chrono::steady_clock::now() + kMaxBorrow;
   const int backend_fd = uv_backend_fd(&loop_);
   for (;;) {
     // EXTERNAL mode: callbacks run here as inside simba_client_process().
@@ -368,9 +361,14 @@ int Client::drive(Waiter& w, SteadyTime deadline) {
     if (!external() && (!alive || needs_loop_thread())) return kHandBack;
     const auto now_t = std::chrono::steady_clock::now();
     if (now_t >= deadline) return kETimedOut;
+    if (!external() && now_t >= give_back_at) {
+      hand_over_ = true;
+      return kHandBack;
+    }
     int64_t wait_ms = uv_backend_timeout(&loop_);
-    if (deadline != SteadyTime::max()) {
-      const int64_t left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now_t).count();
+    for (const SteadyTime until : {deadline, external() ? SteadyTime::max() : give_back_at}) {
+      if (until == SteadyTime::max()) continue;
+      const int64_t left = std::chrono::ceil<std::chrono::milliseconds>(until - now_t).count();
       if (wait_ms < 0 || left < wait_ms) wait_ms = left;
     }
     // The waiters driven here are finished on the loop, which this poll wakes
@@ -427,15 +425,14 @@ int Client::wait(Waiter& w, std::chrono::steady_clock::time_point deadline, Loop
   if (lease && lease->held()) {
     const int rc = drive(w, deadline);
     if (rc != kHandBack) return rc;
-    lease->give_back();
+    lease->give_back();  // from here on a close may free this client: only `w`
+  } else if (external() && on_loop_thread()) {
+    // EXTERNAL mode, on the host's thread, outside process(): run the loop here.
+    return drive(w, deadline);
   }
-  if (!external() || !on_loop_thread()) {
-    std::unique_lock<std::mutex> lock(w.mu);
-    if (!w.cv.wait_until(lock, deadline, [&] { return w.done; })) return kETimedOut;
-    return kOk;
-  }
-  // EXTERNAL mode, on the host's thread, outside process(): run the loop here.
-  return drive(w, deadline);
+  std::unique_lock<std::mutex> lock(w.mu);
+  if (!w.cv.wait_until(lock, deadline, [&] { return w.done; })) return kETimedOut;
+  return kOk;
 }
 
 void Client::drain_commands() {

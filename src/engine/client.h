@@ -325,7 +325,6 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   std::condition_variable owner_cv_;  // the loop thread waits here for a borrower
   LoopOwner owner_ = LoopOwner::kNone;
   bool loop_ended_ = false;
-  uint64_t borrows_ = 0;
   bool loop_thread_due_ = false;  // a borrower handed back work for the loop thread
   bool loop_thread_polling_ = false;
   using SteadyTime = std::chrono::steady_clock::time_point;
@@ -333,6 +332,7 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   SteadyTime standby_until_ = SteadyTime::min();  // its standby ends (min: none)
   SteadyTime turn_at_ = SteadyTime::max();        // set by a borrower: the loop's next timer
   SteadyTime returned_at_;                        // when the last borrower left
+  bool hand_over_ = false;         // loop owner: a borrower gave up waiting (kMaxBorrow)
   int handoff_fd_ = -1;            // eventfd: a borrower cuts the loop thread's poll short
   std::thread::id host_thread_{};  // EXTERNAL mode: the thread that opened the client
   bool in_process_ = false;        // EXTERNAL mode: the loop is running on the host thread
