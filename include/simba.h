@@ -198,8 +198,12 @@ SIMBA_API int simba_config_get_double(const simba_config_t *c, const char *key, 
 /**
  * @brief A host's executor for callbacks.
  *
- * The library calls `submit(ctx, run, arg)` from its loop thread; the host must
- * call `run(arg)` exactly once, later, on a thread of its choice, and return 0. A
+ * The library calls `submit(ctx, run, arg)` from its loop thread, and in two
+ * cases from another thread: simba_term_on_revoked() on a term already revoked
+ * submits from the calling thread, and a partition group submits its stop and
+ * step-down completions from its own thread and a last task from the thread
+ * that closes it. The host must call `run(arg)` exactly once, later, on a thread
+ * of its choice, and return 0. A
  * nonzero return means the executor rejected the task: run will not be called.
  * If the executor rejects an on_elected callback, nobody learns of the term: the
  * election steps down for one lease duration and that term's on_revoked is not
