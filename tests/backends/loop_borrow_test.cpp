@@ -4,7 +4,7 @@
 // took in its answer. These tests check who runs the loop, and that borrowing
 // it changes nothing a user can see: callbacks of the loop executor, log lines
 // and a host executor's submit stay on the loop thread; keep-alives, broadcasts
-// and other threads' calls go on during a long wait; a close ends it.
+// and other threads' calls go on during a long wait; a close ends a wait.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -195,9 +195,10 @@ TEST_F(LoopBorrow, CallbacksOfTheLoopExecutorAndLogLinesStayOnTheLoopThread) {
   EXPECT_FALSE(logs.includes(std::this_thread::get_id())) << "the logger was called on a caller";
 }
 
-// A caller waiting long for a contended lock runs the loop all that time:
-// the session's keep-alives go on, another thread's calls are answered, and
-// the holder's release reaches the waiter through the broadcast.
+// A caller waiting long for a contended lock runs the loop for its first 10 ms
+// and then hands it back to the loop thread: the session's keep-alives go on,
+// another thread's calls are answered, and the holder's release reaches the
+// waiter through the broadcast.
 TEST_F(LoopBorrow, ALongWaitKeepsTheSessionAliveAndSeesTheRelease) {
   simba_client_t* holder = Open();
   simba_client_t* waiter = Open(nullptr, 600, 150);
