@@ -10,8 +10,12 @@
 #include "capi_test.h"
 
 /* What one task's work saw, written by its work thread(s). */
+/* Tests wait on a counter, then read what the run recorded: each counter is
+ * bumped only after the fields it publishes (a run takes its index from a
+ * slot counter of its own first). */
 typedef struct {
-  int runs;                /* work calls started */
+  int slots;               /* work calls that took an index */
+  int runs;                /* work calls started, their start recorded */
   int running;             /* work calls in progress (never > 1 per task) */
   int overlap;             /* set if two runs overlapped */
   int started_invalid;     /* set if a run started on an invalid term */
@@ -26,11 +30,12 @@ typedef struct {
 } work_t;
 
 static void work_begin(work_t *w, simba_term_t *t) {
-  const int n = ainc(&w->runs);
+  const int n = ainc(&w->slots);
   if (ainc(&w->running) > 1) ast(&w->overlap, 1);
   if (!simba_term_is_valid(t)) ast(&w->started_invalid, 1);
   if (n == 1) ast64(&w->first_start_ms, now_ms());
   if (n <= 64) astu64(&w->tokens[n - 1], simba_term_token(t));
+  ainc(&w->runs);
 }
 
 static void work_end(work_t *w) {
@@ -191,6 +196,7 @@ static void test_work_returning_contends_again(void **state) {
 /* A schedule: runs after the initial delay, then every period, only while
  * leader, never overlapping, never on a revoked term, nothing after its stop. */
 typedef struct {
+  int slots; /* as in work_t */
   int runs;
   int bad;
   int64_t first_ms;
@@ -200,8 +206,9 @@ typedef struct {
 static void scheduled(void *ud, simba_term_t *t) {
   sched_t *s = (sched_t *)ud;
   if (!simba_term_is_valid(t)) ast(&s->bad, 1);
-  if (ainc(&s->runs) == 1) ast64(&s->first_ms, now_ms());
+  if (ainc(&s->slots) == 1) ast64(&s->first_ms, now_ms());
   ast64(&s->last_ms, now_ms());
+  ainc(&s->runs);
   sleep_ms(5);
 }
 
@@ -381,7 +388,7 @@ static void test_schedules_of_two_nodes_run_only_on_the_leader(void **state) {
 static int order_seq;
 
 typedef struct {
-  int runs, running;
+  int slots, runs, running; /* slots, runs: as in work_t */
   int64_t start_ms[8];
   int64_t exit_ms[8];
   int nrevoked;
@@ -408,9 +415,10 @@ static void sd_on_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t reaso
 
 static void sd_work(void *ud, simba_term_t *t) {
   sd_work_t *w = (sd_work_t *)ud;
-  const int i = ainc(&w->runs) - 1;
+  const int i = ainc(&w->slots) - 1;
   ainc(&w->running);
   if (i < 8) ast64(&w->start_ms[i], now_ms());
+  ainc(&w->runs);
   CHECK_OK(simba_term_on_revoked(t, sd_on_revoked, w));
   while (simba_term_wait_revoked(t, 1000) != SIMBA_OK) {
   }
@@ -422,8 +430,8 @@ static void sd_work(void *ud, simba_term_t *t) {
 static void sd_done(void *ud, int err) {
   sd_done_t *d = (sd_done_t *)ud;
   assert_int_equal(err, SIMBA_OK);
+  ast64(&d->at_ms, now_ms()); /* before seq, which the test waits on */
   ast(&d->seq, ainc(&order_seq));
-  ast64(&d->at_ms, now_ms());
 }
 
 static void test_task_step_down_and_stop_in_handover_order(void **state) {
