@@ -152,35 +152,6 @@ class PgSync {
   PGconn* c_ = nullptr;
 };
 
-// A client whose log lines go to its own LogCapture; closed before the capture
-// goes away, also when an ASSERT leaves the test early.
-class LoggedClient {
- public:
-  LoggedClient(const std::string& url, const Timing& t) {
-    simba_config_t* cfg = nullptr;
-    if (simba_config_new(&cfg) != SIMBA_OK) return;
-    simba_config_set_logger(cfg, &LogCapture::fn, &logs, SIMBA_LOG_DEBUG);
-    simba_config_set_ms(cfg, "session.lease-duration", t.lease_ms);
-    simba_config_set_ms(cfg, "session.renew-interval", t.renew_ms);
-    for (const auto& [key, value] : t.settings) simba_config_set(cfg, key.c_str(), value.c_str());
-    if (simba_client_open(&c_, url.c_str(), cfg) != SIMBA_OK) c_ = nullptr;
-    simba_config_free(cfg);
-  }
-  ~LoggedClient() { close(); }
-  LoggedClient(const LoggedClient&) = delete;
-  LoggedClient& operator=(const LoggedClient&) = delete;
-  void close() {
-    simba_client_close(c_);
-    c_ = nullptr;
-  }
-  operator simba_client_t*() const { return c_; }
-
-  LogCapture logs;
-
- private:
-  simba_client_t* c_ = nullptr;
-};
-
 // The directory of initdb and postgres ("" if not installed).
 std::string pg_bindir() {
   std::string dir;
