@@ -254,11 +254,13 @@ void Client::run_loop_thread() {
         // wait for I/O until the loop's next timer instead of turning now.
         loop_thread_polling_ = true;
         polling_until_ = turn_at_;
-        timeout = static_cast<int>(std::min<int64_t>(
-            std::chrono::ceil<std::chrono::milliseconds>(turn_at_ - now).count(), INT_MAX));
-        if (turn_at_ == SteadyTime::max()) timeout = -1;
+        timeout = turn_at_ == SteadyTime::max()
+                      ? -1
+                      : static_cast<int>(std::min<int64_t>(
+                            std::chrono::ceil<std::chrono::milliseconds>(turn_at_ - now).count(),
+                            INT_MAX));
       } else {
-        // Not borrowed: standby ends only with the loop free.
+        // A turn. The loop is free here: standby ends only when no caller holds it.
         owner_ = LoopOwner::kLoopThread;
         loop_thread_due_ = false;
       }
