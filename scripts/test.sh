@@ -3,7 +3,8 @@
 # servers once, runs the test layers with ctest, and prints a summary.
 #
 #   bash scripts/test.sh                      plain build in build/, every layer
-#   bash scripts/test.sh --label core         one layer (core|sim|backends|capi|abi|tck|cli)
+#   bash scripts/test.sh --label core         one layer (core|sim|backends|capi|abi|tck|cli,
+#                                             or a binding: go|rust|java|lua)
 #   bash scripts/test.sh --sanitize address   ASan+UBSan build in build-address/
 #   bash scripts/test.sh --sanitize thread    TSan build in build-thread/
 #   bash scripts/test.sh --valgrind           the capi tests under valgrind (build/)
@@ -33,7 +34,13 @@ SIMBA_APT_PACKAGES=(
   procps iproute2
   abigail-tools binutils        # abidw/abidiff, nm/objdump/readelf (label abi)
   zookeeper libzookeeper-st-dev default-jre-headless
+  golang-go                                   # bindings/go (label go)
+  openjdk-17-jdk-headless junit5              # bindings/java (label java)
+  lua5.4 liblua5.4-dev lua-busted lua-luv     # bindings/lua (label lua)
 )
+# bindings/rust (label rust) uses the machine's cargo: rustup's in ~/.cargo/bin
+# when there is one (Debian's cargo otherwise).
+[[ -d "$HOME/.cargo/bin" ]] && PATH="$HOME/.cargo/bin:$PATH"
 
 # shellcheck source=scripts/lib/packages.sh
 source "$ROOT/scripts/lib/packages.sh"
