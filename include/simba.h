@@ -37,6 +37,24 @@
  * called from a callback or on the loop thread, where waiting would wait for
  * itself. simba_client_close() called there starts the close and returns.
  *
+ * @par Lifetime: when callbacks stop (docs/bindings-contract.md)
+ * User data (`ud`) may be freed once nothing can call it again:
+ * - an election's listener: after the `done` of its simba_election_stop() ran
+ *   (done is its last callback), or after simba_election_free() returned on a
+ *   thread that was not running a callback or leader work (it waits for the stop
+ *   and for a callback of the election running elsewhere);
+ * - a task's work and dones: after simba_task_close() returned outside callbacks
+ *   and leader work, or after the `done` of simba_task_stop() ran;
+ * - a simba_term_on_revoked() callback, a simba_lock_acquire_async() callback:
+ *   each runs exactly once, so free its `ud` inside it; a lock's on_revoked
+ *   callbacks have all run when simba_lock_release() returns (where it waits);
+ * - everything of a client (event sink, logger, host executor included): after
+ *   simba_client_close() returned outside callbacks, or inside the `done` of
+ *   simba_client_close_async(), which runs after every other callback returned.
+ * A host executor's submit() is never called after simba_client_close()
+ * returned; tasks it had not started by then were run on the closing thread,
+ * and its later run(arg) of them only frees them.
+ *
  * @par Ownership
  * The library never frees memory it did not allocate. Strings it returns as
  * `char *` are owned by the caller and freed with simba_free(); `const char *`
@@ -45,7 +63,9 @@
  *
  * @par Errors
  * Functions that can fail return SIMBA_OK (0) or a negative SIMBA_E* code, and on
- * failure set a thread-local detail message read with simba_last_error().
+ * failure set a thread-local detail message read with simba_last_error(). A
+ * success leaves that message as it was (like errno): read it right after the
+ * failing call, on the same thread (a binding does both in one C function).
  * Asynchronous completions carry their code in the callback. No C++ exception
  * ever crosses this interface.
  */
@@ -72,7 +92,7 @@ extern "C" {
 /** @{ */
 
 #define SIMBA_VERSION_MAJOR 1 /**< Bumped only on an ABI break. */
-#define SIMBA_VERSION_MINOR 1 /**< Bumped when functions are added. */
+#define SIMBA_VERSION_MINOR 2 /**< Bumped when functions are added. */
 #define SIMBA_VERSION_PATCH 0 /**< Bumped for fixes. */
 
 /** Error codes. Pinned to their values; new codes are only ever appended. */
@@ -110,6 +130,10 @@ SIMBA_API const char *simba_strerror(int err);
 
 /**
  * @brief Detail of this thread's last failed call.
+ *
+ * Set by every call that fails, on the calling thread only; a call that succeeds
+ * leaves it unchanged, so it says nothing about whether the last call failed
+ * (its return code does).
  * @return a thread-local string, never NULL (empty when nothing failed yet), valid
  *         until the next simba_* call on this thread. It includes the backend's own
  *         words where it answered an error. Passwords never appear in it.
@@ -292,7 +316,11 @@ SIMBA_API int simba_client_wait_live(simba_client_t *c, int64_t timeout_ms);
  *        lease at once), stop the loop and free the handle.
  *
  * Blocks until done, at most about one renew period when the backend is
- * unreachable. After it returns, no callback of this client runs again. Called
+ * unreachable. After it returns, no callback of this client or of any of its
+ * handles runs or is running (callbacks a host executor had not started run on
+ * this thread before it returns). An EXTERNAL-mode client is closed on its host
+ * thread: from another thread this returns SIMBA_EWOULDBLOCK and closes nothing,
+ * since only the host thread may run its loop. Called
  * from a callback (or the loop thread) of a THREAD-mode client it starts the close
  * and returns SIMBA_OK at once; the handle is freed when the close completes, so
  * do not use it afterwards. Called from a callback of an EXTERNAL-mode client it
@@ -302,6 +330,22 @@ SIMBA_API int simba_client_wait_live(simba_client_t *c, int64_t timeout_ms);
  * @return SIMBA_OK (also for NULL); SIMBA_EWOULDBLOCK (see above).
  */
 SIMBA_API int simba_client_close(simba_client_t *c);
+
+/**
+ * @brief Close a THREAD-mode client without waiting, from any thread, a
+ *        callback or a finalizer included: a thread of the library does what
+ *        simba_client_close() does, then calls `done(ud, SIMBA_OK)` on that
+ *        thread, after every other callback of the client returned, and then
+ *        frees the handle. Do not use the handle after this call.
+ *
+ * Added in 1.2 (version node SIMBA_1.2): check simba_version() >= 0x010200 when
+ * loading libsimba.so.1 with dlopen().
+ * @param[in] done may be NULL; the client's last callback.
+ * @return SIMBA_OK (done will run); SIMBA_EINVAL (c is NULL, or an EXTERNAL-mode
+ *         client, which only simba_client_close() on its host thread closes:
+ *         nothing was closed).
+ */
+SIMBA_API int simba_client_close_async(simba_client_t *c, void (*done)(void *ud, int err), void *ud);
 
 /** @brief Current session status; SIMBA_SESSION_CLOSED for NULL. Never blocks. */
 SIMBA_API simba_session_status_t simba_client_status(const simba_client_t *c);
@@ -503,7 +547,11 @@ SIMBA_API int simba_term_revoke_fd(simba_term_t *t);
 SIMBA_API void simba_term_retain(simba_term_t *t);
 
 /** @brief Drop a reference taken with simba_term_retain() (or owned from a lock).
- *  NULL is a no-op. Dropping a reference never revokes the term. */
+ *  NULL is a no-op. Dropping a reference of an election's term never revokes it.
+ *  Dropping the caller's last reference of a lock term that was not passed to
+ *  simba_lock_release() releases the lock: the term is revoked (STOPPED) and the
+ *  lease released with its token, without waiting for the backend (a
+ *  garbage-collected binding that loses a lock term frees the name; since 1.2). */
 SIMBA_API void simba_term_release(simba_term_t *t);
 
 /** @} */
@@ -565,9 +613,17 @@ SIMBA_API int simba_election_step_down(simba_election_t *e, int64_t cooldown_ms,
 SIMBA_API int simba_election_stop_wait(simba_election_t *e, int64_t timeout_ms);
 
 /**
- * @brief Free an election handle. Call it after its stop completed. If the stop has
- *        not completed, it starts the stop without waiting and no callback of it
- *        runs afterwards (one already running finishes). NULL is a no-op.
+ * @brief Free an election handle, stopping it first if needed.
+ *
+ * Outside callbacks and leader work it waits until the stop completed (the term
+ * revoked and released: at most about one renew period when the backend is
+ * unreachable) and no callback of the election runs: after it returns, the
+ * listener's `ud` may be freed. Called from a callback (or the loop thread) it
+ * starts the stop and returns at once: no listener callback or done of the
+ * election starts afterwards, the one running finishes, and on_revoked callbacks
+ * registered on its terms still run once each. To know there when the last
+ * callback has returned, free in the `done` of simba_election_stop(). NULL is a
+ * no-op.
  */
 SIMBA_API void simba_election_free(simba_election_t *e);
 
@@ -612,7 +668,8 @@ SIMBA_API int simba_lock_acquire_async(simba_client_t *c, const char *name, int6
 /**
  * @brief Release a lock: revoke the term (STOPPED), release the lease with the
  *        term's token, and drop the caller's reference. Waits for the backend's
- *        answer (at most one renew period), so the lease is free on return, except
+ *        answer (at most one renew period), so the lease is free on return, and
+ *        for the term's on_revoked callbacks, which have all run by then; except
  *        when called from a callback, leader work or the loop thread, where it
  *        does not wait.
  *        Releasing an already revoked lock only drops the reference.
@@ -719,10 +776,13 @@ SIMBA_API int simba_task_step_down(simba_task_t *t, int64_t cooldown_ms, simba_d
                                    void *ud);
 
 /**
- * @brief Stop the task, wait until the stop completed and every run of its work
- *        returned, and free the handle. Called from a callback, from leader work
- *        or from the loop thread it starts the stop, frees the handle and
- *        returns at once (waiting there would wait for itself). NULL is a no-op.
+ * @brief Stop the task, wait until the stop completed, every run of its work
+ *        returned and no callback of it runs, and free the handle: then the
+ *        work's `ud` may be freed. Called from a callback, from leader work or
+ *        from the loop thread it starts the stop, frees the handle and returns
+ *        at once (waiting there would wait for itself): use the `done` of
+ *        simba_task_stop() there to learn when the work has returned. NULL is a
+ *        no-op.
  * @return SIMBA_OK.
  */
 SIMBA_API int simba_task_close(simba_task_t *t);

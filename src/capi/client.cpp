@@ -38,9 +38,36 @@ int simba_client_wait_live(simba_client_t* c, int64_t timeout_ms) {
   });
 }
 
+}  // extern "C"
+
+namespace {
+// Finishes a THREAD-mode close on a thread of its own, which may wait for the
+// loop and the executor (the caller may be one of its callbacks); `done` runs
+// there once every other callback of the client returned, then the handle goes.
+void close_on_own_thread(simba_client_t* c, simba_done_fn done, void* ud) {
+  std::thread([c, done, ud] {
+    c->impl->close();
+    if (done) done(ud, SIMBA_OK);
+    delete c;
+  }).detach();
+}
+
+int refuse_external_close_here(const char* fn) {
+  return fail(SIMBA_EWOULDBLOCK,
+              std::string(fn) +
+                  ": an EXTERNAL-mode client is closed on its host thread (the thread that "
+                  "opened it), which alone runs its loop; nothing was closed");
+}
+}  // namespace
+
+extern "C" {
+
 int simba_client_close(simba_client_t* c) {
   return guarded([&]() -> int {
     if (!c) return SIMBA_OK;
+    if (c->impl->external() && !c->impl->on_host_thread()) {
+      return refuse_external_close_here("simba_client_close");
+    }
     const int rc = c->impl->close();
     if (rc == SIMBA_EWOULDBLOCK) {
       if (c->impl->external()) {
@@ -48,15 +75,23 @@ int simba_client_close(simba_client_t* c) {
                     "simba_client_close from a callback of an EXTERNAL-mode client: the close "
                     "started; call simba_client_close again outside simba_client_process");
       }
-      // From a callback or the loop thread: finish the close on a thread of its
-      // own, which may wait for the loop and the executor.
-      std::thread([c] {
-        c->impl->close();
-        delete c;
-      }).detach();
+      close_on_own_thread(c, nullptr, nullptr);  // from a callback or the loop thread
       return SIMBA_OK;
     }
     delete c;
+    return SIMBA_OK;
+  });
+}
+
+int simba_client_close_async(simba_client_t* c, simba_done_fn done, void* ud) {
+  return guarded([&]() -> int {
+    if (!c) return fail(SIMBA_EINVAL, "simba_client_close_async: client is NULL");
+    if (c->impl->external()) {
+      return fail(SIMBA_EINVAL,
+                  "simba_client_close_async: an EXTERNAL-mode client has no thread to finish "
+                  "the close on: call simba_client_close on its host thread");
+    }
+    close_on_own_thread(c, done, ud);
     return SIMBA_OK;
   });
 }

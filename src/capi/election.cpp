@@ -69,7 +69,7 @@ int simba_election_stop_wait(simba_election_t* e, int64_t timeout_ms) {
 void simba_election_free(simba_election_t* e) {
   if (!e) return;
   guarded([&]() -> int {
-    e->client->detach_election(e->impl);
+    e->client->free_election(e->impl);
     delete e;
     return SIMBA_OK;
   });

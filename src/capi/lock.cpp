@@ -43,7 +43,10 @@ int simba_lock_release(simba_term_t* term) {
     if (!term->is_lock) {
       return fail(SIMBA_EINVAL, "simba_lock_release: not a lock term (an election's term?)");
     }
-    if (auto client = term->client.lock()) client->lock_release(term);
+    if (!term->release_requested.exchange(true)) {
+      if (auto client = term->client.lock()) client->lock_release(term);
+    }
+    term->caller_refs.fetch_sub(1);
     term->release();
     return SIMBA_OK;
   });

@@ -102,17 +102,12 @@ int simba_task_close(simba_task_t* t) {
       handle->group->close();  // does not wait where it would wait for itself
       return SIMBA_OK;
     }
-    if (!handle->client->may_close_block()) {
-      // From a callback, leader work or the loop: start the stop and let it
-      // finish on its own; the work's threads keep what they use alive.
-      handle->client->detach_election(handle->impl);
-      return SIMBA_OK;
-    }
-    // The handover waits for the work up to the term's deadline; then every
-    // run of the work must have returned before its handle goes.
-    handle->client->stop_election_wait(handle->impl, -1);
-    handle->impl->wait_for_work();
-    handle->client->detach_election(handle->impl);
+    // From a callback, leader work or the loop it only starts the stop, which
+    // finishes on its own (the work's threads keep what they use alive).
+    // Elsewhere it waits for the stop (the handover waits for the work up to
+    // the term's deadline) and its callbacks; then every run of the work must
+    // have returned before its handle goes.
+    if (handle->client->free_election(handle->impl)) handle->impl->wait_for_work();
     return SIMBA_OK;
   });
 }

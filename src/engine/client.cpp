@@ -559,6 +559,8 @@ void Client::emit_log(int level, const std::string& line) {
 // Client API
 
 int Client::close() {
+  // Refused before anything starts: capi reports it (item 2 of ADR 0015).
+  if (external() && !on_host_thread()) return kEWouldBlock;
   close_requested_ = true;
   if (!may_wait_for_close()) {
     // Waiting here would wait for itself: start the close and let it finish.
@@ -894,6 +896,27 @@ void Client::detach_election(const std::shared_ptr<Election>& e) {
   }
 }
 
+bool Client::free_election(const std::shared_ptr<Election>& e) {
+  detach_election(e);
+  if (!may_wait_for_close()) return false;
+  if (external()) {
+    // The stop needs the loop: the host thread runs it while it waits, another
+    // thread waits for the host.
+    stop_election_wait(e, -1);
+  } else {
+    // The loop thread completes the stop; its last callbacks may wait for an
+    // executor that only this thread drains (a host's): run them here then.
+    e->queue->wait_until(
+        [&e] {
+          std::lock_guard<std::mutex> lock(e->mu);
+          return e->stopped;
+        },
+        may_run_callbacks_here());
+  }
+  e->queue->wait_idle();
+  return true;
+}
+
 // ---------------------------------------------------------------------------
 // Locks
 
@@ -959,9 +982,9 @@ Result Client::add_lock(const std::string& name, int64_t timeout_ms, bool try_on
   return Result::ok();
 }
 
-void Client::lock_release(simba_term* term) {
+void Client::lock_release(simba_term* term, bool wait_for_answer) {
   const ContenderId id = term->contender;
-  const bool block = may_wait_for_close();
+  const bool block = wait_for_answer && may_wait_for_close();
   auto w = std::make_shared<Waiter>();
   auto stop = [this, id, w, block] {
     auto l = locks_.find(id);
@@ -984,10 +1007,13 @@ void Client::lock_release(simba_term* term) {
       // answered.
       if (block) wait(*w, SteadyTime::max(), lease ? &*lease : nullptr);
     }
-    return;
+  } else {
+    if (!post(stop) || !block) return;
+    wait(*w, SteadyTime::max());  // the node answers within one call timeout
   }
-  if (!post(stop) || !block) return;
-  wait(*w, SteadyTime::max());  // the node answers within one call timeout
+  // The term was revoked before the release was sent: its on_revoked
+  // callbacks are queued or done. Return only once they all ran.
+  if (block) term->queue->wait_drained(may_run_callbacks_here());
 }
 
 // ---------------------------------------------------------------------------
@@ -1071,6 +1097,7 @@ void Client::elected(ContenderId who, const std::shared_ptr<TermState>& term) {
     auto* t = new simba_term(term, l->second.queue, weak_from_this(), who, true);
     terms_[term.get()] = t;
     t->retain();  // the caller's reference
+    t->caller_refs = 1;
     LockFn done = std::move(l->second.done);
     l->second.done = nullptr;
     if (done) done(kOk, t);

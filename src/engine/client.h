@@ -175,6 +175,12 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   Result step_down(const std::shared_ptr<Election>& e, Duration cooldown, DoneFn done);
   Result stop_election_wait(const std::shared_ptr<Election>& e, int64_t timeout_ms);
   void detach_election(const std::shared_ptr<Election>& e);
+  // simba_election_free and simba_task_close: detach, and where the caller may
+  // block, wait until the stop completed and no callback of `e` runs (then its
+  // user data may be freed). Returns whether it waited.
+  bool free_election(const std::shared_ptr<Election>& e);
+  // EXTERNAL mode: the thread that opened the client, which alone drives it.
+  bool on_host_thread() const { return std::this_thread::get_id() == host_thread_; }
   // False where a blocking close would wait for itself (callback, loop, work).
   bool may_close_block() const { return may_wait_for_close(); }
   // A serial queue over the callback executor, for callbacks of objects built
@@ -192,9 +198,10 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
                       simba_term** out);
   // cb runs once, on the lock's serial queue.
   Result lock_acquire_async(const std::string& name, int64_t timeout_ms, bool try_once, LockFn cb);
-  // Revokes the lock's term and releases it with its token; waits for the
-  // backend's answer (at most one call timeout) where the caller may block.
-  void lock_release(simba_term* term);
+  // Revokes the lock's term and releases it with its token. With `wait`,
+  // where the caller may block, it waits for the backend's answer (at most one
+  // call timeout) and then until every on_revoked callback of the term ran.
+  void lock_release(simba_term* term, bool wait = true);
 
   // Test hook: the memory:// fault switches of this client.
   std::shared_ptr<MemoryFaults> memory_faults() const { return faults_; }
@@ -283,6 +290,9 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   // wait for itself.
   int wait(Waiter& w, std::chrono::steady_clock::time_point deadline, LoopLease* lease = nullptr);
   bool may_block() const;
+  // A waiter may run queued callbacks itself: not those of the loop executor
+  // ("direct", EXTERNAL mode), which are promised the loop's own thread.
+  bool may_run_callbacks_here() const { return executor_ != nullptr || (external() && on_loop_thread()); }
   // Blocking close methods (client, task, lock release) do not wait from a
   // callback, the loop thread, or leader work, where they would wait for it.
   bool may_wait_for_close() const { return may_block() && !in_work(); }

@@ -1,5 +1,7 @@
 #include "engine/executor.h"
 
+#include <chrono>
+
 namespace simba::engine {
 
 namespace {
@@ -57,43 +59,66 @@ void PoolExecutor::shutdown() {
   threads_.clear();
 }
 
-namespace {
-struct HostTask {
+struct HostExecutor::Task {
   HostExecutor* owner;
   std::function<void()> fn;
+  bool claimed = false;  // under owner->mu_: started by the host or by shutdown()
 };
-}  // namespace
 
 bool HostExecutor::submit(std::function<void()> fn) {
+  auto* task = new Task{this, std::move(fn)};
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return false;
-    ++outstanding_;
+    if (stopping_) {
+      delete task;
+      return false;
+    }
+    pending_.insert(task);
   }
-  auto* task = new HostTask{this, std::move(fn)};
   if (submit_(ctx_, &HostExecutor::trampoline, task) != 0) {
-    delete task;
+    // Rejected: it never runs, unless shutdown() already ran it meanwhile.
     std::lock_guard<std::mutex> lock(mu_);
-    --outstanding_;
-    cv_.notify_all();
-    return false;
+    const bool ran = pending_.erase(task) == 0;
+    delete task;
+    return ran;
   }
   return true;
 }
 
 void HostExecutor::trampoline(void* arg) {
-  auto* task = static_cast<HostTask*>(arg);
+  auto* task = static_cast<Task*>(arg);
   HostExecutor* self = task->owner;
+  {
+    std::lock_guard<std::mutex> lock(self->mu_);
+    if (task->claimed) {
+      // shutdown() ran it on the closing thread; the executor may be gone by
+      // now, and only this block is left to free.
+      delete task;
+      return;
+    }
+    task->claimed = true;
+    self->pending_.erase(task);
+    ++self->running_;
+  }
   task->fn();
   delete task;
   std::lock_guard<std::mutex> lock(self->mu_);
-  if (--self->outstanding_ == 0) self->cv_.notify_all();
+  if (--self->running_ == 0) self->cv_.notify_all();
 }
 
 void HostExecutor::shutdown() {
   std::unique_lock<std::mutex> lock(mu_);
   stopping_ = true;
-  cv_.wait(lock, [this] { return outstanding_ == 0; });
+  while (!pending_.empty()) {
+    Task* task = *pending_.begin();
+    pending_.erase(pending_.begin());
+    task->claimed = true;  // the host's run(arg) now only frees the block
+    std::function<void()> fn = std::move(task->fn);
+    lock.unlock();
+    fn();
+    lock.lock();
+  }
+  cv_.wait(lock, [this] { return running_ == 0; });
 }
 
 bool SerialQueue::post(std::function<void()> task) {
@@ -132,21 +157,58 @@ void SerialQueue::close() {
   closed_ = true;
 }
 
-void SerialQueue::drain() {
+void SerialQueue::wait_idle() {
+  std::unique_lock<std::recursive_mutex> lock(mu_);
+  const auto me = std::this_thread::get_id();
+  idle_cv_.wait(lock, [&] { return draining_ == std::thread::id() || draining_ == me; });
+}
+
+void SerialQueue::wait_until(const std::function<bool()>& done, bool may_run_here) {
+  std::unique_lock<std::recursive_mutex> lock(mu_);
+  const auto me = std::this_thread::get_id();
   for (;;) {
-    std::function<void()> task;
-    {
-      std::lock_guard<std::recursive_mutex> lock(mu_);
-      if (tasks_.empty()) {
-        scheduled_ = false;
-        return;
-      }
-      task = std::move(tasks_.front());
-      tasks_.pop_front();
+    const bool idle = draining_ == std::thread::id() || draining_ == me;
+    if (idle && done()) return;
+    if (draining_ == std::thread::id() && !tasks_.empty() && may_run_here) {
+      // The drain submitted for these tasks has not started (and may never):
+      // run them here. That drain finds the queue empty when it comes.
+      run_queued(lock);
+      continue;
     }
-    CallbackScope scope;
-    task();
+    idle_cv_.wait_for(lock, std::chrono::milliseconds(50));
   }
+}
+
+void SerialQueue::wait_drained(bool may_run_here) {
+  std::unique_lock<std::recursive_mutex> lock(mu_);
+  if (draining_ == std::this_thread::get_id()) return;  // from one of its own tasks
+  lock.unlock();
+  wait_until([this] { return tasks_.empty(); }, may_run_here);
+}
+
+void SerialQueue::run_queued(std::unique_lock<std::recursive_mutex>& lock) {
+  draining_ = std::this_thread::get_id();
+  while (!tasks_.empty()) {
+    std::function<void()> task = std::move(tasks_.front());
+    tasks_.pop_front();
+    lock.unlock();
+    {
+      CallbackScope scope;
+      task();
+    }
+    lock.lock();
+  }
+  draining_ = std::thread::id();
+  idle_cv_.notify_all();
+}
+
+void SerialQueue::drain() {
+  std::unique_lock<std::recursive_mutex> lock(mu_);
+  // Another thread (a waiter in wait_drained) may be running the tasks: they
+  // stay one at a time, in order, so this drain waits for it.
+  idle_cv_.wait(lock, [this] { return draining_ == std::thread::id(); });
+  run_queued(lock);
+  scheduled_ = false;
 }
 
 }  // namespace simba::engine

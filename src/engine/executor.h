@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -65,6 +66,10 @@ class PoolExecutor final : public Executor {
 };
 
 // A host's executor: submit(ctx, run, arg) from simba_config_set_executor.
+// shutdown() runs, on the closing thread, every task the host has not started
+// yet (the closing thread may be the host's only one draining its executor, so
+// waiting for the host would wait forever), and waits only for tasks running
+// on another thread. The host's later run(arg) of such a task just frees it.
 class HostExecutor final : public Executor {
  public:
   using SubmitFn = int (*)(void* ctx, void (*run)(void*), void* arg);
@@ -73,12 +78,15 @@ class HostExecutor final : public Executor {
   void shutdown() override;
 
  private:
+  struct Task;
   static void trampoline(void* arg);
+  void finished(Task* task);
   SubmitFn submit_;
   void* ctx_;
   std::mutex mu_;
   std::condition_variable cv_;
-  int outstanding_ = 0;
+  std::set<Task*> pending_;  // submitted, not started by anyone
+  int running_ = 0;          // started by the host, not returned
   bool stopping_ = false;
 };
 
@@ -109,18 +117,36 @@ class SerialQueue : public std::enable_shared_from_this<SerialQueue> {
   Posted post_or_reject(std::function<void()> task);
   // Rejects tasks posted from now on; tasks already posted still run.
   void close();
+  // Blocks until no task of this queue is running on another thread (the
+  // caller's own task, if it runs one, does not count). Tasks still queued may
+  // run later.
+  void wait_idle();
+  // Blocks until `done()` (read under the queue's lock) holds, and no task
+  // runs on another thread. With `may_run_here`, tasks that wait while no
+  // other thread drains the queue run on this thread (the executor may have
+  // nobody else to run them: a host's executor drained only by this thread);
+  // without, it waits for the executor. `done` is checked again at least
+  // every 50 ms, for conditions set outside the queue.
+  void wait_until(const std::function<bool()>& done, bool may_run_here);
+  // Blocks until every task posted so far has run (as wait_until).
+  void wait_drained(bool may_run_here);
 
  private:
   void drain();
+  // Runs queued tasks on this thread until the queue is empty; `lock` held on
+  // entry and exit, released while a task runs.
+  void run_queued(std::unique_lock<std::recursive_mutex>& lock);
   Executor& ex_;
   Executor& fallback_;
   // Submitting happens under the lock so that close() cannot slip between a
   // post's check and its submit (the executor is gone after the client closed).
   // Recursive, so a host executor that wrongly runs a task inline cannot deadlock.
   std::recursive_mutex mu_;
+  std::condition_variable_any idle_cv_;  // a thread stopped draining
   std::deque<std::function<void()>> tasks_;
   bool scheduled_ = false;
   bool closed_ = false;
+  std::thread::id draining_;  // the thread running this queue's tasks, if any
 };
 
 }  // namespace simba::engine

@@ -50,6 +50,11 @@ struct simba_term {
   int revoke_fd();
 
   std::atomic<int> refs{1};
+  // Lock terms: the references the caller holds (the one simba_lock_acquire
+  // returned, plus simba_term_retain). When the last goes without
+  // simba_lock_release, the lock is released all the same (ADR 0015).
+  std::atomic<int> caller_refs{0};
+  std::atomic<bool> release_requested{false};
   const std::shared_ptr<simba::TermState> state;
   const std::shared_ptr<simba::engine::SerialQueue> queue;
   const std::weak_ptr<simba::engine::Client> client;
