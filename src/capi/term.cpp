@@ -87,11 +87,23 @@ int simba_term_revoke_fd(simba_term_t* t) {
 }
 
 void simba_term_retain(simba_term_t* t) {
-  if (t) t->retain();
+  if (!t) return;
+  t->retain();
+  if (t->is_lock) t->caller_refs.fetch_add(1);
 }
 
 void simba_term_release(simba_term_t* t) {
-  if (t) t->release();
+  if (!t) return;
+  guarded([&]() -> int {
+    // The caller's last reference of a lock it never released: release the
+    // lock now (with its token, without waiting), rather than leave the name
+    // held until the session ends.
+    if (t->is_lock && t->caller_refs.fetch_sub(1) == 1 && !t->release_requested.exchange(true)) {
+      if (auto client = t->client.lock()) client->lock_release(t, /*wait=*/false);
+    }
+    return SIMBA_OK;
+  });
+  t->release();
 }
 
 }  // extern "C"
