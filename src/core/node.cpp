@@ -353,6 +353,21 @@ void Node::attempt(Contender& c, TimePoint now) {
     if (c.give_up_at != TimePoint::max()) arm(c.timer, c.give_up_at, {TimerKind::kContender, c.id});
     return;
   }
+  if (c.unanswered != 0) {
+    // Its timed-out attempt may still be running on the backend: wait for its
+    // answer (every backend answers a call by its own timeout, or fails it when
+    // the connection resets; a late win is released then) before sending
+    // another, but not past two call timeouts after it was sent.
+    auto late = calls_.find(c.unanswered);
+    if (late != calls_.end() && late->second.session == session_id_ &&
+        now < late->second.sent_at + 2 * call_timeout()) {
+      c.attempt_when_answered = true;
+      schedule_attempt(c, late->second.sent_at + 2 * call_timeout());
+      return;
+    }
+    c.unanswered = 0;  // answered, forgotten, or of a session that ended
+    c.attempt_when_answered = false;
+  }
   if (acquires_in_flight_ >= kMaxAcquiresInFlight) {
     // A burst (thousands of elections at once): wait for a free slot rather
     // than queue on a backend that answers one statement at a time, where the
@@ -392,8 +407,11 @@ void Node::schedule_retry(Contender& c, TimePoint now, Duration holder_remaining
   }
   Duration delay = candidate_retry_delay(cfg_, jitter);
   if (holder_remaining >= Duration::zero()) {
-    // Try again right after the holder's session would expire, in case it died.
-    delay = std::min(delay, std::max(holder_remaining + cfg_.margin, cfg_.margin));
+    // Try again right after the holder's session would expire, in case it died,
+    // plus an eighth of the jitter: candidates that heard the same holder
+    // remaining do not all call the backend at the same instant.
+    delay = std::min(delay,
+                     std::max(holder_remaining + cfg_.margin, cfg_.margin) + jitter / 8);
   }
   schedule_attempt(c, now + delay);
 }
@@ -437,6 +455,7 @@ void Node::handle_acquire(CallId id, const AcquireReply& reply, TimePoint now) {
       }
       if (!live_term) release_lease(call.session, call.name, reply.token, 0, now);
     }
+    answered_late(call.contender, id, now);
     return;
   }
   c->attempt = 0;
@@ -577,6 +596,16 @@ void Node::after_term(Contender& c, TimePoint now) {
   }
   c.state = State::kCandidate;
   schedule_retry(c, now, Duration(-1));
+}
+
+void Node::answered_late(ContenderId who, CallId call, TimePoint now) {
+  Contender* c = find(who);
+  if (!c || c->unanswered != call) return;
+  c->unanswered = 0;
+  if (c->attempt_when_answered) {
+    c->attempt_when_answered = false;
+    attempt(*c, now);
+  }
 }
 
 void Node::abandon_attempt(Contender& c) {
@@ -855,7 +884,9 @@ void Node::on_call_timeout(CallId id, TimePoint now) {
     if (now < until) {
       arm(it->second.timeout, until, {TimerKind::kCall, id});
     } else {
+      const ContenderId who = it->second.contender;
       calls_.erase(it);
+      answered_late(who, id, now);  // never answered: stop waiting for it
     }
     return;
   }
@@ -876,8 +907,13 @@ void Node::on_call_timeout(CallId id, TimePoint now) {
     case CallKind::kClose: on_close(id, DoneReply{Outcome::kTimeout, "timed out"}, now); break;
   }
   if (closed()) return;
+  const ContenderId who = tomb.contender;
+  const bool acquire_of_this_session = kind == CallKind::kAcquire && tomb.session == session_id_;
   auto [slot, inserted] = calls_.emplace(id, std::move(tomb));
   if (inserted) arm(slot->second.timeout, now + tombstone_life(cfg_), {TimerKind::kCall, id});
+  if (inserted && acquire_of_this_session) {
+    if (Contender* c = find(who)) c->unanswered = id;
+  }
 }
 
 void Node::arm(TimerSlot& slot, TimePoint at, TimerKey key) {

@@ -198,6 +198,11 @@ class Node {
     // acquire may have run before the release, so a Held answer retries at once.
     bool released_in_flight = false;
     bool attempt_queued = false;  // waits in attempt_queue_ for a free slot
+    // An acquire of this session that timed out here may still run on the
+    // backend: until it is answered (or its tombstone is forgotten) no other
+    // attempt is sent, so that at most one acquire per election is in flight.
+    CallId unanswered = 0;
+    bool attempt_when_answered = false;  // an attempt came due meanwhile
     TimerSlot timer;
   };
 
@@ -211,6 +216,8 @@ class Node {
 
   // Contenders.
   void attempt(Contender& c, TimePoint now);
+  // The timed-out acquire `call` of contender `who` is answered or forgotten.
+  void answered_late(ContenderId who, CallId call, TimePoint now);
   void pump_attempts(TimePoint now);
   void handle_acquire(CallId call, const AcquireReply& reply, TimePoint now);
   void schedule_attempt(Contender& c, TimePoint at);
