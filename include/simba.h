@@ -425,7 +425,8 @@ SIMBA_API int64_t simba_client_timeout_ms(const simba_client_t *c);
  * Callbacks run inside this call on the host thread (unless a host executor is
  * set). Blocking calls made on the host thread outside this call run the loop
  * themselves until they complete; inside a callback they return SIMBA_EWOULDBLOCK.
- * Calls from other threads are queued and wake the fd.
+ * Calls from other threads are queued and wake the fd, except simba_client_close(),
+ * which only the host thread may make.
  * @return SIMBA_OK; SIMBA_EINVAL (NULL, or not in EXTERNAL mode); SIMBA_ECLOSED;
  *         SIMBA_EWOULDBLOCK (called from one of its own callbacks).
  */
