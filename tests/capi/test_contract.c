@@ -95,36 +95,46 @@ static void host_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t r) {
   if (on_main(h->main)) ainc(&h->revoked_on_main);
 }
 
+/* Opens memory://store on a mainq_t executor and starts an election on
+ * "leader" with a hostrec_t listener, pumping the queue until it is elected. */
+static simba_client_t *open_elected_on_mainq(const char *store, mainq_t *q, hostrec_t *h,
+                                             simba_election_t **e) {
+  simba_config_t *cfg = test_config(lease_ms());
+  simba_client_t *c = NULL;
+  simba_listener_t l;
+  char url[128];
+  memset(q, 0, sizeof *q);
+  memset(h, 0, sizeof *h);
+  pthread_mutex_init(&q->mu, NULL);
+  h->main = pthread_self();
+  CHECK_OK(simba_config_set_executor(cfg, mainq_submit, q));
+  snprintf(url, sizeof url, "memory://%s", store);
+  CHECK_OK(simba_client_open(&c, url, cfg));
+  simba_config_free(cfg);
+  l.on_elected = host_elected;
+  l.on_revoked = host_revoked;
+  l.ud = h;
+  CHECK_OK(simba_election_start(e, c, "leader", &l));
+  {
+    const int64_t until = now_ms() + long_wait_ms();
+    while (ald(&h->elected) == 0 && now_ms() < until) {
+      mainq_pump(q);
+      sleep_ms(2);
+    }
+  }
+  assert_int_equal(ald(&h->elected), 1);
+  return c;
+}
+
 /* Rule: simba_client_close() does not hang when the closing thread is the only
  * one that runs the host executor's tasks: it runs them itself, before it
  * returns, and the host's later run() of those tasks does nothing. */
 static void test_close_runs_unstarted_host_tasks_on_the_closing_thread(void **state) {
   mainq_t q;
   hostrec_t h;
-  simba_config_t *cfg = test_config(lease_ms());
-  simba_client_t *c = NULL;
   simba_election_t *e = NULL;
-  simba_listener_t l;
+  simba_client_t *c = open_elected_on_mainq("contract-host-close", &q, &h, &e);
   (void)state;
-  memset(&q, 0, sizeof q);
-  memset(&h, 0, sizeof h);
-  pthread_mutex_init(&q.mu, NULL);
-  h.main = pthread_self();
-  CHECK_OK(simba_config_set_executor(cfg, mainq_submit, &q));
-  CHECK_OK(simba_client_open(&c, "memory://contract-host-close", cfg));
-  simba_config_free(cfg);
-  l.on_elected = host_elected;
-  l.on_revoked = host_revoked;
-  l.ud = &h;
-  CHECK_OK(simba_election_start(&e, c, "leader", &l));
-  {
-    const int64_t until = now_ms() + long_wait_ms();
-    while (ald(&h.elected) == 0 && now_ms() < until) {
-      mainq_pump(&q);
-      sleep_ms(2);
-    }
-  }
-  assert_int_equal(ald(&h.elected), 1);
 
   /* The main thread stops pumping: the close's on_revoked can only run here. */
   watchdog(30);
@@ -147,30 +157,9 @@ static void test_close_runs_unstarted_host_tasks_on_the_closing_thread(void **st
 static void test_election_free_with_a_host_executor_drained_by_the_caller(void **state) {
   mainq_t q;
   hostrec_t h;
-  simba_config_t *cfg = test_config(lease_ms());
-  simba_client_t *c = NULL;
   simba_election_t *e = NULL;
-  simba_listener_t l;
+  simba_client_t *c = open_elected_on_mainq("contract-host-free", &q, &h, &e);
   (void)state;
-  memset(&q, 0, sizeof q);
-  memset(&h, 0, sizeof h);
-  pthread_mutex_init(&q.mu, NULL);
-  h.main = pthread_self();
-  CHECK_OK(simba_config_set_executor(cfg, mainq_submit, &q));
-  CHECK_OK(simba_client_open(&c, "memory://contract-host-free", cfg));
-  simba_config_free(cfg);
-  l.on_elected = host_elected;
-  l.on_revoked = host_revoked;
-  l.ud = &h;
-  CHECK_OK(simba_election_start(&e, c, "leader", &l));
-  {
-    const int64_t until = now_ms() + long_wait_ms();
-    while (ald(&h.elected) == 0 && now_ms() < until) {
-      mainq_pump(&q);
-      sleep_ms(2);
-    }
-  }
-  assert_int_equal(ald(&h.elected), 1);
   watchdog(30);
   simba_election_free(e);
   alarm(0);
