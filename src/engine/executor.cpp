@@ -60,25 +60,25 @@ void PoolExecutor::shutdown() {
 }
 
 struct HostExecutor::Task {
-  HostExecutor* owner;
+  std::shared_ptr<Shared> shared;
   std::function<void()> fn;
-  bool claimed = false;  // under owner->mu_: started by the host or by shutdown()
+  bool claimed = false;  // under shared->mu: started by the host or by shutdown()
 };
 
 bool HostExecutor::submit(std::function<void()> fn) {
-  auto* task = new Task{this, std::move(fn)};
+  auto* task = new Task{shared_, std::move(fn)};
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    if (shared_->stopping) {
       delete task;
       return false;
     }
-    pending_.insert(task);
+    shared_->pending.insert(task);
   }
   if (submit_(ctx_, &HostExecutor::trampoline, task) != 0) {
     // Rejected: it never runs, unless shutdown() already ran it meanwhile.
-    std::lock_guard<std::mutex> lock(mu_);
-    const bool ran = pending_.erase(task) == 0;
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    const bool ran = shared_->pending.erase(task) == 0;
     delete task;
     return ran;
   }
@@ -86,39 +86,36 @@ bool HostExecutor::submit(std::function<void()> fn) {
 }
 
 void HostExecutor::trampoline(void* arg) {
-  auto* task = static_cast<Task*>(arg);
-  HostExecutor* self = task->owner;
+  std::unique_ptr<Task> task(static_cast<Task*>(arg));
+  const std::shared_ptr<Shared> shared = task->shared;
   {
-    std::lock_guard<std::mutex> lock(self->mu_);
-    if (task->claimed) {
-      // shutdown() ran it on the closing thread; the executor may be gone by
-      // now, and only this block is left to free.
-      delete task;
-      return;
-    }
+    std::lock_guard<std::mutex> lock(shared->mu);
+    // Claimed by shutdown(), which ran it on the closing thread: the client may
+    // be gone by now, and only this block is left to free.
+    if (task->claimed) return;
     task->claimed = true;
-    self->pending_.erase(task);
-    ++self->running_;
+    shared->pending.erase(task.get());
+    ++shared->running;
   }
   task->fn();
-  delete task;
-  std::lock_guard<std::mutex> lock(self->mu_);
-  if (--self->running_ == 0) self->cv_.notify_all();
+  task.reset();
+  std::lock_guard<std::mutex> lock(shared->mu);
+  if (--shared->running == 0) shared->cv.notify_all();
 }
 
 void HostExecutor::shutdown() {
-  std::unique_lock<std::mutex> lock(mu_);
-  stopping_ = true;
-  while (!pending_.empty()) {
-    Task* task = *pending_.begin();
-    pending_.erase(pending_.begin());
+  std::unique_lock<std::mutex> lock(shared_->mu);
+  shared_->stopping = true;
+  while (!shared_->pending.empty()) {
+    Task* task = *shared_->pending.begin();
+    shared_->pending.erase(shared_->pending.begin());
     task->claimed = true;  // the host's run(arg) now only frees the block
     std::function<void()> fn = std::move(task->fn);
     lock.unlock();
     fn();
     lock.lock();
   }
-  cv_.wait(lock, [this] { return running_ == 0; });
+  shared_->cv.wait(lock, [this] { return shared_->running == 0; });
 }
 
 bool SerialQueue::post(std::function<void()> task) {

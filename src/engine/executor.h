@@ -79,15 +79,19 @@ class HostExecutor final : public Executor {
 
  private:
   struct Task;
+  // What a task the host runs after the close still reaches: it outlives the
+  // executor for as long as one of its tasks is not freed.
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::set<Task*> pending;  // submitted, not started by anyone
+    int running = 0;          // started by the host, not returned
+    bool stopping = false;
+  };
   static void trampoline(void* arg);
-  void finished(Task* task);
   SubmitFn submit_;
   void* ctx_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::set<Task*> pending_;  // submitted, not started by anyone
-  int running_ = 0;          // started by the host, not returned
-  bool stopping_ = false;
+  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
 };
 
 // Runs tasks on the client's loop thread, after the current loop event: the
