@@ -264,18 +264,19 @@ static void test_host_executor(void **state) {
   CHECK_OK(simba_config_set_executor(cfg, hostex_submit, &x));
   run_election(cfg, "ex-host", &s, &r);
   simba_config_free(cfg);
-  /* Every callback ran on the host's thread, through its submit. */
+  /* The callbacks ran on the host's thread, through its submit (the close
+   * itself runs tasks the host had not started yet on the closing thread, so
+   * a slow host may see its last on_revoked run there: ADR 0015). */
   assert_true(pthread_equal(s.thread, x.worker));
   assert_true(pthread_equal(r.cb_thread, x.worker));
-  assert_false(r.cb_thread_changed);
   assert_true(ald(&s.events) > 0);
   assert_true(pthread_equal(s.event_thread, x.worker));
-  /* The close waited for every accepted task: each had run when it returned
-   * (the engine learns it inside run(), so the worker's own count of returned
-   * run() calls may trail by a moment); none is submitted afterwards. */
+  /* Every accepted task had run when the close returned; the host still gets
+   * each one it was given (a task the close ran only frees itself there), and
+   * none is submitted afterwards. */
   submitted = hostex_get(&x, &x.submitted);
   assert_true(submitted > 0);
-  assert_int_equal(hostex_get(&x, &x.started), submitted);
+  ASSERT_EVENTUALLY(hostex_get(&x, &x.started) == submitted);
   ASSERT_EVENTUALLY(hostex_get(&x, &x.ran) == submitted);
   sleep_ms(quiet_ms());
   assert_int_equal(hostex_get(&x, &x.submitted), submitted);
