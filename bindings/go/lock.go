@@ -1,0 +1,161 @@
+package simba
+
+/*
+#include <stdlib.h>
+#include "simba_go.h"
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// acquire makes one blocking simba_lock_acquire of at most wait (try: one
+// simba_lock_try_acquire).
+func (c *Client) acquire(op string, n *C.char, wait time.Duration, try bool) (*Term, error) {
+	var t *C.simba_term_t
+	err := c.with(op, func(h *C.simba_client_t) error {
+		return call(op, func(m **C.char) C.int {
+			if try {
+				return C.s_lock_try_acquire(&t, h, n, m)
+			}
+			return C.s_lock_acquire(&t, h, n, ms(wait.Milliseconds()), m)
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return newTerm(t, true), nil
+}
+
+// lockLoop acquires in slices until it succeeds, the deadline passes, or
+// abandoned() says the caller gave up.
+func (c *Client) lockLoop(op, name string, deadline time.Time, abandoned func() bool) (*Term, error) {
+	n, fn := cstr(name)
+	defer fn()
+	for {
+		wait := slice
+		if !deadline.IsZero() {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return nil, &Error{Code: CodeTimeout, Op: op, Message: context.DeadlineExceeded.Error(),
+					Err: context.DeadlineExceeded}
+			}
+			if left < wait {
+				wait = left
+			}
+		}
+		t, err := c.acquire(op, n, wait, false)
+		if err == nil || !errors.Is(err, ErrTimeout) || abandoned() {
+			return t, err
+		}
+	}
+}
+
+// waitTerm runs get on a goroutine and waits for it or for ctx. A term that
+// arrives after the caller gave up is unlocked.
+func waitTerm(ctx context.Context, op string, get func(abandoned func() bool) (*Term, error)) (*Term, error) {
+	type result struct {
+		t   *Term
+		err error
+	}
+	ch := make(chan result, 1)
+	gone := make(chan struct{})
+	abandoned := func() bool {
+		select {
+		case <-gone:
+			return true
+		default:
+			return false
+		}
+	}
+	go func() {
+		t, err := get(abandoned)
+		ch <- result{t, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.t, r.err
+	case <-ctx.Done():
+		close(gone)
+		go func() {
+			if r := <-ch; r.t != nil {
+				_ = r.t.Unlock()
+				r.t.Release()
+			}
+		}()
+		return nil, ctxError(op, ctx)
+	}
+}
+
+// Lock acquires the lock name, waiting until it is free, ctx is done, or the
+// client closes. Locks of one client on one name queue behind each other.
+// The returned Term is owned by the caller: Unlock it when done (a lost Term
+// releases its lock when garbage collected). A name used by an election of
+// this client fails with ErrState.
+func (c *Client) Lock(ctx context.Context, name string) (*Term, error) {
+	if ctx.Err() != nil {
+		return nil, ctxError("Lock", ctx)
+	}
+	deadline, _ := ctx.Deadline()
+	if ctx.Done() == nil { // cannot be cancelled: wait on this goroutine
+		return c.lockLoop("Lock", name, deadline, func() bool { return false })
+	}
+	return waitTerm(ctx, "Lock", func(abandoned func() bool) (*Term, error) {
+		return c.lockLoop("Lock", name, deadline, abandoned)
+	})
+}
+
+// TryLock makes one attempt: the Term if nobody held the lock, or an error
+// for which errors.Is(err, ErrBusy). It waits at most one renew period (for
+// the session to be live and for the backend's answer), or until ctx is done.
+func (c *Client) TryLock(ctx context.Context, name string) (*Term, error) {
+	if ctx.Err() != nil {
+		return nil, ctxError("TryLock", ctx)
+	}
+	get := func(func() bool) (*Term, error) {
+		n, fn := cstr(name)
+		defer fn()
+		return c.acquire("TryLock", n, 0, true)
+	}
+	if ctx.Done() == nil {
+		return get(nil)
+	}
+	return waitTerm(ctx, "TryLock", get)
+}
+
+// Unlock releases a lock term (see Term.Unlock).
+func (c *Client) Unlock(t *Term) error {
+	if t == nil {
+		return &Error{Code: CodeInvalid, Op: "Unlock", Message: "nil term"}
+	}
+	return t.Unlock()
+}
+
+// WithLock runs fn while holding the lock name and unlocks it afterwards.
+// fn's context is cancelled when the term is revoked (session lost, client
+// closed): check term.EnsureValid before each step and pass term.Token()
+// with each write.
+func (c *Client) WithLock(ctx context.Context, name string, fn func(ctx context.Context, t *Term) error) error {
+	t, err := c.Lock(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer t.Release()
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-t.Done():
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
+	ferr := fn(wctx, t)
+	if uerr := t.Unlock(); ferr == nil {
+		ferr = uerr
+	}
+	return ferr
+}

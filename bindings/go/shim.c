@@ -1,0 +1,117 @@
+/* The C half of the Go binding: shims (see simba_go.h) and the trampolines
+ * that carry library callbacks to the //export functions of callbacks.go. The
+ * user data of every callback is a runtime/cgo.Handle. */
+#include "simba_go.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "_cgo_export.h"
+
+static int go_err(int rc, char **msg) {
+  if (rc < 0 && msg) *msg = strdup(simba_last_error());
+  return rc;
+}
+
+static void tr_elected(void *ud, simba_term_t *t) { goElected((uintptr_t)ud, t); }
+static void tr_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t r) {
+  goRevoked((uintptr_t)ud, t, (int)r);
+}
+static void tr_done(void *ud, int err) { goDone((uintptr_t)ud, err); }
+static void tr_work(void *ud, simba_term_t *t) { goWork((uintptr_t)ud, t); }
+static void tr_term_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t r) {
+  goTermRevoked((uintptr_t)ud, t, (int)r);
+}
+static void tr_event(void *ud, simba_event_type_t type, const char *detail) {
+  goEvent((uintptr_t)ud, (int)type, (char *)detail);
+}
+static void tr_log(void *ud, int level, const char *msg) { goLog((uintptr_t)ud, level, (char *)msg); }
+
+int s_config_set(simba_config_t *c, const char *k, const char *v, char **msg) {
+  return go_err(simba_config_set(c, k, v), msg);
+}
+int s_config_validate(simba_config_t *c, char **msg) { return go_err(simba_config_validate(c), msg); }
+int s_config_set_logger(simba_config_t *c, uintptr_t h, int level, char **msg) {
+  return go_err(simba_config_set_logger(c, tr_log, (void *)h, level), msg);
+}
+int s_client_open(simba_client_t **out, const char *url, simba_config_t *cfg, char **msg) {
+  return go_err(simba_client_open(out, url, cfg), msg);
+}
+int s_client_wait_live(simba_client_t *c, int64_t ms, char **msg) {
+  return go_err(simba_client_wait_live(c, ms), msg);
+}
+int s_client_close(simba_client_t *c, char **msg) { return go_err(simba_client_close(c), msg); }
+int s_client_close_async(simba_client_t *c, char **msg) {
+  return go_err(simba_client_close_async(c, NULL, NULL), msg);
+}
+int s_client_on_event(simba_client_t *c, uintptr_t h, char **msg) {
+  return go_err(simba_client_on_event(c, h ? tr_event : NULL, (void *)h), msg);
+}
+int s_client_inspect(simba_client_t *c, const char **names, size_t n, int64_t ms, char **out,
+                     char **msg) {
+  return go_err(simba_client_inspect_json(c, names, n, ms, out), msg);
+}
+char *s_client_snapshot(simba_client_t *c, char **msg) {
+  char *s = simba_client_snapshot_json(c);
+  if (!s && msg) *msg = strdup(simba_last_error());
+  return s;
+}
+int s_backend_schema(const char *url, char **out, char **msg) {
+  return go_err(simba_backend_schema(url, out), msg);
+}
+int s_election_start(simba_election_t **out, simba_client_t *c, const char *name, uintptr_t h,
+                     char **msg) {
+  simba_listener_t l;
+  l.on_elected = tr_elected;
+  l.on_revoked = tr_revoked;
+  l.ud = (void *)h;
+  return go_err(simba_election_start(out, c, name, &l), msg);
+}
+int s_election_stop(simba_election_t *e, uintptr_t h, char **msg) {
+  return go_err(simba_election_stop(e, tr_done, (void *)h), msg);
+}
+int s_election_step_down(simba_election_t *e, int64_t cooldown, uintptr_t h, char **msg) {
+  return go_err(simba_election_step_down(e, cooldown, tr_done, (void *)h), msg);
+}
+int s_run_while_leader(simba_task_t **out, simba_client_t *c, const char *name, uintptr_t h,
+                       char **msg) {
+  return go_err(simba_run_while_leader(out, c, name, tr_work, (void *)h), msg);
+}
+int s_schedule(simba_task_t **out, simba_client_t *c, const char *name, int64_t delay,
+               int64_t period, uintptr_t h, char **msg) {
+  return go_err(simba_schedule(out, c, name, delay, period, tr_work, (void *)h), msg);
+}
+int s_group_join(simba_task_t **out, simba_client_t *c, const char *group, uint32_t n,
+                 uintptr_t h, char **msg) {
+  return go_err(simba_group_join(out, c, group, n, tr_work, (void *)h), msg);
+}
+int s_task_stop(simba_task_t *t, uintptr_t h, char **msg) {
+  return go_err(simba_task_stop(t, tr_done, (void *)h), msg);
+}
+int s_task_step_down(simba_task_t *t, int64_t cooldown, uintptr_t h, char **msg) {
+  return go_err(simba_task_step_down(t, cooldown, tr_done, (void *)h), msg);
+}
+int s_lock_acquire(simba_term_t **out, simba_client_t *c, const char *name, int64_t ms,
+                   char **msg) {
+  return go_err(simba_lock_acquire(out, c, name, ms), msg);
+}
+int s_lock_try_acquire(simba_term_t **out, simba_client_t *c, const char *name, char **msg) {
+  return go_err(simba_lock_try_acquire(out, c, name), msg);
+}
+int s_lock_release(simba_term_t *t, char **msg) { return go_err(simba_lock_release(t), msg); }
+int s_term_on_revoked(simba_term_t *t, uintptr_t h, char **msg) {
+  return go_err(simba_term_on_revoked(t, tr_term_revoked, (void *)h), msg);
+}
+int s_term_ensure_valid(simba_term_t *t, int64_t min, char **msg) {
+  return go_err(simba_term_ensure_valid(t, min), msg);
+}
+
+int s_c_lock_cycles(simba_client_t *c, const char *name, int n, char **msg) {
+  for (int i = 0; i < n; ++i) {
+    simba_term_t *t = NULL;
+    int rc = simba_lock_acquire(&t, c, name, 10000);
+    if (rc == SIMBA_OK) rc = simba_lock_release(t);
+    if (rc != SIMBA_OK) return go_err(rc, msg);
+  }
+  return SIMBA_OK;
+}

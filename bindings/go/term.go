@@ -1,0 +1,236 @@
+package simba
+
+/*
+#include <stdlib.h>
+#include "simba_go.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/cgo"
+	"sync"
+	"time"
+)
+
+// RevokeReason says why a term ended.
+type RevokeReason int
+
+const (
+	NotRevoked     RevokeReason = 0 // not revoked (yet)
+	Stopped        RevokeReason = 1 // election stopped, lock released, or client closed
+	SteppedDown    RevokeReason = 2 // the election stepped down
+	DeadlinePassed RevokeReason = 3 // the session's local deadline passed
+	SessionExpired RevokeReason = 4 // the backend reported the session expired
+	TakenOver      RevokeReason = 5 // a keep-alive no longer lists the lease as ours
+)
+
+func (r RevokeReason) String() string {
+	switch r {
+	case NotRevoked:
+		return "NONE"
+	case Stopped:
+		return "STOPPED"
+	case SteppedDown:
+		return "STEPPED_DOWN"
+	case DeadlinePassed:
+		return "DEADLINE_PASSED"
+	case SessionExpired:
+		return "SESSION_EXPIRED"
+	case TakenOver:
+		return "TAKEN_OVER"
+	}
+	return "UNKNOWN"
+}
+
+// Term is one period during which this process owns a lease: a name, a
+// fencing token, and a validity computed from the local monotonic clock.
+// Pass Token() with every write to the protected resource.
+//
+// Accessors never block and never wait for the library's loop. A Term holds a
+// reference to the library's term until Release (a lock term: Unlock); a
+// forgotten one is released by a finalizer, and a forgotten lock term then
+// releases its lock (with its token).
+type Term struct {
+	name  string
+	token uint64
+	lock  bool
+
+	mu    sync.RWMutex
+	t     *C.simba_term_t // nil once released (or unlocked)
+	final RevokeReason    // the reason read when the reference was dropped
+
+	doneOnce  sync.Once // registers the on_revoked that closes done
+	closeOnce sync.Once
+	done      chan struct{}
+}
+
+func (t *Term) markDone() { t.closeOnce.Do(func() { close(t.done) }) }
+
+// watchRevoked closes Done (and calls then) the moment the term is revoked or
+// its deadline passed, from a goroutine blocked in simba_term_wait_revoked
+// (in slices, until stop is closed), holding its own reference. Leader work
+// needs this: a work term's on_revoked callbacks run only after the work
+// returned (handover order), too late to cancel the work's context.
+func (t *Term) watchRevoked(p *C.simba_term_t, stop <-chan struct{}, then func()) {
+	C.simba_term_retain(p)
+	go func() {
+		defer C.simba_term_release(p)
+		for {
+			if C.simba_term_wait_revoked(p, 250) == C.SIMBA_OK {
+				t.markDone()
+				then()
+				return
+			}
+			select {
+			case <-stop:
+				return
+			default:
+			}
+		}
+	}()
+}
+
+// newTerm wraps a term the caller owns one reference of.
+func newTerm(t *C.simba_term_t, lock bool) *Term {
+	w := &Term{t: t, lock: lock, name: C.GoString(C.simba_term_name(t)),
+		token: uint64(C.simba_term_token(t)), done: make(chan struct{})}
+	runtime.SetFinalizer(w, (*Term).Release)
+	return w
+}
+
+// borrowedTerm wraps a term passed to a callback, taking its own reference.
+func borrowedTerm(t *C.simba_term_t) *Term {
+	C.simba_term_retain(t)
+	return newTerm(t, false)
+}
+
+// Name is the lease name (for a partition group, "GROUP.K").
+func (t *Term) Name() string { return t.name }
+
+// Token is the fencing token: > 0, fixed within the term, strictly increasing
+// across terms of the name.
+func (t *Term) Token() uint64 { return t.token }
+
+func (t *Term) String() string {
+	return fmt.Sprintf("Term(%s, token %d, %s)", t.name, t.token, t.Reason())
+}
+
+// Valid reports whether the term is not revoked and the session's local
+// deadline has not passed. Once false, never true again.
+func (t *Term) Valid() bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.t != nil && C.simba_term_is_valid(t.t) == 1
+}
+
+// Remaining is the time left before the local deadline; 0 once the term ended.
+func (t *Term) Remaining() time.Duration {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.t == nil {
+		return 0
+	}
+	return time.Duration(C.simba_term_remaining_ms(t.t)) * time.Millisecond
+}
+
+// EnsureValid returns nil only if the term stays valid for more than min;
+// otherwise an error for which errors.Is(err, ErrTermExpired). Call it before
+// each step of work that should not start when the term is about to end.
+func (t *Term) EnsureValid(min time.Duration) error {
+	if min < 0 {
+		return &Error{Code: CodeInvalid, Op: "EnsureValid", Message: "negative duration"}
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.t == nil {
+		return &Error{Code: CodeExpired, Op: "EnsureValid", Message: "the term was released"}
+	}
+	return call("EnsureValid", func(m **C.char) C.int {
+		return C.s_term_ensure_valid(t.t, ms(min.Milliseconds()), m)
+	})
+}
+
+// Reason is why the term ended; NotRevoked until then. A term whose deadline
+// passed reads NotRevoked until the engine revokes it, which it does at once.
+func (t *Term) Reason() RevokeReason {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if t.t == nil {
+		return t.final
+	}
+	return RevokeReason(C.simba_term_revoke_reason(t.t))
+}
+
+// Done returns a channel that is closed when the term is revoked (for any
+// reason); then Reason says why.
+func (t *Term) Done() <-chan struct{} {
+	t.doneOnce.Do(func() {
+		t.mu.RLock()
+		defer t.mu.RUnlock()
+		if t.t == nil {
+			t.markDone()
+			return
+		}
+		h := cgo.NewHandle(func(RevokeReason) { t.markDone() })
+		if err := call("Done", func(m **C.char) C.int {
+			return C.s_term_on_revoked(t.t, C.uintptr_t(h), m)
+		}); err != nil {
+			// Revoked already and its client closed: nothing will call it.
+			h.Delete()
+			t.markDone()
+		}
+	})
+	return t.done
+}
+
+// drop takes the reference out of t, recording the final reason.
+func (t *Term) drop() *C.simba_term_t {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.t
+	if p != nil {
+		t.final = RevokeReason(C.simba_term_revoke_reason(p))
+		t.t = nil
+	}
+	return p
+}
+
+// Release drops this Term's reference to the library's term. Releasing a
+// lock term that was not unlocked releases the lock, without waiting.
+// Idempotent. Accessors keep answering: Valid false, Remaining 0.
+func (t *Term) Release() {
+	p := t.drop()
+	if p != nil {
+		runtime.SetFinalizer(t, nil)
+		C.simba_term_release(p)
+	}
+}
+
+// Unlock releases a lock term: revoke it (STOPPED), release the lease with
+// its token, and wait for the backend's answer (at most one renew period), so
+// the lease is free on return. Done is closed by then. Unlocking twice is a
+// no-op; the accessors keep answering (Valid false, Reason why it ended).
+func (t *Term) Unlock() error {
+	if !t.lock {
+		return &Error{Code: CodeInvalid, Op: "Unlock", Message: "not a lock term"}
+	}
+	t.mu.Lock()
+	p := t.t
+	if p == nil {
+		t.mu.Unlock()
+		return nil
+	}
+	// The release drops the library's term: no reference is kept (keeping
+	// one would make its last drop, later on another thread, wake the loop).
+	t.final = RevokeReason(C.simba_term_revoke_reason(p))
+	if t.final == NotRevoked {
+		t.final = Stopped
+	}
+	t.t = nil
+	t.mu.Unlock()
+	runtime.SetFinalizer(t, nil)
+	// Outside t.mu: the release waits for the term's on_revoked callbacks.
+	return call("Unlock", func(m **C.char) C.int { return C.s_lock_release(p, m) })
+}
