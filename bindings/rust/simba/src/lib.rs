@@ -1,0 +1,67 @@
+//! Safe Rust API for libsimba: distributed leases, locks and leader election
+//! on Redis, PostgreSQL, ZooKeeper and `memory://`, over the C ABI of
+//! `include/simba.h` (through the `simba-sys` crate).
+//!
+//! - [`Client`]: one session on one backend (THREAD mode); [`ExternalClient`]
+//!   for a host's poll loop (`!Send`, `AsRawFd`).
+//! - Locks: [`Client::lock`], [`Client::try_lock`], [`Client::lock_async`] give a
+//!   [`LockTerm`], released by [`LockTerm::unlock`] or on drop.
+//! - Elections: [`Client::election`] with a [`Listener`]; leader work:
+//!   [`Client::run_while_leader`], [`Client::schedule`], [`Client::join_group`].
+//! - [`Term`]: name, fencing token, validity, revocation.
+//!
+//! Every handle frees its closures only once no callback can run them; every
+//! callback runs under `catch_unwind` (a panic is reported on stderr and
+//! contained). Timeouts are `Duration`s; `Duration::MAX` waits without bound.
+//!
+//! ```
+//! use std::time::Duration;
+//! let client = simba::Client::open("memory://doc-crate")?;
+//! let lock = client.lock("report", Duration::from_secs(5))?;
+//! // Pass the fencing token with every write to the protected resource.
+//! println!("writing with token {}", lock.token());
+//! lock.unlock()?;
+//! # Ok::<(), simba::Error>(())
+//! ```
+#![warn(missing_docs)]
+
+mod client;
+mod config;
+mod election;
+mod error;
+mod task;
+mod term;
+mod util;
+
+pub use client::{backend_schema, Client, Event, EventKind, ExternalClient, SessionStatus};
+pub use config::{Config, Job, LogLevel};
+pub use election::{listener, Election, FnListener, Listener};
+pub use error::{Error, ErrorKind, Result};
+pub use task::Task;
+pub use term::{LockTerm, RevokeReason, Term};
+pub use util::Completion;
+
+/// The raw C ABI.
+pub use simba_sys as sys;
+
+/// Version of the loaded library as (major, minor, patch).
+///
+/// ```
+/// let (major, minor, _) = simba::version();
+/// assert_eq!(major, 1);
+/// assert!(minor >= 2);
+/// ```
+pub fn version() -> (u32, u32, u32) {
+    let v = unsafe { sys::simba_version() };
+    (v >> 16, (v >> 8) & 0xff, v & 0xff)
+}
+
+/// Version of the loaded library as "major.minor.patch".
+pub fn version_string() -> &'static str {
+    unsafe { std::ffi::CStr::from_ptr(sys::simba_version_string()) }.to_str().unwrap_or("")
+}
+
+/// The README's program, compiled as a doc test (not run: it needs a Redis).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

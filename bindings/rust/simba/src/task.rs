@@ -1,0 +1,183 @@
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use simba_sys as sys;
+
+use crate::client::{Client, Shared};
+use crate::error::{check, cstring, Error, Result};
+use crate::term::Term;
+use crate::util::{in_callback, lock, run_callback, span_ms, with_completion, Completion};
+
+type WorkBox = Box<dyn Fn(&Term) + Send + Sync>;
+
+unsafe extern "C" fn work_tramp(ud: *mut c_void, t: *mut sys::simba_term_t) {
+    let w = &*(ud as *const WorkBox);
+    run_callback("leader work", || {
+        let term = Term::borrowed(t);
+        w(&term);
+    });
+}
+
+/// Leader work: an election whose terms run work on a thread of their own
+/// ([`Client::run_while_leader`], [`Client::schedule`], [`Client::join_group`]).
+///
+/// Stop and step-down follow the handover order: the term is revoked (work
+/// sees it), the engine waits until the work returned (or the term's deadline
+/// passed), then releases the lease. Dropping the task (or [`Task::close`])
+/// stops it and, outside callbacks and leader work, waits until every run of the
+/// work returned; then the closure is freed.
+///
+/// ```
+/// use std::sync::mpsc;
+/// use std::time::Duration;
+/// let client = simba::Client::open("memory://doc-task")?;
+/// let (tx, rx) = mpsc::channel();
+/// let task = client.run_while_leader("doc.work", move |term| {
+///     tx.send(term.token()).unwrap();
+///     // Leader work: sleep until revoked (stop, deadline, ...).
+///     term.wait_revoked(Duration::MAX).unwrap();
+/// })?;
+/// assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap() > 0);
+/// task.close()?; // revokes the term, waits for the work to return
+/// # Ok::<(), simba::Error>(())
+/// ```
+pub struct Task {
+    raw: *mut sys::simba_task_t,
+    work: *mut WorkBox,
+    client: Arc<Shared>,
+}
+
+// SAFETY: task functions may be called from any thread; the work is Send + Sync.
+unsafe impl Send for Task {}
+unsafe impl Sync for Task {}
+
+fn serial<F: FnMut(&Term) + Send + 'static>(f: F) -> WorkBox {
+    let m = Mutex::new(f);
+    Box::new(move |t: &Term| (lock(&m))(t))
+}
+
+impl Task {
+    fn create(
+        client: &Client,
+        work: WorkBox,
+        start: impl FnOnce(*mut *mut sys::simba_task_t, sys::simba_work_fn, *mut c_void) -> i32,
+    ) -> Result<Task> {
+        let boxed = Box::into_raw(Box::new(work));
+        let mut raw = std::ptr::null_mut();
+        let rc = start(&mut raw, Some(work_tramp), boxed as *mut c_void);
+        if rc != sys::SIMBA_OK {
+            let e = Error::last(rc);
+            drop(unsafe { Box::from_raw(boxed) });
+            return Err(e);
+        }
+        Ok(Task { raw, work: boxed, client: client.shared().clone() })
+    }
+
+    pub(crate) fn run_while_leader<F>(client: &Client, name: &str, work: F) -> Result<Task>
+    where
+        F: FnMut(&Term) + Send + 'static,
+    {
+        let n = cstring(name, "lease name")?;
+        Task::create(client, serial(work), |out, w, ud| unsafe {
+            sys::simba_run_while_leader(out, client.as_raw(), n.as_ptr(), w, ud)
+        })
+    }
+
+    pub(crate) fn schedule<F>(client: &Client, name: &str, initial: Duration, period: Duration, run: F) -> Result<Task>
+    where
+        F: FnMut(&Term) + Send + 'static,
+    {
+        let n = cstring(name, "lease name")?;
+        if period.is_zero() {
+            return Err(Error::with_message(sys::SIMBA_EINVAL, "schedule period must be > 0".into()));
+        }
+        Task::create(client, serial(run), |out, w, ud| unsafe {
+            sys::simba_schedule(out, client.as_raw(), n.as_ptr(), span_ms(initial), span_ms(period), w, ud)
+        })
+    }
+
+    pub(crate) fn join_group<F>(client: &Client, group: &str, partitions: u32, work: F) -> Result<Task>
+    where
+        F: Fn(&Term) + Send + Sync + 'static,
+    {
+        let g = cstring(group, "group name")?;
+        Task::create(client, Box::new(work), |out, w, ud| unsafe {
+            sys::simba_group_join(out, client.as_raw(), g.as_ptr(), partitions, w, ud)
+        })
+    }
+
+    /// The raw handle (do not close it).
+    pub fn as_raw(&self) -> *mut sys::simba_task_t {
+        self.raw
+    }
+
+    /// Stops the task: revokes the term (`Stopped`), waits for the work,
+    /// releases the lease; then the completion is done. `State` when already
+    /// stopping or stopped.
+    pub fn stop(&self) -> Result<Completion> {
+        with_completion(|done, ud| unsafe { sys::simba_task_stop(self.raw, done, ud) })
+    }
+
+    /// Steps down: revokes the term (`SteppedDown`), waits for the work,
+    /// releases, and does not contend for `cooldown` from now. For a group:
+    /// leaves it for the cooldown.
+    pub fn step_down(&self, cooldown: Duration) -> Result<Completion> {
+        with_completion(|done, ud| unsafe { sys::simba_task_step_down(self.raw, span_ms(cooldown), done, ud) })
+    }
+
+    /// Stops, waits for the stop and for every run of the work (outside
+    /// callbacks and leader work), and frees the task. What dropping does.
+    pub fn close(self) -> Result<()> {
+        drop(self);
+        Ok(())
+    }
+}
+
+struct Deferred {
+    raw: *mut sys::simba_task_t,
+    work: *mut WorkBox,
+    _client: Arc<Shared>,
+}
+
+unsafe extern "C" fn deferred_close(ud: *mut c_void, _err: i32) {
+    let d = Box::from_raw(ud as *mut Deferred);
+    run_callback("task drop", move || {
+        // Inside a callback: frees the handle and returns at once. The stop's
+        // done ran, so every run of the work has returned.
+        sys::simba_task_close(d.raw);
+        drop(Box::from_raw(d.work));
+    });
+}
+
+struct SendWork(*mut WorkBox);
+// SAFETY: the work is Send + Sync.
+unsafe impl Send for SendWork {}
+impl Drop for SendWork {
+    fn drop(&mut self) {
+        drop(unsafe { Box::from_raw(self.0) });
+    }
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        if !in_callback() {
+            unsafe { sys::simba_task_close(self.raw) };
+            drop(unsafe { Box::from_raw(self.work) });
+            return;
+        }
+        let d = Box::into_raw(Box::new(Deferred { raw: self.raw, work: self.work, _client: self.client.clone() }));
+        let rc = unsafe { sys::simba_task_stop(self.raw, Some(deferred_close), d as *mut c_void) };
+        if rc != sys::SIMBA_OK {
+            drop(unsafe { Box::from_raw(d) });
+            let _ = check(unsafe { sys::simba_task_close(self.raw) });
+            self.client.retire(Box::new(SendWork(self.work)));
+        }
+    }
+}
+
+impl std::fmt::Debug for Task {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Task").finish_non_exhaustive()
+    }
+}

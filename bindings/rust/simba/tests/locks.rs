@@ -1,0 +1,304 @@
+//! Clients, errors, locks and terms, on memory:// and every real server set.
+mod common;
+use common::*;
+use simba::{ErrorKind, RevokeReason, SessionStatus};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[test]
+fn open_status_snapshot_close() {
+    for (label, url) in backends("open") {
+        let c = open(&url);
+        assert_eq!(c.status(), SessionStatus::Live, "{label}");
+        let snap = c.snapshot_json().unwrap();
+        assert!(snap.contains("\"session\""), "{label}: {snap}");
+        c.close().unwrap();
+    }
+}
+
+#[test]
+fn errors_carry_kind_and_detail() {
+    let e = simba::Client::open("bogus://x").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported);
+    assert_eq!(e.code(), simba::sys::SIMBA_EUNSUPPORTED);
+    let e = simba::Client::open("no scheme").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(!e.message().is_empty());
+    assert!(e.to_string().contains("InvalidArgument"));
+
+    let c = simba::Client::open("memory://rs-errors").unwrap();
+    for bad in ["", ".", "..", "has space", "slash/name"] {
+        let e = c.try_lock(bad).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{bad:?}");
+    }
+    let long = "x".repeat(129);
+    assert_eq!(c.lock(&long, Duration::ZERO).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    // An interior NUL never reaches C.
+    assert_eq!(c.try_lock("a\0b").unwrap_err().kind(), ErrorKind::InvalidArgument);
+
+    let mut cfg = simba::Config::new();
+    let e = cfg.set("no.such.key", "1").map(|_| ()).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.message().contains("no.such.key"), "{}", e.message());
+    cfg.lease_duration(Duration::from_secs(1)).unwrap().renew_interval(Duration::from_millis(600)).unwrap();
+    let e = cfg.validate().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert_eq!(simba::Client::open_with("memory://rs-errors2", &cfg).unwrap_err().kind(), ErrorKind::InvalidArgument);
+}
+
+#[test]
+fn config_values_round_trip() {
+    let mut cfg = simba::Config::new();
+    assert_eq!(cfg.get_duration("session.lease-duration").unwrap(), Duration::from_secs(15));
+    assert_eq!(cfg.get_duration("session.renew-interval").unwrap(), Duration::from_secs(5));
+    cfg.drift(0.02).unwrap().callback_threads(3).unwrap().margin(Duration::from_micros(1500)).unwrap();
+    assert_eq!(cfg.get_f64("session.drift").unwrap(), 0.02);
+    assert_eq!(cfg.get_f64("callback.threads").unwrap(), 3.0);
+    // Sub-millisecond values round up, never down to zero.
+    assert_eq!(cfg.get_duration("session.margin").unwrap(), Duration::from_millis(2));
+    let copy = cfg.clone();
+    cfg.margin(Duration::from_millis(7)).unwrap();
+    assert_eq!(copy.get_duration("session.margin").unwrap(), Duration::from_millis(2));
+    assert_eq!(cfg.get_duration("session.drift").unwrap_err().kind(), ErrorKind::InvalidArgument);
+}
+
+#[test]
+fn lock_unlock_and_tokens_increase() {
+    for (label, url) in backends("lock") {
+        let c = open(&url);
+        let n = name("lock");
+        let a = c.lock(&n, WAIT).unwrap();
+        assert_eq!(a.name(), n);
+        assert!(a.is_valid(), "{label}");
+        assert!(a.remaining() > Duration::ZERO && a.remaining() <= LEASE, "{label}: {:?}", a.remaining());
+        assert_eq!(a.revoke_reason(), None);
+        let kept = a.term().clone();
+        assert_eq!(&kept, a.term());
+        let io: std::io::Error = c.try_lock(&n).map(|_| ()).unwrap_err().into();
+        assert_eq!(io.kind(), std::io::ErrorKind::ResourceBusy, "{label}");
+        let t1 = a.token();
+        a.unlock().unwrap();
+        assert!(!kept.is_valid());
+        assert_eq!(kept.revoke_reason(), Some(RevokeReason::Stopped), "{label}");
+        assert_eq!(kept.ensure_valid(Duration::ZERO).unwrap_err().kind(), ErrorKind::Expired);
+        let b = c.try_lock(&n).unwrap();
+        assert!(b.token() > t1, "{label}: {} then {}", t1, b.token());
+        drop(b); // drop releases too
+        let b2 = c.try_lock(&n).unwrap();
+        b2.unlock().unwrap();
+    }
+}
+
+#[test]
+fn second_client_is_busy_and_times_out_then_acquires() {
+    for (label, url) in backends("busy") {
+        let a = open(&url);
+        let b = open(&url);
+        let n = name("busy");
+        let held = a.lock(&n, WAIT).unwrap();
+        assert_eq!(b.try_lock(&n).unwrap_err().kind(), ErrorKind::Busy, "{label}");
+        let t0 = Instant::now();
+        assert_eq!(b.lock(&n, Duration::from_millis(200)).unwrap_err().kind(), ErrorKind::TimedOut, "{label}");
+        assert!(t0.elapsed() >= Duration::from_millis(190), "{label}: {:?}", t0.elapsed());
+        // A waiter gets the lock once it is released.
+        std::thread::scope(|s| {
+            let w = s.spawn(|| b.lock(&n, WAIT).map(|t| t.token()));
+            std::thread::sleep(Duration::from_millis(50));
+            let tok = held.token();
+            held.unlock().unwrap();
+            let t2 = w.join().unwrap().unwrap();
+            assert!(t2 > tok, "{label}");
+        });
+    }
+}
+
+#[test]
+fn locks_of_one_client_queue() {
+    for (label, url) in backends("queue") {
+        let c = open(&url);
+        let n = name("queue");
+        let first = c.lock(&n, WAIT).unwrap();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        std::thread::scope(|s| {
+            let o = order.clone();
+            let (c, n) = (&c, &n);
+            let h = s.spawn(move || {
+                let t = c.lock(n, WAIT).unwrap();
+                o.lock().unwrap().push("second");
+                t.unlock().unwrap();
+            });
+            std::thread::sleep(Duration::from_millis(100));
+            order.lock().unwrap().push("first-release");
+            first.unlock().unwrap();
+            h.join().unwrap();
+        });
+        assert_eq!(*order.lock().unwrap(), vec!["first-release", "second"], "{label}");
+    }
+}
+
+#[test]
+fn lock_async_delivers_once() {
+    for (label, url) in backends("async") {
+        let a = open(&url);
+        let b = open(&url);
+        let n = name("async");
+        let (tx, rx) = mpsc::channel();
+        let tx2 = tx.clone();
+        a.lock_async(&n, WAIT, move |r| tx.send(r.map(|t| t.term().clone()).map_err(|e| e.kind())).unwrap()).unwrap();
+        let term = rx.recv_timeout(WAIT).unwrap().unwrap();
+        // The LockTerm was dropped inside the callback: that released it.
+        assert!(wait_until(WAIT, || term.revoke_reason() == Some(RevokeReason::Stopped)), "{label}");
+        let held = a.lock(&n, WAIT).unwrap();
+        b.lock_async(&n, Duration::from_millis(150), move |r| tx2.send(r.map(|t| t.term().clone()).map_err(|e| e.kind())).unwrap())
+            .unwrap();
+        assert_eq!(rx.recv_timeout(WAIT).unwrap().unwrap_err(), ErrorKind::TimedOut, "{label}");
+        held.unlock().unwrap();
+        // Cancelled by close.
+        let held = a.lock(&n, WAIT).unwrap();
+        let (tx3, rx3) = mpsc::channel();
+        b.lock_async(&n, Duration::MAX, move |r| tx3.send(r.map(|_| ()).map_err(|e| e.kind())).unwrap()).unwrap();
+        b.close().unwrap();
+        assert_eq!(rx3.recv_timeout(WAIT).unwrap().unwrap_err(), ErrorKind::Canceled, "{label}");
+        assert!(rx3.recv_timeout(Duration::from_millis(50)).is_err(), "{label}: ran twice");
+        held.unlock().unwrap();
+    }
+}
+
+#[test]
+fn on_revoked_runs_exactly_once_and_closure_is_freed() {
+    for (label, url) in backends("onrev") {
+        let c = open(&url);
+        let held = c.lock(&name("onrev"), WAIT).unwrap();
+        let token = Arc::new(());
+        let (tx, rx) = mpsc::channel();
+        let t2 = token.clone();
+        held.on_revoked(move |t, reason| {
+            let _keep = &t2;
+            tx.send((t.token(), reason)).unwrap();
+        })
+        .unwrap();
+        let tok = held.token();
+        held.unlock().unwrap();
+        assert_eq!(rx.recv_timeout(WAIT).unwrap(), (tok, RevokeReason::Stopped), "{label}");
+        assert!(wait_until(WAIT, || Arc::strong_count(&token) == 1), "{label}: closure not freed");
+    }
+}
+
+#[test]
+fn term_wait_and_fd_see_revocation() {
+    for (label, url) in backends("wait") {
+        let c = open(&url);
+        let held = c.lock(&name("wait"), WAIT).unwrap();
+        let term = held.term().clone();
+        assert!(!term.wait_revoked(Duration::from_millis(30)).unwrap(), "{label}");
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&term.revoke_fd().unwrap());
+        assert!(fd >= 0);
+        std::thread::scope(|s| {
+            let h = s.spawn(|| term.wait_revoked(Duration::MAX).unwrap());
+            std::thread::sleep(Duration::from_millis(30));
+            held.unlock().unwrap();
+            assert!(h.join().unwrap());
+        });
+        let fd2 = std::os::fd::AsRawFd::as_raw_fd(&term.revoke_fd().unwrap());
+        assert_eq!(fd, fd2);
+    }
+}
+
+#[test]
+fn close_revokes_locks_and_term_outlives_client() {
+    for (label, url) in backends("close") {
+        let c = open(&url);
+        let other = open(&url);
+        let n = name("close");
+        let held = c.lock(&n, WAIT).unwrap();
+        let term = held.term().clone();
+        drop(c);
+        assert_eq!(term.revoke_reason(), Some(RevokeReason::Stopped), "{label}");
+        assert!(!term.is_valid());
+        assert_eq!(term.on_revoked(|_, _| {}).unwrap_err().kind(), ErrorKind::Closed, "{label}");
+        // The session closed: the lease is free at once.
+        let t = other.try_lock(&n).unwrap();
+        assert!(t.token() > term.token());
+        drop(held); // releasing after close only drops the reference
+    }
+}
+
+#[test]
+fn events_are_delivered_in_order() {
+    for (label, url) in backends("events") {
+        let c = simba::Client::open_with(&url, &config()).unwrap();
+        let (tx, rx) = mpsc::channel();
+        // The sink can only be set once the client is open: SessionOpened may
+        // already have been delivered (to no sink) by then.
+        c.on_event(move |e| {
+            let _ = tx.send(e.clone());
+        })
+        .unwrap();
+        c.wait_live(WAIT).unwrap();
+        c.close().unwrap();
+        // Every event was delivered before close returned.
+        let kinds: Vec<_> = rx.try_iter().map(|e| e.kind).collect();
+        assert_eq!(kinds.last(), Some(&simba::EventKind::SessionClosed), "{label}: {kinds:?}");
+        assert!(kinds[..kinds.len() - 1].iter().all(|k| *k == simba::EventKind::SessionOpened), "{label}: {kinds:?}");
+    }
+}
+
+#[test]
+fn event_sink_can_be_replaced_from_inside_itself() {
+    let c = Arc::new(open("memory://rs-sink-replace"));
+    let (tx, rx) = mpsc::channel();
+    let c2 = Arc::downgrade(&c);
+    let tx1 = tx.clone();
+    c.on_event(move |e| {
+        tx1.send(("first", e.kind)).unwrap();
+        if let Some(c) = c2.upgrade() {
+            let tx2 = tx.clone();
+            c.on_event(move |e| tx2.send(("second", e.kind)).unwrap()).unwrap();
+        }
+    })
+    .unwrap();
+    // The sink may hold an upgraded reference for a moment.
+    let mut c = c;
+    let c = loop {
+        match Arc::try_unwrap(c) {
+            Ok(c) => break c,
+            Err(again) => {
+                c = again;
+                std::thread::yield_now();
+            }
+        }
+    };
+    c.close().unwrap();
+    let got: Vec<_> = rx.try_iter().collect();
+    assert_eq!(got.first().map(|g| g.0), Some("first"), "{got:?}");
+}
+
+#[test]
+fn inspect_reports_the_holder() {
+    for (label, url) in backends("inspect") {
+        let c = open(&url);
+        let n = name("inspect");
+        let held = c.lock(&n, WAIT).unwrap();
+        let json = c.inspect_json(&[n.as_str()], WAIT).unwrap();
+        assert!(json.contains(&n), "{label}: {json}");
+        assert!(json.contains(&format!("\"token\":{}", held.token())) || json.contains(&format!("\"token\": {}", held.token())), "{label}: {json}");
+        held.unlock().unwrap();
+    }
+}
+
+#[test]
+fn logger_receives_lines() {
+    let lines = Arc::new(Mutex::new(Vec::<(simba::LogLevel, String)>::new()));
+    let mut cfg = config();
+    let l = lines.clone();
+    cfg.logger(simba::LogLevel::Info, move |lvl, msg| l.lock().unwrap().push((lvl, msg.to_string()))).unwrap();
+    // Nothing listens on port 1: the client logs its failed connection attempts.
+    let c = simba::Client::open_with("redis://127.0.0.1:1", &cfg).unwrap();
+    drop(cfg); // the client keeps the logger alive
+    assert!(wait_until(WAIT, || !lines.lock().unwrap().is_empty()), "no log line");
+    assert_eq!(c.status(), SessionStatus::Opening);
+    c.close().unwrap();
+    let lines = lines.lock().unwrap();
+    assert!(lines.iter().all(|(lvl, m)| *lvl >= simba::LogLevel::Info && !m.is_empty() && !m.contains('\n')), "{lines:?}");
+}
