@@ -22,6 +22,9 @@ import (
 // Config is the seed's SimbaConfig. Zero fields keep the library's defaults:
 // lease 15 s, renew lease/3, drift 0.01, margin 50 ms, retry jitter renew/2,
 // min backoff 100 ms. Open checks the seed's rules (renew × 2 ≤ lease, ...).
+// A key whose wanted value is zero (a margin, drift or retry jitter of 0) is
+// set through Options ("session.margin": "0"), which is applied last.
+// Durations are passed in whole milliseconds.
 type Config struct {
 	LeaseDuration   time.Duration
 	RenewInterval   time.Duration
@@ -165,6 +168,9 @@ type Client struct {
 
 	ownMu sync.Mutex
 	owned map[interface{ Close() error }]struct{} // open elections and tasks
+
+	qmu    sync.Mutex
+	queues map[string]*lockQueue // Lock calls waiting, per name (lock.go)
 }
 
 // own keeps an election or task reachable until it is closed (by its own
@@ -436,7 +442,8 @@ func (c *Client) Snapshot() (string, error) {
 // Inspect reads what the backend holds (sessions and leases) for operators:
 // one read outside the session that decides nothing. names limits the
 // report to those leases (none: every lease the backend knows). It waits
-// until ctx's deadline, or 10 s without one.
+// until ctx's deadline (10 s without one) for the backend; a cancelled ctx
+// returns at once (the read goes on in the background and is dropped).
 func (c *Client) Inspect(ctx context.Context, names ...string) (string, error) {
 	timeout := 10 * time.Second
 	if dl, ok := ctx.Deadline(); ok {
@@ -445,6 +452,33 @@ func (c *Client) Inspect(ctx context.Context, names ...string) (string, error) {
 	if timeout <= 0 || ctx.Err() != nil {
 		return "", ctxError("Inspect", ctx)
 	}
+	if timeout < time.Millisecond {
+		timeout = time.Millisecond
+	}
+	if ctx.Done() == nil {
+		return c.inspect(names, timeout)
+	}
+	type result struct {
+		s   string
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		s, err := c.inspect(names, timeout)
+		ch <- result{s, err}
+	}()
+	select {
+	case r := <-ch:
+		if errors.Is(r.err, ErrTimeout) && ctx.Err() != nil {
+			return "", ctxError("Inspect", ctx)
+		}
+		return r.s, r.err
+	case <-ctx.Done():
+		return "", ctxError("Inspect", ctx)
+	}
+}
+
+func (c *Client) inspect(names []string, timeout time.Duration) (string, error) {
 	var out string
 	err := c.with("Inspect", func(h *C.simba_client_t) error {
 		var arr **C.char

@@ -3,7 +3,7 @@
 //
 // One Client per process holds one session on the backend; through it the
 // process takes locks (Lock, TryLock, WithLock), contends in elections (Elect
-// with a Listener), runs work only while it leads (RunWhileLeader,
+// with a Listener, Election.Await), runs work only while it leads (RunWhileLeader,
 // LeaderTask, Schedule) and shares partitions with its peers (JoinGroup).
 // Each period of ownership is a *Term: a name, a fencing token to pass with
 // every write to the protected resource, and a validity computed from the

@@ -30,13 +30,24 @@ type listenerState struct {
 	report func(error)
 
 	mu      sync.Mutex
-	current *Term // elected, not yet revoked (callbacks are serial)
+	current *Term         // elected, not yet revoked (callbacks are serial)
+	changed chan struct{} // closed (and replaced) when current changes
+	ended   bool          // stopped or closed: no term comes any more
+}
+
+// notify wakes the Await calls; s.mu is held.
+func (s *listenerState) notify() {
+	if s.changed != nil {
+		close(s.changed)
+	}
+	s.changed = make(chan struct{})
 }
 
 func (s *listenerState) elected(t *C.simba_term_t) {
 	w := borrowedTerm(t)
 	s.mu.Lock()
 	s.current = w
+	s.notify()
 	s.mu.Unlock()
 	if s.l.OnElected != nil {
 		defer guard(s.report, "OnElected of "+s.name)
@@ -48,6 +59,7 @@ func (s *listenerState) revoked(t *C.simba_term_t, r RevokeReason) {
 	s.mu.Lock()
 	w := s.current
 	s.current = nil
+	s.notify()
 	s.mu.Unlock()
 	if w == nil || w.token != uint64(C.simba_term_token(t)) {
 		w = borrowedTerm(t)
@@ -163,6 +175,54 @@ func (e *Election) Leader() bool {
 	return t != nil && t.Valid()
 }
 
+// Await waits until this process leads the election and returns its term
+// (the one OnElected received), or fails when ctx is done (ErrCanceled /
+// ErrTimeout), or with ErrState once the election is stopped or closed. The
+// term may be revoked at any time after: watch t.Done(), check
+// t.EnsureValid before each step. Not from a callback of this election
+// (OnElected would wait for the callback to return): ErrWouldBlock there is
+// not detected, it waits until ctx is done.
+func (e *Election) Await(ctx context.Context) (*Term, error) {
+	for {
+		s := e.state
+		s.mu.Lock()
+		t, ended := s.current, s.ended
+		if s.changed == nil {
+			s.changed = make(chan struct{})
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		if t != nil && t.Valid() {
+			return t, nil
+		}
+		if ended {
+			return nil, &Error{Code: CodeState, Op: "Await", Message: "the election is stopped"}
+		}
+		if ctx.Err() != nil {
+			return nil, ctxError("Await", ctx)
+		}
+		if t != nil { // elected but no longer valid: its OnRevoked comes soon
+			select {
+			case <-ch:
+			case <-ctx.Done():
+			case <-t.Done():
+			}
+			continue
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+		}
+	}
+}
+
+func (s *listenerState) end() {
+	s.mu.Lock()
+	s.ended = true
+	s.notify()
+	s.mu.Unlock()
+}
+
 // Stop revokes the term (STOPPED), releases the lease with its token, and
 // returns once the last OnRevoked ran; or when ctx is done (the stop goes
 // on). After it returned nil, the Listener receives nothing more. Stopping a
@@ -186,6 +246,7 @@ func (e *Election) Stop(ctx context.Context) error {
 		}
 	}
 	e.mu.Unlock()
+	e.state.end() // no term comes after a stop: Await returns ErrState
 	return w.wait(ctx, "Stop")
 }
 
@@ -223,6 +284,7 @@ func (e *Election) Close() error {
 	e.freed = true
 	w := e.stop
 	e.mu.Unlock()
+	e.state.end()
 	C.simba_election_free(e.e)
 	e.client.disown(e)
 	e.listener.Delete()

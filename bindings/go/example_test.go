@@ -160,3 +160,25 @@ func ExampleClient_JoinGroup() {
 	fmt.Println(names)
 	// Output: [orders.0 orders.1 orders.2 orders.3]
 }
+
+// Await blocks until this process leads, without callbacks.
+func ExampleElection_Await() {
+	c, err := simba.Open("memory://example-await", nil)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	e, err := c.Elect("scheduler", simba.Listener{})
+	if err != nil {
+		panic(err)
+	}
+	defer e.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	term, err := e.Await(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("leading", term.Name(), term.Token() > 0)
+	// Output: leading scheduler true
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -382,6 +383,15 @@ func TestInspect(t *testing.T) {
 		if _, err := c.Inspect(ctx, "bad name!"); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("Inspect of a bad name: %v", err)
 		}
+		// Without a deadline (the default bound) and with a cancelled context.
+		if js, err := c.Inspect(context.Background(), name); err != nil || !strings.Contains(js, name) {
+			t.Fatalf("Inspect(Background): %v %s", err, js)
+		}
+		cctx, ccancel := context.WithCancel(context.Background())
+		ccancel()
+		if _, err := c.Inspect(cctx, name); !errors.Is(err, ErrCanceled) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("Inspect with a cancelled context: %v", err)
+		}
 	})
 }
 
@@ -572,4 +582,89 @@ func TestDroppedElectionLivesUntilClientClose(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("%d elections or tasks left after Close", n)
 	}
+}
+
+func (c *Client) queued(name string) int {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	if q := c.queues[name]; q != nil {
+		return len(q.waiters)
+	}
+	return 0
+}
+
+// Lock calls of one client on one name are served first come, first served,
+// although each waits in slices of simba_lock_acquire; a cancelled waiter
+// leaves the queue at once and the next keeps its place.
+func TestLockQueueIsFirstComeFirstServed(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, url string) {
+		a, b := open(t, url), open(t, url)
+		name := uniq("fifo")
+		held, err := a.Lock(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 4
+		order := make(chan int, n)
+		cancelled := make(chan error, 1)
+		ctx1, cancel1 := context.WithCancel(context.Background())
+		defer cancel1()
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			i := i
+			ctx := context.Background()
+			if i == 1 {
+				ctx = ctx1
+			} else if i == 2 {
+				var cancel context.CancelFunc // a deadline: the other waiting path
+				ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tb, err := b.Lock(ctx, name)
+				if i == 1 {
+					cancelled <- err
+					return
+				}
+				if err != nil {
+					t.Errorf("waiter %d: %v", i, err)
+					return
+				}
+				order <- i
+				if err := tb.Unlock(); err != nil {
+					t.Errorf("waiter %d: Unlock: %v", i, err)
+				}
+			}()
+			eventually(t, fmt.Sprintf("waiter %d queued", i), func() bool { return b.queued(name) == i+1 })
+			time.Sleep(70 * time.Millisecond) // spread the waiters over the slices
+		}
+		cancel1()
+		select {
+		case err := <-cancelled:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("cancelled waiter: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a cancelled waiter did not return")
+		}
+		eventually(t, "the cancelled waiter left the queue", func() bool { return b.queued(name) == n-1 })
+		time.Sleep(2 * slice) // every waiter in the library has been through a slice again
+		if err := held.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		close(order)
+		var got []int
+		for i := range order {
+			got = append(got, i)
+		}
+		if fmt.Sprint(got) != "[0 2 3]" {
+			t.Fatalf("order of acquisition %v, want [0 2 3]", got)
+		}
+		if q := b.queued(name); q != 0 {
+			t.Fatalf("%d waiters left in the queue", q)
+		}
+	})
 }

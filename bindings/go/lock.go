@@ -54,25 +54,17 @@ func (c *Client) lockLoop(op, name string, deadline time.Time, abandoned func() 
 	}
 }
 
-// waitTerm runs get on a goroutine and waits for it or for ctx. A term that
-// arrives after the caller gave up is unlocked.
-func waitTerm(ctx context.Context, op string, get func(abandoned func() bool) (*Term, error)) (*Term, error) {
+// waitTerm runs get on a goroutine and waits for it or for ctx. gone is
+// closed when the caller gave up; a term that arrives after that is unlocked.
+func waitTerm(ctx context.Context, op string, get func(gone <-chan struct{}) (*Term, error)) (*Term, error) {
 	type result struct {
 		t   *Term
 		err error
 	}
 	ch := make(chan result, 1)
 	gone := make(chan struct{})
-	abandoned := func() bool {
-		select {
-		case <-gone:
-			return true
-		default:
-			return false
-		}
-	}
 	go func() {
-		t, err := get(abandoned)
+		t, err := get(gone)
 		ch <- result{t, err}
 	}()
 	select {
@@ -90,8 +82,58 @@ func waitTerm(ctx context.Context, op string, get func(abandoned func() bool) (*
 	}
 }
 
+// lockWaiter is one Lock call in its name's queue; turn is closed when it
+// is at the head.
+type lockWaiter struct{ turn chan struct{} }
+
+// lockQueue keeps the Lock calls of this client on one name in arrival
+// order. Only its head is inside simba_lock_acquire (which the binding calls
+// in slices, so that a cancel or a Close is seen soon): without the queue, a
+// waiter whose slice ended would enter the library's queue again behind the
+// waiters that came after it, and the library's first come, first served
+// order would be lost.
+type lockQueue struct{ waiters []*lockWaiter }
+
+func (c *Client) enqueue(name string) *lockWaiter {
+	w := &lockWaiter{turn: make(chan struct{})}
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	if c.queues == nil {
+		c.queues = map[string]*lockQueue{}
+	}
+	q := c.queues[name]
+	if q == nil {
+		q = &lockQueue{}
+		c.queues[name] = q
+	}
+	q.waiters = append(q.waiters, w)
+	if len(q.waiters) == 1 {
+		close(w.turn)
+	}
+	return w
+}
+
+func (c *Client) leave(name string, w *lockWaiter) {
+	c.qmu.Lock()
+	defer c.qmu.Unlock()
+	q := c.queues[name]
+	for i, x := range q.waiters {
+		if x == w {
+			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			if i == 0 && len(q.waiters) > 0 {
+				close(q.waiters[0].turn)
+			}
+			break
+		}
+	}
+	if len(q.waiters) == 0 {
+		delete(c.queues, name)
+	}
+}
+
 // Lock acquires the lock name, waiting until it is free, ctx is done, or the
-// client closes. Locks of one client on one name queue behind each other.
+// client closes. Locks of one client on one name queue behind each other,
+// first come, first served; a cancelled one leaves the queue at once.
 // The returned Term is owned by the caller: Unlock it when done (a lost Term
 // releases its lock when garbage collected). A name used by an election of
 // this client fails with ErrState.
@@ -100,11 +142,27 @@ func (c *Client) Lock(ctx context.Context, name string) (*Term, error) {
 		return nil, ctxError("Lock", ctx)
 	}
 	deadline, _ := ctx.Deadline()
+	w := c.enqueue(name)   // here, so that the order is that of the calls
 	if ctx.Done() == nil { // cannot be cancelled: wait on this goroutine
+		defer c.leave(name, w)
+		<-w.turn
 		return c.lockLoop("Lock", name, deadline, func() bool { return false })
 	}
-	return waitTerm(ctx, "Lock", func(abandoned func() bool) (*Term, error) {
-		return c.lockLoop("Lock", name, deadline, abandoned)
+	return waitTerm(ctx, "Lock", func(gone <-chan struct{}) (*Term, error) {
+		defer c.leave(name, w)
+		select {
+		case <-w.turn:
+		case <-gone:
+			return nil, nil
+		}
+		return c.lockLoop("Lock", name, deadline, func() bool {
+			select {
+			case <-gone:
+				return true
+			default:
+				return false
+			}
+		})
 	})
 }
 
@@ -115,7 +173,7 @@ func (c *Client) TryLock(ctx context.Context, name string) (*Term, error) {
 	if ctx.Err() != nil {
 		return nil, ctxError("TryLock", ctx)
 	}
-	get := func(func() bool) (*Term, error) {
+	get := func(<-chan struct{}) (*Term, error) {
 		n, fn := cstr(name)
 		defer fn()
 		return c.acquire("TryLock", n, 0, true)

@@ -8,10 +8,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -176,21 +178,43 @@ func TestLock(t *testing.T) {
 
 // A lock term dropped without Unlock releases its lock (the lifetime contract).
 func TestReleasedLockTermFreesTheName(t *testing.T) {
-	url := "memory://" + uniq("drop")
-	a, b := open(t, url), open(t, url)
-	name := uniq("drop")
-	ta, err := a.Lock(context.Background(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ta.Release()
-	eventually(t, "the name to be free", func() bool {
-		tb, err := b.TryLock(context.Background(), name)
-		if err != nil {
-			return false
+	forEachBackend(t, func(t *testing.T, url string) {
+		a, b := open(t, url), open(t, url)
+		free := func(name string) func() bool {
+			return func() bool {
+				tb, err := b.TryLock(context.Background(), name)
+				if err != nil {
+					return false
+				}
+				_ = tb.Unlock()
+				return true
+			}
 		}
-		_ = tb.Unlock()
-		return true
+		// Release without Unlock.
+		name := uniq("drop")
+		ta, err := a.Lock(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ta.Release()
+		if ta.Valid() || ta.Remaining() != 0 {
+			t.Fatal("a released lock term reads valid")
+		}
+		eventually(t, "the released name to be free", free(name))
+		// A term nobody references: its finalizer releases the lock.
+		lost := uniq("lost")
+		func() {
+			if _, err := a.Lock(context.Background(), lost); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		if _, err := b.TryLock(context.Background(), lost); !errors.Is(err, ErrBusy) {
+			t.Fatalf("TryLock of a held name: %v", err)
+		}
+		eventually(t, "the lost term's name to be free", func() bool {
+			runtime.GC()
+			return free(lost)()
+		})
 	})
 }
 
@@ -263,6 +287,17 @@ func TestElectionFailoverAndStop(t *testing.T) {
 		// Stop returns after the last OnRevoked; the release lets b in.
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
+		if got, err := ea.Await(ctx); err != nil || got != first {
+			t.Fatalf("Await of the leader: %v %v, want %v", got, err, first)
+		}
+		awaited := make(chan *Term, 1)
+		go func() { // b waits for its term while a leads
+			got, err := eb.Await(ctx)
+			if err != nil {
+				t.Errorf("Await of b: %v", err)
+			}
+			awaited <- got
+		}()
 		if err := ea.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -275,6 +310,12 @@ func TestElectionFailoverAndStop(t *testing.T) {
 		eventually(t, "b to lead", rb.leading)
 		if second := rb.last(); second.Token() <= first.Token() {
 			t.Fatalf("tokens %d then %d", first.Token(), second.Token())
+		}
+		if got := <-awaited; got != rb.last() || got.Token() <= first.Token() {
+			t.Fatalf("b's Await returned %v, b was elected with %v", got, rb.last())
+		}
+		if _, err := ea.Await(ctx); !errors.Is(err, ErrState) {
+			t.Fatalf("Await of a stopped election: %v", err)
 		}
 		ea.Close()
 		// Step down: b gives the lease up and does not contend for the cooldown.
@@ -289,8 +330,16 @@ func TestElectionFailoverAndStop(t *testing.T) {
 		if rb.leading() {
 			t.Fatal("re-elected during the cooldown")
 		}
+		short, cancelShort := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancelShort()
+		if _, err := eb.Await(short); !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Await during the cooldown: %v", err)
+		}
 		eb.Close()
 		eb.Close() // idempotent
+		if _, err := eb.Await(ctx); !errors.Is(err, ErrState) {
+			t.Fatalf("Await of a closed election: %v", err)
+		}
 	})
 }
 
@@ -362,6 +411,44 @@ func testRunWhileLeaderReturns(t *testing.T, url string) {
 	})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("RunWhileLeader: %v", err)
+	}
+
+	// A client closed under a RunWhileLeader with a context never done: it
+	// returns ErrClosed, after its work returned.
+	b, err := Open(url, testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	leading := make(chan struct{})
+	var workDone int32
+	errc := make(chan error, 1)
+	go func() {
+		var once sync.Once
+		errc <- b.RunWhileLeader(context.Background(), uniq("rwlc"), func(wctx context.Context, term *Term) error {
+			once.Do(func() { close(leading) })
+			<-wctx.Done()
+			atomic.StoreInt32(&workDone, 1)
+			return nil
+		})
+	}()
+	select {
+	case <-leading:
+	case <-time.After(20 * time.Second):
+		t.Fatal("never elected")
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("RunWhileLeader after the client's Close: %v", err)
+		}
+		if atomic.LoadInt32(&workDone) != 1 {
+			t.Fatal("RunWhileLeader returned before its work")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("RunWhileLeader did not return after the client's Close")
 	}
 }
 
@@ -596,6 +683,42 @@ func TestTwoProcessHandover(t *testing.T) {
 			}
 			t.Logf("failover after SIGKILL: %v", time.Since(killed))
 		})
+		t.Run(bname+"/paused", func(t *testing.T) {
+			// The holder is paused (SIGSTOP) past its lease: the parent takes
+			// the lock over; resumed, the holder sees its term revoked, and its
+			// late Unlock does not free the parent's lease (the token fences it).
+			name := uniq("handover.paused")
+			cmd, stdin, line := startChild(t, "pause", url, name)
+			tok := childToken(t, line, "LOCKED")
+			c := open(t, url)
+			if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			term, err := c.Lock(ctx, name)
+			_ = cmd.Process.Signal(syscall.SIGCONT)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer term.Unlock()
+			if term.Token() <= tok {
+				t.Fatalf("child token %d, then %d", tok, term.Token())
+			}
+			if _, err := io.WriteString(stdin, "resumed\n"); err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("child: %v", err)
+			}
+			if !term.Valid() {
+				t.Fatal("the new holder's term was revoked by the old holder's Unlock")
+			}
+			d := open(t, url)
+			if _, err := d.TryLock(context.Background(), name); !errors.Is(err, ErrBusy) {
+				t.Fatalf("TryLock after the old holder's Unlock: %v (the lease was freed)", err)
+			}
+		})
 		t.Run(bname+"/clean", func(t *testing.T) {
 			name := uniq("handover.clean")
 			cmd, stdin, line := startChild(t, "leader", url, name)
@@ -644,6 +767,8 @@ func TestMain(m *testing.M) {
 		childHoldsLock()
 	case "leader":
 		childLeads()
+	case "pause":
+		childPaused()
 	}
 }
 
@@ -683,6 +808,46 @@ func childLeads() {
 	})
 	if !errors.Is(err, context.Canceled) {
 		childFail(err)
+	}
+	if err := c.Close(); err != nil {
+		childFail(err)
+	}
+	os.Exit(0)
+}
+
+// childPaused holds a lock, is paused by the parent past its lease and then
+// resumed: its term must read revoked (deadline, expiry or take-over), and
+// Unlock of the revoked term must succeed without touching the new holder.
+func childPaused() {
+	c, err := Open(os.Getenv("SIMBA_GO_CHILD_URL"), testConfig())
+	if err != nil {
+		childFail(err)
+	}
+	t, err := c.Lock(context.Background(), os.Getenv("SIMBA_GO_CHILD_NAME"))
+	if err != nil {
+		childFail(err)
+	}
+	done := t.Done()
+	fmt.Printf("LOCKED %d\n", t.Token())
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // resumed
+	if t.Valid() {
+		childFail(fmt.Errorf("term valid after a pause past the lease"))
+	}
+	if err := t.EnsureValid(0); !errors.Is(err, ErrTermExpired) {
+		childFail(fmt.Errorf("EnsureValid after the pause: %v", err))
+	}
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		childFail(fmt.Errorf("Done not closed after the pause"))
+	}
+	switch r := t.Reason(); r {
+	case DeadlinePassed, SessionExpired, TakenOver:
+	default:
+		childFail(fmt.Errorf("reason %v after the pause", r))
+	}
+	if err := t.Unlock(); err != nil {
+		childFail(fmt.Errorf("Unlock of the revoked term: %v", err))
 	}
 	if err := c.Close(); err != nil {
 		childFail(err)

@@ -53,6 +53,7 @@ type Task struct {
 	work   cgo.Handle
 	mu     sync.Mutex
 	done   bool
+	closed chan struct{} // closed by Close (the task's or the client's)
 }
 
 func (c *Client) startTask(op, name string, work WorkFunc,
@@ -70,7 +71,7 @@ func (c *Client) startTask(op, name string, work WorkFunc,
 		wh.Delete()
 		return nil, err
 	}
-	t := &Task{client: c, name: name, t: out, work: wh}
+	t := &Task{client: c, name: name, t: out, work: wh, closed: make(chan struct{})}
 	c.own(t)
 	return t, nil
 }
@@ -86,17 +87,22 @@ func (c *Client) LeaderTask(name string, work WorkFunc) (*Task, error) {
 
 // RunWhileLeader runs work whenever this process leads name, until ctx is
 // done; then it stops in handover order (the work's context is cancelled,
-// the lease released once it returned) and returns ctx.Err(). It fails at
-// once, without waiting, if the election cannot start (ErrState: name is in
-// use on this client; ErrClosed).
+// the lease released once it returned) and returns ctx.Err(). If the client
+// is closed meanwhile it returns ErrClosed once the close stopped the work.
+// It fails at once, without waiting, if the election cannot start
+// (ErrState: name is in use on this client; ErrClosed).
 func (c *Client) RunWhileLeader(ctx context.Context, name string, work WorkFunc) error {
 	t, err := c.LeaderTask(name, work)
 	if err != nil {
 		return err
 	}
-	<-ctx.Done()
-	_ = t.Close()
-	return ctx.Err()
+	select {
+	case <-ctx.Done():
+		_ = t.Close()
+		return ctx.Err()
+	case <-t.closed: // the client's Close closed it
+		return &Error{Code: CodeClosed, Op: "RunWhileLeader", Message: "the client was closed"}
+	}
 }
 
 // Schedule runs work while this process leads name: after initialDelay, then
@@ -179,5 +185,6 @@ func (t *Task) Close() error {
 	C.simba_task_close(t.t)
 	t.work.Delete()
 	t.client.disown(t)
+	close(t.closed)
 	return nil
 }

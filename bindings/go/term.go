@@ -147,8 +147,11 @@ func (t *Term) EnsureValid(min time.Duration) error {
 	if t.t == nil {
 		return &Error{Code: CodeExpired, Op: "EnsureValid", Message: "the term was released"}
 	}
+	// Whole milliseconds, rounded up: "valid for more than min" never
+	// passes for a term that has less than min left.
+	msMin := (min + time.Millisecond - 1) / time.Millisecond
 	return call("EnsureValid", func(m **C.char) C.int {
-		return C.s_term_ensure_valid(t.t, ms(min.Milliseconds()), m)
+		return C.s_term_ensure_valid(t.t, ms(int64(msMin)), m)
 	})
 }
 
