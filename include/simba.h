@@ -404,6 +404,17 @@ typedef void (*simba_event_fn)(void *ud, simba_event_type_t type, const char *de
 SIMBA_API int simba_client_on_event(simba_client_t *c, simba_event_fn fn, void *ud);
 
 /**
+ * @brief The event sink a client opened with @p cfg starts with (1.2): unlike
+ *        simba_client_on_event(), it also receives the first SESSION_OPENED,
+ *        which a sink set after simba_client_open() can miss. Same delivery
+ *        rules; simba_client_on_event() replaces it later.
+ * @param[in] fn the sink; NULL for none. @p ud must stay valid until the client
+ *        is closed (or the sink replaced).
+ * @return SIMBA_OK; SIMBA_EINVAL (cfg is NULL).
+ */
+SIMBA_API int simba_config_set_event_sink(simba_config_t *cfg, simba_event_fn fn, void *ud);
+
+/**
  * @brief EXTERNAL mode: a file descriptor to poll for readability.
  * @return the fd, or -1 (c is NULL or not in EXTERNAL mode).
  */
@@ -589,7 +600,9 @@ SIMBA_API int simba_election_start(simba_election_t **out, simba_client_t *c, co
 /**
  * @brief Stop the election: revoke the term (STOPPED), release the lease with its
  *        token, deliver on_revoked, then call @p done. After done, the listener
- *        receives nothing more.
+ *        receives nothing more. Stopped while an acquire is in flight, it waits
+ *        for that answer (at most one call timeout) and releases what it won, so
+ *        that after done the name is not held for this election on the backend.
  * @param[in] done may be NULL; runs on the callback executor, after the last on_revoked.
  * @return SIMBA_OK; SIMBA_EINVAL (e is NULL); SIMBA_ESTATE (already stopping or
  *         stopped: done is not called).
@@ -619,7 +632,10 @@ SIMBA_API int simba_election_stop_wait(simba_election_t *e, int64_t timeout_ms);
  * Outside callbacks and leader work it waits until the stop completed (the term
  * revoked and released: at most about one renew period when the backend is
  * unreachable) and no callback of the election runs: after it returns, the
- * listener's `ud` may be freed. Called from a callback (or the loop thread) it
+ * listener's `ud` may be freed. The listener hears nothing from the free on (no
+ * on_revoked for the term the free stops: simba_election_stop_wait() first to
+ * get it); the done of a stop or step-down asked for before the free has run,
+ * once, when it returns. Called from a callback (or the loop thread) it
  * starts the stop and returns at once: no listener callback or done of the
  * election starts afterwards, the one running finishes, and on_revoked callbacks
  * registered on its terms still run once each. To know there when the last

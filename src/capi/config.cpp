@@ -94,6 +94,20 @@ int simba_config_set_logger(simba_config_t* c, simba_log_fn log, void* ud, int m
   });
 }
 
+int simba_config_set_event_sink(simba_config_t* c, simba_event_fn fn, void* ud) {
+  return guarded([&]() -> int {
+    if (!c) return fail(SIMBA_EINVAL, "simba_config_set_event_sink: config is NULL");
+    if (fn) {
+      c->hooks.events = [fn, ud](simba::SessionEvent ev, const std::string& detail) {
+        fn(ud, static_cast<simba_event_type_t>(ev), detail.c_str());
+      };
+    } else {
+      c->hooks.events = nullptr;
+    }
+    return SIMBA_OK;
+  });
+}
+
 int simba_config_validate(const simba_config_t* c) {
   return guarded([&]() -> int {
     if (!c) return fail(SIMBA_EINVAL, "simba_config_validate: config is NULL");

@@ -265,6 +265,9 @@ void Node::session_ended(RevokeReason reason, TimePoint now) {
     }
     if (c->state == State::kLeader) {
       lose_term(*c, reason, now);
+    } else if (c->stopping && (c->state == State::kCandidate || !c->term)) {
+      // Stopped while acquiring: the session's end frees what the attempt won.
+      finish(*c, now);
     } else if (c->state == State::kReleasing || c->state == State::kDraining) {
       // The session is gone, and the lease with it: waiting for the release's
       // answer or for the work would only delay onRevoked.
@@ -463,6 +466,16 @@ void Node::handle_acquire(CallId id, const AcquireReply& reply, TimePoint now) {
   c->state = State::kCandidate;
   const bool released = c->released_in_flight;
   c->released_in_flight = false;
+  if (c->stopping) {
+    // Stopped while this attempt was in flight (see stop()).
+    if (reply.outcome == Outcome::kOk && reply.token > 0) {
+      c->state = State::kReleasing;  // without a term: on_release finishes it
+      release_lease(call.session, call.name, reply.token, c->id, now);
+    } else {
+      finish(*c, now);
+    }
+    return;
+  }
   switch (reply.outcome) {
     case Outcome::kOk: {
       const bool same_session = call.session == session_id_ && session_usable();
@@ -666,6 +679,13 @@ bool Node::stop(ContenderId id, TimePoint now) {
     case State::kReleasing:
       break;  // a step-down's handover is finishing; it ends in finish()
     case State::kAcquiring:
+      if (c->kind == ContenderKind::kElection) {
+        // Wait for the attempt's answer (at most one call timeout) and release
+        // what it won: when the stop completes, the name is free on the backend
+        // too, and this client's next acquire of it does not find it held.
+        break;
+      }
+      [[fallthrough]];
     case State::kCandidate:
     case State::kCooldown:
     case State::kWaiting:
@@ -772,7 +792,10 @@ void Node::on_release(CallId id, const DoneReply& reply, TimePoint now) {
   }
   if (call.abandoned || !call.contender) return;
   Contender* c = find(call.contender);
-  if (c && c->state == State::kReleasing && c->term && c->term->token() == call.token) {
+  if (!c || c->state != State::kReleasing) return;
+  if (!c->term) {
+    finish(*c, now);  // stopped while acquiring; what the attempt won is released
+  } else if (c->term->token() == call.token) {
     finish_handover(*c, now);
   }
 }

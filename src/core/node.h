@@ -172,10 +172,11 @@ class Node {
   enum class State {
     kWaiting,    // a lock queued behind another lock of this node on the same name
     kCandidate,  // contending: an attempt is scheduled
-    kAcquiring,  // one acquire in flight
+    kAcquiring,  // one acquire in flight (also once stopped, until it is answered)
     kLeader,     // holds a term
     kDraining,   // handover: term revoked, waiting for its work to exit (or the deadline)
-    kReleasing,  // handover: term revoked, release in flight
+    kReleasing,  // handover: term revoked, release in flight; or, without a term,
+                 // stopped while acquiring and releasing what that attempt won
     kCooldown,   // stepped down, not contending until the timer
   };
   struct Contender {

@@ -108,7 +108,8 @@ bool Mailbox::post(std::function<void(Client&)> fn) {
   return c->post([c, fn = std::move(fn)] { fn(*c); });
 }
 
-Client::Client(const Config& cfg, const Hooks& hooks) : cfg_(cfg), hooks_(hooks) {}
+Client::Client(const Config& cfg, const Hooks& hooks)
+    : cfg_(cfg), hooks_(hooks), event_sink_(hooks.events) {}
 
 Result Client::open(const std::string& url, const Config& cfg, const Hooks& hooks,
                     std::shared_ptr<Client>* out) {
@@ -897,8 +898,14 @@ void Client::detach_election(const std::shared_ptr<Election>& e) {
 }
 
 bool Client::free_election(const std::shared_ptr<Election>& e) {
+  // The listener hears nothing from the free on. A free that waits still runs a
+  // stop's or step-down's done asked for before it (their ud is the caller's to
+  // free once it returns); one that cannot wait (in a callback) drops them:
+  // nothing of the handle starts after it.
+  const bool waits = may_wait_for_close();
+  if (waits) e->freeing_after_stop = true;
   detach_election(e);
-  if (!may_wait_for_close()) return false;
+  if (!waits) return false;
   if (external()) {
     // The stop needs the loop: the host thread runs it while it waits, another
     // thread waits for the host.
@@ -1186,7 +1193,7 @@ void Client::stopped(ContenderId who) {
     el->stop_done = nullptr;
     // Pending step-down completions were acknowledged before stopped().
     auto finish = [el, done] {
-      if (done && !el->detached) done(kOk);
+      if (done && el->runs_dones()) done(kOk);
       std::vector<std::shared_ptr<Waiter>> waiters;
       {
         std::lock_guard<std::mutex> lock(el->mu);
@@ -1212,7 +1219,7 @@ void Client::stepped_down(ContenderId who) {
   el->step_down_dones.pop_front();
   if (!done) return;
   el->queue->post([el, done] {
-    if (!el->detached) done(kOk);
+    if (el->runs_dones()) done(kOk);
   });
 }
 

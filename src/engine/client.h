@@ -63,6 +63,7 @@ struct Hooks {
   void* submit_ctx = nullptr;
   std::function<void(int level, const std::string&)> log;
   int log_min_level = 0;
+  EventFn events;  // the sink a client starts with (simba_config_set_event_sink)
 };
 
 // A blocking caller's rendezvous with the loop.
@@ -118,8 +119,12 @@ class Election {
   WorkFn work;  // a task's leader work; then there is no listener
   std::shared_ptr<WorkCount> work_count = std::make_shared<WorkCount>();
   std::shared_ptr<SerialQueue> queue;
-  // Set by simba_election_free before the stop completed: deliver nothing more.
+  // Set by simba_election_free before the stop completed: the listener gets
+  // nothing more. A free that waits for the stop sets freeing_after_stop first:
+  // the dones of a stop or step-down asked for earlier still run, before it returns.
   std::atomic<bool> detached{false};
+  std::atomic<bool> freeing_after_stop{false};
+  bool runs_dones() const { return !detached || freeing_after_stop; }
 
   ContenderId id = 0;  // set once, before the node knows the election
 

@@ -385,6 +385,28 @@ TEST_P(Conformance, CleanStopIsTakenOverAtOnce) {
   EXPECT_EQ(ea.last_revoked().reason, SIMBA_REVOKE_STOPPED);
 }
 
+// A stop that lands while the election's first acquire is in flight completes
+// only once that acquire is answered and what it won released: right after the
+// stop, the same client can lock the name (the acquire does not find it held).
+TEST_P(Conformance, StopDuringTheFirstAttemptLeavesTheNameFree) {
+  const Timing t{3000, 1000};
+  Client a;
+  OpenLive(a, t);
+  for (int i = 0; i < 10; i++) {
+    const std::string name = lease("stop-first-" + std::to_string(i));
+    Election e;
+    ASSERT_EQ(e.start(a, name), SIMBA_OK) << simba_last_error();
+    ASSERT_EQ(e.stop(5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+    // If the attempt won before the stop, the term was revoked and released.
+    EXPECT_EQ(e.revoked_count(), e.elected_count());
+    simba_term_t* term = nullptr;
+    ASSERT_EQ(simba_lock_try_acquire(&term, a, name.c_str()), SIMBA_OK)
+        << "round " << i << ": " << simba_last_error();
+    EXPECT_TRUE(simba_term_is_valid(term));
+    ASSERT_EQ(simba_lock_release(term), SIMBA_OK) << simba_last_error();
+  }
+}
+
 // close() closes the session: the backend frees every lease of the node at once.
 TEST_P(Conformance, CloseFreesEveryLeaseAtOnce) {
   const Timing t{3000, 1000};  // candidate retries come after >= 500 ms

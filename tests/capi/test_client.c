@@ -215,6 +215,46 @@ static void test_events(void **state) {
   ev_destroy(&ev);
 }
 
+/* A sink set on the config receives every event from the first SESSION_OPENED
+ * on; simba_client_on_event() replaces it later. */
+static void test_event_sink_from_the_config_sees_the_first_event(void **state) {
+  simba_client_t *c = NULL;
+  simba_config_t *cfg = test_config(lease_ms());
+  events_t ev, later;
+  int closed;
+  (void)state;
+  ev_init(&ev);
+  ev_init(&later);
+  CHECK_ERR(simba_config_set_event_sink(NULL, ev_sink, &ev), SIMBA_EINVAL, "NULL");
+  CHECK_OK(simba_config_set_event_sink(cfg, ev_sink, &ev));
+  CHECK_OK(simba_client_open(&c, "memory://cl-events-cfg", cfg));
+  simba_config_free(cfg); /* the sink outlives the config */
+  CHECK_OK(simba_client_wait_live(c, long_wait_ms()));
+  ASSERT_EVENTUALLY(ald(&ev.calls) >= 1);
+  assert_int_equal(ev_find(&ev, SIMBA_EVENT_SESSION_OPENED), 0);
+  CHECK_OK(simba_client_on_event(c, ev_sink, &later));
+  CHECK_OK(simba_client_close(c));
+  ast(&ev.sealed, 1);
+  ast(&later.sealed, 1);
+  assert_int_equal(ev_find(&ev, SIMBA_EVENT_SESSION_CLOSED), -1);
+  closed = ev_find(&later, SIMBA_EVENT_SESSION_CLOSED);
+  assert_true(closed >= 0);
+  /* NULL on the config means none. */
+  cfg = test_config(lease_ms());
+  CHECK_OK(simba_config_set_event_sink(cfg, ev_sink, &ev));
+  CHECK_OK(simba_config_set_event_sink(cfg, NULL, NULL));
+  CHECK_OK(simba_client_open(&c, "memory://cl-events-cfg-none", cfg));
+  simba_config_free(cfg);
+  CHECK_OK(simba_client_wait_live(c, long_wait_ms()));
+  CHECK_OK(simba_client_close(c));
+  sleep_ms(quiet_ms());
+  assert_int_equal(ald(&ev.after_seal), 0);
+  assert_int_equal(ald(&later.after_seal), 0);
+  assert_int_equal(ald(&ev.overlap) + ald(&later.overlap), 0);
+  ev_destroy(&ev);
+  ev_destroy(&later);
+}
+
 static void test_event_sink_removed(void **state) {
   simba_client_t *c = open_client("cl-events-off");
   events_t ev;
@@ -334,6 +374,7 @@ int main(void) {
       cmocka_unit_test(test_two_clients_two_sessions),
       cmocka_unit_test(test_events),
       cmocka_unit_test(test_event_sink_removed),
+      cmocka_unit_test(test_event_sink_from_the_config_sees_the_first_event),
       cmocka_unit_test(test_close_then_nothing_runs),
       cmocka_unit_test(test_close_while_opening),
       cmocka_unit_test(test_clients_from_threads),

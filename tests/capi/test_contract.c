@@ -306,6 +306,62 @@ static void test_election_free_waits_for_a_running_callback(void **state) {
 }
 
 typedef struct {
+  int elected, revoked, step_done, stop_done, done_err;
+} donerec_t;
+
+static void dr_elected(void *ud, simba_term_t *t) {
+  (void)t;
+  ainc(&((donerec_t *)ud)->elected);
+}
+
+static void dr_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t r) {
+  (void)t;
+  (void)r;
+  ainc(&((donerec_t *)ud)->revoked);
+}
+
+static void dr_step_done(void *ud, int err) {
+  donerec_t *d = (donerec_t *)ud;
+  if (err != SIMBA_OK) ast(&d->done_err, err);
+  ainc(&d->step_done);
+}
+
+static void dr_stop_done(void *ud, int err) {
+  donerec_t *d = (donerec_t *)ud;
+  if (err != SIMBA_OK) ast(&d->done_err, err);
+  ainc(&d->stop_done);
+}
+
+/* Rule: a stop's or step-down's done that was asked for before
+ * simba_election_free() (outside callbacks) has run, once, when the free
+ * returns; the listener gets nothing from the free on; nothing runs after it. */
+static void test_election_free_runs_the_dones_asked_for_before_it(void **state) {
+  simba_client_t *c = open_live_client("contract-free-dones");
+  simba_election_t *e = NULL;
+  simba_listener_t l;
+  donerec_t d;
+  (void)state;
+  memset(&d, 0, sizeof d);
+  l.on_elected = dr_elected;
+  l.on_revoked = dr_revoked;
+  l.ud = &d;
+  CHECK_OK(simba_election_start(&e, c, "leader", &l));
+  ASSERT_EVENTUALLY(ald(&d.elected) == 1);
+  CHECK_OK(simba_election_step_down(e, 60000, dr_step_done, &d));
+  CHECK_OK(simba_election_stop(e, dr_stop_done, &d));
+  simba_election_free(e);
+  assert_int_equal(ald(&d.step_done), 1);
+  assert_int_equal(ald(&d.stop_done), 1);
+  assert_int_equal(ald(&d.done_err), 0);
+  /* The step-down's on_revoked ran if it came before the free, not after it. */
+  assert_true(ald(&d.revoked) <= 1);
+  memset(&d, 0, sizeof d); /* a late callback would count here */
+  sleep_ms(quiet_ms());
+  CHECK_OK(simba_client_close(c));
+  assert_int_equal(ald(&d.elected) + ald(&d.revoked) + ald(&d.step_done) + ald(&d.stop_done), 0);
+}
+
+typedef struct {
   slow_t *s;
   simba_term_t *term; /* retained by on_elected */
 } holder_t;
@@ -563,6 +619,7 @@ int main(void) {
       cmocka_unit_test(test_external_close_from_another_thread_is_refused),
       cmocka_unit_test(test_election_free_waits_for_a_running_callback),
       cmocka_unit_test(test_election_free_waits_for_term_on_revoked),
+      cmocka_unit_test(test_election_free_runs_the_dones_asked_for_before_it),
       cmocka_unit_test(test_task_close_waits_for_work_and_term_callbacks),
       cmocka_unit_test(test_lock_release_returns_after_the_terms_callbacks),
       cmocka_unit_test(test_dropping_the_last_lock_reference_releases_it),

@@ -1057,33 +1057,96 @@ TEST_F(NodeTest, LateReplyToATimedOutAttemptReleasesWhatItWon) {
   ASSERT_TRUE(t);
 }
 
-TEST_F(NodeTest, LateReplyToAStoppedAttemptReleasesWhatItWon) {
+TEST_F(NodeTest, StopDuringAnAttemptReleasesWhatItWonBeforeItCompletes) {
   start_live();
   const ContenderId a = node->add_election("a", now());
   const FxCall acq = take_acquire("a");
-  size_t mark = fx.mark();
+  const size_t mark = fx.mark();
   ASSERT_TRUE(node->stop(a, now()));
-  // No term: stopped at once.
-  EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kStopped}));
-  mark = fx.mark();
+  // Not stopped yet: the attempt may have won the lease on the backend.
+  EXPECT_TRUE(kinds_of(a, mark).empty());
+  EXPECT_EQ(node->add_election("a", now()), 0u);
+  EXPECT_FALSE(node->stop(a, now()));
   answer_acquire(acq, Outcome::kOk, 4);
   EXPECT_EQ(fx.count(Fx::kElected, mark), 0u);
   const auto rel = releases_since(mark);
   ASSERT_EQ(rel.size(), 1u);
   EXPECT_EQ(rel[0].token, 4u);
-  // The name is free again on this node.
+  EXPECT_TRUE(kinds_of(a, mark).empty());
+  // Stopped once the release is answered; the name is free on this node again.
+  answer_release(take_release());
+  EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kStopped}));
   EXPECT_NE(node->add_election("a", now()), 0u);
 }
 
-TEST_F(NodeTest, LateReplyToAStoppedAttemptHeldOrFailedReleasesNothing) {
+TEST_F(NodeTest, StopDuringAnAttemptCompletesEvenIfTheReleaseFails) {
   start_live();
   const ContenderId a = node->add_election("a", now());
   const FxCall acq = take_acquire("a");
-  ASSERT_TRUE(node->stop(a, now()));
   const size_t mark = fx.mark();
+  ASSERT_TRUE(node->stop(a, now()));
+  answer_acquire(acq, Outcome::kOk, 4);
+  answer_release(take_release(), Outcome::kError);
+  EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kStopped}));
+}
+
+TEST_F(NodeTest, StopDuringAnAttemptThatFindsTheNameHeldCompletesAtTheAnswer) {
+  start_live();
+  const ContenderId a = node->add_election("a", now());
+  const FxCall acq = take_acquire("a");
+  const size_t mark = fx.mark();
+  ASSERT_TRUE(node->stop(a, now()));
   answer_acquire(acq, Outcome::kHeld, 0, ms(100));
+  EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kStopped}));
   EXPECT_EQ(fx.count(Fx::kRelease, mark), 0u);
-  EXPECT_EQ(fx.count(Fx::kAcquire, mark), 0u);
+  auto_keep_alive = true;
+  run_until(now() + ms(20000));
+  EXPECT_TRUE(acquires_since(mark, "a").empty());
+}
+
+TEST_F(NodeTest, StopDuringAnAttemptNeverAnsweredCompletesAtItsTimeoutAndALateWinIsReleased) {
+  start_live();
+  auto_keep_alive = true;
+  const ContenderId a = node->add_election("a", now());
+  const FxCall acq = take_acquire("a");
+  const TimePoint stopped_at = now();
+  const size_t mark = fx.mark();
+  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(run_until_true([&] { return !kinds_of(a, mark).empty(); }, now() + kLease));
+  EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kStopped}));
+  EXPECT_LE(now() - stopped_at, kRenew);  // within one call timeout
+  EXPECT_TRUE(acquires_since(mark, "a").empty());
+  // The answer comes after all: what it won is released, nothing is elected.
+  answer_acquire(acq, Outcome::kOk, 7);
+  EXPECT_EQ(fx.count(Fx::kElected, mark), 0u);
+  const auto rel = releases_since(mark);
+  ASSERT_EQ(rel.size(), 1u);
+  EXPECT_EQ(rel[0].token, 7u);
+}
+
+TEST_F(NodeTest, StopDuringAnAttemptCompletesWhenTheSessionEnds) {
+  start_live();
+  const ContenderId a = node->add_election("a", now());
+  take_acquire("a");
+  const size_t mark = fx.mark();
+  ASSERT_TRUE(node->stop(a, now()));
+  advance(kRenew);
+  ka_fail(Outcome::kExpired);
+  EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kStopped}));
+  EXPECT_EQ(fx.count(Fx::kElected, mark), 0u);
+}
+
+TEST_F(NodeTest, StopWhileReleasingWhatAStoppedAttemptWonCompletesWhenTheSessionEnds) {
+  start_live();
+  const ContenderId a = node->add_election("a", now());
+  const FxCall acq = take_acquire("a");
+  const size_t mark = fx.mark();
+  ASSERT_TRUE(node->stop(a, now()));
+  answer_acquire(acq, Outcome::kOk, 4);
+  ASSERT_EQ(releases_since(mark).size(), 1u);
+  advance(kRenew);
+  ka_fail(Outcome::kExpired);
+  EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kStopped}));
 }
 
 // ===========================================================================
@@ -1397,7 +1460,7 @@ TEST_F(NodeTest, StopDeliversRevokedAfterAFailedOrTimedOutRelease) {
   EXPECT_TRUE(fx.finished(b));
 }
 
-TEST_F(NodeTest, StopOfACandidateOrAnAcquiringElectionStopsAtOnce) {
+TEST_F(NodeTest, StopOfACandidateElectionStopsAtOnce) {
   start_live();
   const ContenderId a = node->add_election("a", now());
   held("a");

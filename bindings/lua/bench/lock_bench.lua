@@ -23,18 +23,32 @@ end
 
 local function c_cycles(k) return assert(c:_bench_c_cycle(name, k)) end
 
--- warm up both, then alternate rounds so that drift affects both alike
+-- warm up both, then alternate rounds so that drift (the machine's load)
+-- affects both alike; report the pooled ratio and the median of the rounds'
+-- ratios (robust to a busy moment hitting one round)
+local rounds = tonumber(os.getenv("SIMBA_BENCH_ROUNDS") or "8")
 lua_cycles(math.max(1, n // 10))
 c_cycles(math.max(1, n // 10))
-local lua_ms, c_ms = 0, 0
-for _ = 1, 4 do
-  lua_ms = lua_ms + lua_cycles(n // 4)
-  c_ms = c_ms + c_cycles(n // 4)
+local per = math.max(1, n // rounds)
+local lua_ms, c_ms, ratios = 0, 0, {}
+for i = 1, rounds do
+  local l, k
+  if i % 2 == 1 then
+    l = lua_cycles(per); k = c_cycles(per)
+  else
+    k = c_cycles(per); l = lua_cycles(per)
+  end
+  lua_ms, c_ms = lua_ms + l, c_ms + k
+  ratios[#ratios + 1] = l / math.max(k, 1e-9)
 end
-local cycles = (n // 4) * 4
+table.sort(ratios)
+local median = rounds % 2 == 1 and ratios[(rounds + 1) // 2]
+  or (ratios[rounds // 2] + ratios[rounds // 2 + 1]) / 2
+local cycles = per * rounds
 local lua_us, c_us = lua_ms * 1000 / cycles, c_ms * 1000 / cycles
-print(string.format("backend %s, %d cycles each", url:match("^%a+"), cycles))
+print(string.format("backend %s, %d cycles each, %d alternating rounds", url:match("^%a+"), cycles, rounds))
 print(string.format("lua binding: %8.1f us/cycle (%d cycles/s)", lua_us, math.floor(1e6 / lua_us)))
 print(string.format("raw C      : %8.1f us/cycle (%d cycles/s)", c_us, math.floor(1e6 / c_us)))
-print(string.format("ratio lua/C: %.3f", lua_us / c_us))
+print(string.format("ratio lua/C: %.3f pooled, %.3f median of rounds (min %.3f, max %.3f)",
+  lua_us / c_us, median, ratios[1], ratios[#ratios]))
 c:close()

@@ -96,6 +96,88 @@ function Driver:_arm()
   if to >= 0 then self.timer:start(to, 0, self.tick) end
 end
 
+-- Coroutines on the loop. A blocking call (client:lock(), wait_live(),
+-- stop_wait()) drives only its own client and stalls the whole luv loop while
+-- it waits; inside a coroutine started with d:spawn(), d:lock(), d:await() and
+-- d:sleep() wait by yielding instead, and the loop goes on.
+
+--- Start fn(...) as a coroutine on the loop (it runs at once, until its first
+-- wait). An error it raises is handled like a callback's error (opts.on_error,
+-- or the loop stops and d:run() re-raises it). Returns the coroutine.
+function Driver:spawn(fn, ...)
+  assert(type(fn) == "function", "simba.luv: spawn(fn, ...) expects a function")
+  local co = coroutine.create(fn)
+  self:_resume(co, ...)
+  return co
+end
+
+function Driver:_resume(co, ...)
+  local ok, err = coroutine.resume(co, ...)
+  if not ok then
+    -- a message gets the coroutine's traceback; an error object stays as it is
+    if type(err) == "string" then err = debug.traceback(co, err) end
+    self:_fail(err)
+  end
+end
+
+-- Resume co on a zero timer: never inside the library's callback (whose frame
+-- is libsimba's), always from the loop itself.
+function Driver:_resume_soon(co)
+  local t = self.uv.new_timer()
+  t:start(0, 0, function()
+    t:close()
+    self:_resume(co)
+  end)
+end
+
+local function current_coroutine(what)
+  local co, main = coroutine.running()
+  if main then error("simba.luv: " .. what .. " must be called from a coroutine (d:spawn)", 3) end
+  return co
+end
+
+--- Inside a coroutine: start(done) starts an asynchronous operation whose
+-- completion calls done(...); await yields until it did and returns done's
+-- arguments. When start itself returns nil, msg, code (the operation did not
+-- start, so done will not run), await returns those.
+-- Example: local ok, code = d:await(function(done) election:stop(done) end)
+function Driver:await(start)
+  local co = current_coroutine("await")
+  local results, waiting = nil, false
+  local r = table.pack(start(function(...)
+    if results ~= nil then return end -- a completion runs once
+    results = table.pack(...)
+    if waiting then self:_resume_soon(co) end
+  end))
+  if results == nil and r.n >= 1 and r[1] == nil then
+    return nil, r[2], r[3]
+  end
+  while results == nil do
+    waiting = true
+    coroutine.yield()
+  end
+  return table.unpack(results, 1, results.n)
+end
+
+--- Inside a coroutine: client:lock(name, timeout_ms) without stalling the
+-- loop. Returns the term, or nil, msg, code ("ETIMEDOUT", "ECANCELED" when the
+-- client closed, ...). timeout_ms is required (negative: without bound).
+function Driver:lock(name, timeout_ms)
+  assert(math.type(timeout_ms) == "integer", "simba.luv: lock(name, timeout_ms): integer timeout expected")
+  return self:await(function(done) return self.client:lock_async(name, timeout_ms, done) end)
+end
+
+--- Inside a coroutine: sleep ms milliseconds, the loop going on.
+function Driver:sleep(ms)
+  local co = current_coroutine("sleep")
+  local t = self.uv.new_timer()
+  t:start(ms, 0, function()
+    t:close()
+    self:_resume(co)
+  end)
+  coroutine.yield()
+end
+
 --- Stop watching the client (it is not closed). Idempotent.
 function Driver:detach()
   if not self.active then return end

@@ -64,7 +64,7 @@ for _, backend in ipairs({"redis", "postgres", "zookeeper"}) do
         on_elected = function(t)
           lines = read_lines(status)
           -- never leader while the child still holds the lease
-          mine = {term = t, child_done = has(lines, "STOPPED") or has(lines, "CRASH"),
+          mine = {term = t, child_done = has(lines, "STOPPING") or has(lines, "CRASH"),
                   at = simba.now_ms()}
         end,
         on_revoked = function(t, reason) events[#events + 1] = reason end})
@@ -72,12 +72,13 @@ for _, backend in ipairs({"redis", "postgres", "zookeeper"}) do
       assert.is_true(H.drive({c}, 4 * H.LONG, function()
         if not ended_at then
           local l = read_lines(status)
-          if has(l, "STOPPED") or has(l, "CRASH") then ended_at = simba.now_ms() end
+          if has(l, "STOPPING") or has(l, "CRASH") then ended_at = simba.now_ms() end
         end
         return mine ~= nil
       end), "the parent was never elected")
       local out = child:read("a")
       local ok, how, code = child:close()
+      local final = read_lines(status) -- what the child wrote, to its exit
       os.remove(status)
       assert.is_truthy(mine.child_done, "elected while the child held the lease; child said: " .. out)
       assert.is_true(mine.term:token() > child_token)
@@ -85,21 +86,29 @@ for _, backend in ipairs({"redis", "postgres", "zookeeper"}) do
       assert.is_true(e:stop_wait(H.LONG))
       assert.same({"STOPPED"}, events)
       c:close()
-      return ok, code, mine.at - ended_at, out, read_lines
+      return ok, code, mine.at - ended_at, out, final, mine.at
     end
 
     it("takes over at once after a clean stop", function()
-      local ok, code, took, out = run("stop")
+      local ok, code, took, out, l = run("stop")
       assert.is_true(ok, "child failed: " .. out)
       assert.equals(0, code)
+      -- the child's stop completed and it saw its own revocation
+      assert.is_truthy(has(l, "STOPPED"), table.concat(l, "|"))
+      assert.is_truthy(has(l, "REVOKED STOPPED"), table.concat(l, "|"))
       assert.is_true(took < 1200 * 3, "took " .. took .. " ms")
     end)
 
     it("takes over after the crashed child's session expired", function()
-      local ok, code, took, out = run("crash")
+      local ok, code, took, out, l, elected_at = run("crash")
       assert.is_nil(ok)
       assert.equals(3, code, out)
       assert.is_true(took >= 0)
+      -- safety: the parent leads only after the crashed child's own term
+      -- deadline passed (same monotonic clock, same machine)
+      local deadline = tonumber(has(l, "CRASH"):match("%d+"))
+      assert.is_true(elected_at >= deadline,
+        string.format("elected %d ms before the child's deadline", deadline - elected_at))
     end)
   end)
 end

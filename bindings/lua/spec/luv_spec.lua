@@ -126,6 +126,83 @@ describe("simba.luv on " .. URL:match("^%a+"), function()
     uv.run("nowait")
   end)
 
+  it("waits for a lock in a coroutine without stalling the loop", function()
+    local a = H.open(URL)
+    local b = H.open(URL)
+    local da = attach(a)
+    local db = attach(b)
+    local name = H.name("luv.colock")
+    assert.has_error(function() db:lock(name, 100) end) -- not in a coroutine: misuse
+    local held, log = nil, {}
+    da:spawn(function()
+      held = assert(da:lock(name, H.LONG))
+      log[#log + 1] = "a:locked"
+    end)
+    assert.is_true(run_until(H.LONG, function() return held ~= nil end))
+    -- b waits in a coroutine while a holds the lock; meanwhile the loop runs
+    -- luv timers and keeps both sessions live
+    local ticks, got, timed_out = 0, nil, nil
+    local ticker = uv.new_timer()
+    ticker:start(10, 10, function() ticks = ticks + 1 end)
+    db:spawn(function()
+      timed_out = {db:lock(name, 200)} -- a holds it: times out
+      log[#log + 1] = "b:timed_out"
+      local term, msg, code = db:lock(name, H.LONG)
+      assert(term, msg)
+      got = term
+      log[#log + 1] = "b:locked"
+    end)
+    assert.is_nil(timed_out) -- the coroutine is waiting, not blocking the caller
+    run_until(2 * H.LEASE, function() return false end)
+    assert.same({nil, "ETIMEDOUT"}, {timed_out[1], timed_out[3]})
+    assert.is_string(timed_out[2])
+    assert.is_nil(got)
+    assert.is_true(ticks >= 10, "the loop was stalled: " .. ticks .. " ticks")
+    assert.equals("LIVE", a:status())
+    assert.is_true(held:valid())
+    -- a releases from a luv timer: b's waiting coroutine gets the lock
+    local held_token = held:token()
+    local rel = uv.new_timer()
+    rel:start(20, 0, function() rel:close(); held:release() end)
+    assert.is_true(run_until(H.LONG, function() return got ~= nil end))
+    ticker:stop()
+    ticker:close()
+    assert.same({"a:locked", "b:timed_out", "b:locked"}, log)
+    assert.is_true(got:valid())
+    assert.is_true(got:token() > held_token)
+    got:release()
+    -- await and sleep: an election's stop awaited in a coroutine
+    local r = H.recorder()
+    local e = a:election(H.name("luv.await"), r.listener)
+    local stopped
+    da:spawn(function()
+      while r.elected == 0 do da:sleep(10) end
+      stopped = {da:await(function(done) return e:stop(done) end)}
+    end)
+    assert.is_true(run_until(H.LONG, function() return stopped ~= nil end))
+    assert.same({true}, stopped)
+    assert.equals("ER", r.str())
+    -- an error in a spawned coroutine stops the loop; run() re-raises it
+    da:spawn(function() da:sleep(5); error("spawned boom") end)
+    local guard = uv.new_timer()
+    guard:start(H.LONG, 0, function() uv.stop() end)
+    local ok, err = pcall(da.run, da)
+    guard:close()
+    assert.is_false(ok)
+    assert.matches("spawned boom", err)
+    assert.matches("traceback", err) -- the coroutine's, not the loop's
+    -- an error object stays as it is
+    local obj = {code = 42}
+    da:spawn(function() da:sleep(5); error(obj) end)
+    guard = uv.new_timer()
+    guard:start(H.LONG, 0, function() uv.stop() end)
+    ok, err = pcall(da.run, da)
+    guard:close()
+    assert.is_false(ok)
+    assert.equals(obj, err)
+    e:close()
+  end)
+
   it("detaches when a callback closes the client", function()
     local a = H.open(URL)
     local closed

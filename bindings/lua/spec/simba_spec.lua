@@ -369,6 +369,25 @@ describe("simba (" .. BACKEND .. ")", function()
       ea:close()
     end)
 
+    it("runs on_revoked soon, not inside the call, on a term already revoked", function()
+      local a = open()
+      local r = H.recorder()
+      local e = a:election(H.name("late-revoked"), r.listener)
+      assert.is_true(H.drive({a}, H.LONG, function() return r.elected == 1 end))
+      assert.is_true(e:stop_wait(H.LONG))
+      local term = r.terms[1]
+      assert.equals("STOPPED", term:reason())
+      local got = {}
+      assert.is_true(term:on_revoked(function(t, reason) got[#got + 1] = {t, reason} end))
+      assert.equals(0, #got) -- never inside the call that registered it
+      assert.is_true(H.drive({a}, H.LONG, function() return #got > 0 end))
+      H.drive({a}, 50)
+      assert.equals(1, #got) -- exactly once
+      assert.equals(term, got[1][1])
+      assert.equals("STOPPED", got[1][2])
+      e:close()
+    end)
+
     it("refuses a name already used on the client", function()
       local a = open_live()
       local name = H.name("dup")
@@ -379,6 +398,43 @@ describe("simba (" .. BACKEND .. ")", function()
       -- once closed, the name is free again
       local t = assert(a:lock(name, H.LONG))
       t:release()
+    end)
+
+    it("loses the term when its client is not driven, and the next leader fences it", function()
+      -- EXTERNAL mode: a client that is not driven sends no keep-alive. Its
+      -- term's validity is computed from the local clock, so it turns false on
+      -- its own; the other client takes over with a greater token.
+      local a, b = open(), open()
+      local ra, rb = H.recorder(), H.recorder()
+      local name = H.name("lapse")
+      local ea = a:election(name, ra.listener)
+      assert.is_true(H.drive({a}, H.LONG, function() return ra.elected == 1 end))
+      local ta = ra.terms[1]
+      local eb = b:election(name, rb.listener)
+      -- only b is driven from here: a's term lapses without a's loop running
+      assert.is_true(H.drive({b}, H.LONG, function() return not ta:valid() end))
+      assert.equals(0, ta:remaining())
+      local none, msg, code = ta:ensure_valid(0)
+      assert.is_nil(none)
+      assert.equals("EEXPIRED", code)
+      assert.is_string(msg)
+      assert.is_true(H.drive({b}, H.LONG, function() return rb.elected == 1 end))
+      assert.is_true(rb.terms[1]:token() > ta:token())
+      assert.equals(0, ra.revoked) -- a's callbacks wait for a's loop
+      -- driving a again delivers the revocation, with a reason that says why
+      assert.is_true(H.drive({a, b}, H.LONG, function() return ra.revoked == 1 end))
+      assert.is_truthy(({DEADLINE_PASSED = true, SESSION_EXPIRED = true, TAKEN_OVER = true})[ra.reasons[1]],
+        "reason " .. tostring(ra.reasons[1]))
+      assert.equals(ra.reasons[1], ta:reason())
+      -- b stays the only leader
+      H.drive({a, b}, H.LEASE)
+      assert.equals(1, rb.elected)
+      assert.equals(0, rb.revoked)
+      assert.is_true(eb:is_leader())
+      assert.is_false(ea:is_leader())
+      ea:close()
+      eb:close()
+      assert.equals("ER", rb.str())
     end)
 
     it("revokes with STOPPED when the client closes", function()
@@ -441,6 +497,38 @@ describe("simba (" .. BACKEND .. ")", function()
       assert.equals("b:exit", log[4])
       tb:close()
       assert.has_error(function() tb:stop() end, "simba: task closed")
+    end)
+
+    it("steps down: the work exits, another node takes over, then it contends again", function()
+      local a, b = open(), open()
+      local name = H.name("rwl-stepdown")
+      local log = {}
+      local function work(who)
+        return function(term)
+          log[#log + 1] = who .. ":start:" .. term:token()
+          local _ <close> = setmetatable({}, {__close = function() log[#log + 1] = who .. ":exit" end})
+          while true do simba.sleep(10) end
+        end
+      end
+      local ta = a:run_while_leader(name, work("a"))
+      assert.is_true(H.drive({a}, H.LONG, function() return #log == 1 end))
+      local tb = b:run_while_leader(name, work("b"))
+      local done
+      assert.is_true(ta:step_down(3 * H.LEASE, function(ok, code) done = {ok, code} end))
+      assert.has_error(function() ta:step_down(-1) end)
+      assert.is_true(H.drive({a, b}, H.LONG, function() return done ~= nil and #log >= 3 end))
+      assert.same({true, nil}, done)
+      assert.equals("a:exit", log[2]) -- a's work exited before b's started
+      assert.matches("^b:start:", log[3])
+      assert.is_true(tonumber(log[3]:match("%d+$")) > tonumber(log[1]:match("%d+$")))
+      -- b leaves: a (still started) takes the name back after its cooldown
+      tb:close()
+      assert.equals("b:exit", log[4])
+      assert.is_true(H.drive({a}, H.LONG, function() return #log >= 5 end))
+      assert.matches("^a:start:", log[5])
+      assert.is_true(tonumber(log[5]:match("%d+$")) > tonumber(log[3]:match("%d+$")))
+      ta:close()
+      assert.equals("a:exit", log[6])
     end)
 
     it("contends again when the work returns", function()
@@ -604,6 +692,43 @@ describe("simba (" .. BACKEND .. ")", function()
       assert.matches("EWOULDBLOCK", seen[3])
       e:close()
     end)
+  end)
+
+  it("finishes the close of a client collected during another client's callback", function()
+    local a = open()
+    local name = H.name("orphan")
+    local base = simba._orphans()
+    local b_token
+    -- b is referenced only from keep (its election is anchored by b itself)
+    local keep, weak = {}, setmetatable({}, {__mode = "v"})
+    local function leader_b()
+      local b = H.open(URL)
+      keep.b, weak.b = b, b
+      b:election(name, {on_elected = function(t) b_token = t:token() end})
+      assert.is_true(H.drive({b}, H.LONG, function() return b_token ~= nil end))
+    end
+    leader_b()
+    -- b becomes garbage and is collected inside a callback of a: its close
+    -- can only start there
+    local inside
+    assert.is_true(a:lock_async(H.name("orphan.trigger"), H.LONG, function(t)
+      keep.b = nil
+      collectgarbage("collect")
+      collectgarbage("collect")
+      inside = {collected = weak.b == nil, orphans = simba._orphans()}
+      t:release()
+    end))
+    assert.is_true(H.drive({a}, H.LONG, function() return inside ~= nil end))
+    assert.is_true(inside.collected)
+    assert.equals(base + 1, inside.orphans)
+    -- the next call outside callbacks finished it: b's lease is free, a leads
+    assert.equals(base, simba._orphans())
+    local r = H.recorder()
+    local e = a:election(name, r.listener)
+    assert.is_true(H.drive({a}, H.LEASE, function() return r.elected == 1 end),
+      "b's election still held the name")
+    assert.is_true(r.terms[1]:token() > b_token)
+    e:close()
   end)
 
   it("closes from a callback: the close completes outside", function()

@@ -186,6 +186,7 @@ typedef struct work_req {
 static int64_t pump(lua_State *L, lclient *cl);
 static int do_close(lua_State *L, lclient *cl, int raise);
 static void end_all_runs(lua_State *L, lclient *cl);
+static void finish_orphans(lua_State *L);
 
 /* coroutine.close() from C (5.4.6 renamed lua_resetthread). */
 static int co_close(lua_State *co, lua_State *from) {
@@ -944,6 +945,7 @@ static int l_open(lua_State *L) {
   int rc;
   if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
   lua_settop(L, 2);
+  finish_orphans(L);
   cl = (lclient *)calloc(1, sizeof *cl);
   if (!cl) return luaL_error(L, "simba: out of memory");
   cl->pending = LUA_NOREF;
@@ -1063,11 +1065,14 @@ static int client_timeout(lua_State *L) {
 static int client_process(lua_State *L) {
   lclient *cl = live_client(L, 1);
   result_t r;
-  call_t k = enter(cl, L);
+  call_t k;
+  if (cl->depth == 0 && !cl->pumping) finish_orphans(L);
+  k = enter(cl, L);
   capture(&r, simba_client_process(cl->c));
   leave(L, k);
   if (r.rc != SIMBA_OK) return fail(L, "process", &r);
   (void)pump(L, cl);
+  if (cl->depth == 0 && !cl->pumping) finish_orphans(L);
   if (cl->deferred_close && !cl->pumping && cl->depth == 0) {
     cl->deferred_close = 0;
     if (do_close(L, cl, 1)) return 3;
@@ -1093,6 +1098,7 @@ static int client_run(lua_State *L) {
   int64_t deadline = ms < 0 ? INT64_MAX : now_ms() + (int64_t)ms;
   if (has_until) luaL_checktype(L, 3, LUA_TFUNCTION);
   if (cl->depth > 0) return luaL_error(L, "simba: run() called from a callback");
+  if (!cl->pumping) finish_orphans(L);
   for (;;) {
     struct pollfd p;
     int64_t wait, to;
@@ -1138,6 +1144,7 @@ static int client_run(lua_State *L) {
     leave(L, k);
     if (r.rc != SIMBA_OK) return fail(L, "run", &r);
     (void)pump(L, cl);
+    if (!cl->pumping) finish_orphans(L);
     if (cl->deferred_close && !cl->pumping && cl->depth == 0) {
       cl->deferred_close = 0;
       if (do_close(L, cl, 1)) return 3;
@@ -1273,6 +1280,7 @@ static int do_close(lua_State *L, lclient *cl, int raise) {
     end_all_runs(L, cl);
   }
   capture(&r, simba_client_close(cl->c));
+  if (r.rc == SIMBA_OK && raise) finish_orphans(L);
   if (r.rc == SIMBA_OK) {
     pthread_mutex_lock(&cl->mu);
     cl->c = NULL;
@@ -1310,6 +1318,99 @@ static int client_close(lua_State *L) {
   return 1;
 }
 
+/* Orphans: clients collected while a callback ran (of another client, or
+ * leader work), whose close libsimba started but could only finish outside
+ * callbacks (EXTERNAL mode). Their Lua side is gone: their callbacks find no
+ * Lua value and do nothing. The next call into the module on their host thread
+ * outside callbacks (open, process, run, close, or the module's own finalizer
+ * at lua_close) finishes each close and frees it. */
+typedef struct orphan {
+  lclient *cl;
+  struct orphan *next;
+} orphan;
+
+static pthread_mutex_t orphans_mu = PTHREAD_MUTEX_INITIALIZER;
+static orphan *orphans;
+static size_t orphans_n;
+
+static void free_lclient(lclient *cl) {
+  if (cl->epfd >= 0) close(cl->epfd);
+  if (cl->evfd >= 0) close(cl->evfd);
+  pthread_mutex_destroy(&cl->mu);
+  free(cl);
+}
+
+static void add_orphan(lclient *cl) {
+  orphan *o = (orphan *)malloc(sizeof *o);
+  if (!o) return; /* out of memory: the handle leaks, as it would have */
+  o->cl = cl;
+  pthread_mutex_lock(&orphans_mu);
+  o->next = orphans;
+  orphans = o;
+  orphans_n++;
+  pthread_mutex_unlock(&orphans_mu);
+}
+
+/* Finish the close of this thread's orphans (libsimba refuses with
+ * EWOULDBLOCK while a callback runs: those stay for the next time). */
+static void finish_orphans(lua_State *L) {
+  orphan *mine = NULL, **pp, *o;
+  pthread_t me = pthread_self();
+  pthread_mutex_lock(&orphans_mu);
+  if (!orphans) {
+    pthread_mutex_unlock(&orphans_mu);
+    return;
+  }
+  pp = &orphans;
+  while ((o = *pp) != NULL) {
+    if (pthread_equal(o->cl->host, me)) {
+      *pp = o->next;
+      o->next = mine;
+      mine = o;
+      orphans_n--;
+    } else {
+      pp = &o->next;
+    }
+  }
+  pthread_mutex_unlock(&orphans_mu);
+  while ((o = mine) != NULL) {
+    lclient *cl = o->cl;
+    mine = o->next;
+    end_all_runs(L, cl); /* wake its work threads: their coroutines are gone */
+    if (simba_client_close(cl->c) == SIMBA_OK) {
+      pthread_mutex_lock(&cl->mu);
+      cl->c = NULL;
+      pthread_mutex_unlock(&cl->mu);
+      end_all_runs(L, cl);
+      drop_pending(L, cl);
+      free_lclient(cl);
+      free(o);
+    } else {
+      pthread_mutex_lock(&orphans_mu);
+      o->next = orphans;
+      orphans = o;
+      orphans_n++;
+      pthread_mutex_unlock(&orphans_mu);
+    }
+  }
+}
+
+/* simba._orphans(): closes waiting to be finished (for tests). */
+static int l_orphans(lua_State *L) {
+  size_t n;
+  pthread_mutex_lock(&orphans_mu);
+  n = orphans_n;
+  pthread_mutex_unlock(&orphans_mu);
+  lua_pushinteger(L, (lua_Integer)n);
+  return 1;
+}
+
+/* The module's finalizer (lua_close): finish what can be finished. */
+static int sentinel_gc(lua_State *L) {
+  finish_orphans(L);
+  return 0;
+}
+
 static int client_gc(lua_State *L) {
   client_ud *u = check_client_ud(L, 1);
   lclient *cl = u->cl;
@@ -1327,14 +1428,12 @@ static int client_gc(lua_State *L) {
   if (cl->c) {
     /* Collected inside a callback of the library: the close goes on; the
      * handle and cl stay allocated (its callbacks find no Lua value and do
-     * nothing). */
+     * nothing) until the next call outside callbacks finishes the close. */
     u->cl = NULL;
+    add_orphan(cl);
     return 0;
   }
-  if (cl->epfd >= 0) close(cl->epfd);
-  if (cl->evfd >= 0) close(cl->evfd);
-  pthread_mutex_destroy(&cl->mu);
-  free(cl);
+  free_lclient(cl);
   u->cl = NULL;
   return 0;
 }
@@ -1446,7 +1545,8 @@ static void tr_lock(void *ud, int err, simba_term_t *t) {
   lock_rec *rec = (lock_rec *)ud;
   lclient *cl = rec->cl;
   lua_State *L = cb_state(cl);
-  if (L && lua_checkstack(L, 8)) anchor_get(L, cl, rec);
+  if (L && !lua_checkstack(L, 8)) L = NULL;
+  if (L) anchor_get(L, cl, rec);
   if (!L || !lua_isfunction(L, -1)) {
     if (L) lua_pop(L, 1);
     if (err == SIMBA_OK) simba_term_release(t); /* nobody can take it: release */
@@ -2102,6 +2202,7 @@ static const luaL_Reg module_fns[] = {
     {"strerror", l_strerror},
     {"schema", l_schema},
     {"now_ms", l_now_ms},
+    {"_orphans", l_orphans},
     {"sleep", l_sleep},
     {NULL, NULL},
 };
@@ -2168,6 +2269,19 @@ int luaopen_simba(lua_State *L) {
   luaL_getmetatable(L, TERM_MT);
   lua_pushcfunction(L, term_eq);
   lua_setfield(L, -2, "__eq");
+  lua_pop(L, 1);
+
+  /* A sentinel finalized at lua_close, after every client (finalizers run in
+   * the reverse order of their marking): it finishes pending orphan closes. */
+  lua_getfield(L, LUA_REGISTRYINDEX, "simba.sentinel");
+  if (lua_isnil(L, -1)) {
+    lua_newuserdatauv(L, 1, 0);
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, sentinel_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_setmetatable(L, -2);
+    lua_setfield(L, LUA_REGISTRYINDEX, "simba.sentinel");
+  }
   lua_pop(L, 1);
 
   luaL_newlib(L, module_fns);

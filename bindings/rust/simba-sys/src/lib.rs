@@ -64,8 +64,9 @@ macro_rules! opaque {
 }
 opaque!(simba_config_t, simba_client_t, simba_term_t, simba_election_t, simba_task_t);
 
-pub type simba_submit_fn =
-    Option<unsafe extern "C" fn(ctx: *mut c_void, run: Option<unsafe extern "C" fn(*mut c_void)>, arg: *mut c_void) -> c_int>;
+pub type simba_submit_fn = Option<
+    unsafe extern "C" fn(ctx: *mut c_void, run: Option<unsafe extern "C" fn(*mut c_void)>, arg: *mut c_void) -> c_int,
+>;
 pub type simba_log_fn = Option<unsafe extern "C" fn(ud: *mut c_void, level: c_int, msg: *const c_char)>;
 pub type simba_event_fn =
     Option<unsafe extern "C" fn(ud: *mut c_void, kind: simba_event_type_t, detail_json: *const c_char)>;
@@ -100,12 +101,19 @@ extern "C" {
     pub fn simba_config_get_ms(c: *const simba_config_t, key: *const c_char, out_ms: *mut i64) -> c_int;
     pub fn simba_config_get_double(c: *const simba_config_t, key: *const c_char, out: *mut f64) -> c_int;
     pub fn simba_config_set_executor(c: *mut simba_config_t, submit: simba_submit_fn, ctx: *mut c_void) -> c_int;
-    pub fn simba_config_set_logger(c: *mut simba_config_t, log: simba_log_fn, ud: *mut c_void, min_level: c_int)
-        -> c_int;
+    pub fn simba_config_set_logger(
+        c: *mut simba_config_t,
+        log: simba_log_fn,
+        ud: *mut c_void,
+        min_level: c_int,
+    ) -> c_int;
     pub fn simba_config_validate(c: *const simba_config_t) -> c_int;
 
-    pub fn simba_client_open(out: *mut *mut simba_client_t, backend_url: *const c_char, cfg: *const simba_config_t)
-        -> c_int;
+    pub fn simba_client_open(
+        out: *mut *mut simba_client_t,
+        backend_url: *const c_char,
+        cfg: *const simba_config_t,
+    ) -> c_int;
     pub fn simba_client_wait_live(c: *mut simba_client_t, timeout_ms: i64) -> c_int;
     pub fn simba_client_close(c: *mut simba_client_t) -> c_int;
     /// Since 1.2.
@@ -150,13 +158,21 @@ extern "C" {
         l: *const simba_listener_t,
     ) -> c_int;
     pub fn simba_election_stop(e: *mut simba_election_t, done: simba_done_fn, ud: *mut c_void) -> c_int;
-    pub fn simba_election_step_down(e: *mut simba_election_t, cooldown_ms: i64, done: simba_done_fn, ud: *mut c_void)
-        -> c_int;
+    pub fn simba_election_step_down(
+        e: *mut simba_election_t,
+        cooldown_ms: i64,
+        done: simba_done_fn,
+        ud: *mut c_void,
+    ) -> c_int;
     pub fn simba_election_stop_wait(e: *mut simba_election_t, timeout_ms: i64) -> c_int;
     pub fn simba_election_free(e: *mut simba_election_t);
 
-    pub fn simba_lock_acquire(out: *mut *mut simba_term_t, c: *mut simba_client_t, name: *const c_char, timeout_ms: i64)
-        -> c_int;
+    pub fn simba_lock_acquire(
+        out: *mut *mut simba_term_t,
+        c: *mut simba_client_t,
+        name: *const c_char,
+        timeout_ms: i64,
+    ) -> c_int;
     pub fn simba_lock_try_acquire(out: *mut *mut simba_term_t, c: *mut simba_client_t, name: *const c_char) -> c_int;
     pub fn simba_lock_acquire_async(
         c: *mut simba_client_t,

@@ -12,7 +12,7 @@ use crate::election::{Election, Listener};
 use crate::error::{check, cstring, Error, Result};
 use crate::task::Task;
 use crate::term::{LockTerm, Term};
-use crate::util::{lock, ms_duration, run_callback, take_c_string, wait_ms};
+use crate::util::{lock, ms_duration, run_callback, take_c_string, wait_ms, OneShot};
 
 /// Session status (`snapshot().session.status`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -94,7 +94,11 @@ unsafe extern "C" fn event_tramp(ud: *mut c_void, kind: sys::simba_event_type_t,
                 sys::SIMBA_EVENT_SESSION_LEASE_SHORTENED => EventKind::SessionLeaseShortened,
                 k => EventKind::Other(k),
             },
-            detail_json: if detail.is_null() { String::new() } else { CStr::from_ptr(detail).to_string_lossy().into_owned() },
+            detail_json: if detail.is_null() {
+                String::new()
+            } else {
+                CStr::from_ptr(detail).to_string_lossy().into_owned()
+            },
         };
         // Take the sink out so that it may replace itself without a deadlock.
         let (gen, sink) = {
@@ -294,6 +298,28 @@ impl Client {
         Ok(unsafe { LockTerm::from_owned(t) })
     }
 
+    /// Runs `f` while holding the lock `name` (acquired within `timeout`) and
+    /// releases it afterwards, also when `f` panics; returns what `f` returned.
+    /// Pass `term.token()` with every write `f` makes.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let client = simba::Client::open("memory://doc-with-lock")?;
+    /// let token = client.with_lock("doc.with", Duration::from_secs(5), |term| {
+    ///     assert!(term.is_valid());
+    ///     term.token()
+    /// })?;
+    /// assert!(token > 0);
+    /// client.try_lock("doc.with")?.unlock()?; // released again
+    /// # Ok::<(), simba::Error>(())
+    /// ```
+    pub fn with_lock<T>(&self, name: &str, timeout: Duration, f: impl FnOnce(&Term) -> T) -> Result<T> {
+        let held = self.lock(name, timeout)?;
+        let out = f(&held); // a panic unwinds through `held`'s drop, which releases
+        held.unlock()?;
+        Ok(out)
+    }
+
     /// Acquires without blocking: `done` runs exactly once on the callback
     /// executor with the lock, `TimedOut`, or `Canceled` (client closed).
     pub fn lock_async<F>(&self, name: &str, timeout: Duration, done: F) -> Result<()>
@@ -309,13 +335,43 @@ impl Client {
         }
         let n = cstring(name, "lease name")?;
         let ud = Box::into_raw(Box::new(Box::new(done) as Cb));
-        let rc = unsafe { sys::simba_lock_acquire_async(self.raw, n.as_ptr(), wait_ms(timeout), Some(tramp), ud as *mut c_void) };
+        let rc = unsafe {
+            sys::simba_lock_acquire_async(self.raw, n.as_ptr(), wait_ms(timeout), Some(tramp), ud as *mut c_void)
+        };
         if rc != sys::SIMBA_OK {
             let e = Error::last(rc);
             drop(unsafe { Box::from_raw(ud) });
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Acquires as a `Future` (any executor; no runtime is assumed): it
+    /// resolves to the lock, `TimedOut`, or `Canceled` (client closed).
+    /// Dropping it before it resolves gives up the wait: a lock granted
+    /// afterwards is released at once.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    /// #     use std::task::{Context, Poll, Wake, Waker};
+    /// #     struct T(std::thread::Thread);
+    /// #     impl Wake for T { fn wake(self: std::sync::Arc<Self>) { self.0.unpark() } }
+    /// #     let w = Waker::from(std::sync::Arc::new(T(std::thread::current())));
+    /// #     let mut f = std::pin::pin!(f);
+    /// #     loop { if let Poll::Ready(v) = f.as_mut().poll(&mut Context::from_waker(&w)) { return v } std::thread::park() }
+    /// # }
+    /// let client = simba::Client::open("memory://doc-lock-future")?;
+    /// let held = block_on(client.lock_future("doc.future.lock", Duration::from_secs(5))?)?;
+    /// assert!(held.is_valid());
+    /// held.unlock()?;
+    /// # Ok::<(), simba::Error>(())
+    /// ```
+    pub fn lock_future(&self, name: &str, timeout: Duration) -> Result<LockFuture> {
+        let shot = OneShot::new();
+        let put = shot.clone();
+        self.lock_async(name, timeout, move |r| put.put(r))?;
+        Ok(LockFuture { shot, resolved: false })
     }
 
     /// Starts contending for `name`; every `on_elected` is followed by exactly
@@ -374,6 +430,36 @@ impl Client {
         let this = ManuallyDrop::new(self);
         let shared = unsafe { std::ptr::read(&this.shared) };
         close_async_raw(this.raw, shared, Some(Box::new(done)));
+    }
+}
+
+/// A lock being acquired ([`Client::lock_future`]).
+#[must_use = "a LockFuture does nothing unless awaited; dropped, it gives the lock up"]
+pub struct LockFuture {
+    shot: Arc<OneShot<Result<LockTerm>>>,
+    resolved: bool,
+}
+
+impl std::future::Future for LockFuture {
+    type Output = Result<LockTerm>;
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<LockTerm>> {
+        if self.resolved {
+            return std::task::Poll::Ready(Err(Error::with_message(
+                sys::SIMBA_ESTATE,
+                "LockFuture polled after it resolved".into(),
+            )));
+        }
+        let r = self.shot.poll_take(cx);
+        if r.is_ready() {
+            self.resolved = true;
+        }
+        r
+    }
+}
+
+impl std::fmt::Debug for LockFuture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockFuture").field("resolved", &self.resolved).finish()
     }
 }
 

@@ -219,7 +219,8 @@ impl Drop for Election {
             drop(unsafe { Box::from_raw(self.listener) });
             return;
         }
-        let d = Box::into_raw(Box::new(Deferred { raw: self.raw, listener: self.listener, _client: self.client.clone() }));
+        let d =
+            Box::into_raw(Box::new(Deferred { raw: self.raw, listener: self.listener, _client: self.client.clone() }));
         let rc = unsafe { sys::simba_election_stop(self.raw, Some(deferred_free), d as *mut c_void) };
         if rc != sys::SIMBA_OK {
             // Already stopping or stopped: free the handle now (it returns at

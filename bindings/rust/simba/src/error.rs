@@ -107,7 +107,11 @@ impl Error {
 
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Error").field("kind", &self.kind).field("code", &self.code).field("message", &self.message).finish()
+        f.debug_struct("Error")
+            .field("kind", &self.kind)
+            .field("code", &self.code)
+            .field("message", &self.message)
+            .finish()
     }
 }
 
@@ -159,6 +163,69 @@ pub(crate) fn check_async(rc: i32) -> Result<()> {
 
 /// A Rust string as a C string; an interior NUL is `InvalidArgument`.
 pub(crate) fn cstring(s: &str, what: &str) -> Result<std::ffi::CString> {
-    std::ffi::CString::new(s)
-        .map_err(|_| Error::with_message(sys::SIMBA_EINVAL, format!("{what} contains a NUL byte")))
+    std::ffi::CString::new(s).map_err(|_| Error::with_message(sys::SIMBA_EINVAL, format!("{what} contains a NUL byte")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_its_own_kind() {
+        let codes = [
+            (sys::SIMBA_EINVAL, ErrorKind::InvalidArgument),
+            (sys::SIMBA_ESTATE, ErrorKind::State),
+            (sys::SIMBA_EEXPIRED, ErrorKind::Expired),
+            (sys::SIMBA_ETIMEDOUT, ErrorKind::TimedOut),
+            (sys::SIMBA_EBACKEND, ErrorKind::Backend),
+            (sys::SIMBA_ECLOSED, ErrorKind::Closed),
+            (sys::SIMBA_ENOMEM, ErrorKind::NoMemory),
+            (sys::SIMBA_EWOULDBLOCK, ErrorKind::WouldBlock),
+            (sys::SIMBA_EBUSY, ErrorKind::Busy),
+            (sys::SIMBA_EUNSUPPORTED, ErrorKind::Unsupported),
+            (sys::SIMBA_ECANCELED, ErrorKind::Canceled),
+        ];
+        for (code, kind) in codes {
+            assert_eq!(ErrorKind::from_code(code), kind, "code {code}");
+        }
+        let mut kinds: Vec<_> = codes.iter().map(|(_, k)| format!("{k:?}")).collect();
+        kinds.dedup();
+        assert_eq!(kinds.len(), codes.len());
+        assert_eq!(ErrorKind::from_code(-12), ErrorKind::Unknown);
+    }
+
+    #[test]
+    fn message_falls_back_to_strerror_and_display_names_all() {
+        let e = Error::code_only(sys::SIMBA_ETIMEDOUT);
+        assert_eq!(e.code(), sys::SIMBA_ETIMEDOUT);
+        let strerror = unsafe { CStr::from_ptr(sys::simba_strerror(sys::SIMBA_ETIMEDOUT)) }.to_str().unwrap();
+        assert_eq!(e.message(), strerror);
+        let shown = e.to_string();
+        assert!(shown.contains(strerror) && shown.contains("TimedOut") && shown.contains("-4"), "{shown}");
+        let io: std::io::Error = Error::with_message(sys::SIMBA_EBUSY, "held".into()).into();
+        assert_eq!(io.kind(), std::io::ErrorKind::ResourceBusy);
+        assert!(io.to_string().contains("held"));
+    }
+
+    #[test]
+    fn a_nul_in_a_name_is_an_invalid_argument() {
+        let e = cstring("a\0b", "lease name").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+        assert!(e.message().contains("lease name"));
+    }
+
+    #[test]
+    fn last_error_is_read_on_the_failing_thread() {
+        // A failing call sets this thread's detail; another thread's stays its own.
+        let mut out = std::ptr::null_mut();
+        let rc = unsafe { sys::simba_client_open(&mut out, c"bogus://x".as_ptr(), std::ptr::null()) };
+        let e = Error::last(rc);
+        assert_eq!(e.kind(), ErrorKind::Unsupported);
+        assert!(!e.message().is_empty());
+        let other =
+            std::thread::spawn(|| unsafe { CStr::from_ptr(sys::simba_last_error()) }.to_string_lossy().into_owned())
+                .join()
+                .unwrap();
+        assert_eq!(other, "", "a fresh thread has no detail");
+    }
 }

@@ -9,6 +9,8 @@
 //! - Elections: [`Client::election`] with a [`Listener`]; leader work:
 //!   [`Client::run_while_leader`], [`Client::schedule`], [`Client::join_group`].
 //! - [`Term`]: name, fencing token, validity, revocation.
+//! - Futures without a runtime: [`Client::lock_future`], [`Term::revoked`],
+//!   and [`Completion`] (stop, step-down) can be awaited on any executor.
 //!
 //! Every handle frees its closures only once no callback can run them; every
 //! callback runs under `catch_unwind` (a panic is reported on stderr and
@@ -33,12 +35,12 @@ mod task;
 mod term;
 mod util;
 
-pub use client::{backend_schema, Client, Event, EventKind, ExternalClient, SessionStatus};
+pub use client::{backend_schema, Client, Event, EventKind, ExternalClient, LockFuture, SessionStatus};
 pub use config::{Config, Job, LogLevel};
 pub use election::{listener, Election, FnListener, Listener};
 pub use error::{Error, ErrorKind, Result};
 pub use task::Task;
-pub use term::{LockTerm, RevokeReason, Term};
+pub use term::{LockTerm, RevokeReason, Revoked, Term};
 pub use util::Completion;
 
 /// The raw C ABI.

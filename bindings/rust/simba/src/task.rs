@@ -9,14 +9,51 @@ use crate::error::{check, cstring, Error, Result};
 use crate::term::Term;
 use crate::util::{in_callback, lock, run_callback, span_ms, with_completion, Completion};
 
-type WorkBox = Box<dyn Fn(&Term) + Send + Sync>;
+type WorkFn = Box<dyn Fn(&Term) + Send + Sync>;
+
+/// The user data of a task: its work and the terms it leads now.
+struct WorkBox {
+    work: WorkFn,
+    /// Terms seen by the work and not revoked yet (shared with their
+    /// `on_revoked` callbacks, which may run after the task is closed).
+    current: Arc<Mutex<Vec<Term>>>,
+}
 
 unsafe extern "C" fn work_tramp(ud: *mut c_void, t: *mut sys::simba_term_t) {
     let w = &*(ud as *const WorkBox);
     run_callback("leader work", || {
         let term = Term::borrowed(t);
-        w(&term);
+        track(&w.current, &term);
+        (w.work)(&term);
     });
+}
+
+/// Lists `term` in `current` until it is revoked (once per term: a schedule
+/// runs its work many times on one term).
+fn track(current: &Arc<Mutex<Vec<Term>>>, term: &Term) {
+    let raw = term.as_raw();
+    {
+        let mut cur = lock(current);
+        if cur.iter().any(|x| x.as_raw() == raw) {
+            return;
+        }
+        cur.push(term.clone());
+    }
+    let untrack = {
+        let current = current.clone();
+        move |t: &Term| {
+            let gone = {
+                let mut cur = lock(&current);
+                cur.iter().position(|x| x.as_raw() == t.as_raw()).map(|i| cur.swap_remove(i))
+            };
+            drop(gone);
+        }
+    };
+    let untrack2 = untrack.clone();
+    if term.on_revoked(move |t, _| untrack(t)).is_err() {
+        // Already revoked and its client closed: nothing to track.
+        untrack2(term);
+    }
 }
 
 /// Leader work: an election whose terms run work on a thread of their own
@@ -52,7 +89,7 @@ pub struct Task {
 unsafe impl Send for Task {}
 unsafe impl Sync for Task {}
 
-fn serial<F: FnMut(&Term) + Send + 'static>(f: F) -> WorkBox {
+fn serial<F: FnMut(&Term) + Send + 'static>(f: F) -> WorkFn {
     let m = Mutex::new(f);
     Box::new(move |t: &Term| (lock(&m))(t))
 }
@@ -60,10 +97,10 @@ fn serial<F: FnMut(&Term) + Send + 'static>(f: F) -> WorkBox {
 impl Task {
     fn create(
         client: &Client,
-        work: WorkBox,
+        work: WorkFn,
         start: impl FnOnce(*mut *mut sys::simba_task_t, sys::simba_work_fn, *mut c_void) -> i32,
     ) -> Result<Task> {
-        let boxed = Box::into_raw(Box::new(work));
+        let boxed = Box::into_raw(Box::new(WorkBox { work, current: Arc::default() }));
         let mut raw = std::ptr::null_mut();
         let rc = start(&mut raw, Some(work_tramp), boxed as *mut c_void);
         if rc != sys::SIMBA_OK {
@@ -110,6 +147,24 @@ impl Task {
     /// The raw handle (do not close it).
     pub fn as_raw(&self) -> *mut sys::simba_task_t {
         self.raw
+    }
+
+    /// The terms this task leads now: at most one for `run_while_leader` and
+    /// `schedule`, one per partition led for a group (`term.name()` is the
+    /// partition). A term is listed from the first run of its work until its
+    /// revocation was delivered; one whose deadline passed may still be listed
+    /// for a moment, so [`Task::is_leader`] also checks validity.
+    pub fn terms(&self) -> Vec<Term> {
+        // SAFETY: the box lives as long as the task handle.
+        let w = unsafe { &*self.work };
+        let mut v: Vec<Term> = lock(&w.current).clone();
+        v.sort_by(|a, b| a.name().cmp(b.name()));
+        v
+    }
+
+    /// Whether this node leads: some term of [`Task::terms`] is valid.
+    pub fn is_leader(&self) -> bool {
+        self.terms().iter().any(Term::is_valid)
     }
 
     /// Stops the task: revokes the term (`Stopped`), waits for the work,

@@ -6,7 +6,7 @@ use std::time::Duration;
 use simba_sys as sys;
 
 use crate::error::{check, Error, Result};
-use crate::util::{ms_duration, run_callback, span_ms, wait_ms};
+use crate::util::{ms_duration, run_callback, span_ms, wait_ms, OneShot};
 
 /// Why a term ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -138,6 +138,22 @@ impl Term {
         Ok(unsafe { BorrowedFd::borrow_raw(fd) })
     }
 
+    /// The `revoked` stage as a `Future` (any executor): resolves to the
+    /// reason once the term is revoked. Leader work written as async code
+    /// races its steps against it.
+    pub fn revoked(&self) -> Result<Revoked> {
+        let shot = OneShot::new();
+        let put = shot.clone();
+        if let Err(e) = self.on_revoked(move |_, r| put.put(r)) {
+            // Already revoked with its client closed: the reason is final.
+            match (e.kind(), self.revoke_reason()) {
+                (crate::ErrorKind::Closed, Some(r)) => shot.put(r),
+                _ => return Err(e),
+            }
+        }
+        Ok(Revoked { shot })
+    }
+
     /// The `revoked` stage: `f` runs exactly once, when the term is revoked
     /// (soon, never inside this call, if it already was), on the callback
     /// executor, in order with the term's election callbacks.
@@ -164,6 +180,32 @@ impl Term {
             return Err(e);
         }
         Ok(())
+    }
+}
+
+/// The revocation of a term as a `Future` ([`Term::revoked`]).
+#[must_use = "a Revoked does nothing unless awaited"]
+pub struct Revoked {
+    shot: std::sync::Arc<OneShot<RevokeReason>>,
+}
+
+impl std::future::Future for Revoked {
+    type Output = RevokeReason;
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<RevokeReason> {
+        // The reason is kept for a later poll: put it back after taking it.
+        match self.shot.poll_take(cx) {
+            std::task::Poll::Ready(r) => {
+                self.shot.put(r);
+                std::task::Poll::Ready(r)
+            }
+            p => p,
+        }
+    }
+}
+
+impl std::fmt::Debug for Revoked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Revoked").finish_non_exhaustive()
     }
 }
 

@@ -90,10 +90,16 @@ fn dropping_an_election_frees_its_listener() {
         let (tx, rx) = mpsc::channel();
         let a2 = alive.clone();
         let e = c
-            .election(&name("free"), simba::listener(move |t| {
-                let _k = &a2;
-                tx.send(t.token()).unwrap();
-            }, |_, _| {}))
+            .election(
+                &name("free"),
+                simba::listener(
+                    move |t| {
+                        let _k = &a2;
+                        tx.send(t.token()).unwrap();
+                    },
+                    |_, _| {},
+                ),
+            )
             .unwrap();
         rx.recv_timeout(WAIT).unwrap();
         assert_eq!(Arc::strong_count(&alive), 2);
@@ -113,19 +119,22 @@ fn drop_inside_own_callback_is_deferred_safely() {
         let a2 = alive.clone();
         let n = name("selfdrop");
         let e = c
-            .election(&n, simba::listener(
-                move |_t| {
-                    let _k = &a2;
-                    // Wait for the handle to be parked, then drop it from its own callback.
-                    while s2.lock().unwrap().is_none() {
-                        std::thread::yield_now();
-                    }
-                    let e = s2.lock().unwrap().take();
-                    drop(e);
-                    tx.send(()).unwrap();
-                },
-                |_, _| {},
-            ))
+            .election(
+                &n,
+                simba::listener(
+                    move |_t| {
+                        let _k = &a2;
+                        // Wait for the handle to be parked, then drop it from its own callback.
+                        while s2.lock().unwrap().is_none() {
+                            std::thread::yield_now();
+                        }
+                        let e = s2.lock().unwrap().take();
+                        drop(e);
+                        tx.send(()).unwrap();
+                    },
+                    |_, _| {},
+                ),
+            )
             .unwrap();
         *slot.lock().unwrap() = Some(e);
         rx.recv_timeout(WAIT).unwrap();
@@ -213,8 +222,14 @@ fn schedule_runs_periodically_within_one_term() {
         let n = runs.len();
         std::thread::sleep(Duration::from_millis(100));
         assert_eq!(n, runs.len());
-        assert!(runs.windows(2).all(|w| w[1].1.duration_since(w[0].1) >= Duration::from_millis(29) || w[1].0 != w[0].0), "{label}");
-        assert_eq!(c.schedule("rs.bad", Duration::ZERO, Duration::ZERO, |_| {}).unwrap_err().kind(), ErrorKind::InvalidArgument);
+        assert!(
+            runs.windows(2).all(|w| w[1].1.duration_since(w[0].1) >= Duration::from_millis(29) || w[1].0 != w[0].0),
+            "{label}"
+        );
+        assert_eq!(
+            c.schedule("rs.bad", Duration::ZERO, Duration::ZERO, |_| {}).unwrap_err().kind(),
+            ErrorKind::InvalidArgument
+        );
     }
 }
 
@@ -296,10 +311,16 @@ fn client_dropped_inside_a_callback_closes() {
     *slot.lock().unwrap() = Some(c);
     let c2 = open("memory://rs-clientdrop");
     let e = c2
-        .election("rs.clientdrop.trigger", simba::listener(move |_| {
-            drop(s2.lock().unwrap().take()); // close from a callback of another client
-            tx.send(()).unwrap();
-        }, |_, _| {}))
+        .election(
+            "rs.clientdrop.trigger",
+            simba::listener(
+                move |_| {
+                    drop(s2.lock().unwrap().take()); // close from a callback of another client
+                    tx.send(()).unwrap();
+                },
+                |_, _| {},
+            ),
+        )
         .unwrap();
     rx.recv_timeout(WAIT).unwrap();
     assert!(wait_until(WAIT, || term.revoke_reason() == Some(RevokeReason::Stopped)));
@@ -313,11 +334,17 @@ fn blocking_calls_in_callbacks_would_block() {
     let (tx, rx) = mpsc::channel();
     let c2 = c.clone();
     let e = c
-        .election("rs.wb", simba::listener(move |_| {
-            let r1 = c2.wait_live(Duration::from_millis(10)).map_err(|e| e.kind());
-            let r2 = c2.lock("rs.wb.other", Duration::from_millis(10)).map(|_| ()).map_err(|e| e.kind());
-            tx.send((r1, r2)).unwrap();
-        }, |_, _| {}))
+        .election(
+            "rs.wb",
+            simba::listener(
+                move |_| {
+                    let r1 = c2.wait_live(Duration::from_millis(10)).map_err(|e| e.kind());
+                    let r2 = c2.lock("rs.wb.other", Duration::from_millis(10)).map(|_| ()).map_err(|e| e.kind());
+                    tx.send((r1, r2)).unwrap();
+                },
+                |_, _| {},
+            ),
+        )
         .unwrap();
     let (r1, r2) = rx.recv_timeout(WAIT).unwrap();
     assert_eq!(r1, Err(ErrorKind::WouldBlock));
@@ -335,16 +362,19 @@ fn election_dropped_in_its_stop_is_freed_by_the_client_close() {
     let (el_tx, el_rx) = mpsc::channel();
     let (s2, a2) = (slot.clone(), alive.clone());
     let e = c
-        .election("rs.graveyard", simba::listener(
-            move |_| el_tx.send(()).unwrap(),
-            move |_, r| {
-                let _k = &a2;
-                // Dropped from its own on_revoked while its stop is under way:
-                // the listener cannot be freed here, it is kept until the close.
-                drop(s2.lock().unwrap().take());
-                tx.send(r).unwrap();
-            },
-        ))
+        .election(
+            "rs.graveyard",
+            simba::listener(
+                move |_| el_tx.send(()).unwrap(),
+                move |_, r| {
+                    let _k = &a2;
+                    // Dropped from its own on_revoked while its stop is under way:
+                    // the listener cannot be freed here, it is kept until the close.
+                    drop(s2.lock().unwrap().take());
+                    tx.send(r).unwrap();
+                },
+            ),
+        )
         .unwrap();
     el_rx.recv_timeout(WAIT).unwrap();
     let done = {
@@ -394,5 +424,86 @@ fn step_down_cooldown_keeps_the_election_out() {
         // Negative cooldowns cannot be expressed; a stopped election refuses.
         e.stop_wait(WAIT).unwrap();
         assert_eq!(e.step_down(Duration::ZERO).unwrap_err().kind(), ErrorKind::State, "{label}");
+    }
+}
+
+#[test]
+fn tasks_report_the_terms_they_lead() {
+    for (label, url) in backends("terms") {
+        let c = open(&url);
+        let other = open(&url);
+        // run_while_leader: the term of the running work.
+        let n = name("terms");
+        let (tx, rx) = mpsc::channel();
+        let task = c
+            .run_while_leader(&n, move |t| {
+                tx.send(t.token()).unwrap();
+                t.wait_revoked(Duration::MAX).unwrap();
+            })
+            .unwrap();
+        let tok = rx.recv_timeout(WAIT).unwrap();
+        let terms = task.terms();
+        assert_eq!(terms.len(), 1, "{label}");
+        assert_eq!((terms[0].name(), terms[0].token()), (n.as_str(), tok), "{label}");
+        assert!(task.is_leader(), "{label}");
+        task.step_down(Duration::from_secs(60)).unwrap().wait(WAIT).unwrap();
+        assert!(!task.is_leader(), "{label}");
+        assert!(wait_until(WAIT, || task.terms().is_empty()), "{label}: {:?}", task.terms());
+        // Stepped down for the cooldown: the other node gets the name.
+        other.try_lock(&n).unwrap().unlock().unwrap();
+        drop(task);
+
+        // schedule: the term stays listed between runs.
+        let (tx, rx) = mpsc::channel();
+        let sched = c
+            .schedule(&name("terms.sched"), Duration::ZERO, Duration::from_millis(300), move |t| {
+                let _ = tx.send(t.token());
+            })
+            .unwrap();
+        let tok = rx.recv_timeout(WAIT).unwrap();
+        std::thread::sleep(Duration::from_millis(50)); // between two runs
+        assert_eq!(sched.terms().iter().map(Term::token).collect::<Vec<_>>(), vec![tok], "{label}");
+        assert!(sched.is_leader(), "{label}");
+        sched.close().unwrap();
+
+        // A group of one member leads every partition.
+        let g = name("terms.group");
+        let group = c
+            .join_group(&g, 3, |t: &Term| {
+                t.wait_revoked(Duration::MAX).unwrap();
+            })
+            .unwrap();
+        let want: Vec<String> = (0..3).map(|i| format!("{g}.{i}")).collect();
+        assert!(
+            wait_until(WAIT, || group.terms().iter().map(|t| t.name().to_string()).collect::<Vec<_>>() == want),
+            "{label}: {:?}",
+            group.terms()
+        );
+        group.close().unwrap();
+    }
+}
+
+#[test]
+fn completions_can_be_awaited() {
+    for (label, url) in backends("await") {
+        let c = open(&url);
+        let (tx, rx) = mpsc::channel();
+        let revoked = Arc::new(AtomicBool::new(false));
+        let r2 = revoked.clone();
+        let task = c
+            .run_while_leader(&name("await"), move |t| {
+                tx.send(()).unwrap();
+                t.wait_revoked(Duration::MAX).unwrap();
+                r2.store(true, Ordering::SeqCst);
+            })
+            .unwrap();
+        rx.recv_timeout(WAIT).unwrap();
+        let stopped = task.stop().unwrap();
+        assert_eq!(block_on(stopped.clone(), WAIT).map(|r| r.is_ok()), Some(true), "{label}");
+        assert!(revoked.load(Ordering::SeqCst), "{label}: the stop resolved before the work returned");
+        assert!(stopped.is_done());
+        // A second stop is refused, the first one stays resolved.
+        assert_eq!(task.stop().unwrap_err().kind(), ErrorKind::State, "{label}");
+        assert!(block_on(stopped, Duration::ZERO).is_some());
     }
 }

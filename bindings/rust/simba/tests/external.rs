@@ -77,14 +77,19 @@ fn external_client_runs_callbacks_on_the_host_thread() {
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
         let (s1, s2) = (seen.clone(), seen.clone());
         let e = c
-            .election(&name("ext"), simba::listener(
-                move |t| s1.lock().unwrap().push((std::thread::current().id(), "elected", t.token())),
-                move |t, _| s2.lock().unwrap().push((std::thread::current().id(), "revoked", t.token())),
-            ))
+            .election(
+                &name("ext"),
+                simba::listener(
+                    move |t| s1.lock().unwrap().push((std::thread::current().id(), "elected", t.token())),
+                    move |t, _| s2.lock().unwrap().push((std::thread::current().id(), "revoked", t.token())),
+                ),
+            )
             .unwrap();
         // Nothing runs until the host processes.
         assert!(drive(&c, WAIT, || !seen.lock().unwrap().is_empty()), "{label}");
-        assert!(matches!(c.timeout(), None | Some(_)));
+        // A live session always has its keep-alive timer pending.
+        let to = c.timeout().unwrap_or_else(|| panic!("{label}: no timer with a live session"));
+        assert!(to <= LEASE, "{label}: {to:?}");
         // stop_wait on the host thread runs the loop itself.
         e.stop_wait(WAIT).unwrap();
         let seen = seen.lock().unwrap();
@@ -123,10 +128,13 @@ fn external_client_in_host_local_state() {
     // !Send handles live in host-thread state, e.g. an Rc.
     let c = Rc::new(simba::ExternalClient::open("memory://rs-ext-rc").unwrap());
     let log = Rc::new(RefCell::new(Vec::new()));
-    let held = c.lock("rs.ext.rc", WAIT).unwrap();
+    let host = c.clone();
+    let held = host.lock("rs.ext.rc", WAIT).unwrap();
     log.borrow_mut().push(held.token());
+    assert_eq!(c.try_lock("rs.ext.rc").unwrap_err().kind(), ErrorKind::Busy);
     drop(held);
-    assert_eq!(log.borrow().len(), 1);
+    let again = c.try_lock("rs.ext.rc").unwrap();
+    assert!(again.token() > log.borrow()[0]);
 }
 
 #[test]
@@ -148,13 +156,16 @@ fn host_executor_runs_every_callback() {
     let (tx, rx) = mpsc::channel();
     let tx2 = tx.clone();
     let e = c
-        .election("rs.exec", simba::listener(
-            move |_| tx.send(("elected", std::thread::current().name().map(String::from))).unwrap(),
-            move |_, r| {
-                assert_eq!(r, RevokeReason::Stopped);
-                tx2.send(("revoked", None)).unwrap()
-            },
-        ))
+        .election(
+            "rs.exec",
+            simba::listener(
+                move |_| tx.send(("elected", std::thread::current().name().map(String::from))).unwrap(),
+                move |_, r| {
+                    assert_eq!(r, RevokeReason::Stopped);
+                    tx2.send(("revoked", None)).unwrap()
+                },
+            ),
+        )
         .unwrap();
     assert_eq!(rx.recv_timeout(WAIT).unwrap().0, "elected");
     e.stop().unwrap().wait(WAIT).unwrap();
@@ -247,14 +258,17 @@ fn executor_dropping_jobs_in_submit_rejects_them() {
     let ran = Arc::new(AtomicUsize::new(0));
     let (r1, r2) = (ran.clone(), ran.clone());
     let e = c
-        .election("rs.exec.reject", simba::listener(
-            move |_| {
-                r1.fetch_add(1, Ordering::SeqCst);
-            },
-            move |_, _| {
-                r2.fetch_add(1, Ordering::SeqCst);
-            },
-        ))
+        .election(
+            "rs.exec.reject",
+            simba::listener(
+                move |_| {
+                    r1.fetch_add(1, Ordering::SeqCst);
+                },
+                move |_, _| {
+                    r2.fetch_add(1, Ordering::SeqCst);
+                },
+            ),
+        )
         .unwrap();
     assert!(wait_until(WAIT, || submitted.load(Ordering::SeqCst) > 0), "submit never called");
     std::thread::sleep(Duration::from_millis(100));
@@ -263,4 +277,147 @@ fn executor_dropping_jobs_in_submit_rejects_them() {
     c.lock("rs.exec.reject.lock", WAIT).unwrap().unlock().unwrap();
     drop(e);
     c.close().unwrap();
+}
+
+#[test]
+fn external_timed_out_lock_leaves_no_waiter_behind() {
+    for (label, url) in backends("extabandon") {
+        let other = open(&url);
+        let c = simba::ExternalClient::open_with(&url, &config()).unwrap();
+        c.wait_live(WAIT).unwrap();
+        let n = name("extabandon");
+        let held = other.lock(&n, WAIT).unwrap();
+        let e = c.lock(&n, Duration::from_millis(300)).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TimedOut, "{label}: {e}");
+        // Still held elsewhere: Busy, and not because of the abandoned waiter.
+        let busy = c.try_lock(&n).unwrap_err();
+        assert_eq!(busy.kind(), ErrorKind::Busy, "{label}: {busy}");
+        held.unlock().unwrap();
+        let mut last = None;
+        let got = drive(&c, WAIT, || match c.try_lock(&n) {
+            Ok(t) => {
+                t.unlock().unwrap();
+                true
+            }
+            Err(e) => {
+                last = Some(e);
+                false
+            }
+        });
+        assert!(got, "{label}: try_lock after an abandoned acquire: {last:?}");
+        c.close().unwrap();
+    }
+}
+
+/// CLOCK_MONOTONIC in ns: one clock for every process of this machine.
+fn mono_ns() -> i64 {
+    // struct timespec of 64-bit Linux.
+    #[repr(C)]
+    struct Timespec {
+        sec: i64,
+        nsec: i64,
+    }
+    extern "C" {
+        fn clock_gettime(clk: i32, ts: *mut Timespec) -> i32;
+    }
+    let mut ts = Timespec { sec: 0, nsec: 0 };
+    assert_eq!(unsafe { clock_gettime(1, &mut ts) }, 0);
+    ts.sec * 1_000_000_000 + ts.nsec
+}
+
+fn say(line: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}").unwrap();
+    out.flush().unwrap();
+}
+
+/// The child side of `two_processes_hand_over_leadership`: leads until its
+/// stdin closes, then closes cleanly.
+#[test]
+#[ignore = "child process of two_processes_hand_over_leadership"]
+fn child_leads() {
+    let (Ok(url), Ok(n)) = (std::env::var("SIMBA_RS_CHILD_URL"), std::env::var("SIMBA_RS_CHILD_NAME")) else {
+        return;
+    };
+    let c = open(&url);
+    let task = c
+        .run_while_leader(&n, |t| {
+            say(&format!("LEADER {}", t.token()));
+            t.wait_revoked(Duration::MAX).unwrap();
+            std::thread::sleep(Duration::from_millis(100)); // finishing the step
+            say(&format!("EXIT {}", mono_ns()));
+        })
+        .unwrap();
+    let mut sink = String::new();
+    let _ = std::io::Read::read_to_string(&mut std::io::stdin(), &mut sink);
+    task.close().unwrap();
+    c.close().unwrap();
+    say("CLOSED 0");
+}
+
+#[test]
+fn two_processes_hand_over_leadership() {
+    for (label, url) in servers("handover") {
+        let n = name("handover");
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_leads", "--ignored", "--nocapture", "--test-threads=1"])
+            .env("SIMBA_RS_CHILD_URL", &url)
+            .env("SIMBA_RS_CHILD_NAME", &n)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        struct KillOnDrop(std::process::Child);
+        impl Drop for KillOnDrop {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let mut child = KillOnDrop(child);
+        let (ltx, lines) = mpsc::channel::<String>();
+        let reader = std::thread::spawn(move || {
+            for l in BufReader::new(stdout).lines() {
+                let Ok(l) = l else { break };
+                if ltx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let field = |tag: &str| -> i64 {
+            let end = Instant::now() + WAIT;
+            while let Some(left) = end.checked_duration_since(Instant::now()) {
+                let Ok(l) = lines.recv_timeout(left) else { break };
+                if let Some(v) = l.split(&format!("{tag} ")).nth(1) {
+                    return v.trim().parse().unwrap_or_else(|_| panic!("bad line {l:?}"));
+                }
+            }
+            panic!("{label}: the child never said {tag}");
+        };
+        let child_token = field("LEADER") as u64;
+
+        let c = open(&url);
+        let (etx, elected) = mpsc::channel();
+        let e = c.election(&n, simba::listener(move |t| etx.send((t.token(), mono_ns())).unwrap(), |_, _| {})).unwrap();
+        // While the child leads, this node is only a candidate.
+        assert!(elected.recv_timeout(LEASE * 2).is_err(), "{label}: two leaders");
+        assert!(!e.is_leader(), "{label}");
+        // Clean stop of the child: its work returns, then the lease is handed over.
+        drop(stdin);
+        let (token, elected_at) = elected.recv_timeout(WAIT).unwrap_or_else(|_| panic!("{label}: never elected"));
+        let exited_at = field("EXIT");
+        assert!(
+            exited_at <= elected_at,
+            "{label}: elected {} us before the old work returned",
+            (exited_at - elected_at) / 1000
+        );
+        assert!(token > child_token, "{label}: {token} <= {child_token}");
+        field("CLOSED");
+        assert!(child.0.wait().unwrap().success(), "{label}: child failed");
+        reader.join().unwrap();
+        e.stop_wait(WAIT).unwrap();
+    }
 }

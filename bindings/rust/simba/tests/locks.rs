@@ -150,8 +150,10 @@ fn lock_async_delivers_once() {
         // The LockTerm was dropped inside the callback: that released it.
         assert!(wait_until(WAIT, || term.revoke_reason() == Some(RevokeReason::Stopped)), "{label}");
         let held = a.lock(&n, WAIT).unwrap();
-        b.lock_async(&n, Duration::from_millis(150), move |r| tx2.send(r.map(|t| t.term().clone()).map_err(|e| e.kind())).unwrap())
-            .unwrap();
+        b.lock_async(&n, Duration::from_millis(150), move |r| {
+            tx2.send(r.map(|t| t.term().clone()).map_err(|e| e.kind())).unwrap()
+        })
+        .unwrap();
         assert_eq!(rx.recv_timeout(WAIT).unwrap().unwrap_err(), ErrorKind::TimedOut, "{label}");
         held.unlock().unwrap();
         // Cancelled by close.
@@ -282,7 +284,11 @@ fn inspect_reports_the_holder() {
         let held = c.lock(&n, WAIT).unwrap();
         let json = c.inspect_json(&[n.as_str()], WAIT).unwrap();
         assert!(json.contains(&n), "{label}: {json}");
-        assert!(json.contains(&format!("\"token\":{}", held.token())) || json.contains(&format!("\"token\": {}", held.token())), "{label}: {json}");
+        assert!(
+            json.contains(&format!("\"token\":{}", held.token()))
+                || json.contains(&format!("\"token\": {}", held.token())),
+            "{label}: {json}"
+        );
         held.unlock().unwrap();
     }
 }
@@ -300,5 +306,150 @@ fn logger_receives_lines() {
     assert_eq!(c.status(), SessionStatus::Opening);
     c.close().unwrap();
     let lines = lines.lock().unwrap();
-    assert!(lines.iter().all(|(lvl, m)| *lvl >= simba::LogLevel::Info && !m.is_empty() && !m.contains('\n')), "{lines:?}");
+    assert!(
+        lines.iter().all(|(lvl, m)| *lvl >= simba::LogLevel::Info && !m.is_empty() && !m.contains('\n')),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn timed_out_lock_leaves_no_waiter_behind() {
+    // An acquire that timed out must not stay queued: once the holder lets
+    // go, a try_lock of the same client gets the name at once.
+    for (label, url) in backends("abandon") {
+        let a = open(&url);
+        let b = open(&url);
+        let n = name("abandon");
+        let held = a.lock(&n, WAIT).unwrap();
+        for _ in 0..2 {
+            let e = b.lock(&n, Duration::from_millis(300)).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::TimedOut, "{label}: {e}");
+        }
+        held.unlock().unwrap();
+        // The backend may answer the abandoned attempt late (for at most two
+        // call timeouts, see the contract); within that, try_lock must succeed.
+        let mut last = None;
+        let got = wait_until(WAIT, || match b.try_lock(&n) {
+            Ok(t) => {
+                t.unlock().unwrap();
+                true
+            }
+            Err(e) => {
+                last = Some(e);
+                false
+            }
+        });
+        assert!(got, "{label}: try_lock after an abandoned acquire: {last:?}");
+        // And the first client can take it back.
+        a.lock(&n, WAIT).unwrap().unlock().unwrap();
+    }
+}
+
+#[test]
+fn with_lock_releases_after_return_and_panic() {
+    for (label, url) in backends("with") {
+        let c = open(&url);
+        let n = name("with");
+        let (tok, valid) = c.with_lock(&n, WAIT, |t| (t.token(), t.is_valid())).unwrap();
+        assert!(tok > 0 && valid, "{label}");
+        let other = open(&url);
+        other.try_lock(&n).unwrap().unlock().unwrap();
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            c.with_lock(&n, WAIT, |_| panic!("work failed")).unwrap();
+        }));
+        assert!(r.is_err(), "{label}");
+        // Released by the unwinding guard: free for another client.
+        let t = other.try_lock(&n).unwrap_or_else(|e| panic!("{label}: still held after a panic: {e}"));
+        assert!(t.token() > tok, "{label}");
+        t.unlock().unwrap();
+        // A lock already held elsewhere times out without running the closure.
+        let held = other.lock(&n, WAIT).unwrap();
+        let mut ran = false;
+        let e = c.with_lock(&n, Duration::from_millis(200), |_| ran = true).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TimedOut, "{label}");
+        assert!(!ran, "{label}");
+        held.unlock().unwrap();
+    }
+}
+
+#[test]
+fn locks_exclude_across_threads_and_clients() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    for (label, url) in backends("mutex") {
+        let clients = [open(&url), open(&url)];
+        let n = name("mutex");
+        let inside = AtomicBool::new(false);
+        let tokens = Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for c in &clients {
+                for _ in 0..2 {
+                    s.spawn(|| {
+                        for _ in 0..5 {
+                            let t = c.lock(&n, WAIT).unwrap_or_else(|e| panic!("{label}: {e}"));
+                            assert!(!inside.swap(true, Ordering::SeqCst), "{label}: two holders at once");
+                            tokens.lock().unwrap().push(t.token());
+                            std::thread::sleep(Duration::from_millis(2));
+                            inside.store(false, Ordering::SeqCst);
+                            t.unlock().unwrap();
+                        }
+                    });
+                }
+            }
+        });
+        let tokens = tokens.into_inner().unwrap();
+        assert_eq!(tokens.len(), 20, "{label}");
+        assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{label}: tokens not increasing: {tokens:?}");
+    }
+}
+
+#[test]
+fn lock_future_resolves_times_out_and_gives_up_when_dropped() {
+    for (label, url) in backends("future") {
+        let a = open(&url);
+        let b = open(&url);
+        let n = name("future");
+        let held = block_on(a.lock_future(&n, WAIT).unwrap(), WAIT).expect("resolved").unwrap();
+        assert!(held.is_valid(), "{label}");
+        // Held elsewhere: pending, then TimedOut.
+        let fut = b.lock_future(&n, Duration::from_millis(200)).unwrap();
+        let e = block_on(fut, WAIT).expect("resolved").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::TimedOut, "{label}");
+        // A future dropped while waiting: the lock granted later is let go.
+        let mut fut = Box::pin(b.lock_future(&n, WAIT).unwrap());
+        assert!(block_on(fut.as_mut(), Duration::from_millis(50)).is_none(), "{label}: resolved while held");
+        drop(fut);
+        let tok = held.token();
+        held.unlock().unwrap();
+        let mut last = None;
+        let freed = wait_until(WAIT, || match a.try_lock(&n) {
+            Ok(t) => {
+                assert!(t.token() > tok);
+                t.unlock().unwrap();
+                true
+            }
+            Err(e) => {
+                last = Some(e);
+                false
+            }
+        });
+        assert!(freed, "{label}: the abandoned future kept the lock: {last:?}");
+    }
+}
+
+#[test]
+fn term_revoked_future_resolves_with_the_reason() {
+    for (label, url) in backends("revfut") {
+        let c = open(&url);
+        let held = c.lock(&name("revfut"), WAIT).unwrap();
+        let term = held.term().clone();
+        let mut revoked = Box::pin(term.revoked().unwrap());
+        assert!(block_on(revoked.as_mut(), Duration::from_millis(50)).is_none(), "{label}: resolved while held");
+        held.unlock().unwrap();
+        assert_eq!(block_on(revoked.as_mut(), WAIT), Some(RevokeReason::Stopped), "{label}");
+        // Polled again, it stays resolved.
+        assert_eq!(block_on(revoked.as_mut(), WAIT), Some(RevokeReason::Stopped), "{label}");
+        // On a revoked term of a closed client, it resolves at once.
+        c.close().unwrap();
+        assert_eq!(block_on(term.revoked().unwrap(), WAIT), Some(RevokeReason::Stopped), "{label}");
+    }
 }

@@ -73,3 +73,29 @@ pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// A minimal executor: polls `f` on this thread until it is ready or
+/// `timeout` passed (`None`), parking between wake-ups.
+pub fn block_on<F: std::future::Future>(f: F, timeout: Duration) -> Option<F::Output> {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.unpark()
+        }
+    }
+    let waker = Waker::from(std::sync::Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut f = std::pin::pin!(f);
+    let end = Instant::now() + timeout;
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return Some(v);
+        }
+        let now = Instant::now();
+        if now >= end {
+            return None;
+        }
+        std::thread::park_timeout(end - now);
+    }
+}

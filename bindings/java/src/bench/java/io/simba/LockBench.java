@@ -1,0 +1,58 @@
+package io.simba;
+
+import java.time.Duration;
+import java.util.Arrays;
+
+/**
+ * The lock cycle (acquire + release) through the Java binding and through the raw C
+ * ABI (a loop of simba_lock_acquire + simba_lock_release in the JNI glue), on the same
+ * client, in the same process and run, in alternating rounds.
+ * usage: LockBench URL [CYCLES_PER_ROUND [ROUNDS]]
+ */
+public final class LockBench {
+  private LockBench() {}
+
+  public static void main(String[] args) {
+    String url = args.length > 0 ? args[0] : "memory://bench";
+    int n = args.length > 1 ? Integer.parseInt(args[1]) : 2000;
+    int rounds = args.length > 2 ? Integer.parseInt(args[2]) : 7;
+    SimbaConfig cfg = SimbaConfig.builder().leaseDuration(Duration.ofSeconds(15)).build();
+    try (Simba simba = Simba.open(url, cfg)) {
+      if (!simba.awaitLive(Duration.ofSeconds(10))) throw new IllegalStateException("session not live: " + url);
+      String name = "bench.java-lock";
+      javaCycles(simba, name, n); // warm-up: JIT, connections
+      cCycles(simba, name, n);
+      double[] j = new double[rounds];
+      double[] c = new double[rounds];
+      for (int r = 0; r < rounds; r++) {
+        j[r] = javaCycles(simba, name, n) / (double) n / 1000.0;
+        c[r] = cCycles(simba, name, n) / (double) n / 1000.0;
+        System.out.printf("round %d: java %.2f us/cycle, C %.2f us/cycle, ratio %.3f%n", r, j[r], c[r], j[r] / c[r]);
+      }
+      double mj = median(j);
+      double mc = median(c);
+      System.out.printf("%s, %d cycles x %d rounds: median java %.2f us/cycle, C %.2f us/cycle, ratio %.3f%n", url,
+          n, rounds, mj, mc, mj / mc);
+    }
+  }
+
+  private static long javaCycles(Simba simba, String name, int n) {
+    long t0 = System.nanoTime();
+    for (int i = 0; i < n; i++) {
+      try (LockTerm t = simba.lock(name)) {
+        if (t.token() <= 0) throw new AssertionError();
+      }
+    }
+    return System.nanoTime() - t0;
+  }
+
+  private static long cCycles(Simba simba, String name, int n) {
+    return simba.withHandle(h -> Native.benchLockCycles(h, name, n));
+  }
+
+  private static double median(double[] v) {
+    double[] s = v.clone();
+    Arrays.sort(s);
+    return s[s.length / 2];
+  }
+}

@@ -1,0 +1,40 @@
+package io.simba;
+
+import java.lang.ref.Reference;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+/**
+ * A held lock: a term without leader work. {@link #close()} releases it (revokes the
+ * term with STOPPED, releases the lease with the token, waits for the backend's
+ * answer outside callbacks). A lock term that becomes unreachable without close()
+ * is released by the cleaner, so a lost lock never stays held for longer than the session.
+ */
+public final class LockTerm extends Term implements AutoCloseable {
+  private final AtomicBoolean released = new AtomicBoolean();
+
+  /** @param ptr an owned lock term; a second reference is taken so accessors stay valid after release. */
+  LockTerm(long ptr) {
+    super(retained(ptr), 2);
+  }
+
+  private static long retained(long ptr) {
+    Native.termRetain(ptr);
+    return ptr;
+  }
+
+  /** Releases the lock; later calls do nothing. */
+  @Override
+  public void close() {
+    if (!released.compareAndSet(false, true)) return;
+    try {
+      if (refs.drop()) Native.lockRelease(ptr); // drops the owner reference
+    } finally {
+      Reference.reachabilityFence(this);
+    }
+  }
+
+  /** True once {@link #close()} was called. */
+  public boolean isReleased() {
+    return released.get();
+  }
+}

@@ -1,0 +1,43 @@
+package io.simba;
+
+/**
+ * Session events, delivered one at a time, in order, on the callback executor
+ * ({@link Simba#onSessionEvent}). {@link #detailJson()} is the library's detail object.
+ */
+public sealed interface SessionEvent {
+  /** The library's detail, a JSON object. */
+  String detailJson();
+
+  /** A new session id was granted. */
+  record SessionOpened(String detailJson) implements SessionEvent {}
+
+  /** A keep-alive succeeded after a failure. */
+  record SessionLive(String detailJson) implements SessionEvent {}
+
+  /** A keep-alive failed; the session's deadline has not passed yet. */
+  record SessionSuspended(String detailJson) implements SessionEvent {}
+
+  /** The session ended: the backend said it expired, or the local deadline passed. */
+  record SessionExpired(String detailJson) implements SessionEvent {}
+
+  /** The client closed its session. */
+  record SessionClosed(String detailJson) implements SessionEvent {}
+
+  /**
+   * The backend granted less than leaseDuration: the client renews every third of the
+   * validity granted instead (published once per session, with a warning).
+   */
+  record SessionLeaseShortened(String detailJson) implements SessionEvent {}
+
+  static SessionEvent of(int type, String json) {
+    switch (type) {
+      case 0: return new SessionOpened(json);
+      case 1: return new SessionLive(json);
+      case 2: return new SessionSuspended(json);
+      case 3: return new SessionExpired(json);
+      case 4: return new SessionClosed(json);
+      case 5: return new SessionLeaseShortened(json);
+      default: return null;
+    }
+  }
+}

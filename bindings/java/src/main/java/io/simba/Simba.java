@@ -1,0 +1,323 @@
+package io.simba;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+import java.util.Optional;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.Executor;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
+import java.util.function.Consumer;
+import java.util.function.LongFunction;
+
+/**
+ * A Simba client: one session on one backend, kept alive in the background, through
+ * which this process leases names (elections, leader work, partition groups, locks).
+ * Open one per process and close it on shutdown: close() revokes every term (STOPPED),
+ * closes the session (the backend frees every lease at once) and returns when no
+ * callback runs any more. Thread-safe.
+ *
+ * <pre>{@code
+ * try (Simba simba = Simba.open("redis://127.0.0.1:6379")) {
+ *   simba.election("ledger").runWhileLeader(term -> {
+ *     for (Batch batch : batches) {
+ *       term.ensureValid(Duration.ofSeconds(2));
+ *       ledger.settle(batch, term.token());
+ *     }
+ *   });
+ * }
+ * }</pre>
+ */
+public final class Simba implements AutoCloseable {
+  static {
+    Native.load();
+  }
+
+  private static final AtomicInteger POOLS = new AtomicInteger();
+
+  private final String url;
+  private final SimbaConfig config;
+  private final ExecutorService ownPool; // null with a host executor
+  private final ReentrantReadWriteLock rw = new ReentrantReadWriteLock();
+  private long handle; // guarded by rw; 0 once closed
+  private boolean closing; // guarded by this
+  private final CompletableFuture<Void> closed = new CompletableFuture<>();
+  private final Set<Contender> contenders = ConcurrentHashMap.newKeySet();
+  private final List<Consumer<? super SessionEvent>> eventListeners = new CopyOnWriteArrayList<>();
+
+  private Simba(String url, SimbaConfig config) {
+    this.url = url;
+    this.config = config;
+    Executor ex = config.callbackExecutor();
+    if (ex == null) {
+      int pool = POOLS.incrementAndGet();
+      AtomicInteger n = new AtomicInteger();
+      ThreadFactory tf = r -> {
+        Thread t = new Thread(r, "simba-callback-" + pool + "-" + n.incrementAndGet());
+        t.setDaemon(true);
+        return t;
+      };
+      ownPool = Executors.newCachedThreadPool(tf);
+      ex = ownPool;
+    } else {
+      ownPool = null;
+    }
+    System.Logger.Level ll = config.logLevel();
+    int level = ll == null || ll == System.Logger.Level.OFF ? -1
+        : ll.getSeverity() >= System.Logger.Level.ERROR.getSeverity() ? 3
+        : ll.getSeverity() >= System.Logger.Level.WARNING.getSeverity() ? 2
+        : ll.getSeverity() >= System.Logger.Level.INFO.getSeverity() ? 1 : 0;
+    eventListeners.addAll(config.sessionListeners());
+    Upcall sink = new Upcall() {
+      @Override
+      void event(int type, String json) {
+        SessionEvent e = SessionEvent.of(type, json);
+        if (e == null) return;
+        for (Consumer<? super SessionEvent> l : eventListeners) {
+          try {
+            l.accept(e);
+          } catch (Throwable t) {
+            Callbacks.report("session event listener", t);
+          }
+        }
+      }
+    };
+    handle = Native.clientOpen(url, config.keyValues(), ex, sink,
+        level < 0 ? null : System.getLogger("io.simba.native"), Math.max(level, 0));
+  }
+
+  /** Opens a client with the default configuration. */
+  public static Simba open(String backendUrl) {
+    return open(backendUrl, SimbaConfig.defaults());
+  }
+
+  /**
+   * Opens a client; returns at once, the session opens in the background.
+   * URLs: {@code memory://NAME}, {@code redis://[user:pass@]host:port[/db][?prefix=simba]},
+   * {@code postgresql://...}, {@code zookeeper://host:port[,...]/chroot}.
+   *
+   * @throws IllegalArgumentException for a malformed URL
+   * @throws SimbaException with {@link SimbaException.Code#UNSUPPORTED} for a scheme not built in
+   */
+  public static Simba open(String backendUrl, SimbaConfig config) {
+    Objects.requireNonNull(backendUrl, "backendUrl");
+    Objects.requireNonNull(config, "config");
+    return new Simba(backendUrl, config);
+  }
+
+  /** The library's version, "major.minor.patch". */
+  public static String version() {
+    return Native.version();
+  }
+
+  public SimbaConfig config() {
+    return config;
+  }
+
+  /** Runs a short native call on the live handle (never one that waits without bound... see locks). */
+  long withHandle(LongFunction<Long> call) {
+    rw.readLock().lock();
+    try {
+      if (handle == 0) throw new SimbaException(SimbaException.Code.CLOSED, "client closed: " + url);
+      return call.apply(handle);
+    } finally {
+      rw.readLock().unlock();
+    }
+  }
+
+  void track(Contender c) {
+    contenders.add(c);
+  }
+
+  void untrack(Contender c) {
+    contenders.remove(c);
+  }
+
+  /** The election of {@code name}: a handle to start contending, run leader work or lock. */
+  public Election election(String name) {
+    return new Election(this, name);
+  }
+
+  /**
+   * Joins the partition group {@code group}: partitions {@code group.0 .. group.N-1}
+   * are spread over the members, and {@code work} runs for each one this member leads.
+   */
+  public GroupTask group(String group, int partitions, LeaderWork work) {
+    Objects.requireNonNull(group, "group");
+    Objects.requireNonNull(work, "work");
+    if (partitions <= 0) throw new IllegalArgumentException("partitions must be positive");
+    GroupTask g = new GroupTask(this, group, partitions, work);
+    g.started(withHandle(h -> Native.taskStart(Native.TASK_GROUP, h, group, partitions, 0, g)));
+    return g;
+  }
+
+  /**
+   * Acquires the lock {@code name}, waiting without bound (FIFO behind other locks of
+   * this client on the name).
+   *
+   * @throws SimbaException CLOSED if the client closes meanwhile, WOULD_BLOCK from a callback
+   */
+  public LockTerm lock(String name) {
+    return acquire(name, -1, false).orElseThrow(() -> new SimbaException(SimbaException.Code.TIMED_OUT, name));
+  }
+
+  /** Acquires the lock {@code name}, waiting up to {@code timeout}; empty when it passed. */
+  public Optional<LockTerm> lock(String name, Duration timeout) {
+    return acquire(name, Math.max(0, timeout.toMillis()), false);
+  }
+
+  /**
+   * One attempt: the lock if nobody holds it (waits at most one renew period for the
+   * session and the backend's answer); empty when it is held, here or elsewhere.
+   */
+  public Optional<LockTerm> tryLock(String name) {
+    return acquire(name, 0, true);
+  }
+
+  private Optional<LockTerm> acquire(String name, long ms, boolean tryOnly) {
+    Objects.requireNonNull(name, "name");
+    long t = withHandle(h -> Native.lockAcquire(h, name, ms, tryOnly));
+    return t == 0 ? Optional.empty() : Optional.of(new LockTerm(t));
+  }
+
+  /**
+   * Acquires without blocking a thread: completes on the callback executor with the
+   * lock, exceptionally with SimbaException TIMED_OUT, or CANCELED if the client closed.
+   */
+  public CompletionStage<LockTerm> lockAsync(String name, Duration timeout) {
+    Objects.requireNonNull(name, "name");
+    CompletableFuture<LockTerm> f = new CompletableFuture<>();
+    long ms = timeout == null ? -1 : timeout.toMillis();
+    withHandle(h -> {
+      Native.lockAcquireAsync(h, name, ms, new Upcall() {
+        @Override
+        void locked(int err, long term) {
+          if (err != 0) {
+            f.completeExceptionally(SimbaException.of(err, name + ": " + SimbaException.Code.of(err)));
+            return;
+          }
+          LockTerm lt = new LockTerm(term);
+          if (!f.complete(lt)) lt.close();
+        }
+      });
+      return 0L;
+    });
+    return f;
+  }
+
+  /** The session's status now; never blocks. */
+  public SessionStatus status() {
+    rw.readLock().lock();
+    try {
+      return handle == 0 ? SessionStatus.CLOSED : SessionStatus.of(Native.clientStatus(handle));
+    } finally {
+      rw.readLock().unlock();
+    }
+  }
+
+  /** Waits until the session is LIVE; false when the timeout passed first. */
+  public boolean awaitLive(Duration timeout) {
+    return withHandle(h -> Native.clientWaitLive(h, timeout.toMillis()) ? 1L : 0L) == 1L;
+  }
+
+  /** A snapshot of the session, elections, locks and counters; never blocks on the backend. */
+  public Snapshot snapshot() {
+    String[] json = new String[1];
+    withHandle(h -> {
+      json[0] = Native.clientSnapshot(h);
+      return 0L;
+    });
+    return new Snapshot(json[0]);
+  }
+
+  /**
+   * What the backend holds, for operators: one read outside the session, as JSON
+   * ("backend", "sessions", "leases"). {@code names} empty: every lease.
+   */
+  public String inspect(Duration timeout, String... names) {
+    String[] json = new String[1];
+    withHandle(h -> {
+      json[0] = Native.clientInspect(h, names, timeout.toMillis());
+      return 0L;
+    });
+    return json[0];
+  }
+
+  /**
+   * Receives session events (SessionOpened, SessionLeaseShortened, ...), in order, on
+   * the callback executor. Close the returned handle to stop receiving.
+   */
+  public AutoCloseable onSessionEvent(Consumer<? super SessionEvent> listener) {
+    Objects.requireNonNull(listener, "listener");
+    eventListeners.add(listener);
+    return () -> eventListeners.remove(listener);
+  }
+
+  /** Completes once the client closed (after its last callback). */
+  public CompletionStage<Void> closed() {
+    return closed.minimalCompletionStage();
+  }
+
+  /**
+   * Closes: stops every election and task (handover order), revokes every lock term,
+   * closes the session and waits until no callback runs. From a callback or leader work
+   * it starts the close and returns. Calling it again waits for the same close.
+   */
+  @Override
+  public void close() {
+    boolean first;
+    synchronized (this) {
+      first = !closing;
+      closing = true;
+    }
+    if (first) {
+      for (Contender c : new ArrayList<>(contenders)) {
+        try {
+          c.stopFuture();
+        } catch (RuntimeException e) {
+          Callbacks.report("stop of " + c.name, e);
+        }
+      }
+      long h;
+      rw.readLock().lock();
+      try {
+        h = handle;
+      } finally {
+        rw.readLock().unlock();
+      }
+      Native.clientCloseAsync(h, new Upcall() {
+        @Override
+        void done(int err) { // the client's last callback: no call may use the handle after it
+          rw.writeLock().lock();
+          try {
+            handle = 0;
+          } finally {
+            rw.writeLock().unlock();
+          }
+          closed.complete(null);
+        }
+      });
+    }
+    if (Callbacks.inCallback()) return;
+    closed.join();
+    for (Contender c : new ArrayList<>(contenders)) { // stopped by the close without their done
+      c.freeHandle();
+      contenders.remove(c);
+    }
+    if (ownPool != null) ownPool.shutdown();
+  }
+
+  @Override
+  public String toString() {
+    return "Simba[" + url + ", " + status() + "]";
+  }
+}

@@ -1,0 +1,162 @@
+package io.simba;
+
+import static io.simba.TestSupport.*;
+import static org.junit.jupiter.api.Assertions.*;
+
+import java.time.Duration;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.junit.jupiter.api.Test;
+
+class LockTest {
+  @Test
+  void lockTermLifecycle() {
+    try (Simba s = open()) {
+      String n = name("lock");
+      LockTerm t = s.lock(n);
+      assertEquals(n, t.name());
+      assertTrue(t.token() > 0);
+      assertTrue(t.isValid());
+      assertNull(t.revokeReason());
+      assertTrue(t.remaining().compareTo(Duration.ZERO) > 0);
+      assertTrue(t.remaining().compareTo(LEASE) <= 0);
+      t.ensureValid(Duration.ofMillis(10));
+      assertThrows(TermExpiredException.class, () -> t.ensureValid(Duration.ofMinutes(5)));
+      assertThrows(IllegalArgumentException.class, () -> t.ensureValid(Duration.ofMillis(-1)));
+      CompletableFuture<RevokeReason> revoked = t.revoked().toCompletableFuture();
+      assertFalse(revoked.isDone());
+      t.close();
+      assertTrue(t.isReleased());
+      assertFalse(t.isValid());
+      assertEquals(Duration.ZERO, t.remaining());
+      assertEquals(RevokeReason.STOPPED, t.revokeReason());
+      assertEquals(RevokeReason.STOPPED, get(revoked), "on_revoked has run when release returns");
+      TermExpiredException e = assertThrows(TermExpiredException.class, () -> t.ensureValid(Duration.ZERO));
+      assertEquals(SimbaException.Code.EXPIRED, e.code());
+      assertEquals(RevokeReason.STOPPED, get(t.revoked()), "revoked() after the end completes too");
+      t.close(); // idempotent
+      try (LockTerm t2 = s.lock(n)) {
+        assertTrue(t2.token() > t.token(), "tokens increase across terms");
+      }
+    }
+  }
+
+  @Test
+  void tryLockAndTimeoutsAcrossClients() {
+    try (Simba a = open(); Simba b = open()) {
+      String n = name("try");
+      LockTerm held = a.tryLock(n).orElseThrow();
+      assertEquals(Optional.empty(), b.tryLock(n));
+      long t0 = System.nanoTime();
+      assertEquals(Optional.empty(), b.lock(n, Duration.ofMillis(300)));
+      assertTrue(System.nanoTime() - t0 >= 250_000_000L, "waited for the timeout");
+      CompletableFuture<LockTerm> waiting = b.lockAsync(n, WAIT).toCompletableFuture();
+      assertFalse(waiting.isDone());
+      held.close();
+      try (LockTerm got = get(waiting)) {
+        assertTrue(got.isValid());
+        assertTrue(got.token() > held.token());
+        assertEquals(Optional.empty(), a.tryLock(n));
+      }
+    }
+  }
+
+  @Test
+  void locksOfOneClientQueue() throws Exception {
+    try (Simba s = open()) {
+      String n = name("fifo");
+      LockTerm first = s.lock(n);
+      CompletableFuture<LockTerm> second = CompletableFuture.supplyAsync(() -> s.lock(n));
+      Thread.sleep(100);
+      assertFalse(second.isDone(), "a second lock of the name waits behind the first");
+      first.close();
+      try (LockTerm t = get(second)) {
+        assertTrue(t.isValid());
+      }
+    }
+  }
+
+  @Test
+  void lockAsyncTimesOutAndIsCanceledByClose() {
+    try (Simba a = open()) {
+      String n = name("async");
+      Simba b = open();
+      try (LockTerm held = a.lock(n)) {
+        CompletionException e = assertThrows(CompletionException.class,
+            () -> b.lockAsync(n, Duration.ofMillis(200)).toCompletableFuture().join());
+        assertEquals(SimbaException.Code.TIMED_OUT, ((SimbaException) e.getCause()).code());
+        CompletableFuture<LockTerm> pending = b.lockAsync(n, WAIT).toCompletableFuture();
+        b.close();
+        e = assertThrows(CompletionException.class, pending::join);
+        assertEquals(SimbaException.Code.CANCELED, ((SimbaException) e.getCause()).code());
+        assertTrue(held.isValid());
+      }
+    }
+  }
+
+  @Test
+  void closeEndsABlockedLock() throws Exception {
+    try (Simba a = open()) {
+      String n = name("blocked");
+      Simba b = open();
+      try (LockTerm held = a.lock(n)) {
+        CompletableFuture<LockTerm> blocked = CompletableFuture.supplyAsync(() -> b.lock(n));
+        Thread.sleep(100);
+        assertFalse(blocked.isDone());
+        b.close(); // must not wait for the blocked lock(), which must end
+        ExecutionException e = assertThrows(ExecutionException.class, () -> blocked.get(WAIT.toMillis(), TimeUnit.MILLISECONDS));
+        SimbaException se = (SimbaException) e.getCause();
+        assertTrue(se.code() == SimbaException.Code.CLOSED || se.code() == SimbaException.Code.CANCELED, se.toString());
+        assertTrue(held.isValid());
+      }
+    }
+  }
+
+  @Test
+  void aLostLockTermIsReleasedByTheCleaner() {
+    try (Simba a = open(); Simba b = open()) {
+      String n = name("gc");
+      a.lock(n); // dropped without close
+      await("the garbage-collected lock to be released", () -> {
+        System.gc();
+        Optional<LockTerm> t = b.tryLock(n);
+        t.ifPresent(LockTerm::close);
+        return t.isPresent();
+      });
+    }
+  }
+
+  @Test
+  void blockingCallsFromACallbackAreRefused() {
+    try (Simba s = open()) {
+      String n = name("cb");
+      AtomicReference<Throwable> seen = new AtomicReference<>();
+      Election e = s.election(n).start(term -> {
+        try {
+          s.lock(n + ".other").close();
+        } catch (Throwable t) {
+          seen.set(t);
+        }
+      });
+      await("the callback", () -> seen.get() != null);
+      assertEquals(SimbaException.Code.WOULD_BLOCK, ((SimbaException) seen.get()).code());
+      get(e.stop());
+    }
+  }
+
+  @Test
+  void lockingAStartedElectionNameIsAStateError() {
+    try (Simba s = open()) {
+      String n = name("both");
+      Election e = s.election(n).start(t -> {});
+      assertThrows(IllegalStateException.class, e::tryLock);
+      await("elected", e::isLeader); // (a stop during the first attempt: see README, "ABI notes")
+      get(e.stop());
+      e.tryLock().orElseThrow().close();
+    }
+  }
+}
