@@ -383,6 +383,60 @@ SIMBA_API char *simba_client_snapshot_json(simba_client_t *c);
 SIMBA_API int simba_client_inspect_json(simba_client_t *c, const char *const *names,
                                         size_t n_names, int64_t timeout_ms, char **out_json);
 
+/**
+ * @brief The client's metrics in the Prometheus text exposition format (0.0.4),
+ *        for a scrape endpoint (`simba run --listen`) or a host's own (1.2).
+ *
+ * Counters (`_total`): sessions opened, keep-alives sent and failed, acquires,
+ * terms won, revocations by reason (label `reason`), releases; histograms
+ * (`_seconds`): keep-alive round trip, remaining session validity when a
+ * keep-alive is answered, handover time (revocation to release answered);
+ * gauges: session state (label `state`, 1 for the current one), leases held.
+ * Every series carries the label `client` (client.name). The same values are in
+ * simba_client_snapshot_json() under "metrics".
+ * @return a string to free with simba_free(), or NULL (c is NULL, out of memory,
+ *         client closed; see simba_last_error()). Never blocks on the backend.
+ */
+SIMBA_API char *simba_client_metrics_text(simba_client_t *c);
+
+/** An observer of a name's holder (simba_observe_start()). */
+typedef struct simba_observer simba_observer_t;
+
+/**
+ * Called with each change of an observed name's holder: @p holder_session is the
+ * holding session's id, NULL when the name is free; @p holder_client its
+ * client.name (NULL when free or unknown); @p token the holder's token (the last
+ * one granted when free, 0 if never). Strings are borrowed for the call.
+ */
+typedef void (*simba_observe_fn)(void *ud, const char *name, const char *holder_session,
+                                 const char *holder_client, uint64_t token);
+
+/**
+ * @brief Follow who holds @p name without contending for it (1.2).
+ *
+ * @p fn runs once with the state at the start, then on every change (another
+ * holder, another token, free), on the callback executor, one call at a time,
+ * in order, like a listener. Changes are read from the backend: at once after a
+ * release broadcast (Redis, PostgreSQL and memory:// broadcast every release;
+ * ZooKeeper those of names this client contends for), and by polling every
+ * @p poll_ms otherwise (an acquire of a free name, an expiry): a change shows
+ * within one broadcast or one poll. A read that fails is retried at the next
+ * poll; the last state stays. Each read lists the live sessions too (for the
+ * holder's client name): see docs/observability.md for the cost.
+ * @param poll_ms how often to read; 0 for the client's renew interval; else >= 10
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL out, c or fn, a bad name, poll_ms < 0 or
+ *         in 1..9); SIMBA_ECLOSED.
+ */
+SIMBA_API int simba_observe_start(simba_observer_t **out, simba_client_t *c, const char *name,
+                                  int64_t poll_ms, simba_observe_fn fn, void *ud);
+
+/**
+ * @brief Stop observing and free the handle. Outside callbacks it waits until no
+ *        callback of the observer runs (then @p ud may be freed); from a callback
+ *        no further call starts. NULL is a no-op.
+ */
+SIMBA_API void simba_observer_free(simba_observer_t *o);
+
 /** Session events for simba_client_on_event(). */
 typedef enum {
   SIMBA_EVENT_SESSION_OPENED = 0,    /**< A new session id was granted. */

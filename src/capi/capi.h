@@ -33,6 +33,11 @@ struct simba_task {
   std::shared_ptr<simba::engine::Group> group;    // group_join
 };
 
+struct simba_observer {
+  std::shared_ptr<simba::engine::Client> client;
+  std::shared_ptr<simba::engine::Observer> impl;
+};
+
 namespace simba::capi {
 
 // Records `detail` as this thread's last error and returns `code`.

@@ -147,6 +147,24 @@ int simba_client_inspect_json(simba_client_t* c, const char* const* names, size_
   });
 }
 
+char* simba_client_metrics_text(simba_client_t* c) {
+  return guarded_value<char*>(nullptr, [&]() -> char* {
+    if (!c) {
+      fail(SIMBA_EINVAL, "simba_client_metrics_text: client is NULL");
+      return nullptr;
+    }
+    std::string text;
+    if (result(c->impl->metrics_text(&text)) != SIMBA_OK) return nullptr;
+    char* out = static_cast<char*>(std::malloc(text.size() + 1));
+    if (!out) {
+      fail(SIMBA_ENOMEM, "out of memory");
+      return nullptr;
+    }
+    std::memcpy(out, text.c_str(), text.size() + 1);
+    return out;
+  });
+}
+
 int simba_client_on_event(simba_client_t* c, simba_event_fn fn, void* ud) {
   return guarded([&]() -> int {
     if (!c) return fail(SIMBA_EINVAL, "simba_client_on_event: client is NULL");

@@ -144,8 +144,13 @@ void Node::on_keep_alive(CallId id, const KeepAliveReply& reply, TimePoint now) 
   keep_alive_call_ = 0;
   if (closing_ || call.session != session_id_ || !session_clock_) return;
 
+  if (reply.outcome != Outcome::kOk) ++metrics_.keep_alive_failures;
   switch (reply.outcome) {
     case Outcome::kOk: {
+      metrics_.keep_alive_rtt.observe(now - call.sent_at);
+      if (now < session_clock_->deadline()) {
+        metrics_.remaining_at_renewal.observe(session_clock_->deadline() - now);
+      }
       const Duration validity = local_validity(reply.remaining, cfg_.drift, cfg_.margin);
       // A reply after the deadline never extends it: the session clock is read
       // first (a reading at or past the deadline ends it for good, even when no
@@ -356,20 +361,24 @@ void Node::attempt(Contender& c, TimePoint now) {
     if (c.give_up_at != TimePoint::max()) arm(c.timer, c.give_up_at, {TimerKind::kContender, c.id});
     return;
   }
-  if (c.unanswered != 0) {
-    // Its timed-out attempt may still be running on the backend: wait for its
-    // answer (every backend answers a call by its own timeout, or fails it when
-    // the connection resets; a late win is released then) before sending
-    // another, but not past two call timeouts after it was sent.
-    auto late = calls_.find(c.unanswered);
+  // An acquire of this name that this node gave up on (timed out, or its
+  // contender stopped or gave up) may still run on the backend: wait for its
+  // answer (every backend answers a call by its own timeout, or fails it when
+  // the connection resets; a late win is released then) before sending
+  // another, but not past two call timeouts after it was sent. Otherwise the
+  // new acquire could find the name held by this very session.
+  c.unanswered = 0;
+  c.attempt_when_answered = false;
+  if (auto u = unanswered_by_name_.find(c.name); u != unanswered_by_name_.end()) {
+    auto late = calls_.find(u->second);
     if (late != calls_.end() && late->second.session == session_id_ &&
         now < late->second.sent_at + 2 * call_timeout()) {
+      c.unanswered = u->second;
       c.attempt_when_answered = true;
       schedule_attempt(c, late->second.sent_at + 2 * call_timeout());
       return;
     }
-    c.unanswered = 0;  // answered, forgotten, or of a session that ended
-    c.attempt_when_answered = false;
+    unanswered_by_name_.erase(u);  // answered, forgotten, or of a session that ended
   }
   if (acquires_in_flight_ >= kMaxAcquiresInFlight) {
     // A burst (thousands of elections at once): wait for a free slot rather
@@ -458,7 +467,7 @@ void Node::handle_acquire(CallId id, const AcquireReply& reply, TimePoint now) {
       }
       if (!live_term) release_lease(call.session, call.name, reply.token, 0, now);
     }
-    answered_late(call.contender, id, now);
+    answered_late(call.name, id, now);
     return;
   }
   c->attempt = 0;
@@ -544,6 +553,7 @@ void Node::lose_term(Contender& c, RevokeReason reason, TimePoint now) {
   c.term.reset();
   term->revoke(reason);
   fx_.term_ended(c.id, term);
+  ++metrics_.revocations[static_cast<int>(term->revoked())];
   fx_.revoked(c.id, term, term->revoked());
   after_term(c, now);
 }
@@ -554,6 +564,7 @@ void Node::begin_handover(Contender& c, RevokeReason reason, TimePoint now) {
   const TimePoint deadline_at_stop = session_clock_ ? session_clock_->deadline() : now;
   c.term->revoke(reason);
   c.handover_reason = c.term->revoked();
+  c.handover_started = now;
   fx_.term_ended(c.id, c.term);
   disarm(c.timer);
   if (c.work_running) {
@@ -591,6 +602,8 @@ void Node::work_done(ContenderId id, uint64_t token, TimePoint now) {
 void Node::finish_handover(Contender& c, TimePoint now) {
   std::shared_ptr<TermState> term = std::move(c.term);
   c.term.reset();
+  ++metrics_.revocations[static_cast<int>(c.handover_reason)];
+  metrics_.handover.observe(now - c.handover_started);
   fx_.revoked(c.id, term, c.handover_reason);
   after_term(c, now);
 }
@@ -611,20 +624,31 @@ void Node::after_term(Contender& c, TimePoint now) {
   schedule_retry(c, now, Duration(-1));
 }
 
-void Node::answered_late(ContenderId who, CallId call, TimePoint now) {
-  Contender* c = find(who);
-  if (!c || c->unanswered != call) return;
-  c->unanswered = 0;
-  if (c->attempt_when_answered) {
-    c->attempt_when_answered = false;
-    attempt(*c, now);
+void Node::answered_late(const std::string& name, CallId call, TimePoint now) {
+  auto u = unanswered_by_name_.find(name);
+  if (u == unanswered_by_name_.end() || u->second != call) return;
+  unanswered_by_name_.erase(u);
+  auto q = by_name_.find(name);
+  if (q == by_name_.end()) return;
+  const std::deque<ContenderId> waiting = q->second;  // attempt() may change the queue
+  for (ContenderId cid : waiting) {
+    Contender* c = find(cid);
+    if (!c || c->unanswered != call) continue;
+    c->unanswered = 0;
+    if (c->attempt_when_answered) {
+      c->attempt_when_answered = false;
+      attempt(*c, now);
+    }
   }
 }
 
 void Node::abandon_attempt(Contender& c) {
   if (!c.attempt) return;
   --acquires_in_flight_;
-  if (auto it = calls_.find(c.attempt); it != calls_.end()) it->second.abandoned = true;
+  if (auto it = calls_.find(c.attempt); it != calls_.end()) {
+    it->second.abandoned = true;
+    if (it->second.session == session_id_) unanswered_by_name_[c.name] = c.attempt;
+  }
   c.attempt = 0;
 }
 
@@ -864,8 +888,11 @@ void Node::maybe_finish_close(TimePoint now) {
       std::shared_ptr<TermState> term = std::move(c.term);
       c.term.reset();
       if (term->revoke(RevokeReason::kStopped)) fx_.term_ended(cid, term);
-      fx_.revoked(cid, term, c.handover_reason != RevokeReason::kNone ? c.handover_reason
-                                                                      : term->revoked());
+      const RevokeReason why =
+          c.handover_reason != RevokeReason::kNone ? c.handover_reason : term->revoked();
+      ++metrics_.revocations[static_cast<int>(why)];
+      if (c.handover_reason != RevokeReason::kNone) metrics_.handover.observe(now - c.handover_started);
+      fx_.revoked(cid, term, why);
     }
     for (; c.pending_step_downs > 0; --c.pending_step_downs) fx_.stepped_down(cid);
     if (c.kind == ContenderKind::kLock && c.state != State::kReleasing) {
@@ -907,9 +934,9 @@ void Node::on_call_timeout(CallId id, TimePoint now) {
     if (now < until) {
       arm(it->second.timeout, until, {TimerKind::kCall, id});
     } else {
-      const ContenderId who = it->second.contender;
+      const std::string name = it->second.name;
       calls_.erase(it);
-      answered_late(who, id, now);  // never answered: stop waiting for it
+      answered_late(name, id, now);  // never answered: stop waiting for it
     }
     return;
   }
@@ -930,13 +957,10 @@ void Node::on_call_timeout(CallId id, TimePoint now) {
     case CallKind::kClose: on_close(id, DoneReply{Outcome::kTimeout, "timed out"}, now); break;
   }
   if (closed()) return;
-  const ContenderId who = tomb.contender;
   const bool acquire_of_this_session = kind == CallKind::kAcquire && tomb.session == session_id_;
   auto [slot, inserted] = calls_.emplace(id, std::move(tomb));
   if (inserted) arm(slot->second.timeout, now + tombstone_life(cfg_), {TimerKind::kCall, id});
-  if (inserted && acquire_of_this_session) {
-    if (Contender* c = find(who)) c->unanswered = id;
-  }
+  if (inserted && acquire_of_this_session) unanswered_by_name_[slot->second.name] = id;
 }
 
 void Node::arm(TimerSlot& slot, TimePoint at, TimerKey key) {
@@ -1020,6 +1044,9 @@ NodeView Node::view() const {
   v.acquires = acquires_;
   v.releases = releases_;
   v.terms = terms_;
+  v.leases_held = 0;
+  for (const auto& [cid, c] : contenders_) v.leases_held += c.term ? 1 : 0;
+  v.metrics = metrics_;
   return v;
 }
 

@@ -16,6 +16,7 @@
 
 #include "core/backend_types.h"
 #include "core/config.h"
+#include "core/metrics.h"
 #include "core/term_state.h"
 #include "core/time.h"
 
@@ -90,6 +91,8 @@ struct NodeView {
   bool lease_shortened;
   std::vector<ContenderView> contenders;
   uint64_t sessions_opened, keep_alives, acquires, releases, terms;
+  uint64_t leases_held;  // contenders holding a term
+  NodeMetrics metrics;
 };
 
 class Node {
@@ -188,6 +191,7 @@ class Node {
     std::shared_ptr<TermState> term;
     CallId adopted_before = 0;  // keep-alives with an id at or above saw the term
     RevokeReason handover_reason = RevokeReason::kNone;
+    TimePoint handover_started{};  // when begin_handover revoked the term
     bool stopping = false;
     bool with_work = false;     // elections whose terms run leader work
     bool work_running = false;  // the current term's work has not returned yet
@@ -199,9 +203,8 @@ class Node {
     // acquire may have run before the release, so a Held answer retries at once.
     bool released_in_flight = false;
     bool attempt_queued = false;  // waits in attempt_queue_ for a free slot
-    // An acquire of this session that timed out here may still run on the
-    // backend: until it is answered (or its tombstone is forgotten) no other
-    // attempt is sent, so that at most one acquire per election is in flight.
+    // The given-up acquire of its name (unanswered_by_name_) its next attempt
+    // waits for, so that at most one acquire per name is in flight.
     CallId unanswered = 0;
     bool attempt_when_answered = false;  // an attempt came due meanwhile
     TimerSlot timer;
@@ -218,7 +221,7 @@ class Node {
   // Contenders.
   void attempt(Contender& c, TimePoint now);
   // The timed-out acquire `call` of contender `who` is answered or forgotten.
-  void answered_late(ContenderId who, CallId call, TimePoint now);
+  void answered_late(const std::string& name, CallId call, TimePoint now);
   void pump_attempts(TimePoint now);
   void handle_acquire(CallId call, const AcquireReply& reply, TimePoint now);
   void schedule_attempt(Contender& c, TimePoint at);
@@ -285,6 +288,11 @@ class Node {
   Timers timers_;
 
   uint64_t sessions_opened_ = 0, keep_alives_ = 0, acquires_ = 0, releases_ = 0, terms_ = 0;
+  NodeMetrics metrics_;
+  // Per name, the newest acquire of this session that the node gave up on (it
+  // timed out, or its contender stopped or gave up) and that may still run on
+  // the backend, until it is answered or its tombstone is forgotten.
+  std::map<std::string, CallId> unanswered_by_name_;
 };
 
 }  // namespace simba

@@ -171,6 +171,7 @@ Result Client::init(const std::string& url) {
     return {why == BackendError::kUnsupported ? kEUnsupported : kEInval, error};
   }
   backend_->on_released([this](const std::string& name) {
+    observed_release(name);
     node_->on_released(name, now());
     settle();
   });
@@ -463,7 +464,9 @@ void Client::settle() {
     if (!torn_down_ && !borrowed_here()) teardown();
     return;
   }
-  if (auto next = node_->next_wakeup()) {
+  std::optional<TimePoint> next = node_->next_wakeup();
+  if (auto read = next_observer_read(); read && (!next || *read < *next)) next = read;
+  if (next) {
     uv_update_time(&loop_);
     const int64_t delay = std::max<int64_t>(0, to_ms_ceil(*next - now()));
     uv_timer_start(
@@ -476,6 +479,7 @@ void Client::settle() {
 
 void Client::on_timer() {
   node_->on_timer(now());
+  poll_observers();
   settle();
 }
 
@@ -517,6 +521,8 @@ void Client::teardown() {
   while (!deferred_.empty()) run_deferred();
   for (const auto& w : inspect_waiters_) w->finish(kEClosed);
   inspect_waiters_.clear();
+  for (const auto& o : observers_) o->removed = true;
+  observers_.clear();
   backend_->shutdown([this] {
     uv_close(reinterpret_cast<uv_handle_t*>(&wake_), nullptr);
     uv_close(reinterpret_cast<uv_handle_t*>(&timer_), nullptr);
@@ -666,10 +672,32 @@ Result Client::snapshot_json(std::string* out) {
          ",\"keep_alives\":" + std::to_string(v.keep_alives) +
          ",\"acquires\":" + std::to_string(v.acquires) +
          ",\"releases\":" + std::to_string(v.releases) + ",\"terms\":" + std::to_string(v.terms) +
-         "}}";
+         "},\"metrics\":" + metrics_json(metrics_input(v)) + "}";
     *out = std::move(s);
   });
   return r;
+}
+
+MetricsInput Client::metrics_input(const NodeView& v) const {
+  MetricsInput in;
+  in.client = cfg_.client_name;
+  in.session_state = session_status_name(v.status);
+  in.session_remaining = v.remaining;
+  in.sessions_opened = v.sessions_opened;
+  in.keep_alives = v.keep_alives;
+  in.acquires = v.acquires;
+  in.releases = v.releases;
+  in.terms = v.terms;
+  in.leases_held = v.leases_held;
+  in.metrics = &v.metrics;
+  return in;
+}
+
+Result Client::metrics_text(std::string* out) {
+  return run_sync([this, out] {
+    const NodeView v = node_->view();
+    *out = simba::metrics_text(metrics_input(v));
+  });
 }
 
 Result Client::inspect(const std::vector<std::string>& names, int64_t timeout_ms,

@@ -14,9 +14,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/memory/memory_backend.h"
@@ -139,6 +141,37 @@ class Election {
   std::deque<DoneFn> step_down_dones;
 };
 
+
+// One observer of a name's holder (simba_observe_start), as its handle sees it.
+// The client reads the name on its loop: at the start, every `poll`, and at once
+// after a release broadcast of the name; a change goes to `fn` on `queue`.
+class Observer {
+ public:
+  // holder "" when free; client_known false when the holder's client.name is not.
+  using Fn = std::function<void(const std::string& name, const std::string& holder,
+                                const std::string& holder_client, bool client_known,
+                                uint64_t token)>;
+
+ private:
+  friend class Client;
+  std::string name;
+  Duration poll{0};
+  Fn fn;
+  std::shared_ptr<SerialQueue> queue;
+  std::atomic<bool> detached{false};  // freed: deliver nothing more
+
+  // Loop thread.
+  bool removed = false;   // out of the client's list; a read in flight is ignored
+  bool reading = false;
+  bool reread = false;    // a broadcast came during the read: read again at once
+  int follow_ups = 0;     // quick re-reads left after a broadcast (the new holder)
+  TimePoint next_read{};
+  bool known = false;     // a first state was delivered
+  std::string holder, holder_client;
+  bool client_known = false;
+  uint64_t token = 0;
+};
+
 class Client : public Effects, public std::enable_shared_from_this<Client> {
  public:
   // Creates the client and starts opening its session.
@@ -163,6 +196,14 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   Result inspect_json(const std::vector<std::string>& names, int64_t timeout_ms,
                       std::string* out);
   Result set_event_sink(EventFn fn);
+  // Prometheus text of the node's metrics (simba_client_metrics_text).
+  Result metrics_text(std::string* out);
+
+  // Follows `name`'s holder (simba_observe_start); poll 0: the renew interval.
+  Result observe(const std::string& name, Duration poll, Observer::Fn fn,
+                 std::shared_ptr<Observer>* out);
+  // Stops it; waits (where it may) until no callback of it runs.
+  void free_observer(const std::shared_ptr<Observer>& o);
 
   // EXTERNAL mode.
   bool external() const { return cfg_.loop_mode == LoopMode::kExternal; }
@@ -246,6 +287,15 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
 
   Client(const Config& cfg, const Hooks& hooks);
   Result init(const std::string& url);
+
+  MetricsInput metrics_input(const NodeView& v) const;
+
+  // Observers (observe.cpp), loop thread.
+  void read_observed(const std::shared_ptr<Observer>& o);
+  void observed(const std::shared_ptr<Observer>& o, const InspectReply& reply);
+  void poll_observers();
+  void observed_release(const std::string& name);
+  std::optional<TimePoint> next_observer_read() const;
 
   // THREAD mode (ADR 0014): while the loop thread waits for I/O, a caller about
   // to wait for the backend borrows the loop and runs it itself, so that its
@@ -373,6 +423,7 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   std::map<const TermState*, simba_term*> terms_;  // live terms: one engine reference each
   std::vector<std::shared_ptr<Waiter>> live_waiters_;
   std::set<std::shared_ptr<Waiter>> inspect_waiters_;  // finished by teardown
+  std::vector<std::shared_ptr<Observer>> observers_;    // loop thread
   std::shared_ptr<SerialQueue> event_queue_;
   EventFn event_sink_;  // guarded by event_mu_
   std::mutex event_mu_;

@@ -25,6 +25,7 @@
 #include <ostream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "backends/simba_testing.h"
@@ -405,6 +406,82 @@ TEST_P(Conformance, StopDuringTheFirstAttemptLeavesTheNameFree) {
     EXPECT_TRUE(simba_term_is_valid(term));
     ASSERT_EQ(simba_lock_release(term), SIMBA_OK) << simba_last_error();
   }
+}
+
+// An observer sees a name taken, released and taken over, each within one
+// broadcast or one poll, with the holder's session, client name and token.
+TEST_P(Conformance, ObserverSeesEachHolderWithinOnePoll) {
+  const Timing t{3000, 1000};
+  struct Seen {
+    std::mutex mu;
+    std::vector<std::tuple<std::string, std::string, uint64_t, int64_t>> changes;
+  } seen;
+  auto fn = [](void* ud, const char* name, const char* holder, const char* client,
+               uint64_t token) {
+    (void)name;
+    auto* s = static_cast<Seen*>(ud);
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->changes.emplace_back(holder ? holder : "", client ? client : "?", token, mono_ns());
+  };
+  auto count = [&] {
+    std::lock_guard<std::mutex> lock(seen.mu);
+    return seen.changes.size();
+  };
+  auto change = [&](size_t i) {
+    std::lock_guard<std::mutex> lock(seen.mu);
+    return seen.changes.at(i);
+  };
+  Client w, a, b;
+  OpenLive(w, t);
+  OpenLive(a, t);
+  OpenLive(b, t);
+  const std::string name = lease("observed");
+  const int64_t poll_ms = 300;
+  simba_observer_t* o = nullptr;
+  ASSERT_EQ(simba_observe_start(&o, w, name.c_str(), poll_ms, fn, &seen), SIMBA_OK)
+      << simba_last_error();
+  ASSERT_TRUE(wait_for([&] { return count() >= 1; }, 5000 * slow_factor()));
+  EXPECT_EQ(std::get<0>(change(0)), "");  // free at the start
+
+  const int64_t bound_ms = (poll_ms + 1000) * slow_factor();  // a poll plus a read
+  Election ea, eb;
+  ASSERT_EQ(ea.start(a, name), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(ea.wait_elected(1, 5000 * slow_factor()));
+  ASSERT_TRUE(wait_for([&] { return count() >= 2; }, bound_ms)) << "holder A not seen";
+  EXPECT_EQ(std::get<0>(change(1)), json_string(snapshot(a), "id"));
+  EXPECT_EQ(std::get<2>(change(1)), ea.last_elected().token);
+
+  // B waits as a candidate; A stops: B takes over at once (release broadcast).
+  ASSERT_EQ(eb.start(b, name), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(wait_for([&] { return json_string(snapshot(b), "state") == "candidate"; },
+                       5000 * slow_factor()));
+  ASSERT_EQ(ea.stop(5000 * slow_factor()), SIMBA_OK);
+  ASSERT_TRUE(eb.wait_elected(1, 5000 * slow_factor()));
+  const int64_t b_at = eb.last_elected().at_ns;
+  ASSERT_TRUE(wait_for(
+      [&] {
+        std::lock_guard<std::mutex> lock(seen.mu);
+        return !seen.changes.empty() &&
+               std::get<2>(seen.changes.back()) == eb.last_elected().token &&
+               !std::get<0>(seen.changes.back()).empty();
+      },
+      bound_ms))
+      << "holder B not seen";
+  const auto last = change(count() - 1);
+  EXPECT_EQ(std::get<0>(last), json_string(snapshot(b), "id"));
+  EXPECT_LE((std::get<3>(last) - b_at) / kMsNs, bound_ms);
+  // Tokens seen never go back.
+  {
+    std::lock_guard<std::mutex> lock(seen.mu);
+    for (size_t i = 1; i < seen.changes.size(); ++i) {
+      EXPECT_GE(std::get<2>(seen.changes[i]), std::get<2>(seen.changes[i - 1]));
+    }
+  }
+  simba_observer_free(o);
+  const size_t after_free = count();
+  ASSERT_EQ(eb.stop(5000 * slow_factor()), SIMBA_OK);
+  sleep_ms(2 * poll_ms);
+  EXPECT_EQ(count(), after_free) << "a callback after simba_observer_free";
 }
 
 // close() closes the session: the backend frees every lease of the node at once.

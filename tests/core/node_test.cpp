@@ -1460,6 +1460,41 @@ TEST_F(NodeTest, StopDeliversRevokedAfterAFailedOrTimedOutRelease) {
   EXPECT_TRUE(fx.finished(b));
 }
 
+TEST_F(NodeTest, MetricsCountKeepAlivesRevocationsAndHandovers) {
+  const TimePoint t0 = now();
+  start_live();
+  auto [a, ta] = leader("a", 1);
+  run_until(t0 + kRenew);
+  advance(ms(3));
+  ka_ok();  // answered 3 ms after it was sent
+  NodeView v = node->view();
+  EXPECT_EQ(v.metrics.keep_alive_rtt.count(), 1u);
+  EXPECT_NEAR(v.metrics.keep_alive_rtt.sum_seconds(), 0.003, 1e-9);
+  EXPECT_EQ(v.metrics.remaining_at_renewal.count(), 1u);
+  EXPECT_EQ(v.metrics.keep_alive_failures, 0u);
+  EXPECT_EQ(v.leases_held, 1u);
+  run_until(t0 + 2 * kRenew + ms(3));
+  ka_fail(Outcome::kError);
+  EXPECT_EQ(node->view().metrics.keep_alive_failures, 1u);
+  ASSERT_TRUE(node->stop(a, now()));
+  advance(ms(7));
+  answer_release(take_release());
+  v = node->view();
+  EXPECT_EQ(v.metrics.revocations[static_cast<int>(RevokeReason::kStopped)], 1u);
+  EXPECT_EQ(v.metrics.handover.count(), 1u);
+  EXPECT_NEAR(v.metrics.handover.sum_seconds(), 0.007, 1e-9);
+  EXPECT_EQ(v.leases_held, 0u);
+  // A term lost to a take-over counts under its own reason, with no handover.
+  auto [b, tb] = leader("b", 2);
+  (void)b;
+  auto_keep_alive = false;
+  run_until(now() + kRenew);
+  ka_ok(kLease, std::vector<OwnedLease>{});
+  v = node->view();
+  EXPECT_EQ(v.metrics.revocations[static_cast<int>(RevokeReason::kTakenOver)], 1u);
+  EXPECT_EQ(v.metrics.handover.count(), 1u);
+}
+
 TEST_F(NodeTest, StopOfACandidateElectionStopsAtOnce) {
   start_live();
   const ContenderId a = node->add_election("a", now());
@@ -1744,6 +1779,43 @@ TEST_F(NodeTest, GiveUpAtAlreadyPassedFailsAtOnce) {
   ASSERT_EQ(fx.count(Fx::kLockFailed), 1u);
   EXPECT_EQ(fx.of(Fx::kLockFailed)[0].failure, LockFailure::kTimeout);
   EXPECT_EQ(fx.count(Fx::kAcquire), 0u);
+}
+
+TEST_F(NodeTest, ALockThatGaveUpDuringItsAttemptHoldsBackTheNextAcquireOfTheName) {
+  start_live();
+  auto_keep_alive = true;
+  node->add_lock("l", now() + ms(300), false, now());
+  const FxCall acq = take_acquire("l");
+  size_t mark = fx.mark();
+  advance(ms(300));
+  ASSERT_EQ(fx.count(Fx::kLockFailed, mark), 1u);
+  EXPECT_EQ(fx.of(Fx::kLockFailed, mark)[0].failure, LockFailure::kTimeout);
+  // The given-up acquire may still win on the backend: the next lock of the
+  // name waits for its answer instead of finding the name held by itself.
+  mark = fx.mark();
+  const ContenderId t = node->add_lock("l", TimePoint::max(), true, now());
+  ASSERT_NE(t, 0u);
+  advance(ms(100));
+  EXPECT_TRUE(acquires_since(mark, "l").empty());
+  answer_acquire(acq, Outcome::kOk, 3);
+  const auto rel = releases_since(mark);
+  ASSERT_EQ(rel.size(), 1u);  // the late win, released
+  EXPECT_EQ(rel[0].token, 3u);
+  ASSERT_EQ(acquires_since(mark, "l").size(), 1u);  // then the new attempt
+  auto term = win("l", 4);
+  ASSERT_NE(term, nullptr);
+  EXPECT_TRUE(term->valid());
+
+  // Never answered: the next attempt goes out two call timeouts after it was sent.
+  node->add_lock("m", now() + ms(200), false, now());
+  const FxCall lost = take_acquire("m");
+  const TimePoint sent = now();
+  advance(ms(200));
+  mark = fx.mark();
+  node->add_lock("m", TimePoint::max(), false, now());
+  ASSERT_TRUE(run_until_true([&] { return !acquires_since(mark, "m").empty(); }, sent + 3 * kRenew));
+  EXPECT_GE(now(), sent + 2 * kRenew);
+  (void)lost;
 }
 
 TEST_F(NodeTest, StopOnAPendingLockCancelsIt) {
