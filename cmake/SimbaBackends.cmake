@@ -4,7 +4,7 @@
 #   - adds src/backend/<dir>/*.cpp to the library (none yet is fine),
 #   - links the client library.
 # Outputs: SIMBA_BACKEND_DEFINITIONS, SIMBA_BACKEND_SOURCES, SIMBA_BACKEND_LIBRARIES,
-# SIMBA_PC_LIBS_PRIVATE (for simba.pc).
+# SIMBA_STATIC_HIREDIS / SIMBA_HIREDIS_STATIC, SIMBA_PC_LIBS_PRIVATE (for simba.pc).
 
 set(SIMBA_BACKEND_DEFINITIONS "")
 set(SIMBA_BACKEND_SOURCES "")
@@ -55,6 +55,22 @@ if(SIMBA_WITH_ZOOKEEPER AND ZOOKEEPER_FOUND AND NOT TARGET simba_zookeeper_st)
 endif()
 simba_enable_backend(ZOOKEEPER zookeeper ZOOKEEPER_FOUND simba_zookeeper_st
                      "apt-get install libzookeeper-st-dev")
+
+# SIMBA_STATIC_HIREDIS: libsimba.so carries its own hiredis, from Debian's static
+# libhiredis.a (PIC), when it is there (ADR 0021; the top-level CMakeLists.txt
+# links it).
+if(SIMBA_WITH_REDIS)
+  find_library(SIMBA_HIREDIS_STATIC NAMES libhiredis.a HINTS ${HIREDIS_LIBRARY_DIRS})
+  if(SIMBA_HIREDIS_STATIC)
+    set(_simba_static_hiredis_default ON)
+  else()
+    set(_simba_static_hiredis_default OFF)
+  endif()
+  option(SIMBA_STATIC_HIREDIS "Link hiredis statically into libsimba.so (libhiredis.a)"
+         ${_simba_static_hiredis_default})
+else()
+  set(SIMBA_STATIC_HIREDIS OFF)
+endif()
 
 # As plain flags, not Requires.private: pkg-config resolves Requires.private
 # even for --cflags, which would make `pkg-config --cflags simba` fail on a

@@ -4,7 +4,7 @@
 #
 #   bash scripts/test.sh                      plain build in build/, every layer
 #   bash scripts/test.sh --label core         one layer (core|sim|backends|capi|abi|tck|cli,
-#                                             or a binding: go|rust|java|lua)
+#                                             a binding: go|rust|java|lua; embed: contrib/)
 #   bash scripts/test.sh --sanitize address   ASan+UBSan build in build-address/
 #   bash scripts/test.sh --sanitize thread    TSan build in build-thread/
 #   bash scripts/test.sh --valgrind           the capi tests under valgrind (build/)
@@ -37,6 +37,7 @@ SIMBA_APT_PACKAGES=(
   golang-go                                   # bindings/go (label go)
   lua5.4 liblua5.4-dev lua-busted lua-luv     # bindings/lua (label lua)
   openjdk-17-jdk-headless junit5              # bindings/java (label java)
+  nginx nginx-dev python3                     # contrib (label embed)
 )
 # bindings/rust (label rust) uses the machine's cargo: rustup's in ~/.cargo/bin
 # when there is one (Debian's cargo otherwise).

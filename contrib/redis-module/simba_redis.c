@@ -1,0 +1,640 @@
+/*
+ * simba_redis: a Redis 7.0 module that makes a redis-server a Simba contender.
+ *
+ *   loadmodule /path/simba_redis.so backend redis://10.0.0.5:6379 contend app.primary \
+ *              session.lease-duration 6s channel simba.leadership
+ *
+ * One client per server, opened in RedisModule_OnLoad in EXTERNAL mode
+ * ("loop.mode" = "external"): the module registers simba_client_fd() with
+ * RedisModule_EventLoopAdd and, after every simba_client_process() (and every
+ * command that called the library), re-arms one RedisModule_CreateTimer to
+ * simba_client_timeout_ms(). Everything runs on the server's main thread; the
+ * client has no thread of its own, so election callbacks run inside
+ * simba_client_process(), between two commands.
+ *
+ * Commands: SIMBA.CONTEND name, SIMBA.RESIGN name, SIMBA.TOKEN name,
+ * SIMBA.STATUS, SIMBA.SNAPSHOT, SIMBA.CLOSE (before MODULE UNLOAD). Each election and revocation is published on
+ * the channel (default "simba.leadership") as one JSON object. On SHUTDOWN the
+ * client is closed: every term is revoked and its lease released, so another
+ * contender takes over at once instead of after the lease duration.
+ *
+ * See docs/embedding.md.
+ */
+#define _GNU_SOURCE /* dladdr, RTLD_DEFAULT */
+#include <dlfcn.h>
+#include <link.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <simba.h>
+
+#include "rm_api.h"
+
+#define MODULE_NAME "simba"
+#define MODULE_VERSION 10200 /* libsimba 1.2.0 */
+/* The two entry points the server looks up; everything else stays hidden. */
+#define RM_EXPORT __attribute__((visibility("default")))
+
+#define MAX_NAME 128         /* the lease-name rule: 1-128 of [A-Za-z0-9._:-] */
+
+/* One SIMBA.CONTEND: an election and, while this server leads, its term. */
+typedef struct contender {
+  char name[MAX_NAME + 1];
+  simba_election_t *election;
+  simba_term_t *term;  /* retained while leading; NULL otherwise */
+  uint64_t last_token; /* token of the last term, 0 if never elected */
+  int stopping;        /* SIMBA.RESIGN started the stop */
+  int stopped;         /* the stop's done ran: free outside simba_client_process() */
+  struct contender *next;
+} contender_t;
+
+static struct {
+  RedisModuleCtx *ctx; /* detached context: timers, publish, log outside commands */
+  simba_client_t *client;
+  int fd;
+  RedisModuleTimerID timer;
+  int timer_set;
+  char channel[256];
+  contender_t *contenders;
+} g = {NULL, NULL, -1, 0, 0, "simba.leadership", NULL};
+
+/* --- helpers ----------------------------------------------------------------------- */
+
+static const char *reason_name(simba_revoke_reason_t r) {
+  switch (r) {
+    case SIMBA_REVOKE_STOPPED: return "stopped";
+    case SIMBA_REVOKE_STEPPED_DOWN: return "stepped_down";
+    case SIMBA_REVOKE_DEADLINE_PASSED: return "deadline_passed";
+    case SIMBA_REVOKE_SESSION_EXPIRED: return "session_expired";
+    case SIMBA_REVOKE_TAKEN_OVER: return "taken_over";
+    default: return "none";
+  }
+}
+
+static const char *status_name(simba_session_status_t s) {
+  switch (s) {
+    case SIMBA_SESSION_OPENING: return "opening";
+    case SIMBA_SESSION_LIVE: return "live";
+    case SIMBA_SESSION_SUSPENDED: return "suspended";
+    default: return "closed";
+  }
+}
+
+/* The documented lease-name rule (docs/concepts.md), checked here so that the
+   command answers with a clear error before anything reaches the library. */
+static const char *check_name(const char *s, size_t len) {
+  size_t i;
+  if (len == 0) return "lease name is empty";
+  if (len > MAX_NAME) return "lease name is longer than 128 characters";
+  for (i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+             c == '.' || c == '_' || c == ':' || c == '-';
+    if (!ok) return "lease name has a character outside [A-Za-z0-9._:-]";
+  }
+  if ((len == 1 && s[0] == '.') || (len == 2 && s[0] == '.' && s[1] == '.'))
+    return "lease name may not be \".\" or \"..\"";
+  return NULL;
+}
+
+static contender_t *find(const char *name) {
+  contender_t *c;
+  for (c = g.contenders; c != NULL; c = c->next)
+    if (strcmp(c->name, name) == 0) return c;
+  return NULL;
+}
+
+static void publish(const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  int n;
+  RedisModuleString *ch, *m;
+  if (g.channel[0] == '\0' || g.ctx == NULL) return;
+  va_start(ap, fmt);
+  n = vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n >= sizeof msg) n = (int)sizeof msg - 1;
+  ch = RedisModule_CreateString(g.ctx, g.channel, strlen(g.channel));
+  m = RedisModule_CreateString(g.ctx, msg, (size_t)n);
+  RedisModule_PublishMessage(g.ctx, ch, m);
+  RedisModule_FreeString(g.ctx, ch);
+  RedisModule_FreeString(g.ctx, m);
+}
+
+/* The library's log lines go to the server's log. */
+static void on_log(void *ud, int level, const char *msg) {
+  static const char *levels[] = {"debug", "notice", "warning", "warning"};
+  (void)ud;
+  if (level < 0 || level > 3) level = 3;
+  RedisModule_Log(g.ctx, levels[level], "simba: %s", msg);
+}
+
+static void on_event(void *ud, simba_event_type_t type, const char *detail_json) {
+  static const char *names[] = {"session_opened", "session_live", "session_suspended",
+                                "session_expired", "session_closed", "lease_shortened"};
+  int i = (int)type;
+  const char *n = (i >= 0 && i <= 5) ? names[i] : "unknown";
+  (void)ud;
+  RedisModule_Log(g.ctx, type == SIMBA_EVENT_SESSION_SUSPENDED || type == SIMBA_EVENT_SESSION_EXPIRED
+                             ? "warning"
+                             : "verbose",
+                  "simba: %s %s", n, detail_json ? detail_json : "");
+  publish("{\"event\":\"%s\"}", n);
+}
+
+/* --- driving the client on the server's loop ----------------------------------------- */
+
+static void on_timer(RedisModuleCtx *ctx, void *data);
+
+/* Free the contenders whose stop completed; never inside simba_client_process(). */
+static void sweep(void) {
+  contender_t **p = &g.contenders;
+  while (*p != NULL) {
+    contender_t *c = *p;
+    if (c->stopped) {
+      *p = c->next;
+      simba_election_free(c->election); /* stopped: returns at once */
+      free(c);
+    } else {
+      p = &c->next;
+    }
+  }
+}
+
+/* One timer, always re-created: the library's next deadline may be earlier or
+   later than the one armed. */
+static void arm(void) {
+  int64_t to;
+  if (g.timer_set) {
+    RedisModule_StopTimer(g.ctx, g.timer, NULL);
+    g.timer_set = 0;
+  }
+  if (g.client == NULL) return;
+  to = simba_client_timeout_ms(g.client);
+  if (to < 0) return; /* nothing pending: the fd will wake us */
+  g.timer = RedisModule_CreateTimer(g.ctx, (rm_mstime_t)to, on_timer, NULL);
+  g.timer_set = 1;
+}
+
+static void drive(void) {
+  int rc;
+  if (g.client == NULL) return;
+  rc = simba_client_process(g.client);
+  if (rc != SIMBA_OK)
+    RedisModule_Log(g.ctx, "warning", "simba: simba_client_process: %s (%s)",
+                    simba_strerror(rc), simba_last_error());
+  sweep();
+  arm();
+}
+
+static void on_fd(int fd, void *user_data, int mask) {
+  (void)fd;
+  (void)user_data;
+  (void)mask;
+  drive();
+}
+
+static void on_timer(RedisModuleCtx *ctx, void *data) {
+  (void)ctx;
+  (void)data;
+  g.timer_set = 0; /* it fired: nothing to stop */
+  drive();
+}
+
+/* --- election callbacks (inside simba_client_process(), on the main thread) ---------- */
+
+static void on_elected(void *ud, simba_term_t *t) {
+  contender_t *c = ud;
+  simba_term_retain(t);
+  if (c->term != NULL) simba_term_release(c->term);
+  c->term = t;
+  c->last_token = simba_term_token(t);
+  RedisModule_Log(g.ctx, "notice", "simba: elected for '%s' with token %" PRIu64, c->name,
+                  c->last_token);
+  publish("{\"event\":\"elected\",\"name\":\"%s\",\"token\":%" PRIu64 "}", c->name,
+          c->last_token);
+}
+
+static void on_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t reason) {
+  contender_t *c = ud;
+  uint64_t token = simba_term_token(t);
+  if (c->term == t) {
+    simba_term_release(c->term);
+    c->term = NULL;
+  }
+  RedisModule_Log(g.ctx, "notice", "simba: term of '%s' (token %" PRIu64 ") revoked: %s",
+                  c->name, token, reason_name(reason));
+  publish("{\"event\":\"revoked\",\"name\":\"%s\",\"token\":%" PRIu64 ",\"reason\":\"%s\"}",
+          c->name, token, reason_name(reason));
+}
+
+static void on_stopped(void *ud, int err) {
+  contender_t *c = ud;
+  (void)err;
+  c->stopped = 1;
+}
+
+/* Start contending; *err gets a message on failure. */
+static contender_t *contend(const char *name, size_t len, char *err, size_t errlen) {
+  contender_t *c;
+  simba_listener_t l;
+  const char *bad = check_name(name, len);
+  int rc;
+  if (bad != NULL) {
+    snprintf(err, errlen, "ERR %s", bad);
+    return NULL;
+  }
+  c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    snprintf(err, errlen, "ERR out of memory");
+    return NULL;
+  }
+  memcpy(c->name, name, len);
+  c->name[len] = '\0';
+  if (find(c->name) != NULL) {
+    snprintf(err, errlen,
+             find(c->name)->stopping ? "ERR SIMBA.RESIGN of '%s' is still in progress"
+                                     : "ERR already contending for '%s'",
+             c->name);
+    free(c);
+    return NULL;
+  }
+  l.on_elected = on_elected;
+  l.on_revoked = on_revoked;
+  l.ud = c;
+  rc = simba_election_start(&c->election, g.client, c->name, &l);
+  if (rc != SIMBA_OK) {
+    snprintf(err, errlen, "ERR cannot contend for '%s': %s (%s)", c->name, simba_strerror(rc),
+             simba_last_error());
+    free(c);
+    return NULL;
+  }
+  c->next = g.contenders;
+  g.contenders = c;
+  return c;
+}
+
+/* --- commands --------------------------------------------------------------------------- */
+
+static int reply_not_open(RedisModuleCtx *ctx) {
+  return RedisModule_ReplyWithError(ctx, "ERR the simba client is closed");
+}
+
+/* SIMBA.CONTEND name: contend for the lease (idempotent names are refused). */
+static int cmd_contend(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  char err[512];
+  size_t len;
+  const char *name;
+  if (argc != 2) return RedisModule_WrongArity(ctx);
+  if (g.client == NULL) return reply_not_open(ctx);
+  name = RedisModule_StringPtrLen(argv[1], &len);
+  if (contend(name, len, err, sizeof err) == NULL) {
+    arm();
+    return RedisModule_ReplyWithError(ctx, err);
+  }
+  arm();
+  return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* SIMBA.RESIGN name: stop contending: the term is revoked and the lease released. */
+static int cmd_resign(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  size_t len;
+  const char *name;
+  char buf[MAX_NAME + 1];
+  contender_t *c;
+  int rc;
+  if (argc != 2) return RedisModule_WrongArity(ctx);
+  if (g.client == NULL) return reply_not_open(ctx);
+  name = RedisModule_StringPtrLen(argv[1], &len);
+  if (len > MAX_NAME) return RedisModule_ReplyWithError(ctx, "ERR not contending for that name");
+  memcpy(buf, name, len);
+  buf[len] = '\0';
+  c = find(buf);
+  if (c == NULL || c->stopping)
+    return RedisModule_ReplyWithError(ctx, "ERR not contending for that name");
+  rc = simba_election_stop(c->election, on_stopped, c);
+  if (rc != SIMBA_OK) {
+    char err[512];
+    snprintf(err, sizeof err, "ERR cannot resign '%s': %s (%s)", c->name, simba_strerror(rc),
+             simba_last_error());
+    return RedisModule_ReplyWithError(ctx, err);
+  }
+  c->stopping = 1;
+  arm();
+  return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* SIMBA.TOKEN name: the fencing token while this server holds a valid term, else nil. */
+static int cmd_token(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  size_t len;
+  const char *name;
+  char buf[MAX_NAME + 1];
+  contender_t *c;
+  if (argc != 2) return RedisModule_WrongArity(ctx);
+  name = RedisModule_StringPtrLen(argv[1], &len);
+  if (len > MAX_NAME) return RedisModule_ReplyWithNull(ctx);
+  memcpy(buf, name, len);
+  buf[len] = '\0';
+  c = find(buf);
+  /* The term's validity is a pure function of the monotonic clock: a server that
+     was paused past the deadline answers nil here even before the loop ran. */
+  if (c == NULL || c->term == NULL || !simba_term_is_valid(c->term))
+    return RedisModule_ReplyWithNull(ctx);
+  return RedisModule_ReplyWithLongLong(ctx, (long long)simba_term_token(c->term));
+}
+
+/* SIMBA.STATUS: the session and every contended name. */
+static int cmd_status(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  contender_t *c;
+  long n = 0;
+  (void)argv;
+  if (argc != 1) return RedisModule_WrongArity(ctx);
+  for (c = g.contenders; c != NULL; c = c->next) n++;
+  RedisModule_ReplyWithMap(ctx, 2);
+  RedisModule_ReplyWithCString(ctx, "session");
+  RedisModule_ReplyWithCString(ctx, status_name(simba_client_status(g.client)));
+  RedisModule_ReplyWithCString(ctx, "leases");
+  RedisModule_ReplyWithArray(ctx, n);
+  for (c = g.contenders; c != NULL; c = c->next) {
+    int leading = c->term != NULL && simba_term_is_valid(c->term);
+    RedisModule_ReplyWithMap(ctx, 5);
+    RedisModule_ReplyWithCString(ctx, "name");
+    RedisModule_ReplyWithCString(ctx, c->name);
+    RedisModule_ReplyWithCString(ctx, "state");
+    RedisModule_ReplyWithCString(ctx, c->stopping ? "stopping" : leading ? "leader" : "candidate");
+    RedisModule_ReplyWithCString(ctx, "leader");
+    RedisModule_ReplyWithLongLong(ctx, leading);
+    RedisModule_ReplyWithCString(ctx, "token");
+    RedisModule_ReplyWithLongLong(ctx, (long long)(leading ? simba_term_token(c->term)
+                                                           : c->last_token));
+    RedisModule_ReplyWithCString(ctx, "remaining_ms");
+    RedisModule_ReplyWithLongLong(ctx, leading ? (long long)simba_term_remaining_ms(c->term) : 0);
+  }
+  return RM_OK;
+}
+
+/* SIMBA.SNAPSHOT: the client's JSON snapshot (simba_client_snapshot_json). */
+static int cmd_snapshot(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  char *json;
+  int rc;
+  (void)argv;
+  if (argc != 1) return RedisModule_WrongArity(ctx);
+  if (g.client == NULL) return reply_not_open(ctx);
+  json = simba_client_snapshot_json(g.client);
+  if (json == NULL) {
+    char err[512];
+    snprintf(err, sizeof err, "ERR no snapshot: %s", simba_last_error());
+    return RedisModule_ReplyWithError(ctx, err);
+  }
+  rc = RedisModule_ReplyWithStringBuffer(ctx, json, strlen(json));
+  simba_free(json);
+  return rc;
+}
+
+/* A redis:// backend makes libsimba call hiredis. Inside redis-server, when
+   libsimba links libhiredis.so (as built today), those calls bind to the
+   server's own copy of hiredis (a different version, exported by the executable
+   for its modules), not to libhiredis.so, and the first connect crashes the
+   server. Refuse such a backend then; postgresql:// and zookeeper:// do not have
+   the problem, nor does a libsimba with hiredis linked in privately (see
+   docs/embedding.md, "Known limits", and contrib/.repro/). Returns NULL when the
+   backend is usable, else the reason. */
+static int find_libhiredis(struct dl_phdr_info *info, size_t size, void *found) {
+  (void)size;
+  if (info->dlpi_name != NULL && strstr(info->dlpi_name, "libhiredis") != NULL) {
+    *(int *)found = 1;
+    return 1;
+  }
+  return 0;
+}
+
+static const char *hiredis_conflict(const char *backend) {
+  void *sym;
+  Dl_info info;
+  int shared_hiredis = 0;
+  if (strncmp(backend, "redis://", 8) != 0 && strncmp(backend, "rediss://", 9) != 0) return NULL;
+  sym = dlsym(RTLD_DEFAULT, "redisAsyncConnect");
+  if (sym == NULL) return NULL; /* the host has no hiredis of its own */
+  if (dladdr(sym, &info) != 0 && info.dli_fname != NULL && strstr(info.dli_fname, "libhiredis"))
+    return NULL; /* the first definition is libhiredis.so itself */
+  dl_iterate_phdr(find_libhiredis, &shared_hiredis);
+  if (!shared_hiredis) return NULL; /* libsimba carries its own hiredis */
+  return "a redis:// backend cannot be used from inside redis-server with this libsimba: its "
+         "hiredis calls would bind to the server's own hiredis and crash it; contend on a "
+         "postgresql:// or zookeeper:// backend (docs/embedding.md)";
+}
+
+static void close_client(void);
+
+/* SIMBA.CLOSE: close the client (every lease released, the session closed). The
+   module keeps no timer afterwards, so MODULE UNLOAD is allowed: Redis refuses to
+   unload a module with a pending timer, which a running client always has. */
+static int cmd_close(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  (void)argv;
+  if (argc != 1) return RedisModule_WrongArity(ctx);
+  if (g.client == NULL) return reply_not_open(ctx);
+  RedisModule_Log(g.ctx, "notice", "simba: SIMBA.CLOSE: releasing leases");
+  close_client();
+  return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+/* --- load, shutdown, unload -------------------------------------------------------------- */
+
+/* Close the client on the main thread: terms revoked (published), leases released,
+   session closed. Blocks at most about one renew period. */
+static void close_client(void) {
+  contender_t *c;
+  if (g.client == NULL) return;
+  if (g.timer_set) {
+    RedisModule_StopTimer(g.ctx, g.timer, NULL);
+    g.timer_set = 0;
+  }
+  if (g.fd >= 0) {
+    RedisModule_EventLoopDel(g.fd, RM_EVENTLOOP_READABLE);
+    g.fd = -1;
+  }
+  simba_client_close(g.client);
+  g.client = NULL;
+  while ((c = g.contenders) != NULL) {
+    g.contenders = c->next;
+    if (c->term != NULL) simba_term_release(c->term);
+    simba_election_free(c->election);
+    free(c);
+  }
+}
+
+static void on_shutdown(RedisModuleCtx *ctx, RedisModuleEvent eid, uint64_t subevent,
+                        void *data) {
+  (void)ctx;
+  (void)eid;
+  (void)subevent;
+  (void)data;
+  RedisModule_Log(g.ctx, "notice", "simba: server shutting down: releasing leases");
+  close_client();
+}
+
+RM_EXPORT int RedisModule_OnUnload(RedisModuleCtx *ctx);
+RM_EXPORT int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+
+int RedisModule_OnUnload(RedisModuleCtx *ctx) {
+  (void)ctx;
+  close_client();
+  if (g.ctx != NULL) {
+    RedisModule_FreeThreadSafeContext(g.ctx);
+    g.ctx = NULL;
+  }
+  return RM_OK;
+}
+
+static int load_error(RedisModuleCtx *ctx, simba_config_t *cfg, const char *fmt, ...) {
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  RedisModule_Log(ctx, "warning", "simba: %s", msg);
+  simba_config_free(cfg);
+  if (g.ctx != NULL) {
+    RedisModule_FreeThreadSafeContext(g.ctx);
+    g.ctx = NULL;
+  }
+  return RM_ERR;
+}
+
+/* Module arguments, as pairs: backend URL (required), channel NAME ("" for none),
+   contend NAME (repeatable), and any library key ("session.lease-duration 6s",
+   "client.name cache-1", ...; loop.mode and callback.* are the module's). */
+int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  const char *missing = NULL;
+  const char *backend = NULL;
+  simba_config_t *cfg = NULL;
+  const char *names[64];
+  size_t name_lens[64];
+  int n_names = 0, i, rc;
+  static const struct {
+    const char *name;
+    RedisModuleCmdFunc fn;
+    const char *flags;
+  } commands[] = {
+      /* None touches the keyspace: not "write", so that replicas may contend too. */
+      {"simba.contend", cmd_contend, "deny-script allow-stale"},
+      {"simba.resign", cmd_resign, "deny-script allow-stale"},
+      {"simba.token", cmd_token, "readonly fast allow-stale"},
+      {"simba.status", cmd_status, "readonly allow-stale"},
+      {"simba.snapshot", cmd_snapshot, "readonly allow-stale"},
+      {"simba.close", cmd_close, "deny-script allow-stale"},
+  };
+  RedisModuleEvent shutdown_event = {RM_EVENT_SHUTDOWN, 1};
+
+  if (rm_api_load(ctx, &missing) != RM_OK) {
+    /* Without the API there is no RedisModule_Log: say it on stderr (the log). */
+    fprintf(stderr, "simba: this server lacks %s (simba_redis needs Redis 7.0 or later)\n",
+            missing);
+    return RM_ERR;
+  }
+  if (RedisModule_IsModuleNameBusy(MODULE_NAME)) {
+    RedisModule_Log(ctx, "warning", "simba: a module named '%s' is already loaded",
+                    MODULE_NAME);
+    return RM_ERR;
+  }
+  RedisModule_SetModuleAttribs(ctx, MODULE_NAME, MODULE_VERSION, RM_APIVER_1);
+
+  if (simba_version() >> 16 != SIMBA_VERSION_MAJOR || simba_version() < 0x010200)
+    return load_error(ctx, NULL, "libsimba %s is loaded, simba_redis needs 1.2 or later",
+                      simba_version_string());
+  if (simba_config_new(&cfg) != SIMBA_OK) return load_error(ctx, NULL, "out of memory");
+
+  if (argc % 2 != 0)
+    return load_error(ctx, cfg,
+                      "module arguments are pairs (backend URL [contend NAME]... [KEY VALUE]...): "
+                      "'%s' has no value",
+                      RedisModule_StringPtrLen(argv[argc - 1], NULL));
+  for (i = 0; i < argc; i += 2) {
+    const char *key = RedisModule_StringPtrLen(argv[i], NULL);
+    size_t vlen;
+    const char *val = RedisModule_StringPtrLen(argv[i + 1], &vlen);
+    if (strcmp(key, "backend") == 0) {
+      backend = val;
+    } else if (strcmp(key, "channel") == 0) {
+      if (vlen >= sizeof g.channel)
+        return load_error(ctx, cfg, "channel name is longer than %zu bytes",
+                          sizeof g.channel - 1);
+      memcpy(g.channel, val, vlen);
+      g.channel[vlen] = '\0';
+    } else if (strcmp(key, "contend") == 0) {
+      const char *bad = check_name(val, vlen);
+      if (bad != NULL) return load_error(ctx, cfg, "contend '%s': %s", val, bad);
+      if (n_names == (int)(sizeof names / sizeof names[0]))
+        return load_error(ctx, cfg, "at most 64 'contend' arguments");
+      names[n_names] = val;
+      name_lens[n_names] = vlen;
+      n_names++;
+    } else if (strcmp(key, "loop.mode") == 0 || strncmp(key, "callback.", 9) == 0) {
+      return load_error(ctx, cfg,
+                        "'%s' is set by the module (EXTERNAL mode, callbacks on the main thread)",
+                        key);
+    } else if (strchr(key, '.') != NULL) {
+      if (simba_config_set(cfg, key, val) != SIMBA_OK)
+        return load_error(ctx, cfg, "%s %s: %s", key, val, simba_last_error());
+    } else {
+      return load_error(ctx, cfg,
+                        "unknown module argument '%s' (backend, contend, channel, or a library "
+                        "key such as session.lease-duration)",
+                        key);
+    }
+  }
+  if (backend == NULL)
+    return load_error(ctx, cfg, "missing module argument: backend URL (e.g. backend redis://host:6379)");
+  if (hiredis_conflict(backend) != NULL) return load_error(ctx, cfg, "%s", hiredis_conflict(backend));
+  if (simba_config_set(cfg, "loop.mode", "external") != SIMBA_OK ||
+      simba_config_set_logger(cfg, on_log, NULL, SIMBA_LOG_INFO) != SIMBA_OK)
+    return load_error(ctx, cfg, "cannot configure the client: %s", simba_last_error());
+  if (simba_config_validate(cfg) != SIMBA_OK)
+    return load_error(ctx, cfg, "bad configuration: %s", simba_last_error());
+
+  g.ctx = RedisModule_GetDetachedThreadSafeContext(ctx);
+  if (g.ctx == NULL) return load_error(ctx, cfg, "no detached context");
+
+  for (i = 0; i < (int)(sizeof commands / sizeof commands[0]); i++) {
+    if (RedisModule_CreateCommand(ctx, commands[i].name, commands[i].fn, commands[i].flags, 0, 0,
+                                  0) != RM_OK)
+      return load_error(ctx, cfg, "cannot register command %s", commands[i].name);
+  }
+
+  rc = simba_client_open(&g.client, backend, cfg);
+  simba_config_free(cfg);
+  cfg = NULL;
+  if (rc != SIMBA_OK) {
+    g.client = NULL;
+    return load_error(ctx, NULL, "cannot open a client on the backend: %s (%s)",
+                      simba_strerror(rc), simba_last_error());
+  }
+  simba_client_on_event(g.client, on_event, NULL);
+  g.fd = simba_client_fd(g.client);
+  if (g.fd < 0 || RedisModule_EventLoopAdd(g.fd, RM_EVENTLOOP_READABLE, on_fd, NULL) != RM_OK) {
+    int e = errno;
+    close_client();
+    return load_error(ctx, NULL, "cannot watch the client's fd on the event loop: %s",
+                      strerror(e));
+  }
+  if (RedisModule_SubscribeToServerEvent(ctx, shutdown_event, on_shutdown) != RM_OK) {
+    close_client();
+    return load_error(ctx, NULL, "cannot subscribe to the shutdown event");
+  }
+  for (i = 0; i < n_names; i++) {
+    char err[512];
+    if (contend(names[i], name_lens[i], err, sizeof err) == NULL) {
+      close_client();
+      return load_error(ctx, NULL, "%s", err + 4); /* without "ERR " */
+    }
+  }
+  arm();
+  RedisModule_Log(ctx, "notice", "simba: libsimba %s, EXTERNAL mode on the server's loop, %d name(s)",
+                  simba_version_string(), n_names);
+  return RM_OK;
+}

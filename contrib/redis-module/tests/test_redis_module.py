@@ -1,0 +1,285 @@
+"""End to end: two redis-servers load simba_redis.so and contend for one name on a
+separate backend: PostgreSQL or ZooKeeper (SIMBA_TEST_POSTGRES_URL or
+SIMBA_TEST_ZOOKEEPER_URL, else a PostgreSQL of our own). A redis:// backend is
+refused inside redis-server (docs/embedding.md, "Known limits").
+
+Checks: bad module arguments make the server refuse to start with a clear message;
+exactly one server leads; `kill -9` of the leader hands the name over within the
+lease bound; a graceful SHUTDOWN and SIMBA.RESIGN hand it over at once; every
+new term has a larger token; elections and revocations are published on the
+channel; the commands reject bad input.
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import time
+
+from embedtest import (Failure, Resp, RespError, Sandbox, check, free_port, log,
+                       pairs, resp_call, run_test, skip, sql_backend, unique, wait_until)
+
+LEASE_MS = 3000
+RENEW_MS = 1000
+# After a leader dies, its session expires on the backend within the lease duration
+# of its last keep-alive; the survivor's candidate retries every renew/2 + jitter
+# (jitter < renew/2). Slack for a loaded 2-core machine.
+FAILOVER_BOUND_S = (LEASE_MS + RENEW_MS) / 1000 + 2.0
+HANDOVER_BOUND_S = RENEW_MS / 1000 + 1.5  # a released lease: one candidate retry
+CHANNEL = "simba.leadership"
+
+
+def libsimba_links_libhiredis():
+    """True while libsimba.so.1 needs libhiredis.so (the module then refuses redis://)."""
+    lib = os.environ.get("SIMBA_LIBSIMBA", "")
+    try:
+        with open(lib, "rb") as f:
+            return b"libhiredis.so" in f.read()
+    except OSError:
+        return True
+
+
+def main():
+    server = os.environ.get("SIMBA_REDIS_SERVER") or shutil.which("redis-server")
+    module = os.environ.get("SIMBA_REDIS_MODULE")
+    if not server or not os.path.exists(server):
+        skip("redis-server not installed (Debian package redis-server)")
+    check(module and os.path.exists(module), f"SIMBA_REDIS_MODULE={module!r}: module not built")
+
+    sb = Sandbox("redis-module")
+    backend = sql_backend(sb)
+    name = unique("redis-module")
+
+    def start(tag, *module_args, expect_fail=False):
+        port = free_port()
+        args = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--dir", sb.dir, "--logfile", "",
+                "--enable-module-command", "yes",
+                "--loadmodule", module, *module_args]
+        p = sb.spawn(args, tag)
+        p.port = port
+        p.tag = tag
+        if expect_fail:
+            try:
+                p.wait(10)
+            except Exception:
+                raise Failure(f"{tag}: the server started although the module arguments are bad")
+            return p
+        try:
+            wait_until(f"{tag} on {port}", lambda: resp_call(port, "PING") == "PONG", 10)
+        except Failure:
+            print(sb.tail(f"{tag}.out"))
+            raise
+        return p
+
+    # --- bad module arguments: the server refuses to start and says why -------------
+    for tag, args, words in [
+        ("bad-missing-backend", ["contend", name], "missing module argument: backend"),
+        ("bad-name", ["backend", backend, "contend", "no spaces"], "outside [A-Za-z0-9._:-]"),
+        ("bad-key", ["backend", backend, "session.lease-duration", "fast"], "session.lease-duration"),
+        ("bad-odd", ["backend"], "pairs"),
+        ("bad-mode", ["backend", backend, "loop.mode", "thread"], "set by the module"),
+        ("bad-scheme", ["backend", "nosuch://x"], "cannot open a client"),
+    ] + ([("bad-redis", ["backend", "redis://127.0.0.1:1"], "cannot be used from inside redis-server")]
+         if libsimba_links_libhiredis() else []):
+        p = start(tag, *args, expect_fail=True)
+        out = sb.tail(f"{tag}.out", 200)
+        check(p.returncode != 0, f"{tag}: exit status {p.returncode}")
+        check(words in out, f"{tag}: the log does not say {words!r}:\n{out}")
+    log("bad module arguments are refused with a message")
+
+    common = ["backend", backend, "contend", name, "session.lease-duration", f"{LEASE_MS}ms",
+              "session.renew-interval", f"{RENEW_MS}ms", "channel", CHANNEL]
+    hosts = {}
+    for tag in ("a", "b"):
+        hosts[tag] = start(f"host-{tag}", *common, "client.name", f"redis-host-{tag}")
+
+    # Subscribers record what each server publishes.
+    subs = {}
+
+    def subscribe(tag):
+        s = Resp(hosts[tag].port, timeout=0.2)
+        s.send("SUBSCRIBE", CHANNEL)
+        s.sock.settimeout(5)
+        check(s.read()[0] == "subscribe", "SUBSCRIBE answered")
+        s.sock.settimeout(0.2)
+        subs[tag] = (s, [])
+
+    def drain(tag):
+        s, got = subs[tag]
+        while True:
+            try:
+                m = s.read()
+            except (socket.timeout, TimeoutError):
+                return got
+            if m and m[0] == "message":
+                got.append(json.loads(m[2]))
+
+    for tag in hosts:
+        subscribe(tag)
+
+    def token(tag):
+        return resp_call(hosts[tag].port, "SIMBA.TOKEN", name)
+
+    def leaders():
+        return {t: tok for t in hosts if (tok := token(t)) is not None}
+
+    def one_leader():
+        ls = leaders()
+        check(len(ls) <= 1, f"two leaders at once: {ls}")
+        return ls if len(ls) == 1 else None
+
+    t0 = time.monotonic()
+    ls = wait_until("a leader", one_leader, 15)
+    (leader, tok1), = ls.items()
+    log(f"host-{leader} leads with token {tok1} after {time.monotonic() - t0:.2f}s")
+    # Exactly one leader, sampled for a while (a lease and a half).
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        ls = leaders()
+        check(ls == {leader: tok1}, f"leadership moved or doubled while nothing failed: {ls}")
+        time.sleep(0.1)
+    follower = "b" if leader == "a" else "a"
+
+    st = pairs(resp_call(hosts[leader].port, "SIMBA.STATUS"))
+    check(st["session"] == "live", f"STATUS session: {st}")
+    lease = pairs(st["leases"][0])
+    check(lease["name"] == name and lease["state"] == "leader" and lease["leader"] == 1
+          and lease["token"] == tok1 and 0 < lease["remaining_ms"] <= LEASE_MS,
+          f"leader STATUS: {lease}")
+    fl = pairs(pairs(resp_call(hosts[follower].port, "SIMBA.STATUS"))["leases"][0])
+    check(fl["state"] == "candidate" and fl["leader"] == 0, f"follower STATUS: {fl}")
+    snap = json.loads(resp_call(hosts[leader].port, "SIMBA.SNAPSHOT"))
+    check(isinstance(snap, dict) and "session" in snap, f"SNAPSHOT: {snap}")
+    drain(leader)  # its election may precede the subscription: later ones are checked
+
+    # --- kill -9 the leader: the follower leads within the lease bound ------------------
+    t0 = time.monotonic()
+    os.killpg(hosts[leader].pid, signal.SIGKILL)
+    hosts[leader].wait(5)
+    subs[leader][0].close()
+    dead = leader
+    ls = wait_until("the survivor to lead", lambda: {follower: token(follower)}
+                    if token(follower) is not None else None, FAILOVER_BOUND_S + 2)
+    took = time.monotonic() - t0
+    tok2 = ls[follower]
+    log(f"kill -9 host-{dead}: host-{follower} leads with token {tok2} after {took:.2f}s")
+    check(took <= FAILOVER_BOUND_S, f"failover took {took:.2f}s > {FAILOVER_BOUND_S}s")
+    check(tok2 > tok1, f"token did not increase: {tok1} then {tok2}")
+    ev = drain(follower)
+    check({"event": "elected", "name": name, "token": tok2} in ev, f"published: {ev}")
+
+    # The killed server comes back as a follower.
+    hosts[dead] = start(f"host-{dead}-2", *common, "client.name", f"redis-host-{dead}")
+    subscribe(dead)
+    time.sleep(1.0)
+    check(one_leader() == {follower: tok2}, f"after the restart: {leaders()}")
+
+    # --- graceful SHUTDOWN: the lease is released, the other leads at once ------------------
+    leader, follower = follower, dead
+    t0 = time.monotonic()
+    with Resp(hosts[leader].port) as r:
+        r.send("SHUTDOWN", "NOSAVE")
+        try:
+            r.read()
+        except OSError:
+            pass  # the server closes the connection
+    hosts[leader].wait(10)
+    ls = wait_until("the other to lead after SHUTDOWN",
+                    lambda: token(follower), HANDOVER_BOUND_S + 3)
+    took = time.monotonic() - t0
+    tok3 = ls
+    log(f"SHUTDOWN host-{leader}: host-{follower} leads with token {tok3} after {took:.2f}s")
+    check(took <= HANDOVER_BOUND_S, f"handover after SHUTDOWN took {took:.2f}s > {HANDOVER_BOUND_S}s"
+          " (was the lease released?)")
+    check(tok3 > tok2, f"token did not increase: {tok2} then {tok3}")
+    out = sb.tail(f"{hosts[leader].tag}.out", 200)
+    check("releasing leases" in out, f"no release in the log:\n{out}")
+    ev = drain(follower)
+    check({"event": "elected", "name": name, "token": tok3} in ev, f"published: {ev}")
+
+    # --- SIMBA.RESIGN and SIMBA.CONTEND: hand over on request, then contend again ---------------
+    hosts[leader] = start(f"host-{leader}-3", *common, "client.name", f"redis-host-{leader}")
+    subscribe(leader)
+    time.sleep(0.5)
+    leader, follower = follower, leader
+    check(one_leader() == {leader: tok3}, f"before RESIGN: {leaders()}")
+    t0 = time.monotonic()
+    check(resp_call(hosts[leader].port, "SIMBA.RESIGN", name) == "OK", "RESIGN")
+    tok4 = wait_until("the other to lead after RESIGN", lambda: token(follower),
+                      HANDOVER_BOUND_S + 3)
+    took = time.monotonic() - t0
+    log(f"SIMBA.RESIGN on host-{leader}: host-{follower} leads with token {tok4} after {took:.2f}s")
+    check(took <= HANDOVER_BOUND_S, f"handover after RESIGN took {took:.2f}s")
+    check(tok4 > tok3, f"token did not increase: {tok3} then {tok4}")
+    check(token(leader) is None, "the resigned server still answers a token")
+    ev = drain(leader)
+    check(any(e.get("event") == "revoked" and e.get("token") == tok3 and e.get("reason") == "stopped"
+              for e in ev), f"revocation not published: {ev}")
+    st = pairs(resp_call(hosts[leader].port, "SIMBA.STATUS"))
+    check(st["leases"] == [], f"STATUS after RESIGN: {st}")
+    check(resp_call(hosts[leader].port, "SIMBA.CONTEND", name) == "OK", "CONTEND again")
+    time.sleep(1.0)
+    check(one_leader() == {follower: tok4}, f"after CONTEND again: {leaders()}")
+
+    # --- bad input ------------------------------------------------------------------------------
+    port = hosts[leader].port
+    for args, words in [
+        (("SIMBA.CONTEND", name), "already contending"),
+        (("SIMBA.CONTEND", "a b"), "outside [A-Za-z0-9._:-]"),
+        (("SIMBA.CONTEND", "x" * 129), "longer than 128"),
+        (("SIMBA.CONTEND", ".."), "may not be"),
+        (("SIMBA.CONTEND",), "wrong number of arguments"),
+        (("SIMBA.RESIGN", "nobody"), "not contending"),
+        (("SIMBA.TOKEN",), "wrong number of arguments"),
+        (("SIMBA.STATUS", "x"), "wrong number of arguments"),
+    ]:
+        try:
+            r = resp_call(port, *args)
+            raise Failure(f"{args} answered {r!r}, not an error")
+        except RespError as e:
+            check(words in str(e), f"{args}: error {e!r} does not say {words!r}")
+    check(resp_call(port, "SIMBA.TOKEN", "never-contended") is None, "TOKEN of an unknown name")
+    check(resp_call(port, "PING") == "PONG", "the server survived the bad input")
+    log("commands reject bad input with clear errors")
+
+    # --- SIMBA.CLOSE then MODULE UNLOAD on the leader: released, the other leads --------------
+    leader, follower = follower, leader
+    check(one_leader() == {leader: tok4}, f"before CLOSE: {leaders()}")
+    try:
+        resp_call(hosts[leader].port, "MODULE", "UNLOAD", "simba")
+        raise Failure("MODULE UNLOAD of a running client was accepted")
+    except RespError as e:
+        check("timer" in str(e), f"MODULE UNLOAD before SIMBA.CLOSE: {e}")
+    t0 = time.monotonic()
+    check(resp_call(hosts[leader].port, "SIMBA.CLOSE") == "OK", "SIMBA.CLOSE")
+    tok5 = wait_until("the other to lead after SIMBA.CLOSE", lambda: token(follower),
+                      HANDOVER_BOUND_S + 3)
+    took = time.monotonic() - t0
+    check(took <= HANDOVER_BOUND_S and tok5 > tok4, f"after SIMBA.CLOSE: {took:.2f}s, token {tok5}")
+    st = pairs(resp_call(hosts[leader].port, "SIMBA.STATUS"))
+    check(st["session"] == "closed" and st["leases"] == [], f"STATUS after CLOSE: {st}")
+    check(resp_call(hosts[leader].port, "MODULE", "UNLOAD", "simba") == "OK", "MODULE UNLOAD")
+    check(resp_call(hosts[leader].port, "PING") == "PONG", "the server after MODULE UNLOAD")
+    log(f"SIMBA.CLOSE: host-{follower} leads with token {tok5} after {took:.2f}s; MODULE UNLOAD ok")
+
+    # --- a redis:// backend from inside redis-server (libsimba's own hiredis, ADR 0021) ----
+    redis_backend = os.environ.get("SIMBA_TEST_REDIS_URL")
+    if libsimba_links_libhiredis() or not redis_backend:
+        log("redis:// backend from inside redis-server: skipped (libsimba links libhiredis.so,"
+            " or SIMBA_TEST_REDIS_URL is unset)")
+        return
+    rname = unique("redis-module-on-redis")
+    rhost = start("host-r", "backend", redis_backend, "contend", rname,
+                  "session.lease-duration", f"{LEASE_MS}ms", "session.renew-interval",
+                  f"{RENEW_MS}ms", "client.name", "redis-host-r")
+    rtok = wait_until("the host on a redis:// backend to lead",
+                      lambda: resp_call(rhost.port, "SIMBA.TOKEN", rname), 15)
+    check(resp_call(rhost.port, "SIMBA.RESIGN", rname) == "OK", "SIMBA.RESIGN on redis://")
+    check(resp_call(rhost.port, "PING") == "PONG", "the server on a redis:// backend")
+    log(f"redis:// backend from inside redis-server: led with token {rtok}, resigned")
+
+
+if __name__ == "__main__":
+    run_test(main)
