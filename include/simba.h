@@ -719,7 +719,10 @@ SIMBA_API int simba_lock_acquire(simba_term_t **out, simba_client_t *c, const ch
 
 /**
  * @brief One attempt: acquire the lock if nobody holds it. Waits at most one renew
- *        period for the session to be live and for the backend's answer.
+ *        period for the session to be live and for the backend's answer (and,
+ *        right after an acquire of the name on this client gave up with its
+ *        answer outstanding, for that answer first: SIMBA_ETIMEDOUT if it comes
+ *        too late).
  * @return SIMBA_OK; SIMBA_EBUSY (held by someone else, here or elsewhere);
  *         SIMBA_ETIMEDOUT; SIMBA_EBACKEND; and as simba_lock_acquire().
  */
