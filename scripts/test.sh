@@ -38,6 +38,7 @@ SIMBA_APT_PACKAGES=(
   lua5.4 liblua5.4-dev lua-busted lua-luv     # bindings/lua (label lua)
   openjdk-17-jdk-headless junit5              # bindings/java (label java)
   nginx nginx-dev python3                     # contrib (label embed)
+  curl libmicrohttpd-dev                      # simba run --listen (label cli)
 )
 # bindings/rust (label rust) uses the machine's cargo: rustup's in ~/.cargo/bin
 # when there is one (Debian's cargo otherwise).

@@ -98,6 +98,7 @@ int cli_run(cli_common_t *common, int argc, char **argv);
 int cli_lock(cli_common_t *common, int argc, char **argv);
 int cli_status(cli_common_t *common, int argc, char **argv);
 int cli_schema(cli_common_t *common, int argc, char **argv);
+int cli_watch(cli_common_t *common, int argc, char **argv);
 
 /* Opens a client on common->backend; logs the reason and returns NULL on
  * failure. */
@@ -107,5 +108,24 @@ simba_client_t *cli_open_client(const cli_common_t *common);
  * lease-duration x (1 - drift) - margin - renew-interval. A --grace must be
  * below it, or the command would be stopped in every renew interval. */
 int64_t cli_remaining_floor_ms(const simba_config_t *cfg);
+
+/* --- simba run --listen: /healthz, /leader, /metrics (http.c) -------------- */
+
+typedef struct cli_http cli_http_t;
+
+/* False when the tool was built without libmicrohttpd: --listen is refused. */
+bool cli_http_available(void);
+
+/* Serves the endpoints on `addr` (HOST:PORT, [V6]:PORT; port 0 picks a free one)
+ * for the client `c`, which contends for `name`; logs "listening on HOST:PORT".
+ * Follows `name`'s holder with an observer polling every `poll_ms` (0: the renew
+ * interval). Logs the reason and returns NULL on failure. */
+cli_http_t *cli_http_start(const char *addr, simba_client_t *c, const char *name, int64_t poll_ms);
+
+/* The term this process holds now (retained until replaced), or NULL. */
+void cli_http_set_term(cli_http_t *h, simba_term_t *term);
+
+/* Stops serving and frees `h` (NULL: no-op); before the client is closed. */
+void cli_http_stop(cli_http_t *h);
 
 #endif

@@ -179,3 +179,36 @@ const char *json_string(const json_value_t *object, const char *key) {
   const json_value_t *v = json_get(object, key);
   return v && v->type == JSON_STRING ? v->string : "";
 }
+
+char *json_quote(const char *s) {
+  /* At most 6 bytes per input byte (\u00XX), the quotes and the NUL. */
+  const size_t len = s ? strlen(s) : 0;
+  char *out = malloc(len * 6 + 5);
+  if (!out) return NULL;
+  if (!s) {
+    memcpy(out, "null", 5);
+    return out;
+  }
+  static const char hex[] = "0123456789abcdef";
+  char *w = out;
+  *w++ = '"';
+  for (const unsigned char *p = (const unsigned char *)s; *p; ++p) {
+    switch (*p) {
+      case '"': *w++ = '\\', *w++ = '"'; break;
+      case '\\': *w++ = '\\', *w++ = '\\'; break;
+      case '\n': *w++ = '\\', *w++ = 'n'; break;
+      case '\r': *w++ = '\\', *w++ = 'r'; break;
+      case '\t': *w++ = '\\', *w++ = 't'; break;
+      default:
+        if (*p < 0x20) {
+          *w++ = '\\', *w++ = 'u', *w++ = '0', *w++ = '0';
+          *w++ = hex[*p >> 4], *w++ = hex[*p & 15];
+        } else {
+          *w++ = (char)*p; /* UTF-8 passes through */
+        }
+    }
+  }
+  *w++ = '"';
+  *w = '\0';
+  return out;
+}

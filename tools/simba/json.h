@@ -27,4 +27,8 @@ const json_value_t *json_get(const json_value_t *object, const char *key);
 /* The string member `key`, or "" when absent or not a string. */
 const char *json_string(const json_value_t *object, const char *key);
 
+/* `s` as a JSON string literal with its quotes ("null" for NULL), to free with
+ * free(); NULL when out of memory. */
+char *json_quote(const char *s);
+
 #endif

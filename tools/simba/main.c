@@ -1,6 +1,6 @@
 /* simba: run a command while leader, run a command under a lock, show what a
- * backend holds, and print a backend's DDL. Options shared by every command, and
- * the dispatch. */
+ * backend holds, follow who holds a name, and print a backend's DDL. Options
+ * shared by every command, and the dispatch. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +14,10 @@ static const char kUsage[] =
     "\n"
     "Commands:\n"
     "  run NAME -- CMD [ARGS...]    run CMD whenever this process leads NAME\n"
+    "                               (--listen ADDR: /healthz, /leader, /metrics)\n"
     "  lock NAME -- CMD [ARGS...]   run CMD once while holding the lock NAME\n"
     "  status [NAME...]             sessions and leases on the backend\n"
+    "  watch NAME...                print each change of NAME's holder\n"
     "  schema                       print the DDL a postgresql:// backend installs\n"
     "\n"
     "Options (any command; also after the command name):\n"
@@ -207,9 +209,11 @@ int main(int argc, char **argv) {
     status = cli_status(&common, argc - i, argv + i);
   } else if (strcmp(command, "schema") == 0) {
     status = cli_schema(&common, argc - i, argv + i);
+  } else if (strcmp(command, "watch") == 0) {
+    status = cli_watch(&common, argc - i, argv + i);
   } else {
-    LOG_ERROR("unknown command \"%s\" (expected run, lock, status or schema; see simba --help)",
-              command);
+    LOG_ERROR("unknown command \"%s\" (expected run, lock, status, watch or schema; see simba "
+              "--help)", command);
   }
 out:
   simba_config_free(common.cfg);

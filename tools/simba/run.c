@@ -14,7 +14,8 @@
 #include "json.h"
 
 static const char kRunUsage[] =
-    "usage: simba run NAME [--once] [--grace D] [--cooldown D] [OPTIONS] -- CMD [ARGS...]\n"
+    "usage: simba run NAME [--once] [--grace D] [--cooldown D] [--listen ADDR] [OPTIONS]\n"
+    "                 -- CMD [ARGS...]\n"
     "\n"
     "Contend for NAME; while leader, run CMD with SIMBA_LEASE, SIMBA_TOKEN and\n"
     "SIMBA_DEADLINE_MS (the term's remaining time at start) in its environment.\n"
@@ -27,6 +28,9 @@ static const char kRunUsage[] =
     "  --grace D      stop CMD when less than D is left (default 2s, or less\n"
     "                 with a short lease)\n"
     "  --cooldown D   after CMD exits, wait D before contending again (default 1s)\n"
+    "  --listen ADDR  serve HTTP on ADDR (HOST:PORT; port 0 picks one): GET /healthz\n"
+    "                 (200 while the session is live), /leader (200 while this\n"
+    "                 process leads NAME, 503 otherwise), /metrics (Prometheus)\n"
     "\n"
     "SIGINT/SIGTERM/SIGHUP: CMD gets SIGTERM, NAME is released once CMD exited,\n"
     "and simba exits with 128 + the signal. Common options: simba --help.\n";
@@ -53,6 +57,7 @@ typedef struct {
   int64_t cooldown_ms;
   int64_t timeout_ms;
   bool grace_given;
+  const char *listen; /* run --listen ADDR, or NULL */
 } options_t;
 
 /* Parses "NAME [options] -- CMD...". Returns -1 to go on, else an exit status. */
@@ -84,6 +89,19 @@ static int parse(cli_common_t *common, int argc, char **argv, bool is_run, optio
       duration = &o->cooldown_ms, flag = "--cooldown";
     } else if (!is_run && strncmp(a, "--timeout", 9) == 0 && (a[9] == '\0' || a[9] == '=')) {
       duration = &o->timeout_ms, flag = "--timeout";
+    }
+    if (is_run && strncmp(a, "--listen", 8) == 0 && (a[8] == '\0' || a[8] == '=')) {
+      o->listen = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!o->listen || !*o->listen) {
+        LOG_ERROR("--listen needs an address such as 127.0.0.1:8080 or 0.0.0.0:0");
+        return EXIT_SIMBA_FAILED;
+      }
+      if (!cli_http_available()) {
+        LOG_ERROR("--listen: this simba was built without libmicrohttpd (install "
+                  "libmicrohttpd-dev and rebuild)");
+        return EXIT_SIMBA_FAILED;
+      }
+      continue;
     }
     if (duration) {
       const char *v = strchr(a, '=') ? strchr(a, '=') + 1 : (i + 1 < argc ? argv[++i] : NULL);
@@ -147,7 +165,10 @@ typedef struct {
 } handoff_t;
 
 static void hand_off(int fd, int err, simba_term_t *term) {
-  const handoff_t h = {err, term};
+  handoff_t h;
+  memset(&h, 0, sizeof h); /* no uninitialised padding through write() */
+  h.err = err;
+  h.term = term;
   /* Smaller than PIPE_BUF: written whole. */
   if (write(fd, &h, sizeof h) != (ssize_t)sizeof h && term) simba_term_release(term);
 }
@@ -200,10 +221,16 @@ int cli_run(cli_common_t *common, int argc, char **argv) {
   }
   simba_client_t *c = cli_open_client(common);
   if (!c) return EXIT_SIMBA_FAILED;
+  cli_http_t *http = NULL;
+  if (o.listen && !(http = cli_http_start(o.listen, c, o.name, 0))) {
+    simba_client_close(c);
+    return EXIT_SIMBA_FAILED;
+  }
   simba_election_t *e = NULL;
   const simba_listener_t l = {on_elected, on_revoked, &handoff[1]};
   if (simba_election_start(&e, c, o.name, &l) != SIMBA_OK) {
     LOG_ERROR("cannot contend for %s: %s", o.name, simba_last_error());
+    cli_http_stop(http);
     simba_client_close(c);
     return EXIT_SIMBA_FAILED;
   }
@@ -219,9 +246,11 @@ int cli_run(cli_common_t *common, int argc, char **argv) {
     }
     LOG_INFO("leading %s with token %" PRIu64 " (%" PRId64 " ms left): starting %s", o.name,
              simba_term_token(term), simba_term_remaining_ms(term), o.cmd[0]);
+    cli_http_set_term(http, term); /* GET /leader: 200 while it is valid */
     cli_child_t child;
     const int rc = cli_child_start(&child, o.cmd, term);
     if (rc != 0) {
+      cli_http_set_term(http, NULL);
       simba_term_release(term);
       status = rc;
       break;
@@ -231,6 +260,7 @@ int cli_run(cli_common_t *common, int argc, char **argv) {
     const bool still_valid = simba_term_is_valid(term) != 0;
     LOG_INFO("%s exited with status %d (%s)", o.cmd[0], code,
              end == CLI_WORK_DONE ? "while leading" : "stopped by simba");
+    cli_http_set_term(http, NULL);
     simba_term_release(term);
     if (signo) break;
     if (o.once) {
@@ -253,6 +283,7 @@ int cli_run(cli_common_t *common, int argc, char **argv) {
     LOG_WARN("stopping the election: %s", simba_last_error());
   }
   simba_election_free(e);
+  cli_http_stop(http); /* its threads use the client */
   simba_client_close(c);
   drain_handoffs(handoff[0]);
   close(handoff[0]);
