@@ -7,8 +7,9 @@
 # Both compile at -O1 (after the build type's -O2, so it wins): what the
 # sanitizers' authors recommend for useful stacks, and it builds about a third
 # faster, which CI pays twice.
-# SIMBA_TEST_ENVIRONMENT holds the runtime options every test gets (TSan also
-# reads cmake/tsan.supp: each entry there says why it is not our bug).
+# SIMBA_TEST_ENVIRONMENT holds the runtime options every test gets (TSan reads
+# cmake/tsan.supp, LeakSanitizer cmake/lsan.supp: each entry there says why it is
+# not our bug).
 
 set(SIMBA_TEST_ENVIRONMENT "")
 set(SIMBA_TEST_TIMEOUT_FACTOR 1)
@@ -21,6 +22,7 @@ elseif(SIMBA_SANITIZE STREQUAL "address")
   add_link_options(-fsanitize=address,undefined -fno-sanitize-recover=all)
   list(APPEND SIMBA_TEST_ENVIRONMENT
        "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1"
+       "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/cmake/lsan.supp:print_suppressions=0"
        "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
        "SIMBA_SANITIZER=address")
   set(SIMBA_TEST_TIMEOUT_FACTOR 3)

@@ -37,8 +37,10 @@ SIMBA_APT_PACKAGES=(
   golang-go                                   # bindings/go (label go)
   lua5.4 liblua5.4-dev lua-busted lua-luv     # bindings/lua (label lua)
   openjdk-17-jdk-headless junit5              # bindings/java (label java)
+  clang-14 libclang-rt-14-dev libssl-dev      # scripts/fuzz.sh (libFuzzer); TLS tests (OpenSSL)
   nginx nginx-dev python3                     # contrib (label embed)
   curl libmicrohttpd-dev                      # simba run --listen (label cli)
+  python3 redis-tools postgresql zookeeper   # tests/chaos (label chaos)
 )
 # bindings/rust (label rust) uses the machine's cargo: rustup's in ~/.cargo/bin
 # when there is one (Debian's cargo otherwise).

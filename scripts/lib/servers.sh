@@ -255,3 +255,115 @@ simba_wait_pid_gone() {
   done
   return 0
 }
+
+# --- TLS test servers (issue 23): additive helpers; the shared servers above are
+# unchanged. Tests that need TLS start their own server with these. -------------
+
+# simba_make_pki DIR: a throwaway PKI made with openssl, for TLS tests:
+#   ca.crt/ca.key            the test CA (RSA 2048, 2 days)
+#   other-ca.crt             a CA that signed nothing here ("wrong CA")
+#   server.crt/server.key    signed by ca, SAN IP:127.0.0.1 and DNS:localhost
+#   wronghost.crt/.key       signed by ca, SAN DNS:wrong.example only ("wrong host name")
+#   expired.crt/.key         signed by ca, valid 2020-01-01..2020-01-02 ("expired")
+#   client.crt/client.key    signed by ca, CN=simba_cert (client certificates)
+#   client-enc.key           client.key encrypted (AES-256) with $SIMBA_PKI_KEY_PASSWORD
+#                            (default "pki-key-pw")
+# Keys are mode 0600. Returns nonzero (with openssl's words on stderr) on failure.
+simba_make_pki() {
+  local dir=$1 log
+  mkdir -p "$dir" && log="$dir/openssl.log"
+  (
+    set -e
+    cd "$dir"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=Simba Test CA" \
+      -keyout ca.key -out ca.crt
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=Simba Other CA" \
+      -keyout other-ca.key -out other-ca.crt
+    # A minimal `openssl ca` setup: it alone can set a validity in the past.
+    mkdir -p ca.db && : >ca.db/index.txt && echo 1000 >ca.db/serial
+    cat >ca.cnf <<CNF
+[ca]
+default_ca = test
+[test]
+dir = $dir/ca.db
+database = \$dir/index.txt
+serial = \$dir/serial
+new_certs_dir = \$dir
+certificate = $dir/ca.crt
+private_key = $dir/ca.key
+default_md = sha256
+policy = any
+copy_extensions = copy
+unique_subject = no
+[any]
+commonName = supplied
+CNF
+    local name cn san
+    for name in server wronghost expired client; do
+      case $name in
+        server) cn=127.0.0.1 san="IP:127.0.0.1,DNS:localhost" ;;
+        wronghost) cn=wrong.example san="DNS:wrong.example" ;;
+        expired) cn=127.0.0.1 san="IP:127.0.0.1,DNS:localhost" ;;
+        client) cn=simba_cert san="DNS:simba_cert" ;;
+      esac
+      openssl req -newkey rsa:2048 -nodes -subj "/CN=$cn" -addext "subjectAltName=$san" \
+        -keyout "$name.key" -out "$name.csr"
+      if [[ $name == expired ]]; then
+        openssl ca -batch -config ca.cnf -startdate 20200101000000Z -enddate 20200102000000Z \
+          -in "$name.csr" -out "$name.crt" -notext
+      else
+        openssl ca -batch -config ca.cnf -days 2 -in "$name.csr" -out "$name.crt" -notext
+      fi
+    done
+    openssl pkey -in client.key -aes256 -passout "pass:${SIMBA_PKI_KEY_PASSWORD:-pki-key-pw}" \
+      -out client-enc.key
+    chmod 600 ./*.key
+  ) >"$log" 2>&1 || { cat "$log" >&2; return 1; }
+}
+
+# simba_start_postgres_tls DIR PKI CERT: a PostgreSQL of its own under DIR with
+# TLS on, presenting PKI/CERT.crt (CERT: server, wronghost or expired) and
+# trusting PKI/ca.crt for client certificates. pg_hba: role simba_cert must
+# come over TLS with a client certificate (cert auth, CN = role); everything
+# else over TCP is trusted. Creates role simba_cert (LOGIN SUPERUSER, for the
+# schema). Sets SIMBA_TLS_PG_PORT and SIMBA_TLS_PG_PID (tracked: stop_servers
+# ends it, or kill it yourself). As root, the server runs as `postgres`.
+simba_start_postgres_tls() {
+  local dir=$1 pki=$2 cert=$3 bindir port as=()
+  bindir=$(simba_pg_bindir) || { echo "servers: PostgreSQL server binaries not found" >&2; return 1; }
+  mkdir -p "$dir"
+  cp "$pki/$cert.crt" "$dir/server.crt" && cp "$pki/$cert.key" "$dir/server.key" &&
+    cp "$pki/ca.crt" "$dir/ca.crt" || return 1
+  chmod 600 "$dir/server.key"
+  if [[ $(id -u) -eq 0 ]]; then
+    id -u postgres >/dev/null 2>&1 ||
+      useradd --system --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin postgres
+    chmod 711 "$(dirname "$dir")"
+    chown -R postgres: "$dir"
+    as=(setpriv --reuid=postgres --regid=postgres --init-groups --)
+  fi
+  chmod 700 "$dir"
+  "${as[@]}" "$bindir/initdb" -D "$dir/data" -U postgres --auth=trust --no-sync \
+    --no-locale -E UTF8 >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; return 1; }
+  cat >"$dir/data/pg_hba.conf" <<HBA
+local   all         all                       trust
+hostssl all         simba_cert  127.0.0.1/32  cert
+host    all         simba_cert  127.0.0.1/32  reject
+host    all         all         127.0.0.1/32  trust
+HBA
+  port=$(simba_free_port) || return 1
+  "${as[@]}" "$bindir/postgres" -D "$dir/data" -p "$port" -k "$dir" \
+    -c listen_addresses=127.0.0.1 -c fsync=off -c ssl=on \
+    -c "ssl_cert_file=$dir/server.crt" -c "ssl_key_file=$dir/server.key" \
+    -c "ssl_ca_file=$dir/ca.crt" >"$dir/postgres.log" 2>&1 &
+  SIMBA_TLS_PG_PID=$!
+  simba_track_pid "$SIMBA_TLS_PG_PID"
+  simba_wait_until 20 "postgres (TLS) on $port" "$bindir/pg_isready" -q -h 127.0.0.1 -p "$port" || {
+    cat "$dir/postgres.log" >&2
+    return 1
+  }
+  "${as[@]}" "$bindir/psql" -h "$dir" -p "$port" -U postgres -d postgres -qAt \
+    -c "CREATE ROLE simba_cert LOGIN SUPERUSER" >/dev/null 2>"$dir/psql.log" ||
+    { cat "$dir/psql.log" >&2; return 1; }
+  SIMBA_TLS_PG_PORT=$port
+}

@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "backend/memory/memory_backend.h"
+#include "backend/url_parts.h"
 #include "core/names.h"
 #ifdef SIMBA_WITH_POSTGRES
 #include "backend/postgres/postgres_backend.h"
@@ -23,49 +24,93 @@ namespace simba {
 namespace {
 
 // scheme://user:password@host... -> scheme://user:***@host...
+//
+// Where the userinfo ends depends on who reads it: the redis:// parser takes
+// the last '@' before the query (a password may hold '/'), libpq (for
+// postgresql:// URLs) the first '@' before any '/' (a password may hold '?').
+// The part hidden reaches the later of the two, so that neither reading shows
+// a password; hiding too much of a malformed URL is fine.
 std::string redact_userinfo(const std::string& url) {
   const size_t scheme_end = url.find("://");
   if (scheme_end == std::string::npos) return url;
   const size_t auth_start = scheme_end + 3;
-  const size_t at = url.find('@', auth_start);
-  const size_t slash = url.find('/', auth_start);
   const size_t query = url.find('?', auth_start);
-  const size_t end = std::min(slash, query);
-  if (at == std::string::npos || (end != std::string::npos && end < at)) return url;
+  size_t at = url.rfind('@', query);
+  if (at != std::string::npos && at < auth_start) at = std::string::npos;
+  const std::string scheme = url.substr(0, scheme_end);
+  // (redis:// too: its query can hold no '@', so an '@' after a '?' there
+  // means a password with a '?' in it, which its parser refuses quoting the URL.)
+  const size_t libpq_at = scheme == "postgresql" || scheme == "postgres" || scheme == "redis"
+                              ? url.find_first_of("@/", auth_start)
+                              : std::string::npos;
+  if (libpq_at != std::string::npos && url[libpq_at] == '@' &&
+      (at == std::string::npos || libpq_at > at)) {
+    at = libpq_at;
+  }
+  if (at == std::string::npos) return url;
   const size_t colon = url.find(':', auth_start);
   if (colon == std::string::npos || colon > at) return url;
   return url.substr(0, colon + 1) + "***" + url.substr(at);
 }
 
-// Secrets in query parameters: libpq's ...?password=secret -> password=***, and
+// A query parameter whose value is a secret: libpq's password and sslpassword
+// (the client key's passphrase), and any other *password.
+bool secret_key(const std::string& key) {
+  static const std::string kSuffix = "password";
+  return key.size() >= kSuffix.size() &&
+         key.compare(key.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+}
+
+// Secrets in query parameters: libpq's ...?password=secret -> password=***
+// (sslpassword= and any other *password= alike), and
 // ZooKeeper's ...?auth=digest:user:password -> auth=digest:user:*** (any other
-// form of an auth value is hidden after its first ':', or whole).
+// form of an auth value is hidden after its scheme, or whole).
 std::string redact_query_secrets(const std::string& url) {
   const size_t q = url.find('?');
   if (q == std::string::npos) return url;
   std::string out = url.substr(0, q + 1);
   size_t start = q + 1;
+  // Parameters start after any '?' or '&' past the first '?': libpq reads its
+  // query after the path, which may follow a '?' of the userinfo. A secret's
+  // value runs to the next '&' (it may hold '?').
   while (start <= url.size()) {
-    size_t amp = url.find('&', start);
-    if (amp == std::string::npos) amp = url.size();
-    std::string kv = url.substr(start, amp - start);
-    if (kv.compare(0, 9, "password=") == 0) {
-      kv = "password=***";
+    size_t sep = url.find_first_of("&?", start);
+    if (sep == std::string::npos) sep = url.size();
+    std::string kv = url.substr(start, sep - start);
+    const size_t eq = kv.find('=');
+    const bool secret = eq != std::string::npos && secret_key(kv.substr(0, eq));
+    if (secret || kv.compare(0, 5, "auth=") == 0) {
+      sep = url.find('&', start);
+      if (sep == std::string::npos) sep = url.size();
+      kv = url.substr(start, sep - start);
+    }
+    if (secret) {
+      kv = kv.substr(0, eq) + "=***";
     } else if (kv.compare(0, 5, "auth=") == 0) {
+      // ZooKeeper's auth=scheme:user:password. What stays visible is made of
+      // plain words only ("digest:alice:"): anything with URL syntax in it
+      // might be (part of) a password, or another parameter as libpq would
+      // read the URL.
       const std::string value = kv.substr(5);
+      static const char kWord[] =
+          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-";
+      std::string shown_part;
       const size_t first = value.find(':');
-      const size_t second = first == std::string::npos ? first : value.find(':', first + 1);
-      if (value.compare(0, 7, "digest:") == 0 && second != std::string::npos) {
-        kv = "auth=" + value.substr(0, second + 1) + "***";
-      } else if (value.compare(0, 7, "digest:") != 0 && !value.empty()) {
-        kv = "auth=" + (first == std::string::npos ? std::string() : value.substr(0, first + 1)) +
-             "***";
+      if (first != std::string::npos && first > 0 &&
+          value.find_first_not_of(kWord) == first) {
+        shown_part = value.substr(0, first + 1);
+        const size_t second = value.find(':', first + 1);
+        if (shown_part == "digest:" && second != std::string::npos && second > first + 1 &&
+            value.find_first_not_of(kWord, first + 1) == second) {
+          shown_part = value.substr(0, second + 1);
+        }
       }
+      if (!value.empty()) kv = "auth=" + shown_part + "***";
     }
     out += kv;
-    if (amp == url.size()) break;
-    out += '&';
-    start = amp + 1;
+    if (sep == url.size()) break;
+    out += url[sep];
+    start = sep + 1;
   }
   return out;
 }
@@ -77,7 +122,7 @@ std::string unsupported_scheme(const std::string& scheme) {
     return "backend scheme \"" + scheme + "\" is not built into this libsimba";
   }
   return "unknown backend scheme \"" + scheme +
-         "\" (expected memory://, redis://, postgresql:// or zookeeper://)";
+         "\" (expected memory://, redis://, rediss://, postgresql:// or zookeeper://)";
 }
 
 }  // namespace
@@ -109,13 +154,17 @@ std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::stri
     return make_memory_backend(ctx.loop, name, ctx.client_name, std::move(faults));
   }
 #ifdef SIMBA_WITH_REDIS
-  if (scheme == "redis") {
+  if (scheme == "redis" || scheme == "rediss") {
     RedisUrl parsed;
     if (!parse_redis_url(url, &parsed, error)) {
       *why = BackendError::kInvalid;
       return nullptr;
     }
-    return make_redis_backend(ctx, parsed);
+    auto backend = make_redis_backend(ctx, parsed, error);
+    wipe_secret(&parsed.password);
+    wipe_secret(&parsed.tls_key_password);
+    if (!backend) *why = BackendError::kInvalid;  // a TLS file that cannot be used
+    return backend;
   }
 #endif
 #ifdef SIMBA_WITH_POSTGRES
@@ -125,7 +174,12 @@ std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::stri
       *why = BackendError::kInvalid;
       return nullptr;
     }
-    return make_postgres_backend(ctx, parsed);
+    auto backend = make_postgres_backend(ctx, parsed);
+    wipe_secret(&parsed.password);
+    for (auto& kv : parsed.options) {
+      if (kv.first == "password" || kv.first == "sslpassword") wipe_secret(&kv.second);
+    }
+    return backend;
   }
 #endif
 #ifdef SIMBA_WITH_ZOOKEEPER
@@ -135,7 +189,9 @@ std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::stri
       *why = BackendError::kInvalid;
       return nullptr;
     }
-    return make_zookeeper_backend(ctx, parsed);
+    auto backend = make_zookeeper_backend(ctx, parsed);
+    wipe_secret(&parsed.password);
+    return backend;
   }
 #endif
   *why = BackendError::kUnsupported;

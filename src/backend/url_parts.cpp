@@ -1,5 +1,7 @@
 #include "backend/url_parts.h"
 
+#include <string.h>
+
 #include <cctype>
 
 namespace simba {
@@ -40,6 +42,11 @@ bool parse_decimal(const std::string& s, long lo, long hi, int* out) {
   if (v < lo || v > hi) return false;
   *out = static_cast<int>(v);
   return true;
+}
+
+void wipe_secret(std::string* secret) {
+  if (!secret->empty()) explicit_bzero(secret->data(), secret->size());
+  secret->clear();
 }
 
 }  // namespace simba

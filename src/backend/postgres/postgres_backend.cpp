@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/postgres/postgres_rows.h"
 #include "backend/postgres/postgres_schema.h"
 #include "backend/postgres/uv_pq.h"
 
@@ -114,16 +115,8 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-std::string field(const PGresult* r, int row, int col) {
-  return PQgetisnull(r, row, col) ? std::string() : std::string(PQgetvalue(r, row, col));
-}
-
 bool field_int(const PGresult* r, int row, int col, long long* out) {
-  if (PQgetisnull(r, row, col)) return false;
-  const char* s = PQgetvalue(r, row, col);
-  char* end = nullptr;
-  *out = std::strtoll(s, &end, 10);
-  return *s != '\0' && end && *end == '\0';
+  return pg_field_int(r, row, col, out);
 }
 
 bool result_ok(const PGresult* r) {
@@ -180,17 +173,7 @@ class PostgresBackend final : public Backend {
               cb(out);
               return;
             }
-            long long v = 0;
-            if (PQntuples(r) != 1 || !field_int(r, 0, 0, &v)) {
-              out.error = "postgresql: unexpected answer to open";
-            } else if (v < 0) {
-              out.error = "postgresql: session id collision";
-            } else {
-              out.outcome = Outcome::kOk;
-              out.session_id = sid;
-              out.remaining = ms(v);
-            }
-            cb(out);
+            cb(decode_pg_open(r, sid));
           });
   }
 
@@ -205,36 +188,7 @@ class PostgresBackend final : public Backend {
               cb(out);
               return;
             }
-            long long remaining = -2;
-            bool bad = PQnfields(r) != 3;
-            for (int row = 0; !bad && row < PQntuples(r); ++row) {
-              long long v = 0;
-              if (!field_int(r, row, 0, &v)) {
-                bad = true;
-              } else if (PQgetisnull(r, row, 1)) {
-                remaining = v;
-              } else {
-                long long token = 0;
-                if (!field_int(r, row, 2, &token) || token <= 0) {
-                  bad = true;
-                } else {
-                  out.owned.push_back(OwnedLease{field(r, row, 1), static_cast<uint64_t>(token)});
-                }
-              }
-            }
-            if (bad || remaining == -2) {
-              out = KeepAliveReply();
-              out.error = "postgresql: unexpected answer to keep-alive";
-            } else if (remaining < 0) {
-              out = KeepAliveReply();
-              out.outcome = Outcome::kExpired;
-            } else {
-              out.outcome = Outcome::kOk;
-              out.remaining = ms(remaining);
-              std::sort(out.owned.begin(), out.owned.end(),
-                        [](const OwnedLease& a, const OwnedLease& b) { return a.name < b.name; });
-            }
-            cb(out);
+            cb(decode_pg_keep_alive(r));
           },
         /*urgent=*/true);
   }
@@ -248,22 +202,7 @@ class PostgresBackend final : public Backend {
               cb(out);
               return;
             }
-            long long code = 0, v = 0;
-            if (PQntuples(r) != 1 || PQnfields(r) != 2 || !field_int(r, 0, 0, &code) ||
-                !field_int(r, 0, 1, &v)) {
-              out.error = "postgresql: unexpected answer to acquire";
-            } else if (code < 0) {
-              out.outcome = Outcome::kExpired;
-            } else if (code == 0) {
-              out.outcome = Outcome::kHeld;
-              out.holder_remaining = v >= 0 ? ms(v) : Duration(-1);
-            } else if (v <= 0) {
-              out.error = "postgresql: non-positive token";
-            } else {
-              out.outcome = Outcome::kOk;
-              out.token = static_cast<uint64_t>(v);
-            }
-            cb(out);
+            cb(decode_pg_acquire(r));
           });
   }
 
@@ -289,29 +228,7 @@ class PostgresBackend final : public Backend {
               cb(out);
               return;
             }
-            if (PQnfields(r) != 5) {
-              out.error = "postgresql: unexpected answer to inspect";
-              cb(out);
-              return;
-            }
-            for (int row = 0; row < PQntuples(r); ++row) {
-              long long token = 0, remaining = -1;
-              field_int(r, row, 3, &token);
-              field_int(r, row, 4, &remaining);
-              if (field(r, row, 0) == "s") {
-                out.sessions.push_back(
-                    SessionInfo{field(r, row, 1), field(r, row, 2), ms(std::max(0LL, remaining))});
-              } else {
-                LeaseInfo l;
-                l.name = field(r, row, 1);
-                l.holder = field(r, row, 2);
-                l.token = token > 0 ? static_cast<uint64_t>(token) : 0;
-                l.holder_remaining = l.holder.empty() ? Duration(-1) : ms(std::max(0LL, remaining));
-                out.leases.push_back(std::move(l));
-              }
-            }
-            out.outcome = Outcome::kOk;
-            cb(out);
+            cb(decode_pg_inspect(r));
           });
   }
 

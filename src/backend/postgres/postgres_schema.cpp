@@ -261,9 +261,18 @@ int64_t pg_schema_lock_key(const std::string& schema) {
 std::string pg_schema_ddl(const std::string& schema) { return expand(kDdl, schema); }
 
 std::string pg_schema_script(const std::string& schema) {
-  return "-- Simba schema version " + std::to_string(kPostgresSchemaVersion) + " in schema " +
-         pg_quote_ident(schema) +
+  const std::string q = pg_quote_ident(schema);
+  // The least-privilege grants (docs/security.md), as comments: which role the
+  // clients use is the DBA's choice.
+  return "-- Simba schema version " + std::to_string(kPostgresSchemaVersion) + " in schema " + q +
          ".\n-- Apply with psql -f FILE (one transaction); clients then run with create=false.\n"
+         "-- What the clients' role needs, and nothing more (replace simba_client):\n"
+         "--   GRANT USAGE ON SCHEMA " + q + " TO simba_client;\n"
+         "--   GRANT SELECT, INSERT, UPDATE, DELETE ON " + q + ".simba_session, " + q +
+         ".simba_lease TO simba_client;\n"
+         "--   GRANT SELECT ON " + q + ".simba_schema_version TO simba_client;\n"
+         "--   GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA " + q +
+         " TO simba_client;  -- PUBLIC has it by default\n"
          "BEGIN;\n" +
          pg_schema_ddl(schema) + "COMMIT;\n";
 }

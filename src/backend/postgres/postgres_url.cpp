@@ -74,23 +74,25 @@ bool parse_postgres_url(const std::string& url, PostgresUrl* out, std::string* e
   // The raw secrets, to scrub from libpq's own messages (which quote the text
   // they could not parse).
   std::vector<std::string> secrets;
+  // Split where libpq does: its userinfo runs to the first '@' before any
+  // '/' (a password may hold '?'), and the query starts at the first '?' after
+  // it. Splitting at the URL's first '?' instead would take our parameters out
+  // of a password, and hand libpq a different one than the URL shows.
+  size_t after_userinfo = scheme_len;
+  const size_t userinfo_end = url.find_first_of("@/", scheme_len);
+  if (userinfo_end != std::string::npos && url[userinfo_end] == '@') {
+    after_userinfo = userinfo_end + 1;
+    const std::string userinfo = url.substr(scheme_len, userinfo_end - scheme_len);
+    if (size_t colon = userinfo.find(':'); colon != std::string::npos) {
+      secrets.push_back(userinfo.substr(colon + 1));
+    } else {
+      secrets.push_back(userinfo);  // might be a password written without a user
+    }
+  }
   std::string base = url, query;
-  if (size_t q = url.find('?'); q != std::string::npos) {
+  if (size_t q = url.find('?', after_userinfo); q != std::string::npos) {
     base = url.substr(0, q);
     query = url.substr(q + 1);
-  }
-  {
-    const size_t auth = scheme_len;
-    const size_t at = base.rfind('@');
-    const size_t slash = base.find('/', auth);
-    if (at != std::string::npos && (slash == std::string::npos || at < slash) && at > auth) {
-      const std::string userinfo = base.substr(auth, at - auth);
-      if (size_t colon = userinfo.find(':'); colon != std::string::npos) {
-        secrets.push_back(userinfo.substr(colon + 1));
-      } else {
-        secrets.push_back(userinfo);  // might be a password written without a user
-      }
-    }
   }
   // Our parameters out, the rest kept for libpq as written.
   std::string kept;

@@ -40,10 +40,15 @@
 #include <exception>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "backend/redis/redis_replies.h"
 #include "backend/redis/uv_hiredis.h"
+#ifdef SIMBA_WITH_REDIS_TLS
+#include "backend/redis/tls_pump.h"
+#endif
 #include "core/log_level.h"
 
 namespace simba {
@@ -294,30 +299,18 @@ bool is_ip_literal(const std::string& host) {
   return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
 }
 
-std::string reply_str(const redisReply* r) {
-  return r && r->str ? std::string(r->str, r->len) : std::string();
-}
-
-bool reply_int(const redisReply* r, long long* out) {
-  if (!r) return false;
-  if (r->type == REDIS_REPLY_INTEGER) {
-    *out = r->integer;
-    return true;
-  }
-  if (r->type == REDIS_REPLY_STRING) {
-    char* end = nullptr;
-    const std::string s = reply_str(r);
-    *out = std::strtoll(s.c_str(), &end, 10);
-    return !s.empty() && end && *end == '\0';
-  }
-  return false;
-}
-
 class RedisBackend final : public Backend {
  public:
-  RedisBackend(const BackendContext& ctx, RedisUrl url)
-      : loop_(ctx.loop), log_(ctx.log), client_name_(ctx.client_name), url_(std::move(url)) {
+  RedisBackend(const BackendContext& ctx, RedisUrl url, std::shared_ptr<SSL_CTX> tls)
+      : loop_(ctx.loop),
+        log_(ctx.log),
+        client_name_(ctx.client_name),
+        url_(std::move(url)),
+        tls_(std::move(tls)) {
     where_ = url_.host + ":" + std::to_string(url_.port);
+    // The passphrase served its purpose when the TLS context was made.
+    std::fill(url_.tls_key_password.begin(), url_.tls_key_password.end(), '\0');
+    url_.tls_key_password.clear();
     uv_timer_init(loop_, &sub_timer_);
     sub_timer_.data = this;
     uv_check_init(loop_, &flush_);
@@ -342,21 +335,11 @@ class RedisBackend final : public Backend {
            client_name_.empty() ? std::string("simba") : client_name_},
           timeout, [cb, sid](const redisReply* r, Outcome o, const std::string& err) {
             OpenReply out;
-            long long pttl = 0;
             if (failed(r, o, err, &out)) {
               cb(out);
               return;
             }
-            if (!reply_int(r, &pttl)) {
-              out.error = "redis: unexpected reply to open";
-            } else if (pttl < 0) {
-              out.error = "redis: session id collision";
-            } else {
-              out.outcome = Outcome::kOk;
-              out.session_id = sid;
-              out.remaining = ms(pttl);
-            }
-            cb(out);
+            cb(decode_open_reply(r, sid));
           });
   }
 
@@ -368,31 +351,11 @@ class RedisBackend final : public Backend {
            url_.prefix, session},
           timeout, [cb](const redisReply* r, Outcome o, const std::string& err) {
             KeepAliveReply out;
-            long long v = 0;
             if (failed(r, o, err, &out)) {
               cb(out);
               return;
             }
-            if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-                       r->elements % 2 != 1 || !reply_int(r->element[0], &v)) {
-              out.error = "redis: unexpected reply to keep-alive";
-            } else if (v < 0) {
-              out.outcome = Outcome::kExpired;
-            } else {
-              out.outcome = Outcome::kOk;
-              out.remaining = ms(v);
-              for (size_t i = 1; i + 1 < r->elements; i += 2) {
-                long long token = 0;
-                if (!reply_int(r->element[i + 1], &token) || token <= 0) {
-                  out = KeepAliveReply();
-                  out.error = "redis: malformed token in keep-alive reply";
-                  break;
-                }
-                out.owned.push_back(
-                    OwnedLease{reply_str(r->element[i]), static_cast<uint64_t>(token)});
-              }
-            }
-            cb(out);
+            cb(decode_keep_alive_reply(r));
           });
   }
 
@@ -402,27 +365,12 @@ class RedisBackend final : public Backend {
            lease_key(name), session, url_.prefix, name},
           timeout, [this, name, cb](const redisReply* r, Outcome o, const std::string& err) {
             AcquireReply out;
-            long long code = 0, v = 0;
             if (failed(r, o, err, &out)) {
               cb(out);
               return;
             }
-            if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-                       !reply_int(r->element[0], &code) ||
-                       (code >= 0 && (r->elements < 2 || !reply_int(r->element[1], &v)))) {
-              out.error = "redis: unexpected reply to acquire";
-            } else if (code < 0) {
-              out.outcome = Outcome::kExpired;
-            } else if (code == 0) {
-              out.outcome = Outcome::kHeld;
-              out.holder_remaining = v >= 0 ? ms(v) : Duration(-1);
-              watch(name);
-            } else if (v <= 0) {
-              out.error = "redis: non-positive token";
-            } else {
-              out.outcome = Outcome::kOk;
-              out.token = static_cast<uint64_t>(v);
-            }
+            out = decode_acquire_reply(r);
+            if (out.outcome == Outcome::kHeld) watch(name);
             cb(out);
           });
   }
@@ -450,33 +398,7 @@ class RedisBackend final : public Backend {
         cb(out);
         return;
       }
-      const redisReply* sessions = r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[0] : nullptr;
-      const redisReply* leases = sessions ? r->element[1] : nullptr;
-      if (!sessions || sessions->type != REDIS_REPLY_ARRAY || sessions->elements % 3 != 0 ||
-          leases->type != REDIS_REPLY_ARRAY || leases->elements % 4 != 0) {
-        out.error = "redis: unexpected reply to inspect";
-        cb(out);
-        return;
-      }
-      for (size_t i = 0; i < sessions->elements; i += 3) {
-        long long pttl = 0;
-        reply_int(sessions->element[i + 2], &pttl);
-        out.sessions.push_back(SessionInfo{reply_str(sessions->element[i]),
-                                           reply_str(sessions->element[i + 1]), ms(pttl)});
-      }
-      for (size_t i = 0; i < leases->elements; i += 4) {
-        LeaseInfo info;
-        long long token = 0, pttl = -1;
-        reply_int(leases->element[i + 1], &token);
-        reply_int(leases->element[i + 3], &pttl);
-        info.name = reply_str(leases->element[i]);
-        info.token = token > 0 ? static_cast<uint64_t>(token) : 0;
-        info.holder = reply_str(leases->element[i + 2]);
-        info.holder_remaining = info.holder.empty() || pttl < 0 ? Duration(-1) : ms(pttl);
-        out.leases.push_back(std::move(info));
-      }
-      out.outcome = Outcome::kOk;
-      cb(out);
+      cb(decode_inspect_reply(r));
     });
   }
 
@@ -493,6 +415,12 @@ class RedisBackend final : public Backend {
     unsent_.clear();
     if (cmd_) drop_conn(&cmd_);
     if (sub_) drop_conn(&sub_);
+#ifdef SIMBA_WITH_REDIS_TLS
+    // Each pump's handles close on their own; handle_closed counts them.
+    std::set<TlsPump*> pumps;
+    pumps.swap(pumps_);
+    for (TlsPump* p : pumps) p->close();
+#endif
     if (resolving_) uv_cancel(reinterpret_cast<uv_req_t*>(resolving_));
     uv_close(reinterpret_cast<uv_handle_t*>(&sub_timer_), [](uv_handle_t* h) {
       static_cast<RedisBackend*>(h->data)->handle_closed();
@@ -700,7 +628,9 @@ class RedisBackend final : public Backend {
     if (!reply) {
       self->complete(c, nullptr, Outcome::kError,
                      "redis " + self->where_ + ": connection lost" +
-                         (ac->errstr[0] ? std::string(" (") + ac->errstr + ")" : std::string()));
+                         (!self->tls_error_.empty() ? " (" + self->tls_error_ + ")"
+                          : ac->errstr[0]           ? std::string(" (") + ac->errstr + ")"
+                                                    : std::string()));
       return;
     }
     auto* r = static_cast<redisReply*>(reply);
@@ -806,9 +736,55 @@ class RedisBackend final : public Backend {
     }
   }
 
+  // rediss://: puts a TLS pump under the context's socket (tls_pump.h). The
+  // command connection's TLS failures are what its calls report; the
+  // subscriber's are logged at debug level (its retries are quiet).
+  bool start_tls(redisAsyncContext* ac, const std::string& ip, bool command, std::string* why) {
+#ifdef SIMBA_WITH_REDIS_TLS
+    TlsPump::Callbacks cbs;
+    cbs.on_error = [this, command](const std::string& e) {
+      if (closing_) return;
+      if (command) {
+        if (failures_ == 0 || e != tls_error_) log(kLogWarn, e);
+        tls_error_ = e;
+        note_failure(e);
+      } else {
+        log(kLogDebug, "subscriber: " + e);
+      }
+    };
+    cbs.on_ready = [this, command](const std::string& what) {
+      if (closing_) return;
+      if (command) tls_error_.clear();
+      log(kLogDebug, std::string(command ? "" : "subscriber: ") + what);
+    };
+    TlsPump** slot = new TlsPump*(nullptr);
+    cbs.on_closed = [this, slot] {
+      pumps_.erase(*slot);
+      delete slot;
+      handle_closed();
+    };
+    const std::string name = url_.tls_server_name.empty() ? url_.host : url_.tls_server_name;
+    TlsPump* p = TlsPump::start(loop_, tls_, ip, url_.port, name, ac->c.fd, std::move(cbs), why);
+    if (!p) {
+      delete slot;
+      return false;
+    }
+    *slot = p;
+    pumps_.insert(p);
+    ++handles_;
+    return true;
+#else
+    (void)ac;
+    (void)ip;
+    (void)command;
+    *why = "rediss:// is not built into this libsimba (no OpenSSL)";
+    return false;
+#endif
+  }
+
   // A new async context to `ip`, with our adapter attached; nullptr on failure
   // (`why` set).
-  UvHiredis* new_context(const std::string& ip, std::string* why) {
+  UvHiredis* new_context(const std::string& ip, std::string* why, bool command) {
     redisAsyncContext* ac = redisAsyncConnect(ip.c_str(), url_.port);
     if (!ac) {
       *why = "out of memory";
@@ -819,13 +795,19 @@ class RedisBackend final : public Backend {
       redisAsyncFree(ac);
       return nullptr;
     }
+    // A reply may not make the reader allocate more than Simba's replies need.
+    limit_redis_reader(ac->c.reader);
+    if (url_.tls && !start_tls(ac, ip, command, why)) {
+      redisAsyncFree(ac);
+      return nullptr;
+    }
     UvHiredis* a = uv_hiredis_attach(loop_, ac);
     if (!a) {
       *why = "cannot poll the socket";
       redisAsyncFree(ac);
       return nullptr;
     }
-    enable_keepalive(ac->c.fd);
+    if (!url_.tls) enable_keepalive(ac->c.fd);  // (the TLS pump's socket has its own)
     ++handles_;
     ac->data = this;
     a->on_closed = [this] { handle_closed(); };
@@ -844,7 +826,7 @@ class RedisBackend final : public Backend {
   void connect_ip(const std::string& ip) {
     ip_ = ip;
     std::string why;
-    UvHiredis* a = new_context(ip, &why);
+    UvHiredis* a = new_context(ip, &why, true);
     if (!a) {
       connect_failed(why);
       return;
@@ -947,7 +929,7 @@ class RedisBackend final : public Backend {
       return;
     }
     std::string why;
-    UvHiredis* a = new_context(ip_, &why);
+    UvHiredis* a = new_context(ip_, &why, false);
     if (!a) {
       log(kLogDebug, "subscriber: " + why);
       schedule_sub();
@@ -1043,24 +1025,19 @@ class RedisBackend final : public Backend {
   static void on_message(redisAsyncContext* ac, void* reply, void*) {
     auto* self = static_cast<RedisBackend*>(ac->data);
     auto* r = static_cast<redisReply*>(reply);
-    if (self->closing_ || !r || r->type != REDIS_REPLY_ARRAY || r->elements != 3) return;
-    const std::string kind = reply_str(r->element[0]);
-    if (kind == "message") {  // {"message", channel, name}
-      const std::string name = reply_str(r->element[2]);
+    if (self->closing_ || !r) return;
+    const SubscriberEvent ev = decode_subscriber_message(r, self->url_.prefix + ":released:");
+    if (ev.kind == SubscriberEvent::kReleased) {
       // The core copes with a broadcast that overtakes an acquire's answer.
-      if (!name.empty() && self->released_fn_) self->released_fn_(name);
-    } else if (kind == "subscribe") {  // {"subscribe", channel, count}
+      if (self->released_fn_) self->released_fn_(ev.name);
+    } else if (ev.kind == SubscriberEvent::kSubscribed) {
       // The acquire answered Held may have run before the subscription did,
       // and a release in between was broadcast to nobody: attempt once more,
       // now that any later release will be heard.
-      const std::string channel = reply_str(r->element[1]);
-      const std::string head = self->url_.prefix + ":released:";
-      if (channel.compare(0, head.size(), head) != 0) return;
-      const std::string name = channel.substr(head.size());
-      auto it = self->watches_.find(name);
+      auto it = self->watches_.find(ev.name);
       if (it == self->watches_.end() || it->second.confirmed) return;
       it->second.confirmed = true;
-      if (self->released_fn_) self->released_fn_(name);
+      if (self->released_fn_) self->released_fn_(ev.name);
     }
   }
 
@@ -1089,6 +1066,12 @@ class RedisBackend final : public Backend {
   ReleasedFn released_fn_;
   std::map<std::string, Watch> watches_;
 
+  std::shared_ptr<SSL_CTX> tls_;  // rediss:// only
+  std::string tls_error_;         // the command connection's last TLS failure
+#ifdef SIMBA_WITH_REDIS_TLS
+  std::set<TlsPump*> pumps_;      // live pumps (closed at shutdown)
+#endif
+
   std::map<uint64_t, Call*> calls_;
   uint64_t next_call_ = 0;
   int handles_ = 0;  // our handles and requests still open on the loop
@@ -1098,8 +1081,19 @@ class RedisBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_redis_backend(const BackendContext& ctx, const RedisUrl& url) {
-  return std::make_unique<RedisBackend>(ctx, url);
+std::unique_ptr<Backend> make_redis_backend(const BackendContext& ctx, const RedisUrl& url,
+                                            std::string* error) {
+  std::shared_ptr<SSL_CTX> tls;
+  if (url.tls) {
+#ifdef SIMBA_WITH_REDIS_TLS
+    tls = make_redis_tls_context(url, error);
+    if (!tls) return nullptr;
+#else
+    *error = "rediss:// (TLS) is not built into this libsimba: it was built without OpenSSL";
+    return nullptr;
+#endif
+  }
+  return std::make_unique<RedisBackend>(ctx, url, std::move(tls));
 }
 
 }  // namespace simba

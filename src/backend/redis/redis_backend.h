@@ -1,5 +1,5 @@
-// redis://[user:password@]host[:port][/db][?prefix=NAME]: the Redis backend
-// (hiredis async on the client's libuv loop). Data model: docs in
+// redis://[user:password@]host[:port][/db][?prefix=NAME] (and rediss://, TLS
+// through tls_pump.h): the Redis backend (hiredis async on the client's libuv loop). Data model: docs in
 // redis_backend.cpp and /work/shared/design/BACKENDS.md.
 #ifndef SIMBA_BACKEND_REDIS_REDIS_BACKEND_H
 #define SIMBA_BACKEND_REDIS_REDIS_BACKEND_H
@@ -10,9 +10,13 @@
 #include "backend/backend.h"
 #include "backend/redis/redis_url.h"
 
+typedef struct ssl_ctx_st SSL_CTX;
+
 namespace simba {
 
-std::unique_ptr<Backend> make_redis_backend(const BackendContext& ctx, const RedisUrl& url);
+// nullptr with `error` set when the URL's TLS files cannot be used (rediss://).
+std::unique_ptr<Backend> make_redis_backend(const BackendContext& ctx, const RedisUrl& url,
+                                            std::string* error);
 
 }  // namespace simba
 

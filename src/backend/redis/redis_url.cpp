@@ -23,15 +23,22 @@ bool prefix_ok(const std::string& p) {
 
 bool parse_redis_url(const std::string& url, RedisUrl* out, std::string* error) {
   static const std::string kScheme = "redis://";
+  static const std::string kTlsScheme = "rediss://";
   // The URL is quoted in messages with any password hidden; a userinfo without a
   // colon might be a password, so the messages about it never quote the URL.
   const std::string shown = "\"" + redact_url(url) + "\"";
-  if (url.compare(0, kScheme.size(), kScheme) != 0) {
-    *error = "redis URL " + shown + " must start with redis://";
+  RedisUrl r;
+  size_t scheme_len = 0;
+  if (url.compare(0, kScheme.size(), kScheme) == 0) {
+    scheme_len = kScheme.size();
+  } else if (url.compare(0, kTlsScheme.size(), kTlsScheme) == 0) {
+    scheme_len = kTlsScheme.size();
+    r.tls = true;
+  } else {
+    *error = "redis URL " + shown + " must start with redis:// or rediss://";
     return false;
   }
-  RedisUrl r;
-  std::string rest = url.substr(kScheme.size());
+  std::string rest = url.substr(scheme_len);
   // Query.
   std::string query;
   if (size_t q = rest.find('?'); q != std::string::npos) {
@@ -143,10 +150,40 @@ bool parse_redis_url(const std::string& url, RedisUrl* out, std::string* error) 
         return false;
       }
       r.prefix = value;
+    } else if (key == "tls_ca" || key == "tls_cert" || key == "tls_key" ||
+               key == "tls_key_password" || key == "tls_server_name") {
+      if (!r.tls) {
+        *error = "redis URL " + shown + ": " + key + " needs a rediss:// URL (TLS)";
+        return false;
+      }
+      std::string decoded;
+      if (!percent_decode(value, &decoded) || decoded.empty() ||
+          decoded.find('\0') != std::string::npos) {
+        *error = "redis URL " + shown + ": " + key + " must be a non-empty value (%-escapes allowed)";
+        return false;
+      }
+      if (key == "tls_ca") r.tls_ca = decoded;
+      if (key == "tls_cert") r.tls_cert = decoded;
+      if (key == "tls_key") r.tls_key = decoded;
+      if (key == "tls_key_password") r.tls_key_password = decoded;
+      if (key == "tls_server_name") {
+        for (char c : decoded) {
+          if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != ':') {
+            *error = "redis URL " + shown + ": tls_server_name must be a host name or address";
+            return false;
+          }
+        }
+        r.tls_server_name = decoded;
+      }
     } else {
-      *error = "redis URL " + shown + ": unknown parameter \"" + key + "\" (known: prefix)";
+      *error = "redis URL " + shown + ": unknown parameter \"" + key + "\" (known: prefix" +
+               (r.tls ? ", tls_ca, tls_cert, tls_key, tls_key_password, tls_server_name)" : ")");
       return false;
     }
+  }
+  if (r.tls && r.tls_cert.empty() != r.tls_key.empty()) {
+    *error = "redis URL " + shown + ": tls_cert and tls_key go together";
+    return false;
   }
   *out = std::move(r);
   return true;

@@ -49,17 +49,14 @@
 #include <vector>
 
 #include "backend/zookeeper/uv_zookeeper.h"
+#include "backend/zookeeper/zookeeper_results.h"
 
 namespace simba {
 namespace {
 
 constexpr int kLogDebug = 0, kLogInfo = 1, kLogWarn = 2;
 
-std::string hex_id(int64_t id) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(id));
-  return buf;
-}
+std::string hex_id(int64_t id) { return zk_hex_id(id); }
 
 bool is_ip_literal(const std::string& host) {
   unsigned char buf[sizeof(struct in6_addr)];
@@ -188,11 +185,7 @@ struct InspectState {
   int pending = 0;
   std::string error;
   std::set<std::string> asked;  // names whose nodes were read (or are being)
-  struct SessionRow {
-    std::string client;
-    int64_t timeout_ms = -1;
-  };
-  std::map<std::string, SessionRow> sessions;
+  std::map<std::string, ZkSessionRow> sessions;
   std::map<std::string, struct Stat> tokens, leases;
 };
 
@@ -361,11 +354,7 @@ class ZookeeperBackend final : public Backend {
         s, st, sessions_dir_, [this, st](Session* s, const std::vector<std::string>& ids) {
           for (const std::string& id : ids) {
             inspect_read(s, st, sessions_dir_ + "/" + id, true, [st, id](Req& r) {
-              InspectState::SessionRow row;
-              const size_t sp = r.value.find(' ');
-              row.timeout_ms = std::strtoll(r.value.substr(0, sp).c_str(), nullptr, 10);
-              row.client = sp == std::string::npos ? std::string() : r.value.substr(sp + 1);
-              st->sessions[id] = row;
+              st->sessions[id] = parse_session_marker(r.value);
             });
           }
         });
@@ -852,8 +841,15 @@ class ZookeeperBackend final : public Backend {
       AcquireReply out;
       // A failed multi answers ZOK for the operations before the failing one.
       if (rc == ZOK && r.results[0].err == ZOK && r.results[1].err == ZOK) {
+        out = decode_zk_acquire_token(r.op_stat);
+        if (out.outcome != Outcome::kOk) {
+          // Never from a sound server (zxids are positive). The node stays
+          // ours until the session ends; no term is started on a bad token.
+          deliver_acquire(r.call, out);
+          return;
+        }
         Owned o;
-        o.token = static_cast<uint64_t>(r.op_stat.mzxid);
+        o.token = out.token;
         o.version = r.op_stat.version;
         // Recorded even when nobody waits for the answer any more: the next
         // keep-alive lists it and the core releases what it has no term for.
@@ -1007,26 +1003,7 @@ class ZookeeperBackend final : public Backend {
       deliver_inspect(st->call, out);
       return;
     }
-    out.outcome = Outcome::kOk;
-    for (const auto& [id, row] : st->sessions) {
-      out.sessions.push_back(SessionInfo{id, row.client, ms(std::max<int64_t>(0, row.timeout_ms))});
-    }
-    for (const std::string& name : st->asked) {
-      LeaseInfo li;
-      li.name = name;
-      auto t = st->tokens.find(name);
-      auto l = st->leases.find(name);
-      if (t != st->tokens.end()) li.token = static_cast<uint64_t>(t->second.mzxid);
-      if (l != st->leases.end()) {
-        li.token = std::max(li.token, static_cast<uint64_t>(l->second.czxid));
-        li.holder = hex_id(l->second.ephemeralOwner);
-        auto h = st->sessions.find(li.holder);
-        if (h != st->sessions.end() && h->second.timeout_ms >= 0) {
-          li.holder_remaining = ms(h->second.timeout_ms);
-        }
-      }
-      out.leases.push_back(std::move(li));
-    }
+    out = build_zk_inspect(st->sessions, st->asked, st->tokens, st->leases);
     deliver_inspect(st->call, out);
   }
 

@@ -1,0 +1,206 @@
+#include "backend/redis/redis_replies.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "backend/reply_parts.h"
+
+namespace simba {
+
+namespace {
+
+// hiredis' own reply functions, with createArray wrapped. Copied once from a
+// reader's defaults (they are static in hiredis).
+struct LimitedFunctions {
+  redisReplyObjectFunctions fn{};
+  void* (*create_array)(const redisReadTask*, int) = nullptr;
+  bool ok = false;
+};
+
+void* create_array_limited(const redisReadTask* task, int elements);
+
+const LimitedFunctions& limited_functions() {
+  static const LimitedFunctions f = [] {
+    LimitedFunctions l;
+    redisReader* probe = redisReaderCreate();
+    if (probe && probe->fn && probe->fn->createArray) {
+      l.fn = *probe->fn;
+      l.create_array = probe->fn->createArray;
+      l.fn.createArray = create_array_limited;
+      l.ok = true;
+    }
+    if (probe) redisReaderFree(probe);
+    return l;
+  }();
+  return f;
+}
+
+void* create_array_limited(const redisReadTask* task, int elements) {
+  // hiredis 0.14 passes the count read from the wire as an int (a count
+  // beyond INT_MAX arrives truncated, possibly negative). NULL makes the
+  // reader fail with "Out of memory" and the connection is dropped.
+  if (elements < 0 || elements > kMaxReplyElements) return nullptr;
+  return limited_functions().create_array(task, elements);
+}
+
+}  // namespace
+
+void limit_redis_reader(redisReader* reader) {
+  const LimitedFunctions& f = limited_functions();
+  if (reader && f.ok) reader->fn = const_cast<redisReplyObjectFunctions*>(&f.fn);
+}
+
+redisReader* make_redis_reader() {
+  redisReader* r = redisReaderCreate();
+  if (r) limit_redis_reader(r);
+  return r;
+}
+
+std::string reply_str(const redisReply* r) {
+  if (!r || !r->str) return std::string();
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_ERROR:
+      return std::string(r->str, r->len);
+    default:
+      return std::string();
+  }
+}
+
+bool reply_int(const redisReply* r, long long* out) {
+  if (!r) return false;
+  if (r->type == REDIS_REPLY_INTEGER) {
+    *out = r->integer;
+    return true;
+  }
+  if (r->type == REDIS_REPLY_STRING) {
+    // std::string stops strtoll at an embedded NUL only if we check the end
+    // against the full length: "12\0junk" is not a number.
+    const std::string s = reply_str(r);
+    if (s.empty()) return false;
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(s.c_str(), &end, 10);
+    if (errno == ERANGE || end != s.c_str() + s.size()) return false;
+    *out = v;
+    return true;
+  }
+  return false;
+}
+
+OpenReply decode_open_reply(const redisReply* r, const std::string& session_id) {
+  OpenReply out;
+  long long pttl = 0;
+  if (!reply_int(r, &pttl)) {
+    out.error = "redis: unexpected reply to open";
+  } else if (pttl < 0) {
+    out.error = "redis: session id collision";
+  } else {
+    out.outcome = Outcome::kOk;
+    out.session_id = session_id;
+    out.remaining = reply_ms(pttl);
+  }
+  return out;
+}
+
+KeepAliveReply decode_keep_alive_reply(const redisReply* r) {
+  // {pttl, name1, token1, name2, token2, ...}; {-1} when the session is gone.
+  KeepAliveReply out;
+  long long v = 0;
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || r->elements % 2 != 1 ||
+      !reply_int(r->element[0], &v)) {
+    out.error = "redis: unexpected reply to keep-alive";
+    return out;
+  }
+  if (v < 0) {
+    out.outcome = Outcome::kExpired;
+    return out;
+  }
+  out.outcome = Outcome::kOk;
+  out.remaining = reply_ms(v);
+  for (size_t i = 1; i + 1 < r->elements; i += 2) {
+    long long token = 0;
+    if (!reply_int(r->element[i + 1], &token) || token <= 0) {
+      out = KeepAliveReply();
+      out.error = "redis: malformed token in keep-alive reply";
+      return out;
+    }
+    out.owned.push_back(OwnedLease{reply_str(r->element[i]), static_cast<uint64_t>(token)});
+  }
+  return out;
+}
+
+AcquireReply decode_acquire_reply(const redisReply* r) {
+  // {1, token} won; {0, holder pttl} held; {-1} our session is gone.
+  AcquireReply out;
+  long long code = 0, v = 0;
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || !reply_int(r->element[0], &code) ||
+      (code >= 0 && (r->elements < 2 || !reply_int(r->element[1], &v)))) {
+    out.error = "redis: unexpected reply to acquire";
+  } else if (code < 0) {
+    out.outcome = Outcome::kExpired;
+  } else if (code == 0) {
+    out.outcome = Outcome::kHeld;
+    out.holder_remaining = v >= 0 ? reply_ms(v) : Duration(-1);
+  } else if (v <= 0) {
+    out.error = "redis: non-positive token";
+  } else {
+    out.outcome = Outcome::kOk;
+    out.token = static_cast<uint64_t>(v);
+  }
+  return out;
+}
+
+InspectReply decode_inspect_reply(const redisReply* r) {
+  // {{sid, client, pttl, ...}, {name, token, holder, pttl, ...}}
+  InspectReply out;
+  const redisReply* sessions =
+      r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[0] : nullptr;
+  const redisReply* leases = sessions ? r->element[1] : nullptr;
+  if (!sessions || !leases || sessions->type != REDIS_REPLY_ARRAY ||
+      sessions->elements % 3 != 0 || leases->type != REDIS_REPLY_ARRAY ||
+      leases->elements % 4 != 0) {
+    out.error = "redis: unexpected reply to inspect";
+    return out;
+  }
+  for (size_t i = 0; i < sessions->elements; i += 3) {
+    long long pttl = 0;
+    if (!reply_int(sessions->element[i + 2], &pttl) || pttl < 0) pttl = 0;
+    out.sessions.push_back(SessionInfo{reply_str(sessions->element[i]),
+                                       reply_str(sessions->element[i + 1]), reply_ms(pttl)});
+  }
+  for (size_t i = 0; i < leases->elements; i += 4) {
+    LeaseInfo info;
+    long long token = 0, pttl = -1;
+    if (!reply_int(leases->element[i + 1], &token)) token = 0;
+    if (!reply_int(leases->element[i + 3], &pttl)) pttl = -1;
+    info.name = reply_str(leases->element[i]);
+    info.token = token > 0 ? static_cast<uint64_t>(token) : 0;
+    info.holder = reply_str(leases->element[i + 2]);
+    info.holder_remaining = info.holder.empty() || pttl < 0 ? Duration(-1) : reply_ms(pttl);
+    out.leases.push_back(std::move(info));
+  }
+  out.outcome = Outcome::kOk;
+  return out;
+}
+
+SubscriberEvent decode_subscriber_message(const redisReply* r, const std::string& channel_head) {
+  SubscriberEvent ev;
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3) return ev;
+  const std::string kind = reply_str(r->element[0]);
+  if (kind == "message") {  // {"message", channel, name}
+    ev.name = reply_str(r->element[2]);
+    if (!ev.name.empty()) ev.kind = SubscriberEvent::kReleased;
+  } else if (kind == "subscribe") {  // {"subscribe", channel, count}
+    const std::string channel = reply_str(r->element[1]);
+    if (channel.size() > channel_head.size() &&
+        channel.compare(0, channel_head.size(), channel_head) == 0) {
+      ev.kind = SubscriberEvent::kSubscribed;
+      ev.name = channel.substr(channel_head.size());
+    }
+  }
+  return ev;
+}
+
+}  // namespace simba

@@ -1,0 +1,53 @@
+// Decoders of the Redis backend's replies: what each Lua script (and the
+// subscriber connection) answers, turned into the core's reply types. Kept apart
+// from the connection code so that tests/fuzz/ can feed them any reply the
+// hiredis reader can produce: a server (or a network) Simba does not control
+// must never make them read out of bounds or overflow.
+#ifndef SIMBA_BACKEND_REDIS_REDIS_REPLIES_H
+#define SIMBA_BACKEND_REDIS_REDIS_REPLIES_H
+
+#include <hiredis/hiredis.h>
+
+#include <string>
+
+#include "core/backend_types.h"
+
+namespace simba {
+
+// Gives `reader` (a fresh one, or an async context's before its first read)
+// Simba's limits on what a server may make it allocate: hiredis 0.14 allocates
+// an array's element table as soon as it reads the count, so "*2000000000\r\n"
+// (14 bytes) would otherwise cost 16 GB. An array longer than
+// kMaxReplyElements is refused as if out of memory: the reader fails and the
+// connection is dropped.
+void limit_redis_reader(redisReader* reader);
+// A new reader with those limits (freed with redisReaderFree), or nullptr.
+redisReader* make_redis_reader();
+// Elements an array reply may have: Simba's longest replies (inspect) carry 4
+// per lease name; 4M elements is a million leases, a 32 MB table.
+inline constexpr int kMaxReplyElements = 4 * 1024 * 1024;
+
+// The reply's string (status, error or bulk string), "" for any other type.
+std::string reply_str(const redisReply* r);
+// An integer reply, or a string reply holding exactly a decimal integer.
+bool reply_int(const redisReply* r, long long* out);
+
+// Each decoder takes a reply that is neither NULL nor an error (the caller
+// handles those) and fills every field of the result; on a malformed reply
+// the result has outcome kError and an error message.
+OpenReply decode_open_reply(const redisReply* r, const std::string& session_id);
+KeepAliveReply decode_keep_alive_reply(const redisReply* r);
+AcquireReply decode_acquire_reply(const redisReply* r);
+InspectReply decode_inspect_reply(const redisReply* r);
+
+// A message on the subscriber connection, {kind, channel, payload}.
+struct SubscriberEvent {
+  enum Kind { kIgnored, kReleased, kSubscribed } kind = kIgnored;
+  std::string name;  // the lease name released, or whose channel was subscribed
+};
+// `channel_head` is "{prefix}:released:".
+SubscriberEvent decode_subscriber_message(const redisReply* r, const std::string& channel_head);
+
+}  // namespace simba
+
+#endif

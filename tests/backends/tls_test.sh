@@ -1,0 +1,305 @@
+#!/usr/bin/env bash
+# TLS on the wire, end to end through the simba tool and libsimba (issue 23):
+# servers of this test's own, presenting certificates of a PKI generated here
+# with openssl (scripts/lib/servers.sh: simba_make_pki).
+#
+#   tls_test.sh PATH/TO/simba postgres
+#     PostgreSQL with ssl=on: sslmode=verify-full with the test CA goes live
+#     over TLS (both connections, pg_stat_ssl); a wrong CA, a certificate for
+#     another host name, an expired certificate and a missing root certificate
+#     are refused with libpq's words in the log; a role with cert auth gets in
+#     with a client certificate (also an encrypted key with sslpassword=) and
+#     not without one; no sslpassword in anything printed.
+#
+#   tls_test.sh PATH/TO/simba redis
+#     redis-server with --tls-port only (no plain port): rediss:// with tls_ca
+#     goes live and leads (by IP address and by host name), with AUTH inside
+#     TLS; a wrong CA, a certificate for another name (or tls_server_name=
+#     another name), an expired certificate are refused with OpenSSL's reason;
+#     with --tls-auth-clients yes, no client certificate is refused, tls_cert +
+#     tls_key (also an encrypted key with tls_key_password=) get in; bad TLS
+#     files are refused at open (exit 125); no password in anything printed.
+#     With a third argument (PATH/TO/test_backends), the conformance suite
+#     (Backends/Conformance.*/redis) also runs over rediss://.
+#
+# Exit 0 when every case passed, 1 otherwise, 77 (skipped) without the server.
+set -uo pipefail
+
+SIMBA=${1:?usage: tls_test.sh PATH/TO/simba postgres|redis}
+WHICH=${2:?usage: tls_test.sh PATH/TO/simba postgres|redis}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=../../scripts/lib/servers.sh
+source "$ROOT/scripts/lib/servers.sh"
+command -v openssl >/dev/null || { echo "SKIP: openssl not installed"; exit 77; }
+
+SLOW=1
+case "${SIMBA_SANITIZER:-}" in thread) SLOW=4 ;; address) SLOW=2 ;; esac
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/simba-tls-test.XXXXXX")
+chmod 711 "$WORK"
+export SIMBA_PKI_KEY_PASSWORD='Tls-KeyPw-4Rt9pZ2'
+cleanup() { stop_servers; rm -rf "$WORK"; }
+trap cleanup EXIT
+simba_make_pki "$WORK/pki" || exit 1
+# libpq insists that a client key be private to the user that reads it.
+chmod 600 "$WORK/pki/"*.key
+
+export SIMBA_SESSION_LEASE_DURATION=3000ms SIMBA_SESSION_RENEW_INTERVAL=1000ms
+unset SIMBA_BACKEND
+FAILED=0 PASSED=0 CASE=""
+fail() { echo "    FAIL [$CASE]: $*"; CASE_FAILED=1; }
+run_case() {
+  CASE=$1 CASE_FAILED=0
+  local t0=$SECONDS
+  "case_$1"
+  if ((CASE_FAILED)); then
+    FAILED=$((FAILED + 1)); echo "FAIL $1 ($((SECONDS - t0)) s)"
+  else
+    PASSED=$((PASSED + 1)); echo "ok   $1 ($((SECONDS - t0)) s)"
+  fi
+}
+# out FILE ARGS...: simba -v ARGS with everything it printed in FILE; prints the status.
+out() {
+  local f=$1; shift
+  timeout -k 5 $((30 * SLOW)) "$SIMBA" -v "$@" >"$f" 2>&1 </dev/null
+  echo $?
+}
+expect_refused() {  # expect_refused WHAT PATTERN ARGS...: exit 125 and PATTERN in the log
+  [[ -n "${SIMBA_TLS_TEST_VERBOSE:-}" ]] && echo "    [$1]"
+  local what=$1 pattern=$2 rc; shift 2
+  rc=$(out "$WORK/refused.log" "$@")
+  [[ $rc == 125 ]] || fail "$what: exit $rc, expected 125"
+  [[ -n "${SIMBA_TLS_TEST_VERBOSE:-}" ]] && grep -iE -- "$pattern" "$WORK/refused.log" | head -n 2
+  grep -qiE -- "$pattern" "$WORK/refused.log" || {
+    fail "$what: no /$pattern/ in what simba printed:"
+    sed 's/^/      /' "$WORK/refused.log" | tail -n 8
+  }
+}
+
+# --- PostgreSQL ---------------------------------------------------------------------
+
+pg_setup() {
+  simba_pg_bindir >/dev/null || { echo "SKIP: PostgreSQL server binaries not found"; exit 77; }
+  SIMBA_SERVERS_DIR="$WORK/servers"  # stop_servers ends what is tracked and removes it
+  mkdir -p "$SIMBA_SERVERS_DIR"
+  simba_start_postgres_tls "$SIMBA_SERVERS_DIR/pg" "$WORK/pki" server || exit 1
+  PG="postgresql://postgres@127.0.0.1:$SIMBA_TLS_PG_PORT/postgres"
+  PSQL=("$(simba_pg_bindir)/psql" -h 127.0.0.1 -p "$SIMBA_TLS_PG_PORT" -U postgres -d postgres
+        -qAt -c)
+}
+
+# pg_present CERT: the server presents PKI/CERT.crt from now on (ssl_* files
+# are reread on SIGHUP).
+pg_present() {
+  local d="$SIMBA_SERVERS_DIR/pg"
+  cp "$WORK/pki/$1.crt" "$d/server.crt" && cp "$WORK/pki/$1.key" "$d/server.key"
+  [[ $(id -u) -eq 0 ]] && chown postgres: "$d/server.crt" "$d/server.key"
+  chmod 600 "$d/server.key"
+  kill -HUP "$SIMBA_TLS_PG_PID"
+  sleep 0.5
+}
+
+case_pg_verify_full_goes_live_over_tls() {
+  local url="$PG?sslmode=verify-full&sslrootcert=$WORK/pki/ca.crt" rc n
+  rc=$(out "$WORK/ok.log" --backend "$url" status --timeout 10s)
+  [[ $rc == 0 ]] || { fail "status exited $rc"; tail -n 5 "$WORK/ok.log"; }
+  # While it holds a lock, its sessions' connections are TLS ones.
+  rc=$(out "$WORK/lock.log" --backend "$url" --client-name tls-check lock tls.pg -- \
+    "${PSQL[@]}" "SELECT count(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid)
+                  WHERE ssl AND application_name = 'simba/tls-check'")
+  [[ $rc == 0 ]] || { fail "lock exited $rc"; tail -n 5 "$WORK/lock.log"; }
+  n=$(grep -E '^[0-9]+$' "$WORK/lock.log" | tail -n 1)
+  [[ -n "${SIMBA_TLS_TEST_VERBOSE:-}" ]] && echo "    TLS connections of simba/tls-check: $n"
+  [[ "$n" -ge 1 ]] || fail "no TLS connection of simba in pg_stat_ssl (got '$n')"
+}
+
+case_pg_wrong_ca_is_refused() {
+  expect_refused "other CA" "certificate verify failed" \
+    --backend "$PG?sslmode=verify-full&sslrootcert=$WORK/pki/other-ca.crt" status --timeout 2s
+}
+
+case_pg_missing_root_certificate_is_refused() {
+  HOME="$WORK/nohome" expect_refused "no root certificate" "root certificate file" \
+    --backend "$PG?sslmode=verify-full" status --timeout 2s
+}
+
+case_pg_wrong_host_name_is_refused() {
+  pg_present wronghost
+  expect_refused "certificate for wrong.example" "does not match host name" \
+    --backend "$PG?sslmode=verify-full&sslrootcert=$WORK/pki/ca.crt" status --timeout 2s
+  # verify-ca checks the chain only: the same certificate is accepted.
+  local rc
+  rc=$(out "$WORK/ca.log" --backend "$PG?sslmode=verify-ca&sslrootcert=$WORK/pki/ca.crt" \
+    status --timeout 10s)
+  [[ $rc == 0 ]] || { fail "verify-ca exited $rc"; tail -n 5 "$WORK/ca.log"; }
+  pg_present server
+}
+
+case_pg_expired_certificate_is_refused() {
+  pg_present expired
+  expect_refused "expired certificate" "certificate has expired|certificate verify failed" \
+    --backend "$PG?sslmode=verify-full&sslrootcert=$WORK/pki/ca.crt" status --timeout 2s
+  pg_present server
+}
+
+case_pg_client_certificate() {
+  local base="postgresql://simba_cert@127.0.0.1:$SIMBA_TLS_PG_PORT/postgres"
+  local tls="sslmode=verify-full&sslrootcert=$WORK/pki/ca.crt" rc
+  rc=$(out "$WORK/cc.log" --backend \
+    "$base?$tls&sslcert=$WORK/pki/client.crt&sslkey=$WORK/pki/client.key" status --timeout 10s)
+  [[ $rc == 0 ]] || { fail "with the client certificate: exit $rc"; tail -n 5 "$WORK/cc.log"; }
+  rc=$(out "$WORK/enc.log" --backend \
+    "$base?$tls&sslcert=$WORK/pki/client.crt&sslkey=$WORK/pki/client-enc.key&sslpassword=$SIMBA_PKI_KEY_PASSWORD" \
+    status --timeout 10s)
+  [[ $rc == 0 ]] || { fail "with the encrypted key: exit $rc"; tail -n 5 "$WORK/enc.log"; }
+  if grep -q -F -- "$SIMBA_PKI_KEY_PASSWORD" "$WORK/enc.log"; then
+    fail "the key's passphrase (sslpassword) was printed"
+  fi
+  grep -q -F 'sslpassword=***' "$WORK/enc.log" || fail "no redacted sslpassword in the log"
+  # The cert role without a certificate: the server refuses it.
+  HOME="$WORK/nohome" expect_refused "no client certificate" "certificate" \
+    --backend "$base?$tls" status --timeout 2s
+}
+
+
+# --- Redis (rediss://) ----------------------------------------------------------------
+
+REDIS_PW='Tls-RedisPw-8Kd3sW1'
+# redis_tls NAME CERT [ARGS...]: a redis-server presenting PKI/CERT.crt on a TLS
+# port only; sets PORT_<NAME>.
+redis_tls() {
+  local name=$1 cert=$2 port; shift 2
+  port=$(simba_free_port) || exit 1
+  mkdir -p "$WORK/redis-$name"
+  redis-server --port 0 --tls-port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+    --dir "$WORK/redis-$name" --requirepass "$REDIS_PW" \
+    --tls-cert-file "$WORK/pki/$cert.crt" --tls-key-file "$WORK/pki/$cert.key" \
+    --tls-ca-cert-file "$WORK/pki/ca.crt" "$@" --daemonize no >"$WORK/redis-$name/log" 2>&1 &
+  simba_track_pid $!
+  simba_wait_until 10 "redis-server (TLS) on $port" redis-cli --tls --insecure \
+    --cert "$WORK/pki/client.crt" --key "$WORK/pki/client.key" -h 127.0.0.1 -p "$port" \
+    --no-auth-warning -a "$REDIS_PW" ping || { cat "$WORK/redis-$name/log"; exit 1; }
+  printf -v "PORT_$name" '%s' "$port"
+}
+
+redis_setup() {
+  command -v redis-server >/dev/null || { echo "SKIP: redis-server not installed"; exit 77; }
+  local libs
+  libs=$(ldd "$(command -v redis-server)" 2>/dev/null)  # (not piped into grep -q: pipefail)
+  [[ "$libs" == *libssl* ]] || { echo "SKIP: this redis-server is built without TLS"; exit 77; }
+  SIMBA_SERVERS_DIR="$WORK/servers"
+  mkdir -p "$SIMBA_SERVERS_DIR"
+  redis_tls ok server --tls-auth-clients no
+  redis_tls wronghost wronghost --tls-auth-clients no
+  redis_tls expired expired --tls-auth-clients no
+  redis_tls clientauth server --tls-auth-clients yes
+  CA="tls_ca=$WORK/pki/ca.crt"
+}
+
+case_redis_verified_tls_goes_live_and_leads() {
+  local rc
+  for host in 127.0.0.1 localhost; do
+    rc=$(out "$WORK/r.log" --backend "rediss://:$REDIS_PW@$host:$PORT_ok/0?$CA" \
+      lock "tls.redis.$host" -- true)
+    [[ $rc == 0 ]] || { fail "lock via $host exited $rc"; tail -n 5 "$WORK/r.log"; }
+    grep -q "certificate verified for $host" "$WORK/r.log" ||
+      fail "no verified handshake for $host in the log"
+    if grep -q -F -- "$REDIS_PW" "$WORK/r.log"; then fail "the password was printed"; fi
+  done
+  rc=$(out "$WORK/r.log" --backend "rediss://:$REDIS_PW@127.0.0.1:$PORT_ok?$CA" status --json)
+  [[ $rc == 0 ]] || fail "status exited $rc"
+  grep -q -F "rediss://:***@127.0.0.1:$PORT_ok" "$WORK/r.log" || fail "no redacted URL in status"
+  # The plain scheme against the TLS port never goes live.
+  expect_refused "redis:// on a TLS port" "connection lost|unreachable|no answer" \
+    --backend "redis://:$REDIS_PW@127.0.0.1:$PORT_ok" status --timeout 2s
+}
+
+case_redis_wrong_ca_is_refused() {
+  expect_refused "other CA" "certificate was refused: (self-signed certificate in certificate chain|unable to get local issuer)" \
+    --backend "rediss://:$REDIS_PW@127.0.0.1:$PORT_ok?tls_ca=$WORK/pki/other-ca.crt" \
+    status --timeout 2s
+}
+
+case_redis_wrong_host_name_is_refused() {
+  expect_refused "certificate for wrong.example" "certificate was refused: (IP address|hostname) mismatch" \
+    --backend "rediss://:$REDIS_PW@127.0.0.1:$PORT_wronghost?$CA" status --timeout 2s
+  expect_refused "tls_server_name=other.example" "certificate was refused: hostname mismatch \(verifying other.example\)" \
+    --backend "rediss://:$REDIS_PW@127.0.0.1:$PORT_ok?$CA&tls_server_name=other.example" \
+    status --timeout 2s
+  # tls_server_name names what the certificate says when the URL holds an address.
+  local rc
+  rc=$(out "$WORK/sn.log" --backend \
+    "rediss://:$REDIS_PW@127.0.0.1:$PORT_wronghost?$CA&tls_server_name=wrong.example" status)
+  [[ $rc == 0 ]] || { fail "tls_server_name=wrong.example exited $rc"; tail -n 5 "$WORK/sn.log"; }
+}
+
+case_redis_expired_certificate_is_refused() {
+  expect_refused "expired" "certificate was refused: certificate has expired" \
+    --backend "rediss://:$REDIS_PW@127.0.0.1:$PORT_expired?$CA" status --timeout 2s
+}
+
+case_redis_client_certificate() {
+  local u="rediss://:$REDIS_PW@127.0.0.1:$PORT_clientauth?$CA" rc
+  expect_refused "no client certificate" "alert certificate required|TLS: (handshake|read|write) failed" \
+    --backend "$u" status --timeout 2s
+  rc=$(out "$WORK/cc.log" --backend "$u&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/client.key" \
+    lock tls.redis.cc -- true)
+  [[ $rc == 0 ]] || { fail "with a client certificate: exit $rc"; tail -n 5 "$WORK/cc.log"; }
+  rc=$(out "$WORK/enc.log" --backend \
+    "$u&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/client-enc.key&tls_key_password=$SIMBA_PKI_KEY_PASSWORD" \
+    status)
+  [[ $rc == 0 ]] || { fail "with an encrypted key: exit $rc"; tail -n 5 "$WORK/enc.log"; }
+  if grep -q -F -- "$SIMBA_PKI_KEY_PASSWORD" "$WORK/enc.log"; then
+    fail "the key's passphrase was printed"
+  fi
+  grep -q -F 'tls_key_password=***' "$WORK/enc.log" || fail "no redacted tls_key_password"
+}
+
+case_redis_bad_tls_files_are_refused_at_open() {
+  expect_refused "missing CA file" "cannot load the CA certificates of tls_ca" \
+    --backend "rediss://127.0.0.1:$PORT_ok?tls_ca=$WORK/nope.pem" status
+  expect_refused "wrong key passphrase" "cannot load the client key" \
+    --backend "rediss://127.0.0.1:$PORT_ok?$CA&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/client-enc.key&tls_key_password=Wrong-KeyPw-1" \
+    status
+  expect_refused "key of another certificate" "key values mismatch|does not match" \
+    --backend "rediss://127.0.0.1:$PORT_ok?$CA&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/server.key" \
+    status
+  expect_refused "tls_ca on redis://" "needs a rediss:// URL" \
+    --backend "redis://127.0.0.1:$PORT_ok?$CA" status
+  if grep -q -F -- "Wrong-KeyPw-1" "$WORK/refused.log"; then fail "a passphrase was printed"; fi
+}
+
+case_redis_conformance_suite_over_tls() {
+  # The whole conformance suite (elections, locks, failover, release
+  # broadcasts on the subscriber connection, EXTERNAL mode) through the pump.
+  SIMBA_TEST_REDIS_URL="rediss://:$REDIS_PW@127.0.0.1:$PORT_ok?$CA" timeout $((300 * SLOW)) \
+    "$TEST_BACKENDS" --gtest_filter='Backends/Conformance.*/redis' --gtest_brief=1 \
+    >"$WORK/conformance.log" 2>&1 || { fail "conformance suite:"; tail -n 20 "$WORK/conformance.log"; }
+  grep -q "PASSED" "$WORK/conformance.log" || fail "the conformance suite ran no test"
+}
+
+TEST_BACKENDS=${3:-}
+
+case "$WHICH" in
+  redis)
+    redis_setup
+    run_case redis_verified_tls_goes_live_and_leads
+    run_case redis_wrong_ca_is_refused
+    run_case redis_wrong_host_name_is_refused
+    run_case redis_expired_certificate_is_refused
+    run_case redis_client_certificate
+    run_case redis_bad_tls_files_are_refused_at_open
+    [[ -n "$TEST_BACKENDS" ]] && run_case redis_conformance_suite_over_tls
+    ;;
+  postgres)
+    pg_setup
+    run_case pg_verify_full_goes_live_over_tls
+    run_case pg_wrong_ca_is_refused
+    run_case pg_missing_root_certificate_is_refused
+    run_case pg_wrong_host_name_is_refused
+    run_case pg_expired_certificate_is_refused
+    run_case pg_client_certificate
+    ;;
+  *) echo "tls_test.sh: unknown backend '$WHICH' (postgres or redis)" >&2; exit 2 ;;
+esac
+echo "$PASSED passed, $FAILED failed"
+[[ $FAILED -eq 0 ]]
