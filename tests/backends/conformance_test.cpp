@@ -12,8 +12,11 @@
 //
 // Every test uses lease names of its own (and, on memory://, a store of its own),
 // so tests never interfere, also with leftovers of earlier runs on a server.
+#include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -482,6 +485,38 @@ TEST_P(Conformance, ObserverSeesEachHolderWithinOnePoll) {
   ASSERT_EQ(eb.stop(5000 * slow_factor()), SIMBA_OK);
   sleep_ms(2 * poll_ms);
   EXPECT_EQ(count(), after_free) << "a callback after simba_observer_free";
+}
+
+// A program the host executes (`simba run`'s command) inherits no descriptor of
+// the client: every socket it opened is close-on-exec.
+TEST_P(Conformance, ClientSocketsAreCloseOnExec) {
+  auto sockets_without_cloexec = [] {
+    std::vector<std::string> bad;
+    DIR* d = opendir("/proc/self/fd");
+    if (!d) return bad;
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      const int fd = atoi(e->d_name);
+      char target[256] = {0};
+      const std::string link = std::string("/proc/self/fd/") + e->d_name;
+      if (readlink(link.c_str(), target, sizeof target - 1) <= 0) continue;
+      if (std::string(target).rfind("socket:", 0) != 0) continue;
+      const int flags = fcntl(fd, F_GETFD);
+      if (flags >= 0 && !(flags & FD_CLOEXEC)) bad.push_back(std::to_string(fd) + " " + target);
+    }
+    closedir(d);
+    return bad;
+  };
+  const std::vector<std::string> before = sockets_without_cloexec();
+  const Timing t{3000, 1000};
+  Client c;
+  OpenLive(c, t);
+  Election e;  // an election too: Redis opens its subscriber connection for it
+  ASSERT_EQ(e.start(c, lease("cloexec")), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
+  std::vector<std::string> after = sockets_without_cloexec();
+  for (const std::string& b : before) after.erase(std::remove(after.begin(), after.end(), b), after.end());
+  EXPECT_TRUE(after.empty()) << "sockets without FD_CLOEXEC: " << ::testing::PrintToString(after);
 }
 
 // close() closes the session: the backend frees every lease of the node at once.

@@ -25,6 +25,7 @@
 #include "backend/redis/redis_backend.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
@@ -807,7 +808,12 @@ class RedisBackend final : public Backend {
       redisAsyncFree(ac);
       return nullptr;
     }
-    if (!url_.tls) enable_keepalive(ac->c.fd);  // (the TLS pump's socket has its own)
+    if (!url_.tls) {
+      enable_keepalive(ac->c.fd);  // (the TLS pump's socket has its own)
+      // hiredis 0.14 opens its sockets without close-on-exec: a program the
+      // host executes (`simba run`'s command) must not inherit the connection.
+      fcntl(ac->c.fd, F_SETFD, FD_CLOEXEC);  // (the TLS pump sets its own)
+    }
     ++handles_;
     ac->data = this;
     a->on_closed = [this] { handle_closed(); };

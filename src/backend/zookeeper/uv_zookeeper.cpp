@@ -1,5 +1,6 @@
 #include "backend/zookeeper/uv_zookeeper.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -126,6 +127,9 @@ void UvZk::set_poll(int fd, int events) {
     }
     poll_->data = this;
     ++handles_;
+    // The C client opens its sockets without close-on-exec: a program the host
+    // executes must not inherit the connection.
+    fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
     poll_fd_ = fd;
     poll_ino_ = st.st_ino;
     poll_events_ = 0;
