@@ -6,7 +6,9 @@
 #define SIMBA_BACKEND_REPLY_PARTS_H
 
 #include <cstdint>
+#include <string>
 
+#include "core/backend_types.h"
 #include "core/time.h"
 
 namespace simba {
@@ -20,6 +22,25 @@ inline Duration reply_ms(long long v) {
   if (v > kMaxReplyMs) v = kMaxReplyMs;
   if (v < -kMaxReplyMs) v = -kMaxReplyMs;
   return ms(static_cast<int64_t>(v));
+}
+
+// The acquire answer of the Redis and PostgreSQL scripts, (code, v): code 1 and
+// the token (won), 0 and the holder's remaining ms or a negative (held), a
+// negative code (our session is gone). `who` names the backend in errors.
+inline AcquireReply acquire_reply(long long code, long long v, const char* who) {
+  AcquireReply out;
+  if (code < 0) {
+    out.outcome = Outcome::kExpired;
+  } else if (code == 0) {
+    out.outcome = Outcome::kHeld;
+    out.holder_remaining = v >= 0 ? reply_ms(v) : Duration(-1);
+  } else if (v <= 0) {
+    out.error = std::string(who) + ": non-positive token";
+  } else {
+    out.outcome = Outcome::kOk;
+    out.token = static_cast<uint64_t>(v);
+  }
+  return out;
 }
 
 }  // namespace simba

@@ -90,23 +90,14 @@ KeepAliveReply decode_pg_keep_alive(const PGresult* r) {
 AcquireReply decode_pg_acquire(const PGresult* r) {
   // One row (code, v): 1 and the token (won), 0 and the holder's remaining ms
   // (held), -1 (our session is gone).
-  AcquireReply out;
   long long code = 0, v = 0;
   if (PQntuples(r) != 1 || PQnfields(r) != 2 || !pg_field_int(r, 0, 0, &code) ||
       !pg_field_int(r, 0, 1, &v)) {
+    AcquireReply out;
     out.error = "postgresql: unexpected answer to acquire";
-  } else if (code < 0) {
-    out.outcome = Outcome::kExpired;
-  } else if (code == 0) {
-    out.outcome = Outcome::kHeld;
-    out.holder_remaining = v >= 0 ? reply_ms(v) : Duration(-1);
-  } else if (v <= 0) {
-    out.error = "postgresql: non-positive token";
-  } else {
-    out.outcome = Outcome::kOk;
-    out.token = static_cast<uint64_t>(v);
+    return out;
   }
-  return out;
+  return acquire_reply(code, v, "postgresql");
 }
 
 InspectReply decode_pg_inspect(const PGresult* r) {

@@ -133,23 +133,14 @@ KeepAliveReply decode_keep_alive_reply(const redisReply* r) {
 
 AcquireReply decode_acquire_reply(const redisReply* r) {
   // {1, token} won; {0, holder pttl} held; {-1} our session is gone.
-  AcquireReply out;
   long long code = 0, v = 0;
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || !reply_int(r->element[0], &code) ||
       (code >= 0 && (r->elements < 2 || !reply_int(r->element[1], &v)))) {
+    AcquireReply out;
     out.error = "redis: unexpected reply to acquire";
-  } else if (code < 0) {
-    out.outcome = Outcome::kExpired;
-  } else if (code == 0) {
-    out.outcome = Outcome::kHeld;
-    out.holder_remaining = v >= 0 ? reply_ms(v) : Duration(-1);
-  } else if (v <= 0) {
-    out.error = "redis: non-positive token";
-  } else {
-    out.outcome = Outcome::kOk;
-    out.token = static_cast<uint64_t>(v);
+    return out;
   }
-  return out;
+  return acquire_reply(code, v, "redis");
 }
 
 InspectReply decode_inspect_reply(const redisReply* r) {
