@@ -13,6 +13,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 
 #include "backend/backend.h"
 #include "backend/redis/redis_url.h"
+#include "backend/redis/uv_hiredis.h"
 #include "backends/simba_testing.h"
 #include "simba.h"
 
@@ -177,6 +179,102 @@ int64_t info_int(Sync& s, const std::string& section, const std::string& field) 
   const size_t at = info.find(field + ":");
   if (at == std::string::npos) return -1;
   return std::strtoll(info.c_str() + at + field.size() + 1, nullptr, 10);
+}
+
+// --- the adapter ------------------------------------------------------------------
+
+// A hiredis async context on a Unix socket whose server end the test closes
+// right after the connect: its next write fails with EPIPE, as the TLS pump's
+// socketpair does when TLS fails (where hiredis' write(2) killed `simba` with
+// SIGPIPE: tls_redis, 1 CI run in a few).
+class GonePeer {
+ public:
+  GonePeer() {
+    uv_loop_init(&loop_);
+    std::snprintf(addr_.sun_path, sizeof addr_.sun_path, "/tmp/simba-gone-peer-%d.sock",
+                  static_cast<int>(getpid()));
+    addr_.sun_family = AF_UNIX;
+    unlink(addr_.sun_path);
+    listener_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bind(listener_, reinterpret_cast<sockaddr*>(&addr_), sizeof addr_);
+    listen(listener_, 1);
+    ac_ = redisAsyncConnectUnix(addr_.sun_path);
+    adapter_ = ac_ && !ac_->err ? simba::uv_hiredis_attach(&loop_, ac_) : nullptr;
+    if (!adapter_) return;
+    adapter_->on_closed = [this] { closed_ = true; };
+    ac_->data = this;
+    redisAsyncSetConnectCallback(ac_, [](const redisAsyncContext* c, int status) {
+      static_cast<GonePeer*>(c->data)->connected_ = status == REDIS_OK;
+    });
+    redisAsyncSetDisconnectCallback(ac_, [](const redisAsyncContext* c, int status) {
+      static_cast<GonePeer*>(c->data)->disconnect_status_ = status;
+    });
+    for (int i = 0; i < 100 && !connected_; ++i) uv_run(&loop_, UV_RUN_NOWAIT);
+    const int server_end = accept(listener_, nullptr, nullptr);
+    if (server_end >= 0) close(server_end);
+  }
+  ~GonePeer() {
+    if (!closed_ && adapter_ && adapter_->ac) redisAsyncFree(ac_);
+    for (int i = 0; i < 100 && adapter_ && !closed_; ++i) uv_run(&loop_, UV_RUN_NOWAIT);
+    uv_loop_close(&loop_);
+    close(listener_);
+    unlink(addr_.sun_path);
+  }
+  bool ready() const { return adapter_ != nullptr && connected_; }
+  // Queues a PING and writes it through the adapter; true when hiredis saw
+  // the write fail and dropped the connection.
+  bool write_fails() {
+    redisAsyncCommand(ac_, nullptr, nullptr, "PING");
+    simba::uv_hiredis_write(ac_);
+    return disconnect_status_ == REDIS_ERR;
+  }
+
+ private:
+  uv_loop_t loop_;
+  sockaddr_un addr_ = {};
+  int listener_ = -1;
+  redisAsyncContext* ac_ = nullptr;
+  simba::UvHiredis* adapter_ = nullptr;
+  bool connected_ = false;
+  bool closed_ = false;
+  int disconnect_status_ = REDIS_OK;
+};
+
+bool sigpipe_pending() {
+  sigset_t pending;
+  sigpending(&pending);
+  return sigismember(&pending, SIGPIPE) == 1;
+}
+
+TEST(RedisAdapter, AWriteToAGonePeerRaisesNoSigpipe) {
+  // The default disposition: a SIGPIPE that escaped would end this process.
+  struct sigaction dfl = {}, old = {};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(SIGPIPE, &dfl, &old);
+  {
+    GonePeer peer;
+    ASSERT_TRUE(peer.ready());
+    EXPECT_TRUE(peer.write_fails());
+    EXPECT_FALSE(sigpipe_pending());
+  }
+  sigaction(SIGPIPE, &old, nullptr);
+}
+
+TEST(RedisAdapter, ASigpipePendingBeforeTheWriteStaysPending) {
+  sigset_t pipe_only, old_mask;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old_mask);
+  raise(SIGPIPE);  // the host's own, blocked and pending on this thread
+  {
+    GonePeer peer;
+    ASSERT_TRUE(peer.ready());
+    EXPECT_TRUE(peer.write_fails());
+    EXPECT_TRUE(sigpipe_pending());
+  }
+  const struct timespec now = {0, 0};
+  EXPECT_EQ(sigtimedwait(&pipe_only, nullptr, &now), SIGPIPE);
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
 }
 
 // --- URL parsing ---------------------------------------------------------------

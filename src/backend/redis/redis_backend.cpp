@@ -552,7 +552,7 @@ class RedisBackend final : public Backend {
         uv_check_stop(h);
         UvHiredis* cmd = self->cmd_;
         if (!self->closing_ && cmd && cmd->ac && (cmd->ac->c.flags & REDIS_CONNECTED)) {
-          redisAsyncHandleWrite(cmd->ac);
+          uv_hiredis_write(cmd->ac);
         }
       });
     }

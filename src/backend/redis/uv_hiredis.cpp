@@ -1,5 +1,10 @@
 #include "backend/redis/uv_hiredis.h"
 
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
 namespace simba {
 namespace {
 
@@ -11,7 +16,7 @@ void on_poll(uv_poll_t* handle, int status, int events) {
   if (status < 0) events = a->events;
   events &= a->wanted;  // not what hiredis withdrew since the poll was set
   if ((events & UV_READABLE) && a->ac) redisAsyncHandleRead(a->ac);
-  if ((events & UV_WRITABLE) && a->ac) redisAsyncHandleWrite(a->ac);
+  if ((events & UV_WRITABLE) && a->ac) uv_hiredis_write(a->ac);
 }
 
 void on_prepare(uv_prepare_t* handle) {
@@ -21,7 +26,7 @@ void on_prepare(uv_prepare_t* handle) {
   // writable event: that would cost a loop turn and two epoll_ctl calls.
   if (!a->cleaned && (a->wanted & UV_WRITABLE) && !(a->events & UV_WRITABLE) &&
       (a->ac->c.flags & REDIS_CONNECTED)) {
-    redisAsyncHandleWrite(a->ac);  // may end the connection: cleaned then
+    uv_hiredis_write(a->ac);  // may end the connection: cleaned then
   }
   if (a->cleaned || a->wanted == a->events) return;
   uv_idle_stop(&a->pending);
@@ -88,6 +93,25 @@ void cleanup(void* p) {
 }
 
 }  // namespace
+
+void uv_hiredis_write(redisAsyncContext* ac) {
+  sigset_t pipe_only, old, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE) == 1;
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  redisAsyncHandleWrite(ac);
+  if (!was_pending) {
+    sigpending(&pending);
+    if (sigismember(&pending, SIGPIPE) == 1) {
+      const struct timespec now = {0, 0};
+      while (sigtimedwait(&pipe_only, nullptr, &now) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
 
 UvHiredis* uv_hiredis_attach(uv_loop_t* loop, redisAsyncContext* ac) {
   if (ac->ev.data != nullptr) return nullptr;

@@ -44,6 +44,15 @@ struct UvHiredis {
 // handles closed (following hiredis' cleanup hook).
 UvHiredis* uv_hiredis_attach(uv_loop_t* loop, redisAsyncContext* ac);
 
+// redisAsyncHandleWrite without SIGPIPE: hiredis writes with write(2), which
+// raises SIGPIPE in the host when the peer is gone (at once on the TLS pump's
+// socketpair, whose other end the pump closes when TLS fails). A library must
+// not kill its host, so the signal is blocked on this thread for the write and
+// one it raised is taken back (libpq does the same where MSG_NOSIGNAL is
+// missing). A SIGPIPE pending before the call stays pending. Every write of
+// hiredis goes through here.
+void uv_hiredis_write(redisAsyncContext* ac);
+
 }  // namespace simba
 
 #endif
