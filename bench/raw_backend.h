@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bench_util.h"
+
 typedef struct raw_conn raw_conn_t; /* one connection; opaque, per backend */
 
 /* Round-trip kinds every backend offers. RAW_OP_WRITE is the baseline: one
@@ -78,6 +80,21 @@ typedef struct raw_backend {
    * giving the previous value; NULL if the backend cannot. 0 or -1. */
   int (*set_durability)(raw_conn_t *c, const char *value, char *previous, size_t plen, char *err,
                         size_t errlen);
+
+  /* Optional: the server's own lock, as an application would use it without
+   * Simba (PostgreSQL: session advisory locks), measured in the same run as
+   * Simba's lock cycle and handover. NULL when the backend has none. */
+  const char *native_lock_desc;
+  /* One lock and one unlock on c (two round trips). 0 or -1. */
+  int (*native_lock_cycle)(raw_conn_t *c, char *err, size_t errlen);
+  /* n handovers of the native lock between two processes of their own, each
+   * with its connection to the server of url: the holder waits until the
+   * other one is blocked in its lock call, idles gap_ms (as between two Simba
+   * handovers), then unlocks; a sample (pushed to out) is the time from just
+   * before the holder's unlock call to the other's blocking lock call
+   * returning. Call it before this process has any thread (fork). 0 or -1. */
+  int (*native_handover)(const char *url, int n, int gap_ms, bench_samples_t *out, char *err,
+                         size_t errlen);
 } raw_backend_t;
 
 /* One per backend; simba_bench.c lists those built (SIMBA_BENCH_RAW_<NAME>). */

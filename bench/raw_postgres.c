@@ -9,6 +9,7 @@
  *          src/backend/postgres/postgres_schema.cpp), alternately:
  *            SELECT code, value FROM {schema}.simba_acquire($1::uuid, $2::text)
  *            SELECT {schema}.simba_release($1::uuid, $2::text, $3::bigint)
+ *              FROM set_config('synchronous_commit', 'off', true)
  *          on a lease of this connection's own session (opened with
  *          simba_open), so each is one commit doing what Simba's does;
  *          write_pairs: a baseline sample is the mean of one acquire + release
@@ -26,12 +27,23 @@
  * function statistics at the end of a transaction at most once a second
  * (PGSTAT_MIN_INTERVAL in PostgreSQL 15), so counts_lag_ms; this connection
  * flushes its own first (pg_stat_force_next_flush) before each reading.
+ *
+ * The native lock, what an application would use without Simba: session
+ * advisory locks, SELECT pg_advisory_lock($1::bigint) and SELECT
+ * pg_advisory_unlock($1::bigint), by PQexecParams like the rest. Neither
+ * writes WAL nor commits anything durable: no token, no expiry, no session
+ * that outlives the connection. The handover runs between two processes of
+ * their own, each blocked in pg_advisory_lock while the other holds it.
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include <libpq-fe.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -48,7 +60,8 @@ struct raw_conn {
   char token[24];     /* its token while held */
   int held;
   int reset_track_functions; /* prepare() turned track_functions on */
-  char sql_read[256], sql_acquire[256], sql_release[256], sql_close[128];
+  char sql_read[256], sql_acquire[256], sql_release[256], sql_close[256];
+  char lock_key[24]; /* the advisory lock key of native_lock_cycle */
 };
 
 static void copy(char *dst, size_t len, const char *src) {
@@ -241,9 +254,13 @@ static int pg_prepare(raw_conn_t *c, char *err, size_t errlen) {
   snprintf(c->sql_acquire, sizeof c->sql_acquire,
            "SELECT code, value FROM %s.simba_acquire($1::uuid, $2::text)", s);
   snprintf(c->sql_release, sizeof c->sql_release,
-           "SELECT %s.simba_release($1::uuid, $2::text, $3::bigint)", s);
-  snprintf(c->sql_close, sizeof c->sql_close, "SELECT %s.simba_close($1::uuid)", s);
+           "SELECT %s.simba_release($1::uuid, $2::text, $3::bigint) "
+           "FROM set_config('synchronous_commit', 'off', true)",
+           s);
+  snprintf(c->sql_close, sizeof c->sql_close,
+           "SELECT %s.simba_close($1::uuid) FROM set_config('synchronous_commit', 'off', true)", s);
   snprintf(c->lease, sizeof c->lease, "bench-raw-%ld", (long)getpid());
+  snprintf(c->lock_key, sizeof c->lock_key, "%ld", 0x5b100000L + (long)(getpid() & 0xfffff));
 
   /* Simba made the schema (the bench opened a client first). */
   char sql[256], version[16];
@@ -369,6 +386,170 @@ static void pg_describe(raw_conn_t *c, char *version, size_t vlen, char *durabil
   }
 }
 
+
+/* --- the native lock: advisory locks ---------------------------------------- */
+
+static const char kAdvisoryLock[] = "SELECT pg_advisory_lock($1::bigint)";
+static const char kAdvisoryUnlock[] = "SELECT pg_advisory_unlock($1::bigint)";
+
+/* One statement with the key as its parameter; for unlock, checks it freed. */
+static int advisory(PGconn *pg, const char *sql, const char *key, char *err, size_t errlen) {
+  const char *p[] = {key};
+  PGresult *r = PQexecParams(pg, sql, 1, NULL, p, NULL, NULL, 0);
+  const int ok = r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+                 (sql == kAdvisoryLock || strcmp(PQgetvalue(r, 0, 0), "t") == 0);
+  if (!ok) {
+    char msg[160];
+    copy(msg, sizeof msg, r && PQresultStatus(r) != PGRES_TUPLES_OK ? PQresultErrorMessage(r)
+                          : r ? "unlock freed nothing" : PQerrorMessage(pg));
+    msg[strcspn(msg, "\n")] = '\0';
+    snprintf(err, errlen, "postgres: %s: %s", sql, msg);
+  }
+  if (r) PQclear(r);
+  return ok ? 0 : -1;
+}
+
+static int pg_native_lock_cycle(raw_conn_t *c, char *err, size_t errlen) {
+  if (advisory(c->pg, kAdvisoryLock, c->lock_key, err, errlen) != 0) return -1;
+  return advisory(c->pg, kAdvisoryUnlock, c->lock_key, err, errlen);
+}
+
+/* Shared between the handover's two processes (MAP_SHARED). */
+typedef struct handover_shm {
+  int64_t failed[2];
+  char error[2][160];
+  int64_t t[]; /* per process who, per cycle k: acquired at t[(who * m + k) * 2], released at +1 */
+} handover_shm_t;
+
+/* True once another connection waits for the advisory lock `key`. */
+static int someone_waits(PGconn *pg, const char *key, char *err, size_t errlen) {
+  const char *p[] = {key};
+  PGresult *r = PQexecParams(pg,
+                             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT "
+                             "granted AND classid = 0 AND objid = $1::bigint AND objsubid = 1",
+                             1, NULL, p, NULL, NULL, 0);
+  if (!r || PQresultStatus(r) != PGRES_TUPLES_OK) {
+    snprintf(err, errlen, "postgres: pg_locks: %.100s", r ? PQresultErrorMessage(r) : "no result");
+    if (r) PQclear(r);
+    return -1;
+  }
+  const int n = atoi(PQgetvalue(r, 0, 0));
+  PQclear(r);
+  return n > 0;
+}
+
+/* One of the two processes: m cycles of lock (blocking), wait for the other to
+ * block, idle gap_ms, unlock. Process 1's last cycle has no successor. */
+static void handover_child(int who, const char *libpq_url, const char *key, int m, int gap_ms,
+                           handover_shm_t *shm) {
+  char *err = shm->error[who];
+  const size_t errlen = sizeof shm->error[who];
+  const char *const keys[] = {"dbname", "fallback_application_name", "connect_timeout", NULL};
+  const char *const values[] = {libpq_url, "simba_bench advisory", "10", NULL};
+  PGconn *pg = PQconnectdbParams(keys, values, 1);
+  if (!pg || PQstatus(pg) != CONNECTION_OK) {
+    snprintf(err, errlen, "connect: %.140s", pg ? PQerrorMessage(pg) : "out of memory");
+    shm->failed[who] = 1;
+    _exit(1);
+  }
+  for (int k = 0; k < m; k++) {
+    if (advisory(pg, kAdvisoryLock, key, err, errlen) != 0) break;
+    shm->t[(who * m + k) * 2] = bench_now_ns();
+    const int last = who == 1 && k == m - 1;
+    if (!last) {
+      const int64_t until = bench_now_ns() + 10 * 1000000000LL;
+      int w;
+      while ((w = someone_waits(pg, key, err, errlen)) == 0 && bench_now_ns() < until) {
+        bench_sleep_ns(1000000);
+      }
+      if (w != 1) {
+        if (w == 0) snprintf(err, errlen, "nobody waited for the lock within 10 s");
+        break;
+      }
+      bench_sleep_ns((int64_t)gap_ms * 1000000);
+    }
+    shm->t[(who * m + k) * 2 + 1] = bench_now_ns();
+    if (advisory(pg, kAdvisoryUnlock, key, err, errlen) != 0) break;
+    if (k == m - 1) {
+      PQfinish(pg);
+      _exit(0);
+    }
+  }
+  shm->failed[who] = 1;
+  PQfinish(pg);
+  _exit(1);
+}
+
+static int pg_native_handover(const char *url, int n, int gap_ms, bench_samples_t *out, char *err,
+                              size_t errlen) {
+  char libpq_url[1024], schema[64], key[24];
+  if (split_url(url, libpq_url, sizeof libpq_url, schema, sizeof schema, err, errlen) != 0) {
+    return -1;
+  }
+  snprintf(key, sizeof key, "%ld", 0x5b200000L + (long)(getpid() & 0xfffff));
+  /* 2m - 1 handovers; the first is not measured (process 1 has just connected). */
+  const int m = n / 2 + 1;
+  const size_t size = sizeof(handover_shm_t) + sizeof(int64_t) * 2 * 2 * (size_t)m;
+  handover_shm_t *shm = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shm == MAP_FAILED) {
+    snprintf(err, errlen, "mmap failed");
+    return -1;
+  }
+  memset(shm, 0, size);
+  pid_t pid[2] = {-1, -1};
+  int rc = -1;
+  fflush(NULL);
+  for (int who = 0; who < 2; who++) {
+    pid[who] = fork();
+    if (pid[who] < 0) {
+      snprintf(err, errlen, "fork failed");
+      goto end;
+    }
+    if (pid[who] == 0) handover_child(who, libpq_url, key, m, gap_ms, shm);
+    /* Process 1 starts once process 0 holds the lock. */
+    const int64_t until = bench_now_ns() + 20 * 1000000000LL;
+    while (who == 0 && shm->t[0] == 0 && !shm->failed[0] && bench_now_ns() < until) {
+      bench_sleep_ns(1000000);
+    }
+  }
+  for (int who = 0; who < 2; who++) {
+    int status = 0;
+    const int64_t until = bench_now_ns() + (int64_t)(n + 10) * (gap_ms + 200) * 1000000LL;
+    while (waitpid(pid[who], &status, WNOHANG) == 0) {
+      if (bench_now_ns() > until || shm->failed[1 - who]) {
+        kill(pid[who], SIGKILL); /* our own child only */
+        waitpid(pid[who], &status, 0);
+        status = -1;
+        break;
+      }
+      bench_sleep_ns(5000000);
+    }
+    pid[who] = -1;
+    if (status != 0) {
+      snprintf(err, errlen, "advisory handover, process %d: %s", who,
+               shm->error[who][0] ? shm->error[who]
+               : shm->error[1 - who][0] ? shm->error[1 - who] : "killed or timed out");
+      goto end;
+    }
+  }
+  for (int k = 0; k < m; k++) {
+    /* 0 releases -> 1 acquires; then 1 releases -> 0 acquires (next cycle). */
+    const int64_t d1 = shm->t[(1 * m + k) * 2] - shm->t[(0 * m + k) * 2 + 1];
+    if (k > 0) bench_samples_push(out, d1);
+    if (k + 1 < m) bench_samples_push(out, shm->t[(0 * m + k + 1) * 2] - shm->t[(1 * m + k) * 2 + 1]);
+  }
+  rc = 0;
+end:
+  for (int who = 0; who < 2; who++) {
+    if (pid[who] > 0) {
+      kill(pid[who], SIGKILL);
+      waitpid(pid[who], NULL, 0);
+    }
+  }
+  munmap(shm, size);
+  return rc;
+}
+
 const raw_backend_t raw_postgres_backend = {
     .name = "postgresql",
     .scheme = "postgresql",
@@ -378,7 +559,9 @@ const raw_backend_t raw_postgres_backend = {
                 "no write)",
                 "Simba's statements, alternately: SELECT code, value FROM "
                 "{schema}.simba_acquire($1::uuid, $2::text) and SELECT "
-                "{schema}.simba_release($1::uuid, $2::text, $3::bigint) (each a commit)"},
+                "{schema}.simba_release($1::uuid, $2::text, $3::bigint) FROM "
+                "set_config('synchronous_commit', 'off', true) (each a commit; the release's "
+                "asynchronous, ADR 0023)"},
     .op_label = {"raw SELECT 1", "raw SELECT of a lease row (read)",
                  "raw simba_acquire|_release"},
     .calls_desc = "pg_stat_user_functions: calls of simba_open, simba_keep_alive, "
@@ -396,4 +579,8 @@ const raw_backend_t raw_postgres_backend = {
     .describe = pg_describe,
     .set_durability = NULL, /* fsync is on the test server's command line; Simba forces
                                synchronous_commit on for its connections */
+    .native_lock_desc = "session advisory lock: SELECT pg_advisory_lock($1::bigint), then "
+                        "SELECT pg_advisory_unlock($1::bigint) (no WAL, no commit)",
+    .native_lock_cycle = pg_native_lock_cycle,
+    .native_handover = pg_native_handover,
 };

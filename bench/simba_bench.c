@@ -89,6 +89,9 @@ static const raw_backend_t *raw_backend_for_url(const char *url) {
 /* Targets of issue 3. */
 #define TARGET_CYCLE_RATIO 1.15   /* cycle p50 <= 1.15 x two raw round trips */
 #define TARGET_HANDOVER_RTTS 4.0  /* handover p50 <= 4 raw round trips */
+/* Against the server's own lock (raw_backend_t.native_*), issue 21. */
+#define TARGET_NATIVE_CYCLE 2.0    /* Simba's cycle p50 <= 2 x the native cycle p50 */
+#define TARGET_NATIVE_HANDOVER 2.0 /* Simba's handover p50 <= 2 x the native one */
 #define TARGET_KEEPALIVE_LEASES 10000
 
 #define MAX_LEASE_COUNTS 8
@@ -447,6 +450,11 @@ typedef struct results {
   bench_stats_t external_cycle; /* loop.mode=external: the caller's thread runs the loop */
   bench_stats_t snapshot_hop;
   int diagnostics_done;
+  /* The server's own lock (raw_backend_t.native_*): its cycle in blocks
+   * alternating with Simba's cycle, and its handover between two processes. */
+  int native_cycle_done, native_handover_done;
+  bench_stats_t native_cycle, native_simba_cycle, native_handover;
+  char native_error[256];
   lease_result_t leases[2 * MAX_LEASE_COUNTS]; /* with the --slow-renew-ms rows */
   int n_leases;
   /* --also-durability */
@@ -902,6 +910,42 @@ static int run_cycle_paired(simba_client_t *c, const raw_backend_t *rb, raw_conn
   return rc_out;
 }
 
+/* The server's own lock cycle (lock + unlock on the baseline's connection) and
+ * Simba's lock cycle in alternating blocks of kPairBlock, as above. */
+static int run_native_cycle_paired(simba_client_t *c, const raw_backend_t *rb, raw_conn_t *rc,
+                                   int iterations, int warmup, bench_stats_t *simba_out,
+                                   bench_stats_t *native_out, char *err, size_t errlen) {
+  bench_samples_t cyc, nat;
+  bench_samples_init(&cyc);
+  bench_samples_init(&nat);
+  int rc_out = 0;
+  for (int done = 0; done < warmup + iterations && rc_out == 0; done += kPairBlock) {
+    const int measured = done >= warmup;
+    for (int i = 0; i < kPairBlock; i++) {
+      const int64_t t0 = bench_now_ns();
+      if (rb->native_lock_cycle(rc, err, errlen) != 0) {
+        rc_out = -1;
+        break;
+      }
+      if (measured) bench_samples_push(&nat, bench_now_ns() - t0);
+    }
+    for (int i = 0; i < kPairBlock && rc_out == 0; i++) {
+      simba_term_t *t = NULL;
+      const int64_t t0 = bench_now_ns();
+      int r = simba_lock_acquire(&t, c, "bench-cycle", 5000);
+      if (r != SIMBA_OK) die("simba_lock_acquire", r);
+      r = simba_lock_release(t);
+      if (r != SIMBA_OK) die("simba_lock_release", r);
+      if (measured) bench_samples_push(&cyc, bench_now_ns() - t0);
+    }
+  }
+  *simba_out = bench_summarize(&cyc);
+  *native_out = bench_summarize(&nat);
+  bench_samples_free(&cyc);
+  bench_samples_free(&nat);
+  return rc_out;
+}
+
 static bench_stats_t run_snapshot_hop(simba_client_t *c, int iterations) {
   bench_samples_t s;
   bench_samples_init(&s);
@@ -1222,6 +1266,28 @@ static void print_report(const options_t *o, const raw_backend_t *rb, const resu
     printf("  %-44s tokens strictly increasing: %s; old leader won its lease back %d times\n", "",
            r->handover.tokens_increasing ? "yes" : "NO", r->handover.regained);
   }
+  if (r->native_cycle_done) {
+    print_row("native lock cycle (lock + unlock)", &r->native_cycle, NULL);
+    snprintf(buf, sizeof buf, "%.2f x native cycle (p99 %.2f; target <= %.0f: %s)",
+             ratio(r->native_simba_cycle.p50_us, r->native_cycle.p50_us),
+             ratio(r->native_simba_cycle.p99_us, r->native_cycle.p99_us), TARGET_NATIVE_CYCLE,
+             verdict(ratio(r->native_simba_cycle.p50_us, r->native_cycle.p50_us) <=
+                     TARGET_NATIVE_CYCLE));
+    print_row("lock cycle, alternating with the native one", &r->native_simba_cycle, buf);
+  }
+  if (r->native_handover_done) {
+    snprintf(buf, sizeof buf, "unlock call -> other's lock returns, %d ms idle", o->handover_gap_ms);
+    print_row("native lock handover", &r->native_handover, buf);
+    if (r->handover.done) {
+      const double x = ratio(r->handover.h.p50_us, r->native_handover.p50_us);
+      printf("  %-44s Simba's handover = %.2f x the native one (p99 %.2f; target <= %.0f: %s)\n",
+             "", x, ratio(r->handover.h.p99_us, r->native_handover.p99_us),
+             TARGET_NATIVE_HANDOVER, verdict(x <= TARGET_NATIVE_HANDOVER));
+    }
+  }
+  if (rb->native_lock_desc && r->native_error[0]) {
+    printf("  %-44s native lock: %s\n", "", r->native_error);
+  }
   if (r->diagnostics_done) {
     print_row("diag: cycle on memory:// (no I/O)", &r->memory_cycle, NULL);
     snprintf(buf, sizeof buf, "%.2f x 2 RTT: no thread hop",
@@ -1435,6 +1501,18 @@ static int write_json(const char *path, const options_t *o, const raw_backend_t 
     bench_json_end_object(&j);
   }
   if (r->raw_end.done) json_raw(&j, "raw_at_end", rb, &r->raw_end);
+  if (r->native_cycle_done || r->native_handover_done || r->native_error[0]) {
+    bench_json_begin_object(&j, "native_lock");
+    bench_json_string(&j, "what", rb->native_lock_desc);
+    if (r->native_error[0]) bench_json_string(&j, "error", r->native_error);
+    if (r->native_cycle_done) {
+      bench_json_int(&j, "block", kPairBlock);
+      bench_json_stats(&j, "cycle", &r->native_cycle);
+      bench_json_stats(&j, "simba_cycle_alternating", &r->native_simba_cycle);
+    }
+    if (r->native_handover_done) bench_json_stats(&j, "handover", &r->native_handover);
+    bench_json_end_object(&j);
+  }
   bench_json_begin_array(&j, "targets");
   if (r->cycle.done && r->raw.done) {
     bench_json_begin_object(&j, NULL);
@@ -1453,6 +1531,24 @@ static int write_json(const char *path, const options_t *o, const raw_backend_t 
     bench_json_double(&j, "limit", TARGET_HANDOVER_RTTS);
     bench_json_bool(&j, "met", v.handover_met);
     bench_json_double(&j, "value_vs_tight_loop_rtt", v.handover_tight);
+    bench_json_end_object(&j);
+  }
+  if (r->native_cycle_done) {
+    const double x = ratio(r->native_simba_cycle.p50_us, r->native_cycle.p50_us);
+    bench_json_begin_object(&j, NULL);
+    bench_json_string(&j, "name", "lock cycle p50 / native lock cycle p50, alternating blocks");
+    bench_json_double(&j, "value", x);
+    bench_json_double(&j, "limit", TARGET_NATIVE_CYCLE);
+    bench_json_bool(&j, "met", x <= TARGET_NATIVE_CYCLE);
+    bench_json_end_object(&j);
+  }
+  if (r->native_handover_done && r->handover.done) {
+    const double x = ratio(r->handover.h.p50_us, r->native_handover.p50_us);
+    bench_json_begin_object(&j, NULL);
+    bench_json_string(&j, "name", "handover p50 / native lock handover p50, same idle pause");
+    bench_json_double(&j, "value", x);
+    bench_json_double(&j, "limit", TARGET_NATIVE_HANDOVER);
+    bench_json_bool(&j, "met", x <= TARGET_NATIVE_HANDOVER);
     bench_json_end_object(&j);
   }
   if (v.ka) {
@@ -1588,6 +1684,19 @@ int main(int argc, char **argv) {
     progress("handover: %d between two processes", o.handovers);
     run_handover(&o, &r.handover);
     if (r.handover.failed) progress("handover failed: %s", r.handover.error);
+    if (rb->native_handover && o.handovers > 0) {
+      progress("native lock handover: %d between two processes", o.handovers);
+      bench_samples_t s;
+      bench_samples_init(&s);
+      if (rb->native_handover(o.url, o.handovers, o.handover_gap_ms, &s, r.native_error,
+                              sizeof r.native_error) == 0) {
+        r.native_handover = bench_summarize(&s);
+        r.native_handover_done = 1;
+      } else {
+        progress("native lock handover failed: %s", r.native_error);
+      }
+      bench_samples_free(&s);
+    }
   }
   if (o.run_cycle) {
     progress("lock cycle: %d acquire+release", o.cycle_iterations);
@@ -1600,6 +1709,16 @@ int main(int argc, char **argv) {
       return 1;
     }
     r.paired_done = 1;
+    if (rb->native_lock_cycle) {
+      progress("lock cycle: %d, alternating with the native lock's cycle in blocks of %d",
+               o.cycle_iterations, kPairBlock);
+      if (run_native_cycle_paired(c, rb, rc, o.cycle_iterations, o.warmup, &r.native_simba_cycle,
+                                  &r.native_cycle, r.native_error, sizeof r.native_error) == 0) {
+        r.native_cycle_done = 1;
+      } else {
+        progress("native lock cycle failed: %s", r.native_error);
+      }
+    }
     r.snapshot_hop = run_snapshot_hop(c, o.cycle_iterations);
     simba_client_close(c);
     progress("diagnostic: lock cycle on memory://");

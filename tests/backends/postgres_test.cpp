@@ -4,7 +4,8 @@
 // statement hung on a row lock, cut at the call timeout; N sessions racing for
 // one name under READ COMMITTED; TLS with the test script's self-signed
 // certificate; a server stopped (SIGSTOP) past the lease and a server restarted;
-// passwords absent from logs.
+// passwords absent from logs; releases and closes committed asynchronously, and
+// a crash right after such a release (ADR 0023).
 //
 // The URL tests need no server. Most others use SIMBA_TEST_POSTGRES_URL
 // (skipped when unset). Those that stop, restart or reconfigure a server use one
@@ -239,6 +240,11 @@ class OwnServer {
                                                "-c",
                                                "full_page_writes=off"};
       args.insert(args.end(), server.begin(), server.end());
+      // A later -c of the same setting wins.
+      for (const std::string& kv : extra_settings_) {
+        args.push_back("-c");
+        args.push_back(kv);
+      }
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(&a[0]);
       argv.push_back(nullptr);
@@ -264,6 +270,21 @@ class OwnServer {
     int st = 0;
     waitpid(pid_, &st, 0);
     pid_ = -1;
+  }
+
+  // A crash: SIGKILL to the postmaster and every process it started, so that
+  // nothing flushes the WAL still in shared memory (crash recovery at the next
+  // start).
+  void crash() {
+    if (pid_ <= 0) return;
+    signal(SIGKILL);
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    pid_ = -1;
+  }
+  // Settings added to the command line from the next start() on.
+  void set_extra_settings(std::vector<std::string> settings) {
+    extra_settings_ = std::move(settings);
   }
 
   std::string admin_url() const {
@@ -364,6 +385,7 @@ class OwnServer {
   }
 
   std::string bindir_, dir_, why_;
+  std::vector<std::string> extra_settings_;
   bool as_postgres_ = false;
   bool setup_ok_ = false;
   int port_ = -1;
@@ -986,6 +1008,200 @@ TEST(PostgresOwn, RestartsKeepTokensIncreasing) {
   const auto& el = e.elected();
   for (size_t i = 1; i < el.size(); ++i) EXPECT_GT(el[i].token, el[i - 1].token);
   EXPECT_EQ(e.pairing_errors(), 0);
+}
+
+
+// --- release and close commit asynchronously (ADR 0023) -------------------------
+
+// The own server restarted with settings under which a commit's WAL record
+// stays in shared memory until something flushes it: the WAL writer wakes every
+// 10 s only, and nothing else writes WAL (no standby snapshots with
+// wal_level=minimal, no autovacuum, no timed checkpoint), so a crash right
+// after an asynchronous commit loses it. fsync on, as in production. Restored
+// to the usual settings at the end.
+class CrashableServer {
+ public:
+  explicit CrashableServer(OwnServer* s) : s_(s) {
+    s_->stop();
+    s_->set_extra_settings({"fsync=on", "wal_writer_delay=10000", "wal_level=minimal",
+                            "max_wal_senders=0", "autovacuum=off", "checkpoint_timeout=3600"});
+    ok_ = s_->start();
+  }
+  ~CrashableServer() {
+    s_->stop();
+    s_->set_extra_settings({});
+    s_->start();
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  OwnServer* s_;
+  bool ok_ = false;
+};
+
+// "t" when every WAL record inserted so far is flushed, "f" when some is not.
+std::string wal_flushed(PgSync& admin) {
+  return admin.q("SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn()");
+}
+
+// Waits until `c` sent one more keep-alive than `before`, then for its answer.
+bool next_keep_alive(simba_client_t* c, int64_t before) {
+  if (!wait_for([&] { return counter(c, "keep_alives") > before; }, 10'000 * slow_factor())) {
+    return false;
+  }
+  sleep_ms(200);  // the answer of a round trip on loopback
+  return simba_client_status(c) == SIMBA_SESSION_LIVE;
+}
+
+// What the server's WAL shows of each operation: an acquire and a keep-alive
+// are flushed before they are answered (synchronous_commit on, forced by the
+// client even though this server has it off), a release and a close are not
+// (synchronous_commit off in their own transaction), and the next durable
+// commit flushes the release's record with its own, since WAL is flushed in
+// order.
+TEST(PostgresOwn, ReleaseAndCloseCommitAsynchronouslyAcquireAndKeepAliveDurably) {
+  OWN_SERVER_OR_SKIP(server);
+  CrashableServer crashable(server);
+  ASSERT_TRUE(crashable.ok());
+  PgSync admin(server->admin_url());
+  ASSERT_TRUE(admin.ok()) << admin.error();
+  const std::string name = "pg.async." + unique_id();
+  Client c;
+  ASSERT_EQ(c.open(server->admin_url(), Timing{6000, 2000}), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  EXPECT_EQ(wal_flushed(admin), "t") << "after the open";
+
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    // Right after a keep-alive, so that the next one is 2 s away.
+    ASSERT_TRUE(next_keep_alive(c, counter(c, "keep_alives")));
+    EXPECT_EQ(wal_flushed(admin), "t") << "after a keep-alive";
+    simba_term_t* t = nullptr;
+    ASSERT_EQ(simba_lock_acquire(&t, c, name.c_str(), 5000), SIMBA_OK) << simba_last_error();
+    EXPECT_EQ(wal_flushed(admin), "t") << "after an acquire";
+    ASSERT_EQ(simba_lock_release(t), SIMBA_OK);
+    EXPECT_EQ(wal_flushed(admin), "f") << "after a release";
+    // The next durable commit (here the keep-alive) flushes the release too.
+    ASSERT_TRUE(next_keep_alive(c, counter(c, "keep_alives")));
+    EXPECT_EQ(wal_flushed(admin), "t") << "after the keep-alive that followed the release";
+  }
+  // A release followed by an acquire: the acquire's flush covers both.
+  simba_term_t* t = nullptr;
+  ASSERT_EQ(simba_lock_acquire(&t, c, name.c_str(), 5000), SIMBA_OK);
+  ASSERT_EQ(simba_lock_release(t), SIMBA_OK);
+  EXPECT_EQ(wal_flushed(admin), "f");
+  ASSERT_EQ(simba_lock_acquire(&t, c, name.c_str(), 5000), SIMBA_OK);
+  EXPECT_EQ(wal_flushed(admin), "t") << "the acquire after a release";
+  c.close();  // frees the lease held: one simba_close
+  EXPECT_EQ(wal_flushed(admin), "f") << "after the close";
+}
+
+// A crash right after a release whose commit was not flushed yet, and the
+// restart: the release is lost, so the lease row names the old session again;
+// the name is free again no later than that session's expiry (at once when
+// its client is still running: its next keep-alive lists a lease it holds no
+// term for, and it releases it; at the expiry when the client closed, its
+// close lost too); the next acquire, by another session, gets a token above
+// every token handed out before the crash; and no two terms overlap.
+TEST(PostgresOwn, CrashAfterAnUnflushedReleaseLosesNoSafety) {
+  OWN_SERVER_OR_SKIP(server);
+  CrashableServer crashable(server);
+  ASSERT_TRUE(crashable.ok());
+  const int64_t lease_ms = 4000;
+  for (const bool old_client_closes : {false, true}) {
+    SCOPED_TRACE(old_client_closes ? "the old client closed before the crash"
+                                   : "the old client runs on");
+    const std::string name = "pg.crash." + unique_id();
+    auto a = std::make_unique<Client>();
+    ASSERT_EQ(a->open(server->admin_url(), Timing{lease_ms, lease_ms / 3}), SIMBA_OK);
+    ASSERT_EQ(simba_client_wait_live(*a, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+    const std::string sid_a = session_id(*a);
+    uint64_t max_token = 0;
+    int64_t a_last_term_end = 0;
+    // Right after a keep-alive, so that none flushes the last release before the crash.
+    ASSERT_TRUE(next_keep_alive(*a, counter(*a, "keep_alives")));
+    for (int i = 0; i < 3; ++i) {  // tokens 1, 2, 3; the last release is the one lost
+      simba_term_t* t = nullptr;
+      ASSERT_EQ(simba_lock_acquire(&t, *a, name.c_str(), 5000), SIMBA_OK) << simba_last_error();
+      EXPECT_GT(simba_term_token(t), max_token);
+      max_token = simba_term_token(t);
+      ASSERT_EQ(simba_lock_release(t), SIMBA_OK);
+      a_last_term_end = mono_ns();
+    }
+    if (old_client_closes) a->close();
+    {
+      PgSync admin(server->admin_url());
+      ASSERT_EQ(wal_flushed(admin), "f") << "the last release (or close) is not flushed yet";
+    }
+    server->crash();
+    ASSERT_TRUE(server->start());
+
+    PgSync admin(server->admin_url());
+    ASSERT_TRUE(admin.ok()) << admin.error();
+    const std::vector<std::string> row =
+        admin.rows("SELECT coalesce(session_id::text, ''), token FROM simba_lease WHERE name = $1",
+                   {name});
+    ASSERT_EQ(row.size(), 1u);
+    // Recovery replayed every durable commit (the third acquire) and lost the
+    // asynchronous release after it: the row is back to "held by A, token 3".
+    EXPECT_EQ(row[0], sid_a + "|" + std::to_string(max_token)) << "the release was not lost";
+    const bool lost = row[0] == sid_a + "|" + std::to_string(max_token);
+    // A's session row: its expiry is that of its last durable keep-alive (or
+    // its open); it is not revived once past.
+    const std::string a_left_ms = admin.q(
+        "SELECT floor(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint "
+        "FROM simba_session WHERE id = $1::uuid",
+        {sid_a});
+    ASSERT_FALSE(a_left_ms.empty() || a_left_ms[0] == '!') << a_left_ms;
+    const int64_t a_expires_at = mono_ns() + std::atoll(a_left_ms.c_str()) * kMsNs;
+    EXPECT_LE(std::atoll(a_left_ms.c_str()), lease_ms);
+
+    // B contends at once, and watches the row until it wins.
+    Election e;
+    Client b;
+    ASSERT_EQ(b.open(server->admin_url(), Timing{lease_ms, lease_ms / 3}), SIMBA_OK);
+    ASSERT_EQ(simba_client_wait_live(b, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+    const std::string sid_b = session_id(b);
+    ASSERT_EQ(e.start(b, name), SIMBA_OK);
+    bool foreign_holder = false;
+    ASSERT_TRUE(wait_for(
+        [&] {
+          const std::string h = admin.q(
+              "SELECT coalesce(session_id::text, '') FROM simba_lease WHERE name = $1", {name});
+          if (h != "" && h != sid_a && h != sid_b) foreign_holder = true;
+          return e.elected_count() >= 1;
+        },
+        lease_ms + 10'000 * slow_factor(), 5))
+        << snapshot(b);
+    EXPECT_FALSE(foreign_holder);
+    const Election::Elected won = e.last_elected();
+    // Never a token handed out before: the counter update of every acquire
+    // answered was durable.
+    EXPECT_GT(won.token, max_token);
+    // No two terms at once: A's last term ended (revoked, then released)
+    // before the crash; B's began after it.
+    EXPECT_GT(won.at_ns, a_last_term_end);
+    // Free again no later than A's session expiry (with the slack of B's
+    // attempt interval and the margin of a loaded machine).
+    if (lost) {
+      EXPECT_LE(won.at_ns, a_expires_at + (lease_ms / 3 + 500) * kMsNs * slow_factor())
+          << "won " << (won.at_ns - a_expires_at) / kMsNs << " ms after A's session expired";
+    }
+    if (old_client_closes && lost) {
+      // Nobody released it (A's close was lost with the release): it stayed
+      // A's until the session expired, never two holders.
+      EXPECT_GE(won.at_ns, a_expires_at - 100 * kMsNs)
+          << "won " << (a_expires_at - won.at_ns) / kMsNs << " ms before A's session expired";
+    }
+    const std::string held = admin.q(
+        "SELECT session_id::text || '|' || token FROM simba_lease WHERE name = $1", {name});
+    EXPECT_EQ(held, sid_b + "|" + std::to_string(won.token));
+    EXPECT_TRUE(e.leading());
+    ASSERT_EQ(e.stop(5000 * slow_factor()), SIMBA_OK);
+    EXPECT_EQ(e.pairing_errors(), 0);
+    b.close();
+    a.reset();
+  }
 }
 
 // The TCP sockets of this process connected to 127.0.0.1:`port` (the clients

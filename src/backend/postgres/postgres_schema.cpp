@@ -286,8 +286,19 @@ PgStatements pg_statements(const std::string& schema) {
       "$2::bigint)",
       schema);
   s.acquire = expand("SELECT code, value FROM @S@.simba_acquire($1::uuid, $2::text)", schema);
-  s.release = expand("SELECT @S@.simba_release($1::uuid, $2::text, $3::bigint)", schema);
-  s.close = expand("SELECT @S@.simba_close($1::uuid)", schema);
+  // A release and a close only free: they commit without waiting for their WAL
+  // flush (SET LOCAL synchronous_commit = off, in the same statement, so still
+  // one round trip). A crash can lose them, never a token: the next durable
+  // commit flushes them first (WAL is flushed in order), and a lost one only
+  // delays a handover until the session's next keep-alive or its expiry
+  // (ADR 0023). Open, keep-alive and acquire stay durable.
+  s.release = expand(
+      "SELECT @S@.simba_release($1::uuid, $2::text, $3::bigint) "
+      "FROM set_config('synchronous_commit', 'off', true)",
+      schema);
+  s.close = expand(
+      "SELECT @S@.simba_close($1::uuid) FROM set_config('synchronous_commit', 'off', true)",
+      schema);
   // For operators (simba status): live sessions, then the leases asked for (every
   // lease row when none), a holder whose session expired shown as free.
   s.inspect = expand(

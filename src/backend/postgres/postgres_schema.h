@@ -35,8 +35,8 @@ struct PgStatements {
   std::string open;        // $1 uuid, $2 lease ms, $3 client name -> lease ms, or -1 (id taken)
   std::string keep_alive;  // $1 uuid, $2 lease ms -> rows (remaining_ms, name, token)
   std::string acquire;     // $1 uuid, $2 name -> (code, value)
-  std::string release;     // $1 uuid, $2 name, $3 token -> 1 freed, 0 not
-  std::string close;       // $1 uuid -> leases freed
+  std::string release;     // $1 uuid, $2 name, $3 token -> 1 freed, 0 not (asynchronous commit)
+  std::string close;       // $1 uuid -> leases freed (asynchronous commit)
   std::string inspect;     // $1 text[] names ('{}': all) -> rows (kind, id/name, client/holder,
                            //   token, remaining ms); kind 's' session, 'l' lease
 };
