@@ -22,15 +22,18 @@ int simba_election_start(simba_election_t** out, simba_client_t* c, const char* 
     *out = nullptr;
     if (!c || !l) return fail(SIMBA_EINVAL, "simba_election_start: NULL argument");
     if (!simba::capi::valid_name(name)) return SIMBA_EINVAL;
-    const simba_listener_t listener = *l;
+    // Each callback captures its function and the user data only: two
+    // pointers fit in std::function's own storage, where the whole listener
+    // (three) took a heap block per callback per election (ADR 0024).
     simba::engine::ElectedFn on_elected;
     simba::engine::RevokedFn on_revoked;
-    if (listener.on_elected) {
-      on_elected = [listener](simba_term* t) { listener.on_elected(listener.ud, t); };
+    void* const ud = l->ud;
+    if (auto* fn = l->on_elected) {
+      on_elected = [fn, ud](simba_term* t) { fn(ud, t); };
     }
-    if (listener.on_revoked) {
-      on_revoked = [listener](simba_term* t, simba::RevokeReason r) {
-        listener.on_revoked(listener.ud, t, static_cast<simba_revoke_reason_t>(r));
+    if (auto* fn = l->on_revoked) {
+      on_revoked = [fn, ud](simba_term* t, simba::RevokeReason r) {
+        fn(ud, t, static_cast<simba_revoke_reason_t>(r));
       };
     }
     auto handle = std::make_unique<simba_election>();

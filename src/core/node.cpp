@@ -85,7 +85,7 @@ void Node::on_open(CallId id, const OpenReply& reply, TimePoint now) {
     return;
   }
   const Duration validity = local_validity(reply.remaining, cfg_.drift, cfg_.margin);
-  auto clock = std::make_shared<SessionClock>(clock_);
+  auto clock = std::make_shared<SessionClock>(clock_, reply.session_id);
   clock->set_deadline(call.sent_at + validity);
   if (!clock->valid()) {
     // The grant was used up before it arrived: this session is of no use.
@@ -307,8 +307,28 @@ Node::Contender* Node::find(ContenderId id) {
   return it == contenders_.end() ? nullptr : &it->second;
 }
 
+ContenderId Node::front_of(std::string_view name) const {
+  auto it = by_name_.lower_bound(name);  // the first of its equal keys: the oldest
+  return it == by_name_.end() || it->first != name ? 0 : it->second;
+}
+
+void Node::list_by_name(const Contender& c) {
+  // A multimap inserts an equal key after the others: arrival order.
+  by_name_.emplace(std::string_view(c.name), c.id);
+}
+
+void Node::unlist_by_name(const Contender& c) {
+  auto [first, last] = by_name_.equal_range(c.name);
+  for (auto it = first; it != last; ++it) {
+    if (it->second == c.id) {
+      by_name_.erase(it);
+      return;
+    }
+  }
+}
+
 ContenderId Node::add_election(const std::string& name, TimePoint now, bool with_work) {
-  if (closing_ || by_name_.count(name)) return 0;
+  if (closing_ || front_of(name)) return 0;
   const ContenderId id = next_contender_++;
   Contender& c = contenders_[id];
   c.id = id;
@@ -316,7 +336,7 @@ ContenderId Node::add_election(const std::string& name, TimePoint now, bool with
   c.with_work = with_work;
   c.name = name;
   c.state = State::kCandidate;
-  by_name_[name].push_back(id);
+  list_by_name(c);
   attempt(c, now);
   return id;
 }
@@ -324,9 +344,9 @@ ContenderId Node::add_election(const std::string& name, TimePoint now, bool with
 ContenderId Node::add_lock(const std::string& name, TimePoint give_up_at, bool try_once,
                            TimePoint now) {
   if (closing_) return 0;
-  auto it = by_name_.find(name);
-  const bool queued = it != by_name_.end() && !it->second.empty();
-  if (queued && find(it->second.front())->kind == ContenderKind::kElection) return 0;
+  const ContenderId front = front_of(name);
+  const bool queued = front != 0;
+  if (queued && find(front)->kind == ContenderKind::kElection) return 0;
   const ContenderId id = next_contender_++;
   Contender& c = contenders_[id];
   c.id = id;
@@ -334,7 +354,7 @@ ContenderId Node::add_lock(const std::string& name, TimePoint give_up_at, bool t
   c.name = name;
   c.give_up_at = give_up_at;
   c.try_once = try_once;
-  by_name_[name].push_back(id);
+  list_by_name(c);
   if (queued) {
     c.state = State::kWaiting;
     if (try_once) {
@@ -539,7 +559,7 @@ void Node::handle_acquire(CallId id, const AcquireReply& reply, TimePoint now) {
 
 void Node::adopt(Contender& c, uint64_t token, TimePoint now) {
   (void)now;
-  c.term = std::make_shared<TermState>(c.name, token, session_id_, session_clock_);
+  c.term = std::make_shared<TermState>(c.name, token, session_clock_);
   c.state = State::kLeader;
   c.work_running = c.with_work;
   c.adopted_before = next_call_;
@@ -628,9 +648,10 @@ void Node::answered_late(const std::string& name, CallId call, TimePoint now) {
   auto u = unanswered_by_name_.find(name);
   if (u == unanswered_by_name_.end() || u->second != call) return;
   unanswered_by_name_.erase(u);
-  auto q = by_name_.find(name);
-  if (q == by_name_.end()) return;
-  const std::deque<ContenderId> waiting = q->second;  // attempt() may change the queue
+  std::vector<ContenderId> waiting;  // a copy: attempt() may change the queue
+  for (auto [it, last] = by_name_.equal_range(name); it != last; ++it) {
+    waiting.push_back(it->second);
+  }
   for (ContenderId cid : waiting) {
     Contender* c = find(cid);
     if (!c || c->unanswered != call) continue;
@@ -657,10 +678,8 @@ void Node::fail_lock(Contender& c, LockFailure why, TimePoint now) {
   const std::string name = c.name;
   abandon_attempt(c);
   disarm(c.timer);
-  auto& q = by_name_[name];
-  const bool was_front = !q.empty() && q.front() == id;
-  q.erase(std::remove(q.begin(), q.end(), id), q.end());
-  if (q.empty()) by_name_.erase(name);
+  const bool was_front = front_of(name) == id;
+  unlist_by_name(c);
   contenders_.erase(id);
   fx_.lock_failed(id, why);
   if (was_front) activate_next(name, now);
@@ -672,19 +691,15 @@ void Node::finish(Contender& c, TimePoint now) {
   abandon_attempt(c);
   disarm(c.timer);
   for (; c.pending_step_downs > 0; --c.pending_step_downs) fx_.stepped_down(id);
-  auto& q = by_name_[name];
-  const bool was_front = !q.empty() && q.front() == id;
-  q.erase(std::remove(q.begin(), q.end(), id), q.end());
-  if (q.empty()) by_name_.erase(name);
+  const bool was_front = front_of(name) == id;
+  unlist_by_name(c);
   contenders_.erase(id);
   fx_.stopped(id);
   if (was_front) activate_next(name, now);
 }
 
 void Node::activate_next(const std::string& name, TimePoint now) {
-  auto it = by_name_.find(name);
-  if (it == by_name_.end() || it->second.empty()) return;
-  Contender* next = find(it->second.front());
+  Contender* next = find(front_of(name));
   if (next && next->state == State::kWaiting) {
     next->state = State::kCandidate;
     attempt(*next, now);
@@ -773,9 +788,7 @@ void Node::on_released(const std::string& name, TimePoint now) {
     own_release_at_.erase(own);
     if (echo) return;
   }
-  auto it = by_name_.find(name);
-  if (it == by_name_.end() || it->second.empty()) return;
-  Contender* c = find(it->second.front());
+  Contender* c = find(front_of(name));
   if (!c) return;
   if (c->state == State::kCandidate) {
     attempt(*c, now);
@@ -901,8 +914,8 @@ void Node::maybe_finish_close(TimePoint now) {
       fx_.stopped(cid);
     }
   }
+  by_name_.clear();  // before the names it points into
   contenders_.clear();
-  by_name_.clear();
   timers_.clear();
   session_timer_.reset();
   deadline_timer_.reset();

@@ -12,6 +12,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/backend_types.h"
@@ -182,32 +183,34 @@ class Node {
                  // stopped while acquiring and releasing what that attempt won
     kCooldown,   // stepped down, not contending until the timer
   };
+  // The 8-byte members first, the narrow ones packed at the end: one of
+  // these per election and lock (ADR 0024).
   struct Contender {
     ContenderId id;
-    ContenderKind kind;
     std::string name;
-    State state;
     CallId attempt = 0;  // the current acquire call, if kAcquiring
     std::shared_ptr<TermState> term;
     CallId adopted_before = 0;  // keep-alives with an id at or above saw the term
-    RevokeReason handover_reason = RevokeReason::kNone;
     TimePoint handover_started{};  // when begin_handover revoked the term
+    TimePoint cooldown_until;
+    TimePoint give_up_at = TimePoint::max();  // locks
+    // The given-up acquire of its name (unanswered_by_name_) its next attempt
+    // waits for, so that at most one acquire per name is in flight.
+    CallId unanswered = 0;
+    TimerSlot timer;
+    ContenderKind kind;
+    State state;
+    RevokeReason handover_reason = RevokeReason::kNone;
+    int pending_step_downs = 0;
     bool stopping = false;
     bool with_work = false;     // elections whose terms run leader work
     bool work_running = false;  // the current term's work has not returned yet
-    int pending_step_downs = 0;
-    TimePoint cooldown_until;
-    TimePoint give_up_at = TimePoint::max();  // locks
     bool try_once = false;
     // A release of the name was broadcast while an acquire was in flight: that
     // acquire may have run before the release, so a Held answer retries at once.
     bool released_in_flight = false;
-    bool attempt_queued = false;  // waits in attempt_queue_ for a free slot
-    // The given-up acquire of its name (unanswered_by_name_) its next attempt
-    // waits for, so that at most one acquire per name is in flight.
-    CallId unanswered = 0;
+    bool attempt_queued = false;         // waits in attempt_queue_ for a free slot
     bool attempt_when_answered = false;  // an attempt came due meanwhile
-    TimerSlot timer;
   };
 
   // Session.
@@ -237,6 +240,10 @@ class Node {
   void finish(Contender& c, TimePoint now);
   void on_contender_timer(Contender& c, TimePoint now);
   void activate_next(const std::string& name, TimePoint now);
+  // by_name_: the oldest contender of `name` (0: none), and its upkeep.
+  ContenderId front_of(std::string_view name) const;
+  void list_by_name(const Contender& c);
+  void unlist_by_name(const Contender& c);
   Contender* find(ContenderId id);
   void maybe_send_close(TimePoint now);
   void maybe_finish_close(TimePoint now);
@@ -279,7 +286,12 @@ class Node {
   std::map<CallId, Call> calls_;
   CallId next_call_ = 1;
   std::map<ContenderId, Contender> contenders_;
-  std::map<std::string, std::deque<ContenderId>> by_name_;
+  // Per name, its contenders in arrival order (equal keys keep the order of
+  // insertion): one election, or the locks queued on it. Each key views the
+  // name of its own contender, whose address a std::map node keeps stable; an
+  // entry leaves before its contender (unlist_by_name). One node per
+  // contender, no copy of the name and no container per name (ADR 0024).
+  std::multimap<std::string_view, ContenderId> by_name_;
   // At most this many acquires in flight per node; the others wait their turn.
   static constexpr size_t kMaxAcquiresInFlight = 64;
   size_t acquires_in_flight_ = 0;

@@ -29,7 +29,11 @@ const char* revoke_reason_name(RevokeReason r);
 // sees it live again, and a renewal that arrives late never revives it.
 class SessionClock {
  public:
-  explicit SessionClock(const Clock& clock) : clock_(clock) {}
+  explicit SessionClock(const Clock& clock, std::string session_id = {})
+      : clock_(clock), session_id_(std::move(session_id)) {}
+
+  // The SessionId of this incarnation, held once for all of its terms.
+  const std::string& session_id() const { return session_id_; }
 
   // Readers (any thread, no lock).
   bool valid() const { return remaining() > Duration::zero(); }
@@ -48,6 +52,7 @@ class SessionClock {
  private:
   static constexpr int64_t kEnded = int64_t{1} << 62;
   const Clock& clock_;
+  const std::string session_id_;
   // Starts ended-free at deadline 0: no time left until the first set_deadline.
   mutable std::atomic<int64_t> word_{0};
 };
@@ -57,16 +62,13 @@ class SessionClock {
 // comes back.
 class TermState {
  public:
-  TermState(std::string name, uint64_t token, std::string session_id,
-            std::shared_ptr<SessionClock> session)
-      : name_(std::move(name)),
-        token_(token),
-        session_id_(std::move(session_id)),
-        session_(std::move(session)) {}
+  // The session id is its session's: one copy per session, not per term.
+  TermState(std::string name, uint64_t token, std::shared_ptr<SessionClock> session)
+      : name_(std::move(name)), token_(token), session_(std::move(session)) {}
 
   const std::string& name() const { return name_; }
   uint64_t token() const { return token_; }
-  const std::string& session_id() const { return session_id_; }
+  const std::string& session_id() const { return session_->session_id(); }
   const SessionClock& session() const { return *session_; }
 
   bool valid() const { return remaining() > Duration::zero(); }
@@ -85,7 +87,6 @@ class TermState {
  private:
   const std::string name_;
   const uint64_t token_;
-  const std::string session_id_;
   const std::shared_ptr<SessionClock> session_;
   std::atomic<int> reason_{0};
 };

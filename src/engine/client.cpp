@@ -813,7 +813,10 @@ Result Client::start_election(const std::string& name, ElectedFn on_elected, Rev
   e->name_ = name;
   e->on_elected = std::move(on_elected);
   e->on_revoked = std::move(on_revoked);
-  e->work = std::move(work);
+  if (work) {
+    e->work = std::make_unique<Election::Work>();
+    e->work->fn = std::move(work);
+  }
   e->queue = new_queue();
   Result result;
   Result r = run_sync([&] {
@@ -845,10 +848,10 @@ Result Client::stop_election(const std::shared_ptr<Election>& e, DoneFn done) {
       }
       e->stop_requested = true;
     }
-    e->stop_done = std::move(done);
+    if (done) e->dones_for_update().stop = std::move(done);
     if (!node_->stop(e->id, now())) {
       // The node no longer knows it: the client's close stopped it.
-      e->stop_done = nullptr;
+      if (e->dones) e->dones->stop = nullptr;
       result = {kEState, "the election of \"" + e->name_ + "\" was stopped by the client's close"};
     }
   });
@@ -869,9 +872,10 @@ Result Client::step_down(const std::shared_ptr<Election>& e, Duration cooldown, 
         return;
       }
     }
-    e->step_down_dones.push_back(std::move(done));
+    std::vector<DoneFn>& dones = e->dones_for_update().step_downs;
+    dones.push_back(std::move(done));
     if (!node_->step_down(e->id, cooldown, now())) {
-      e->step_down_dones.pop_back();
+      dones.pop_back();
       result = {kEState, "the election of \"" + e->name_ + "\" is stopped"};
     }
   });
@@ -1092,16 +1096,25 @@ void Client::send_close(CallId call, const std::string& session, Duration timeou
   });
 }
 
-void Client::term_ended(ContenderId, const std::shared_ptr<TermState>& term) {
-  auto it = terms_.find(term.get());
-  if (it != terms_.end()) it->second->signal_ended();
+simba_term** Client::term_slot(ContenderId who, const TermState* state) {
+  simba_term** slot = nullptr;
+  if (auto e = elections_.find(who); e != elections_.end()) {
+    slot = &e->second->term;
+  } else if (auto l = locks_.find(who); l != locks_.end()) {
+    slot = &l->second.term;
+  }
+  return slot && *slot && (*slot)->state.get() == state ? slot : nullptr;
+}
+
+void Client::term_ended(ContenderId who, const std::shared_ptr<TermState>& term) {
+  if (simba_term** slot = term_slot(who, term.get())) (*slot)->signal_ended();
 }
 
 void Client::elected(ContenderId who, const std::shared_ptr<TermState>& term) {
   if (auto e = elections_.find(who); e != elections_.end()) {
     std::shared_ptr<Election> el = e->second;
     auto* t = new simba_term(term, el->queue, weak_from_this(), who, false);
-    terms_[term.get()] = t;  // the engine's reference, dropped at revoked()
+    el->term = t;  // the engine's reference, dropped at revoked()
     if (el->work) {
       start_work(el, t, who, term->token());
       return;
@@ -1121,8 +1134,9 @@ void Client::elected(ContenderId who, const std::shared_ptr<TermState>& term) {
                         std::to_string(term->token()) + ": stepping down for one lease duration");
       defer([this, el] {
         if (torn_down_) return;
-        el->step_down_dones.push_back(nullptr);  // acknowledged to nobody
-        if (!node_->step_down(el->id, cfg_.lease_duration, now())) el->step_down_dones.pop_back();
+        std::vector<DoneFn>& dones = el->dones_for_update().step_downs;
+        dones.push_back(nullptr);  // acknowledged to nobody
+        if (!node_->step_down(el->id, cfg_.lease_duration, now())) dones.pop_back();
         settle();
       });
     }
@@ -1130,7 +1144,7 @@ void Client::elected(ContenderId who, const std::shared_ptr<TermState>& term) {
   }
   if (auto l = locks_.find(who); l != locks_.end()) {
     auto* t = new simba_term(term, l->second.queue, weak_from_this(), who, true);
-    terms_[term.get()] = t;
+    l->second.term = t;
     t->retain();  // the caller's reference
     t->caller_refs = 1;
     LockFn done = std::move(l->second.done);
@@ -1142,7 +1156,7 @@ void Client::elected(ContenderId who, const std::shared_ptr<TermState>& term) {
 void Client::start_work(const std::shared_ptr<Election>& el, simba_term* t, ContenderId who,
                         uint64_t token) {
   t->retain();  // the work thread's reference
-  el->work_count->begin();
+  el->work->count.begin();
   std::shared_ptr<Mailbox> mailbox = mailbox_;
   std::function<void(simba_term*)> hook;
   {
@@ -1164,16 +1178,16 @@ void Client::start_work(const std::shared_ptr<Election>& el, simba_term* t, Cont
         // The work starts on a valid term only: a stop (or the deadline) that
         // came between the election and this thread's start leaves nothing to
         // run, and the work counts as exited at once, so the handover goes on.
-        if (!el->detached && t->state->valid()) el->work(t);
+        if (!el->detached && t->state->valid()) el->work->fn(t);
       }
       done();
       t->release();
-      el->work_count->end();
+      el->work->count.end();
     }).detach();
   } catch (const std::system_error& e) {
     log(kLogError, "cannot start a thread for the work of " + el->name() + ": " + e.what());
     t->release();
-    el->work_count->end();
+    el->work->count.end();
     post([this, who, token] { node_->work_done(who, token, now()); });
   }
 }
@@ -1185,10 +1199,10 @@ void Client::set_work_start_hook(std::function<void(simba_term*)> hook) {
 
 void Client::revoked(ContenderId who, const std::shared_ptr<TermState>& term,
                      RevokeReason reason) {
-  auto it = terms_.find(term.get());
-  if (it == terms_.end()) return;
-  simba_term* t = it->second;
-  terms_.erase(it);
+  simba_term** slot = term_slot(who, term.get());
+  if (!slot) return;
+  simba_term* t = *slot;
+  *slot = nullptr;
   t->signal_ended();
   std::function<void()> then;
   if (t->unannounced) {
@@ -1217,8 +1231,8 @@ void Client::stopped(ContenderId who) {
   if (auto e = elections_.find(who); e != elections_.end()) {
     std::shared_ptr<Election> el = e->second;
     elections_.erase(e);
-    DoneFn done = std::move(el->stop_done);
-    el->stop_done = nullptr;
+    DoneFn done = el->dones ? std::move(el->dones->stop) : nullptr;
+    if (el->dones) el->dones->stop = nullptr;
     // Pending step-down completions were acknowledged before stopped().
     auto finish = [el, done] {
       if (done && el->runs_dones()) done(kOk);
@@ -1241,10 +1255,11 @@ void Client::stopped(ContenderId who) {
 
 void Client::stepped_down(ContenderId who) {
   auto e = elections_.find(who);
-  if (e == elections_.end() || e->second->step_down_dones.empty()) return;
+  if (e == elections_.end() || !e->second->dones || e->second->dones->step_downs.empty()) return;
   std::shared_ptr<Election> el = e->second;
-  DoneFn done = std::move(el->step_down_dones.front());
-  el->step_down_dones.pop_front();
+  std::vector<DoneFn>& dones = el->dones->step_downs;
+  DoneFn done = std::move(dones.front());
+  dones.erase(dones.begin());
   if (!done) return;
   el->queue->post([el, done] {
     if (el->runs_dones()) done(kOk);

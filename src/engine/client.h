@@ -102,15 +102,18 @@ class Election {
  public:
   const std::string& name() const { return name_; }
   // Blocks until every run of a task's work returned.
-  void wait_for_work() const { work_count->wait_idle(); }
+  void wait_for_work() const {
+    if (work) work->count.wait_idle();
+  }
   // Its stop completed and no run of its work is left: nothing more to wait for.
   bool finished() {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (!stopped) return false;
     }
-    std::lock_guard<std::mutex> lock(work_count->mu);
-    return work_count->running == 0;
+    if (!work) return true;
+    std::lock_guard<std::mutex> lock(work->count.mu);
+    return work->count.running == 0;
   }
 
  private:
@@ -118,8 +121,13 @@ class Election {
   std::string name_;
   ElectedFn on_elected;
   RevokedFn on_revoked;
-  WorkFn work;  // a task's leader work; then there is no listener
-  std::shared_ptr<WorkCount> work_count = std::make_shared<WorkCount>();
+  // A task's leader work (then there is no listener) and how many of its runs
+  // are going; null for a plain election, which never runs work (ADR 0024).
+  struct Work {
+    WorkFn fn;
+    WorkCount count;
+  };
+  std::unique_ptr<Work> work;
   std::shared_ptr<SerialQueue> queue;
   // Set by simba_election_free before the stop completed: the listener gets
   // nothing more. A free that waits for the stop sets freeing_after_stop first:
@@ -128,17 +136,30 @@ class Election {
   std::atomic<bool> freeing_after_stop{false};
   bool runs_dones() const { return !detached || freeing_after_stop; }
 
-  ContenderId id = 0;  // set once, before the node knows the election
-
-  // Guarded by mu.
-  std::mutex mu;
+  // Guarded by mu (beside the atomics above: no padding between them).
   bool stop_requested = false;
   bool stopped = false;  // the stop completed (done ran)
+  std::mutex mu;
   std::vector<std::shared_ptr<Waiter>> stop_waiters;
 
+  ContenderId id = 0;  // set once, before the node knows the election
+
   // Loop thread.
-  DoneFn stop_done;
-  std::deque<DoneFn> step_down_dones;
+  // The current term's engine reference (elected() to revoked()), if any: an
+  // election has at most one term at a time.
+  simba_term* term = nullptr;
+  // The done of a stop, and those of step-downs in request order (a vector:
+  // an empty deque costs 576 bytes). Allocated on first use: most elections
+  // never ask for one (ADR 0024).
+  struct Dones {
+    DoneFn stop;
+    std::vector<DoneFn> step_downs;
+  };
+  std::unique_ptr<Dones> dones;
+  Dones& dones_for_update() {
+    if (!dones) dones = std::make_unique<Dones>();
+    return *dones;
+  }
 };
 
 
@@ -283,12 +304,16 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
     LockFn done;  // acquire result (once)
     std::shared_ptr<SerialQueue> queue;
     std::shared_ptr<Waiter> released;  // a blocking simba_lock_release waits here
+    simba_term* term = nullptr;        // its term's engine reference, as Election::term
   };
 
   Client(const Config& cfg, const Hooks& hooks);
   Result init(const std::string& url);
 
   MetricsInput metrics_input(const NodeView& v) const;
+  // The slot holding contender `who`'s engine reference to the term of
+  // `state`; null when it holds none or another term's.
+  simba_term** term_slot(ContenderId who, const TermState* state);
 
   // Observers (observe.cpp), loop thread.
   void read_observed(const std::shared_ptr<Observer>& o);
@@ -420,7 +445,6 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   // Loop thread.
   std::map<ContenderId, std::shared_ptr<Election>> elections_;
   std::map<ContenderId, Lock> locks_;
-  std::map<const TermState*, simba_term*> terms_;  // live terms: one engine reference each
   std::vector<std::shared_ptr<Waiter>> live_waiters_;
   std::set<std::shared_ptr<Waiter>> inspect_waiters_;  // finished by teardown
   std::vector<std::shared_ptr<Observer>> observers_;    // loop thread

@@ -7,6 +7,17 @@ namespace simba::engine {
 namespace {
 thread_local int tl_callback_depth = 0;
 thread_local int tl_work_depth = 0;
+
+// What every SerialQueue's waiters wait on (see SerialQueue::waiters_). A
+// condition_variable_any may be waited on with different locks: each waiter
+// holds its own queue's lock, and a drain notifies while holding the lock of
+// its queue, so no wake-up of that queue is lost; other queues' notifications
+// are spurious wake-ups, which every wait re-checks. Never destroyed: a queue
+// may outlive static destruction on a host's thread.
+std::condition_variable_any& queue_idle_cv() {
+  static std::condition_variable_any& cv = *new std::condition_variable_any;
+  return cv;
+}
 }  // namespace
 
 bool in_callback() { return tl_callback_depth > 0; }
@@ -118,6 +129,16 @@ void HostExecutor::shutdown() {
   shared_->cv.wait(lock, [this] { return shared_->running == 0; });
 }
 
+void SerialQueue::wait_for_change(Lock& lock, std::chrono::milliseconds for_at_most) {
+  ++waiters_;
+  if (for_at_most.count() > 0) {
+    queue_idle_cv().wait_for(lock, for_at_most);
+  } else {
+    queue_idle_cv().wait(lock);
+  }
+  --waiters_;
+}
+
 bool SerialQueue::post(std::function<void()> task) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (closed_) return false;
@@ -142,7 +163,7 @@ SerialQueue::Posted SerialQueue::post_or_reject(std::function<void()> task) {
   tasks_.pop_back();
   scheduled_ = false;
   // Earlier tasks left waiting by a failed submit still need a drain.
-  if (!tasks_.empty()) {
+  if (has_tasks()) {
     scheduled_ = true;
     if (!fallback_.submit([self] { self->drain(); })) scheduled_ = false;
   }
@@ -155,24 +176,26 @@ void SerialQueue::close() {
 }
 
 void SerialQueue::wait_idle() {
-  std::unique_lock<std::recursive_mutex> lock(mu_);
+  Lock lock(mu_);
   const auto me = std::this_thread::get_id();
-  idle_cv_.wait(lock, [&] { return draining_ == std::thread::id() || draining_ == me; });
+  while (draining_ != std::thread::id() && draining_ != me) {
+    wait_for_change(lock, std::chrono::milliseconds(0));
+  }
 }
 
 void SerialQueue::wait_until(const std::function<bool()>& done, bool may_run_here) {
-  std::unique_lock<std::recursive_mutex> lock(mu_);
+  Lock lock(mu_);
   const auto me = std::this_thread::get_id();
   for (;;) {
     const bool idle = draining_ == std::thread::id() || draining_ == me;
     if (idle && done()) return;
-    if (draining_ == std::thread::id() && !tasks_.empty() && may_run_here) {
+    if (draining_ == std::thread::id() && has_tasks() && may_run_here) {
       // The drain submitted for these tasks has not started (and may never):
       // run them here. That drain finds the queue empty when it comes.
       run_queued(lock);
       continue;
     }
-    idle_cv_.wait_for(lock, std::chrono::milliseconds(50));
+    wait_for_change(lock, std::chrono::milliseconds(50));
   }
 }
 
@@ -180,14 +203,23 @@ void SerialQueue::wait_drained(bool may_run_here) {
   std::unique_lock<std::recursive_mutex> lock(mu_);
   if (draining_ == std::this_thread::get_id()) return;  // from one of its own tasks
   lock.unlock();
-  wait_until([this] { return tasks_.empty(); }, may_run_here);
+  wait_until([this] { return !has_tasks(); }, may_run_here);
 }
 
-void SerialQueue::run_queued(std::unique_lock<std::recursive_mutex>& lock) {
+void SerialQueue::run_queued(Lock& lock) {
   draining_ = std::this_thread::get_id();
-  while (!tasks_.empty()) {
-    std::function<void()> task = std::move(tasks_.front());
-    tasks_.pop_front();
+  while (has_tasks()) {
+    std::function<void()> task = std::move(tasks_[head_++]);
+    if (!has_tasks()) {
+      // Empty: give the storage back (an idle queue holds no heap block).
+      // Not `tasks_ = {}`, which assigns an empty list and keeps the capacity.
+      std::vector<std::function<void()>>().swap(tasks_);
+      head_ = 0;
+    } else if (head_ >= 32 && 2 * head_ >= tasks_.size()) {
+      // A queue that never empties does not grow without bound.
+      tasks_.erase(tasks_.begin(), tasks_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
+    }
     lock.unlock();
     {
       CallbackScope scope;
@@ -196,14 +228,14 @@ void SerialQueue::run_queued(std::unique_lock<std::recursive_mutex>& lock) {
     lock.lock();
   }
   draining_ = std::thread::id();
-  idle_cv_.notify_all();
+  if (waiters_ > 0) queue_idle_cv().notify_all();
 }
 
 void SerialQueue::drain() {
-  std::unique_lock<std::recursive_mutex> lock(mu_);
+  Lock lock(mu_);
   // Another thread (a waiter in wait_drained) may be running the tasks: they
   // stay one at a time, in order, so this drain waits for it.
-  idle_cv_.wait(lock, [this] { return draining_ == std::thread::id(); });
+  while (draining_ != std::thread::id()) wait_for_change(lock, std::chrono::milliseconds(0));
   run_queued(lock);
   scheduled_ = false;
 }

@@ -4,6 +4,7 @@
 #ifndef SIMBA_ENGINE_EXECUTOR_H
 #define SIMBA_ENGINE_EXECUTOR_H
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -136,18 +137,31 @@ class SerialQueue : public std::enable_shared_from_this<SerialQueue> {
   void wait_drained(bool may_run_here);
 
  private:
+  using Lock = std::unique_lock<std::recursive_mutex>;
   void drain();
   // Runs queued tasks on this thread until the queue is empty; `lock` held on
   // entry and exit, released while a task runs.
-  void run_queued(std::unique_lock<std::recursive_mutex>& lock);
+  void run_queued(Lock& lock);
+  // Waits on the condition variable every queue shares (below), as one of
+  // this queue's waiters_; `for_at_most` bounds the wait (zero: no bound).
+  void wait_for_change(Lock& lock, std::chrono::milliseconds for_at_most);
+  bool has_tasks() const { return head_ < tasks_.size(); }
   Executor& ex_;
   Executor& fallback_;
   // Submitting happens under the lock so that close() cannot slip between a
   // post's check and its submit (the executor is gone after the client closed).
   // Recursive, so a host executor that wrongly runs a task inline cannot deadlock.
   std::recursive_mutex mu_;
-  std::condition_variable_any idle_cv_;  // a thread stopped draining
-  std::deque<std::function<void()>> tasks_;
+  // Tasks not yet run are tasks_[head_...]. A vector freed whenever the queue
+  // empties, not a deque: every election has a queue, mostly idle, and an
+  // empty libstdc++ deque holds 576 bytes (ADR 0024).
+  std::vector<std::function<void()>> tasks_;
+  size_t head_ = 0;
+  // Threads waiting for a drain to end. They wait on one condition variable
+  // shared by every queue of the process (waiting is rare: a free, a release,
+  // a drain that found another thread running the tasks), which the end of a
+  // drain notifies only when this queue has a waiter.
+  int waiters_ = 0;
   bool scheduled_ = false;
   bool closed_ = false;
   std::thread::id draining_;  // the thread running this queue's tasks, if any

@@ -9,21 +9,31 @@ simba_term::~simba_term() {
   if (efd_ >= 0) close(efd_);
 }
 
+simba_term::Parking& simba_term::parking() const {
+  // Enough that unrelated terms rarely share one; a waiter woken for another
+  // term of its slot re-checks and sleeps again. Never destroyed: terms may
+  // outlive static destruction on a host's threads.
+  constexpr size_t kSlots = 64;
+  static Parking* const slots = new Parking[kSlots];
+  return slots[(reinterpret_cast<uintptr_t>(this) / alignof(simba_term)) % kSlots];
+}
+
 void simba_term::signal_ended() {
-  std::lock_guard<std::mutex> lock(mu_);
+  Parking& p = parking();
+  std::lock_guard<std::mutex> lock(p.mu);
   if (ended_) return;
   ended_ = true;
   if (efd_ >= 0) {
     const uint64_t one = 1;
     (void)!write(efd_, &one, sizeof one);
   }
-  cv_.notify_all();
+  p.cv.notify_all();
 }
 
 void simba_term::deliver_revoked(simba::RevokeReason reason, std::function<void()> then) {
   std::vector<RevokedFn> fns;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(parking().mu);
     delivered_ = true;
     reason_ = reason;
     fns.swap(callbacks_);
@@ -39,7 +49,7 @@ void simba_term::deliver_revoked(simba::RevokeReason reason, std::function<void(
 }
 
 bool simba_term::add_on_revoked(RevokedFn fn) {
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(parking().mu);
   if (!delivered_) {
     callbacks_.push_back(std::move(fn));
     return true;
@@ -59,7 +69,8 @@ bool simba_term::wait_revoked(int64_t timeout_ms) {
   using namespace std::chrono;
   const auto until = timeout_ms < 0 ? steady_clock::time_point::max()
                                     : steady_clock::now() + milliseconds(timeout_ms);
-  std::unique_lock<std::mutex> lock(mu_);
+  Parking& p = parking();
+  std::unique_lock<std::mutex> lock(p.mu);
   for (;;) {
     // An invalid term is over even before the loop gets to revoke it.
     if (ended_ || !state->valid()) return true;
@@ -67,12 +78,12 @@ bool simba_term::wait_revoked(int64_t timeout_ms) {
     auto wake = steady_clock::now() + duration_cast<steady_clock::duration>(left);
     if (until < wake) wake = until;
     if (steady_clock::now() >= until) return false;
-    cv_.wait_until(lock, wake);
+    p.cv.wait_until(lock, wake);
   }
 }
 
 int simba_term::revoke_fd() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<std::mutex> lock(parking().mu);
   if (efd_ < 0) {
     efd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (efd_ >= 0 && ended_) {

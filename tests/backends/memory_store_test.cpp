@@ -408,6 +408,32 @@ TEST_F(MemoryStoreTest, HandOverTakesTheLeaseFromItsHolder) {
   EXPECT_EQ(store.hand_over("fresh", "foreign-node"), 1u);
 }
 
+// ADR 0024: a lease record points at its holder's session id, and a session
+// lists its records. Handing a lease over to "" frees it (token counted), a
+// session stops listing what it lost, and a session that expired after its id
+// was shared by its records frees them all.
+TEST_F(MemoryStoreTest, HandOverToNobodyFreesAndTheLosersListForgetsIt) {
+  const std::string a = open();
+  EXPECT_EQ(acquire_ok(a, "x"), 1u);
+  EXPECT_EQ(acquire_ok(a, "y"), 1u);
+  EXPECT_EQ(store.hand_over("x", ""), 2u);
+  EXPECT_EQ(store.lease("x").holder, "");
+  EXPECT_EQ(store.lease("x").token, 2u);
+  KeepAliveReply r = store.keep_alive(a, kLease);
+  ASSERT_EQ(r.outcome, Outcome::kOk);
+  EXPECT_EQ(r.owned, (std::vector<OwnedLease>{{"y", 1}}));
+  // Free: the next acquire takes it with the next token.
+  const std::string b = open();
+  EXPECT_EQ(acquire_ok(b, "x"), 3u);
+  EXPECT_EQ(store.lease("x").holder, b);
+  store.expire_session(b);
+  EXPECT_EQ(store.lease("x").holder, "");
+  EXPECT_EQ(store.lease("y").holder, a);
+  store.close_session(a);
+  EXPECT_EQ(store.lease("y").holder, "");
+  EXPECT_EQ(acquire_ok(open(), "y"), 2u);
+}
+
 TEST_F(MemoryStoreTest, HandedOverLeaseIsFreedWhenTheNewHolderExpires) {
   const std::string a = open();
   const std::string b = open(ms(100000));

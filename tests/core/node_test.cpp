@@ -1681,6 +1681,53 @@ TEST_F(NodeTest, LockQueuesBehindAnotherLockOfTheNodeOnTheSameName) {
   EXPECT_EQ(fx.of(Fx::kElected).back().who, l3);
 }
 
+// The per-name index (a multimap whose keys view the contenders' own names,
+// ADR 0024): a lock that leaves from the middle of a name's queue keeps the
+// others in arrival order, a name whose contenders all left is free for an
+// election, and names that share a prefix stay apart.
+TEST_F(NodeTest, NameQueueKeepsArrivalOrderWhenOneInTheMiddleLeaves) {
+  start_live();
+  const ContenderId l1 = node->add_lock("q", TimePoint::max(), false, now());
+  auto t1 = win("q", 1);
+  ASSERT_TRUE(t1);
+  const ContenderId l2 = node->add_lock("q", TimePoint::max(), false, now());
+  const ContenderId l3 = node->add_lock("q", TimePoint::max(), false, now());
+  const ContenderId l4 = node->add_lock("q", TimePoint::max(), false, now());
+  const ContenderId other = node->add_lock("q.", TimePoint::max(), false, now());
+  auto t_other = win("q.", 1);  // another name: not queued behind "q"
+  ASSERT_TRUE(t_other);
+  // An election cannot take a name that locks use, queued or not.
+  EXPECT_EQ(node->add_election("q", now()), 0u);
+  size_t mark = fx.mark();
+  ASSERT_TRUE(node->stop(l3, now()));  // from the middle of the queue
+  EXPECT_EQ(kinds_of(l3, mark), (std::vector<Fx>{Fx::kLockFailed}));
+  EXPECT_EQ(fx.count(Fx::kAcquire, mark), 0u);
+  ContenderId holder = l1;
+  for (ContenderId next : {l2, l4}) {
+    mark = fx.mark();
+    ASSERT_TRUE(node->stop(holder, now()));
+    answer_release(take_release());
+    EXPECT_EQ(fx.count(Fx::kAcquire, mark), 1u);
+    ASSERT_TRUE(win("q", next == l2 ? 2 : 3));
+    EXPECT_EQ(fx.of(Fx::kElected).back().who, next);
+    holder = next;
+  }
+  EXPECT_FALSE(view_of(l1).has_value());
+  // The last lock of "q" leaves: the name is free for an election.
+  ASSERT_TRUE(node->stop(l4, now()));
+  answer_release(take_release());
+  const ContenderId e = node->add_election("q", now());
+  EXPECT_NE(e, 0u);
+  ASSERT_TRUE(win("q", 4));
+  EXPECT_EQ(fx.of(Fx::kElected).back().who, e);
+  EXPECT_EQ(view_of(other)->state, "leader");
+  // A broadcast of "q." wakes nothing of "q", and the other way round.
+  mark = fx.mark();
+  node->on_released("q.", now());
+  node->on_released("q", now());
+  EXPECT_EQ(fx.count(Fx::kAcquire, mark), 0u);
+}
+
 TEST_F(NodeTest, TryOnceFailsBusyWhenTheNodeHoldsTheName) {
   start_live();
   const ContenderId l1 = node->add_lock("l", TimePoint::max(), false, now());

@@ -122,16 +122,17 @@ TEST(SessionClock, EndIsStickyAndIdempotent) {
 // ---------------------------------------------------------------------------
 // TermState
 
-std::shared_ptr<SessionClock> live_session(const Clock& clock, TimePoint deadline) {
-  auto s = std::make_shared<SessionClock>(clock);
+std::shared_ptr<SessionClock> live_session(const Clock& clock, TimePoint deadline,
+                                           const std::string& id = "s") {
+  auto s = std::make_shared<SessionClock>(clock, id);
   EXPECT_TRUE(s->set_deadline(deadline));
   return s;
 }
 
 TEST(TermState, CarriesNameTokenSessionAndTheSessionsDeadline) {
   FakeClock clock(at_ms(1000));
-  auto s = live_session(clock, at_ms(15000));
-  TermState t("report", 7, "sess-1", s);
+  auto s = live_session(clock, at_ms(15000), "sess-1");
+  TermState t("report", 7, s);
   EXPECT_EQ(t.name(), "report");
   EXPECT_EQ(t.token(), 7u);
   EXPECT_EQ(t.session_id(), "sess-1");
@@ -147,7 +148,7 @@ TEST(TermState, CarriesNameTokenSessionAndTheSessionsDeadline) {
 TEST(TermState, RevokeFirstReasonWins) {
   FakeClock clock(at_ms(1000));
   auto s = live_session(clock, at_ms(15000));
-  TermState t("a", 1, "s", s);
+  TermState t("a", 1, s);
   EXPECT_TRUE(t.revoke(RevokeReason::kTakenOver));
   EXPECT_EQ(t.revoked(), RevokeReason::kTakenOver);
   EXPECT_FALSE(t.revoke(RevokeReason::kStopped));
@@ -158,8 +159,8 @@ TEST(TermState, RevokeFirstReasonWins) {
 TEST(TermState, RemainingIsZeroOnceRevokedThoughTheSessionLives) {
   FakeClock clock(at_ms(1000));
   auto s = live_session(clock, at_ms(15000));
-  TermState t("a", 1, "s", s);
-  TermState other("b", 2, "s", s);
+  TermState t("a", 1, s);
+  TermState other("b", 2, s);
   ASSERT_TRUE(t.revoke(RevokeReason::kStopped));
   EXPECT_FALSE(t.valid());
   EXPECT_EQ(t.remaining(), Duration::zero());
@@ -176,8 +177,8 @@ TEST(TermState, RemainingIsZeroOnceRevokedThoughTheSessionLives) {
 TEST(TermState, EndsWithItsSessionAndNeverComesBack) {
   FakeClock clock(at_ms(1000));
   auto s = live_session(clock, at_ms(2000));
-  TermState a("a", 1, "s", s);
-  TermState b("b", 2, "s", s);
+  TermState a("a", 1, s);
+  TermState b("b", 2, s);
   EXPECT_TRUE(a.valid());
   // A process that wakes from a long pause sees false on its first read, with
   // no watchdog having run.
@@ -188,8 +189,10 @@ TEST(TermState, EndsWithItsSessionAndNeverComesBack) {
   EXPECT_FALSE(s->set_deadline(at_ms(20000)));
   EXPECT_FALSE(a.valid());
   // Re-elected: a new term on a new session; the old one stays ended.
-  auto s2 = live_session(clock, at_ms(20000));
-  TermState a2("a", 3, "s2", s2);
+  auto s2 = live_session(clock, at_ms(20000), "s2");
+  TermState a2("a", 3, s2);
+  EXPECT_EQ(a2.session_id(), "s2");
+  EXPECT_EQ(a.session_id(), "s");
   EXPECT_TRUE(a2.valid());
   EXPECT_FALSE(a.valid());
   EXPECT_EQ(a.remaining(), Duration::zero());
@@ -243,10 +246,10 @@ StressResult stress(const Clock& clock, FakeClock* fake, std::chrono::millisecon
   std::atomic<long> reads{0}, violations{0};
 
   auto make_round = [&](int i) {
-    rounds[i].session = std::make_shared<SessionClock>(clock);
+    rounds[i].session = std::make_shared<SessionClock>(clock, "s" + std::to_string(i));
     rounds[i].session->set_deadline(clock.now() + std::chrono::microseconds(50));
-    rounds[i].term = std::make_shared<TermState>("stress", static_cast<uint64_t>(i + 1),
-                                                 "s" + std::to_string(i), rounds[i].session);
+    rounds[i].term =
+        std::make_shared<TermState>("stress", static_cast<uint64_t>(i + 1), rounds[i].session);
   };
   make_round(0);
 

@@ -41,6 +41,11 @@ constexpr char kBadLease[] = "lease duration must be positive";
 
 MemoryStore::MemoryStore(const Clock& clock) : clock_(clock) {}
 
+const std::string& MemoryStore::Lease::holder_id() const {
+  static const std::string& none = *new std::string;
+  return holder ? *holder : none;
+}
+
 std::shared_ptr<MemoryStore> MemoryStore::named(const std::string& name) {
   struct Registry {
     std::mutex mu;
@@ -67,11 +72,10 @@ bool MemoryStore::live_locked(const std::string& session, TimePoint now) {
 void MemoryStore::expire_locked(const std::string& session, std::vector<std::string>* freed) {
   auto it = sessions_.find(session);
   if (it == sessions_.end()) return;
-  for (const std::string& name : it->second.leases) {
-    auto lease = leases_.find(name);
-    if (lease != leases_.end() && lease->second.holder == session) {
-      lease->second.holder.clear();
-      freed->push_back(name);
+  for (Leases::iterator lease : it->second.leases) {
+    if (lease->second.held_by(session)) {
+      lease->second.holder.reset();
+      freed->push_back(lease->first);
     }
   }
   sessions_.erase(it);
@@ -112,6 +116,7 @@ OpenReply MemoryStore::open_session(Duration lease_duration, const std::string& 
   }
   ++next_session_;  // Counts the sessions opened; ids themselves are random.
   Session& s = sessions_[id];
+  s.id = std::make_shared<const std::string>(id);
   s.expires_at = expiry_after(clock_.now(), lease_duration);
   s.client_name = client_name;
   reply.outcome = Outcome::kOk;
@@ -140,10 +145,10 @@ KeepAliveReply MemoryStore::keep_alive(const std::string& session, Duration leas
       reply.outcome = Outcome::kOk;
       reply.remaining = lease_duration;
       // std::set keeps the names sorted.
-      for (const std::string& name : s.leases) {
-        auto lease = leases_.find(name);
-        if (lease != leases_.end() && lease->second.holder == session) {
-          reply.owned.push_back(OwnedLease{name, lease->second.token});
+      reply.owned.reserve(s.leases.size());
+      for (Leases::iterator lease : s.leases) {
+        if (lease->second.held_by(session)) {
+          reply.owned.push_back(OwnedLease{lease->first, lease->second.token});
         }
       }
     }
@@ -162,20 +167,22 @@ AcquireReply MemoryStore::acquire(const std::string& session, const std::string&
       expire_locked(session, &freed);
       reply.outcome = Outcome::kExpired;
     } else {
-      Lease& lease = leases_[name];  // A new record starts at token 0.
-      if (!lease.holder.empty() && lease.holder != session) {
-        auto holder = sessions_.find(lease.holder);
+      const Leases::iterator record = leases_.try_emplace(name).first;  // A new one: token 0.
+      Lease& lease = record->second;
+      if (lease.held() && !lease.held_by(session)) {
+        auto holder = sessions_.find(*lease.holder);
         // A holder that is no session of this store (set by hand_over) stands
         // for a foreign node whose session never expires here.
-        if (holder != sessions_.end() && !live_locked(lease.holder, now)) {
-          const std::string expired = lease.holder;  // expire_locked clears lease.holder.
+        if (holder != sessions_.end() && !live_locked(*lease.holder, now)) {
+          const std::string expired = *lease.holder;  // expire_locked clears lease.holder.
           expire_locked(expired, &freed);
         }
       }
-      if (lease.holder.empty()) {
+      if (!lease.held()) {
+        Session& s = sessions_[session];
         ++lease.token;
-        lease.holder = session;
-        sessions_[session].leases.insert(name);
+        lease.holder = s.id;
+        s.leases.insert(record);
         reply.outcome = Outcome::kOk;
         reply.token = lease.token;
         // Freed and taken in one step: nobody could have acquired it, so
@@ -190,7 +197,7 @@ AcquireReply MemoryStore::acquire(const std::string& session, const std::string&
         // Held by another live session, a foreign holder, or this session
         // itself (never two terms of one name for one session).
         reply.outcome = Outcome::kHeld;
-        auto holder = sessions_.find(lease.holder);
+        auto holder = sessions_.find(*lease.holder);
         if (holder != sessions_.end()) reply.holder_remaining = holder->second.expires_at - now;
       }
     }
@@ -212,10 +219,10 @@ DoneReply MemoryStore::release(const std::string& session, const std::string& na
       auto lease = leases_.find(name);
       // Both must match: a late release carrying an older term's token must
       // not free a later term of the same session or of another one.
-      if (lease != leases_.end() && lease->second.holder == session &&
+      if (lease != leases_.end() && lease->second.held_by(session) &&
           lease->second.token == token) {
-        lease->second.holder.clear();
-        sessions_[session].leases.erase(name);
+        lease->second.holder.reset();
+        sessions_[session].leases.erase(lease);
         freed.push_back(name);
       }
     }
@@ -252,12 +259,12 @@ InspectReply MemoryStore::inspect(const std::vector<std::string>& names) {
     info.name = name;
     if (lease) {
       info.token = lease->token;
-      auto holder = sessions_.find(lease->holder);
+      auto holder = sessions_.find(lease->holder_id());
       if (holder != sessions_.end() && holder->second.expires_at > now) {
-        info.holder = lease->holder;
+        info.holder = lease->holder_id();
         info.holder_remaining = holder->second.expires_at - now;
-      } else if (!lease->holder.empty() && holder == sessions_.end()) {
-        info.holder = lease->holder;  // a foreign holder (hand_over): never expires here
+      } else if (lease->held() && holder == sessions_.end()) {
+        info.holder = lease->holder_id();  // a foreign holder (hand_over): never expires here
       }
     }
     reply.leases.push_back(std::move(info));
@@ -297,17 +304,25 @@ void MemoryStore::expire_session(const std::string& session) {
 
 uint64_t MemoryStore::hand_over(const std::string& name, const std::string& session) {
   std::lock_guard<std::mutex> lock(mu_);
-  Lease& lease = leases_[name];
-  if (!lease.holder.empty()) {
-    auto previous = sessions_.find(lease.holder);
-    if (previous != sessions_.end()) previous->second.leases.erase(name);
+  const Leases::iterator record = leases_.try_emplace(name).first;
+  Lease& lease = record->second;
+  if (lease.held()) {
+    auto previous = sessions_.find(*lease.holder);
+    if (previous != sessions_.end()) previous->second.leases.erase(record);
   }
   ++lease.token;
-  lease.holder = session;
   // A session of this store (even one whose expiry is not yet noticed) lists
-  // it and frees it when it expires; any other string holds it for good.
+  // it and frees it when it expires; any other string holds it for good, and
+  // "" leaves it free.
   auto next = sessions_.find(session);
-  if (next != sessions_.end()) next->second.leases.insert(name);
+  if (next != sessions_.end()) {
+    lease.holder = next->second.id;
+    next->second.leases.insert(record);
+  } else if (session.empty()) {
+    lease.holder.reset();
+  } else {
+    lease.holder = std::make_shared<const std::string>(session);
+  }
   return lease.token;
 }
 
@@ -318,11 +333,11 @@ MemoryStore::LeaseView MemoryStore::lease(const std::string& name) {
     std::lock_guard<std::mutex> lock(mu_);
     auto lease = leases_.find(name);
     if (lease != leases_.end()) {
-      const std::string holder = lease->second.holder;
+      const std::string holder = lease->second.holder_id();
       if (!holder.empty() && sessions_.count(holder) != 0 && !live_locked(holder, clock_.now())) {
         expire_locked(holder, &freed);
       }
-      view.holder = lease->second.holder;
+      view.holder = lease->second.holder_id();
       view.token = lease->second.token;
     }
   }

@@ -55,7 +55,8 @@ class MemoryStore {
   // Ends the session now, as if it had expired on the backend.
   void expire_session(const std::string& session);
   // Gives the lease to `session` (any string; need not be a live session),
-  // incrementing the token, as a take-over by another node would.
+  // incrementing the token, as a take-over by another node would; "" leaves
+  // it free (with the token incremented all the same).
   uint64_t hand_over(const std::string& name, const std::string& session);
 
   struct LeaseView {
@@ -67,14 +68,26 @@ class MemoryStore {
   std::vector<std::string> live_sessions();
 
  private:
+  // A lease record's holder is the session id shared with the session's own
+  // entry (one copy per session, not one per lease), or null when free; each
+  // session lists its leases as iterators to their records, which are never
+  // erased, rather than as copies of their names (ADR 0024).
+  struct Lease {
+    std::shared_ptr<const std::string> holder;
+    uint64_t token = 0;
+    bool held() const { return holder != nullptr; }
+    bool held_by(const std::string& session) const { return holder && *holder == session; }
+    const std::string& holder_id() const;  // "" when free
+  };
+  using Leases = std::map<std::string, Lease>;
+  struct ByName {
+    bool operator()(Leases::iterator a, Leases::iterator b) const { return a->first < b->first; }
+  };
   struct Session {
+    std::shared_ptr<const std::string> id;
     TimePoint expires_at;
     std::string client_name;
-    std::set<std::string> leases;
-  };
-  struct Lease {
-    std::string holder;
-    uint64_t token = 0;
+    std::set<Leases::iterator, ByName> leases;  // sorted by name
   };
   bool live_locked(const std::string& session, TimePoint now);
   void expire_locked(const std::string& session, std::vector<std::string>* freed);
@@ -83,7 +96,7 @@ class MemoryStore {
   const Clock& clock_;
   std::mutex mu_;
   std::map<std::string, Session> sessions_;
-  std::map<std::string, Lease> leases_;
+  Leases leases_;
   uint64_t next_session_ = 1;
   std::map<uint64_t, std::function<void(const std::string&)>> subscribers_;
   uint64_t next_subscriber_ = 1;

@@ -1,0 +1,116 @@
+// SerialQueue (src/engine/executor.*) as ADR 0024 changed it: its tasks are a
+// vector read from a head index, released when the queue empties and compacted
+// when it does not, and its waiters share one condition variable with every
+// other queue of the process.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "engine/executor.h"
+
+namespace simba::engine {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(SerialQueueTest, ABurstPostedWhileDrainingRunsOnceEachInOrder) {
+  PoolExecutor pool(2);
+  PoolExecutor fallback(1);
+  auto q = std::make_shared<SerialQueue>(pool, fallback);
+  std::mutex mu;
+  std::vector<int> order;
+  // The first task posts the others while the queue drains: the vector is
+  // consumed from its head and compacted past 32 while more arrive.
+  constexpr int kTasks = 500;
+  ASSERT_TRUE(q->post([&] {
+    for (int i = 1; i < kTasks; ++i) {
+      ASSERT_TRUE(q->post([&, i] {
+        std::lock_guard<std::mutex> lock(mu);
+        order.push_back(i);
+      }));
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    order.push_back(0);
+  }));
+  q->wait_drained(false);
+  std::vector<int> expected(kTasks);
+  for (int i = 0; i < kTasks; ++i) expected[i] = i;
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(order, expected);
+  // Empty again, it runs what comes next.
+  std::atomic<bool> ran{false};
+  ASSERT_TRUE(q->post([&] { ran = true; }));
+  q->wait_drained(false);
+  EXPECT_TRUE(ran);
+  pool.shutdown();
+  fallback.shutdown();
+}
+
+TEST(SerialQueueTest, AWaiterIsNotReleasedByAnotherQueuesDrains) {
+  PoolExecutor pool(2);
+  PoolExecutor fallback(1);
+  auto slow = std::make_shared<SerialQueue>(pool, fallback);
+  auto busy = std::make_shared<SerialQueue>(pool, fallback);
+  std::atomic<bool> release{false}, slow_done{false}, started{false};
+  ASSERT_TRUE(slow->post([&] {
+    started = true;
+    while (!release) std::this_thread::sleep_for(1ms);
+    slow_done = true;
+  }));
+  while (!started) std::this_thread::sleep_for(1ms);
+  std::atomic<bool> waited{false};
+  std::thread waiter([&] {
+    slow->wait_idle();  // woken by every drain of `busy` too: it must re-check
+    EXPECT_TRUE(slow_done);
+    waited = true;
+  });
+  // Drains of another queue, each notifying the shared condition variable
+  // while `slow` still runs its task.
+  std::thread other_waiter([&] {
+    for (int i = 0; i < 50; ++i) {
+      ASSERT_TRUE(busy->post([] {}));
+      busy->wait_drained(false);
+    }
+  });
+  other_waiter.join();
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(waited);
+  release = true;
+  waiter.join();
+  EXPECT_TRUE(waited);
+  pool.shutdown();
+  fallback.shutdown();
+}
+
+TEST(SerialQueueTest, WaitDrainedRunsQueuedTasksHereWhenNobodyElseDoes) {
+  // An executor that never runs what it accepts (a host's, drained only by
+  // the thread that now waits): wait_drained(true) runs the tasks itself.
+  class Idle final : public Executor {
+   public:
+    bool submit(std::function<void()> fn) override {
+      held.push_back(std::move(fn));
+      return true;
+    }
+    void shutdown() override {}
+    std::vector<std::function<void()>> held;
+  };
+  Idle ex, fallback;
+  auto q = std::make_shared<SerialQueue>(ex, fallback);
+  int ran = 0;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(q->post([&] { ++ran; }));
+  q->wait_drained(true);
+  EXPECT_EQ(ran, 3);
+  // The drain the executor holds finds the queue empty when it runs.
+  for (auto& fn : ex.held) fn();
+  EXPECT_EQ(ran, 3);
+  q->close();
+  EXPECT_FALSE(q->post([&] { ++ran; }));
+}
+
+}  // namespace
+}  // namespace simba::engine
