@@ -30,10 +30,10 @@ WHICH=${2:?usage: tls_test.sh PATH/TO/simba postgres|redis}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=../../scripts/lib/servers.sh
 source "$ROOT/scripts/lib/servers.sh"
+# shellcheck source=../support/cases.sh
+source "$ROOT/tests/support/cases.sh"
 command -v openssl >/dev/null || { echo "SKIP: openssl not installed"; exit 77; }
 
-SLOW=1
-case "${SIMBA_SANITIZER:-}" in thread) SLOW=4 ;; address) SLOW=2 ;; esac
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/simba-tls-test.XXXXXX")
 chmod 711 "$WORK"
 export SIMBA_PKI_KEY_PASSWORD='Tls-KeyPw-4Rt9pZ2'
@@ -45,18 +45,6 @@ chmod 600 "$WORK/pki/"*.key
 
 export SIMBA_SESSION_LEASE_DURATION=3000ms SIMBA_SESSION_RENEW_INTERVAL=1000ms
 unset SIMBA_BACKEND
-FAILED=0 PASSED=0 CASE=""
-fail() { echo "    FAIL [$CASE]: $*"; CASE_FAILED=1; }
-run_case() {
-  CASE=$1 CASE_FAILED=0
-  local t0=$SECONDS
-  "case_$1"
-  if ((CASE_FAILED)); then
-    FAILED=$((FAILED + 1)); echo "FAIL $1 ($((SECONDS - t0)) s)"
-  else
-    PASSED=$((PASSED + 1)); echo "ok   $1 ($((SECONDS - t0)) s)"
-  fi
-}
 # out FILE ARGS...: simba -v ARGS with everything it printed in FILE; prints the status.
 out() {
   local f=$1; shift
@@ -301,5 +289,4 @@ case "$WHICH" in
     ;;
   *) echo "tls_test.sh: unknown backend '$WHICH' (postgres or redis)" >&2; exit 2 ;;
 esac
-echo "$PASSED passed, $FAILED failed"
-[[ $FAILED -eq 0 ]]
+finish

@@ -8,18 +8,12 @@ SIMBA=${1:?usage: cli_test.sh PATH/TO/simba}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=../../scripts/lib/servers.sh
 source "$ROOT/scripts/lib/servers.sh"
+# shellcheck source=../support/cases.sh
+source "$ROOT/tests/support/cases.sh"
 
 command -v redis-server >/dev/null || { echo "SKIP: redis-server not installed"; exit 77; }
 
-# Sanitizer builds run slower: scale the generous bounds (never what is proven).
-SLOW=1
-case "${SIMBA_SANITIZER:-}" in thread) SLOW=4 ;; address) SLOW=2 ;; esac
-
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/simba-cli-test.XXXXXX")
-PORT=$(simba_free_port)
-redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK" \
-  --daemonize no >"$WORK/redis.log" 2>&1 &
-REDIS_PID=$!
 cleanup() {
   kill -CONT "$REDIS_PID" 2>/dev/null
   jobs -p | xargs -r kill -KILL 2>/dev/null
@@ -28,7 +22,8 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-simba_wait_until 10 "redis-server on $PORT" simba_redis_pong "$PORT" || exit 1
+start_own_redis "$WORK" || exit 1
+PORT=$REDIS_PORT
 
 export SIMBA_BACKEND="redis://127.0.0.1:$PORT"
 # Short leases keep the suite fast: 2 s lease, a keep-alive every 500 ms.
@@ -36,11 +31,6 @@ export SIMBA_SESSION_LEASE_DURATION=2000ms SIMBA_SESSION_RENEW_INTERVAL=500ms
 LEASE_MS=2000
 GRACE=(--grace 300ms)
 
-FAILED=0 PASSED=0 CASE=""
-fail() { echo "    FAIL [$CASE]: $*"; CASE_FAILED=1; }
-expect_eq() { [[ "$2" == "$3" ]] || fail "$1: expected '$3', got '$2'"; }
-expect_match() { [[ "$2" =~ $3 ]] || fail "$1: '$2' does not match /$3/"; }
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 name() { echo "cli.$CASE.$RANDOM"; }
 
 # The holder's client of lease $1 ("" while free), from `simba status --json`.
@@ -49,25 +39,9 @@ holder_client() {
 }
 # The last token of lease $1.
 last_token() { "$SIMBA" -q status "$1" --json | sed -n -E 's/.*"token":([0-9]+).*/\1/p'; }
-wait_for() {  # wait_for SECONDS COMMAND...: polls every 50 ms
-  local until=$(( $(now_ms) + $1 * 1000 * SLOW )); shift
-  while (( $(now_ms) < until )); do "$@" && return 0; sleep 0.05; done
-  "$@"
-}
 held_by() { [[ "$(holder_client "$1")" == "$2" ]]; }
 is_free() { [[ -z "$(holder_client "$1")" ]]; }
 gone() { local s; s=$(ps -o stat= -p "$1" 2>/dev/null); [[ -z "$s" || "$s" == Z* ]]; }
-
-run_case() {
-  CASE=$1 CASE_FAILED=0
-  local t0; t0=$(now_ms)
-  "case_$1"
-  if ((CASE_FAILED)); then
-    FAILED=$((FAILED + 1)); echo "FAIL $1 ($(( $(now_ms) - t0 )) ms)"
-  else
-    PASSED=$((PASSED + 1)); echo "ok   $1 ($(( $(now_ms) - t0 )) ms)"
-  fi
-}
 
 # --- cases -----------------------------------------------------------------------
 
@@ -347,6 +321,5 @@ case_schema_prints_the_postgres_ddl() {
   expect_eq "stray argument" $? 125
 }
 
-for c in $(declare -F | sed -n 's/^declare -f case_//p'); do run_case "$c"; done
-echo "$PASSED passed, $FAILED failed"
-((FAILED == 0))
+run_every_case
+finish

@@ -14,6 +14,8 @@ SIMBA=${1:?usage: listen_test.sh PATH/TO/simba}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=../../scripts/lib/servers.sh
 source "$ROOT/scripts/lib/servers.sh"
+# shellcheck source=../support/cases.sh
+source "$ROOT/tests/support/cases.sh"
 
 if [[ "${SIMBA_CLI_HAVE_MICROHTTPD:-1}" == 0 ]]; then
   "$SIMBA" run --backend memory://x --listen 127.0.0.1:0 --once x -- true 2>/tmp/simba-listen-$$.err
@@ -32,14 +34,7 @@ command -v redis-server >/dev/null || { echo "SKIP: redis-server not installed";
 command -v curl >/dev/null || { echo "SKIP: curl not installed"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
 
-SLOW=1
-case "${SIMBA_SANITIZER:-}" in thread) SLOW=4 ;; address) SLOW=2 ;; esac
-
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/simba-listen-test.XXXXXX")
-PORT=$(simba_free_port)
-redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK" \
-  --daemonize no >"$WORK/redis.log" 2>&1 &
-REDIS_PID=$!
 cleanup() {
   kill -CONT "$REDIS_PID" 2>/dev/null
   kill "$REDIS_PID" 2>/dev/null
@@ -48,22 +43,13 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-simba_wait_until 10 "redis-server on $PORT" simba_redis_pong "$PORT" || exit 1
+start_own_redis "$WORK" || exit 1
+PORT=$REDIS_PORT
 
 export SIMBA_BACKEND="redis://127.0.0.1:$PORT"
 export SIMBA_SESSION_LEASE_DURATION=2000ms SIMBA_SESSION_RENEW_INTERVAL=500ms
 LEASE_MS=2000
 
-FAILED=0 PASSED=0 CASE=""
-fail() { echo "    FAIL [$CASE]: $*"; CASE_FAILED=1; }
-expect_eq() { [[ "$2" == "$3" ]] || fail "$1: expected '$3', got '$2'"; }
-expect_match() { [[ "$2" =~ $3 ]] || fail "$1: '$2' does not match /$3/"; }
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-wait_for() {  # wait_for SECONDS COMMAND...: polls every 50 ms
-  local until=$(( $(now_ms) + $1 * 1000 * SLOW )); shift
-  while (( $(now_ms) < until )); do "$@" && return 0; sleep 0.05; done
-  "$@"
-}
 name() { echo "listen.$CASE.$RANDOM"; }
 
 # start_run VAR CLIENT NAME [ARGS...]: `simba run --listen 127.0.0.1:0 NAME -- sleep 60`
@@ -92,17 +78,6 @@ code_is() { [[ "$(http "$1" "$2")" == "$3 "* ]]; }
 json_get() { python3 -c 'import json, sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
 # A metric's value in the text exposition: metric NAME < text.
 metric() { awk -v m="$1" '$1 == m || index($1, m "{") == 1 { print $2; exit }'; }
-
-run_case() {
-  CASE=$1 CASE_FAILED=0
-  local t0; t0=$(now_ms)
-  "case_$1"
-  if ((CASE_FAILED)); then
-    FAILED=$((FAILED + 1)); echo "FAIL $1 ($(( $(now_ms) - t0 )) ms)"
-  else
-    PASSED=$((PASSED + 1)); echo "ok   $1 ($(( $(now_ms) - t0 )) ms)"
-  fi
-}
 
 # --- cases -----------------------------------------------------------------------
 
@@ -248,6 +223,5 @@ case_healthz_follows_the_session() {
   kill -TERM "$S"; wait "$S"
 }
 
-for c in $(declare -F | sed -n 's/^declare -f case_//p'); do run_case "$c"; done
-echo "$PASSED passed, $FAILED failed"
-((FAILED == 0))
+run_every_case
+finish

@@ -18,6 +18,8 @@ SIMBA=${1:?usage: secrets_test.sh PATH/TO/simba}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=../../scripts/lib/servers.sh
 source "$ROOT/scripts/lib/servers.sh"
+# shellcheck source=../support/cases.sh
+source "$ROOT/tests/support/cases.sh"
 
 command -v redis-server >/dev/null || { echo "SKIP: redis-server not installed"; exit 77; }
 
@@ -57,8 +59,6 @@ export SIMBA_SESSION_LEASE_DURATION=2000ms SIMBA_SESSION_RENEW_INTERVAL=500ms
 unset SIMBA_BACKEND
 OUT="$WORK/printed"  # everything the tool printed, all cases
 : >"$OUT"
-FAILED=0 PASSED=0 CASE=""
-fail() { echo "    FAIL [$CASE]: $*"; CASE_FAILED=1; }
 
 # sim EXPECTED_STATUS ARGS...: runs simba -v ARGS, appends what it printed to
 # $OUT (never the arguments themselves: they hold the secrets), and checks the
@@ -74,13 +74,6 @@ sim() {
     fail "run $RUNS (simba ... ${*: -1}) exited $rc, expected $want; it printed:"
     sed 's/^/      /' "$OUT.case" | tail -n 20
   fi
-}
-
-run_case() {
-  CASE=$1 CASE_FAILED=0
-  : >"$OUT.case"
-  "case_$1"
-  if ((CASE_FAILED)); then FAILED=$((FAILED + 1)); echo "FAIL $1"; else PASSED=$((PASSED + 1)); echo "ok   $1"; fi
 }
 
 REDIS_URL="redis://simba:$REDIS_SIMBA_PW@127.0.0.1:$PORT/0"
@@ -210,5 +203,4 @@ run_case postgres_passwords
 run_case postgres_least_privilege_role
 run_case zookeeper_digest_password
 run_case nothing_printed_holds_a_secret
-echo "$PASSED passed, $FAILED failed ($RUNS simba runs, $(wc -l <"$OUT") lines checked)"
-[[ $FAILED -eq 0 ]]
+finish "$RUNS simba runs, $(wc -l <"$OUT") lines checked"

@@ -12,6 +12,9 @@
 set -uo pipefail
 
 SIMBA=${1:?usage: watch_test.sh PATH/TO/simba}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=../support/cases.sh
+source "$ROOT/tests/support/cases.sh"
 command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
 
 BACKENDS=()
@@ -25,9 +28,6 @@ for b in REDIS POSTGRES ZOOKEEPER; do
 done
 # The usage cases need no server, but a run with none at all says so.
 ((${#BACKENDS[@]} > 0)) || { echo "SKIP: no test server set"; exit 77; }
-
-SLOW=1
-case "${SIMBA_SANITIZER:-}" in thread) SLOW=4 ;; address) SLOW=2 ;; esac
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/simba-watch-test.XXXXXX")
 cleanup() {
@@ -43,16 +43,6 @@ export SIMBA_SESSION_LEASE_DURATION=2000ms SIMBA_SESSION_RENEW_INTERVAL=500ms
 LEASE_MS=2000
 POLL_MS=300
 
-FAILED=0 PASSED=0 CASE=""
-fail() { echo "    FAIL [$CASE]: $*"; CASE_FAILED=1; }
-expect_eq() { [[ "$2" == "$3" ]] || fail "$1: expected '$3', got '$2'"; }
-expect_match() { [[ "$2" =~ $3 ]] || fail "$1: '$2' does not match /$3/"; }
-now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
-wait_for() {  # wait_for SECONDS COMMAND...: polls every 50 ms
-  local until=$(( $(now_ms) + $1 * 1000 * SLOW )); shift
-  while (( $(now_ms) < until )); do "$@" && return 0; sleep 0.05; done
-  "$@"
-}
 lines_at_least() { [[ -f "$1" ]] && (( $(wc -l <"$1") >= $2 )); }
 gone() { ! kill -0 "$1" 2>/dev/null; }
 # Epoch ms of the first log line of FILE matching REGEX (the line's timestamp).
@@ -75,17 +65,6 @@ for n, line in enumerate(open(sys.argv[1]), 1):
     print(o["name"], str(o["initial"]).lower(), o["holder"] or "-", o["holder_client"] or "-",
           o["token"], o["at_ms"])
 PY
-}
-
-run_case() {
-  CASE=$1 CASE_FAILED=0
-  local t0; t0=$(now_ms)
-  "${@:2}"
-  if ((CASE_FAILED)); then
-    FAILED=$((FAILED + 1)); echo "FAIL $1 ($(( $(now_ms) - t0 )) ms)"
-  else
-    PASSED=$((PASSED + 1)); echo "ok   $1 ($(( $(now_ms) - t0 )) ms)"
-  fi
 }
 
 # --- cases -----------------------------------------------------------------------
@@ -210,5 +189,4 @@ for url in "${BACKENDS[@]}"; do
     run_case "$scheme.$c" "case_$c" "$url"
   done
 done
-echo "$PASSED passed, $FAILED failed"
-((FAILED == 0))
+finish

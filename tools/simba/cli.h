@@ -81,7 +81,7 @@ typedef enum {
 cli_work_end_t cli_supervise(cli_child_t *child, simba_term_t *term, int64_t grace_ms,
                              int signal_fd, int *signo);
 
-/* --- commands ------------------------------------------------------------- */
+/* --- the options every command takes (common.c) ------------------------------ */
 
 /* Options every command takes, already applied to `cfg`. */
 typedef struct {
@@ -90,15 +90,14 @@ typedef struct {
   bool client_named;    /* client.name came from the user */
 } cli_common_t;
 
+/* Fills `common` from the environment: SIMBA_BACKEND and the variables of the
+ * options that set a configuration key (SIMBA_SESSION_LEASE_DURATION, ...).
+ * False (logged) on failure; common->cfg is to be freed either way. */
+bool cli_common_init(cli_common_t *common);
+
 /* Consumes the common option at argv[*i] (and its value, "--opt VALUE" or
  * "--opt=VALUE"). Returns 1 if it was one, 0 if not, -1 on a bad value (logged). */
 int cli_common_option(cli_common_t *common, int argc, char **argv, int *i);
-
-int cli_run(cli_common_t *common, int argc, char **argv);
-int cli_lock(cli_common_t *common, int argc, char **argv);
-int cli_status(cli_common_t *common, int argc, char **argv);
-int cli_schema(cli_common_t *common, int argc, char **argv);
-int cli_watch(cli_common_t *common, int argc, char **argv);
 
 /* Opens a client on common->backend; logs the reason and returns NULL on
  * failure. */
@@ -108,6 +107,14 @@ simba_client_t *cli_open_client(const cli_common_t *common);
  * lease-duration x (1 - drift) - margin - renew-interval. A --grace must be
  * below it, or the command would be stopped in every renew interval. */
 int64_t cli_remaining_floor_ms(const simba_config_t *cfg);
+
+/* --- commands (run.c, status.c, schema.c, watch.c) --------------------------- */
+
+int cli_run(cli_common_t *common, int argc, char **argv);
+int cli_lock(cli_common_t *common, int argc, char **argv);
+int cli_status(cli_common_t *common, int argc, char **argv);
+int cli_schema(cli_common_t *common, int argc, char **argv);
+int cli_watch(cli_common_t *common, int argc, char **argv);
 
 /* --- simba run --listen: /healthz, /leader, /metrics (http.c) -------------- */
 
