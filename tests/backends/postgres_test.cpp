@@ -1094,6 +1094,7 @@ TEST(PostgresOwn, ReleaseAndCloseCommitAsynchronouslyAcquireAndKeepAliveDurably)
   EXPECT_EQ(wal_flushed(admin), "t") << "the acquire after a release";
   c.close();  // frees the lease held: one simba_close
   EXPECT_EQ(wal_flushed(admin), "f") << "after the close";
+  simba_term_release(t);  // the caller's reference; the close revoked the term
 }
 
 // A crash right after a release whose commit was not flushed yet, and the
