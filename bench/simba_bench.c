@@ -863,6 +863,17 @@ static void run_cycle(simba_client_t *c, const raw_backend_t *rb, raw_conn_t *rc
   bench_samples_free(&rel);
 }
 
+/* One lock cycle of Simba's (acquire, then release, of "bench-cycle"), in ns. */
+static int64_t simba_lock_cycle_ns(simba_client_t *c) {
+  simba_term_t *t = NULL;
+  const int64_t t0 = bench_now_ns();
+  int r = simba_lock_acquire(&t, c, "bench-cycle", 5000);
+  if (r != SIMBA_OK) die("simba_lock_acquire", r);
+  r = simba_lock_release(t);
+  if (r != SIMBA_OK) die("simba_lock_release", r);
+  return bench_now_ns() - t0;
+}
+
 /* The cycle and the baseline round trip in alternating blocks of kPairBlock,
  * so that both see the same server: a Redis fsync's time drifts by a quarter
  * between phases a few seconds apart (282 and 359 us in two idle runs), which
@@ -894,13 +905,8 @@ static int run_cycle_paired(simba_client_t *c, const raw_backend_t *rb, raw_conn
       if (measured) bench_samples_push(&rtt, (bench_now_ns() - t0) / trips);
     }
     for (int i = 0; i < kPairBlock && rc_out == 0; i++) {
-      simba_term_t *t = NULL;
-      const int64_t t0 = bench_now_ns();
-      int r = simba_lock_acquire(&t, c, "bench-cycle", 5000);
-      if (r != SIMBA_OK) die("simba_lock_acquire", r);
-      r = simba_lock_release(t);
-      if (r != SIMBA_OK) die("simba_lock_release", r);
-      if (measured) bench_samples_push(&cyc, bench_now_ns() - t0);
+      const int64_t ns = simba_lock_cycle_ns(c);
+      if (measured) bench_samples_push(&cyc, ns);
     }
   }
   *cycle_out = bench_summarize(&cyc);
@@ -930,13 +936,8 @@ static int run_native_cycle_paired(simba_client_t *c, const raw_backend_t *rb, r
       if (measured) bench_samples_push(&nat, bench_now_ns() - t0);
     }
     for (int i = 0; i < kPairBlock && rc_out == 0; i++) {
-      simba_term_t *t = NULL;
-      const int64_t t0 = bench_now_ns();
-      int r = simba_lock_acquire(&t, c, "bench-cycle", 5000);
-      if (r != SIMBA_OK) die("simba_lock_acquire", r);
-      r = simba_lock_release(t);
-      if (r != SIMBA_OK) die("simba_lock_release", r);
-      if (measured) bench_samples_push(&cyc, bench_now_ns() - t0);
+      const int64_t ns = simba_lock_cycle_ns(c);
+      if (measured) bench_samples_push(&cyc, ns);
     }
   }
   *simba_out = bench_summarize(&cyc);

@@ -26,14 +26,6 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-SIMBA_APT_PACKAGES=(
-  build-essential cmake pkg-config
-  libuv1-dev libhiredis-dev libpq-dev
-  redis-server redis-tools
-  postgresql openssl
-  zookeeper libzookeeper-st-dev default-jre-headless
-)
-
 # shellcheck source=scripts/lib/packages.sh
 source "$ROOT/scripts/lib/packages.sh"
 # shellcheck source=scripts/lib/servers.sh
@@ -83,7 +75,7 @@ fi
 log() { printf '\n==== %s\n' "$*"; }
 
 [[ $INSTALL -eq 1 ]] || export SIMBA_NO_INSTALL=1
-ensure_packages "${SIMBA_APT_PACKAGES[@]}"
+ensure_packages "${SIMBA_BENCH_PACKAGES[@]}"
 
 WITH=() SERVERS=()
 for b in "${BACKENDS[@]}"; do

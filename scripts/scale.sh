@@ -20,14 +20,6 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-SIMBA_APT_PACKAGES=(
-  build-essential cmake pkg-config
-  libuv1-dev libhiredis-dev libpq-dev
-  redis-server redis-tools
-  postgresql openssl
-  zookeeper libzookeeper-st-dev default-jre-headless
-  gnuplot-nox
-)
 # shellcheck source=scripts/lib/packages.sh
 source "$ROOT/scripts/lib/packages.sh"
 # shellcheck source=scripts/lib/servers.sh
@@ -66,7 +58,7 @@ case "$BACKEND" in
 esac
 
 [[ $INSTALL -eq 1 ]] || export SIMBA_NO_INSTALL=1
-ensure_packages "${SIMBA_APT_PACKAGES[@]}"
+ensure_packages "${SIMBA_BENCH_PACKAGES[@]}" gnuplot-nox
 
 START=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 T0=$SECONDS

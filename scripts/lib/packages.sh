@@ -31,3 +31,13 @@ ensure_packages() {
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
 }
+
+# What the benchmarks need (scripts/bench.sh, scripts/scale.sh): the build, and
+# the three servers with their client libraries.
+SIMBA_BENCH_PACKAGES=(
+  build-essential cmake pkg-config
+  libuv1-dev libhiredis-dev libpq-dev
+  redis-server redis-tools
+  postgresql openssl
+  zookeeper libzookeeper-st-dev default-jre-headless
+)
