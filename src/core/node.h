@@ -213,31 +213,62 @@ class Node {
     bool attempt_when_answered = false;  // an attempt came due meanwhile
   };
 
-  // Session.
+  // Session (node_session.cpp).
   void open_session(TimePoint now);
+  void retry_open(TimePoint now);
+  // The open sent at `sent_at` was answered with `reply`: the session goes
+  // live with `clock`, whose local deadline is `deadline`.
+  void go_live(const OpenReply& reply, std::shared_ptr<SessionClock> clock, TimePoint sent_at,
+               TimePoint deadline, TimePoint now);
   void send_keep_alive(TimePoint now);
+  void keep_alive_renewed(CallId id, const Call& call, const KeepAliveReply& reply,
+                          TimePoint now);
+  void keep_alive_failed(const KeepAliveReply& reply, TimePoint now);
+  // A keep-alive reply `id` listed `listed` as this session's leases: terms it
+  // no longer lists are taken over, leases it lists that no term holds are freed.
+  void reconcile_owned(CallId id, const std::vector<OwnedLease>& listed, TimePoint now);
+  void emit_lease_shortened(Duration granted);
+  // The deadline timer at the session's deadline, the next keep-alive a renew
+  // period after `sent_at` (when the last successful call was sent).
+  void arm_session_timers(TimePoint sent_at, TimePoint now);
+  CallId send_session_close(const std::string& session, TimePoint now);
   void session_ended(RevokeReason reason, TimePoint now);
   void on_session_timer(TimePoint now);
+  void on_deadline_timer(TimePoint now);
   void emit(SessionEvent ev, const std::string& detail);
   bool session_usable() const;
+  void maybe_send_close(TimePoint now);
+  void maybe_finish_close(TimePoint now);
+  // At the close: revokes `c`'s term (if any) and reports the contender done.
+  void end_at_close(Contender& c, TimePoint now);
 
-  // Contenders.
+  // Contenders: attempts, acquire answers, the name queue (node_contenders.cpp).
   void attempt(Contender& c, TimePoint now);
-  // The timed-out acquire `call` of contender `who` is answered or forgotten.
+  // Whether `c` waits for the answer of an acquire of its name this node gave
+  // up on (the attempt is then scheduled for when that wait ends).
+  bool wait_for_unanswered(Contender& c, TimePoint now);
+  // `c` is not contending right now: only its give-up time (locks) stays armed.
+  void arm_give_up(Contender& c);
+  // The timed-out acquire `call` of `name` is answered or forgotten.
   void answered_late(const std::string& name, CallId call, TimePoint now);
   void pump_attempts(TimePoint now);
   void handle_acquire(CallId call, const AcquireReply& reply, TimePoint now);
+  // An answer to an acquire no longer awaited: what it won is released.
+  void acquire_answered_late(CallId id, const Call& call, const AcquireReply& reply,
+                             TimePoint now);
+  void acquire_of_stopped_answered(Contender& c, const Call& call, const AcquireReply& reply,
+                                   TimePoint now);
+  void acquire_won(Contender& c, const Call& call, uint64_t token, TimePoint now);
+  // A try_once lock fails with `why`; anything else retries later.
+  void fail_or_retry(Contender& c, LockFailure why, TimePoint now);
   void schedule_attempt(Contender& c, TimePoint at);
   void schedule_retry(Contender& c, TimePoint now, Duration holder_remaining);
-  void adopt(Contender& c, uint64_t token, TimePoint now);
-  void lose_term(Contender& c, RevokeReason reason, TimePoint now);
-  void begin_handover(Contender& c, RevokeReason reason, TimePoint now);
-  void release_term(Contender& c, TimePoint now);
-  void finish_handover(Contender& c, TimePoint now);
-  void after_term(Contender& c, TimePoint now);
   void abandon_attempt(Contender& c);
   void fail_lock(Contender& c, LockFailure why, TimePoint now);
   void finish(Contender& c, TimePoint now);
+  // Forgets `c`, reports it (lock_failed with `failure`, else stopped) and lets
+  // the next contender queued on its name go.
+  void forget(Contender& c, std::optional<LockFailure> failure, TimePoint now);
   void on_contender_timer(Contender& c, TimePoint now);
   void activate_next(const std::string& name, TimePoint now);
   // by_name_: the oldest contender of `name` (0: none), and its upkeep.
@@ -245,15 +276,28 @@ class Node {
   void list_by_name(const Contender& c);
   void unlist_by_name(const Contender& c);
   Contender* find(ContenderId id);
-  void maybe_send_close(TimePoint now);
-  void maybe_finish_close(TimePoint now);
+  // A new contender of `name`, listed last in its name's queue.
+  Contender& new_contender(const std::string& name, ContenderKind kind);
 
-  // Calls and timers.
-  CallId new_call(CallKind kind, const std::string& session, Duration timeout, TimePoint now);
-  Duration call_timeout() const { return renew_period_; }
+  // Terms and handovers (node_handover.cpp).
+  void adopt(Contender& c, uint64_t token, TimePoint now);
+  void lose_term(Contender& c, RevokeReason reason, TimePoint now);
+  void begin_handover(Contender& c, RevokeReason reason, TimePoint now);
+  void release_term(Contender& c, TimePoint now);
+  void finish_handover(Contender& c, TimePoint now);
+  void after_term(Contender& c, TimePoint now);
+  void ack_step_downs(Contender& c);
   void release_lease(const std::string& session, const std::string& name, uint64_t token,
                      ContenderId handover, TimePoint now);
+
+  // Calls and timers (node.cpp).
+  CallId new_call(CallKind kind, const std::string& session, Duration timeout, TimePoint now);
+  // Removes the answered call `id` (its timeout disarmed); nullopt if unknown.
+  std::optional<Call> take_call(CallId id);
+  Duration call_timeout() const { return renew_period_; }
   void on_call_timeout(CallId id, TimePoint now);
+  // Answers the call `id` of `kind` as timed out.
+  void answer_timed_out(CallId id, CallKind kind, TimePoint now);
   void arm(TimerSlot& slot, TimePoint at, TimerKey key);
   void disarm(TimerSlot& slot);
 

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "core/names.h"
+#include "core/partition_share.h"
 #include "engine/term.h"
 
 namespace simba::engine {
@@ -189,71 +190,24 @@ void Group::round() {
   std::map<std::string, std::string> holder;
   for (const LeaseInfo& l : reply.leases) holder[l.name] = l.holder;
 
-  // Members, by member lock. Each gets ⌊N/m⌋ partitions, and the N mod m that
-  // hold the most now (ties: the lower member slot) get one more: every member
-  // computes the same split from the same read, and a member that already has
-  // ⌈N/m⌉ keeps it, so a join or a leave moves as few partitions as it can.
-  std::map<std::string, size_t> holding;  // session -> partitions it holds
-  for (uint32_t i = 0; i < n_; ++i) {
-    const std::string& h = holder[partition_name(i)];
-    if (!h.empty()) ++holding[h];
-  }
-  std::vector<uint32_t> members;
-  for (uint32_t k = 0; k < n_; ++k) {
-    if (!holder[slot_name(k)].empty()) members.push_back(k);
-  }
-  if (holder[slot_name(slot_index_)] != own ||
-      std::find(members.begin(), members.end(), slot_index_) == members.end()) {
-    return;  // a stale read
-  }
-  std::stable_sort(members.begin(), members.end(), [&](uint32_t a, uint32_t b) {
-    return holding[holder[slot_name(a)]] > holding[holder[slot_name(b)]];
-  });
-  const uint32_t m = static_cast<uint32_t>(members.size());
-  const uint32_t rank = static_cast<uint32_t>(
-      std::find(members.begin(), members.end(), slot_index_) - members.begin());
-  const uint32_t share = n_ / m + (rank < n_ % m ? 1 : 0);
-
-  std::vector<uint32_t> held, free;
-  for (uint32_t i = 0; i < n_; ++i) {
-    const std::string& h = holder[partition_name(i)];
-    if (h == own) {
-      if (pursued_.count(i)) held.push_back(i);
-    } else {
-      handing_over_.erase(i);  // gone from us: it may be pursued again
-      if (h.empty()) {
-        free.push_back(i);
-      } else if (auto it = pursued_.find(i); it != pursued_.end()) {
-        // Another member won it (or took it over): stop contending for it.
-        client_->stop_election(it->second, nullptr);
-        pursued_.erase(it);
-      }
-    }
-  }
-  // Excess: hand the highest-numbered over, in handover order.
-  for (size_t excess = held.size() > share ? held.size() - share : 0; excess > 0; --excess) {
-    hand_over(held.back());
-    held.pop_back();
-  }
-  // Still contending for more than the share allows (the share dropped as
-  // members joined): stop those contests, so they are not won only to be
-  // handed straight back.
-  for (auto it = pursued_.begin(); it != pursued_.end() && pursued_.size() > share;) {
-    if (std::find(held.begin(), held.end(), it->first) != held.end()) {
-      ++it;
-      continue;
-    }
-    client_->stop_election(it->second, nullptr);
-    it = pursued_.erase(it);
-  }
-  // Deficit: contend for free partitions, starting at a point that depends on
-  // the rank so that members who look at the same free set pick different ones.
-  size_t want = share > pursued_.size() ? share - pursued_.size() : 0;
-  if (want == 0 || free.empty()) return;
-  const size_t start = (static_cast<size_t>(rank) * free.size()) / m;
-  for (size_t j = 0; j < free.size() && want > 0; ++j) {
-    const uint32_t i = free[(start + j) % free.size()];
-    if (pursued_.count(i) || handing_over_.count(i)) continue;
+  // The share rule (ADR 0012) is core/partition_share: every member computes
+  // the same split from the same read.
+  PartitionRead read;
+  read.own = own;
+  read.own_slot = slot_index_;
+  for (uint32_t k = 0; k < n_; ++k) read.slot_holders.push_back(holder[slot_name(k)]);
+  for (uint32_t i = 0; i < n_; ++i) read.partition_holders.push_back(holder[partition_name(i)]);
+  std::set<uint32_t> pursued;
+  for (const auto& [i, e] : pursued_) pursued.insert(i);
+  const PartitionPlan plan = plan_partitions(read, pursued, handing_over_);
+  if (plan.stale) return;
+  for (uint32_t i : plan.handed_over) handing_over_.erase(i);  // it may be pursued again
+  for (uint32_t i : plan.lost) stop_pursuing(i);  // another member won it (or took it over)
+  for (uint32_t i : plan.hand_over) hand_over(i);
+  for (uint32_t i : plan.withdraw) stop_pursuing(i);
+  size_t want = plan.want;
+  for (size_t j = 0; j < plan.candidates.size() && want > 0; ++j) {
+    const uint32_t i = plan.candidates[j];
     std::shared_ptr<Election> e;
     const Result s = client_->start_election(partition_name(i), nullptr, nullptr, &e, work_);
     if (s.code != kOk) continue;  // still stopping from an earlier term: next round
@@ -263,11 +217,16 @@ void Group::round() {
   }
 }
 
-void Group::hand_over(uint32_t partition) {
+void Group::stop_pursuing(uint32_t partition) {
   auto it = pursued_.find(partition);
   if (it == pursued_.end()) return;
   client_->stop_election(it->second, nullptr);
   pursued_.erase(it);
+}
+
+void Group::hand_over(uint32_t partition) {
+  if (!pursued_.count(partition)) return;
+  stop_pursuing(partition);
   handing_over_.insert(partition);
 }
 

@@ -8,8 +8,9 @@
 //   - each round (about one renew interval) the manager reads the backend
 //     (Client::inspect of the member locks and partitions), computes its fair
 //     share from the number of members and its rank among them
-//     (floor(N/m), plus one for the first N mod m members), hands its excess
-//     over (stop: handover order, waits for the work) and contends for free
+//     (floor(N/m), plus one for the N mod m members that hold the most: the
+//     rule of ADR 0012, in core/partition_share.h), hands its excess over
+//     (stop: handover order, waits for the work) and contends for free
 //     partitions up to its share;
 //   - each partition is an election with work, exactly like
 //     simba_run_while_leader.
@@ -57,6 +58,9 @@ class Group : public std::enable_shared_from_this<Group> {
   void run();
   void round();
   bool ensure_member_slot();
+  // Stops contending for (or leading) `partition`, in handover order.
+  void stop_pursuing(uint32_t partition);
+  // stop_pursuing, and remembers it as held until its work exits.
   void hand_over(uint32_t partition);
   // Stops every partition election (in parallel, each in handover order),
   // waits for the stops, and leaves the group (frees the member lock).

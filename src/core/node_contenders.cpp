@@ -1,0 +1,448 @@
+// The Node's contenders: elections and locks, their acquire attempts and the
+// answers, the per-name queue of locks, stop and step-down. What happens once a
+// term is won (adoption, handover, release) is in node_handover.cpp.
+#include <algorithm>
+#include <utility>
+
+#include "core/log_level.h"
+#include "core/node.h"
+#include "core/timing.h"
+
+namespace simba {
+
+// ---------------------------------------------------------------------------
+// The per-name index
+
+ContenderId Node::front_of(std::string_view name) const {
+  auto it = by_name_.lower_bound(name);  // the first of its equal keys: the oldest
+  return it == by_name_.end() || it->first != name ? 0 : it->second;
+}
+
+void Node::list_by_name(const Contender& c) {
+  // A multimap inserts an equal key after the others: arrival order.
+  by_name_.emplace(std::string_view(c.name), c.id);
+}
+
+void Node::unlist_by_name(const Contender& c) {
+  auto [first, last] = by_name_.equal_range(c.name);
+  for (auto it = first; it != last; ++it) {
+    if (it->second == c.id) {
+      by_name_.erase(it);
+      return;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// New contenders
+
+Node::Contender& Node::new_contender(const std::string& name, ContenderKind kind) {
+  const ContenderId id = next_contender_++;
+  Contender& c = contenders_[id];
+  c.id = id;
+  c.kind = kind;
+  c.name = name;
+  list_by_name(c);
+  return c;
+}
+
+ContenderId Node::add_election(const std::string& name, TimePoint now, bool with_work) {
+  if (closing_ || front_of(name)) return 0;
+  Contender& c = new_contender(name, ContenderKind::kElection);
+  const ContenderId id = c.id;
+  c.with_work = with_work;
+  c.state = State::kCandidate;
+  attempt(c, now);
+  return id;
+}
+
+ContenderId Node::add_lock(const std::string& name, TimePoint give_up_at, bool try_once,
+                           TimePoint now) {
+  if (closing_) return 0;
+  const ContenderId front = front_of(name);
+  const bool queued = front != 0;
+  if (queued && find(front)->kind == ContenderKind::kElection) return 0;
+  Contender& c = new_contender(name, ContenderKind::kLock);
+  const ContenderId id = c.id;
+  c.give_up_at = give_up_at;
+  c.try_once = try_once;
+  if (queued) {
+    c.state = State::kWaiting;
+    if (try_once) {
+      fail_lock(c, LockFailure::kBusy, now);
+    } else {
+      arm_give_up(c);
+    }
+    return id;
+  }
+  c.state = State::kCandidate;
+  attempt(c, now);
+  return id;
+}
+
+// ---------------------------------------------------------------------------
+// Attempts
+
+void Node::attempt(Contender& c, TimePoint now) {
+  if (c.state != State::kCandidate) return;
+  if (c.kind == ContenderKind::kLock && now >= c.give_up_at) {
+    fail_lock(c, LockFailure::kTimeout, now);
+    return;
+  }
+  if (!session_usable()) {
+    // Contends again when a session opens; a lock still gives up on time.
+    arm_give_up(c);
+    return;
+  }
+  if (wait_for_unanswered(c, now)) return;
+  if (acquires_in_flight_ >= kMaxAcquiresInFlight) {
+    // A burst (thousands of elections at once): wait for a free slot rather
+    // than queue on a backend that answers one statement at a time, where the
+    // attempts would time out waiting and win leases nobody adopts.
+    if (!c.attempt_queued) {
+      c.attempt_queued = true;
+      attempt_queue_.push_back(c.id);
+    }
+    arm_give_up(c);
+    return;
+  }
+  c.attempt_queued = false;
+  ++acquires_in_flight_;
+  c.attempt = new_call(CallKind::kAcquire, session_id_, call_timeout(), now);
+  Call& call = calls_.at(c.attempt);
+  call.name = c.name;
+  call.contender = c.id;
+  c.state = State::kAcquiring;
+  c.released_in_flight = false;
+  ++acquires_;
+  arm_give_up(c);
+  fx_.send_acquire(c.attempt, session_id_, c.name, call_timeout());
+}
+
+bool Node::wait_for_unanswered(Contender& c, TimePoint now) {
+  // An acquire of this name that this node gave up on (timed out, or its
+  // contender stopped or gave up) may still run on the backend: wait for its
+  // answer (every backend answers a call by its own timeout, or fails it when
+  // the connection resets; a late win is released then) before sending
+  // another, but not past two call timeouts after it was sent. Otherwise the
+  // new acquire could find the name held by this very session.
+  c.unanswered = 0;
+  c.attempt_when_answered = false;
+  auto u = unanswered_by_name_.find(c.name);
+  if (u == unanswered_by_name_.end()) return false;
+  auto late = calls_.find(u->second);
+  if (late != calls_.end() && late->second.session == session_id_ &&
+      now < late->second.sent_at + 2 * call_timeout()) {
+    c.unanswered = u->second;
+    c.attempt_when_answered = true;
+    schedule_attempt(c, late->second.sent_at + 2 * call_timeout());
+    return true;
+  }
+  unanswered_by_name_.erase(u);  // answered, forgotten, or of a session that ended
+  return false;
+}
+
+void Node::arm_give_up(Contender& c) {
+  disarm(c.timer);
+  if (c.give_up_at != TimePoint::max()) arm(c.timer, c.give_up_at, {TimerKind::kContender, c.id});
+}
+
+void Node::schedule_attempt(Contender& c, TimePoint at) {
+  arm(c.timer, std::min(at, c.give_up_at), {TimerKind::kContender, c.id});
+}
+
+void Node::schedule_retry(Contender& c, TimePoint now, Duration holder_remaining) {
+  const Duration jitter_max = cfg_.retry_jitter();
+  Duration jitter{0};
+  if (jitter_max > Duration::zero()) {
+    std::uniform_int_distribution<int64_t> dist(0, jitter_max.count() - 1);
+    jitter = Duration(dist(rng_));
+  }
+  Duration delay = candidate_retry_delay(cfg_, jitter);
+  if (holder_remaining >= Duration::zero()) {
+    // Try again right after the holder's session would expire, in case it died,
+    // plus an eighth of the jitter: candidates that heard the same holder
+    // remaining do not all call the backend at the same instant.
+    delay = std::min(delay,
+                     std::max(holder_remaining + cfg_.margin, cfg_.margin) + jitter / 8);
+  }
+  schedule_attempt(c, now + delay);
+}
+
+// Sends the attempts that waited for a free slot, oldest first.
+void Node::pump_attempts(TimePoint now) {
+  while (acquires_in_flight_ < kMaxAcquiresInFlight && !attempt_queue_.empty()) {
+    const ContenderId id = attempt_queue_.front();
+    attempt_queue_.pop_front();
+    Contender* c = find(id);
+    if (!c || !c->attempt_queued) continue;  // gone, or it went out another way
+    c->attempt_queued = false;
+    if (c->state == State::kCandidate) attempt(*c, now);
+  }
+}
+
+void Node::abandon_attempt(Contender& c) {
+  if (!c.attempt) return;
+  --acquires_in_flight_;
+  if (auto it = calls_.find(c.attempt); it != calls_.end()) {
+    it->second.abandoned = true;
+    if (it->second.session == session_id_) unanswered_by_name_[c.name] = c.attempt;
+  }
+  c.attempt = 0;
+}
+
+// ---------------------------------------------------------------------------
+// Acquire answers
+
+void Node::on_acquire(CallId id, const AcquireReply& reply, TimePoint now) {
+  handle_acquire(id, reply, now);
+  pump_attempts(now);
+}
+
+void Node::handle_acquire(CallId id, const AcquireReply& reply, TimePoint now) {
+  const std::optional<Call> call = take_call(id);
+  if (!call) return;
+  Contender* c = find(call->contender);
+  const bool current = !call->abandoned && c && c->state == State::kAcquiring && c->attempt == id;
+  if (!current) {
+    acquire_answered_late(id, *call, reply, now);
+    return;
+  }
+  c->attempt = 0;
+  --acquires_in_flight_;
+  c->state = State::kCandidate;
+  const bool released = c->released_in_flight;
+  c->released_in_flight = false;
+  if (c->stopping) {
+    acquire_of_stopped_answered(*c, *call, reply, now);
+    return;
+  }
+  switch (reply.outcome) {
+    case Outcome::kOk:
+      acquire_won(*c, *call, reply.token, now);
+      return;
+    case Outcome::kHeld:
+      if (c->try_once) {
+        fail_lock(*c, LockFailure::kBusy, now);
+      } else if (released) {
+        attempt(*c, now);  // the release may have come after this acquire ran
+      } else {
+        schedule_retry(*c, now, reply.holder_remaining);
+      }
+      return;
+    case Outcome::kExpired:
+      fail_or_retry(*c, LockFailure::kBackend, now);
+      if (call->session == session_id_ && !closing_) {
+        session_ended(RevokeReason::kSessionExpired, now);
+      }
+      return;
+    case Outcome::kError:
+    case Outcome::kTimeout:
+      fail_or_retry(*c,
+                    reply.outcome == Outcome::kTimeout ? LockFailure::kTimeout
+                                                       : LockFailure::kBackend,
+                    now);
+      return;
+  }
+}
+
+void Node::acquire_answered_late(CallId id, const Call& call, const AcquireReply& reply,
+                                 TimePoint now) {
+  // A late reply to an abandoned attempt releases what it won, unless what it
+  // names is a term this node holds (a backend that answers a re-acquire by
+  // the holding session with the current token): that would free a live term.
+  if (reply.outcome == Outcome::kOk) {
+    bool live_term = false;
+    for (const auto& [cid, other] : contenders_) {
+      if (other.term && other.term->session_id() == call.session &&
+          other.term->name() == call.name && other.term->token() == reply.token) {
+        live_term = true;
+      }
+    }
+    if (!live_term) release_lease(call.session, call.name, reply.token, 0, now);
+  }
+  answered_late(call.name, id, now);
+}
+
+// Stopped while this attempt was in flight (see stop()): what it won is
+// released before the stop completes.
+void Node::acquire_of_stopped_answered(Contender& c, const Call& call, const AcquireReply& reply,
+                                       TimePoint now) {
+  if (reply.outcome == Outcome::kOk && reply.token > 0) {
+    c.state = State::kReleasing;  // without a term: on_release finishes it
+    release_lease(call.session, call.name, reply.token, c.id, now);
+  } else {
+    finish(c, now);
+  }
+}
+
+// A term is adopted only from the current attempt of a session still usable,
+// and only with a token above every token this session released for the name.
+void Node::acquire_won(Contender& c, const Call& call, uint64_t token, TimePoint now) {
+  const bool same_session = call.session == session_id_ && session_usable();
+  auto rel = released_.find(call.name);
+  const bool fresh_token = rel == released_.end() || token > rel->second;
+  if (same_session && fresh_token && token > 0) {
+    adopt(c, token, now);
+    return;
+  }
+  fx_.log(kLogWarn, "not adopting lease " + call.name + " token " + std::to_string(token) +
+                        (same_session ? " (token not above a released one)" : " (session ended)"));
+  release_lease(call.session, call.name, token, 0, now);
+  fail_or_retry(c, LockFailure::kBackend, now);
+}
+
+void Node::fail_or_retry(Contender& c, LockFailure why, TimePoint now) {
+  if (c.try_once) {
+    fail_lock(c, why, now);
+  } else {
+    schedule_retry(c, now, Duration(-1));
+  }
+}
+
+void Node::answered_late(const std::string& name, CallId call, TimePoint now) {
+  auto u = unanswered_by_name_.find(name);
+  if (u == unanswered_by_name_.end() || u->second != call) return;
+  unanswered_by_name_.erase(u);
+  std::vector<ContenderId> waiting;  // a copy: attempt() may change the queue
+  for (auto [it, last] = by_name_.equal_range(name); it != last; ++it) {
+    waiting.push_back(it->second);
+  }
+  for (ContenderId cid : waiting) {
+    Contender* c = find(cid);
+    if (!c || c->unanswered != call) continue;
+    c->unanswered = 0;
+    if (c->attempt_when_answered) {
+      c->attempt_when_answered = false;
+      attempt(*c, now);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Leaving: a lock that gives up, a contender that stops
+
+void Node::fail_lock(Contender& c, LockFailure why, TimePoint now) { forget(c, why, now); }
+
+void Node::finish(Contender& c, TimePoint now) { forget(c, std::nullopt, now); }
+
+void Node::forget(Contender& c, std::optional<LockFailure> failure, TimePoint now) {
+  const ContenderId id = c.id;
+  const std::string name = c.name;
+  abandon_attempt(c);
+  disarm(c.timer);
+  if (!failure) ack_step_downs(c);
+  const bool was_front = front_of(name) == id;
+  unlist_by_name(c);
+  contenders_.erase(id);
+  if (failure) {
+    fx_.lock_failed(id, *failure);
+  } else {
+    fx_.stopped(id);
+  }
+  if (was_front) activate_next(name, now);
+}
+
+void Node::activate_next(const std::string& name, TimePoint now) {
+  Contender* next = find(front_of(name));
+  if (next && next->state == State::kWaiting) {
+    next->state = State::kCandidate;
+    attempt(*next, now);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Commands and timers
+
+bool Node::stop(ContenderId id, TimePoint now) {
+  Contender* c = find(id);
+  if (!c || c->stopping || closing_) return false;
+  c->stopping = true;
+  switch (c->state) {
+    case State::kLeader:
+      begin_handover(*c, RevokeReason::kStopped, now);
+      break;
+    case State::kDraining:
+    case State::kReleasing:
+      break;  // a step-down's handover is finishing; it ends in finish()
+    case State::kAcquiring:
+      if (c->kind == ContenderKind::kElection) {
+        // Wait for the attempt's answer (at most one call timeout) and release
+        // what it won: when the stop completes, the name is free on the backend
+        // too, and this client's next acquire of it does not find it held.
+        break;
+      }
+      [[fallthrough]];
+    case State::kCandidate:
+    case State::kCooldown:
+    case State::kWaiting:
+      if (c->kind == ContenderKind::kLock) {
+        fail_lock(*c, LockFailure::kCanceled, now);
+      } else {
+        finish(*c, now);
+      }
+      break;
+  }
+  return true;
+}
+
+bool Node::step_down(ContenderId id, Duration cooldown, TimePoint now) {
+  Contender* c = find(id);
+  if (!c || c->stopping || closing_ || c->kind != ContenderKind::kElection) return false;
+  c->cooldown_until = now + cooldown;
+  switch (c->state) {
+    case State::kLeader:
+      ++c->pending_step_downs;
+      begin_handover(*c, RevokeReason::kSteppedDown, now);
+      break;
+    case State::kDraining:
+    case State::kReleasing:
+      ++c->pending_step_downs;  // acknowledged when the handover under way ends
+      break;
+    default:
+      abandon_attempt(*c);
+      c->state = State::kCooldown;
+      arm(c->timer, c->cooldown_until, {TimerKind::kContender, c->id});
+      fx_.stepped_down(c->id);
+      break;
+  }
+  return true;
+}
+
+void Node::on_contender_timer(Contender& c, TimePoint now) {
+  if (c.state == State::kDraining) {
+    // The deadline at the stop passed and the work is still running: the lease
+    // may not be held for it any longer.
+    fx_.log(kLogWarn, "the work of " + c.name + " did not exit by the term's deadline; "
+                          "releasing without it");
+    release_term(c, now);
+    return;
+  }
+  if (c.kind == ContenderKind::kLock && c.state != State::kLeader &&
+      c.state != State::kReleasing && now >= c.give_up_at) {
+    fail_lock(c, LockFailure::kTimeout, now);
+    return;
+  }
+  if (c.state == State::kCooldown) c.state = State::kCandidate;
+  if (c.state == State::kCandidate) attempt(c, now);
+}
+
+void Node::on_released(const std::string& name, TimePoint now) {
+  // The echo of this node's own release: the others should get the first go
+  // (a step-down without cooldown, or work that returned, would otherwise win
+  // its lease straight back); this node retries at its normal pace.
+  if (auto own = own_release_at_.find(name); own != own_release_at_.end()) {
+    const bool echo = now - own->second <= call_timeout();
+    own_release_at_.erase(own);
+    if (echo) return;
+  }
+  Contender* c = find(front_of(name));
+  if (!c) return;
+  if (c->state == State::kCandidate) {
+    attempt(*c, now);
+  } else if (c->state == State::kAcquiring) {
+    c->released_in_flight = true;
+  }
+}
+
+}  // namespace simba

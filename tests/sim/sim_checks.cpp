@@ -1,0 +1,203 @@
+// The phases of a schedule (chaos, the quiet stretch, the final close) and the
+// invariants checked after every event and in the quiet stretch.
+#include <algorithm>
+#include <sstream>
+
+#include "sim/sim_world.h"
+
+namespace simba::sim::detail {
+
+// ---------------------------------------------------------------------------
+// Phases.
+
+void Sim::end_chaos() {
+  faults_ = false;
+  app_frozen_ = true;
+  if (tr_) T() << "chaos ends; faults settle until " << t_str(std::max(now(), settle_until_)) << "\n";
+  if (p_.quiet) {
+    push(std::max(now(), settle_until_), [this] { start_quiet(); });
+  } else {
+    start_final();
+  }
+}
+
+void Sim::start_quiet() {
+  quiet_ = true;
+  quiet_start_ = now();
+  if (tr_) T() << "quiet stretch starts\n";
+  const TimePoint end = now() + ms(2000);
+  for (TimePoint t = now() + ms(20); t < end; t += ms(20)) push(t, [this] { check_orphans(); });
+  push(end, [this] {
+    check_orphans();
+    check_liveness();
+    start_final();
+  });
+}
+
+void Sim::start_final() {
+  final_ = true;
+  faults_ = false;
+  app_frozen_ = true;
+  if (tr_) T() << "closing every node\n";
+  for (auto& bp : slots_) {
+    if (!bp || bp->closed || bp->closing) continue;
+    to_node(now(), bp->slot, bp->inst, [this](NodeBox& b) {
+      if (!b.closing) close_node(b);
+    });
+  }
+  push(now() + ms(5000), [this] {
+    if (!all_closed()) fail("a node did not finish closing within 5 s");
+  });
+}
+
+// What TermState::valid() answers now, computed without its side effect (a
+// read past the deadline ends the session clock for good): reading it after
+// every event would end sessions the node itself must end, and hide a node that
+// lets a late keep-alive revive a deadline nobody happened to read.
+bool Sim::valid_now(const TermState& t) const {
+  return t.revoked() == RevokeReason::kNone && !t.session().ended() &&
+         t.session().deadline() > now();
+}
+
+// Invariants 1 and 4, after every event.
+void Sim::check_terms() {
+  std::vector<TermRec*> valid;
+  for (const auto& rp : terms_) {
+    TermRec& r = *rp;
+    if (valid_now(*r.term)) {
+      if (r.ended_seen) fail("[ended terms stay ended] valid again: " + term_str(r));
+      if (r.term->revoked() != RevokeReason::kNone || r.term_ended_cb || r.revoked_cb) {
+        fail("[revoked terms are invalid] " + term_str(r));
+      }
+      valid.push_back(&r);
+    } else {
+      r.ended_seen = true;
+    }
+  }
+  for (size_t i = 0; i < valid.size(); ++i) {
+    for (size_t j = i + 1; j < valid.size(); ++j) {
+      const TermRec& a = *valid[i];
+      const TermRec& b = *valid[j];
+      if (a.term->name() != b.term->name()) continue;
+      // A session the store ended early (expire_session) lost its leases while
+      // its node still counted on them: a later term of another node may overlap
+      // it. Only the fencing token protects there, as the seed says.
+      auto early = [this](const TermRec& x, const TermRec& y) {
+        auto h = hooked_.find(x.term->session_id());
+        return h != hooked_.end() && h->second <= y.elected_at;
+      };
+      if (early(a, b) || early(b, a)) continue;
+      fail("[one valid term per name] " + term_str(a) + " and " + term_str(b));
+    }
+  }
+  terms_.erase(std::remove_if(terms_.begin(), terms_.end(),
+                              [](const std::shared_ptr<TermRec>& r) {
+                                return r->revoked_cb && r->ended_seen;
+                              }),
+               terms_.end());
+}
+
+// Invariant 6: after 2 s without faults, every name with a started election
+// has a leader.
+void Sim::check_liveness() {
+  ++stats_.quiet_checks;
+  // Requests made before the stretch completed: a stop ends in stopped() (or
+  // lock_failed()), a step-down in stepped_down(), a close in closed(). Each
+  // waits at most for a release's answer or its call timeout.
+  for (const auto& bp : slots_) {
+    if (!bp || bp->closed) continue;
+    if (bp->closing) fail("[completion] " + node_str(*bp) + " still closing after 2 s without faults");
+    for (const auto& [id, t] : bp->cs) {
+      if (t.finished) continue;
+      if (t.stop_requested) {
+        fail("[completion] " + node_str(*bp) + " contender " + std::to_string(id) +
+             " not stopped 2 s after stop()");
+      }
+      if (t.step_acks != t.step_requests) {
+        fail("[completion] " + node_str(*bp) + " contender " + std::to_string(id) + ": " +
+             std::to_string(t.step_requests - t.step_acks) + " step-downs unanswered after 2 s");
+      }
+    }
+  }
+  for (const std::string& name : p_.election_names) {
+    bool wanted = false;
+    for (const auto& bp : slots_) {
+      if (!bp || bp->closed || bp->closing) continue;
+      for (const auto& [id, t] : bp->cs) {
+        if (!t.finished && !t.stop_requested && t.kind == ContenderKind::kElection && t.name == name) {
+          wanted = true;
+        }
+      }
+    }
+    if (!wanted) continue;
+    bool led = false;
+    for (const auto& r : terms_) {
+      if (r->term->name() == name && valid_now(*r->term)) led = true;
+    }
+    if (led) continue;
+    std::ostringstream s;
+    observing_ = true;
+    s << "[liveness] no leader of " << name << " after 2 s without faults; lease holder "
+      << alias(store_->lease(name).holder) << "; contenders:";
+    observing_ = false;
+    for (const auto& bp : slots_) {
+      if (!bp || bp->closed) continue;
+      const NodeView v = bp->node->view();
+      s << " " << node_str(*bp) << "(" << session_status_name(v.status) << " "
+        << alias(v.session_id) << ")";
+      for (const ContenderView& c : v.contenders) {
+        s << " [" << c.id << " " << c.name << " " << c.state << " token " << c.token << "]";
+      }
+    }
+    fail(s.str());
+  }
+}
+
+// Invariant 7: at quiescence no lease stays held, for more than about two
+// leases, by a live session whose node holds no term for it.
+void Sim::check_orphans() {
+  for (const std::string& name : p_.lock_names) {
+    observing_ = true;
+    const MemoryStore::LeaseView v = store_->lease(name);
+    observing_ = false;
+    bool orphan = false;
+    std::string key;
+    if (!v.holder.empty() && v.holder.rfind("foreign-", 0) != 0) {
+      orphan = true;
+      key = v.holder + "#" + std::to_string(v.token);
+      auto it = session_index_.find(v.holder);
+      if (it != session_index_.end()) {
+        const SessionRec& s = sessions_[it->second];
+        NodeBox* b = find(s.slot, s.inst);
+        if (b && b->session_live && b->session == v.holder) {
+          // A term the node holds (leader, or releasing it): elected, not yet
+          // revoked(). Node::view() would read the term's clock.
+          for (const auto& [id, t] : b->cs) {
+            if (t.term && t.term->term->name() == name && t.term->term->token() == v.token &&
+                t.term->term->session_id() == v.holder) {
+              orphan = false;
+            }
+          }
+        }
+      }
+    }
+    if (!orphan) {
+      orphans_.erase(name);
+      continue;
+    }
+    auto it = orphans_.find(name);
+    if (it == orphans_.end() || it->second.key != key) {
+      orphans_[name] = Orphan{key, now()};
+      ++stats_.orphans_seen;
+      continue;
+    }
+    const TimePoint from = std::max(it->second.since, quiet_start_);
+    stats_.orphan_max_ms = std::max<uint64_t>(stats_.orphan_max_ms, static_cast<uint64_t>(to_ms(now() - from)));
+    if (now() - from > orphan_limit_) {
+      fail("[orphan rule] lease " + name + " token " + std::to_string(v.token) + " held by " +
+           alias(v.holder) + " without a term since " + t_str(it->second.since) + " ms");
+    }
+  }
+}
+
+}  // namespace simba::sim::detail
