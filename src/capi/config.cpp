@@ -30,7 +30,7 @@ int simba_config_set(simba_config_t* c, const char* key, const char* value) {
     if (!c || !key || !value) return fail(SIMBA_EINVAL, "simba_config_set: NULL argument");
     const std::string why = c->cfg.set(key, value);
     if (!why.empty()) return fail(SIMBA_EINVAL, why);
-    if (std::string(key) == "callback.executor") c->hooks.submit = nullptr;  // text replaces host
+    if (key == simba::kConfigKeyExecutor) c->hooks.submit = nullptr;  // text replaces host
     return SIMBA_OK;
   });
 }
@@ -39,7 +39,7 @@ int simba_config_set_ms(simba_config_t* c, const char* key, int64_t ms) {
   return guarded([&]() -> int {
     if (!c || !key) return fail(SIMBA_EINVAL, "simba_config_set_ms: NULL argument");
     if (ms < 0) return fail(SIMBA_EINVAL, std::string(key) + ": a duration cannot be negative");
-    if (ms > int64_t{1'000'000'000'000}) {
+    if (ms > simba::kMaxDurationMs) {
       return fail(SIMBA_EINVAL, std::string(key) + ": duration too large");
     }
     const std::string why = c->cfg.set_duration(key, simba::ms(ms));

@@ -1,4 +1,5 @@
-#include <cstdlib>
+// Error codes and their messages (simba_strerror), and the thread-local detail
+// of the last synchronous failure (simba_last_error) with its helpers.
 #include <string>
 
 #include "capi/capi.h"
@@ -54,17 +55,6 @@ bool valid_name(const char* name) {
 
 extern "C" {
 
-unsigned simba_version(void) {
-  return (SIMBA_VERSION_MAJOR << 16) | (SIMBA_VERSION_MINOR << 8) | SIMBA_VERSION_PATCH;
-}
-
-#define SIMBA_STR2(x) #x
-#define SIMBA_STR(x) SIMBA_STR2(x)
-const char* simba_version_string(void) {
-  return SIMBA_STR(SIMBA_VERSION_MAJOR) "." SIMBA_STR(SIMBA_VERSION_MINOR) "." SIMBA_STR(
-      SIMBA_VERSION_PATCH);
-}
-
 const char* simba_strerror(int err) {
   switch (err) {
     case SIMBA_OK: return "success";
@@ -84,7 +74,5 @@ const char* simba_strerror(int err) {
 }
 
 const char* simba_last_error(void) { return simba::capi::tl_last_error.c_str(); }
-
-void simba_free(void* p) { std::free(p); }
 
 }  // extern "C"

@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -10,47 +11,18 @@ namespace simba {
 
 namespace {
 
-// Largest duration accepted from text or set_duration(): 10^12 ms (about 31.7
-// years) is 10^18 ns, well inside int64 nanoseconds.
-constexpr int64_t kMaxDurationMs = 1'000'000'000'000;
 constexpr int64_t kNsPerMs = 1'000'000;
 
+// The ranges that validate() checks again (a Config can be changed field by field).
+constexpr double kMinDrift = 0.0;
+constexpr double kMaxDrift = 0.5;
 constexpr int kMinThreads = 1;
 constexpr int kMaxThreads = 64;
-constexpr size_t kMaxClientName = 128;
+constexpr int kMaxClientName = 128;
 
-constexpr std::string_view kKeyLeaseDuration = "session.lease-duration";
-constexpr std::string_view kKeyRenewInterval = "session.renew-interval";
-constexpr std::string_view kKeyDrift = "session.drift";
-constexpr std::string_view kKeyMargin = "session.margin";
-constexpr std::string_view kKeyRetryJitter = "session.retry-jitter";
-constexpr std::string_view kKeyMinBackoff = "session.min-backoff";
-constexpr std::string_view kKeyExecutor = "callback.executor";
-constexpr std::string_view kKeyThreads = "callback.threads";
-constexpr std::string_view kKeyLoopMode = "loop.mode";
-constexpr std::string_view kKeyClientName = "client.name";
-
-constexpr const char* kAllKeys =
-    "session.lease-duration, session.renew-interval, session.drift, session.margin, "
-    "session.retry-jitter, session.min-backoff, callback.executor, callback.threads, "
-    "loop.mode, client.name";
-constexpr const char* kDurationKeys =
-    "session.lease-duration, session.renew-interval, session.margin, "
-    "session.retry-jitter, session.min-backoff";
 constexpr const char* kDurationFormat =
     "a whole number of milliseconds, optionally with the suffix \"ms\", \"s\" or \"m\" "
     "(e.g. \"250ms\", \"15s\", \"2m\"), at most 1000000000000 ms";
-
-enum class DurationKey { kLease, kRenew, kMargin, kJitter, kBackoff };
-
-std::optional<DurationKey> duration_key(std::string_view key) {
-  if (key == kKeyLeaseDuration) return DurationKey::kLease;
-  if (key == kKeyRenewInterval) return DurationKey::kRenew;
-  if (key == kKeyMargin) return DurationKey::kMargin;
-  if (key == kKeyRetryJitter) return DurationKey::kJitter;
-  if (key == kKeyMinBackoff) return DurationKey::kBackoff;
-  return std::nullopt;
-}
 
 // Text quoted for a one-line message: printable ASCII as is, everything else
 // as \xNN; long text is cut.
@@ -107,6 +79,245 @@ std::string fmt_double(double v) {
   return std::string(buf, r.ptr);
 }
 
+// ---------------------------------------------------------------------------
+// The key table. Each key is one row: its name, its kind (which says how its
+// text is parsed), the range its value must be in, and how it is stored and
+// read back. Config::set(), set_duration(), get_duration(), get_number(), the
+// lists of keys in error messages and config_key_names() all read this table.
+
+enum class Kind {
+  kDuration,  // parse_duration() text; range [lo, hi] in ms
+  kDecimal,   // a finite decimal; range [lo, hi)
+  kInteger,   // digits only; range [lo, hi]
+  kChoice,    // one of Choices::texts; no range
+  kText,      // printable ASCII; range: 0 to hi characters
+};
+
+// A parsed value: the member that the key's kind names is set.
+struct Value {
+  Value() = default;
+  explicit Value(Duration d) : duration(d) {}
+  explicit Value(double n) : number(n) {}
+
+  Duration duration{};
+  double number = 0;  // kDecimal, kInteger
+  size_t choice = 0;  // an index into Choices::texts
+  std::string_view text;
+};
+
+struct Range {
+  double lo = 0;
+  double hi = 0;
+};
+
+// The values of a kChoice key.
+struct Choices {
+  std::string_view what;                  // "an executor": "... is not an executor"
+  std::array<std::string_view, 4> texts;  // settable by text; unused slots empty
+  std::string_view by_call_only;          // a value only a function sets, or empty
+  std::string_view call;                  // that function
+};
+
+constexpr Choices kExecutors = {
+    "an executor", {"pool", "direct"}, "host", "simba_config_set_executor()"};
+constexpr Choices kLoopModes = {"a loop mode", {"thread", "external"}, "", ""};
+
+using Store = void (*)(Config&, const Value&);
+using Load = Value (*)(const Config&);  // nullptr: not readable by key
+
+struct KeySpec {
+  std::string_view name;
+  Kind kind;
+  Range range;
+  const Choices* choices;  // kChoice only
+  Store store;
+  Load load;
+};
+
+// In the order of the key table of include/simba.h (tests/core/config_keys_test.cpp).
+// clang-format off
+const KeySpec kKeys[] = {
+    {"session.lease-duration", Kind::kDuration, {0, kMaxDurationMs}, nullptr,
+     [](Config& c, const Value& v) { c.lease_duration = v.duration; },
+     [](const Config& c) { return Value(c.lease_duration); }},
+    {"session.renew-interval", Kind::kDuration, {0, kMaxDurationMs}, nullptr,
+     [](Config& c, const Value& v) { c.renew_interval_set = v.duration; },
+     [](const Config& c) { return Value(c.renew_interval()); }},
+    {"session.drift", Kind::kDecimal, {kMinDrift, kMaxDrift}, nullptr,
+     [](Config& c, const Value& v) { c.drift = v.number; },
+     [](const Config& c) { return Value(c.drift); }},
+    {"session.margin", Kind::kDuration, {0, kMaxDurationMs}, nullptr,
+     [](Config& c, const Value& v) { c.margin = v.duration; },
+     [](const Config& c) { return Value(c.margin); }},
+    {"session.retry-jitter", Kind::kDuration, {0, kMaxDurationMs}, nullptr,
+     [](Config& c, const Value& v) { c.retry_jitter_set = v.duration; },
+     [](const Config& c) { return Value(c.retry_jitter()); }},
+    {"session.min-backoff", Kind::kDuration, {0, kMaxDurationMs}, nullptr,
+     [](Config& c, const Value& v) { c.min_backoff = v.duration; },
+     [](const Config& c) { return Value(c.min_backoff); }},
+    {kConfigKeyExecutor, Kind::kChoice, {}, &kExecutors,
+     [](Config& c, const Value& v) {
+       c.executor = v.choice == 0 ? ExecutorKind::kPool : ExecutorKind::kDirect; },
+     nullptr},
+    {"callback.threads", Kind::kInteger, {kMinThreads, kMaxThreads}, nullptr,
+     [](Config& c, const Value& v) { c.callback_threads = static_cast<int>(v.number); },
+     [](const Config& c) { return Value(static_cast<double>(c.callback_threads)); }},
+    {"loop.mode", Kind::kChoice, {}, &kLoopModes,
+     [](Config& c, const Value& v) {
+       c.loop_mode = v.choice == 0 ? LoopMode::kThread : LoopMode::kExternal; },
+     nullptr},
+    {"client.name", Kind::kText, {0, kMaxClientName}, nullptr,
+     [](Config& c, const Value& v) { c.client_name = std::string(v.text); },
+     nullptr},
+};
+// clang-format on
+
+const KeySpec* find_key(std::string_view name) {
+  for (const KeySpec& k : kKeys) {
+    if (k.name == name) return &k;
+  }
+  return nullptr;
+}
+
+// The names of the keys of `kind` (of every key when nullopt), comma-separated.
+std::string key_list(std::optional<Kind> kind) {
+  std::string out;
+  for (const KeySpec& k : kKeys) {
+    if (kind && k.kind != *kind) continue;
+    if (!out.empty()) out += ", ";
+    out += k.name;
+  }
+  return out;
+}
+
+std::string fmt_int(double v) { return std::to_string(static_cast<int64_t>(v)); }
+
+// ---------------------------------------------------------------------------
+// Parsing and range checking, one function per kind. Each returns an empty
+// string and fills *out, or returns the reason, which starts with the key.
+
+// A duration already parsed (or given by set_duration()) against the key's range.
+std::string check_duration(const KeySpec& k, Duration value) {
+  const std::string key(k.name);
+  const int64_t lo_ms = static_cast<int64_t>(k.range.lo);
+  const int64_t hi_ms = static_cast<int64_t>(k.range.hi);
+  if (value.count() < 0) {
+    return key + ": " + fmt_ms(value) + " is negative (accepted: " + std::to_string(lo_ms) +
+           " to " + std::to_string(hi_ms) + " ms)";
+  }
+  if (value < Duration(lo_ms * kNsPerMs)) {
+    return key + ": " + fmt_ms(value) + " is below the minimum of " + std::to_string(lo_ms) + " ms";
+  }
+  if (value > Duration(hi_ms * kNsPerMs)) {
+    return key + ": " + fmt_ms(value) + " is above the maximum of " + std::to_string(hi_ms) + " ms";
+  }
+  return "";
+}
+
+std::string parse_duration_value(const KeySpec& k, std::string_view text, Value* out) {
+  std::optional<Duration> d = parse_duration(text);
+  if (!d) {
+    return std::string(k.name) + ": " + quote(text) +
+           " is not a duration (accepted: " + kDurationFormat + ")";
+  }
+  out->duration = *d;
+  return check_duration(k, *d);
+}
+
+std::string parse_decimal(const KeySpec& k, std::string_view text, Value* out) {
+  const std::string range = "[" + fmt_double(k.range.lo) + ", " + fmt_double(k.range.hi) + ")";
+  const std::string head = std::string(k.name) + ": " + quote(text);
+  const std::string accepted = " (accepted: a finite decimal in " + range + ")";
+  double v = 0;
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  auto r = std::from_chars(first, last, v, std::chars_format::general);
+  if (text.empty() || r.ec == std::errc::invalid_argument || r.ptr != last) {
+    return head + " is not a decimal number" + accepted;
+  }
+  if (r.ec == std::errc::result_out_of_range) {
+    return head + " cannot be represented as a double" + accepted;
+  }
+  if (r.ec != std::errc() || !std::isfinite(v)) return head + " is not a finite number" + accepted;
+  if (!(v >= k.range.lo && v < k.range.hi)) return head + " is out of range " + range;
+  out->number = v == 0.0 ? 0.0 : v;  // "-0" reads as 0
+  return "";
+}
+
+std::string parse_integer(const KeySpec& k, std::string_view text, Value* out) {
+  const std::string range = "[" + fmt_int(k.range.lo) + ", " + fmt_int(k.range.hi) + "]";
+  bool digits = !text.empty();
+  for (char c : text) digits = digits && c >= '0' && c <= '9';
+  if (!digits) {
+    return std::string(k.name) + ": " + quote(text) +
+           " is not an integer (accepted: an integer in " + range + ")";
+  }
+  // Leading zeros are allowed; more than 9 significant digits is out of range anyway.
+  size_t start = text.find_first_not_of('0');
+  std::string_view sig = start == std::string_view::npos ? "0" : text.substr(start);
+  const double n =
+      sig.size() > 9 ? k.range.hi + 1 : static_cast<double>(std::stoi(std::string(sig)));
+  if (n < k.range.lo || n > k.range.hi) {
+    return std::string(k.name) + ": " + quote(text) + " is out of range " + range;
+  }
+  out->number = n;
+  return "";
+}
+
+std::string parse_choice(const KeySpec& k, std::string_view text, Value* out) {
+  const Choices& ch = *k.choices;
+  std::string accepted;
+  for (size_t i = 0; i < ch.texts.size() && !ch.texts[i].empty(); ++i) {
+    if (text == ch.texts[i]) {
+      out->choice = i;
+      return "";
+    }
+    accepted += (accepted.empty() ? "" : ", ") + quote(ch.texts[i]);
+  }
+  if (!ch.by_call_only.empty() && text == ch.by_call_only) {
+    return std::string(k.name) + ": " + quote(text) + " cannot be set by text; use " +
+           std::string(ch.call) + " (accepted: " + accepted + ")";
+  }
+  return std::string(k.name) + ": " + quote(text) + " is not " + std::string(ch.what) +
+         " (accepted: " + accepted + ")";
+}
+
+std::string parse_text(const KeySpec& k, std::string_view text, Value* out) {
+  const std::string accepted =
+      " (accepted: 0 to " + fmt_int(k.range.hi) + " printable ASCII characters)";
+  if (static_cast<double>(text.size()) > k.range.hi) {
+    return std::string(k.name) + ": " + std::to_string(text.size()) + " characters is too long" +
+           accepted;
+  }
+  for (size_t i = 0; i < text.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c >= 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      return std::string(k.name) + ": " + quote(text) + " has byte " + buf + " at index " +
+             std::to_string(i) + accepted;
+    }
+  }
+  out->text = text;
+  return "";
+}
+
+std::string parse_value(const KeySpec& k, std::string_view text, Value* out) {
+  switch (k.kind) {
+    case Kind::kDuration:
+      return parse_duration_value(k, text, out);
+    case Kind::kDecimal:
+      return parse_decimal(k, text, out);
+    case Kind::kInteger:
+      return parse_integer(k, text, out);
+    case Kind::kChoice:
+      return parse_choice(k, text, out);
+    case Kind::kText:
+      return parse_text(k, text, out);
+  }
+  return "unhandled kind of key " + quote(k.name);
+}
+
 }  // namespace
 
 std::optional<Duration> parse_duration(std::string_view text) {
@@ -142,149 +353,42 @@ Duration Config::retry_jitter() const {
 }
 
 std::string Config::set_duration(std::string_view key, Duration value) {
-  std::optional<DurationKey> k = duration_key(key);
-  if (!k) {
-    return quote(key) + " is not a duration key (duration keys: " + kDurationKeys + ")";
+  const KeySpec* k = find_key(key);
+  if (!k || k->kind != Kind::kDuration) {
+    return quote(key) + " is not a duration key (duration keys: " + key_list(Kind::kDuration) + ")";
   }
-  if (value.count() < 0) {
-    return std::string(key) + ": " + fmt_ms(value) + " is negative (accepted: 0 to " +
-           std::to_string(kMaxDurationMs) + " ms)";
-  }
-  if (value > Duration(kMaxDurationMs * kNsPerMs)) {
-    return std::string(key) + ": " + fmt_ms(value) + " is above the maximum of " +
-           std::to_string(kMaxDurationMs) + " ms";
-  }
-  switch (*k) {
-    case DurationKey::kLease: lease_duration = value; break;
-    case DurationKey::kRenew: renew_interval_set = value; break;
-    case DurationKey::kMargin: margin = value; break;
-    case DurationKey::kJitter: retry_jitter_set = value; break;
-    case DurationKey::kBackoff: min_backoff = value; break;
-  }
-  return "";
+  std::string why = check_duration(*k, value);
+  if (why.empty()) k->store(*this, Value(value));
+  return why;
 }
 
 std::string Config::set(std::string_view key, std::string_view value) {
-  if (duration_key(key)) {
-    std::optional<Duration> d = parse_duration(value);
-    if (!d) {
-      return std::string(key) + ": " + quote(value) + " is not a duration (accepted: " +
-             kDurationFormat + ")";
-    }
-    return set_duration(key, *d);
-  }
-
-  if (key == kKeyDrift) {
-    double v = 0;
-    const char* first = value.data();
-    const char* last = value.data() + value.size();
-    auto r = std::from_chars(first, last, v, std::chars_format::general);
-    if (value.empty() || r.ec == std::errc::invalid_argument || r.ptr != last) {
-      return std::string(key) + ": " + quote(value) +
-             " is not a decimal number (accepted: a finite decimal in [0, 0.5))";
-    }
-    if (r.ec == std::errc::result_out_of_range) {
-      return std::string(key) + ": " + quote(value) +
-             " cannot be represented as a double (accepted: a finite decimal in [0, 0.5))";
-    }
-    if (r.ec != std::errc() || !std::isfinite(v)) {
-      return std::string(key) + ": " + quote(value) +
-             " is not a finite number (accepted: a finite decimal in [0, 0.5))";
-    }
-    if (!(v >= 0.0 && v < 0.5)) {
-      return std::string(key) + ": " + quote(value) + " is out of range [0, 0.5)";
-    }
-    drift = v == 0.0 ? 0.0 : v;  // "-0" reads as 0
-    return "";
-  }
-
-  if (key == kKeyThreads) {
-    bool digits = !value.empty();
-    for (char c : value) digits = digits && c >= '0' && c <= '9';
-    if (!digits) {
-      return std::string(key) + ": " + quote(value) +
-             " is not an integer (accepted: an integer in [1, 64])";
-    }
-    // Leading zeros are allowed; more than 9 significant digits is out of range anyway.
-    size_t start = value.find_first_not_of('0');
-    std::string_view sig = start == std::string_view::npos ? "0" : value.substr(start);
-    int n = sig.size() > 9 ? kMaxThreads + 1 : std::stoi(std::string(sig));
-    if (n < kMinThreads || n > kMaxThreads) {
-      return std::string(key) + ": " + quote(value) + " is out of range [1, 64]";
-    }
-    callback_threads = n;
-    return "";
-  }
-
-  if (key == kKeyExecutor) {
-    if (value == "pool") {
-      executor = ExecutorKind::kPool;
-      return "";
-    }
-    if (value == "direct") {
-      executor = ExecutorKind::kDirect;
-      return "";
-    }
-    if (value == "host") {
-      return std::string(key) +
-             ": \"host\" cannot be set by text; use simba_config_set_executor() "
-             "(accepted: \"pool\", \"direct\")";
-    }
-    return std::string(key) + ": " + quote(value) +
-           " is not an executor (accepted: \"pool\", \"direct\")";
-  }
-
-  if (key == kKeyLoopMode) {
-    if (value == "thread") {
-      loop_mode = LoopMode::kThread;
-      return "";
-    }
-    if (value == "external") {
-      loop_mode = LoopMode::kExternal;
-      return "";
-    }
-    return std::string(key) + ": " + quote(value) +
-           " is not a loop mode (accepted: \"thread\", \"external\")";
-  }
-
-  if (key == kKeyClientName) {
-    if (value.size() > kMaxClientName) {
-      return std::string(key) + ": " + std::to_string(value.size()) +
-             " characters is too long (accepted: 0 to 128 printable ASCII characters)";
-    }
-    for (size_t i = 0; i < value.size(); ++i) {
-      unsigned char c = static_cast<unsigned char>(value[i]);
-      if (c < 0x20 || c >= 0x7f) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\x%02X", c);
-        return std::string(key) + ": " + quote(value) + " has byte " + buf + " at index " +
-               std::to_string(i) + " (accepted: 0 to 128 printable ASCII characters)";
-      }
-    }
-    client_name = std::string(value);
-    return "";
-  }
-
-  return "unknown key " + quote(key) + " (known keys: " + kAllKeys + ")";
+  const KeySpec* k = find_key(key);
+  if (!k) return "unknown key " + quote(key) + " (known keys: " + key_list(std::nullopt) + ")";
+  Value v;
+  std::string why = parse_value(*k, value, &v);
+  if (why.empty()) k->store(*this, v);
+  return why;
 }
 
 std::optional<Duration> Config::get_duration(std::string_view key) const {
-  std::optional<DurationKey> k = duration_key(key);
-  if (!k) return std::nullopt;
-  switch (*k) {
-    case DurationKey::kLease: return lease_duration;
-    case DurationKey::kRenew: return renew_interval();
-    case DurationKey::kMargin: return margin;
-    case DurationKey::kJitter: return retry_jitter();
-    case DurationKey::kBackoff: return min_backoff;
-  }
-  return std::nullopt;
+  const KeySpec* k = find_key(key);
+  if (!k || k->kind != Kind::kDuration || !k->load) return std::nullopt;
+  return k->load(*this).duration;
 }
 
 std::optional<double> Config::get_number(std::string_view key) const {
-  if (key == kKeyDrift) return drift;
-  if (key == kKeyThreads) return static_cast<double>(callback_threads);
-  return std::nullopt;
+  const KeySpec* k = find_key(key);
+  if (!k || (k->kind != Kind::kDecimal && k->kind != Kind::kInteger) || !k->load) {
+    return std::nullopt;
+  }
+  return k->load(*this).number;
+}
+
+std::vector<std::string_view> config_key_names() {
+  std::vector<std::string_view> out;
+  for (const KeySpec& k : kKeys) out.push_back(k.name);
+  return out;
 }
 
 std::string Config::validate() const {
@@ -307,7 +411,7 @@ std::string Config::validate() const {
   if (margin.count() < 0) {
     return "session.margin must be >= 0 (is " + fmt_ms(margin) + ")";
   }
-  if (!(std::isfinite(drift) && drift >= 0.0 && drift < 0.5)) {
+  if (!(std::isfinite(drift) && drift >= kMinDrift && drift < kMaxDrift)) {
     return "session.drift must be in [0, 0.5) (is " + fmt_double(drift) + ")";
   }
   if (callback_threads < kMinThreads || callback_threads > kMaxThreads) {

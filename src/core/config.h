@@ -1,15 +1,25 @@
 // The seed's SimbaConfig: defaults, derived values, validation rules, and the
-// text form of durations used by simba_config_set and the CLI.
+// text form of durations used by simba_config_set and the CLI. The keys, their
+// kinds, ranges and setters are one table in config.cpp (kKeys).
 #ifndef SIMBA_CORE_CONFIG_H
 #define SIMBA_CORE_CONFIG_H
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/time.h"
 
 namespace simba {
+
+// Largest duration accepted from text or set_duration(): 10^12 ms (about 31.7
+// years) is 10^18 ns, well inside int64 nanoseconds.
+inline constexpr int64_t kMaxDurationMs = 1'000'000'000'000;
+
+// The key that simba_config_set_executor() also sets (to "host").
+inline constexpr std::string_view kConfigKeyExecutor = "callback.executor";
 
 enum class LoopMode { kThread, kExternal };
 enum class ExecutorKind { kPool, kDirect, kHost };
@@ -46,6 +56,9 @@ struct Config {
   // empty string when valid, else a message naming the rule that failed.
   std::string validate() const;
 };
+
+// Every key Config::set() knows, in the order of the key table of include/simba.h.
+std::vector<std::string_view> config_key_names();
 
 // Parses "250ms", "15s", "2m" or a bare number of milliseconds (non-negative,
 // integral). Returns nullopt for anything else.

@@ -1,4 +1,5 @@
-// Backend facts that need no client: the DDL a DBA installs (simba_backend_schema).
+// The schema-install API: the DDL a DBA installs for a backend, which needs no
+// client (simba_backend_schema).
 #include "backend/backend.h"
 
 #include <cstdlib>
