@@ -10,19 +10,22 @@
 # BACKEND: redis | postgres | zookeeper (one server each, every fault),
 # zookeeper3 (the 3-server ensemble: leader and follower kills),
 # postgres_ha_sync (primary + synchronous standby: failovers),
-# postgres_ha_async (asynchronous standby) and redis_replica (a replica promoted
-# without WAIT): the regression each causes, which must be flagged; or all (each
-# of redis, postgres, zookeeper, zookeeper3 and postgres_ha_sync for MINUTES).
+# redis_sentinel (primary + replica under 3 Sentinels, clients on
+# redis+sentinel:// with wait_replicas=1: failovers),
+# postgres_ha_async (asynchronous standby), redis_replica (a replica promoted
+# without WAIT) and redis_sentinel_no_wait (Sentinel without WAIT): the
+# regression each causes, which must be flagged; or all (each of redis,
+# postgres, zookeeper, zookeeper3, postgres_ha_sync and redis_sentinel for MINUTES).
 # Options (environment): SIMBA_CHAOS_BUILD_DIR (default build-chaos),
 # SIMBA_CHAOS_LEASE_MS (default 1000), SIMBA_CHAOS_SEED (first seed; default
 # random), SIMBA_CHAOS_KEEP (a directory: every round's logs are kept under it).
-# Exit status 1 when a round found a violation (postgres_ha_async, redis_replica:
-# when a round did NOT flag the regression); its logs are kept and named.
+# Exit status 1 when a round found a violation (the three regressions: when a
+# round did NOT flag it); its logs are kept and named.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-[[ $# -ge 2 ]] || { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[[ $# -ge 2 ]] || { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 BACKEND=$1 MINUTES=$2
 shift 2
 [[ "${1:-}" == -- ]] && shift
@@ -38,13 +41,14 @@ fi
 cmake --build "$BUILD" -j 2 --target chaos_worker chaos_slowclock >/dev/null
 
 backends=("$BACKEND")
-[[ "$BACKEND" == all ]] && backends=(redis postgres zookeeper zookeeper3 postgres_ha_sync)
+[[ "$BACKEND" == all ]] && backends=(redis postgres zookeeper zookeeper3 postgres_ha_sync redis_sentinel)
 
 status=0
 total_windows=0 total_violations=0
 for b in "${backends[@]}"; do
   extra=()
-  [[ $b == postgres_ha_async || $b == redis_replica ]] && extra=(--expect token_order)
+  [[ $b == postgres_ha_async || $b == redis_replica || $b == redis_sentinel_no_wait ]] &&
+    extra=(--expect token_order)
   end=$((SECONDS + MINUTES * 60))
   windows=0 violations=0 rounds=0
   while ((SECONDS < end)); do

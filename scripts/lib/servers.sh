@@ -13,6 +13,7 @@
 #       SIMBA_TEST_REDIS_URL=redis://127.0.0.1:PORT
 #       SIMBA_TEST_POSTGRES_URL=postgresql://USER@127.0.0.1:PORT/DB
 #       SIMBA_TEST_ZOOKEEPER_URL=zookeeper://127.0.0.1:PORT/simba-test
+#       SIMBA_TEST_REDIS_SENTINEL_URL=redis+sentinel://127.0.0.1:P1,...,P3/simba?wait_replicas=1
 #     ctest passes the environment on to every test; a backend test whose
 #     variable is unset should GTEST_SKIP() with a message, so a developer without
 #     servers can still run the suite (scripts/test.sh always sets them).
@@ -23,10 +24,11 @@
 SIMBA_SERVERS_DIR=""
 SIMBA_SERVER_PIDS=()
 
-# start_servers [redis] [postgres] [zookeeper]: the named servers, or all of them.
+# start_servers [redis] [postgres] [zookeeper] [sentinel]: the named servers, or
+# all of them.
 start_servers() {
   local which=("$@") s
-  [[ ${#which[@]} -gt 0 ]] || which=(redis postgres zookeeper)
+  [[ ${#which[@]} -gt 0 ]] || which=(redis postgres zookeeper sentinel)
   SIMBA_SERVERS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/simba-servers.XXXXXX")
   export SIMBA_SERVERS_DIR
   for s in "${which[@]}"; do
@@ -34,6 +36,7 @@ start_servers() {
       redis) start_redis || return 1 ;;
       postgres) start_postgres || return 1 ;;
       zookeeper) start_zookeeper || return 1 ;;
+      sentinel) start_redis_sentinel || return 1 ;;
       *) echo "servers: unknown server '$s'" >&2; return 1 ;;
     esac
   done
@@ -57,6 +60,47 @@ start_redis() {
   }
   export SIMBA_TEST_REDIS_URL="redis://127.0.0.1:$port"
   echo "servers: redis-server on 127.0.0.1:$port" >&2
+}
+
+# Redis as deployed for high availability: a primary and a replica (both AOF,
+# appendfsync always) under three Sentinels (quorum 2), all on 127.0.0.1. The
+# URL names the Sentinels and asks for one replica's acknowledgement of every
+# write that grants or extends a lease (wait_replicas=1, ADR 0025).
+start_redis_sentinel() {
+  local dir="$SIMBA_SERVERS_DIR/sentinel" primary replica port i hosts=""
+  command -v redis-server >/dev/null || { echo "servers: redis-server not installed" >&2; return 1; }
+  mkdir -p "$dir/primary" "$dir/replica"
+  primary=$(simba_free_port) || return 1
+  replica=$(simba_free_port) || return 1
+  for i in primary replica; do
+    port=$primary
+    local extra=()
+    [[ $i == replica ]] && port=$replica extra=(--replicaof 127.0.0.1 "$primary")
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly yes \
+      --appendfsync always --dir "$dir/$i" --daemonize no "${extra[@]}" \
+      >"$dir/$i/redis.log" 2>&1 &
+    simba_track_pid $!
+    simba_wait_until 10 "redis-server ($i) on $port" simba_redis_pong "$port" || return 1
+  done
+  simba_wait_until 20 "the replica in sync" simba_redis_in_sync "$replica" || return 1
+  for i in 1 2 3; do
+    port=$(simba_free_port) || return 1
+    mkdir -p "$dir/sentinel$i"
+    printf 'sentinel monitor simba 127.0.0.1 %s 2\nsentinel down-after-milliseconds simba 1000\n' \
+      "$primary" >"$dir/sentinel$i/sentinel.conf"
+    redis-server "$dir/sentinel$i/sentinel.conf" --port "$port" --bind 127.0.0.1 \
+      --dir "$dir/sentinel$i" --daemonize no --sentinel >"$dir/sentinel$i/sentinel.log" 2>&1 &
+    simba_track_pid $!
+    simba_wait_until 10 "redis-sentinel on $port" simba_redis_pong "$port" || return 1
+    hosts+="${hosts:+,}127.0.0.1:$port"
+  done
+  export SIMBA_TEST_REDIS_SENTINEL_URL="redis+sentinel://$hosts/simba?wait_replicas=1"
+  export SIMBA_TEST_REDIS_SENTINEL_PRIMARY_PORT=$primary  # (the bench's raw baseline)
+  echo "servers: Redis primary 127.0.0.1:$primary, replica :$replica, Sentinels $hosts" >&2
+}
+
+simba_redis_in_sync() {
+  redis-cli -h 127.0.0.1 -p "$1" info replication 2>/dev/null | grep -q '^master_link_status:up'
 }
 
 simba_redis_pong() { [[ "$(redis-cli -h 127.0.0.1 -p "$1" ping 2>/dev/null)" == PONG ]]; }

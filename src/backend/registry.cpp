@@ -40,7 +40,8 @@ std::string redact_userinfo(const std::string& url) {
   const std::string scheme = url.substr(0, scheme_end);
   // (redis:// too: its query can hold no '@', so an '@' after a '?' there
   // means a password with a '?' in it, which its parser refuses quoting the URL.)
-  const size_t libpq_at = scheme == "postgresql" || scheme == "postgres" || scheme == "redis"
+  const size_t libpq_at = scheme == "postgresql" || scheme == "postgres" || scheme == "redis" ||
+                                      scheme == "redis+sentinel"
                               ? url.find_first_of("@/", auth_start)
                               : std::string::npos;
   if (libpq_at != std::string::npos && url[libpq_at] == '@' &&
@@ -117,12 +118,13 @@ std::string redact_query_secrets(const std::string& url) {
 
 // Why `scheme` has no backend here: unknown, or known but not built in.
 std::string unsupported_scheme(const std::string& scheme) {
-  if (scheme == "redis" || scheme == "rediss" || scheme == "postgresql" || scheme == "postgres" ||
-      scheme == "zookeeper") {
+  if (scheme == "redis" || scheme == "rediss" || scheme == "redis+sentinel" ||
+      scheme == "postgresql" || scheme == "postgres" || scheme == "zookeeper") {
     return "backend scheme \"" + scheme + "\" is not built into this libsimba";
   }
   return "unknown backend scheme \"" + scheme +
-         "\" (expected memory://, redis://, rediss://, postgresql:// or zookeeper://)";
+         "\" (expected memory://, redis://, rediss://, redis+sentinel://, postgresql:// or "
+         "zookeeper://)";
 }
 
 }  // namespace
@@ -154,7 +156,7 @@ std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::stri
     return make_memory_backend(ctx.loop, name, ctx.client_name, std::move(faults));
   }
 #ifdef SIMBA_WITH_REDIS
-  if (scheme == "redis" || scheme == "rediss") {
+  if (scheme == "redis" || scheme == "rediss" || scheme == "redis+sentinel") {
     RedisUrl parsed;
     if (!parse_redis_url(url, &parsed, error)) {
       *why = BackendError::kInvalid;
@@ -163,6 +165,7 @@ std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::stri
     auto backend = make_redis_backend(ctx, parsed, error);
     wipe_secret(&parsed.password);
     wipe_secret(&parsed.tls_key_password);
+    wipe_secret(&parsed.sentinel_password);
     if (!backend) *why = BackendError::kInvalid;  // a TLS file that cannot be used
     return backend;
   }
@@ -220,7 +223,8 @@ bool backend_schema_script(const std::string& url, std::string* text, BackendErr
   }
 #endif
   *why = BackendError::kUnsupported;
-  if (scheme == "memory" || scheme == "redis" || scheme == "rediss" || scheme == "zookeeper") {
+  if (scheme == "memory" || scheme == "redis" || scheme == "rediss" ||
+      scheme == "redis+sentinel" || scheme == "zookeeper") {
     // These keep their data in keys or nodes they create as they go: there is
     // nothing for a DBA to install.
     *error = "the " + scheme + ":// backend has no schema to install (only postgresql:// has one)";

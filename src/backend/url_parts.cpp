@@ -16,6 +16,25 @@ int hex_value(char c) {
 
 }  // namespace
 
+std::vector<QueryParam> query_params(const std::string& query) {
+  std::vector<QueryParam> out;
+  size_t start = 0;
+  while (start < query.size()) {
+    size_t amp = query.find('&', start);
+    if (amp == std::string::npos) amp = query.size();
+    std::string kv = query.substr(start, amp - start);
+    start = amp + 1;
+    if (kv.empty()) continue;
+    const size_t eq = kv.find('=');
+    QueryParam p;
+    p.key = kv.substr(0, eq);
+    p.value = eq == std::string::npos ? std::string() : kv.substr(eq + 1);
+    p.text = std::move(kv);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
 bool percent_decode(const std::string& in, std::string* out) {
   out->clear();
   for (size_t i = 0; i < in.size(); ++i) {

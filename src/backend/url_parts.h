@@ -1,11 +1,20 @@
-// Pieces every backend's URL parser needs: percent-decoding and bounded
-// decimal numbers.
+// Pieces every backend's URL parser needs: the query's parameters,
+// percent-decoding and bounded decimal numbers.
 #ifndef SIMBA_BACKEND_URL_PARTS_H
 #define SIMBA_BACKEND_URL_PARTS_H
 
 #include <string>
+#include <vector>
 
 namespace simba {
+
+// One key[=value] of a query, as written (no %-decoding): `text` is the whole
+// piece, for a parser that passes unknown ones on.
+struct QueryParam {
+  std::string key, value, text;
+};
+// The pieces of `query` (the part after '?') split at '&', empty ones skipped.
+std::vector<QueryParam> query_params(const std::string& query);
 
 // %XX decoding; false on a malformed escape.
 bool percent_decode(const std::string& in, std::string* out);

@@ -8,6 +8,7 @@
 //   SIMBA_TEST_REDIS_URL      redis://127.0.0.1:PORT
 //   SIMBA_TEST_POSTGRES_URL   postgresql://USER@127.0.0.1:PORT/DB
 //   SIMBA_TEST_ZOOKEEPER_URL  zookeeper://127.0.0.1:PORT/simba-test
+//   SIMBA_TEST_REDIS_SENTINEL_URL  redis+sentinel://127.0.0.1:P1,P2,P3/simba?wait_replicas=1
 // A backend whose variable is unset is reported as skipped.
 //
 // Every test uses lease names of its own (and, on memory://, a store of its own),
@@ -55,6 +56,7 @@ std::vector<BackendParam> ConformanceBackends() {
       {"redis", "SIMBA_TEST_REDIS_URL"},
       {"postgresql", "SIMBA_TEST_POSTGRES_URL"},
       {"zookeeper", "SIMBA_TEST_ZOOKEEPER_URL"},
+      {"redis_sentinel", "SIMBA_TEST_REDIS_SENTINEL_URL"},
   };
   for (const auto& s : servers) {
     const char* url = std::getenv(s.env);
@@ -104,7 +106,7 @@ class Conformance : public ::testing::TestWithParam<BackendParam> {
     std::string tag = "conf_" + id_;
     std::replace(tag.begin(), tag.end(), '-', '_');
     const char* sep = url_.find('?') == std::string::npos ? "?" : "&";
-    if (label == "redis") return url_ + sep + "prefix=" + tag;
+    if (label == "redis" || label == "redis_sentinel") return url_ + sep + "prefix=" + tag;
     if (label == "postgresql") return url_ + sep + "schema=" + tag;
     if (label == "zookeeper") return url_ + "/" + tag;
     return url_;  // memory://: already one store per test

@@ -27,60 +27,18 @@
 #include "backend/backend.h"
 #include "backend/redis/redis_url.h"
 #include "backend/redis/uv_hiredis.h"
+#include "backends/redis_servers.h"
 #include "backends/simba_testing.h"
 #include "simba.h"
 
 namespace {
 
 using namespace simba_testing;
+using redis_servers::have_redis_server;
+using redis_servers::OwnServer;
+using redis_servers::Sync;
 
 // --- helpers -----------------------------------------------------------------
-
-// A synchronous hiredis connection, for poking at the server.
-class Sync {
- public:
-  explicit Sync(const std::string& host, int port) {
-    struct timeval tv = {2, 0};
-    c_ = redisConnectWithTimeout(host.c_str(), port, tv);
-    if (c_ && !c_->err) redisSetTimeout(c_, tv);
-  }
-  ~Sync() {
-    if (c_) redisFree(c_);
-  }
-  bool ok() const { return c_ && !c_->err; }
-  // Runs a command; returns the reply as text ("" for nil, "ERR..." for errors,
-  // an array's elements joined by spaces).
-  std::string cmd(const std::vector<std::string>& args) {
-    if (!ok()) return "!not connected";
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    for (const auto& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    auto* r = static_cast<redisReply*>(
-        redisCommandArgv(c_, static_cast<int>(argv.size()), argv.data(), lens.data()));
-    if (!r) return "!no reply";
-    const std::string out = text(r);
-    freeReplyObject(r);
-    return out;
-  }
-
- private:
-  static std::string text(const redisReply* r) {
-    if (r->type == REDIS_REPLY_INTEGER) return std::to_string(r->integer);
-    if (r->type == REDIS_REPLY_ARRAY) {
-      std::string out;
-      for (size_t i = 0; i < r->elements; ++i) out += (i ? " " : "") + text(r->element[i]);
-      return out;
-    }
-    return r->str ? std::string(r->str, r->len) : std::string();
-  }
-
-
- private:
-  redisContext* c_ = nullptr;
-};
 
 // Host and port of a redis://host:port URL (the test servers' simple form).
 bool host_port(const std::string& url, std::string* host, int* port) {
@@ -92,80 +50,6 @@ bool host_port(const std::string& url, std::string* host, int* port) {
   return true;
 }
 
-// A redis-server of the test's own, on 127.0.0.1:port, stopped at the end.
-class OwnServer {
- public:
-  explicit OwnServer(int port, std::vector<std::string> extra = {})
-      : port_(port), extra_(std::move(extra)) {}
-  ~OwnServer() { stop(); }
-  bool start() {
-    if (dir_.empty()) {
-      char dir_tmpl[] = "/tmp/simba-redis-test.XXXXXX";
-      if (!mkdtemp(dir_tmpl)) return false;
-      dir_ = dir_tmpl;
-    }
-    pid_ = fork();
-    if (pid_ < 0) return false;
-    if (pid_ == 0) {
-      const std::string port = std::to_string(port_);
-      const std::string log = dir_ + "/redis.log";
-      std::vector<std::string> args = {"redis-server", "--port", port, "--bind", "127.0.0.1",
-                                        "--save", "", "--appendonly", "no", "--dir", dir_,
-                                        "--logfile", log, "--daemonize", "no"};
-      args.insert(args.end(), extra_.begin(), extra_.end());
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(&a[0]);
-      argv.push_back(nullptr);
-      execvp("redis-server", argv.data());
-      _exit(127);
-    }
-    // PONG, or NOAUTH when the server wants a password: it answers either way.
-    return wait_for(
-        [&] {
-          const std::string r = Sync("127.0.0.1", port_).cmd({"PING"});
-          return r == "PONG" || r.compare(0, 6, "NOAUTH") == 0;
-        },
-        10'000, 20);
-  }
-  void signal(int sig) {
-    if (pid_ > 0) kill(pid_, sig);
-  }
-  // SIGKILL, keeping the data dir: the next start() restarts on the same files.
-  void crash() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      int st = 0;
-      waitpid(pid_, &st, 0);
-      pid_ = -1;
-    }
-  }
-  void stop() {
-    if (pid_ > 0) {
-      kill(pid_, SIGCONT);
-      kill(pid_, SIGTERM);
-      int st = 0;
-      waitpid(pid_, &st, 0);
-      pid_ = -1;
-    }
-    if (!dir_.empty()) {
-      const std::string rm = "rm -rf '" + dir_ + "'";
-      if (std::system(rm.c_str()) != 0) {
-        // Nothing more to do: a leftover temp dir.
-      }
-      dir_.clear();
-    }
-  }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
-  int port() const { return port_; }
-
- private:
-  int port_;
-  std::vector<std::string> extra_;
-  pid_t pid_ = -1;
-  std::string dir_;
-};
-
-bool have_redis_server() { return std::system("command -v redis-server >/dev/null 2>&1") == 0; }
 
 std::string shared_url() {
   const char* u = std::getenv("SIMBA_TEST_REDIS_URL");

@@ -178,7 +178,7 @@ def check(run_dir):
 
     # 8. failover bound
     slow = {"backend_kill", "backend_stop", "proxy_delay", "proxy_blackhole", "zk_kill_leader",
-            "zk_kill_follower", "pg_failover", "redis_failover"}
+            "zk_kill_follower", "pg_failover", "redis_failover", "sentinel_failover"}
     worst = 0
     for n, ts in by_name.items():
         # the union of validity: gaps where nobody held n

@@ -4,7 +4,8 @@
 Starts the backend on loopback in a temp dir (redis, postgres, zookeeper, or
 the 3-server ZooKeeper ensemble zookeeper3, or a PostgreSQL primary with a
 synchronous or asynchronous standby, postgres_ha_sync / postgres_ha_async,
-or a Redis primary with a replica, redis_replica),
+or a Redis primary with a replica, redis_replica, or the same under three
+Sentinels, redis_sentinel (clients with wait_replicas=1) / redis_sentinel_no_wait),
 one TCP proxy per worker slot (single servers; HA clients use the multi-host URL),
 N chaos_worker processes contending for a few names and writing to the fenced
 register, and a nemesis that draws faults from a seeded random generator:
@@ -19,6 +20,10 @@ register, and a nemesis that draws faults from a seeded random generator:
   zk_kill_follower (zookeeper3) kill -9 of one follower, restart later
   redis_failover   (redis_replica) replication cut, a holder killed, primary
                    kill -9, replica promoted, clients moved to it (what Sentinel does)
+  sentinel_failover (redis_sentinel*) kill -9 of the primary the Sentinels name (the
+                   first time with the replication cut and a holder killed); the
+                   Sentinels promote the replica, clients follow them; the old
+                   primary restarts and Sentinel makes it a replica
   pg_failover      (postgres_ha_sync/_async) replication cut, a holder killed,
                    primary kill -9, standby promoted, old primary rebuilt as standby
   partition        (root, network namespaces) each worker in a namespace of its own,
@@ -294,6 +299,102 @@ class RedisReplica:
             self.repl_proxy.close()
         for _, proc in self.nodes:
             proc.stop()
+
+
+class RedisSentinel(RedisReplica):
+    """A Redis primary and a replica (both AOF, appendfsync always) under three
+    Sentinels (quorum 2, down after 400 ms), clients on the redis+sentinel://
+    URL itself: the client finds and follows the primary. The replica's first
+    replication link goes through a proxy of ours, so that the first
+    sentinel_failover can cut it (what was in flight is lost, as on a real
+    cut) and let a holder's successor be granted on the primary alone. With
+    wait_replicas=1 that grant never counts (WAIT finds no replica): no
+    violation. Without it, the promoted replica hands the same token out
+    again: the negative control the checker must flag (token_order)."""
+
+    MASTER = "chaos"
+
+    def __init__(self, d, wait=True):
+        super().__init__(d)  # the two data nodes
+        self.name = "redis_sentinel" if wait else "redis_sentinel_no_wait"
+        self.n = 2  # several servers: workers use multi_url(), no per-slot proxy
+        self.wait = wait
+        self.sentinels = []
+        for i in range(3):
+            sd = os.path.join(d, f"sentinel{i}")
+            os.makedirs(sd)
+            port = free_port()
+            conf = os.path.join(sd, "sentinel.conf")
+            with open(conf, "w") as f:
+                f.write(f"sentinel monitor {self.MASTER} 127.0.0.1 {self.nodes[0][0]} 2\n"
+                        f"sentinel down-after-milliseconds {self.MASTER} 400\n"
+                        f"sentinel failover-timeout {self.MASTER} 4000\n")
+            self.sentinels.append((port, Proc(["redis-server", conf, "--port", str(port), "--bind", "127.0.0.1",
+                                               "--dir", sd, "--daemonize", "no", "--sentinel"],
+                                              os.path.join(sd, "sentinel.log"))))
+        self.procs = [p for _, p in self.nodes]
+        self.proc = None
+        self.cut_done = False
+
+    def primary_port(self):
+        out = self.cli(self.sentinels[0][0], "SENTINEL", "get-master-addr-by-name", self.MASTER).split()
+        return int(out[1]) if len(out) == 2 else None
+
+    def _topology_known(self):
+        for port, _ in self.sentinels:
+            m = self.cli(port, "SENTINEL", "master", self.MASTER).split("\n")
+            kv = dict(zip(m[0::2], m[1::2]))
+            if kv.get("num-slaves") != "1" or kv.get("num-other-sentinels") != "2":
+                return False
+        return True
+
+    def start(self):
+        super().start()  # the primary, and the replica through the replication proxy
+        for _, proc in self.sentinels:
+            proc.start()
+        wait_until(30, "the Sentinels knowing the replica and each other", self._topology_known)
+
+    def multi_url(self):
+        hosts = ",".join(f"127.0.0.1:{p}" for p, _ in self.sentinels)
+        return f"redis+sentinel://{hosts}/{self.MASTER}" + ("?wait_replicas=1" if self.wait else "")
+
+    def ports(self):
+        return [p for p, _ in self.nodes]
+
+    def failover(self, nem):
+        old = self.primary_port()
+        i = [p for p, _ in self.nodes].index(old)
+        if not self.cut_done:  # the first time: a grant the replica never hears of
+            self.cut_done = True
+            self.repl_proxy.mode = "blackhole"
+            h = nem.w.holders()
+            if h:
+                slot = nem.rng.choice(h)
+                nem.w.procs[slot].kill()
+                nem.w.procs[slot].wait()
+                nem.w.start(slot)
+            time.sleep(2.5 * nem.lease_s)
+        self.nodes[i][1].kill9()
+        if self.repl_proxy:
+            self.repl_proxy.close()  # what the primary sent since the cut is lost with it
+            self.repl_proxy = None
+        wait_until(30, "the Sentinels' failover", lambda: self.primary_port() not in (None, old))
+        # Every Sentinel must have the new configuration before the old primary
+        # is back (it restarts as a primary): one that does not could fail over
+        # to it.
+        new = self.primary_port()
+        wait_until(30, "every Sentinel naming the new primary",
+                   lambda: all(self.cli(p, "SENTINEL", "get-master-addr-by-name", self.MASTER).split()[1:] ==
+                               [str(new)] for p, _ in self.sentinels))
+        time.sleep(1.0)
+        self.nodes[i][1].start()  # back as a replica of the new primary (Sentinel reconfigures it)
+        wait_until(45, "the old primary replicating",
+                   lambda: "master_link_status:up" in self.cli(old, "INFO", "replication"))
+
+    def stop(self):
+        for _, proc in self.sentinels:
+            proc.stop()
+        super().stop()
 
 
 def tcp_ask_once(port, msg):
@@ -846,6 +947,10 @@ class Nemesis:
             t0 = now()
             if self.b.failover(self):
                 self.window(kind, self.b.name, t0, now())
+        elif kind == "sentinel_failover":
+            t0 = now()
+            self.b.failover(self)
+            self.window(kind, self.b.name, t0, now())
         elif kind == "pg_failover":
             t0 = now()
             self.b.failover(self)
@@ -888,6 +993,8 @@ DEFAULT_FAULTS = {
     "zookeeper3": "zk_kill_leader,zk_kill_follower,pause_holder,kill_worker",
     "postgres_ha_sync": "pg_failover,pause_holder,kill_worker",
     "redis_replica": "redis_failover",
+    "redis_sentinel": "sentinel_failover,pause_holder,kill_worker",
+    "redis_sentinel_no_wait": "sentinel_failover",
     "postgres_ha_async": "pg_failover,pause_holder,kill_worker",
 }
 
@@ -902,7 +1009,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", required=True, choices=["redis", "postgres", "zookeeper", "zookeeper3",
                                                          "postgres_ha_sync", "postgres_ha_async",
-                                                         "redis_replica"])
+                                                         "redis_replica", "redis_sentinel",
+                                                         "redis_sentinel_no_wait"])
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--worker", required=True)
     ap.add_argument("--seed", type=int, default=None)
@@ -930,6 +1038,8 @@ def main():
           file=sys.stderr)
 
     missing = {"redis": shutil.which("redis-server"), "redis_replica": shutil.which("redis-server"),
+               "redis_sentinel": shutil.which("redis-server"),
+               "redis_sentinel_no_wait": shutil.which("redis-server"),
                "zookeeper": shutil.which("java"),
                "zookeeper3": shutil.which("java")}
     if a.backend in missing and not missing[a.backend]:
@@ -963,6 +1073,8 @@ def main():
             backend = ZooKeeper(run_dir, 1)
         elif a.backend == "redis_replica":
             backend = RedisReplica(run_dir)
+        elif a.backend.startswith("redis_sentinel"):
+            backend = RedisSentinel(run_dir, wait=a.backend == "redis_sentinel")
         elif a.backend.startswith("postgres_ha"):
             backend = PostgresHA(run_dir, sync=a.backend.endswith("sync") and not a.backend.endswith("async"))
         else:

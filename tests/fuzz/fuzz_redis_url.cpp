@@ -1,4 +1,4 @@
-// redis:// URLs: the parser never crashes, accepts only what it documents, and
+// redis://, rediss:// and redis+sentinel:// URLs: the parser never crashes, accepts only what it documents, and
 // never shows the password (in redact_url, or in the message of a URL refused).
 #include <cctype>
 
@@ -15,7 +15,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(!error.empty(), "refused without a message");
     return 0;
   }
-  FUZZ_CHECK(!r.host.empty(), "accepted without a host");
+  if (r.sentinel) {
+    FUZZ_CHECK(!r.sentinels.empty() && !r.master_name.empty(), "Sentinel URL without hosts or master");
+    for (const auto& [host, port] : r.sentinels) {
+      FUZZ_CHECK(!host.empty(), "accepted a Sentinel without a host");
+      FUZZ_CHECK(port >= 1 && port <= 65535, "Sentinel port %d", port);
+    }
+    FUZZ_CHECK(r.wait_replicas >= 0 && r.wait_timeout_ms >= 0, "negative wait option");
+    const std::string& spw = r.sentinel_password;
+    if (spw.size() >= 4 && spw.find_first_of("*Q") == std::string::npos && fuzz::count(url, spw) == 1) {
+      FUZZ_CHECK(shown.find(spw) == std::string::npos, "redact_url shows the Sentinel password");
+    }
+  } else {
+    FUZZ_CHECK(!r.host.empty(), "accepted without a host");
+  }
   FUZZ_CHECK(r.port >= 1 && r.port <= 65535, "port %d", r.port);
   FUZZ_CHECK(r.db >= 0, "db %d", r.db);
   FUZZ_CHECK(!r.prefix.empty() && r.prefix.size() <= 64, "prefix of %zu", r.prefix.size());

@@ -96,16 +96,10 @@ bool parse_postgres_url(const std::string& url, PostgresUrl* out, std::string* e
   }
   // Our parameters out, the rest kept for libpq as written.
   std::string kept;
-  size_t start = 0;
-  while (start < query.size()) {
-    size_t amp = query.find('&', start);
-    if (amp == std::string::npos) amp = query.size();
-    const std::string kv = query.substr(start, amp - start);
-    start = amp + 1;
-    if (kv.empty()) continue;
-    const size_t eq = kv.find('=');
-    const std::string key = kv.substr(0, eq);
-    const std::string raw = eq == std::string::npos ? std::string() : kv.substr(eq + 1);
+  for (const QueryParam& p : query_params(query)) {
+    const std::string& key = p.key;
+    const std::string& raw = p.value;
+    const std::string& kv = p.text;
     std::string value;
     if (key == "schema") {
       if (!percent_decode(raw, &value) || !schema_ok(value)) {

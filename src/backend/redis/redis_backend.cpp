@@ -14,6 +14,15 @@
 //                              client is a candidate for the name
 // Remaining times are PTTLs, measured by Redis.
 //
+// redis+sentinel:// (ADR 0025): the primary is the address the Sentinels name
+// (SENTINEL get-master-addr-by-name, one Sentinel after another), checked with
+// ROLE before any call goes out on it; a third connection, to one Sentinel,
+// hears +switch-master and drops the command connection at once, so the next
+// call asks again. With wait_replicas=N, an open, keep-alive or acquire counts
+// only once WAIT says N replicas have it: one WAIT is pipelined behind each
+// loop turn's writes, so it adds the replicas' acknowledgement, not a round
+// trip, and a burst of writes waits once (Redis blocks the connection on WAIT).
+//
 // Connections: one command connection, made on demand and remade after a drop
 // (with backoff after failures), and one subscriber connection. Host names are
 // resolved with uv_getaddrinfo (hiredis' own lookup blocks). A call that gets no
@@ -308,7 +317,9 @@ class RedisBackend final : public Backend {
         client_name_(ctx.client_name),
         url_(std::move(url)),
         tls_(std::move(tls)) {
-    where_ = url_.host + ":" + std::to_string(url_.port);
+    where_ = url_.sentinel ? "master " + url_.master_name + " (Sentinel)"
+                           : url_.host + ":" + std::to_string(url_.port);
+    port_ = url_.port;
     // The passphrase served its purpose when the TLS context was made.
     std::fill(url_.tls_key_password.begin(), url_.tls_key_password.end(), '\0');
     url_.tls_key_password.clear();
@@ -316,7 +327,11 @@ class RedisBackend final : public Backend {
     sub_timer_.data = this;
     uv_check_init(loop_, &flush_);
     flush_.data = this;
-    handles_ = 2;
+    uv_timer_init(loop_, &query_timer_);
+    query_timer_.data = this;
+    uv_timer_init(loop_, &sentinel_sub_timer_);
+    sentinel_sub_timer_.data = this;
+    handles_ = 4;
   }
 
   ~RedisBackend() override = default;
@@ -334,7 +349,7 @@ class RedisBackend final : public Backend {
     const std::string lease_ms = std::to_string(std::max<int64_t>(1, to_ms_ceil(lease)));
     start({"EVALSHA", script(kOpen).sha, "1", session_key(sid), lease_ms,
            client_name_.empty() ? std::string("simba") : client_name_},
-          timeout, [cb, sid](const redisReply* r, Outcome o, const std::string& err) {
+          timeout, kReplicated, [cb, sid](const redisReply* r, Outcome o, const std::string& err) {
             OpenReply out;
             if (failed(r, o, err, &out)) {
               cb(out);
@@ -350,7 +365,7 @@ class RedisBackend final : public Backend {
     const std::string lease_ms = std::to_string(std::max<int64_t>(1, to_ms_ceil(lease)));
     start({"EVALSHA", script(kKeepAlive).sha, "2", session_key(session), leases_key(session), lease_ms,
            url_.prefix, session},
-          timeout, [cb](const redisReply* r, Outcome o, const std::string& err) {
+          timeout, kReplicated, [cb](const redisReply* r, Outcome o, const std::string& err) {
             KeepAliveReply out;
             if (failed(r, o, err, &out)) {
               cb(out);
@@ -364,7 +379,7 @@ class RedisBackend final : public Backend {
                AcquireCb cb) override {
     start({"EVALSHA", script(kAcquire).sha, "3", session_key(session), leases_key(session),
            lease_key(name), session, url_.prefix, name},
-          timeout, [this, name, cb](const redisReply* r, Outcome o, const std::string& err) {
+          timeout, kReplicated, [this, name, cb](const redisReply* r, Outcome o, const std::string& err) {
             AcquireReply out;
             if (failed(r, o, err, &out)) {
               cb(out);
@@ -416,19 +431,21 @@ class RedisBackend final : public Backend {
     unsent_.clear();
     if (cmd_) drop_conn(&cmd_);
     if (sub_) drop_conn(&sub_);
+    if (query_) drop_conn(&query_);
+    if (sentinel_sub_) drop_conn(&sentinel_sub_);
 #ifdef SIMBA_WITH_REDIS_TLS
     // Each pump's handles close on their own; handle_closed counts them.
     std::set<TlsPump*> pumps;
     pumps.swap(pumps_);
     for (TlsPump* p : pumps) p->close();
 #endif
-    if (resolving_) uv_cancel(reinterpret_cast<uv_req_t*>(resolving_));
-    uv_close(reinterpret_cast<uv_handle_t*>(&sub_timer_), [](uv_handle_t* h) {
-      static_cast<RedisBackend*>(h->data)->handle_closed();
-    });
-    uv_close(reinterpret_cast<uv_handle_t*>(&flush_), [](uv_handle_t* h) {
-      static_cast<RedisBackend*>(h->data)->handle_closed();
-    });
+    for (Resolve* r : resolves_) uv_cancel(reinterpret_cast<uv_req_t*>(&r->req));
+    for (uv_handle_t* h : {reinterpret_cast<uv_handle_t*>(&sub_timer_),
+                           reinterpret_cast<uv_handle_t*>(&flush_),
+                           reinterpret_cast<uv_handle_t*>(&query_timer_),
+                           reinterpret_cast<uv_handle_t*>(&sentinel_sub_timer_)}) {
+      uv_close(h, [](uv_handle_t* h) { static_cast<RedisBackend*>(h->data)->handle_closed(); });
+    }
   }
 
  private:
@@ -444,7 +461,11 @@ class RedisBackend final : public Backend {
     bool preset = false;  // complete with preset_outcome when the timer fires
     Outcome preset_outcome = Outcome::kError;
     std::string preset_error;
+    bool replicated = false;  // waits for wait_replicas acknowledgements
+    int64_t timeout_ms = 0;
+    ReplyCopy held;  // the script's answer, held until WAIT answers
   };
+  static constexpr bool kReplicated = true;
 
   // The part every answer shares: no reply (timeout, dropped connection) or an
   // error reply. Returns true when it filled `out` with that failure.
@@ -507,19 +528,25 @@ class RedisBackend final : public Backend {
     c->timer.data = c;
     ++handles_;
     calls_[c->id] = c;
-    const int64_t t = std::max<int64_t>(1, to_ms_ceil(timeout));
-    uv_timer_start(&c->timer, on_call_timer, static_cast<uint64_t>(t), 0);
+    c->timeout_ms = std::max<int64_t>(1, to_ms_ceil(timeout));
+    uv_timer_start(&c->timer, on_call_timer, static_cast<uint64_t>(c->timeout_ms), 0);
     return c;
   }
 
   Call* start(std::vector<std::string> argv, Duration timeout, Done done) {
+    return start(std::move(argv), timeout, false, std::move(done));
+  }
+
+  Call* start(std::vector<std::string> argv, Duration timeout, bool replicated, Done done) {
     Call* c = new_call(std::move(argv), timeout, std::move(done));
+    c->replicated = replicated && url_.wait_replicas > 0;
     ensure_sub();
-    if (cmd_) {
+    ensure_sentinel_sub();
+    if (cmd_ && cmd_ready_) {
       send(c);
       return c;
     }
-    if (resolving_) {
+    if (cmd_ || resolving_ || discovering_) {
       unsent_.push_back(c->id);
       return c;
     }
@@ -542,6 +569,14 @@ class RedisBackend final : public Backend {
       preset(c, Outcome::kError, "redis " + where_ + ": cannot send the command");
       return;
     }
+    if (c->replicated) {
+      // Half the call's timeout by default: too few acknowledgements fail
+      // the call before its timer would drop the connection.
+      const int64_t t = url_.wait_timeout_ms > 0 ? url_.wait_timeout_ms
+                                                 : std::max<int64_t>(1, c->timeout_ms / 2);
+      wait_timeout_ms_ = wait_batch_.empty() ? t : std::min(wait_timeout_ms_, t);
+      wait_batch_.push_back(c->id);
+    }
     // Write at the end of this loop turn (PITFALLS.md): hiredis only buffers,
     // and waiting for the socket's writable event costs a turn and two
     // epoll_ctl calls per command. Not here and now: a write error makes
@@ -551,10 +586,27 @@ class RedisBackend final : public Backend {
         auto* self = static_cast<RedisBackend*>(h->data);
         uv_check_stop(h);
         UvHiredis* cmd = self->cmd_;
+        if (!self->closing_) self->send_wait();
         if (!self->closing_ && cmd && cmd->ac && (cmd->ac->c.flags & REDIS_CONNECTED)) {
           uv_hiredis_write(cmd->ac);
         }
       });
+    }
+  }
+
+  // One WAIT behind the replicated writes of this loop turn: Redis blocks
+  // the connection on a WAIT, so one per write would make every later
+  // command on it wait for the replicas too; one WAIT counts for every write
+  // before it on the connection.
+  void send_wait() {
+    if (wait_batch_.empty()) return;
+    auto* batch = new std::vector<uint64_t>();
+    batch->swap(wait_batch_);
+    if (!cmd_ || !cmd_->ac ||
+        command(cmd_->ac, on_wait_reply, batch,
+                {"WAIT", std::to_string(url_.wait_replicas), std::to_string(wait_timeout_ms_)}) !=
+            REDIS_OK) {
+      delete batch;  // (its calls went out on a connection that is gone: they fail)
     }
   }
 
@@ -608,6 +660,12 @@ class RedisBackend final : public Backend {
       self->complete(c, nullptr, c->preset_outcome, c->preset_error);
       return;
     }
+    if (c->gen == 0 && self->cmd_ && !self->cmd_ready_) {
+      // A connection whose ROLE never answered is as stuck as one whose call
+      // did not: drop it, so the next call asks the Sentinels again.
+      self->note_failure("no answer to ROLE within the call's timeout");
+      self->drop_conn(&self->cmd_);
+    }
     // No answer in time: drop the connection it went out on, so that a late
     // answer can never be delivered (the other calls on it complete with
     // kError), and reconnect after a backoff.
@@ -649,7 +707,49 @@ class RedisBackend final : public Backend {
         }
       }
     }
+    if (c->replicated && r->type != REDIS_REPLY_ERROR) {
+      c->held = copy_reply(r);  // it counts once WAIT answers (on_wait_reply)
+      return;
+    }
     self->complete(c, r, Outcome::kOk, "");
+    // A demoted primary (a failover Simba did not hear of): ask the Sentinels.
+    if (self->url_.sentinel && r->type == REDIS_REPLY_ERROR &&
+        reply_str(r).compare(0, 8, "READONLY") == 0 && self->cmd_ && self->cmd_->ac == ac) {
+      self->log(kLogWarn, "answers READONLY: no longer the primary; asking the Sentinels");
+      self->drop_conn(&self->cmd_);
+    }
+  }
+
+  // WAIT's answer for a batch of replicated writes: their held answers
+  // count if enough replicas have them, else the calls fail (a write the
+  // primary alone has may be lost in a failover; a lease it granted is
+  // released as an orphan, ADR 0005). A call with nothing held (a script
+  // resent after NOSCRIPT, in a later batch; or one that failed) is skipped.
+  static void on_wait_reply(redisAsyncContext* ac, void* reply, void* privdata) {
+    auto* self = static_cast<RedisBackend*>(ac->data);
+    std::unique_ptr<std::vector<uint64_t>> batch(static_cast<std::vector<uint64_t>*>(privdata));
+    if (self->closing_) return;
+    auto* r = static_cast<redisReply*>(reply);
+    long long acks = -1;
+    const bool ok = r && reply_int(r, &acks) && acks >= self->url_.wait_replicas;
+    const std::string why =
+        ok    ? std::string()
+        : !r  ? "connection lost before WAIT answered"
+        : acks >= 0 ? std::to_string(acks) + " of " + std::to_string(self->url_.wait_replicas) +
+                          " replicas acknowledged the write in time (wait_replicas)"
+                    : "WAIT failed: " + reply_str(r);
+    for (uint64_t id : *batch) {
+      auto it = self->calls_.find(id);
+      if (it == self->calls_.end() || !it->second->held) continue;
+      Call* c = it->second;
+      ReplyCopy held = std::move(c->held);
+      if (ok) {
+        self->complete(c, held.get(), Outcome::kOk, "");
+      } else {
+        self->complete(c, nullptr, Outcome::kError, "redis " + self->where_ + ": " + why);
+      }
+      if (self->closing_) return;  // a callback shut the backend down
+    }
   }
 
   void note_failure(const std::string& why) {
@@ -677,28 +777,56 @@ class RedisBackend final : public Backend {
   // --- connecting ----------------------------------------------------------
 
   void connect() {
-    if (is_ip_literal(url_.host)) {
-      connect_ip(url_.host);
+    if (url_.sentinel) {
+      discover();
       return;
     }
-    resolving_ = new uv_getaddrinfo_t;
-    resolving_->data = this;
-    ++handles_;
+    resolving_ = true;
+    resolve(url_.host, [this](const std::string& ip, const std::string& why) {
+      resolving_ = false;
+      if (ip.empty()) {
+        connect_failed(why);
+      } else {
+        connect_ip(ip, url_.port);
+      }
+    });
+  }
+
+  // Looks `host` up without blocking (hiredis' own lookup would) and calls
+  // then(ip, "") or then("", why); an IP literal at once. Not after shutdown.
+  using Resolved = std::function<void(const std::string& ip, const std::string& why)>;
+  struct Resolve {
+    uv_getaddrinfo_t req;
+    RedisBackend* self;
+    std::string host;
+    Resolved then;
+  };
+
+  void resolve(const std::string& host, Resolved then) {
+    if (is_ip_literal(host)) {
+      then(host, "");
+      return;
+    }
+    auto* r = new Resolve{{}, this, host, std::move(then)};
+    r->req.data = r;
     struct addrinfo hints = {};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    const int rc = uv_getaddrinfo(loop_, resolving_, on_resolved, url_.host.c_str(), nullptr, &hints);
+    const int rc = uv_getaddrinfo(loop_, &r->req, on_resolved, host.c_str(), nullptr, &hints);
     if (rc != 0) {
-      delete resolving_;
-      resolving_ = nullptr;
-      --handles_;
-      connect_failed(std::string("cannot resolve ") + url_.host + ": " + uv_strerror(rc));
+      Resolved fail = std::move(r->then);
+      delete r;
+      fail("", "cannot resolve " + host + ": " + uv_strerror(rc));
+      return;
     }
+    resolves_.insert(r);
+    ++handles_;
   }
 
   static void on_resolved(uv_getaddrinfo_t* req, int status, struct addrinfo* res) {
-    auto* self = static_cast<RedisBackend*>(req->data);
-    self->resolving_ = nullptr;
+    auto* r = static_cast<Resolve*>(req->data);
+    RedisBackend* self = r->self;
+    self->resolves_.erase(r);
     // Every address of the name; a failed connect moves on to the next one.
     std::vector<std::string> addrs;
     for (struct addrinfo* ai = status == 0 ? res : nullptr; ai; ai = ai->ai_next) {
@@ -714,21 +842,22 @@ class RedisBackend final : public Backend {
     std::string ip;
     if (!addrs.empty()) ip = addrs[self->addr_index_ % addrs.size()];
     uv_freeaddrinfo(res);
-    delete req;
     if (!self->closing_) {
-      if (ip.empty()) {
-        self->connect_failed("cannot resolve " + self->url_.host + ": " +
-                             (status ? uv_strerror(status) : "no address"));
-      } else {
-        self->connect_ip(ip);
-      }
+      r->then(ip, ip.empty() ? "cannot resolve " + r->host + ": " +
+                                   (status ? uv_strerror(status) : "no address")
+                             : std::string());
     }
+    delete r;
     self->handle_closed();
   }
 
   // The calls waiting for a connection fail (on a later loop turn).
   void connect_failed(const std::string& why) {
     note_failure(why);
+    fail_unsent(why);
+  }
+
+  void fail_unsent(const std::string& why) {
     std::vector<uint64_t> ids;
     ids.swap(unsent_);
     for (uint64_t id : ids) {
@@ -783,10 +912,15 @@ class RedisBackend final : public Backend {
 #endif
   }
 
-  // A new async context to `ip`, with our adapter attached; nullptr on failure
-  // (`why` set).
-  UvHiredis* new_context(const std::string& ip, std::string* why, bool command) {
-    redisAsyncContext* ac = redisAsyncConnect(ip.c_str(), url_.port);
+  // Who a connection is to: the data node (commands, or release broadcasts)
+  // or a Sentinel (which has credentials of its own, and no TLS here).
+  enum class Peer { kCommand, kSubscriber, kSentinel };
+
+  // A new async context to `ip`:`port`, with our adapter attached and AUTH
+  // queued; nullptr on failure (`why` set).
+  UvHiredis* new_context(const std::string& ip, int port, Peer peer, std::string* why) {
+    const bool tls = url_.tls && peer != Peer::kSentinel;
+    redisAsyncContext* ac = redisAsyncConnect(ip.c_str(), port);
     if (!ac) {
       *why = "out of memory";
       return nullptr;
@@ -798,7 +932,7 @@ class RedisBackend final : public Backend {
     }
     // A reply may not make the reader allocate more than Simba's replies need.
     limit_redis_reader(ac->c.reader);
-    if (url_.tls && !start_tls(ac, ip, command, why)) {
+    if (tls && !start_tls(ac, ip, peer == Peer::kCommand, why)) {
       redisAsyncFree(ac);
       return nullptr;
     }
@@ -808,7 +942,7 @@ class RedisBackend final : public Backend {
       redisAsyncFree(ac);
       return nullptr;
     }
-    if (!url_.tls) {
+    if (!tls) {
       enable_keepalive(ac->c.fd);  // (the TLS pump's socket has its own)
       // hiredis 0.14 opens its sockets without close-on-exec: a program the
       // host executes (`simba run`'s command) must not inherit the connection.
@@ -817,22 +951,27 @@ class RedisBackend final : public Backend {
     ++handles_;
     ac->data = this;
     a->on_closed = [this] { handle_closed(); };
-    if (url_.has_password) {
-      if (url_.user.empty()) {
-        const char* argv[] = {"AUTH", url_.password.c_str()};
-        redisAsyncCommandArgv(ac, on_setup_reply, const_cast<char*>("AUTH"), 2, argv, nullptr);
-      } else {
-        const char* argv[] = {"AUTH", url_.user.c_str(), url_.password.c_str()};
-        redisAsyncCommandArgv(ac, on_setup_reply, const_cast<char*>("AUTH"), 3, argv, nullptr);
-      }
+    const bool sentinel = peer == Peer::kSentinel;
+    const std::string& user = sentinel ? url_.sentinel_user : url_.user;
+    const std::string& password = sentinel ? url_.sentinel_password : url_.password;
+    if (!password.empty()) {
+      std::vector<std::string> auth = {"AUTH"};
+      if (!user.empty()) auth.push_back(user);
+      auth.push_back(password);
+      command(ac, on_setup_reply, const_cast<char*>(sentinel ? "Sentinel AUTH" : "AUTH"), auth);
     }
     return a;
   }
 
-  void connect_ip(const std::string& ip) {
+  void connect_ip(const std::string& ip, int port) {
+    if (url_.sentinel && sub_ && (ip != ip_ || port != port_)) {
+      drop_conn(&sub_);  // release broadcasts come from the new primary now
+    }
     ip_ = ip;
+    port_ = port;
+    if (url_.sentinel) where_ = ip + ":" + std::to_string(port);
     std::string why;
-    UvHiredis* a = new_context(ip, &why, true);
+    UvHiredis* a = new_context(ip, port, Peer::kCommand, &why);
     if (!a) {
       connect_failed(why);
       return;
@@ -844,6 +983,10 @@ class RedisBackend final : public Backend {
       (void)gen;
     };
     redisAsyncSetConnectCallback(a->ac, on_connect);
+    // The Sentinels' answer may be stale (a failover under way): the calls
+    // wait until ROLE says this is the primary.
+    cmd_ready_ = !url_.sentinel;
+    if (url_.sentinel) command(a->ac, on_role, reinterpret_cast<void*>(gen), {"ROLE"});
     if (url_.db != 0) {
       const std::string db = std::to_string(url_.db);
       const char* argv[] = {"SELECT", db.c_str()};
@@ -867,6 +1010,10 @@ class RedisBackend final : public Backend {
       redisAsyncCommandArgv(a->ac, on_setup_reply, const_cast<char*>("SCRIPT LOAD"), 3, argv,
                             nullptr);
     }
+    if (cmd_ready_) send_unsent();
+  }
+
+  void send_unsent() {
     std::vector<uint64_t> ids;
     ids.swap(unsent_);
     for (uint64_t id : ids) {
@@ -874,6 +1021,37 @@ class RedisBackend final : public Backend {
       if (it != calls_.end() && cmd_) send(it->second);
     }
     ensure_sub();
+  }
+
+  // ROLE's answer on a connection to the address the Sentinels named.
+  static void on_role(redisAsyncContext* ac, void* reply, void* privdata) {
+    auto* self = static_cast<RedisBackend*>(ac->data);
+    if (self->closing_ || reinterpret_cast<uintptr_t>(privdata) != self->cmd_gen_) return;
+    auto* r = static_cast<redisReply*>(reply);
+    if (!r) {
+      // (A connection hiredis dropped is already forgotten: cmd_ is null.)
+      // (on_connect counted a failed connect.)
+      self->fail_unsent(ac->errstr[0] ? std::string("cannot connect: ") + ac->errstr
+                                      : "connection lost before ROLE answered");
+      return;
+    }
+    const std::string role =
+        r->type == REDIS_REPLY_ARRAY && r->elements > 0 ? reply_str(r->element[0]) : "";
+    if (r->type == REDIS_REPLY_ERROR) {
+      // ROLE renamed away: trust the Sentinels, and say so.
+      self->log(kLogWarn, "ROLE failed (" + reply_str(r) +
+                              "): cannot check that the Sentinels' choice is the primary");
+    } else if (role != "master") {
+      const std::string why = "is a " + (role.empty() ? std::string("?") : role) +
+                              ", not the primary (a failover under way?)";
+      self->log(kLogWarn, why + "; asking the Sentinels again");
+      ++self->sentinel_next_;  // the next question goes to another Sentinel
+      self->drop_conn(&self->cmd_);
+      self->connect_failed(why);
+      return;
+    }
+    self->cmd_ready_ = true;
+    self->send_unsent();
   }
 
   static void on_connect(const redisAsyncContext* ac, int status) {
@@ -928,14 +1106,188 @@ class RedisBackend final : public Backend {
     }
   }
 
+  // --- Sentinels (redis+sentinel://) ---------------------------------------
+
+  // How long one Sentinel may take to name the primary before the next is
+  // asked. Sentinels answer from memory: a slow one is a stopped or cut one.
+  static constexpr uint64_t kSentinelQueryMs = 500;
+
+  // Asks the Sentinels, one after another from the last that answered, for
+  // the primary's address; the calls wait in unsent_ meanwhile.
+  void discover() {
+    discovering_ = true;
+    query_tries_ = 0;
+    query_errors_.clear();
+    ask_next_sentinel();
+  }
+
+  void ask_next_sentinel() {
+    if (query_tries_ == url_.sentinels.size()) {
+      discovering_ = false;
+      connect_failed("no Sentinel named the primary of \"" + url_.master_name + "\" (" +
+                     query_errors_ + ")");
+      return;
+    }
+    ++query_tries_;
+    const auto& [host, port] = url_.sentinels[sentinel_next_ % url_.sentinels.size()];
+    const std::string label = host + ":" + std::to_string(port);
+    resolve(host, [this, label, port = port](const std::string& ip, const std::string& why) {
+      if (ip.empty()) {
+        sentinel_failed(label, why);
+        return;
+      }
+      std::string err;
+      UvHiredis* a = new_context(ip, port, Peer::kSentinel, &err);
+      if (!a) {
+        sentinel_failed(label, err);
+        return;
+      }
+      query_ = a;
+      a->on_gone = [this](UvHiredis* g) {
+        if (query_ == g) query_ = nullptr;
+      };
+      command(a->ac, on_master_addr, reinterpret_cast<void*>(++query_gen_),
+              {"SENTINEL", "get-master-addr-by-name", url_.master_name});
+      uv_timer_start(&query_timer_, [](uv_timer_t* t) {
+        auto* self = static_cast<RedisBackend*>(t->data);
+        self->sentinel_failed(self->sentinel_label(), "no answer in " +
+                              std::to_string(kSentinelQueryMs) + " ms");
+      }, kSentinelQueryMs, 0);
+    });
+  }
+
+  std::string sentinel_label() const {
+    const auto& [host, port] = url_.sentinels[sentinel_next_ % url_.sentinels.size()];
+    return host + ":" + std::to_string(port);
+  }
+
+  // The Sentinel being asked did not name the primary: the next one is.
+  void sentinel_failed(const std::string& label, const std::string& why) {
+    uv_timer_stop(&query_timer_);
+    if (query_) drop_conn(&query_);
+    query_errors_ += (query_errors_.empty() ? "" : "; ") + label + ": " + why;
+    log(kLogDebug, "Sentinel " + label + ": " + why);
+    ++sentinel_next_;
+    ask_next_sentinel();
+  }
+
+  static void on_master_addr(redisAsyncContext* ac, void* reply, void* privdata) {
+    auto* self = static_cast<RedisBackend*>(ac->data);
+    // (hiredis forgets a context, query_ = nullptr, before its callbacks run
+    // with NULL: the generation tells whether this is the Sentinel asked.)
+    if (self->closing_ || !self->discovering_ ||
+        reinterpret_cast<uintptr_t>(privdata) != self->query_gen_) {
+      return;
+    }
+    auto* r = static_cast<redisReply*>(reply);
+    std::string ip, why;
+    int port = 0;
+    if (!r) {
+      self->sentinel_failed(self->sentinel_label(),
+                            ac->errstr[0] ? ac->errstr : "connection lost");
+      return;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+      self->sentinel_failed(self->sentinel_label(), reply_str(r));
+      return;
+    }
+    if (!decode_master_addr(r, &ip, &port, &why)) {
+      self->sentinel_failed(self->sentinel_label(), why);
+      return;
+    }
+    uv_timer_stop(&self->query_timer_);
+    if (self->query_) self->drop_conn(&self->query_);
+    self->discovering_ = false;
+    self->resolving_ = true;  // (Sentinels may announce host names)
+    self->resolve(ip, [self, port](const std::string& addr, const std::string& err) {
+      self->resolving_ = false;
+      if (addr.empty()) {
+        self->connect_failed(err);
+      } else {
+        self->connect_ip(addr, port);
+      }
+    });
+  }
+
+  // One connection to a Sentinel, SUBSCRIBEd to +switch-master, so that a
+  // failover moves the client at once, not at its next failed call (a
+  // primary cut off from the Sentinels may still answer it).
+  void ensure_sentinel_sub() {
+    if (!url_.sentinel || closing_ || sentinel_sub_ ||
+        uv_is_active(reinterpret_cast<uv_handle_t*>(&sentinel_sub_timer_))) {
+      return;
+    }
+    const auto& [host, port] = url_.sentinels[sentinel_sub_next_ % url_.sentinels.size()];
+    if (sentinel_sub_resolving_) return;
+    sentinel_sub_resolving_ = true;
+    resolve(host, [this, port = port](const std::string& ip, const std::string& why) {
+      sentinel_sub_resolving_ = false;
+      if (ip.empty()) {
+        log(kLogDebug, "Sentinel subscriber: " + why);
+        retry_sentinel_sub();
+      } else {
+        start_sentinel_sub(ip, port);
+      }
+    });
+  }
+
+  void start_sentinel_sub(const std::string& ip, int port) {
+    if (closing_ || sentinel_sub_) return;
+    std::string why;
+    UvHiredis* a = new_context(ip, port, Peer::kSentinel, &why);
+    if (!a) {
+      log(kLogDebug, "Sentinel subscriber: " + why);
+      retry_sentinel_sub();
+      return;
+    }
+    sentinel_sub_ = a;
+    a->on_gone = [this](UvHiredis* g) {
+      if (sentinel_sub_ != g) return;
+      sentinel_sub_ = nullptr;
+      if (!closing_) retry_sentinel_sub();
+    };
+    redisAsyncSetConnectCallback(a->ac, [](const redisAsyncContext* ac, int status) {
+      auto* self = static_cast<RedisBackend*>(ac->data);
+      if (!self->closing_ && status == REDIS_OK) self->sentinel_sub_failures_ = 0;
+    });
+    command(a->ac, on_sentinel_message, nullptr, {"SUBSCRIBE", "+switch-master"});
+  }
+
+  void retry_sentinel_sub() {
+    ++sentinel_sub_failures_;
+    ++sentinel_sub_next_;
+    const uint64_t backoff = std::min<uint64_t>(2000, 50ull << std::min(sentinel_sub_failures_, 6));
+    uv_timer_start(&sentinel_sub_timer_, [](uv_timer_t* t) {
+      static_cast<RedisBackend*>(t->data)->ensure_sentinel_sub();
+    }, backoff, 0);
+  }
+
+  static void on_sentinel_message(redisAsyncContext* ac, void* reply, void*) {
+    auto* self = static_cast<RedisBackend*>(ac->data);
+    auto* r = static_cast<redisReply*>(reply);
+    if (self->closing_ || !r) return;
+    std::string name, ip;
+    int port = 0;
+    if (!decode_switch_master(r, &name, &ip, &port) || name != self->url_.master_name) return;
+    if (ip == self->ip_ && port == self->port_ && self->cmd_) return;
+    self->log(kLogInfo, "Sentinel: the primary moved to " + ip + ":" + std::to_string(port));
+    // The calls in flight on the old primary fail (the engine retries them);
+    // the next call asks the Sentinels, without a backoff.
+    if (self->cmd_) self->drop_conn(&self->cmd_);
+    if (self->sub_) self->drop_conn(&self->sub_);
+    self->failures_ = 0;
+    self->retry_at_ = 0;
+  }
+
   // --- release broadcast -----------------------------------------------------
 
   void ensure_sub() {
     if (closing_ || sub_ || ip_.empty() || uv_is_active(reinterpret_cast<uv_handle_t*>(&sub_timer_))) {
       return;
     }
+    if (url_.sentinel && !cmd_ready_) return;  // not before ROLE confirmed the primary
     std::string why;
-    UvHiredis* a = new_context(ip_, &why, false);
+    UvHiredis* a = new_context(ip_, port_, Peer::kSubscriber, &why);
     if (!a) {
       log(kLogDebug, "subscriber: " + why);
       schedule_sub();
@@ -1057,7 +1409,26 @@ class RedisBackend final : public Backend {
 
   UvHiredis* cmd_ = nullptr;  // the command connection (connecting or up)
   uint64_t cmd_gen_ = 0;      // bumped per command connection
-  uv_getaddrinfo_t* resolving_ = nullptr;
+  bool resolving_ = false;     // the host's lookup for the command connection
+  std::set<Resolve*> resolves_;  // lookups under way (cancelled at shutdown)
+  bool cmd_ready_ = false;    // calls may go out on cmd_ (with Sentinels: ROLE said master)
+  int port_ = 6379;           // the port of ip_
+
+  // redis+sentinel:// only.
+  bool discovering_ = false;   // asking the Sentinels for the primary
+  UvHiredis* query_ = nullptr;  // the connection to the Sentinel being asked
+  uv_timer_t query_timer_;     // how long that Sentinel may take
+  size_t sentinel_next_ = 0;   // the Sentinel to ask first (the last that answered)
+  size_t query_tries_ = 0;     // Sentinels asked in this discovery
+  std::string query_errors_;   // what each said, for the calls' error
+  UvHiredis* sentinel_sub_ = nullptr;  // SUBSCRIBEd to +switch-master
+  uv_timer_t sentinel_sub_timer_;      // reconnects it after a backoff
+  size_t sentinel_sub_next_ = 0;
+  int sentinel_sub_failures_ = 0;
+  bool sentinel_sub_resolving_ = false;
+  uint64_t query_gen_ = 0;  // bumped per Sentinel asked (a late answer is ignored)
+  std::vector<uint64_t> wait_batch_;  // replicated writes sent this turn, before their WAIT
+  int64_t wait_timeout_ms_ = 0;       // that WAIT's timeout (the shortest the batch asks)
   std::vector<uint64_t> unsent_;  // calls waiting for the connection
   int failures_ = 0;              // consecutive connection failures
   uint64_t retry_at_ = 0;         // loop ms before which no reconnect is tried

@@ -2,8 +2,10 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "backend/reply_parts.h"
+#include "backend/url_parts.h"
 
 namespace simba {
 
@@ -192,6 +194,75 @@ SubscriberEvent decode_subscriber_message(const redisReply* r, const std::string
     }
   }
   return ev;
+}
+
+void ReplyCopyFree::operator()(redisReply* r) const {
+  if (!r) return;
+  for (size_t i = 0; i < r->elements; ++i) (*this)(r->element[i]);
+  delete[] r->element;
+  delete[] r->str;
+  delete r;
+}
+
+ReplyCopy copy_reply(const redisReply* r) {
+  ReplyCopy out(new redisReply(*r));
+  out->str = nullptr;
+  out->element = nullptr;
+  const size_t n = r->element ? r->elements : 0;
+  out->elements = 0;
+  if (r->str) {
+    out->str = new char[r->len + 1];
+    std::memcpy(out->str, r->str, r->len);
+    out->str[r->len] = '\0';
+  }
+  if (n > 0) {
+    out->element = new redisReply*[n]();
+    for (size_t i = 0; i < n; ++i) {
+      out->element[i] = r->element[i] ? copy_reply(r->element[i]).release() : nullptr;
+      out->elements = i + 1;  // what the deleter frees, should a later copy throw
+    }
+  }
+  return out;
+}
+
+bool decode_master_addr(const redisReply* r, std::string* ip, int* port, std::string* why) {
+  if (r->type == REDIS_REPLY_NIL) {
+    *why = "it does not know that master";
+    return false;
+  }
+  long long p = 0;
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || !r->element[0] || !r->element[1] ||
+      r->element[0]->type != REDIS_REPLY_STRING || !reply_int(r->element[1], &p) || p < 1 ||
+      p > 65535 || reply_str(r->element[0]).empty()) {
+    *why = "malformed answer to SENTINEL get-master-addr-by-name";
+    return false;
+  }
+  *ip = reply_str(r->element[0]);
+  *port = static_cast<int>(p);
+  return true;
+}
+
+bool decode_switch_master(const redisReply* r, std::string* name, std::string* ip, int* port) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || !r->element[0] || !r->element[1] ||
+      !r->element[2] || reply_str(r->element[0]) != "message" ||
+      reply_str(r->element[1]) != "+switch-master") {
+    return false;
+  }
+  // Five words separated by single spaces.
+  const std::string text = reply_str(r->element[2]);
+  std::string words[5];
+  size_t from = 0;
+  for (int i = 0; i < 5; ++i) {
+    const size_t sp = text.find(' ', from);
+    if ((i < 4) == (sp == std::string::npos)) return false;
+    words[i] = text.substr(from, sp - from);
+    if (words[i].empty()) return false;
+    from = sp + 1;
+  }
+  if (!parse_decimal(words[4], 1, 65535, port)) return false;
+  *name = words[0];
+  *ip = words[3];
+  return true;
 }
 
 }  // namespace simba

@@ -8,6 +8,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <memory>
 #include <string>
 
 #include "core/backend_types.h"
@@ -39,6 +40,22 @@ OpenReply decode_open_reply(const redisReply* r, const std::string& session_id);
 KeepAliveReply decode_keep_alive_reply(const redisReply* r);
 AcquireReply decode_acquire_reply(const redisReply* r);
 InspectReply decode_inspect_reply(const redisReply* r);
+
+// A deep copy of a reply, for an answer that must outlive its callback (a
+// write held until WAIT answers); freed by its own deleter, not by hiredis.
+struct ReplyCopyFree {
+  void operator()(redisReply* r) const;
+};
+using ReplyCopy = std::unique_ptr<redisReply, ReplyCopyFree>;
+ReplyCopy copy_reply(const redisReply* r);
+
+// A Sentinel's answer to SENTINEL get-master-addr-by-name: {ip, port}. False
+// (with `why` set) for nil (the master is unknown) or anything malformed.
+bool decode_master_addr(const redisReply* r, std::string* ip, int* port, std::string* why);
+
+// A +switch-master message on a Sentinel's pub/sub connection:
+// "NAME OLD-IP OLD-PORT NEW-IP NEW-PORT". False for any other message.
+bool decode_switch_master(const redisReply* r, std::string* name, std::string* ip, int* port);
 
 // A message on the subscriber connection, {kind, channel, payload}.
 struct SubscriberEvent {

@@ -128,16 +128,9 @@ bool parse_zookeeper_url(const std::string& url, ZookeeperUrl* out, std::string*
     z.chroot = path;
   }
   // Query parameters: auth only.
-  start = 0;
-  while (start < query.size()) {
-    size_t amp = query.find('&', start);
-    if (amp == std::string::npos) amp = query.size();
-    const std::string kv = query.substr(start, amp - start);
-    start = amp + 1;
-    if (kv.empty()) continue;
-    const size_t eq = kv.find('=');
-    const std::string key = kv.substr(0, eq);
-    const std::string value = eq == std::string::npos ? std::string() : kv.substr(eq + 1);
+  for (const QueryParam& p : query_params(query)) {
+    const std::string& key = p.key;
+    const std::string& value = p.value;
     if (key == "auth") {
       // digest:user:password; the password may hold ':' (the user cannot).
       static const std::string kDigest = "digest:";
