@@ -14,6 +14,10 @@ Duration local_validity(Duration remaining, double drift, Duration margin);
 
 // deadline = sentAt + remaining × (1 − drift) − margin. sentAt is when the
 // keep-alive (or open) was sent, so a slow reply only shortens the deadline.
+// × (1 − drift): `remaining` is measured on the backend's clock; while the two
+// clocks' rates differ by at most drift, the local deadline passes before the
+// backend's expiry, so no one else can hold the lease while we read it valid.
+// − margin covers what a rate bound cannot (scheduling, the reply's decode).
 TimePoint local_deadline(TimePoint sent_at, Duration remaining, double drift, Duration margin);
 
 // The renew period in effect for a session whose backend grants `validity`

@@ -1130,7 +1130,7 @@ class RedisBackend final : public Backend {
     }
     ++query_tries_;
     const auto& [host, port] = url_.sentinels[sentinel_next_ % url_.sentinels.size()];
-    const std::string label = host + ":" + std::to_string(port);
+    const std::string label = sentinel_label();
     resolve(host, [this, label, port = port](const std::string& ip, const std::string& why) {
       if (ip.empty()) {
         sentinel_failed(label, why);
