@@ -34,7 +34,10 @@ build = {
    type = "builtin",
    modules = {
       simba = {
-         sources = { "src/simba_lua.c" },
+         sources = {
+            "src/simba_lua.c", "src/lua_common.c", "src/lua_term.c", "src/lua_election.c",
+            "src/lua_client.c", "src/lua_options.c", "src/lua_lock.c", "src/lua_task.c",
+         },
          incdirs = { "$(SIMBA_INCDIR)" },
          libdirs = { "$(SIMBA_LIBDIR)" },
          libraries = { "simba", "pthread" },

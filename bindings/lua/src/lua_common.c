@@ -1,0 +1,372 @@
+/* Shared plumbing of the Lua binding: names of codes, results of calls into
+ * libsimba, the client's anchors, entering and leaving libsimba, callbacks. */
+#include "simba_lua.h"
+
+int64_t slua_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Names and results */
+
+const char *slua_code_name(int rc) {
+  switch (rc) {
+    case SIMBA_OK:
+      return "OK";
+    case SIMBA_EINVAL:
+      return "EINVAL";
+    case SIMBA_ESTATE:
+      return "ESTATE";
+    case SIMBA_EEXPIRED:
+      return "EEXPIRED";
+    case SIMBA_ETIMEDOUT:
+      return "ETIMEDOUT";
+    case SIMBA_EBACKEND:
+      return "EBACKEND";
+    case SIMBA_ECLOSED:
+      return "ECLOSED";
+    case SIMBA_ENOMEM:
+      return "ENOMEM";
+    case SIMBA_EWOULDBLOCK:
+      return "EWOULDBLOCK";
+    case SIMBA_EBUSY:
+      return "EBUSY";
+    case SIMBA_EUNSUPPORTED:
+      return "EUNSUPPORTED";
+    case SIMBA_ECANCELED:
+      return "ECANCELED";
+    default:
+      return "EUNKNOWN";
+  }
+}
+
+const char *slua_reason_name(simba_revoke_reason_t r) {
+  switch (r) {
+    case SIMBA_REVOKE_STOPPED:
+      return "STOPPED";
+    case SIMBA_REVOKE_STEPPED_DOWN:
+      return "STEPPED_DOWN";
+    case SIMBA_REVOKE_DEADLINE_PASSED:
+      return "DEADLINE_PASSED";
+    case SIMBA_REVOKE_SESSION_EXPIRED:
+      return "SESSION_EXPIRED";
+    case SIMBA_REVOKE_TAKEN_OVER:
+      return "TAKEN_OVER";
+    default:
+      return NULL;
+  }
+}
+
+const char *slua_event_name(simba_event_type_t t) {
+  switch (t) {
+    case SIMBA_EVENT_SESSION_OPENED:
+      return "SESSION_OPENED";
+    case SIMBA_EVENT_SESSION_LIVE:
+      return "SESSION_LIVE";
+    case SIMBA_EVENT_SESSION_SUSPENDED:
+      return "SESSION_SUSPENDED";
+    case SIMBA_EVENT_SESSION_EXPIRED:
+      return "SESSION_EXPIRED";
+    case SIMBA_EVENT_SESSION_CLOSED:
+      return "SESSION_CLOSED";
+    case SIMBA_EVENT_SESSION_LEASE_SHORTENED:
+      return "SESSION_LEASE_SHORTENED";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+const char *slua_status_name(simba_session_status_t s) {
+  switch (s) {
+    case SIMBA_SESSION_OPENING:
+      return "OPENING";
+    case SIMBA_SESSION_LIVE:
+      return "LIVE";
+    case SIMBA_SESSION_SUSPENDED:
+      return "SUSPENDED";
+    default:
+      return "CLOSED";
+  }
+}
+
+void slua_capture(result_t *r, int rc) {
+  r->rc = rc;
+  r->msg[0] = '\0';
+  if (rc < 0) {
+    const char *d = simba_last_error();
+    snprintf(r->msg, sizeof r->msg, "%s%s%s", simba_strerror(rc), (d && *d) ? ": " : "",
+             d ? d : "");
+  }
+}
+
+/* nil, message, code: an operational failure. */
+int slua_push_fail(lua_State *L, const result_t *r) {
+  lua_pushnil(L);
+  lua_pushstring(L, r->msg);
+  lua_pushstring(L, slua_code_name(r->rc));
+  return 3;
+}
+
+/* error(): misuse (bad argument, wrong state, a blocking call from a callback). */
+int slua_raise_misuse(lua_State *L, const char *what, const result_t *r) {
+  return luaL_error(L, "simba: %s: %s (%s)", what, r->msg, slua_code_name(r->rc));
+}
+
+static int is_misuse(int rc) {
+  return rc == SIMBA_EINVAL || rc == SIMBA_ESTATE || rc == SIMBA_EWOULDBLOCK;
+}
+
+/* Either misuse (raises) or nil, msg, code. */
+int slua_fail(lua_State *L, const char *what, const result_t *r) {
+  if (is_misuse(r->rc)) return slua_raise_misuse(L, what, r);
+  return slua_push_fail(L, r);
+}
+
+/* The cooldown argument of step_down() at @p i (not negative). */
+lua_Integer slua_check_cooldown(lua_State *L, int i) {
+  lua_Integer cooldown = luaL_checkinteger(L, i);
+  if (cooldown < 0) luaL_argerror(L, i, "negative cooldown");
+  return cooldown;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Anchors */
+
+/* Push the client userdata of @p cl, or nothing and return 0. */
+int slua_push_client(lua_State *L, lclient *cl) {
+  if (cl->self_ref != LUA_NOREF) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, cl->self_ref);
+    return 1;
+  }
+  lua_getfield(L, LUA_REGISTRYINDEX, WEAK_KEY);
+  lua_rawgetp(L, -1, cl);
+  lua_remove(L, -2);
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  return 1;
+}
+
+/* anchors[key] = value at top (popped). Client userdata at @p cidx. */
+void slua_anchor_set(lua_State *L, int cidx, const void *key) {
+  cidx = lua_absindex(L, cidx);
+  lua_getiuservalue(L, cidx, 1);
+  lua_insert(L, -2);
+  lua_rawsetp(L, -2, key);
+  lua_pop(L, 1);
+}
+
+void slua_anchor_clear(lua_State *L, lclient *cl, const void *key) {
+  if (!slua_push_client(L, cl)) return;
+  lua_getiuservalue(L, -1, 1);
+  lua_pushnil(L);
+  lua_rawsetp(L, -2, key);
+  lua_pop(L, 2);
+}
+
+/* Push anchors[key] (nil if none or the client is unreachable). */
+void slua_anchor_get(lua_State *L, lclient *cl, const void *key) {
+  if (!slua_push_client(L, cl)) {
+    lua_pushnil(L);
+    return;
+  }
+  lua_getiuservalue(L, -1, 1);
+  lua_rawgetp(L, -1, key);
+  lua_replace(L, -3);
+  lua_pop(L, 1);
+}
+
+/* Push anchors[key] and return 1 if it is a function; else push nothing, 0. */
+int slua_anchor_fn(lua_State *L, lclient *cl, const void *key) {
+  slua_anchor_get(L, cl, key);
+  if (lua_isfunction(L, -1)) return 1;
+  lua_pop(L, 1);
+  return 0;
+}
+
+/* A table for user value 1 of an election or task userdata, with the client
+ * (argument 1) and the name (argument 2) of the call that makes it. */
+void slua_push_owner_table(lua_State *L) {
+  lua_createtable(L, 0, 4);
+  lua_pushvalue(L, 1);
+  lua_setfield(L, -2, "client");
+  lua_pushvalue(L, 2);
+  lua_setfield(L, -2, "name");
+}
+
+/* Push the name in user value 1 of the election or task userdata at index 1. */
+void slua_push_owner_name(lua_State *L) {
+  lua_getiuservalue(L, 1, 1);
+  lua_getfield(L, -1, "name");
+}
+
+/* ------------------------------------------------------------------------- */
+/* Calls into libsimba */
+
+/* Calls into libsimba that may run callbacks: slua_enter() records the Lua
+ * state they run on; slua_leave() restores it and re-raises a callback's
+ * error. */
+call_t slua_enter(lclient *cl, lua_State *L) {
+  call_t k;
+  k.cl = cl;
+  k.prev = cl->L;
+  cl->L = L;
+  return k;
+}
+
+void slua_leave_noraise(call_t k) { k.cl->L = k.prev; }
+
+void slua_leave(lua_State *L, call_t k) {
+  lclient *cl = k.cl;
+  cl->L = k.prev;
+  if (cl->pending != LUA_NOREF && cl->depth == 0) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, cl->pending);
+    luaL_unref(L, LUA_REGISTRYINDEX, cl->pending);
+    cl->pending = LUA_NOREF;
+    lua_error(L);
+  }
+}
+
+/* slua_leave(), then the call's result: true, or slua_fail(). */
+int slua_leave_result(lua_State *L, call_t k, const char *what, const result_t *r) {
+  slua_leave(L, k);
+  if (r->rc != SIMBA_OK) return slua_fail(L, what, r);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* The same for a call given the anchored record @p rec (a malloc'ed callback
+ * record): when the call failed, no callback comes, and rec is dropped. */
+int slua_leave_rec_result(lua_State *L, call_t k, void *rec, const char *what, const result_t *r) {
+  if (r->rc != SIMBA_OK) {
+    slua_anchor_clear(L, k.cl, rec);
+    free(rec);
+  }
+  return slua_leave_result(L, k, what, r);
+}
+
+/* The end of a call that started an election or a task, anchored under
+ * @p obj: its userdata (at @p top), or the failure (the anchor dropped). */
+int slua_leave_started(lua_State *L, call_t k, const void *obj, const char *what, const result_t *r,
+                       int top) {
+  if (r->rc != SIMBA_OK) slua_anchor_clear(L, k.cl, obj);
+  slua_leave(L, k);
+  if (r->rc != SIMBA_OK) return slua_fail(L, what, r);
+  lua_settop(L, top);
+  return 1;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Callbacks */
+
+/* Drop a stored callback error (finalizers cannot raise). */
+void slua_drop_pending(lua_State *L, lclient *cl) {
+  if (cl->pending != LUA_NOREF) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, cl->pending);
+    lua_warning(L, "simba: error in a callback during collection: ", 1);
+    lua_warning(L, lua_isstring(L, -1) ? lua_tostring(L, -1) : "(not a string)", 0);
+    lua_pop(L, 1);
+    luaL_unref(L, LUA_REGISTRYINDEX, cl->pending);
+    cl->pending = LUA_NOREF;
+  }
+}
+
+/* The Lua state a callback may use: the current call's, and only on the host
+ * thread (EXTERNAL mode runs every callback there; anything else is counted
+ * and dropped rather than touching Lua from a second thread). */
+lua_State *slua_cb_state(lclient *cl) {
+  if (!pthread_equal(pthread_self(), cl->host)) {
+    __atomic_add_fetch(&cl->foreign, 1, __ATOMIC_RELAXED);
+    return NULL;
+  }
+  return cl->L;
+}
+
+/* Trampoline core: function and @p nargs arguments are on cl->L; call them
+ * protected; keep the first error. Never raises. */
+void slua_cb_invoke(lclient *cl, lua_State *L, int nargs) {
+  int rc;
+  cl->depth++;
+  rc = lua_pcall(L, nargs, 0, 0);
+  cl->depth--;
+  if (rc != LUA_OK) slua_keep_error(L, cl);
+}
+
+/* Keep the error at the top of @p L (popped) for slua_leave() to raise,
+ * unless an earlier one is kept already. */
+void slua_keep_error(lua_State *L, lclient *cl) {
+  if (cl->pending == LUA_NOREF) {
+    cl->pending = luaL_ref(L, LUA_REGISTRYINDEX);
+  } else {
+    lua_pop(L, 1);
+  }
+}
+
+/* A client hook (event sink, logger) anchored under @p key: fn(a, b). */
+void slua_invoke_hook(lclient *cl, const void *key, const char *a, const char *b) {
+  lua_State *L = slua_cb_state(cl);
+  if (!L || !lua_checkstack(L, 6)) return;
+  if (!slua_anchor_fn(L, cl, key)) return;
+  lua_pushstring(L, a);
+  lua_pushstring(L, b);
+  slua_cb_invoke(cl, L, 2);
+}
+
+/* Completion of stop / step_down (of an election or a task): done(ok, code). */
+void slua_tr_done(void *ud, int err) {
+  done_rec *rec = (done_rec *)ud;
+  lclient *cl = rec->cl;
+  lua_State *L = slua_cb_state(cl);
+  if (L && lua_checkstack(L, 6)) {
+    int has_fn = slua_anchor_fn(L, cl, rec);
+    slua_anchor_clear(L, cl, rec);
+    if (rec->drop) slua_anchor_clear(L, cl, rec->drop); /* stop done: nothing more comes */
+    if (has_fn) {
+      if (err == SIMBA_OK) {
+        lua_pushboolean(L, 1);
+        lua_pushnil(L);
+      } else {
+        lua_pushnil(L);
+        lua_pushstring(L, slua_code_name(err));
+      }
+      slua_cb_invoke(cl, L, 2);
+    }
+  }
+  free(rec);
+}
+
+/* A done record for the function at fidx (or none), anchored. */
+done_rec *slua_new_done_for(lua_State *L, lclient *cl, int fidx, const void *drop) {
+  done_rec *rec;
+  if (!lua_isnoneornil(L, fidx)) luaL_checktype(L, fidx, LUA_TFUNCTION);
+  if (!slua_push_client(L, cl)) luaL_error(L, "simba: the client is gone");
+  rec = (done_rec *)malloc(sizeof *rec);
+  if (!rec) luaL_error(L, "simba: out of memory");
+  rec->cl = cl;
+  rec->drop = drop;
+  if (!lua_isnoneornil(L, fidx)) {
+    lua_pushvalue(L, fidx);
+  } else {
+    lua_pushboolean(L, 0);
+  }
+  slua_anchor_set(L, -2, rec);
+  lua_pop(L, 1);
+  return rec;
+}
+
+/* stop([done]) and step_down(cooldown_ms[, done]) of an election or a task
+ * @p h: @p start calls the library with a done record for the function at
+ * @p fidx (@p drop: the anchor its completion drops). *stopped (if given) is
+ * set once the call started. */
+int slua_done_call(lua_State *L, lclient *cl, void *h, slua_done_start start, int64_t cooldown,
+                   int fidx, const void *drop, const char *what, int *stopped) {
+  done_rec *rec = slua_new_done_for(L, cl, fidx, drop);
+  result_t r;
+  call_t k = slua_enter(cl, L);
+  slua_capture(&r, start(h, cooldown, slua_tr_done, rec));
+  if (r.rc == SIMBA_OK && stopped) *stopped = 1;
+  return slua_leave_rec_result(L, k, rec, what, &r);
+}

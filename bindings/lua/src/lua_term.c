@@ -1,0 +1,175 @@
+/* Terms of the Lua binding (simba.term): an election's, a task run's or a
+ * lock's term, its accessors, on_revoked and release. */
+#include "simba_lua.h"
+
+/* Push a term userdata holding a reference to @p t (retained unless @p owned);
+ * its user value is the client userdata (pushed by the caller at @p cidx, or
+ * looked up). */
+void slua_push_term(lua_State *L, lclient *cl, simba_term_t *t, int owned, int is_lock) {
+  term_ud *u = (term_ud *)lua_newuserdatauv(L, sizeof *u, 1);
+  u->t = t;
+  u->cl = cl;
+  u->is_lock = is_lock;
+  if (!owned) simba_term_retain(t);
+  luaL_setmetatable(L, TERM_MT);
+  if (slua_push_client(L, cl)) lua_setiuservalue(L, -2, 1);
+}
+
+term_ud *slua_check_term(lua_State *L, int i) { return (term_ud *)luaL_checkudata(L, i, TERM_MT); }
+
+static term_ud *live_term(lua_State *L, int i) {
+  term_ud *u = slua_check_term(L, i);
+  if (!u->t) luaL_error(L, "simba: term already released");
+  return u;
+}
+
+int slua_term_name(lua_State *L) {
+  lua_pushstring(L, simba_term_name(live_term(L, 1)->t));
+  return 1;
+}
+
+int slua_term_token(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)simba_term_token(live_term(L, 1)->t));
+  return 1;
+}
+
+int slua_term_valid(lua_State *L) {
+  lua_pushboolean(L, simba_term_is_valid(live_term(L, 1)->t));
+  return 1;
+}
+
+int slua_term_remaining(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)simba_term_remaining_ms(live_term(L, 1)->t));
+  return 1;
+}
+
+int slua_term_ensure_valid(lua_State *L) {
+  term_ud *u = live_term(L, 1);
+  lua_Integer min = luaL_optinteger(L, 2, 0);
+  result_t r;
+  if (min < 0) luaL_argerror(L, 2, "negative minimum");
+  slua_capture(&r, simba_term_ensure_valid(u->t, (int64_t)min));
+  if (r.rc != SIMBA_OK) return slua_fail(L, "ensure_valid", &r);
+  lua_pushvalue(L, 1);
+  return 1;
+}
+
+int slua_term_reason(lua_State *L) {
+  const char *n = slua_reason_name(simba_term_revoke_reason(live_term(L, 1)->t));
+  if (n) {
+    lua_pushstring(L, n);
+  } else {
+    lua_pushnil(L);
+  }
+  return 1;
+}
+
+int slua_term_is_lock(lua_State *L) {
+  lua_pushboolean(L, slua_check_term(L, 1)->is_lock);
+  return 1;
+}
+
+int slua_term_revoke_fd(lua_State *L) {
+  term_ud *u = live_term(L, 1);
+  int fd = simba_term_revoke_fd(u->t);
+  result_t r;
+  if (fd < 0) {
+    slua_capture(&r, SIMBA_ENOMEM);
+    return slua_push_fail(L, &r);
+  }
+  lua_pushinteger(L, fd);
+  return 1;
+}
+
+/* term:on_revoked(fn): fn(term, reason) runs exactly once. */
+typedef struct {
+  lclient *cl;
+} revoked_rec;
+
+static void tr_term_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t reason) {
+  revoked_rec *rec = (revoked_rec *)ud;
+  lclient *cl = rec->cl;
+  lua_State *L = slua_cb_state(cl);
+  if (L && lua_checkstack(L, 6)) {
+    if (slua_anchor_fn(L, cl, rec)) {
+      slua_anchor_clear(L, cl, rec);
+      slua_push_term(L, cl, t, 0, 0);
+      lua_pushstring(L, slua_reason_name(reason) ? slua_reason_name(reason) : "NONE");
+      slua_cb_invoke(cl, L, 2);
+    } else {
+      slua_anchor_clear(L, cl, rec);
+    }
+  }
+  free(rec);
+}
+
+int slua_term_on_revoked(lua_State *L) {
+  term_ud *u = live_term(L, 1);
+  revoked_rec *rec;
+  result_t r;
+  call_t k;
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  if (!slua_push_client(L, u->cl)) return luaL_error(L, "simba: the term's client is gone");
+  rec = (revoked_rec *)malloc(sizeof *rec);
+  if (!rec) return luaL_error(L, "simba: out of memory");
+  rec->cl = u->cl;
+  lua_pushvalue(L, 2);
+  slua_anchor_set(L, -2, rec);
+  k = slua_enter(u->cl, L);
+  slua_capture(&r, simba_term_on_revoked(u->t, tr_term_revoked, rec));
+  return slua_leave_rec_result(L, k, rec, "on_revoked", &r);
+}
+
+/* Release: a lock term's release (waits for the backend); any other term
+ * only drops our reference. */
+int slua_term_release(lua_State *L) {
+  term_ud *u = slua_check_term(L, 1);
+  simba_term_t *t = u->t;
+  result_t r;
+  call_t k;
+  if (!t) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  u->t = NULL;
+  if (!u->is_lock) {
+    simba_term_release(t);
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  k = slua_enter(u->cl, L);
+  slua_capture(&r, simba_lock_release(t));
+  return slua_leave_result(L, k, "release", &r);
+}
+
+int slua_term_gc(lua_State *L) {
+  term_ud *u = slua_check_term(L, 1);
+  if (u->t) {
+    call_t k = slua_enter(u->cl, L);
+    /* The last reference of a held lock term releases it (asynchronously). */
+    simba_term_release(u->t);
+    u->t = NULL;
+    slua_leave_noraise(k);
+  }
+  return 0;
+}
+
+int slua_term_tostring(lua_State *L) {
+  term_ud *u = slua_check_term(L, 1);
+  if (!u->t) {
+    lua_pushstring(L, "simba.term(released)");
+  } else {
+    const char *rn = slua_reason_name(simba_term_revoke_reason(u->t));
+    lua_pushfstring(L, "simba.term(%s, token %I, %s)", simba_term_name(u->t),
+                    (lua_Integer)simba_term_token(u->t),
+                    simba_term_is_valid(u->t) ? "valid" : (rn ? rn : "invalid"));
+  }
+  return 1;
+}
+
+int slua_term_eq(lua_State *L) {
+  term_ud *a = (term_ud *)luaL_testudata(L, 1, TERM_MT);
+  term_ud *b = (term_ud *)luaL_testudata(L, 2, TERM_MT);
+  lua_pushboolean(L, a && b && a->t && a->t == b->t);
+  return 1;
+}
