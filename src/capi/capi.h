@@ -40,6 +40,8 @@ struct simba_observer {
 
 namespace simba::capi {
 
+// The SIMBA_E* code of an engine code: the one place the two meet.
+int code(simba::engine::Code c);
 // Records `detail` as this thread's last error and returns `code`.
 int fail(int code, const std::string& detail);
 // Records an engine result (when it failed) and returns its code.
@@ -75,8 +77,22 @@ T guarded_value(T fallback, F&& body) noexcept {
   return fallback;
 }
 
+// A simba_done_fn as the engine's DoneFn (null for none).
+inline simba::engine::DoneFn done_fn(simba_done_fn done, void* ud) {
+  if (!done) return nullptr;
+  return [done, ud](simba::engine::Code c) { done(ud, code(c)); };
+}
+
 // Checks a lease name; on failure records why and returns false.
 bool valid_name(const char* name);
+
+// simba_term_t is the engine's Term under the ABI's name: the handle is the
+// engine's object itself (no wrapper per term), converted here and only here.
+inline engine::Term* term_of(simba_term_t* t) { return reinterpret_cast<engine::Term*>(t); }
+inline const engine::Term* term_of(const simba_term_t* t) {
+  return reinterpret_cast<const engine::Term*>(t);
+}
+inline simba_term_t* handle_of(engine::Term* t) { return reinterpret_cast<simba_term_t*>(t); }
 
 }  // namespace simba::capi
 

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/memory/memory_backend.h"
 #include "capi/capi.h"
 #include "core/log_level.h"
 
@@ -24,7 +25,12 @@ int simba_client_open(simba_client_t** out, const char* backend_url, const simba
     const std::string why = c.cfg.validate();
     if (!why.empty()) return fail(SIMBA_EINVAL, why);
     auto handle = std::make_unique<simba_client>();
-    const int rc = result(simba::engine::Client::open(backend_url, c.cfg, c.hooks, &handle->impl));
+    // The memory backend's fault switches (tests reach them through the
+    // client) are made here, where the backends are wired in, so that the
+    // engine includes no backend's header.
+    simba::engine::Hooks hooks = c.hooks;
+    hooks.memory_faults = std::make_shared<simba::MemoryFaults>();
+    const int rc = result(simba::engine::Client::open(backend_url, c.cfg, hooks, &handle->impl));
     if (rc != SIMBA_OK) return rc;
     *out = handle.release();
     return SIMBA_OK;
@@ -68,8 +74,7 @@ int simba_client_close(simba_client_t* c) {
     if (c->impl->external() && !c->impl->on_host_thread()) {
       return refuse_external_close_here("simba_client_close");
     }
-    const int rc = c->impl->close();
-    if (rc == SIMBA_EWOULDBLOCK) {
+    if (c->impl->close() == simba::engine::Code::kEWouldBlock) {
       if (c->impl->external()) {
         return fail(SIMBA_EWOULDBLOCK,
                     "simba_client_close from a callback of an EXTERNAL-mode client: the close "

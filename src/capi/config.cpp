@@ -82,10 +82,13 @@ int simba_config_set_logger(simba_config_t* c, simba_log_fn log, void* ud, int m
   return guarded([&]() -> int {
     if (!c) return fail(SIMBA_EINVAL, "simba_config_set_logger: config is NULL");
     if (min_level < SIMBA_LOG_DEBUG || min_level > SIMBA_LOG_ERROR) {
-      return fail(SIMBA_EINVAL, "simba_config_set_logger: min_level must be SIMBA_LOG_DEBUG..ERROR");
+      return fail(SIMBA_EINVAL,
+                  "simba_config_set_logger: min_level must be SIMBA_LOG_DEBUG..ERROR");
     }
     if (log) {
-      c->hooks.log = [log, ud](int level, const std::string& line) { log(ud, level, line.c_str()); };
+      c->hooks.log = [log, ud](int level, const std::string& line) {
+        log(ud, level, line.c_str());
+      };
     } else {
       c->hooks.log = nullptr;
     }

@@ -1,17 +1,9 @@
 #include "capi/capi.h"
 
+using simba::capi::done_fn;
 using simba::capi::fail;
 using simba::capi::guarded;
 using simba::capi::result;
-
-namespace {
-
-simba::engine::DoneFn done_fn(simba_done_fn done, void* ud) {
-  if (!done) return nullptr;
-  return [done, ud](int code) { done(ud, code); };
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -29,17 +21,17 @@ int simba_election_start(simba_election_t** out, simba_client_t* c, const char* 
     simba::engine::RevokedFn on_revoked;
     void* const ud = l->ud;
     if (auto* fn = l->on_elected) {
-      on_elected = [fn, ud](simba_term* t) { fn(ud, t); };
+      on_elected = [fn, ud](simba::engine::Term* t) { fn(ud, simba::capi::handle_of(t)); };
     }
     if (auto* fn = l->on_revoked) {
-      on_revoked = [fn, ud](simba_term* t, simba::RevokeReason r) {
-        fn(ud, t, static_cast<simba_revoke_reason_t>(r));
+      on_revoked = [fn, ud](simba::engine::Term* t, simba::RevokeReason r) {
+        fn(ud, simba::capi::handle_of(t), static_cast<simba_revoke_reason_t>(r));
       };
     }
     auto handle = std::make_unique<simba_election>();
     handle->client = c->impl;
-    const int rc = result(c->impl->start_election(name, std::move(on_elected),
-                                                  std::move(on_revoked), &handle->impl));
+    const int rc = result(
+        c->impl->start_election(name, std::move(on_elected), std::move(on_revoked), &handle->impl));
     if (rc != SIMBA_OK) return rc;
     *out = handle.release();
     return SIMBA_OK;

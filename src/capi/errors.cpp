@@ -5,23 +5,41 @@
 #include "capi/capi.h"
 #include "core/names.h"
 
-static_assert(int{SIMBA_OK} == int{simba::engine::kOk} && int{SIMBA_EINVAL} == int{simba::engine::kEInval} &&
-                  int{SIMBA_ESTATE} == int{simba::engine::kEState} &&
-                  int{SIMBA_EEXPIRED} == int{simba::engine::kEExpired} &&
-                  int{SIMBA_ETIMEDOUT} == int{simba::engine::kETimedOut} &&
-                  int{SIMBA_EBACKEND} == int{simba::engine::kEBackend} &&
-                  int{SIMBA_ECLOSED} == int{simba::engine::kEClosed} &&
-                  int{SIMBA_ENOMEM} == int{simba::engine::kENoMem} &&
-                  int{SIMBA_EWOULDBLOCK} == int{simba::engine::kEWouldBlock} &&
-                  int{SIMBA_EBUSY} == int{simba::engine::kEBusy} &&
-                  int{SIMBA_EUNSUPPORTED} == int{simba::engine::kEUnsupported} &&
-                  int{SIMBA_ECANCELED} == int{simba::engine::kECanceled},
-              "engine codes must equal the ABI's");
-
 namespace simba::capi {
 
 namespace {
 thread_local std::string tl_last_error;
+}
+
+int code(simba::engine::Code c) {
+  using simba::engine::Code;
+  switch (c) {
+    case Code::kOk:
+      return SIMBA_OK;
+    case Code::kEInval:
+      return SIMBA_EINVAL;
+    case Code::kEState:
+      return SIMBA_ESTATE;
+    case Code::kEExpired:
+      return SIMBA_EEXPIRED;
+    case Code::kETimedOut:
+      return SIMBA_ETIMEDOUT;
+    case Code::kEBackend:
+      return SIMBA_EBACKEND;
+    case Code::kEClosed:
+      return SIMBA_ECLOSED;
+    case Code::kENoMem:
+      return SIMBA_ENOMEM;
+    case Code::kEWouldBlock:
+      return SIMBA_EWOULDBLOCK;
+    case Code::kEBusy:
+      return SIMBA_EBUSY;
+    case Code::kEUnsupported:
+      return SIMBA_EUNSUPPORTED;
+    case Code::kECanceled:
+      return SIMBA_ECANCELED;
+  }
+  return SIMBA_EBACKEND;
 }
 
 int fail(int code, const std::string& detail) {
@@ -34,8 +52,9 @@ int fail(int code, const std::string& detail) {
 }
 
 int result(const simba::engine::Result& r) {
-  if (r.code != SIMBA_OK) fail(r.code, r.detail);
-  return r.code;
+  const int rc = code(r.code);
+  if (rc != SIMBA_OK) fail(rc, r.detail);
+  return rc;
 }
 
 bool valid_name(const char* name) {
@@ -57,19 +76,32 @@ extern "C" {
 
 const char* simba_strerror(int err) {
   switch (err) {
-    case SIMBA_OK: return "success";
-    case SIMBA_EINVAL: return "invalid argument";
-    case SIMBA_ESTATE: return "not allowed in the current state";
-    case SIMBA_EEXPIRED: return "term not valid (or not for long enough)";
-    case SIMBA_ETIMEDOUT: return "timed out";
-    case SIMBA_EBACKEND: return "backend unreachable or answered an error";
-    case SIMBA_ECLOSED: return "client closed";
-    case SIMBA_ENOMEM: return "out of memory";
-    case SIMBA_EWOULDBLOCK: return "blocking call would wait for itself (callback or loop thread)";
-    case SIMBA_EBUSY: return "lease held by someone else";
-    case SIMBA_EUNSUPPORTED: return "not supported by this build";
-    case SIMBA_ECANCELED: return "canceled";
-    default: return "unknown error";
+    case SIMBA_OK:
+      return "success";
+    case SIMBA_EINVAL:
+      return "invalid argument";
+    case SIMBA_ESTATE:
+      return "not allowed in the current state";
+    case SIMBA_EEXPIRED:
+      return "term not valid (or not for long enough)";
+    case SIMBA_ETIMEDOUT:
+      return "timed out";
+    case SIMBA_EBACKEND:
+      return "backend unreachable or answered an error";
+    case SIMBA_ECLOSED:
+      return "client closed";
+    case SIMBA_ENOMEM:
+      return "out of memory";
+    case SIMBA_EWOULDBLOCK:
+      return "blocking call would wait for itself (callback or loop thread)";
+    case SIMBA_EBUSY:
+      return "lease held by someone else";
+    case SIMBA_EUNSUPPORTED:
+      return "not supported by this build";
+    case SIMBA_ECANCELED:
+      return "canceled";
+    default:
+      return "unknown error";
   }
 }
 

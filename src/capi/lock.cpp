@@ -2,7 +2,9 @@
 
 using simba::capi::fail;
 using simba::capi::guarded;
+using simba::capi::handle_of;
 using simba::capi::result;
+using simba::capi::term_of;
 
 extern "C" {
 
@@ -13,7 +15,10 @@ int simba_lock_acquire(simba_term_t** out, simba_client_t* c, const char* name,
     *out = nullptr;
     if (!c) return fail(SIMBA_EINVAL, "simba_lock_acquire: client is NULL");
     if (!simba::capi::valid_name(name)) return SIMBA_EINVAL;
-    return result(c->impl->lock_acquire(name, timeout_ms, false, out));
+    simba::engine::Term* t = nullptr;
+    const int rc = result(c->impl->lock_acquire(name, timeout_ms, false, &t));
+    *out = handle_of(t);
+    return rc;
   });
 }
 
@@ -23,7 +28,10 @@ int simba_lock_try_acquire(simba_term_t** out, simba_client_t* c, const char* na
     *out = nullptr;
     if (!c) return fail(SIMBA_EINVAL, "simba_lock_try_acquire: client is NULL");
     if (!simba::capi::valid_name(name)) return SIMBA_EINVAL;
-    return result(c->impl->lock_acquire(name, -1, true, out));
+    simba::engine::Term* t = nullptr;
+    const int rc = result(c->impl->lock_acquire(name, -1, true, &t));
+    *out = handle_of(t);
+    return rc;
   });
 }
 
@@ -33,13 +41,16 @@ int simba_lock_acquire_async(simba_client_t* c, const char* name, int64_t timeou
     if (!c || !cb) return fail(SIMBA_EINVAL, "simba_lock_acquire_async: NULL argument");
     if (!simba::capi::valid_name(name)) return SIMBA_EINVAL;
     return result(c->impl->lock_acquire_async(
-        name, timeout_ms, false, [cb, ud](int code, simba_term* t) { cb(ud, code, t); }));
+        name, timeout_ms, false, [cb, ud](simba::engine::Code code, simba::engine::Term* t) {
+          cb(ud, simba::capi::code(code), handle_of(t));
+        }));
   });
 }
 
-int simba_lock_release(simba_term_t* term) {
+int simba_lock_release(simba_term_t* handle) {
   return guarded([&]() -> int {
-    if (!term) return fail(SIMBA_EINVAL, "simba_lock_release: term is NULL");
+    if (!handle) return fail(SIMBA_EINVAL, "simba_lock_release: term is NULL");
+    simba::engine::Term* term = term_of(handle);
     if (!term->is_lock) {
       return fail(SIMBA_EINVAL, "simba_lock_release: not a lock term (an election's term?)");
     }

@@ -15,7 +15,8 @@ int simba_observe_start(simba_observer_t** out, simba_client_t* c, const char* n
     if (!c || !fn) return fail(SIMBA_EINVAL, "simba_observe_start: NULL argument");
     if (!simba::capi::valid_name(name)) return SIMBA_EINVAL;
     if (poll_ms < 0 || (poll_ms > 0 && poll_ms < 10)) {
-      return fail(SIMBA_EINVAL, "simba_observe_start: poll_ms must be 0 (the renew interval) or >= 10");
+      return fail(SIMBA_EINVAL,
+                  "simba_observe_start: poll_ms must be 0 (the renew interval) or >= 10");
     }
     auto handle = std::make_unique<simba_observer>();
     handle->client = c->impl;

@@ -1,11 +1,10 @@
 // The schema-install API: the DDL a DBA installs for a backend, which needs no
 // client (simba_backend_schema).
-#include "backend/backend.h"
-
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "backend/backend.h"
 #include "capi/capi.h"
 
 using simba::capi::fail;

@@ -1,23 +1,19 @@
 // Leader work: simba_run_while_leader, simba_schedule and the task handle.
 #include "capi/capi.h"
 
+using simba::capi::done_fn;
 using simba::capi::fail;
 using simba::capi::guarded;
 using simba::capi::result;
 
 namespace {
 
-simba::engine::DoneFn done_fn(simba_done_fn done, void* ud) {
-  if (!done) return nullptr;
-  return [done, ud](int code) { done(ud, code); };
-}
-
 int start_task(simba_task_t** out, simba_client_t* c, const char* name,
                simba::engine::WorkFn work) {
   auto handle = std::make_unique<simba_task>();
   handle->client = c->impl;
-  const int rc = result(c->impl->start_election(name, nullptr, nullptr, &handle->impl,
-                                                std::move(work)));
+  const int rc =
+      result(c->impl->start_election(name, nullptr, nullptr, &handle->impl, std::move(work)));
   if (rc != SIMBA_OK) return rc;
   *out = handle.release();
   return SIMBA_OK;
@@ -34,7 +30,8 @@ int simba_run_while_leader(simba_task_t** out, simba_client_t* c, const char* na
     *out = nullptr;
     if (!c || !work) return fail(SIMBA_EINVAL, "simba_run_while_leader: NULL argument");
     if (!simba::capi::valid_name(name)) return SIMBA_EINVAL;
-    return start_task(out, c, name, [work, ud](simba_term* t) { work(ud, t); });
+    return start_task(out, c, name,
+                      [work, ud](simba::engine::Term* t) { work(ud, simba::capi::handle_of(t)); });
   });
 }
 
@@ -49,19 +46,19 @@ int simba_schedule(simba_task_t** out, simba_client_t* c, const char* name,
     if (period_ms <= 0) return fail(SIMBA_EINVAL, "simba_schedule: period_ms must be > 0");
     // One term's runs, on its work thread: wait, check, run, wait again. The
     // waits end early when the term is revoked, and then nothing more starts.
-    return start_task(out, c, name, [run, ud, initial_delay_ms, period_ms](simba_term* t) {
-                        if (t->wait_revoked(initial_delay_ms)) return;
-                        for (;;) {
-                          if (!t->state->valid()) return;
-                          run(ud, t);
-                          if (t->wait_revoked(period_ms)) return;
-                        }
-                      });
+    return start_task(out, c, name, [run, ud, initial_delay_ms, period_ms](simba::engine::Term* t) {
+      if (t->wait_revoked(initial_delay_ms)) return;
+      for (;;) {
+        if (!t->state->valid()) return;
+        run(ud, simba::capi::handle_of(t));
+        if (t->wait_revoked(period_ms)) return;
+      }
+    });
   });
 }
 
-int simba_group_join(simba_task_t** out, simba_client_t* c, const char* group,
-                     uint32_t partitions, simba_work_fn work, void* ud) {
+int simba_group_join(simba_task_t** out, simba_client_t* c, const char* group, uint32_t partitions,
+                     simba_work_fn work, void* ud) {
   return guarded([&]() -> int {
     if (!out) return fail(SIMBA_EINVAL, "simba_group_join: out is NULL");
     *out = nullptr;
@@ -70,7 +67,9 @@ int simba_group_join(simba_task_t** out, simba_client_t* c, const char* group,
     auto handle = std::make_unique<simba_task>();
     handle->client = c->impl;
     const int rc = result(simba::engine::Group::join(
-        c->impl, group, partitions, [work, ud](simba_term* t) { work(ud, t); }, &handle->group));
+        c->impl, group, partitions,
+        [work, ud](simba::engine::Term* t) { work(ud, simba::capi::handle_of(t)); },
+        &handle->group));
     if (rc != SIMBA_OK) return rc;
     *out = handle.release();
     return SIMBA_OK;

@@ -2,32 +2,33 @@
 
 using simba::capi::fail;
 using simba::capi::guarded;
+using simba::capi::handle_of;
+using simba::capi::term_of;
 
-static_assert(SIMBA_REVOKE_NONE == static_cast<int>(simba::RevokeReason::kNone) &&
-                  SIMBA_REVOKE_STOPPED == static_cast<int>(simba::RevokeReason::kStopped) &&
-                  SIMBA_REVOKE_STEPPED_DOWN == static_cast<int>(simba::RevokeReason::kSteppedDown) &&
-                  SIMBA_REVOKE_DEADLINE_PASSED ==
-                      static_cast<int>(simba::RevokeReason::kDeadlinePassed) &&
-                  SIMBA_REVOKE_SESSION_EXPIRED ==
-                      static_cast<int>(simba::RevokeReason::kSessionExpired) &&
-                  SIMBA_REVOKE_TAKEN_OVER == static_cast<int>(simba::RevokeReason::kTakenOver),
-              "revoke reasons must match the ABI");
+static_assert(
+    SIMBA_REVOKE_NONE == static_cast<int>(simba::RevokeReason::kNone) &&
+        SIMBA_REVOKE_STOPPED == static_cast<int>(simba::RevokeReason::kStopped) &&
+        SIMBA_REVOKE_STEPPED_DOWN == static_cast<int>(simba::RevokeReason::kSteppedDown) &&
+        SIMBA_REVOKE_DEADLINE_PASSED == static_cast<int>(simba::RevokeReason::kDeadlinePassed) &&
+        SIMBA_REVOKE_SESSION_EXPIRED == static_cast<int>(simba::RevokeReason::kSessionExpired) &&
+        SIMBA_REVOKE_TAKEN_OVER == static_cast<int>(simba::RevokeReason::kTakenOver),
+    "revoke reasons must match the ABI");
 
 extern "C" {
 
 // The accessors read only atomics and the monotonic clock: no lock, no loop.
 const char* simba_term_name(const simba_term_t* t) {
-  return t ? t->state->name().c_str() : nullptr;
+  return t ? term_of(t)->state->name().c_str() : nullptr;
 }
 
-uint64_t simba_term_token(const simba_term_t* t) { return t ? t->state->token() : 0; }
+uint64_t simba_term_token(const simba_term_t* t) { return t ? term_of(t)->state->token() : 0; }
 
-int simba_term_is_valid(const simba_term_t* t) { return t && t->state->valid() ? 1 : 0; }
+int simba_term_is_valid(const simba_term_t* t) { return t && term_of(t)->state->valid() ? 1 : 0; }
 
 int64_t simba_term_remaining_ms(const simba_term_t* t) {
   if (!t) return 0;
   // Whole milliseconds left; a term with less than 1 ms left reads 0.
-  return simba::to_ms(t->state->remaining());
+  return simba::to_ms(term_of(t)->state->remaining());
 }
 
 int simba_term_ensure_valid(const simba_term_t* t, int64_t min_remaining_ms) {
@@ -35,13 +36,13 @@ int simba_term_ensure_valid(const simba_term_t* t, int64_t min_remaining_ms) {
   if (min_remaining_ms < 0) {
     return fail(SIMBA_EINVAL, "simba_term_ensure_valid: min_remaining_ms is negative");
   }
-  const simba::Duration left = t->state->remaining();
+  const simba::Duration left = term_of(t)->state->remaining();
   if (left <= simba::ms(min_remaining_ms)) {
     return fail(SIMBA_EEXPIRED,
                 left <= simba::Duration::zero()
-                    ? "term of \"" + t->state->name() + "\" (token " +
-                          std::to_string(t->state->token()) + ") is no longer valid"
-                    : "term of \"" + t->state->name() + "\" has " +
+                    ? "term of \"" + term_of(t)->state->name() + "\" (token " +
+                          std::to_string(term_of(t)->state->token()) + ") is no longer valid"
+                    : "term of \"" + term_of(t)->state->name() + "\" has " +
                           std::to_string(simba::to_ms(left)) + " ms left, not more than " +
                           std::to_string(min_remaining_ms));
   }
@@ -49,15 +50,16 @@ int simba_term_ensure_valid(const simba_term_t* t, int64_t min_remaining_ms) {
 }
 
 simba_revoke_reason_t simba_term_revoke_reason(const simba_term_t* t) {
-  return t ? static_cast<simba_revoke_reason_t>(t->state->revoked()) : SIMBA_REVOKE_NONE;
+  return t ? static_cast<simba_revoke_reason_t>(term_of(t)->state->revoked()) : SIMBA_REVOKE_NONE;
 }
 
 int simba_term_on_revoked(simba_term_t* t, simba_revoked_fn fn, void* ud) {
   return guarded([&]() -> int {
     if (!t || !fn) return fail(SIMBA_EINVAL, "simba_term_on_revoked: NULL argument");
-    const bool ok = t->add_on_revoked([fn, ud](simba_term* term, simba::RevokeReason r) {
-      fn(ud, term, static_cast<simba_revoke_reason_t>(r));
-    });
+    const bool ok =
+        term_of(t)->add_on_revoked([fn, ud](simba::engine::Term* term, simba::RevokeReason r) {
+          fn(ud, handle_of(term), static_cast<simba_revoke_reason_t>(r));
+        });
     if (!ok) {
       return fail(SIMBA_ECLOSED,
                   "the term was revoked and its client is closed: read simba_term_revoke_reason");
@@ -69,7 +71,7 @@ int simba_term_on_revoked(simba_term_t* t, simba_revoked_fn fn, void* ud) {
 int simba_term_wait_revoked(simba_term_t* t, int64_t timeout_ms) {
   return guarded([&]() -> int {
     if (!t) return fail(SIMBA_EINVAL, "simba_term_wait_revoked: term is NULL");
-    if (!t->wait_revoked(timeout_ms)) {
+    if (!term_of(t)->wait_revoked(timeout_ms)) {
       return fail(SIMBA_ETIMEDOUT, "the term was not revoked within the timeout");
     }
     return SIMBA_OK;
@@ -81,29 +83,32 @@ int simba_term_revoke_fd(simba_term_t* t) {
     fail(SIMBA_EINVAL, "simba_term_revoke_fd: term is NULL");
     return -1;
   }
-  const int fd = t->revoke_fd();
+  const int fd = term_of(t)->revoke_fd();
   if (fd < 0) fail(SIMBA_ENOMEM, "simba_term_revoke_fd: eventfd failed");
   return fd;
 }
 
 void simba_term_retain(simba_term_t* t) {
   if (!t) return;
-  t->retain();
-  if (t->is_lock) t->caller_refs.fetch_add(1);
+  simba::engine::Term* term = term_of(t);
+  term->retain();
+  if (term->is_lock) term->caller_refs.fetch_add(1);
 }
 
 void simba_term_release(simba_term_t* t) {
   if (!t) return;
+  simba::engine::Term* term = term_of(t);
   guarded([&]() -> int {
     // The caller's last reference of a lock it never released: release the
     // lock now (with its token, without waiting), rather than leave the name
     // held until the session ends.
-    if (t->is_lock && t->caller_refs.fetch_sub(1) == 1 && !t->release_requested.exchange(true)) {
-      if (auto client = t->client.lock()) client->lock_release(t, /*wait=*/false);
+    if (term->is_lock && term->caller_refs.fetch_sub(1) == 1 &&
+        !term->release_requested.exchange(true)) {
+      if (auto client = term->client.lock()) client->lock_release(term, /*wait=*/false);
     }
     return SIMBA_OK;
   });
-  t->release();
+  term->release();
 }
 
 }  // extern "C"

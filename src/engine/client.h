@@ -1,15 +1,13 @@
-// One client: one libuv loop (on a thread of its own, or driven by the host),
-// one backend, one Node (the state machines), and the callback executor.
-// API threads post commands to the loop; the loop drives the Node and turns
-// its Effects into backend calls and callbacks.
+// One client: one Loop (on a thread of its own, or driven by the host; who may
+// touch what from which thread is stated in engine/loop.h), one backend, one
+// Node (the state machines), and the callback executor. API threads post
+// commands to the loop; the loop drives the Node and turns its Effects into
+// backend calls and callbacks (effects.cpp). Leader work: work.cpp.
 #ifndef SIMBA_ENGINE_CLIENT_H
 #define SIMBA_ENGINE_CLIENT_H
 
-#include <uv.h>
-
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,43 +19,22 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/memory/memory_backend.h"
 #include "core/config.h"
 #include "core/node.h"
 #include "engine/executor.h"
+#include "engine/loop.h"
+#include "engine/result.h"
 #include "engine/term.h"
 
 namespace simba::engine {
 
-// Result codes of the engine: the values of simba.h's SIMBA_E* codes.
-enum Code {
-  kOk = 0,
-  kEInval = -1,
-  kEState = -2,
-  kEExpired = -3,
-  kETimedOut = -4,
-  kEBackend = -5,
-  kEClosed = -6,
-  kENoMem = -7,
-  kEWouldBlock = -8,
-  kEBusy = -9,
-  kEUnsupported = -10,
-  kECanceled = -11,
-};
-
-struct Result {
-  int code = kOk;
-  std::string detail;
-  static Result ok() { return {}; }
-};
-
-using DoneFn = std::function<void(int code)>;
-using ElectedFn = std::function<void(simba_term*)>;
-using RevokedFn = std::function<void(simba_term*, RevokeReason)>;
+using DoneFn = std::function<void(Code code)>;
+using ElectedFn = std::function<void(Term*)>;
+using RevokedFn = std::function<void(Term*, RevokeReason)>;
 using EventFn = std::function<void(SessionEvent, const std::string& detail)>;
-using LockFn = std::function<void(int code, simba_term* term)>;
+using LockFn = std::function<void(Code code, Term* term)>;
 // Leader work: runs on a thread of its own for each term of a task's election.
-using WorkFn = std::function<void(simba_term*)>;
+using WorkFn = std::function<void(Term*)>;
 
 // Host-provided pieces of the configuration that have no text form.
 struct Hooks {
@@ -66,17 +43,9 @@ struct Hooks {
   std::function<void(int level, const std::string&)> log;
   int log_min_level = 0;
   EventFn events;  // the sink a client starts with (simba_config_set_event_sink)
-};
-
-// A blocking caller's rendezvous with the loop.
-struct Waiter {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  int code = kOk;
-  std::string detail;
-  simba_term* term = nullptr;
-  void finish(int c, std::string d = {}, simba_term* t = nullptr);
+  // memory:// only: the client's test-only fault switches, made by the C API
+  // (the engine knows no backend's types).
+  std::shared_ptr<MemoryFaults> memory_faults;
 };
 
 // How many work threads of an election are still running.
@@ -147,7 +116,7 @@ class Election {
   // Loop thread.
   // The current term's engine reference (elected() to revoked()), if any: an
   // election has at most one term at a time.
-  simba_term* term = nullptr;
+  Term* term = nullptr;
   // The done of a stop, and those of step-downs in request order (a vector:
   // an empty deque costs 576 bytes). Allocated on first use: most elections
   // never ask for one (ADR 0024).
@@ -162,16 +131,15 @@ class Election {
   }
 };
 
-
 // One observer of a name's holder (simba_observe_start), as its handle sees it.
 // The client reads the name on its loop: at the start, every `poll`, and at once
 // after a release broadcast of the name; a change goes to `fn` on `queue`.
 class Observer {
  public:
   // holder "" when free; client_known false when the holder's client.name is not.
-  using Fn = std::function<void(const std::string& name, const std::string& holder,
-                                const std::string& holder_client, bool client_known,
-                                uint64_t token)>;
+  using Fn =
+      std::function<void(const std::string& name, const std::string& holder,
+                         const std::string& holder_client, bool client_known, uint64_t token)>;
 
  private:
   friend class Client;
@@ -182,18 +150,18 @@ class Observer {
   std::atomic<bool> detached{false};  // freed: deliver nothing more
 
   // Loop thread.
-  bool removed = false;   // out of the client's list; a read in flight is ignored
+  bool removed = false;  // out of the client's list; a read in flight is ignored
   bool reading = false;
-  bool reread = false;    // a broadcast came during the read: read again at once
-  int follow_ups = 0;     // quick re-reads left after a broadcast (the new holder)
+  bool reread = false;  // a broadcast came during the read: read again at once
+  int follow_ups = 0;   // quick re-reads left after a broadcast (the new holder)
   TimePoint next_read{};
-  bool known = false;     // a first state was delivered
+  bool known = false;  // a first state was delivered
   std::string holder, holder_client;
   bool client_known = false;
   uint64_t token = 0;
 };
 
-class Client : public Effects, public std::enable_shared_from_this<Client> {
+class Client : public Effects, private Loop::Host, public std::enable_shared_from_this<Client> {
  public:
   // Creates the client and starts opening its session.
   static Result open(const std::string& url, const Config& cfg, const Hooks& hooks,
@@ -202,8 +170,8 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
 
   // Closes: stops every election and lock, closes the session, stops the loop
   // and the executor. From a callback or the loop thread it only starts the
-  // close and returns kEWouldBlock; the caller must not wait for itself.
-  int close();
+  // close and returns Code::kEWouldBlock; the caller must not wait for itself.
+  Code close();
   bool close_requested() const { return close_requested_.load(); }
 
   SessionStatus status() const { return static_cast<SessionStatus>(status_.load()); }
@@ -214,8 +182,7 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   Result inspect(const std::vector<std::string>& names, int64_t timeout_ms, InspectReply* out,
                  std::string* own_session);
   // The same, as the JSON of simba_client_inspect_json.
-  Result inspect_json(const std::vector<std::string>& names, int64_t timeout_ms,
-                      std::string* out);
+  Result inspect_json(const std::vector<std::string>& names, int64_t timeout_ms, std::string* out);
   Result set_event_sink(EventFn fn);
   // Prometheus text of the node's metrics (simba_client_metrics_text).
   Result metrics_text(std::string* out);
@@ -228,8 +195,8 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
 
   // EXTERNAL mode.
   bool external() const { return cfg_.loop_mode == LoopMode::kExternal; }
-  int fd() const;
-  int64_t timeout_ms() const;
+  int fd() const { return loop_.fd(); }
+  int64_t timeout_ms() const { return loop_.timeout_ms(); }
   Result process();
 
   // Elections.
@@ -247,7 +214,7 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   // user data may be freed). Returns whether it waited.
   bool free_election(const std::shared_ptr<Election>& e);
   // EXTERNAL mode: the thread that opened the client, which alone drives it.
-  bool on_host_thread() const { return std::this_thread::get_id() == host_thread_; }
+  bool on_host_thread() const { return loop_.on_host_thread(); }
   // False where a blocking close would wait for itself (callback, loop, work).
   bool may_close_block() const { return may_wait_for_close(); }
   // A serial queue over the callback executor, for callbacks of objects built
@@ -255,27 +222,28 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   std::shared_ptr<SerialQueue> callback_queue() { return new_queue(); }
   // Blocks until `w` is done (in EXTERNAL mode on the host thread, running the
   // loop meanwhile). Only where the caller may block.
-  void wait_for(Waiter& w) { wait(w, std::chrono::steady_clock::time_point::max()); }
+  void wait_for(Waiter& w) { loop_.wait(w, Loop::SteadyTime::max()); }
   // Wakes the loop, so that a host thread in wait_for() sees a Waiter that
   // another thread finished without going through the loop. No-op once closed.
-  void wake_loop() { post([] {}); }
+  void wake_loop() {
+    loop_.post([] {});
+  }
 
   // Locks. acquire: timeout_ms < 0 waits without bound.
-  Result lock_acquire(const std::string& name, int64_t timeout_ms, bool try_once,
-                      simba_term** out);
+  Result lock_acquire(const std::string& name, int64_t timeout_ms, bool try_once, Term** out);
   // cb runs once, on the lock's serial queue.
   Result lock_acquire_async(const std::string& name, int64_t timeout_ms, bool try_once, LockFn cb);
   // Revokes the lock's term and releases it with its token. With `wait`,
   // where the caller may block, it waits for the backend's answer (at most one
   // call timeout) and then until every on_revoked callback of the term ran.
-  void lock_release(simba_term* term, bool wait = true);
+  void lock_release(Term* term, bool wait = true);
 
   // Test hook: the memory:// fault switches of this client.
-  std::shared_ptr<MemoryFaults> memory_faults() const { return faults_; }
+  std::shared_ptr<MemoryFaults> memory_faults() const { return hooks_.memory_faults; }
   const Config& config() const { return cfg_; }
   // Test hook: runs on the work thread of each new term, before the term is
   // checked and the work called (a test holds it there to revoke the term).
-  void set_work_start_hook(std::function<void(simba_term*)> hook);
+  void set_work_start_hook(std::function<void(Term*)> hook);
 
   // Effects, on the loop thread.
   void send_open(CallId call, Duration lease, Duration timeout) override;
@@ -304,7 +272,7 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
     LockFn done;  // acquire result (once)
     std::shared_ptr<SerialQueue> queue;
     std::shared_ptr<Waiter> released;  // a blocking simba_lock_release waits here
-    simba_term* term = nullptr;        // its term's engine reference, as Election::term
+    Term* term = nullptr;              // its term's engine reference, as Election::term
   };
 
   Client(const Config& cfg, const Hooks& hooks);
@@ -313,7 +281,7 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   MetricsInput metrics_input(const NodeView& v) const;
   // The slot holding contender `who`'s engine reference to the term of
   // `state`; null when it holds none or another term's.
-  simba_term** term_slot(ContenderId who, const TermState* state);
+  Term** term_slot(ContenderId who, const TermState* state);
 
   // Observers (observe.cpp), loop thread.
   void read_observed(const std::shared_ptr<Observer>& o);
@@ -322,63 +290,28 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   void observed_release(const std::string& name);
   std::optional<TimePoint> next_observer_read() const;
 
-  // THREAD mode (ADR 0014): while the loop thread waits for I/O, a caller about
-  // to wait for the backend borrows the loop and runs it itself, so that its
-  // call and the answer need no thread wake-up each way. Held from the
-  // constructor (when the loop was free) to give_back() or the destructor.
-  class LoopLease {
-   public:
-    explicit LoopLease(Client& c) : c_(c), held_(c.borrow_loop()) {}
-    ~LoopLease() { give_back(); }
-    LoopLease(const LoopLease&) = delete;
-    LoopLease& operator=(const LoopLease&) = delete;
-    bool held() const { return held_; }
-    void give_back() {
-      if (held_) c_.return_loop();
-      held_ = false;
-    }
-
-   private:
-    Client& c_;
-    bool held_;
-  };
-  enum class LoopOwner { kNone, kLoopThread, kCaller };
-  bool borrow_loop();
-  void return_loop();
-  // The client's own loop thread: its turns and its waits between them.
-  void run_loop_thread();
-  // Runs the loop on this thread until `w` is done: kOk, kETimedOut at
-  // `deadline`; in THREAD mode (a borrower) kHandBack when only the loop thread
-  // may go on (callbacks of the loop executor, log lines, the close), in
-  // EXTERNAL mode (the host thread) kEClosed once the client is torn down.
-  static constexpr int kHandBack = 1;
-  int drive(Waiter& w, std::chrono::steady_clock::time_point deadline);
-  // This thread runs the loop on loan from the loop thread.
-  bool borrowed_here() const;
-  // Work that must run on the loop thread itself is waiting.
-  bool needs_loop_thread() const { return !deferred_.empty() || node_closed_; }
-
-  // Queues `fn` for the loop and wakes it. False once the client is closed.
-  bool post(std::function<void()> fn);
+  using LoopLease = Loop::Lease;
+  // A caller may borrow the loop (ADR 0014): not for a host's executor, whose
+  // submit() is promised the loop thread (simba.h), nor from a callback, which
+  // should not run the loop's work before it returns.
+  bool may_lend_loop() const {
+    return !(executor_ && cfg_.executor == ExecutorKind::kHost) && !in_callback();
+  }
+  bool on_loop_thread() const { return loop_.on_loop_thread(); }
   // Runs `fn` on the loop and waits for it: at once where the calling thread
   // owns the loop (the loop thread, or the host's in EXTERNAL mode).
   Result run_sync(const std::function<void()>& fn);
-  bool on_loop_thread() const;
-  // Blocks the caller until `w` is done or `deadline` passes; in EXTERNAL mode
-  // it runs the loop itself, and in THREAD mode too while it holds `lease`
-  // (only for waiters finished on the loop). kEWouldBlock where waiting would
-  // wait for itself.
-  int wait(Waiter& w, std::chrono::steady_clock::time_point deadline, LoopLease* lease = nullptr);
-  bool may_block() const;
+  bool may_block() const { return !in_callback() && !loop_.inside_turn(); }
   // A waiter may run queued callbacks itself: not those of the loop executor
   // ("direct", EXTERNAL mode), which are promised the loop's own thread.
-  bool may_run_callbacks_here() const { return executor_ != nullptr || (external() && on_loop_thread()); }
+  bool may_run_callbacks_here() const {
+    return executor_ != nullptr || (external() && on_loop_thread());
+  }
   // Blocking close methods (client, task, lock release) do not wait from a
   // callback, the loop thread, or leader work, where they would wait for it.
   bool may_wait_for_close() const { return may_block() && !in_work(); }
   // Loop thread: starts the work of a task's new term on its own thread.
-  void start_work(const std::shared_ptr<Election>& el, simba_term* t, ContenderId who,
-                  uint64_t token);
+  void start_work(const std::shared_ptr<Election>& el, Term* t, ContenderId who, uint64_t token);
   // Loop thread: registers a lock with the node; `done` gets its outcome.
   Result add_lock(const std::string& name, int64_t timeout_ms, bool try_once,
                   const std::shared_ptr<SerialQueue>& queue, LockFn done);
@@ -386,56 +319,31 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   TimePoint now() const { return MonotonicClock::instance().now(); }
   // After every event the Node saw: re-arm the timer, publish the status.
   void settle();
-  void drain_commands();
-  void on_timer();
-  bool defer(std::function<void()> fn);
-  void run_deferred();
+  // The node closed: run what is left for the loop, then close every handle.
   void teardown();
+  // Loop::Host.
+  void commands_ran() override { settle(); }
+  void timer_fired() override;
+  bool closing() const override { return node_closed_; }
+  void tear_down() override { teardown(); }
   std::shared_ptr<SerialQueue> new_queue();
   void close_queues();
   void emit_log(int level, const std::string& line);
 
   Config cfg_;
   Hooks hooks_;
-  std::shared_ptr<MemoryFaults> faults_ = std::make_shared<MemoryFaults>();
   std::mutex work_start_hook_mu_;
-  std::function<void(simba_term*)> work_start_hook_;  // guarded by work_start_hook_mu_
+  std::function<void(Term*)> work_start_hook_;  // guarded by work_start_hook_mu_
   std::string url_redacted_;
 
-  uv_loop_t loop_;
-  uv_async_t wake_;
-  uv_timer_t timer_;
-  uv_idle_t idle_;
-  std::thread thread_;
-  std::atomic<std::thread::id> loop_thread_{};  // THREAD mode: the client's own thread
-  std::atomic<std::thread::id> loop_owner_{};   // THREAD mode: who runs the loop now
-  // THREAD mode: the loop's owner. Whoever owns it may touch every loop-thread
-  // member; handing it over through owner_mu_ orders their accesses.
-  std::mutex owner_mu_;
-  std::condition_variable owner_cv_;  // the loop thread waits here for a borrower
-  LoopOwner owner_ = LoopOwner::kNone;
-  bool loop_ended_ = false;
-  bool loop_thread_due_ = false;  // a borrower handed back work for the loop thread
-  bool loop_thread_polling_ = false;
-  using SteadyTime = std::chrono::steady_clock::time_point;
-  SteadyTime polling_until_;                      // the loop thread's poll ends then
-  SteadyTime standby_until_ = SteadyTime::min();  // its standby ends (min: none)
-  SteadyTime turn_at_ = SteadyTime::max();        // set by a borrower: the loop's next timer
-  SteadyTime returned_at_;                        // when the last borrower left
-  bool hand_over_ = false;         // loop owner: a borrower gave up waiting (kMaxBorrow)
-  int handoff_fd_ = -1;            // eventfd: a borrower cuts the loop thread's poll short
-  std::thread::id host_thread_{};  // EXTERNAL mode: the thread that opened the client
-  bool in_process_ = false;        // EXTERNAL mode: the loop is running on the host thread
+  // Declared before everything that lives on the loop (and goes before it).
+  Loop loop_{*this, cfg_.loop_mode == LoopMode::kExternal};
 
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<LoopExecutor> loop_executor_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Node> node_;
 
-  std::mutex commands_mu_;
-  std::deque<std::function<void()>> commands_;
-  bool accepting_ = true;  // guarded by commands_mu_
-  std::deque<std::function<void()>> deferred_;  // loop thread
   std::shared_ptr<Mailbox> mailbox_ = std::make_shared<Mailbox>();
 
   std::mutex queues_mu_;
@@ -447,19 +355,14 @@ class Client : public Effects, public std::enable_shared_from_this<Client> {
   std::map<ContenderId, Lock> locks_;
   std::vector<std::shared_ptr<Waiter>> live_waiters_;
   std::set<std::shared_ptr<Waiter>> inspect_waiters_;  // finished by teardown
-  std::vector<std::shared_ptr<Observer>> observers_;    // loop thread
+  std::vector<std::shared_ptr<Observer>> observers_;   // loop thread
   std::shared_ptr<SerialQueue> event_queue_;
   EventFn event_sink_;  // guarded by event_mu_
   std::mutex event_mu_;
 
   std::atomic<int> status_{static_cast<int>(SessionStatus::kOpening)};
   std::atomic<bool> close_requested_{false};
-  // Set when the loop finished: every callback was handed to its queue.
-  std::mutex done_mu_;
-  std::condition_variable done_cv_;
-  bool loop_done_ = false;
   bool node_closed_ = false;  // loop thread
-  bool torn_down_ = false;    // loop thread: handles closing, nothing more runs
   std::mutex close_mu_;
   bool finished_ = false;  // close() completed
 };

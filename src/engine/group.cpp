@@ -16,22 +16,24 @@ constexpr uint32_t kMaxPartitions = 10000;
 Result Group::join(const std::shared_ptr<Client>& client, const std::string& group,
                    uint32_t partitions, WorkFn work, std::shared_ptr<Group>* out) {
   if (partitions == 0 || partitions > kMaxPartitions) {
-    return {kEInval, "simba_group_join: partitions must be 1.." + std::to_string(kMaxPartitions)};
+    return {Code::kEInval,
+            "simba_group_join: partitions must be 1.." + std::to_string(kMaxPartitions)};
   }
   std::shared_ptr<Group> g(new Group(client, group, partitions, std::move(work)));
   // The longest names it will use must follow the lease-name rule too.
-  for (const std::string& name : {g->partition_name(partitions - 1), g->slot_name(partitions - 1)}) {
+  for (const std::string& name :
+       {g->partition_name(partitions - 1), g->slot_name(partitions - 1)}) {
     const std::string why = check_lease_name(name);
     if (!why.empty()) {
-      return {kEInval, "simba_group_join: group \"" + group + "\" makes the lease name \"" +
-                           name + "\": " + why};
+      return {Code::kEInval, "simba_group_join: group \"" + group + "\" makes the lease name \"" +
+                                 name + "\": " + why};
     }
   }
-  if (client->close_requested()) return {kEClosed, "the client is closed"};
+  if (client->close_requested()) return {Code::kEClosed, "the client is closed"};
   try {
     g->thread_ = std::thread([g] { g->run(); });
   } catch (const std::system_error& e) {
-    return {kENoMem, std::string("cannot start the group's thread: ") + e.what()};
+    return {Code::kENoMem, std::string("cannot start the group's thread: ") + e.what()};
   }
   *out = std::move(g);
   return Result::ok();
@@ -57,7 +59,9 @@ Group::~Group() {
 
 Result Group::stop(DoneFn done) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (stop_requested_) return {kEState, "the group \"" + group_ + "\" is already stopping or stopped"};
+  if (stop_requested_) {
+    return {Code::kEState, "the group \"" + group_ + "\" is already stopping or stopped"};
+  }
   stop_requested_ = true;
   stop_done_ = std::move(done);
   cv_.notify_all();
@@ -66,7 +70,9 @@ Result Group::stop(DoneFn done) {
 
 Result Group::step_down(Duration cooldown, DoneFn done) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (stop_requested_) return {kEState, "the group \"" + group_ + "\" is stopping or stopped"};
+  if (stop_requested_) {
+    return {Code::kEState, "the group \"" + group_ + "\" is stopping or stopped"};
+  }
   step_down_requested_ = true;
   step_down_cooldown_ = std::max(step_down_cooldown_, cooldown);
   step_down_dones_.push_back(std::move(done));
@@ -75,7 +81,7 @@ Result Group::step_down(Duration cooldown, DoneFn done) {
 }
 
 void Group::close() {
-  stop(nullptr);  // kEState when already stopping: fine
+  stop(nullptr);                            // Code::kEState when already stopping: fine
   if (!client_->may_close_block()) return;  // the manager finishes on its own
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
     // The manager's leave() waits for the loop: in EXTERNAL mode on the host
@@ -87,7 +93,7 @@ void Group::close() {
   // The dones go through the callback executor: wait until the last one ran,
   // so that none runs after the close returned.
   auto w = std::make_shared<Waiter>();
-  if (queue_->post([w] { w->finish(kOk); })) client_->wait_for(*w);
+  if (queue_->post([w] { w->finish(Code::kOk); })) client_->wait_for(*w);
 }
 
 void Group::run() {
@@ -128,7 +134,7 @@ void Group::run() {
     done = std::move(stop_done_);
   }
   deliver(std::move(done));
-  manager_exited_.finish(kOk);
+  manager_exited_.finish(Code::kOk);
   client_->wake_loop();
 }
 
@@ -136,7 +142,7 @@ void Group::deliver(DoneFn done) {
   if (!done) return;
   // A queue closed by the client's close runs nothing more: after
   // simba_client_close returned, no callback of the client runs.
-  queue_->post([done = std::move(done)] { done(kOk); });
+  queue_->post([done = std::move(done)] { done(Code::kOk); });
 }
 
 // Holds one member lock, GROUP.member.K: the lowest free K. False while this
@@ -149,14 +155,14 @@ bool Group::ensure_member_slot() {
   }
   if (client_->status() != SessionStatus::kLive) return false;
   for (uint32_t k = 0; k < n_; ++k) {
-    simba_term* t = nullptr;
+    Term* t = nullptr;
     const Result r = client_->lock_acquire(slot_name(k), 0, /*try_once=*/true, &t);
-    if (r.code == kOk) {
+    if (r.code == Code::kOk) {
       slot_ = t;
       slot_index_ = k;
       return true;
     }
-    if (r.code == kEClosed) {
+    if (r.code == Code::kEClosed) {
       std::lock_guard<std::mutex> lock(mu_);
       stop_requested_ = true;
       return false;
@@ -179,14 +185,13 @@ void Group::round() {
   for (uint32_t i = 0; i < n_; ++i) names.push_back(partition_name(i));
   InspectReply reply;
   std::string own;
-  const Result r =
-      client_->inspect(names, to_ms(client_->config().renew_interval()), &reply, &own);
-  if (r.code == kEClosed) {
+  const Result r = client_->inspect(names, to_ms(client_->config().renew_interval()), &reply, &own);
+  if (r.code == Code::kEClosed) {
     std::lock_guard<std::mutex> lock(mu_);
     stop_requested_ = true;
     return;
   }
-  if (r.code != kOk || own.empty()) return;  // next round
+  if (r.code != Code::kOk || own.empty()) return;  // next round
   std::map<std::string, std::string> holder;
   for (const LeaseInfo& l : reply.leases) holder[l.name] = l.holder;
 
@@ -210,7 +215,7 @@ void Group::round() {
     const uint32_t i = plan.candidates[j];
     std::shared_ptr<Election> e;
     const Result s = client_->start_election(partition_name(i), nullptr, nullptr, &e, work_);
-    if (s.code != kOk) continue;  // still stopping from an earlier term: next round
+    if (s.code != Code::kOk) continue;  // still stopping from an earlier term: next round
     pursued_[i] = e;
     elections_.push_back(e);
     --want;

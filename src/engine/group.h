@@ -39,7 +39,7 @@ namespace simba::engine {
 class Group : public std::enable_shared_from_this<Group> {
  public:
   // Joins `group` with `partitions` partitions; `work` runs for each partition
-  // this member leads. kEInval when the names GROUP.member.K would break the
+  // this member leads. Code::kEInval when the names GROUP.member.K would break the
   // lease-name rule.
   static Result join(const std::shared_ptr<Client>& client, const std::string& group,
                      uint32_t partitions, WorkFn work, std::shared_ptr<Group>* out);
@@ -90,10 +90,10 @@ class Group : public std::enable_shared_from_this<Group> {
   Waiter manager_exited_;  // finished as run() returns (close waits for it)
 
   // Manager thread only.
-  simba_term* slot_ = nullptr;
+  Term* slot_ = nullptr;
   uint32_t slot_index_ = 0;
   std::map<uint32_t, std::shared_ptr<Election>> pursued_;  // contending or leading
-  std::set<uint32_t> handing_over_;  // stopped by us; held until their work exits
+  std::set<uint32_t> handing_over_;                   // stopped by us; held until their work exits
   std::vector<std::shared_ptr<Election>> elections_;  // every one started (close waits)
 };
 

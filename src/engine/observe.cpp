@@ -30,15 +30,15 @@ Result Client::observe(const std::string& name, Duration poll, Observer::Fn fn,
   Result result;
   Result r = run_sync([&] {
     if (close_requested_ || node_->closed()) {
-      result = {kEClosed, "the client is closed"};
+      result = {Code::kEClosed, "the client is closed"};
       return;
     }
     o->next_read = now();
     observers_.push_back(o);
     read_observed(o);
   });
-  if (r.code != kOk) return r;
-  if (result.code != kOk) return result;
+  if (r.code != Code::kOk) return r;
+  if (result.code != Code::kOk) return result;
   *out = std::move(o);
   return Result::ok();
 }
@@ -50,9 +50,9 @@ void Client::free_observer(const std::shared_ptr<Observer>& o) {
     observers_.erase(std::remove(observers_.begin(), observers_.end(), o), observers_.end());
   };
   if (on_loop_thread()) {
-    if (!torn_down_) remove();
+    if (!loop_.torn_down()) remove();
   } else {
-    post(remove);  // false once the client closed: the teardown dropped it
+    loop_.post(remove);  // false once the client closed: the teardown dropped it
   }
   // A callback of it running on another thread finishes before the free returns;
   // from its own callback, the free cannot wait for itself.
@@ -60,7 +60,7 @@ void Client::free_observer(const std::shared_ptr<Observer>& o) {
 }
 
 void Client::read_observed(const std::shared_ptr<Observer>& o) {
-  if (o->removed || o->reading || torn_down_) return;
+  if (o->removed || o->reading || loop_.torn_down()) return;
   o->reading = true;
   o->reread = false;
   backend_->inspect({o->name}, cfg_.renew_interval(), [this, o](const InspectReply& reply) {

@@ -5,20 +5,22 @@
 
 #include <chrono>
 
-simba_term::~simba_term() {
+namespace simba::engine {
+
+Term::~Term() {
   if (efd_ >= 0) close(efd_);
 }
 
-simba_term::Parking& simba_term::parking() const {
+Term::Parking& Term::parking() const {
   // Enough that unrelated terms rarely share one; a waiter woken for another
   // term of its slot re-checks and sleeps again. Never destroyed: terms may
   // outlive static destruction on a host's threads.
   constexpr size_t kSlots = 64;
   static Parking* const slots = new Parking[kSlots];
-  return slots[(reinterpret_cast<uintptr_t>(this) / alignof(simba_term)) % kSlots];
+  return slots[(reinterpret_cast<uintptr_t>(this) / alignof(Term)) % kSlots];
 }
 
-void simba_term::signal_ended() {
+void Term::signal_ended() {
   Parking& p = parking();
   std::lock_guard<std::mutex> lock(p.mu);
   if (ended_) return;
@@ -30,7 +32,7 @@ void simba_term::signal_ended() {
   p.cv.notify_all();
 }
 
-void simba_term::deliver_revoked(simba::RevokeReason reason, std::function<void()> then) {
+void Term::deliver_revoked(simba::RevokeReason reason, std::function<void()> then) {
   std::vector<RevokedFn> fns;
   {
     std::lock_guard<std::mutex> lock(parking().mu);
@@ -48,7 +50,7 @@ void simba_term::deliver_revoked(simba::RevokeReason reason, std::function<void(
   });
 }
 
-bool simba_term::add_on_revoked(RevokedFn fn) {
+bool Term::add_on_revoked(RevokedFn fn) {
   std::unique_lock<std::mutex> lock(parking().mu);
   if (!delivered_) {
     callbacks_.push_back(std::move(fn));
@@ -65,7 +67,7 @@ bool simba_term::add_on_revoked(RevokedFn fn) {
   return posted;
 }
 
-bool simba_term::wait_revoked(int64_t timeout_ms) {
+bool Term::wait_revoked(int64_t timeout_ms) {
   using namespace std::chrono;
   const auto until = timeout_ms < 0 ? steady_clock::time_point::max()
                                     : steady_clock::now() + milliseconds(timeout_ms);
@@ -82,7 +84,7 @@ bool simba_term::wait_revoked(int64_t timeout_ms) {
   }
 }
 
-int simba_term::revoke_fd() {
+int Term::revoke_fd() {
   std::lock_guard<std::mutex> lock(parking().mu);
   if (efd_ < 0) {
     efd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -93,3 +95,5 @@ int simba_term::revoke_fd() {
   }
   return efd_;
 }
+
+}  // namespace simba::engine

@@ -1,4 +1,5 @@
-// A term handle as the C ABI hands it out (struct simba_term): the lock-free
+// A term as the engine keeps it (the C ABI hands it out as simba_term_t;
+// capi/capi.h converts): the lock-free
 // TermState that accessors read, plus what waits on the revocation (an eventfd,
 // a condition variable, on_revoked callbacks). Reference counted.
 #ifndef SIMBA_ENGINE_TERM_H
@@ -17,21 +18,20 @@
 #include "engine/executor.h"
 
 namespace simba::engine {
+
 class Client;
-}
 
-struct simba_term {
-  using RevokedFn = std::function<void(simba_term*, simba::RevokeReason)>;
+struct Term {
+  using RevokedFn = std::function<void(Term*, simba::RevokeReason)>;
 
-  simba_term(std::shared_ptr<simba::TermState> s, std::shared_ptr<simba::engine::SerialQueue> q,
-             std::weak_ptr<simba::engine::Client> client, simba::ContenderId contender,
-             bool is_lock)
+  Term(std::shared_ptr<simba::TermState> s, std::shared_ptr<simba::engine::SerialQueue> q,
+       std::weak_ptr<simba::engine::Client> client, simba::ContenderId contender, bool is_lock)
       : state(std::move(s)),
         queue(std::move(q)),
         client(std::move(client)),
         contender(contender),
         is_lock(is_lock) {}
-  ~simba_term();
+  ~Term();
 
   void retain() { refs.fetch_add(1); }
   void release() {
@@ -81,5 +81,7 @@ struct simba_term {
   int efd_ = -1;
   std::vector<RevokedFn> callbacks_;
 };
+
+}  // namespace simba::engine
 
 #endif

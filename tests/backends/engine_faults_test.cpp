@@ -428,7 +428,8 @@ TEST_F(EngineFaults, WorkDoesNotStartOnATermRevokedBeforeItsThreadRan) {
   StartProbe p;
   // Holds each new term's work thread before its start until the term reads
   // invalid: the stop below always lands in that window.
-  static_cast<simba_client_t*>(c)->impl->set_work_start_hook([&p](simba_term_t* term) {
+  static_cast<simba_client_t*>(c)->impl->set_work_start_hook([&p](simba::engine::Term* t) {
+    simba_term_t* term = simba::capi::handle_of(t);
     p.held = 1;
     wait_for([term] { return !simba_term_is_valid(term); }, 5000 * slow_factor(), 1);
   });

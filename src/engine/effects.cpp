@@ -1,0 +1,267 @@
+// The Effects adapter: what the sans-I/O core (Node) asks for, turned into
+// backend calls, timers and callbacks. Everything here runs on the loop's owner
+// (engine/loop.h).
+#include <algorithm>
+#include <optional>
+
+#include "core/log_level.h"
+#include "engine/client.h"
+
+namespace simba::engine {
+
+namespace {
+
+Code lock_failure_code(LockFailure why) {
+  switch (why) {
+    case LockFailure::kTimeout:
+      return Code::kETimedOut;
+    case LockFailure::kBusy:
+      return Code::kEBusy;
+    case LockFailure::kBackend:
+      return Code::kEBackend;
+    case LockFailure::kCanceled:
+      return Code::kECanceled;
+  }
+  return Code::kEBackend;
+}
+
+}  // namespace
+
+void Client::settle() {
+  if (!node_) return;
+  status_.store(static_cast<int>(node_->status()));
+  if (node_->status() == SessionStatus::kLive || node_->closed()) {
+    for (auto& w : live_waiters_) {
+      w->finish(node_->closed() ? Code::kEClosed : Code::kOk,
+                node_->closed() ? "the client closed" : std::string());
+    }
+    live_waiters_.clear();
+  }
+  if (node_closed_) {
+    // A borrower hands the close back to the loop thread (needs_loop_thread).
+    if (!loop_.torn_down() && !loop_.borrowed_here()) teardown();
+    return;
+  }
+  std::optional<TimePoint> next = node_->next_wakeup();
+  if (auto read = next_observer_read(); read && (!next || *read < *next)) next = read;
+  if (next) {
+    const int64_t delay = std::max<int64_t>(0, to_ms_ceil(*next - now()));
+    loop_.start_timer(static_cast<uint64_t>(delay));
+  } else {
+    loop_.stop_timer();
+  }
+}
+
+void Client::timer_fired() {
+  node_->on_timer(now());
+  poll_observers();
+  settle();
+}
+
+// The node closed: run what is left for the loop, then close every handle so
+// that the loop ends.
+void Client::teardown() {
+  loop_.mark_torn_down();
+  {
+    std::lock_guard<std::mutex> lock(mailbox_->mu);
+    mailbox_->client = nullptr;  // work threads still running post nothing more
+  }
+  loop_.stop_timer();
+  while (loop_.has_deferred()) loop_.run_deferred();
+  loop_.stop_accepting();
+  loop_.drain_commands();  // late commands find the node closed and answer Code::kEClosed
+  while (loop_.has_deferred()) loop_.run_deferred();
+  for (const auto& w : inspect_waiters_) w->finish(Code::kEClosed);
+  inspect_waiters_.clear();
+  for (const auto& o : observers_) o->removed = true;
+  observers_.clear();
+  backend_->shutdown([this] { loop_.close_handles(); });
+}
+
+void Client::emit_log(int level, const std::string& line) {
+  if (!hooks_.log || level < hooks_.log_min_level) return;
+  // The logger is promised the loop thread (simba.h): a borrower defers it.
+  if (loop_.borrowed_here() && loop_.defer([this, level, line] { hooks_.log(level, line); }))
+    return;
+  hooks_.log(level, line);
+}
+
+void Client::send_open(CallId call, Duration lease, Duration timeout) {
+  backend_->open_session(lease, timeout, [this, call](const OpenReply& r) {
+    node_->on_open(call, r, now());
+    settle();
+  });
+}
+
+void Client::send_keep_alive(CallId call, const std::string& session, Duration lease,
+                             Duration timeout) {
+  backend_->keep_alive(session, lease, timeout, [this, call](const KeepAliveReply& r) {
+    node_->on_keep_alive(call, r, now());
+    settle();
+  });
+}
+
+void Client::send_acquire(CallId call, const std::string& session, const std::string& name,
+                          Duration timeout) {
+  backend_->acquire(session, name, timeout, [this, call](const AcquireReply& r) {
+    node_->on_acquire(call, r, now());
+    settle();
+  });
+}
+
+void Client::send_release(CallId call, const std::string& session, const std::string& name,
+                          uint64_t token, Duration timeout) {
+  backend_->release(session, name, token, timeout, [this, call](const DoneReply& r) {
+    node_->on_release(call, r, now());
+    settle();
+  });
+}
+
+void Client::send_close(CallId call, const std::string& session, Duration timeout) {
+  backend_->close_session(session, timeout, [this, call](const DoneReply& r) {
+    node_->on_close(call, r, now());
+    settle();
+  });
+}
+
+Term** Client::term_slot(ContenderId who, const TermState* state) {
+  Term** slot = nullptr;
+  if (auto e = elections_.find(who); e != elections_.end()) {
+    slot = &e->second->term;
+  } else if (auto l = locks_.find(who); l != locks_.end()) {
+    slot = &l->second.term;
+  }
+  return slot && *slot && (*slot)->state.get() == state ? slot : nullptr;
+}
+
+void Client::term_ended(ContenderId who, const std::shared_ptr<TermState>& term) {
+  if (Term** slot = term_slot(who, term.get())) (*slot)->signal_ended();
+}
+
+void Client::elected(ContenderId who, const std::shared_ptr<TermState>& term) {
+  if (auto e = elections_.find(who); e != elections_.end()) {
+    std::shared_ptr<Election> el = e->second;
+    auto* t = new Term(term, el->queue, weak_from_this(), who, false);
+    el->term = t;  // the engine's reference, dropped at revoked()
+    if (el->work) {
+      start_work(el, t, who, term->token());
+      return;
+    }
+    t->retain();
+    const auto posted = el->queue->post_or_reject([el, t] {
+      if (!el->detached && el->on_elected) el->on_elected(t);
+      t->release();
+    });
+    if (posted == SerialQueue::Posted::kRejected) {
+      // The executor refused onElected: nobody learns of the term. Step down
+      // for one lease duration, and deliver no onRevoked for it either, so
+      // that callbacks stay paired (seed, "Callbacks and Lifecycle").
+      t->release();
+      t->unannounced = true;
+      log(kLogWarn, "the callback executor rejected onElected of " + el->name() + " token " +
+                        std::to_string(term->token()) + ": stepping down for one lease duration");
+      loop_.defer([this, el] {
+        if (loop_.torn_down()) return;
+        std::vector<DoneFn>& dones = el->dones_for_update().step_downs;
+        dones.push_back(nullptr);  // acknowledged to nobody
+        if (!node_->step_down(el->id, cfg_.lease_duration, now())) dones.pop_back();
+        settle();
+      });
+    }
+    return;
+  }
+  if (auto l = locks_.find(who); l != locks_.end()) {
+    auto* t = new Term(term, l->second.queue, weak_from_this(), who, true);
+    l->second.term = t;
+    t->retain();  // the caller's reference
+    t->caller_refs = 1;
+    LockFn done = std::move(l->second.done);
+    l->second.done = nullptr;
+    if (done) done(Code::kOk, t);
+  }
+}
+
+void Client::revoked(ContenderId who, const std::shared_ptr<TermState>& term, RevokeReason reason) {
+  Term** slot = term_slot(who, term.get());
+  if (!slot) return;
+  Term* t = *slot;
+  *slot = nullptr;
+  t->signal_ended();
+  std::function<void()> then;
+  if (t->unannounced) {
+    t->release();  // its onElected never ran: no onRevoked either
+    return;
+  }
+  if (auto e = elections_.find(who); e != elections_.end()) {
+    std::shared_ptr<Election> el = e->second;
+    then = [el, t, reason] {
+      if (!el->detached && el->on_revoked) el->on_revoked(t, reason);
+    };
+  }
+  t->deliver_revoked(reason, std::move(then));
+  t->release();
+}
+
+void Client::lock_failed(ContenderId who, LockFailure why) {
+  auto l = locks_.find(who);
+  if (l == locks_.end()) return;
+  LockFn done = std::move(l->second.done);
+  locks_.erase(l);
+  if (done) done(lock_failure_code(why), nullptr);
+}
+
+void Client::stopped(ContenderId who) {
+  if (auto e = elections_.find(who); e != elections_.end()) {
+    std::shared_ptr<Election> el = e->second;
+    elections_.erase(e);
+    DoneFn done = el->dones ? std::move(el->dones->stop) : nullptr;
+    if (el->dones) el->dones->stop = nullptr;
+    // Pending step-down completions were acknowledged before stopped().
+    auto finish = [el, done] {
+      if (done && el->runs_dones()) done(Code::kOk);
+      std::vector<std::shared_ptr<Waiter>> waiters;
+      {
+        std::lock_guard<std::mutex> lock(el->mu);
+        el->stopped = true;
+        waiters.swap(el->stop_waiters);
+      }
+      for (auto& w : waiters) w->finish(Code::kOk);
+    };
+    if (!el->queue->post(finish)) finish();
+    return;
+  }
+  if (auto l = locks_.find(who); l != locks_.end()) {
+    if (l->second.released) l->second.released->finish(Code::kOk);
+    locks_.erase(l);
+  }
+}
+
+void Client::stepped_down(ContenderId who) {
+  auto e = elections_.find(who);
+  if (e == elections_.end() || !e->second->dones || e->second->dones->step_downs.empty()) return;
+  std::shared_ptr<Election> el = e->second;
+  std::vector<DoneFn>& dones = el->dones->step_downs;
+  DoneFn done = std::move(dones.front());
+  dones.erase(dones.begin());
+  if (!done) return;
+  el->queue->post([el, done] {
+    if (el->runs_dones()) done(Code::kOk);
+  });
+}
+
+void Client::session_event(SessionEvent ev, const std::string& detail_json) {
+  event_queue_->post([this, ev, detail_json] {
+    EventFn fn;
+    {
+      std::lock_guard<std::mutex> lock(event_mu_);
+      fn = event_sink_;
+    }
+    if (fn) fn(ev, detail_json);
+  });
+}
+
+void Client::closed() { node_closed_ = true; }
+
+void Client::log(int level, const std::string& line) { emit_log(level, line); }
+
+}  // namespace simba::engine
