@@ -54,8 +54,7 @@ class Backend {
   // Reads every live session and the leases `names` (every lease the backend
   // knows when empty), for operators. Not one of the session's calls: it may
   // take more than one round trip and never changes anything.
-  virtual void inspect(const std::vector<std::string>& names, Duration timeout,
-                       InspectCb cb) = 0;
+  virtual void inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) = 0;
   // Optional release broadcast: `fn(name)` when any node releases `name`.
   virtual void on_released(ReleasedFn fn) = 0;
   // Stops all I/O and closes every handle; `done` runs once nothing of the

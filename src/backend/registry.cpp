@@ -41,7 +41,7 @@ std::string redact_userinfo(const std::string& url) {
   // (redis:// too: its query can hold no '@', so an '@' after a '?' there
   // means a password with a '?' in it, which its parser refuses quoting the URL.)
   const size_t libpq_at = scheme == "postgresql" || scheme == "postgres" || scheme == "redis" ||
-                                      scheme == "redis+sentinel"
+                                  scheme == "redis+sentinel"
                               ? url.find_first_of("@/", auth_start)
                               : std::string::npos;
   if (libpq_at != std::string::npos && url[libpq_at] == '@' &&
@@ -97,8 +97,7 @@ std::string redact_query_secrets(const std::string& url) {
           "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-";
       std::string shown_part;
       const size_t first = value.find(':');
-      if (first != std::string::npos && first > 0 &&
-          value.find_first_not_of(kWord) == first) {
+      if (first != std::string::npos && first > 0 && value.find_first_not_of(kWord) == first) {
         shown_part = value.substr(0, first + 1);
         const size_t second = value.find(':', first + 1);
         if (shown_part == "digest:" && second != std::string::npos && second > first + 1 &&
@@ -223,8 +222,8 @@ bool backend_schema_script(const std::string& url, std::string* text, BackendErr
   }
 #endif
   *why = BackendError::kUnsupported;
-  if (scheme == "memory" || scheme == "redis" || scheme == "rediss" ||
-      scheme == "redis+sentinel" || scheme == "zookeeper") {
+  if (scheme == "memory" || scheme == "redis" || scheme == "rediss" || scheme == "redis+sentinel" ||
+      scheme == "zookeeper") {
     // These keep their data in keys or nodes they create as they go: there is
     // nothing for a DBA to install.
     *error = "the " + scheme + ":// backend has no schema to install (only postgresql:// has one)";

@@ -19,9 +19,8 @@ class MemoryBackend final : public Backend {
         faults_(std::move(faults)) {
     uv_timer_init(loop_, &timer_);
     timer_.data = this;
-    uv_async_init(loop_, &released_async_, [](uv_async_t* a) {
-      static_cast<MemoryBackend*>(a->data)->drain_released();
-    });
+    uv_async_init(loop_, &released_async_,
+                  [](uv_async_t* a) { static_cast<MemoryBackend*>(a->data)->drain_released(); });
     released_async_.data = this;
     sink_->async = &released_async_;
     subscription_ = store_->subscribe([sink = sink_](const std::string& name) {
@@ -126,8 +125,9 @@ class MemoryBackend final : public Backend {
     if (closing_ || pending_.empty()) return;
     const uint64_t due = pending_.begin()->first.first;
     const uint64_t now = uv_now(loop_);
-    uv_timer_start(&timer_, [](uv_timer_t* t) { static_cast<MemoryBackend*>(t->data)->fire(); },
-                   due > now ? due - now : 0, 0);
+    uv_timer_start(
+        &timer_, [](uv_timer_t* t) { static_cast<MemoryBackend*>(t->data)->fire(); },
+        due > now ? due - now : 0, 0);
   }
 
   void fire() {

@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/call_table.h"
 #include "backend/postgres/postgres_rows.h"
 #include "backend/postgres/postgres_schema.h"
 #include "backend/postgres/uv_pq.h"
@@ -147,7 +148,12 @@ class PostgresBackend final : public Backend {
         client_name_(ctx.client_name.empty() ? std::string("simba") : ctx.client_name),
         url_(std::move(url)),
         stmts_(pg_statements(url_.schema)),
-        channel_(pg_released_channel(url_.schema)) {
+        channel_(pg_released_channel(url_.schema)),
+        calls_(
+            loop_, &handles_,
+            {[this](Call* c) { timed_out(c); },
+             [this](Call* c, Outcome o, const std::string& err) { complete(c, nullptr, o, err); },
+             [this] { handle_closed(); }}) {
     where_ = url_.where();
     uv_timer_init(loop_, &listen_timer_);
     listen_timer_.data = this;
@@ -183,13 +189,13 @@ class PostgresBackend final : public Backend {
     start(
         stmts_.keep_alive, {session, lease_ms(lease)}, timeout,
         [cb](const PGresult* r, Outcome o, const std::string& err) {
-            KeepAliveReply out;
-            if (failed(r, o, err, &out)) {
-              cb(out);
-              return;
-            }
-            cb(decode_pg_keep_alive(r));
-          },
+          KeepAliveReply out;
+          if (failed(r, o, err, &out)) {
+            cb(out);
+            return;
+          }
+          cb(decode_pg_keep_alive(r));
+        },
         /*urgent=*/true);
   }
 
@@ -238,10 +244,7 @@ class PostgresBackend final : public Backend {
     closing_ = true;
     shutdown_done_ = std::move(done);
     released_fn_ = nullptr;
-    // Pending calls are dropped without completion.
-    std::map<uint64_t, Call*> calls;
-    calls.swap(calls_);
-    for (auto& kv : calls) close_call(kv.second);
+    calls_.drop_all();  // pending calls are dropped without completion
     unsent_.clear();
     drop_cmd();
     drop_listen();
@@ -253,19 +256,12 @@ class PostgresBackend final : public Backend {
  private:
   using Done = std::function<void(const PGresult*, Outcome, const std::string&)>;
 
-  struct Call {
-    PostgresBackend* self = nullptr;
-    uint64_t id = 0;
-    uint64_t gen = 0;  // the command connection it was sent on (0: not sent)
+  struct Call : CallBase {
+    uint64_t gen = 0;     // the command connection it was sent on (0: not sent)
     bool urgent = false;  // goes ahead of queued calls (keep-alive, close)
-    uv_timer_t timer;
     std::string sql;
     std::vector<std::string> params;
-    int64_t timeout_ms = 0;
     Done done;
-    bool preset = false;  // complete with preset_outcome when the timer fires
-    Outcome preset_outcome = Outcome::kError;
-    std::string preset_error;
   };
 
   // The part every answer shares: no result (timeout, lost connection) or an
@@ -308,29 +304,14 @@ class PostgresBackend final : public Backend {
   void fail_later(Duration timeout, Fn fn) {
     Call* c =
         new_call({}, {}, timeout, [fn](const PGresult*, Outcome, const std::string&) { fn(); });
-    preset(c, Outcome::kError, "");
-  }
-
-  void preset(Call* c, Outcome o, const std::string& err) {
-    c->preset = true;
-    c->preset_outcome = o;
-    c->preset_error = err;
-    uv_timer_start(&c->timer, on_call_timer, 0, 0);
+    calls_.preset(c, Outcome::kError, "");
   }
 
   Call* new_call(std::string sql, std::vector<std::string> params, Duration timeout, Done done) {
-    auto* c = new Call;
-    c->self = this;
-    c->id = ++next_call_;
+    Call* c = calls_.start(timeout);
     c->sql = std::move(sql);
     c->params = std::move(params);
     c->done = std::move(done);
-    c->timeout_ms = std::max<int64_t>(1, to_ms_ceil(timeout));
-    uv_timer_init(loop_, &c->timer);
-    c->timer.data = c;
-    ++handles_;
-    calls_[c->id] = c;
-    uv_timer_start(&c->timer, on_call_timer, static_cast<uint64_t>(c->timeout_ms), 0);
     return c;
   }
 
@@ -348,9 +329,9 @@ class PostgresBackend final : public Backend {
     }
     uv_update_time(loop_);
     if (failures_ > 0 && uv_now(loop_) < retry_at_) {
-      preset(c, Outcome::kError,
-             prefixed("unreachable (" + last_error_ + "); reconnecting in " +
-                      std::to_string(retry_at_ - uv_now(loop_)) + " ms"));
+      calls_.preset(c, Outcome::kError,
+                    prefixed("unreachable (" + last_error_ + "); reconnecting in " +
+                             std::to_string(retry_at_ - uv_now(loop_)) + " ms"));
       return;
     }
     unsent_.push_back(c->id);
@@ -367,7 +348,7 @@ class PostgresBackend final : public Backend {
       cmd_->send(kTagSetTimeout, "SET statement_timeout = " + std::to_string(c->timeout_ms), {},
                  true, c->urgent);
       if (!cmd_ready_) {
-        preset(c, Outcome::kError, prefixed("connection lost: " + last_error_));
+        calls_.preset(c, Outcome::kError, prefixed("connection lost: " + last_error_));
         return;
       }
     }
@@ -376,70 +357,51 @@ class PostgresBackend final : public Backend {
     // timer starts again when it goes on the wire (call_sent), so that waiting
     // in the queue is never taken for a connection that stopped answering.
     // The caller keeps its own timeout meanwhile (the core's).
-    uv_timer_stop(&c->timer);
+    calls_.stop_timer(c);
     cmd_->send(c->id, c->sql, c->params, false, c->urgent);
   }
 
   void call_sent(uint64_t tag) {
-    auto it = calls_.find(tag);
-    if (it == calls_.end() || it->second->preset) return;
-    uv_timer_start(&it->second->timer, on_call_timer, static_cast<uint64_t>(it->second->timeout_ms),
-                   0);
+    Call* c = calls_.find(tag);
+    if (c && !c->preset) calls_.restart_timer(c);
   }
 
-  // Completes `c` (already out of calls_ or not) exactly once.
+  // Completes `c` exactly once (call_table.h).
   void complete(Call* c, const PGresult* r, Outcome o, const std::string& err) {
-    calls_.erase(c->id);
     Done done = std::move(c->done);
-    close_call(c);
+    calls_.finish(c);
     if (done && !closing_) done(r, o, err);
-  }
-
-  void close_call(Call* c) {
-    uv_timer_stop(&c->timer);
-    uv_close(reinterpret_cast<uv_handle_t*>(&c->timer), [](uv_handle_t* h) {
-      auto* call = static_cast<Call*>(h->data);
-      PostgresBackend* self = call->self;
-      delete call;
-      self->handle_closed();
-    });
   }
 
   // Completes with kError every call sent on connection `gen`, and those
   // waiting for a connection when `unsent` is set.
   void fail_calls(uint64_t gen, bool unsent, const std::string& why) {
     std::vector<Call*> victims;
-    for (auto& kv : calls_) {
-      if (!kv.second->preset && kv.second->gen != 0 && kv.second->gen == gen) {
-        victims.push_back(kv.second);
-      }
-    }
+    calls_.for_each([&](Call* c) {
+      if (!c->preset && c->gen != 0 && c->gen == gen) victims.push_back(c);
+    });
     if (unsent) {
       for (uint64_t id : unsent_) {
-        auto it = calls_.find(id);
-        if (it != calls_.end()) victims.push_back(it->second);
+        if (Call* c = calls_.find(id)) victims.push_back(c);
       }
       unsent_.clear();
     }
-    for (Call* c : victims) preset(c, Outcome::kError, why);
+    for (Call* c : victims) calls_.preset(c, Outcome::kError, why);
   }
 
-  static void on_call_timer(uv_timer_t* t) {
-    auto* c = static_cast<Call*>(t->data);
-    PostgresBackend* self = c->self;
-    if (!self->calls_.count(c->id)) return;
-    if (!c->preset && c->gen != 0 && self->cmd_ && c->gen == self->cmd_gen_) {
+  // A call's timer fired with no answer yet.
+  void timed_out(Call* c) {
+    if (c->gen != 0 && cmd_ && c->gen == cmd_gen_) {
       // Its answer may be in the socket already (uv_pq.h, read_now): if so it
       // completes the call now, and the connection is not stuck.
       const uint64_t id = c->id;
-      self->cmd_->read_now();
-      if (!self->calls_.count(id)) return;
+      cmd_->read_now();
+      if (!calls_.find(id)) return;
     }
-    self->calls_.erase(c->id);
-    if (c->preset) {
-      self->complete(c, nullptr, c->preset_outcome, c->preset_error);
-      return;
-    }
+    // Forgotten first, so that failing its connection's calls below does not
+    // complete it too.
+    Done done = std::move(c->done);
+    calls_.finish(c);
     // No answer in time: close the connection it went out on (or the one it
     // waited for), so that a late answer can never be delivered, and reconnect
     // after a backoff. The server cancels the statement at its own
@@ -447,24 +409,23 @@ class PostgresBackend final : public Backend {
     // A connection still being made is given longer (a server forks a process
     // per connection, which can take a while on a busy host): the calls
     // waiting for it time out, but it goes on until kConnectGraceMs passed.
-    uv_update_time(self->loop_);
+    uv_update_time(loop_);
     const bool connect_hung =
-        c->gen == 0 && !self->cmd_ready_ &&
-        uv_now(self->loop_) - self->connect_started_ >=
+        c->gen == 0 && !cmd_ready_ &&
+        uv_now(loop_) - connect_started_ >=
             static_cast<uint64_t>(std::max<int64_t>(kConnectGraceMs, c->timeout_ms));
     // Sent calls time out only once on the wire (call_sent): then the
     // connection is stuck.
-    if (self->cmd_ && ((c->gen != 0 && c->gen == self->cmd_gen_) || connect_hung)) {
-      const uint64_t gen = self->cmd_gen_;
+    if (cmd_ && ((c->gen != 0 && c->gen == cmd_gen_) || connect_hung)) {
+      const uint64_t gen = cmd_gen_;
       const std::string why = c->gen != 0 ? "no answer within the call's timeout"
                                           : "connecting took longer than the call's timeout";
-      self->note_failure(why);
-      self->drop_cmd();
-      self->fail_calls(gen, true, self->prefixed("connection reset: " + why));
+      note_failure(why);
+      drop_cmd();
+      fail_calls(gen, true, prefixed("connection reset: " + why));
     }
-    self->unsent_.erase(std::remove(self->unsent_.begin(), self->unsent_.end(), c->id),
-                        self->unsent_.end());
-    self->complete(c, nullptr, Outcome::kTimeout, self->prefixed("no answer in time"));
+    unsent_.erase(std::remove(unsent_.begin(), unsent_.end(), c->id), unsent_.end());
+    if (done && !closing_) done(nullptr, Outcome::kTimeout, prefixed("no answer in time"));
   }
 
   void note_failure(const std::string& why) {
@@ -625,8 +586,7 @@ class PostgresBackend final : public Backend {
     std::vector<uint64_t> ids;
     ids.swap(unsent_);
     for (uint64_t id : ids) {
-      auto it = calls_.find(id);
-      if (it != calls_.end()) preset(it->second, Outcome::kError, prefixed(why));
+      if (Call* c = calls_.find(id)) calls_.preset(c, Outcome::kError, prefixed(why));
     }
   }
 
@@ -672,12 +632,12 @@ class PostgresBackend final : public Backend {
     std::vector<uint64_t> ids;
     ids.swap(unsent_);
     for (uint64_t id : ids) {
-      auto it = calls_.find(id);
-      if (it == calls_.end()) continue;
+      Call* c = calls_.find(id);
+      if (!c) continue;
       if (cmd_ready_) {
-        dispatch(it->second);
-      } else if (!it->second->preset) {
-        preset(it->second, Outcome::kError, prefixed("connection lost: " + last_error_));
+        dispatch(c);
+      } else if (!c->preset) {
+        calls_.preset(c, Outcome::kError, prefixed("connection lost: " + last_error_));
       }
     }
   }
@@ -720,9 +680,8 @@ class PostgresBackend final : public Backend {
       cmd_setup_done();
       return;
     }
-    auto it = calls_.find(tag);
-    if (it == calls_.end()) return;
-    Call* c = it->second;
+    Call* c = calls_.find(tag);
+    if (!c) return;
     if (r && !result_ok(r) && schema_missing(sqlstate(r))) {
       // Someone dropped (part of) the schema: check it again on the next
       // connection.
@@ -873,9 +832,8 @@ class PostgresBackend final : public Backend {
   bool waiting_for_listen_ = false;  // the command connection waits for it
   ReleasedFn released_fn_;
 
-  std::map<uint64_t, Call*> calls_;
-  uint64_t next_call_ = 0;
   int handles_ = 0;  // our handles, requests and connections still open on the loop
+  CallTable<Call> calls_;
   bool closing_ = false;
   std::function<void()> shutdown_done_;
 };

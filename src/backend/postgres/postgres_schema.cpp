@@ -267,11 +267,17 @@ std::string pg_schema_script(const std::string& schema) {
   return "-- Simba schema version " + std::to_string(kPostgresSchemaVersion) + " in schema " + q +
          ".\n-- Apply with psql -f FILE (one transaction); clients then run with create=false.\n"
          "-- What the clients' role needs, and nothing more (replace simba_client):\n"
-         "--   GRANT USAGE ON SCHEMA " + q + " TO simba_client;\n"
-         "--   GRANT SELECT, INSERT, UPDATE, DELETE ON " + q + ".simba_session, " + q +
+         "--   GRANT USAGE ON SCHEMA " +
+         q +
+         " TO simba_client;\n"
+         "--   GRANT SELECT, INSERT, UPDATE, DELETE ON " +
+         q + ".simba_session, " + q +
          ".simba_lease TO simba_client;\n"
-         "--   GRANT SELECT ON " + q + ".simba_schema_version TO simba_client;\n"
-         "--   GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA " + q +
+         "--   GRANT SELECT ON " +
+         q +
+         ".simba_schema_version TO simba_client;\n"
+         "--   GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA " +
+         q +
          " TO simba_client;  -- PUBLIC has it by default\n"
          "BEGIN;\n" +
          pg_schema_ddl(schema) + "COMMIT;\n";
@@ -296,9 +302,9 @@ PgStatements pg_statements(const std::string& schema) {
       "SELECT @S@.simba_release($1::uuid, $2::text, $3::bigint) "
       "FROM set_config('synchronous_commit', 'off', true)",
       schema);
-  s.close = expand(
-      "SELECT @S@.simba_close($1::uuid) FROM set_config('synchronous_commit', 'off', true)",
-      schema);
+  s.close =
+      expand("SELECT @S@.simba_close($1::uuid) FROM set_config('synchronous_commit', 'off', true)",
+             schema);
   // For operators (simba status): live sessions, then the leases asked for (every
   // lease row when none), a holder whose session expired shown as free.
   s.inspect = expand(

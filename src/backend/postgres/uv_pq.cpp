@@ -47,8 +47,8 @@ bool UvPq::start(const std::vector<std::pair<std::string, std::string>>& options
   return true;
 }
 
-void UvPq::send(uint64_t tag, const std::string& sql, std::vector<std::string> params,
-                bool simple, bool urgent) {
+void UvPq::send(uint64_t tag, const std::string& sql, std::vector<std::string> params, bool simple,
+                bool urgent) {
   if (state_ == State::kClosed || state_ == State::kDead) return;
   auto pos = queue_.end();
   if (urgent) {

@@ -55,7 +55,6 @@ class UvPq {
   void send(uint64_t tag, const std::string& sql, std::vector<std::string> params,
             bool simple = false, bool urgent = false);
 
-
   // Reads what the socket already holds and delivers it, as a readable event
   // would. libuv runs timers before it polls, so after a long loop turn a
   // call's timer can fire while its answer waits in the socket: reading first

@@ -54,7 +54,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/call_table.h"
 #include "backend/redis/redis_replies.h"
+#include "backend/redis/redis_scripts.h"
 #include "backend/redis/uv_hiredis.h"
 #ifdef SIMBA_WITH_REDIS_TLS
 #include "backend/redis/tls_pump.h"
@@ -63,144 +65,6 @@
 
 namespace simba {
 namespace {
-
-
-// KEYS[1] session key; ARGV[1] lease ms, ARGV[2] value (client name).
-// Returns the PTTL, or -1 if the id is taken.
-constexpr char kOpenScript[] = R"lua(
-if redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[1], 'NX') then
-  return redis.call('PTTL', KEYS[1])
-end
-return -1
-)lua";
-
-// KEYS[1] session key, KEYS[2] its lease set; ARGV[1] lease ms, ARGV[2] prefix,
-// ARGV[3] sid. Returns {-1} if the session is gone, else {pttl, name, token, ...}
-// for every lease of the set whose hash still names the session (the others
-// leave the set).
-constexpr char kKeepAliveScript[] = R"lua(
-if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 0 then return {-1} end
-local out = {redis.call('PTTL', KEYS[1])}
-local names = redis.call('SMEMBERS', KEYS[2])
-for _, n in ipairs(names) do
-  local h = redis.call('HMGET', ARGV[2] .. ':lease:' .. n, 'session', 'token')
-  if h[1] == ARGV[3] then
-    out[#out + 1] = n
-    out[#out + 1] = h[2]
-  else
-    redis.call('SREM', KEYS[2], n)
-  end
-end
-redis.call('PEXPIRE', KEYS[2], ARGV[1])
-return out
-)lua";
-
-// KEYS[1] session key, KEYS[2] its lease set, KEYS[3] lease hash; ARGV[1] sid,
-// ARGV[2] prefix, ARGV[3] name. Returns {-1} (our session is gone), {0, pttl}
-// (held by a live session, ours included: never two terms of one name for one
-// session; pttl -1 when unknown) or {1, token}.
-// One write in the common case (every write is in the AOF and fsynced): the
-// token and the holder in one HSET, and the name usually still in the set
-// from an earlier term (a release leaves it to the keep-alive), with the
-// set's expiry set only when the set is new.
-constexpr char kAcquireScript[] = R"lua(
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl == -2 then return {-1} end
-local h = redis.call('HMGET', KEYS[3], 'session', 'token')
-local holder = h[1]
-if holder and holder ~= '' then
-  if holder == ARGV[1] then return {0, ttl} end
-  local ht = redis.call('PTTL', ARGV[2] .. ':session:' .. holder)
-  if ht ~= -2 then return {0, ht} end
-end
-local token = (tonumber(h[2]) or 0) + 1
-redis.call('HSET', KEYS[3], 'session', ARGV[1], 'token', string.format('%d', token))
-if redis.call('SADD', KEYS[2], ARGV[3]) == 1 and ttl > 0 and redis.call('PTTL', KEYS[2]) == -1 then
-  redis.call('PEXPIRE', KEYS[2], ttl)
-end
-return {1, token}
-)lua";
-
-// KEYS[1] lease hash; ARGV[1] sid, ARGV[2] token, ARGV[3] name, ARGV[4]
-// channel. Frees the lease only where session and token match. The name stays
-// in the session's lease set: the next keep-alive drops it unless the session
-// holds the lease again by then, which saves a write here and one in acquire.
-constexpr char kReleaseScript[] = R"lua(
-local h = redis.call('HMGET', KEYS[1], 'session', 'token')
-if h[1] == ARGV[1] and h[2] == ARGV[2] then
-  redis.call('HDEL', KEYS[1], 'session')
-  redis.call('PUBLISH', ARGV[4], ARGV[3])
-  return 1
-end
-return 0
-)lua";
-
-// KEYS[1] session key, KEYS[2] its lease set; ARGV[1] sid, ARGV[2] prefix.
-// Frees (and publishes) every lease the session holds, then ends it.
-constexpr char kCloseScript[] = R"lua(
-local names = redis.call('SMEMBERS', KEYS[2])
-local freed = 0
-for _, n in ipairs(names) do
-  local k = ARGV[2] .. ':lease:' .. n
-  if redis.call('HGET', k, 'session') == ARGV[1] then
-    redis.call('HDEL', k, 'session')
-    redis.call('PUBLISH', ARGV[2] .. ':released:' .. n, n)
-    freed = freed + 1
-  end
-end
-redis.call('DEL', KEYS[1], KEYS[2])
-return freed
-)lua";
-
-// ARGV[1] prefix, ARGV[2] the prefix escaped for a SCAN pattern, ARGV[3..] lease
-// names (every lease under the prefix when none). Returns {sessions, leases}:
-// sessions {id, client name, pttl, ...} of every live session, leases {name,
-// token, holder, holder pttl, ...} with holder '' (pttl -2) when free or when
-// its session is gone, as acquire sees it. Read-only; for operators: the SCANs
-// walk the whole keyspace, so name the leases on a big server.
-constexpr char kInspectScript[] = R"lua(
-local p = ARGV[1]
-local function scan(pattern)
-  local keys, cursor = {}, '0'
-  repeat
-    local r = redis.call('SCAN', cursor, 'MATCH', pattern, 'COUNT', 1000)
-    cursor = r[1]
-    for _, k in ipairs(r[2]) do keys[#keys + 1] = k end
-  until cursor == '0'
-  return keys
-end
-local sessions = {}
-local sfrom = string.len(p) + string.len(':session:') + 1
-for _, k in ipairs(scan(ARGV[2] .. ':session:*')) do
-  if string.sub(k, -7) ~= ':leases' then
-    local ttl = redis.call('PTTL', k)
-    if ttl ~= -2 then
-      sessions[#sessions + 1] = string.sub(k, sfrom)
-      sessions[#sessions + 1] = redis.call('GET', k) or ''
-      sessions[#sessions + 1] = ttl
-    end
-  end
-end
-local names = {}
-if #ARGV > 2 then
-  for i = 3, #ARGV do names[#names + 1] = ARGV[i] end
-else
-  local lfrom = string.len(p) + string.len(':lease:') + 1
-  for _, k in ipairs(scan(ARGV[2] .. ':lease:*')) do names[#names + 1] = string.sub(k, lfrom) end
-end
-local leases = {}
-for _, n in ipairs(names) do
-  local h = redis.call('HMGET', p .. ':lease:' .. n, 'session', 'token')
-  local holder, ttl = h[1] or '', -2
-  if holder ~= '' then ttl = redis.call('PTTL', p .. ':session:' .. holder) end
-  if ttl == -2 then holder = '' end
-  leases[#leases + 1] = n
-  leases[#leases + 1] = h[2] or '0'
-  leases[#leases + 1] = holder
-  leases[#leases + 1] = ttl
-end
-return {sessions, leases}
-)lua";
 
 // TCP keep-alives, so that a connection whose peer vanished (a host or network
 // gone, no reset) dies in about 11 s: the command connection's calls time out
@@ -223,74 +87,6 @@ std::string glob_escape(const std::string& s) {
   }
   return out;
 }
-
-// SHA-1 of a script, as 40 lower-case hex digits: the name EVALSHA calls it by.
-std::string sha1_hex(const std::string& text) {
-  uint32_t h[5] = {0x67452301u, 0xEFCDAB89u, 0x98BADCFEu, 0x10325476u, 0xC3D2E1F0u};
-  std::string msg = text;
-  const uint64_t bits = static_cast<uint64_t>(text.size()) * 8;
-  msg.push_back(static_cast<char>(0x80));
-  while (msg.size() % 64 != 56) msg.push_back('\0');
-  for (int i = 7; i >= 0; --i) msg.push_back(static_cast<char>((bits >> (i * 8)) & 0xffu));
-  auto rol = [](uint32_t x, int n) { return (x << n) | (x >> (32 - n)); };
-  for (size_t off = 0; off < msg.size(); off += 64) {
-    uint32_t w[80];
-    for (int i = 0; i < 16; ++i) {
-      const auto* p = reinterpret_cast<const unsigned char*>(msg.data() + off + 4 * i);
-      w[i] = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
-    }
-    for (int i = 16; i < 80; ++i) w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
-    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
-    for (int i = 0; i < 80; ++i) {
-      uint32_t f, k;
-      if (i < 20) {
-        f = (b & c) | (~b & d);
-        k = 0x5A827999u;
-      } else if (i < 40) {
-        f = b ^ c ^ d;
-        k = 0x6ED9EBA1u;
-      } else if (i < 60) {
-        f = (b & c) | (b & d) | (c & d);
-        k = 0x8F1BBCDCu;
-      } else {
-        f = b ^ c ^ d;
-        k = 0xCA62C1D6u;
-      }
-      const uint32_t t = rol(a, 5) + f + e + k + w[i];
-      e = d;
-      d = c;
-      c = rol(b, 30);
-      b = a;
-      a = t;
-    }
-    h[0] += a;
-    h[1] += b;
-    h[2] += c;
-    h[3] += d;
-    h[4] += e;
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (uint32_t v : h) {
-    for (int shift = 28; shift >= 0; shift -= 4) out.push_back(kHex[(v >> shift) & 0xfu]);
-  }
-  return out;
-}
-
-// A script and the SHA-1 EVALSHA names it by.
-struct Script {
-  const char* body;
-  std::string sha;
-  explicit Script(const char* b) : body(b), sha(sha1_hex(b)) {}
-};
-
-const Script& script(int which) {
-  static const Script scripts[] = {Script(kOpenScript), Script(kKeepAliveScript),
-                                   Script(kAcquireScript), Script(kReleaseScript),
-                                   Script(kCloseScript), Script(kInspectScript)};
-  return scripts[which];
-}
-enum ScriptId { kOpen = 0, kKeepAlive, kAcquire, kRelease, kClose, kInspect, kScriptCount };
 
 std::string random_session_id() {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -316,7 +112,12 @@ class RedisBackend final : public Backend {
         log_(ctx.log),
         client_name_(ctx.client_name),
         url_(std::move(url)),
-        tls_(std::move(tls)) {
+        tls_(std::move(tls)),
+        calls_(
+            loop_, &handles_,
+            {[this](Call* c) { timed_out(c); },
+             [this](Call* c, Outcome o, const std::string& err) { complete(c, nullptr, o, err); },
+             [this] { handle_closed(); }}) {
     where_ = url_.sentinel ? "master " + url_.master_name + " (Sentinel)"
                            : url_.host + ":" + std::to_string(url_.port);
     port_ = url_.port;
@@ -363,8 +164,8 @@ class RedisBackend final : public Backend {
                   KeepAliveCb cb) override {
     sweep_watches(timeout);
     const std::string lease_ms = std::to_string(std::max<int64_t>(1, to_ms_ceil(lease)));
-    start({"EVALSHA", script(kKeepAlive).sha, "2", session_key(session), leases_key(session), lease_ms,
-           url_.prefix, session},
+    start({"EVALSHA", script(kKeepAlive).sha, "2", session_key(session), leases_key(session),
+           lease_ms, url_.prefix, session},
           timeout, kReplicated, [cb](const redisReply* r, Outcome o, const std::string& err) {
             KeepAliveReply out;
             if (failed(r, o, err, &out)) {
@@ -379,7 +180,8 @@ class RedisBackend final : public Backend {
                AcquireCb cb) override {
     start({"EVALSHA", script(kAcquire).sha, "3", session_key(session), leases_key(session),
            lease_key(name), session, url_.prefix, name},
-          timeout, kReplicated, [this, name, cb](const redisReply* r, Outcome o, const std::string& err) {
+          timeout, kReplicated,
+          [this, name, cb](const redisReply* r, Outcome o, const std::string& err) {
             AcquireReply out;
             if (failed(r, o, err, &out)) {
               cb(out);
@@ -424,10 +226,7 @@ class RedisBackend final : public Backend {
     closing_ = true;
     shutdown_done_ = std::move(done);
     released_fn_ = nullptr;
-    // Pending calls are dropped without completion.
-    std::map<uint64_t, Call*> calls;
-    calls.swap(calls_);
-    for (auto& kv : calls) close_call(kv.second);
+    calls_.drop_all();  // pending calls are dropped without completion
     unsent_.clear();
     if (cmd_) drop_conn(&cmd_);
     if (sub_) drop_conn(&sub_);
@@ -440,10 +239,10 @@ class RedisBackend final : public Backend {
     for (TlsPump* p : pumps) p->close();
 #endif
     for (Resolve* r : resolves_) uv_cancel(reinterpret_cast<uv_req_t*>(&r->req));
-    for (uv_handle_t* h : {reinterpret_cast<uv_handle_t*>(&sub_timer_),
-                           reinterpret_cast<uv_handle_t*>(&flush_),
-                           reinterpret_cast<uv_handle_t*>(&query_timer_),
-                           reinterpret_cast<uv_handle_t*>(&sentinel_sub_timer_)}) {
+    for (uv_handle_t* h :
+         {reinterpret_cast<uv_handle_t*>(&sub_timer_), reinterpret_cast<uv_handle_t*>(&flush_),
+          reinterpret_cast<uv_handle_t*>(&query_timer_),
+          reinterpret_cast<uv_handle_t*>(&sentinel_sub_timer_)}) {
       uv_close(h, [](uv_handle_t* h) { static_cast<RedisBackend*>(h->data)->handle_closed(); });
     }
   }
@@ -451,19 +250,12 @@ class RedisBackend final : public Backend {
  private:
   using Done = std::function<void(const redisReply*, Outcome, const std::string&)>;
 
-  struct Call {
-    RedisBackend* self = nullptr;
-    uint64_t id = 0;
+  struct Call : CallBase {
     uint64_t gen = 0;  // the command connection it was sent on (0: not sent)
-    uv_timer_t timer;
     std::vector<std::string> argv;
     Done done;
-    bool preset = false;  // complete with preset_outcome when the timer fires
-    Outcome preset_outcome = Outcome::kError;
-    std::string preset_error;
     bool replicated = false;  // waits for wait_replicas acknowledgements
-    int64_t timeout_ms = 0;
-    ReplyCopy held;  // the script's answer, held until WAIT answers
+    ReplyCopy held;           // the script's answer, held until WAIT answers
   };
   static constexpr bool kReplicated = true;
 
@@ -491,9 +283,7 @@ class RedisBackend final : public Backend {
     };
   }
 
-  std::string session_key(const std::string& sid) const {
-    return url_.prefix + ":session:" + sid;
-  }
+  std::string session_key(const std::string& sid) const { return url_.prefix + ":session:" + sid; }
   std::string leases_key(const std::string& sid) const { return session_key(sid) + ":leases"; }
   std::string lease_key(const std::string& name) const { return url_.prefix + ":lease:" + name; }
   std::string released_channel(const std::string& name) const {
@@ -508,28 +298,13 @@ class RedisBackend final : public Backend {
   template <typename Fn>
   void fail_later(Duration timeout, Fn fn) {
     Call* c = new_call({}, timeout, [fn](const redisReply*, Outcome, const std::string&) { fn(); });
-    preset(c, Outcome::kError, "");
-  }
-
-  void preset(Call* c, Outcome o, const std::string& err) {
-    c->preset = true;
-    c->preset_outcome = o;
-    c->preset_error = err;
-    uv_timer_start(&c->timer, on_call_timer, 0, 0);
+    calls_.preset(c, Outcome::kError, "");
   }
 
   Call* new_call(std::vector<std::string> argv, Duration timeout, Done done) {
-    auto* c = new Call;
-    c->self = this;
-    c->id = ++next_call_;
+    Call* c = calls_.start(timeout);
     c->argv = std::move(argv);
     c->done = std::move(done);
-    uv_timer_init(loop_, &c->timer);
-    c->timer.data = c;
-    ++handles_;
-    calls_[c->id] = c;
-    c->timeout_ms = std::max<int64_t>(1, to_ms_ceil(timeout));
-    uv_timer_start(&c->timer, on_call_timer, static_cast<uint64_t>(c->timeout_ms), 0);
     return c;
   }
 
@@ -552,9 +327,9 @@ class RedisBackend final : public Backend {
     }
     uv_update_time(loop_);
     if (failures_ > 0 && uv_now(loop_) < retry_at_) {
-      preset(c, Outcome::kError,
-             "redis " + where_ + " unreachable (" + last_error_ + "); reconnecting in " +
-                 std::to_string(retry_at_ - uv_now(loop_)) + " ms");
+      calls_.preset(c, Outcome::kError,
+                    "redis " + where_ + " unreachable (" + last_error_ + "); reconnecting in " +
+                        std::to_string(retry_at_ - uv_now(loop_)) + " ms");
       return c;
     }
     unsent_.push_back(c->id);
@@ -566,14 +341,14 @@ class RedisBackend final : public Backend {
     c->gen = cmd_gen_;
     if (command(cmd_->ac, on_reply, reinterpret_cast<void*>(c->id), c->argv) != REDIS_OK) {
       c->gen = 0;
-      preset(c, Outcome::kError, "redis " + where_ + ": cannot send the command");
+      calls_.preset(c, Outcome::kError, "redis " + where_ + ": cannot send the command");
       return;
     }
     if (c->replicated) {
       // Half the call's timeout by default: too few acknowledgements fail
       // the call before its timer would drop the connection.
-      const int64_t t = url_.wait_timeout_ms > 0 ? url_.wait_timeout_ms
-                                                 : std::max<int64_t>(1, c->timeout_ms / 2);
+      const int64_t t =
+          url_.wait_timeout_ms > 0 ? url_.wait_timeout_ms : std::max<int64_t>(1, c->timeout_ms / 2);
       wait_timeout_ms_ = wait_batch_.empty() ? t : std::min(wait_timeout_ms_, t);
       wait_batch_.push_back(c->id);
     }
@@ -610,22 +385,11 @@ class RedisBackend final : public Backend {
     }
   }
 
-  // Completes `c` (already out of calls_ or not) exactly once.
+  // Completes `c` exactly once (call_table.h).
   void complete(Call* c, const redisReply* r, Outcome o, const std::string& err) {
-    calls_.erase(c->id);
     Done done = std::move(c->done);
-    close_call(c);
+    calls_.finish(c);
     if (done && !closing_) done(r, o, err);
-  }
-
-  void close_call(Call* c) {
-    uv_timer_stop(&c->timer);
-    uv_close(reinterpret_cast<uv_handle_t*>(&c->timer), [](uv_handle_t* h) {
-      auto* call = static_cast<Call*>(h->data);
-      RedisBackend* self = call->self;
-      delete call;
-      self->handle_closed();
-    });
   }
 
   // Reads what the command connection's socket already holds and delivers it,
@@ -644,46 +408,43 @@ class RedisBackend final : public Backend {
     }
   }
 
-  static void on_call_timer(uv_timer_t* t) {
-    auto* c = static_cast<Call*>(t->data);
-    RedisBackend* self = c->self;
-    if (!self->calls_.count(c->id)) return;
-    if (!c->preset && c->gen != 0 && c->gen == self->cmd_gen_ && self->cmd_) {
+  // A call's timer fired with no answer yet.
+  void timed_out(Call* c) {
+    if (c->gen != 0 && c->gen == cmd_gen_ && cmd_) {
       // Its answer may be in the socket already (read_now): if so it
       // completes the call now, and the connection is not stuck.
       const uint64_t id = c->id;
-      self->read_now();
-      if (!self->calls_.count(id)) return;
+      read_now();
+      if (!calls_.find(id)) return;
     }
-    self->calls_.erase(c->id);
-    if (c->preset) {
-      self->complete(c, nullptr, c->preset_outcome, c->preset_error);
-      return;
-    }
-    if (c->gen == 0 && self->cmd_ && !self->cmd_ready_) {
+    // Forgotten first, so that dropping its connection below (whose calls
+    // complete with kError) does not complete it too.
+    Done done = std::move(c->done);
+    calls_.finish(c);
+    if (c->gen == 0 && cmd_ && !cmd_ready_) {
       // A connection whose ROLE never answered is as stuck as one whose call
       // did not: drop it, so the next call asks the Sentinels again.
-      self->note_failure("no answer to ROLE within the call's timeout");
-      self->drop_conn(&self->cmd_);
+      note_failure("no answer to ROLE within the call's timeout");
+      drop_conn(&cmd_);
     }
     // No answer in time: drop the connection it went out on, so that a late
     // answer can never be delivered (the other calls on it complete with
     // kError), and reconnect after a backoff.
-    if (c->gen != 0 && c->gen == self->cmd_gen_ && self->cmd_) {
+    if (c->gen != 0 && c->gen == cmd_gen_ && cmd_) {
       const std::string why = "no answer within the call's timeout";
-      if (self->failures_ == 0) self->log(kLogWarn, why);
-      self->note_failure(why);
-      self->drop_conn(&self->cmd_);
+      if (failures_ == 0) log(kLogWarn, why);
+      note_failure(why);
+      drop_conn(&cmd_);
     }
-    self->complete(c, nullptr, Outcome::kTimeout, "redis " + self->where_ + ": no answer in time");
+    if (done && !closing_)
+      done(nullptr, Outcome::kTimeout, "redis " + where_ + ": no answer in time");
   }
 
   static void on_reply(redisAsyncContext* ac, void* reply, void* privdata) {
     auto* self = static_cast<RedisBackend*>(ac->data);
     if (self->closing_) return;
-    auto it = self->calls_.find(reinterpret_cast<uintptr_t>(privdata));
-    if (it == self->calls_.end()) return;
-    Call* c = it->second;
+    Call* c = self->calls_.find(reinterpret_cast<uintptr_t>(privdata));
+    if (!c) return;
     if (!reply) {
       self->complete(c, nullptr, Outcome::kError,
                      "redis " + self->where_ + ": connection lost" +
@@ -696,8 +457,7 @@ class RedisBackend final : public Backend {
     // The server lost our scripts (restart, failover, SCRIPT FLUSH): run this
     // one with EVAL, which also loads it again for the next EVALSHA.
     if (r->type == REDIS_REPLY_ERROR && reply_str(r).compare(0, 8, "NOSCRIPT") == 0 &&
-        c->argv.size() >= 2 && c->argv[0] == "EVALSHA" && self->cmd_ &&
-        self->cmd_->ac == ac) {
+        c->argv.size() >= 2 && c->argv[0] == "EVALSHA" && self->cmd_ && self->cmd_->ac == ac) {
       for (int i = 0; i < kScriptCount; ++i) {
         if (script(i).sha == c->argv[1]) {
           c->argv[0] = "EVAL";
@@ -733,15 +493,14 @@ class RedisBackend final : public Backend {
     long long acks = -1;
     const bool ok = r && reply_int(r, &acks) && acks >= self->url_.wait_replicas;
     const std::string why =
-        ok    ? std::string()
-        : !r  ? "connection lost before WAIT answered"
+        ok          ? std::string()
+        : !r        ? "connection lost before WAIT answered"
         : acks >= 0 ? std::to_string(acks) + " of " + std::to_string(self->url_.wait_replicas) +
                           " replicas acknowledged the write in time (wait_replicas)"
                     : "WAIT failed: " + reply_str(r);
     for (uint64_t id : *batch) {
-      auto it = self->calls_.find(id);
-      if (it == self->calls_.end() || !it->second->held) continue;
-      Call* c = it->second;
+      Call* c = self->calls_.find(id);
+      if (!c || !c->held) continue;
       ReplyCopy held = std::move(c->held);
       if (ok) {
         self->complete(c, held.get(), Outcome::kOk, "");
@@ -861,8 +620,8 @@ class RedisBackend final : public Backend {
     std::vector<uint64_t> ids;
     ids.swap(unsent_);
     for (uint64_t id : ids) {
-      auto it = calls_.find(id);
-      if (it != calls_.end()) preset(it->second, Outcome::kError, "redis " + where_ + ": " + why);
+      if (Call* c = calls_.find(id))
+        calls_.preset(c, Outcome::kError, "redis " + where_ + ": " + why);
     }
   }
 
@@ -1017,8 +776,8 @@ class RedisBackend final : public Backend {
     std::vector<uint64_t> ids;
     ids.swap(unsent_);
     for (uint64_t id : ids) {
-      auto it = calls_.find(id);
-      if (it != calls_.end() && cmd_) send(it->second);
+      Call* c = calls_.find(id);
+      if (c && cmd_) send(c);
     }
     ensure_sub();
   }
@@ -1130,7 +889,7 @@ class RedisBackend final : public Backend {
     }
     ++query_tries_;
     const auto& [host, port] = url_.sentinels[sentinel_next_ % url_.sentinels.size()];
-    const std::string label = sentinel_label();
+    const std::string label = host + ":" + std::to_string(port);
     resolve(host, [this, label, port = port](const std::string& ip, const std::string& why) {
       if (ip.empty()) {
         sentinel_failed(label, why);
@@ -1148,11 +907,14 @@ class RedisBackend final : public Backend {
       };
       command(a->ac, on_master_addr, reinterpret_cast<void*>(++query_gen_),
               {"SENTINEL", "get-master-addr-by-name", url_.master_name});
-      uv_timer_start(&query_timer_, [](uv_timer_t* t) {
-        auto* self = static_cast<RedisBackend*>(t->data);
-        self->sentinel_failed(self->sentinel_label(), "no answer in " +
-                              std::to_string(kSentinelQueryMs) + " ms");
-      }, kSentinelQueryMs, 0);
+      uv_timer_start(
+          &query_timer_,
+          [](uv_timer_t* t) {
+            auto* self = static_cast<RedisBackend*>(t->data);
+            self->sentinel_failed(self->sentinel_label(),
+                                  "no answer in " + std::to_string(kSentinelQueryMs) + " ms");
+          },
+          kSentinelQueryMs, 0);
     });
   }
 
@@ -1183,8 +945,7 @@ class RedisBackend final : public Backend {
     std::string ip, why;
     int port = 0;
     if (!r) {
-      self->sentinel_failed(self->sentinel_label(),
-                            ac->errstr[0] ? ac->errstr : "connection lost");
+      self->sentinel_failed(self->sentinel_label(), ac->errstr[0] ? ac->errstr : "connection lost");
       return;
     }
     if (r->type == REDIS_REPLY_ERROR) {
@@ -1257,9 +1018,10 @@ class RedisBackend final : public Backend {
     ++sentinel_sub_failures_;
     ++sentinel_sub_next_;
     const uint64_t backoff = std::min<uint64_t>(2000, 50ull << std::min(sentinel_sub_failures_, 6));
-    uv_timer_start(&sentinel_sub_timer_, [](uv_timer_t* t) {
-      static_cast<RedisBackend*>(t->data)->ensure_sentinel_sub();
-    }, backoff, 0);
+    uv_timer_start(
+        &sentinel_sub_timer_,
+        [](uv_timer_t* t) { static_cast<RedisBackend*>(t->data)->ensure_sentinel_sub(); }, backoff,
+        0);
   }
 
   static void on_sentinel_message(redisAsyncContext* ac, void* reply, void*) {
@@ -1282,7 +1044,8 @@ class RedisBackend final : public Backend {
   // --- release broadcast -----------------------------------------------------
 
   void ensure_sub() {
-    if (closing_ || sub_ || ip_.empty() || uv_is_active(reinterpret_cast<uv_handle_t*>(&sub_timer_))) {
+    if (closing_ || sub_ || ip_.empty() ||
+        uv_is_active(reinterpret_cast<uv_handle_t*>(&sub_timer_))) {
       return;
     }
     if (url_.sentinel && !cmd_ready_) return;  // not before ROLE confirmed the primary
@@ -1335,7 +1098,8 @@ class RedisBackend final : public Backend {
   }
 
   void sweep_watches(Duration period) {
-    const uint64_t idle = static_cast<uint64_t>(kWatchIdlePeriods * std::max<int64_t>(1, to_ms_ceil(period)));
+    const uint64_t idle =
+        static_cast<uint64_t>(kWatchIdlePeriods * std::max<int64_t>(1, to_ms_ceil(period)));
     const uint64_t now = uv_now(loop_);
     std::vector<std::string> stale;
     for (auto it = watches_.begin(); it != watches_.end();) {
@@ -1375,9 +1139,9 @@ class RedisBackend final : public Backend {
   void schedule_sub() {
     ++sub_failures_;
     const uint64_t backoff = std::min<uint64_t>(2000, 50ull << std::min(sub_failures_, 6));
-    uv_timer_start(&sub_timer_, [](uv_timer_t* t) {
-      static_cast<RedisBackend*>(t->data)->ensure_sub();
-    }, backoff, 0);
+    uv_timer_start(
+        &sub_timer_, [](uv_timer_t* t) { static_cast<RedisBackend*>(t->data)->ensure_sub(); },
+        backoff, 0);
   }
 
   static void on_message(redisAsyncContext* ac, void* reply, void*) {
@@ -1403,35 +1167,35 @@ class RedisBackend final : public Backend {
   LogFn log_;
   std::string client_name_;
   RedisUrl url_;
-  std::string where_;  // host:port, for messages (never the password)
-  std::string ip_;     // the last address the host resolved to
+  std::string where_;      // host:port, for messages (never the password)
+  std::string ip_;         // the last address the host resolved to
   size_t addr_index_ = 0;  // which of the host's addresses to try next
 
-  UvHiredis* cmd_ = nullptr;  // the command connection (connecting or up)
-  uint64_t cmd_gen_ = 0;      // bumped per command connection
-  bool resolving_ = false;     // the host's lookup for the command connection
+  UvHiredis* cmd_ = nullptr;     // the command connection (connecting or up)
+  uint64_t cmd_gen_ = 0;         // bumped per command connection
+  bool resolving_ = false;       // the host's lookup for the command connection
   std::set<Resolve*> resolves_;  // lookups under way (cancelled at shutdown)
-  bool cmd_ready_ = false;    // calls may go out on cmd_ (with Sentinels: ROLE said master)
-  int port_ = 6379;           // the port of ip_
+  bool cmd_ready_ = false;       // calls may go out on cmd_ (with Sentinels: ROLE said master)
+  int port_ = 6379;              // the port of ip_
 
   // redis+sentinel:// only.
-  bool discovering_ = false;   // asking the Sentinels for the primary
-  UvHiredis* query_ = nullptr;  // the connection to the Sentinel being asked
-  uv_timer_t query_timer_;     // how long that Sentinel may take
-  size_t sentinel_next_ = 0;   // the Sentinel to ask first (the last that answered)
-  size_t query_tries_ = 0;     // Sentinels asked in this discovery
-  std::string query_errors_;   // what each said, for the calls' error
+  bool discovering_ = false;           // asking the Sentinels for the primary
+  UvHiredis* query_ = nullptr;         // the connection to the Sentinel being asked
+  uv_timer_t query_timer_;             // how long that Sentinel may take
+  size_t sentinel_next_ = 0;           // the Sentinel to ask first (the last that answered)
+  size_t query_tries_ = 0;             // Sentinels asked in this discovery
+  std::string query_errors_;           // what each said, for the calls' error
   UvHiredis* sentinel_sub_ = nullptr;  // SUBSCRIBEd to +switch-master
   uv_timer_t sentinel_sub_timer_;      // reconnects it after a backoff
   size_t sentinel_sub_next_ = 0;
   int sentinel_sub_failures_ = 0;
   bool sentinel_sub_resolving_ = false;
-  uint64_t query_gen_ = 0;  // bumped per Sentinel asked (a late answer is ignored)
+  uint64_t query_gen_ = 0;            // bumped per Sentinel asked (a late answer is ignored)
   std::vector<uint64_t> wait_batch_;  // replicated writes sent this turn, before their WAIT
   int64_t wait_timeout_ms_ = 0;       // that WAIT's timeout (the shortest the batch asks)
-  std::vector<uint64_t> unsent_;  // calls waiting for the connection
-  int failures_ = 0;              // consecutive connection failures
-  uint64_t retry_at_ = 0;         // loop ms before which no reconnect is tried
+  std::vector<uint64_t> unsent_;      // calls waiting for the connection
+  int failures_ = 0;                  // consecutive connection failures
+  uint64_t retry_at_ = 0;             // loop ms before which no reconnect is tried
   std::string last_error_;
   bool config_checked_ = false;  // CONFIG GETs answered (once per client)
   bool aof_off_ = false;         // CONFIG GET appendonly answered "no"
@@ -1446,12 +1210,11 @@ class RedisBackend final : public Backend {
   std::shared_ptr<SSL_CTX> tls_;  // rediss:// only
   std::string tls_error_;         // the command connection's last TLS failure
 #ifdef SIMBA_WITH_REDIS_TLS
-  std::set<TlsPump*> pumps_;      // live pumps (closed at shutdown)
+  std::set<TlsPump*> pumps_;  // live pumps (closed at shutdown)
 #endif
 
-  std::map<uint64_t, Call*> calls_;
-  uint64_t next_call_ = 0;
   int handles_ = 0;  // our handles and requests still open on the loop
+  CallTable<Call> calls_;
   bool closing_ = false;
   std::function<void()> shutdown_done_;
 };

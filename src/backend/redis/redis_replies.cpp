@@ -151,9 +151,8 @@ InspectReply decode_inspect_reply(const redisReply* r) {
   const redisReply* sessions =
       r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[0] : nullptr;
   const redisReply* leases = sessions ? r->element[1] : nullptr;
-  if (!sessions || !leases || sessions->type != REDIS_REPLY_ARRAY ||
-      sessions->elements % 3 != 0 || leases->type != REDIS_REPLY_ARRAY ||
-      leases->elements % 4 != 0) {
+  if (!sessions || !leases || sessions->type != REDIS_REPLY_ARRAY || sessions->elements % 3 != 0 ||
+      leases->type != REDIS_REPLY_ARRAY || leases->elements % 4 != 0) {
     out.error = "redis: unexpected reply to inspect";
     return out;
   }

@@ -191,8 +191,9 @@ bool parse_redis_url(const std::string& url, RedisUrl* out, std::string* error) 
   std::string path;
   const size_t at_pos = rest.rfind('@');
   if (at_pos != std::string::npos && rest.find('@') != at_pos) {
-    *error = "redis URL: more than one '@' (write '@' in a password as %40; URL not shown, "
-             "it may hold a password)";
+    *error =
+        "redis URL: more than one '@' (write '@' in a password as %40; URL not shown, "
+        "it may hold a password)";
     return false;
   }
   const size_t slash = rest.find('/', at_pos == std::string::npos ? 0 : at_pos + 1);

@@ -19,7 +19,7 @@ struct RedisUrl {
   std::string user;      // empty: AUTH with the password only (or no AUTH)
   std::string password;  // empty: no AUTH
   bool has_password = false;
-  std::string host;      // a name, an IPv4 or an IPv6 address (without brackets)
+  std::string host;  // a name, an IPv4 or an IPv6 address (without brackets)
   int port = 6379;
   int db = 0;
   std::string prefix = "simba";

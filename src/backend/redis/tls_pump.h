@@ -34,7 +34,7 @@ std::shared_ptr<SSL_CTX> make_redis_tls_context(const RedisUrl& url, std::string
 class TlsPump {
  public:
   struct Callbacks {
-    std::function<void(const std::string& why)> on_error;  // once, before closing
+    std::function<void(const std::string& why)> on_error;   // once, before closing
     std::function<void(const std::string& what)> on_ready;  // the handshake is done
     std::function<void()> on_closed;  // every handle closed; the pump is deleted next
   };

@@ -25,11 +25,11 @@ namespace simba {
 
 struct UvHiredis {
   uv_poll_t poll;
-  uv_prepare_t apply;  // sets the poll to `wanted` before the loop polls
-  uv_idle_t pending;   // active while `wanted` differs from `events`
+  uv_prepare_t apply;               // sets the poll to `wanted` before the loop polls
+  uv_idle_t pending;                // active while `wanted` differs from `events`
   redisAsyncContext* ac = nullptr;  // null once hiredis cleaned up
-  int wanted = 0;  // UV_READABLE | UV_WRITABLE as hiredis asked
-  int events = 0;  // what the poll watches
+  int wanted = 0;                   // UV_READABLE | UV_WRITABLE as hiredis asked
+  int events = 0;                   // what the poll watches
   int open_handles = 3;
   bool cleaned = false;
   // Runs once, when hiredis tears the context down (before it is freed and

@@ -48,6 +48,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/call_table.h"
 #include "backend/zookeeper/uv_zookeeper.h"
 #include "backend/zookeeper/zookeeper_results.h"
 
@@ -192,7 +193,14 @@ struct InspectState {
 class ZookeeperBackend final : public Backend {
  public:
   ZookeeperBackend(const BackendContext& ctx, ZookeeperUrl url)
-      : loop_(ctx.loop), log_(ctx.log), client_name_(ctx.client_name), url_(std::move(url)) {
+      : loop_(ctx.loop),
+        log_(ctx.log),
+        client_name_(ctx.client_name),
+        url_(std::move(url)),
+        calls_(loop_, &handles_,
+               {[this](Call* c) { timed_out(c); },
+                [this](Call* c, Outcome o, const std::string& err) { fail(c->id, o, err); },
+                [this] { handle_closed(); }}) {
     for (size_t i = 0; i < url_.hosts.size(); ++i) {
       where_ += (i ? "," : "") + url_.hosts[i].host + ":" + std::to_string(url_.hosts[i].port);
     }
@@ -353,9 +361,8 @@ class ZookeeperBackend final : public Backend {
     inspect_children(
         s, st, sessions_dir_, [this, st](Session* s, const std::vector<std::string>& ids) {
           for (const std::string& id : ids) {
-            inspect_read(s, st, sessions_dir_ + "/" + id, true, [st, id](Req& r) {
-              st->sessions[id] = parse_session_marker(r.value);
-            });
+            inspect_read(s, st, sessions_dir_ + "/" + id, true,
+                         [st, id](Req& r) { st->sessions[id] = parse_session_marker(r.value); });
           }
         });
     if (names.empty()) {
@@ -375,10 +382,7 @@ class ZookeeperBackend final : public Backend {
     closing_ = true;
     shutdown_done_ = std::move(done);
     released_fn_ = nullptr;
-    // Pending calls are dropped without completion.
-    std::map<uint64_t, Call*> calls;
-    calls.swap(calls_);
-    for (auto& kv : calls) close_call(kv.second);
+    calls_.drop_all();  // pending calls are dropped without completion
     std::vector<Session*> all;
     for (auto& [serial, s] : sessions_) all.push_back(s.get());
     for (Session* s : all) close_session_obj(s, 0);
@@ -394,84 +398,46 @@ class ZookeeperBackend final : public Backend {
 
   enum class Kind { kOpen, kKeepAlive, kAcquire, kDone, kInspect };
 
-  struct Call {
-    ZookeeperBackend* self = nullptr;
-    uint64_t id = 0;
+  struct Call : CallBase {
     Kind kind = Kind::kDone;
-    uv_timer_t timer;
     OpenCb open;
     KeepAliveCb keep_alive;
     AcquireCb acquire;
     DoneCb done;
     InspectCb inspect;
     uint64_t session_serial = 0;  // the session it went out on (0: none)
-    bool preset = false;
-    Outcome preset_outcome = Outcome::kError;
-    std::string preset_error;
   };
 
   Call* new_call(Kind kind, Duration timeout) {
-    auto* c = new Call;
-    c->self = this;
-    c->id = ++next_call_;
+    Call* c = calls_.start(timeout);
     c->kind = kind;
-    uv_timer_init(loop_, &c->timer);
-    c->timer.data = c;
-    ++handles_;
-    calls_[c->id] = c;
-    const int64_t t = std::max<int64_t>(0, to_ms_ceil(timeout));
-    uv_timer_start(&c->timer, on_call_timer, static_cast<uint64_t>(t), 0);
     return c;
   }
 
-  // Completes `c` with `o` on a later loop turn (never inside the call).
-  void preset(Call* c, Outcome o, const std::string& err) {
-    c->preset = true;
-    c->preset_outcome = o;
-    c->preset_error = err;
-    uv_timer_start(&c->timer, on_call_timer, 0, 0);
-  }
+  // Completes the call with `o` on a later loop turn (never inside the call).
+  void preset(Call* c, Outcome o, const std::string& err) { calls_.preset(c, o, err); }
   void preset(uint64_t id, Outcome o, const std::string& err) {
-    auto it = calls_.find(id);
-    if (it != calls_.end()) preset(it->second, o, err);
+    if (Call* c = calls_.find(id)) calls_.preset(c, o, err);
   }
 
-  static void on_call_timer(uv_timer_t* t) {
-    auto* c = static_cast<Call*>(t->data);
-    ZookeeperBackend* self = c->self;
-    const Outcome o = c->preset ? c->preset_outcome : Outcome::kTimeout;
-    const std::string err =
-        c->preset ? c->preset_error : "zookeeper " + self->where_ + ": no answer in time";
-    auto it = c->preset ? self->sessions_.end() : self->sessions_.find(c->session_serial);
-    if (it != self->sessions_.end()) {
+  // A call's timer fired with no answer yet.
+  void timed_out(Call* c) {
+    auto it = sessions_.find(c->session_serial);
+    if (it != sessions_.end()) {
       // The answer may still come (the core copes with late answers' effects);
       // a connection that sat on a request is not waited for at close.
       it->second->suspect = true;
       // Nobody waits for a session whose open timed out.
-      if (c->kind == Kind::kOpen && !it->second->ready) {
-        self->close_session_obj(it->second.get(), 0);
-      }
+      if (c->kind == Kind::kOpen && !it->second->ready) close_session_obj(it->second.get(), 0);
     }
-    self->fail(c->id, o, err);
+    fail(c->id, Outcome::kTimeout, "zookeeper " + where_ + ": no answer in time");
   }
 
+  // The call `id`, forgotten (call_table.h), or nullptr if it completed.
   Call* take(uint64_t id) {
-    auto it = calls_.find(id);
-    if (it == calls_.end()) return nullptr;
-    Call* c = it->second;
-    calls_.erase(it);
-    close_call(c);
+    Call* c = calls_.find(id);
+    if (c) calls_.finish(c);
     return c;
-  }
-
-  void close_call(Call* c) {
-    uv_timer_stop(&c->timer);
-    uv_close(reinterpret_cast<uv_handle_t*>(&c->timer), [](uv_handle_t* h) {
-      auto* call = static_cast<Call*>(h->data);
-      ZookeeperBackend* self = call->self;
-      delete call;
-      self->handle_closed();
-    });
   }
 
   void fail(uint64_t id, Outcome o, const std::string& err) {
@@ -790,7 +756,7 @@ class ZookeeperBackend final : public Backend {
       Session* s = r.s;
       if (!r.call) return;
       if (rc == ZOK || rc == ZNODEEXISTS) {
-        if (!calls_.count(r.call)) {
+        if (!calls_.find(r.call)) {
           // The open timed out meanwhile: nobody will use this session.
           close_session_obj(s, 0);
           return;
@@ -885,7 +851,7 @@ class ZookeeperBackend final : public Backend {
         create_dir(s, url_.chroot, nullptr);
         create_dir(s, leases_dir_, nullptr);
         create_dir(s, tokens_dir_, nullptr);
-        if (retries > 0 && calls_.count(r.call)) {
+        if (retries > 0 && calls_.find(r.call)) {
           send_acquire(s, r.call, name, retries - 1);
           return;
         }
@@ -911,7 +877,7 @@ class ZookeeperBackend final : public Backend {
     while (s->acquires_in_flight < kMaxAcquiresInFlight && !s->acquire_queue.empty() && !s->dead) {
       auto [call, name] = std::move(s->acquire_queue.front());
       s->acquire_queue.pop_front();
-      if (calls_.count(call)) send_acquire(s, call, name, 2);
+      if (calls_.find(call)) send_acquire(s, call, name, 2);
     }
   }
 
@@ -1086,11 +1052,10 @@ class ZookeeperBackend final : public Backend {
   std::set<std::string> tokens_known_;  // names whose token node exists
   std::set<Resolve*> resolves_;         // host name lookups under way
 
-  std::map<uint64_t, Call*> calls_;
-  uint64_t next_call_ = 0;
   ReleasedFn released_fn_;
   uv_timer_t anchor_;
   int handles_ = 0;  // our handles, requests and UvZk objects still open on the loop
+  CallTable<Call> calls_;
   bool closing_ = false;
   std::function<void()> shutdown_done_;
 };

@@ -47,7 +47,8 @@ InspectReply build_zk_inspect(const std::map<std::string, ZkSessionRow>& session
   InspectReply out;
   out.outcome = Outcome::kOk;
   for (const auto& [id, row] : sessions) {
-    out.sessions.push_back(SessionInfo{id, row.client, reply_ms(std::max<int64_t>(0, row.timeout_ms))});
+    out.sessions.push_back(
+        SessionInfo{id, row.client, reply_ms(std::max<int64_t>(0, row.timeout_ms))});
   }
   for (const std::string& name : asked) {
     LeaseInfo li;
@@ -57,7 +58,8 @@ InspectReply build_zk_inspect(const std::map<std::string, ZkSessionRow>& session
     // zxids are positive; a negative one (never from a sound server) counts as none.
     if (t != tokens.end() && t->second.mzxid > 0) li.token = static_cast<uint64_t>(t->second.mzxid);
     if (l != leases.end()) {
-      if (l->second.czxid > 0) li.token = std::max(li.token, static_cast<uint64_t>(l->second.czxid));
+      if (l->second.czxid > 0)
+        li.token = std::max(li.token, static_cast<uint64_t>(l->second.czxid));
       li.holder = zk_hex_id(l->second.ephemeralOwner);
       auto h = sessions.find(li.holder);
       if (h != sessions.end() && h->second.timeout_ms >= 0) {
