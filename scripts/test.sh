@@ -3,7 +3,7 @@
 # servers once, runs the test layers with ctest, and prints a summary.
 #
 #   bash scripts/test.sh                      plain build in build/, every layer
-#   bash scripts/test.sh --label core         one layer (core|sim|backends|capi|abi|tck|cli,
+#   bash scripts/test.sh --label core         one layer (core|sim|backends|capi|abi|tck|cli|style,
 #                                             a binding: go|rust|java|lua; embed: contrib/)
 #   bash scripts/test.sh --sanitize address   ASan+UBSan build in build-address/
 #   bash scripts/test.sh --sanitize thread    TSan build in build-thread/
@@ -41,6 +41,7 @@ SIMBA_APT_PACKAGES=(
   nginx nginx-dev python3                     # contrib (label embed)
   curl libmicrohttpd-dev                      # simba run --listen (label cli)
   python3 redis-tools postgresql zookeeper   # tests/chaos (label chaos)
+  clang-format-14                             # tests/style (label style)
 )
 # bindings/rust (label rust) uses the machine's cargo: rustup's in ~/.cargo/bin
 # when there is one (Debian's cargo otherwise).

@@ -1,12 +1,11 @@
 /* The C half of the Go binding: shims (see simba_go.h) and the trampolines
  * that carry library callbacks to the //export functions of callbacks.go. The
  * user data of every callback is a runtime/cgo.Handle. */
-#include "simba_go.h"
-
 #include <stdlib.h>
 #include <string.h>
 
 #include "_cgo_export.h"
+#include "simba_go.h"
 
 static int go_err(int rc, char **msg) {
   if (rc < 0 && msg) *msg = strdup(simba_last_error());
@@ -25,12 +24,16 @@ static void tr_term_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t r) 
 static void tr_event(void *ud, simba_event_type_t type, const char *detail) {
   goEvent((uintptr_t)ud, (int)type, (char *)detail);
 }
-static void tr_log(void *ud, int level, const char *msg) { goLog((uintptr_t)ud, level, (char *)msg); }
+static void tr_log(void *ud, int level, const char *msg) {
+  goLog((uintptr_t)ud, level, (char *)msg);
+}
 
 int s_config_set(simba_config_t *c, const char *k, const char *v, char **msg) {
   return go_err(simba_config_set(c, k, v), msg);
 }
-int s_config_validate(simba_config_t *c, char **msg) { return go_err(simba_config_validate(c), msg); }
+int s_config_validate(simba_config_t *c, char **msg) {
+  return go_err(simba_config_validate(c), msg);
+}
 int s_config_set_logger(simba_config_t *c, uintptr_t h, int level, char **msg) {
   return go_err(simba_config_set_logger(c, tr_log, (void *)h, level), msg);
 }
@@ -81,8 +84,8 @@ int s_schedule(simba_task_t **out, simba_client_t *c, const char *name, int64_t 
                int64_t period, uintptr_t h, char **msg) {
   return go_err(simba_schedule(out, c, name, delay, period, tr_work, (void *)h), msg);
 }
-int s_group_join(simba_task_t **out, simba_client_t *c, const char *group, uint32_t n,
-                 uintptr_t h, char **msg) {
+int s_group_join(simba_task_t **out, simba_client_t *c, const char *group, uint32_t n, uintptr_t h,
+                 char **msg) {
   return go_err(simba_group_join(out, c, group, n, tr_work, (void *)h), msg);
 }
 int s_task_stop(simba_task_t *t, uintptr_t h, char **msg) {

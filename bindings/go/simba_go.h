@@ -15,15 +15,20 @@ int s_client_wait_live(simba_client_t *c, int64_t ms, char **msg);
 int s_client_close(simba_client_t *c, char **msg);
 int s_client_close_async(simba_client_t *c, char **msg);
 int s_client_on_event(simba_client_t *c, uintptr_t h, char **msg);
-int s_client_inspect(simba_client_t *c, const char **names, size_t n, int64_t ms, char **out, char **msg);
+int s_client_inspect(simba_client_t *c, const char **names, size_t n, int64_t ms, char **out,
+                     char **msg);
 char *s_client_snapshot(simba_client_t *c, char **msg);
 int s_backend_schema(const char *url, char **out, char **msg);
-int s_election_start(simba_election_t **out, simba_client_t *c, const char *name, uintptr_t h, char **msg);
+int s_election_start(simba_election_t **out, simba_client_t *c, const char *name, uintptr_t h,
+                     char **msg);
 int s_election_stop(simba_election_t *e, uintptr_t h, char **msg);
 int s_election_step_down(simba_election_t *e, int64_t cooldown, uintptr_t h, char **msg);
-int s_run_while_leader(simba_task_t **out, simba_client_t *c, const char *name, uintptr_t h, char **msg);
-int s_schedule(simba_task_t **out, simba_client_t *c, const char *name, int64_t delay, int64_t period, uintptr_t h, char **msg);
-int s_group_join(simba_task_t **out, simba_client_t *c, const char *group, uint32_t n, uintptr_t h, char **msg);
+int s_run_while_leader(simba_task_t **out, simba_client_t *c, const char *name, uintptr_t h,
+                       char **msg);
+int s_schedule(simba_task_t **out, simba_client_t *c, const char *name, int64_t delay,
+               int64_t period, uintptr_t h, char **msg);
+int s_group_join(simba_task_t **out, simba_client_t *c, const char *group, uint32_t n, uintptr_t h,
+                 char **msg);
 int s_task_stop(simba_task_t *t, uintptr_t h, char **msg);
 int s_task_step_down(simba_task_t *t, int64_t cooldown, uintptr_t h, char **msg);
 int s_lock_acquire(simba_term_t **out, simba_client_t *c, const char *name, int64_t ms, char **msg);

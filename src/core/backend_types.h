@@ -29,9 +29,9 @@ struct OwnedLease {
 
 struct OpenReply {
   Outcome outcome = Outcome::kError;
-  std::string session_id;       // kOk: a new id, never reused
-  Duration remaining{0};        // kOk: the validity the backend granted, on its clock
-  std::string error;            // kError: the backend's words
+  std::string session_id;  // kOk: a new id, never reused
+  Duration remaining{0};   // kOk: the validity the backend granted, on its clock
+  std::string error;       // kError: the backend's words
 };
 
 struct KeepAliveReply {

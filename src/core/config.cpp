@@ -427,15 +427,15 @@ std::string Config::validate() const {
   // lease * (1 - drift) - margin > renew. The product is rounded to whole
   // nanoseconds, so that a boundary written in decimal ("0.01") lands where it
   // reads instead of one binary rounding error off.
-  long double scaled = static_cast<long double>(lease.count()) *
-                       (1.0L - static_cast<long double>(drift));
+  long double scaled =
+      static_cast<long double>(lease.count()) * (1.0L - static_cast<long double>(drift));
   int64_t local = static_cast<int64_t>(std::llroundl(scaled));  // 0 < local <= lease
-  int64_t lhs = local - margin.count();                          // no overflow: both >= 0
+  int64_t lhs = local - margin.count();                         // no overflow: both >= 0
   if (!(lhs > renew.count())) {
     return "rule lease-duration * (1 - drift) - margin > renew-interval failed: "
-           "lease-duration " + fmt_ms(lease) + " * (1 - " + fmt_double(drift) + ") - margin " +
-           fmt_ms(margin) + " = " + fmt_ms(Duration(lhs)) + ", not > renew-interval " +
-           fmt_ms(renew);
+           "lease-duration " +
+           fmt_ms(lease) + " * (1 - " + fmt_double(drift) + ") - margin " + fmt_ms(margin) + " = " +
+           fmt_ms(Duration(lhs)) + ", not > renew-interval " + fmt_ms(renew);
   }
   return "";
 }

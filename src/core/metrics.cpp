@@ -70,8 +70,8 @@ const RevokeReason kReasons[] = {RevokeReason::kStopped, RevokeReason::kSteppedD
 const char* const kStates[] = {"OPENING", "LIVE", "SUSPENDED", "CLOSED"};
 
 std::string histogram_json(const Histogram& h) {
-  std::string s = "{\"count\":" + std::to_string(h.count()) + ",\"sum_s\":" +
-                  number(h.sum_seconds()) + ",\"buckets\":[";
+  std::string s = "{\"count\":" + std::to_string(h.count()) +
+                  ",\"sum_s\":" + number(h.sum_seconds()) + ",\"buckets\":[";
   uint64_t cumulative = 0;
   for (size_t i = 0; i < h.bounds().size(); ++i) {
     cumulative += h.counts()[i];
@@ -120,8 +120,7 @@ std::string metrics_text(const MetricsInput& in) {
   w.histogram("simba_keep_alive_rtt_seconds", "Keep-alive round trip, answered ones.",
               m.keep_alive_rtt);
   w.histogram("simba_session_remaining_at_renewal_seconds",
-              "Local session validity left when a keep-alive answer came.",
-              m.remaining_at_renewal);
+              "Local session validity left when a keep-alive answer came.", m.remaining_at_renewal);
   w.histogram("simba_handover_seconds",
               "From a term's revocation (stop, step-down) to its release answered.", m.handover);
   w.head("simba_session_state", "gauge", "1 for the session's current state.");

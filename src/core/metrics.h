@@ -38,15 +38,15 @@ using RevocationCounts = std::array<uint64_t, 6>;
 struct NodeMetrics {
   uint64_t keep_alive_failures = 0;  // answered other than kOk, or timed out
   RevocationCounts revocations{};
-  Histogram keep_alive_rtt;          // sent to answered, kOk answers
-  Histogram remaining_at_renewal;    // local validity left when a kOk answer came
-  Histogram handover;                // revocation to release answered (or session end)
+  Histogram keep_alive_rtt;        // sent to answered, kOk answers
+  Histogram remaining_at_renewal;  // local validity left when a kOk answer came
+  Histogram handover;              // revocation to release answered (or session end)
   NodeMetrics();
 };
 
 // The gauges and counters the text reports besides NodeMetrics.
 struct MetricsInput {
-  std::string client;                // the label client="..."
+  std::string client;                     // the label client="..."
   const char* session_state = "OPENING";  // session_status_name()
   Duration session_remaining{0};
   uint64_t sessions_opened = 0, keep_alives = 0, acquires = 0, releases = 0, terms = 0;

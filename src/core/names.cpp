@@ -10,8 +10,8 @@ constexpr size_t kMaxNameLength = 128;
 constexpr const char* kRule = "1-128 characters of [A-Za-z0-9._:-], other than \".\" and \"..\"";
 
 bool allowed(unsigned char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-         c == '.' || c == '_' || c == ':' || c == '-';
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == ':' || c == '-';
 }
 
 // The character as it appears in a message: 'c' when printable, else \xNN.

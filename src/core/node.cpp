@@ -17,10 +17,14 @@ Duration tombstone_life(const Config& cfg) { return cfg.lease_duration * 2; }
 
 const char* session_status_name(SessionStatus s) {
   switch (s) {
-    case SessionStatus::kOpening: return "OPENING";
-    case SessionStatus::kLive: return "LIVE";
-    case SessionStatus::kSuspended: return "SUSPENDED";
-    case SessionStatus::kClosed: return "CLOSED";
+    case SessionStatus::kOpening:
+      return "OPENING";
+    case SessionStatus::kLive:
+      return "LIVE";
+    case SessionStatus::kSuspended:
+      return "SUSPENDED";
+    case SessionStatus::kClosed:
+      return "CLOSED";
   }
   return "UNKNOWN";
 }
@@ -93,15 +97,21 @@ void Node::on_call_timeout(CallId id, TimePoint now) {
 
 void Node::answer_timed_out(CallId id, CallKind kind, TimePoint now) {
   switch (kind) {
-    case CallKind::kOpen: on_open(id, OpenReply{Outcome::kTimeout, {}, {}, "timed out"}, now); break;
+    case CallKind::kOpen:
+      on_open(id, OpenReply{Outcome::kTimeout, {}, {}, "timed out"}, now);
+      break;
     case CallKind::kKeepAlive:
       on_keep_alive(id, KeepAliveReply{Outcome::kTimeout, {}, {}, "timed out"}, now);
       break;
     case CallKind::kAcquire:
       on_acquire(id, AcquireReply{Outcome::kTimeout, 0, Duration(-1), "timed out"}, now);
       break;
-    case CallKind::kRelease: on_release(id, DoneReply{Outcome::kTimeout, "timed out"}, now); break;
-    case CallKind::kClose: on_close(id, DoneReply{Outcome::kTimeout, "timed out"}, now); break;
+    case CallKind::kRelease:
+      on_release(id, DoneReply{Outcome::kTimeout, "timed out"}, now);
+      break;
+    case CallKind::kClose:
+      on_close(id, DoneReply{Outcome::kTimeout, "timed out"}, now);
+      break;
   }
 }
 
@@ -170,13 +180,27 @@ NodeView Node::view() const {
   for (const auto& [cid, c] : contenders_) {
     const char* state = "candidate";
     switch (c.state) {
-      case State::kWaiting: state = "waiting"; break;
-      case State::kCandidate: state = "candidate"; break;
-      case State::kAcquiring: state = "acquiring"; break;
-      case State::kLeader: state = "leader"; break;
-      case State::kDraining: state = "draining"; break;
-      case State::kReleasing: state = "releasing"; break;
-      case State::kCooldown: state = "cooldown"; break;
+      case State::kWaiting:
+        state = "waiting";
+        break;
+      case State::kCandidate:
+        state = "candidate";
+        break;
+      case State::kAcquiring:
+        state = "acquiring";
+        break;
+      case State::kLeader:
+        state = "leader";
+        break;
+      case State::kDraining:
+        state = "draining";
+        break;
+      case State::kReleasing:
+        state = "releasing";
+        break;
+      case State::kCooldown:
+        state = "cooldown";
+        break;
     }
     v.contenders.push_back({cid, c.name, c.kind, state, c.term ? c.term->token() : 0,
                             c.term ? c.term->remaining() : Duration::zero()});

@@ -116,8 +116,7 @@ class Node {
   // `try_once` gives up after the first answer. Returns 0 if an election uses
   // the name. A lock on a name another lock of this node holds or waits for
   // queues behind it (a try_once fails with kBusy at once).
-  ContenderId add_lock(const std::string& name, TimePoint give_up_at, bool try_once,
-                       TimePoint now);
+  ContenderId add_lock(const std::string& name, TimePoint give_up_at, bool try_once, TimePoint now);
   // Stops an election, releases a lock, or cancels a pending lock (kCanceled).
   // Returns false if unknown or already stopping.
   bool stop(ContenderId id, TimePoint now);
@@ -165,8 +164,8 @@ class Node {
   struct Call {
     CallKind kind;
     std::string session;
-    std::string name;        // acquire, release
-    uint64_t token = 0;      // release
+    std::string name;           // acquire, release
+    uint64_t token = 0;         // release
     ContenderId contender = 0;  // acquire, release of a handover
     TimePoint sent_at;
     bool abandoned = false;  // its answer is no longer awaited (timeout, stop, new session)
@@ -190,7 +189,7 @@ class Node {
     std::string name;
     CallId attempt = 0;  // the current acquire call, if kAcquiring
     std::shared_ptr<TermState> term;
-    CallId adopted_before = 0;  // keep-alives with an id at or above saw the term
+    CallId adopted_before = 0;     // keep-alives with an id at or above saw the term
     TimePoint handover_started{};  // when begin_handover revoked the term
     TimePoint cooldown_until;
     TimePoint give_up_at = TimePoint::max();  // locks
@@ -221,8 +220,7 @@ class Node {
   void go_live(const OpenReply& reply, std::shared_ptr<SessionClock> clock, TimePoint sent_at,
                TimePoint deadline, TimePoint now);
   void send_keep_alive(TimePoint now);
-  void keep_alive_renewed(CallId id, const Call& call, const KeepAliveReply& reply,
-                          TimePoint now);
+  void keep_alive_renewed(CallId id, const Call& call, const KeepAliveReply& reply, TimePoint now);
   void keep_alive_failed(const KeepAliveReply& reply, TimePoint now);
   // A keep-alive reply `id` listed `listed` as this session's leases: terms it
   // no longer lists are taken over, leases it lists that no term holds are freed.
@@ -254,8 +252,7 @@ class Node {
   void pump_attempts(TimePoint now);
   void handle_acquire(CallId call, const AcquireReply& reply, TimePoint now);
   // An answer to an acquire no longer awaited: what it won is released.
-  void acquire_answered_late(CallId id, const Call& call, const AcquireReply& reply,
-                             TimePoint now);
+  void acquire_answered_late(CallId id, const Call& call, const AcquireReply& reply, TimePoint now);
   void acquire_of_stopped_answered(Contender& c, const Call& call, const AcquireReply& reply,
                                    TimePoint now);
   void acquire_won(Contender& c, const Call& call, uint64_t token, TimePoint now);

@@ -163,8 +163,7 @@ void Node::schedule_retry(Contender& c, TimePoint now, Duration holder_remaining
     // Try again right after the holder's session would expire, in case it died,
     // plus an eighth of the jitter: candidates that heard the same holder
     // remaining do not all call the backend at the same instant.
-    delay = std::min(delay,
-                     std::max(holder_remaining + cfg_.margin, cfg_.margin) + jitter / 8);
+    delay = std::min(delay, std::max(holder_remaining + cfg_.margin, cfg_.margin) + jitter / 8);
   }
   schedule_attempt(c, now + delay);
 }
@@ -238,10 +237,9 @@ void Node::handle_acquire(CallId id, const AcquireReply& reply, TimePoint now) {
       return;
     case Outcome::kError:
     case Outcome::kTimeout:
-      fail_or_retry(*c,
-                    reply.outcome == Outcome::kTimeout ? LockFailure::kTimeout
-                                                       : LockFailure::kBackend,
-                    now);
+      fail_or_retry(
+          *c, reply.outcome == Outcome::kTimeout ? LockFailure::kTimeout : LockFailure::kBackend,
+          now);
       return;
   }
 }
@@ -413,13 +411,14 @@ void Node::on_contender_timer(Contender& c, TimePoint now) {
   if (c.state == State::kDraining) {
     // The deadline at the stop passed and the work is still running: the lease
     // may not be held for it any longer.
-    fx_.log(kLogWarn, "the work of " + c.name + " did not exit by the term's deadline; "
+    fx_.log(kLogWarn, "the work of " + c.name +
+                          " did not exit by the term's deadline; "
                           "releasing without it");
     release_term(c, now);
     return;
   }
-  if (c.kind == ContenderKind::kLock && c.state != State::kLeader &&
-      c.state != State::kReleasing && now >= c.give_up_at) {
+  if (c.kind == ContenderKind::kLock && c.state != State::kLeader && c.state != State::kReleasing &&
+      now >= c.give_up_at) {
     fail_lock(c, LockFailure::kTimeout, now);
     return;
   }

@@ -115,9 +115,9 @@ void Node::go_live(const OpenReply& reply, std::shared_ptr<SessionClock> clock, 
 
 void Node::emit_lease_shortened(Duration granted) {
   emit(SessionEvent::kLeaseShortened,
-       "{\"session\":" + json_quote(session_id_) + ",\"granted_ms\":" +
-           std::to_string(to_ms(granted)) + ",\"renew_period_ms\":" +
-           std::to_string(to_ms(renew_period_)) + "}");
+       "{\"session\":" + json_quote(session_id_) +
+           ",\"granted_ms\":" + std::to_string(to_ms(granted)) +
+           ",\"renew_period_ms\":" + std::to_string(to_ms(renew_period_)) + "}");
 }
 
 void Node::arm_session_timers(TimePoint sent_at, TimePoint now) {
@@ -276,8 +276,8 @@ void Node::session_ended(RevokeReason reason, TimePoint now) {
     keep_alive_call_ = 0;
   }
   fx_.log(kLogWarn, "session " + old + " ended: " + revoke_reason_name(reason));
-  emit(SessionEvent::kExpired, "{\"session\":" + json_quote(old) + ",\"reason\":" +
-                                   json_quote(revoke_reason_name(reason)) + "}");
+  emit(SessionEvent::kExpired, "{\"session\":" + json_quote(old) +
+                                   ",\"reason\":" + json_quote(revoke_reason_name(reason)) + "}");
 
   std::vector<ContenderId> ids;
   for (auto& [cid, c] : contenders_) ids.push_back(cid);
@@ -381,7 +381,8 @@ void Node::end_at_close(Contender& c, TimePoint now) {
     const RevokeReason why =
         c.handover_reason != RevokeReason::kNone ? c.handover_reason : term->revoked();
     ++metrics_.revocations[static_cast<int>(why)];
-    if (c.handover_reason != RevokeReason::kNone) metrics_.handover.observe(now - c.handover_started);
+    if (c.handover_reason != RevokeReason::kNone)
+      metrics_.handover.observe(now - c.handover_started);
     fx_.revoked(c.id, term, why);
   }
   ack_step_downs(c);

@@ -4,12 +4,18 @@ namespace simba {
 
 const char* revoke_reason_name(RevokeReason r) {
   switch (r) {
-    case RevokeReason::kNone: return "NONE";
-    case RevokeReason::kStopped: return "STOPPED";
-    case RevokeReason::kSteppedDown: return "STEPPED_DOWN";
-    case RevokeReason::kDeadlinePassed: return "DEADLINE_PASSED";
-    case RevokeReason::kSessionExpired: return "SESSION_EXPIRED";
-    case RevokeReason::kTakenOver: return "TAKEN_OVER";
+    case RevokeReason::kNone:
+      return "NONE";
+    case RevokeReason::kStopped:
+      return "STOPPED";
+    case RevokeReason::kSteppedDown:
+      return "STEPPED_DOWN";
+    case RevokeReason::kDeadlinePassed:
+      return "DEADLINE_PASSED";
+    case RevokeReason::kSessionExpired:
+      return "SESSION_EXPIRED";
+    case RevokeReason::kTakenOver:
+      return "TAKEN_OVER";
   }
   return "UNKNOWN";
 }

@@ -13,8 +13,8 @@ TimePoint MonotonicClock::now() const {
     // here means the process cannot keep time at all.
     std::abort();
   }
-  return TimePoint(Duration(static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 +
-                            static_cast<int64_t>(ts.tv_nsec)));
+  return TimePoint(
+      Duration(static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<int64_t>(ts.tv_nsec)));
 }
 
 const MonotonicClock& MonotonicClock::instance() {

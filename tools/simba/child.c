@@ -20,13 +20,19 @@ extern char **environ;
 
 static const char *revoke_reason_name(simba_revoke_reason_t r) {
   switch (r) {
-    case SIMBA_REVOKE_STOPPED: return "STOPPED";
-    case SIMBA_REVOKE_STEPPED_DOWN: return "STEPPED_DOWN";
-    case SIMBA_REVOKE_DEADLINE_PASSED: return "DEADLINE_PASSED";
-    case SIMBA_REVOKE_SESSION_EXPIRED: return "SESSION_EXPIRED";
-    case SIMBA_REVOKE_TAKEN_OVER: return "TAKEN_OVER";
+    case SIMBA_REVOKE_STOPPED:
+      return "STOPPED";
+    case SIMBA_REVOKE_STEPPED_DOWN:
+      return "STEPPED_DOWN";
+    case SIMBA_REVOKE_DEADLINE_PASSED:
+      return "DEADLINE_PASSED";
+    case SIMBA_REVOKE_SESSION_EXPIRED:
+      return "SESSION_EXPIRED";
+    case SIMBA_REVOKE_TAKEN_OVER:
+      return "TAKEN_OVER";
     /* Invalid but not yet revoked: the local deadline passed first. */
-    default: return "its local deadline passed";
+    default:
+      return "its local deadline passed";
   }
 }
 
@@ -150,8 +156,10 @@ cli_work_end_t cli_supervise(cli_child_t *child, simba_term_t *term, int64_t gra
     if (!terminated && (*signo || !valid || remaining < grace_ms)) {
       if (*signo) {
         why = CLI_WORK_INTERRUPTED;
-        LOG_INFO("got signal %d: stopping the command (SIGTERM), killing it in %" PRId64 " ms "
-                 "if it is still running", *signo, clamp(deadline - now, 0, INT64_MAX));
+        LOG_INFO("got signal %d: stopping the command (SIGTERM), killing it in %" PRId64
+                 " ms "
+                 "if it is still running",
+                 *signo, clamp(deadline - now, 0, INT64_MAX));
       } else if (!valid) {
         why = CLI_WORK_TERM_LOST;
         LOG_INFO("term of %s (token %" PRIu64 ") ended: %s; stopping the command (SIGTERM)",
@@ -159,7 +167,8 @@ cli_work_end_t cli_supervise(cli_child_t *child, simba_term_t *term, int64_t gra
                  revoke_reason_name(simba_term_revoke_reason(term)));
       } else {
         why = CLI_WORK_TERM_LOST;
-        LOG_INFO("term of %s (token %" PRIu64 ") has %" PRId64 " ms left, less than the grace "
+        LOG_INFO("term of %s (token %" PRIu64 ") has %" PRId64
+                 " ms left, less than the grace "
                  "of %" PRId64 " ms; stopping the command (SIGTERM)",
                  simba_term_name(term), simba_term_token(term), remaining, grace_ms);
       }

@@ -53,9 +53,9 @@ int cli_signals_drain(int fd);
 /* --- the supervised command (child.c) ------------------------------------- */
 
 typedef struct {
-  pid_t pid;     /* also its process group */
-  bool exited;   /* reaped */
-  int status;    /* waitpid status once exited */
+  pid_t pid;   /* also its process group */
+  bool exited; /* reaped */
+  int status;  /* waitpid status once exited */
 } cli_child_t;
 
 /* Starts argv[0] in a process group of its own with the term's variables
@@ -69,9 +69,9 @@ int cli_child_exit_code(const cli_child_t *child);
 
 /* Why supervision ended. */
 typedef enum {
-  CLI_WORK_DONE,        /* the command exited while the term was still valid */
-  CLI_WORK_TERM_LOST,   /* the term ended (or nearly): the command was stopped */
-  CLI_WORK_INTERRUPTED  /* simba got SIGINT/SIGTERM/SIGHUP: the command was stopped */
+  CLI_WORK_DONE,       /* the command exited while the term was still valid */
+  CLI_WORK_TERM_LOST,  /* the term ended (or nearly): the command was stopped */
+  CLI_WORK_INTERRUPTED /* simba got SIGINT/SIGTERM/SIGHUP: the command was stopped */
 } cli_work_end_t;
 
 /* Supervises the child while `term` lasts: when the term is revoked, or its
@@ -85,9 +85,9 @@ cli_work_end_t cli_supervise(cli_child_t *child, simba_term_t *term, int64_t gra
 
 /* Options every command takes, already applied to `cfg`. */
 typedef struct {
-  const char *backend;  /* --backend or SIMBA_BACKEND */
+  const char *backend; /* --backend or SIMBA_BACKEND */
   simba_config_t *cfg;
-  bool client_named;    /* client.name came from the user */
+  bool client_named; /* client.name came from the user */
 } cli_common_t;
 
 /* Fills `common` from the environment: SIMBA_BACKEND and the variables of the

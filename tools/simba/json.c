@@ -37,37 +37,65 @@ static char *parse_string(reader_t *r) {
     if (ch == '\\') {
       const char e = *r->p++;
       switch (e) {
-        case '"': case '\\': case '/': ch = e; break;
-        case 'b': ch = '\b'; break;
-        case 'f': ch = '\f'; break;
-        case 'n': ch = '\n'; break;
-        case 'r': ch = '\r'; break;
-        case 't': ch = '\t'; break;
+        case '"':
+        case '\\':
+        case '/':
+          ch = e;
+          break;
+        case 'b':
+          ch = '\b';
+          break;
+        case 'f':
+          ch = '\f';
+          break;
+        case 'n':
+          ch = '\n';
+          break;
+        case 'r':
+          ch = '\r';
+          break;
+        case 't':
+          ch = '\t';
+          break;
         case 'u': {
           unsigned code = 0;
           for (int i = 0; i < 4; ++i) {
             const char h = *r->p++;
             code <<= 4;
-            if (h >= '0' && h <= '9') code |= (unsigned)(h - '0');
-            else if (h >= 'a' && h <= 'f') code |= (unsigned)(h - 'a' + 10);
-            else if (h >= 'A' && h <= 'F') code |= (unsigned)(h - 'A' + 10);
-            else { free(s); return NULL; }
+            if (h >= '0' && h <= '9')
+              code |= (unsigned)(h - '0');
+            else if (h >= 'a' && h <= 'f')
+              code |= (unsigned)(h - 'a' + 10);
+            else if (h >= 'A' && h <= 'F')
+              code |= (unsigned)(h - 'A' + 10);
+            else {
+              free(s);
+              return NULL;
+            }
           }
           ch = code < 0x80 ? (char)code : '?';
           break;
         }
-        default: free(s); return NULL;
+        default:
+          free(s);
+          return NULL;
       }
     }
     if (n + 1 >= cap) {
       cap *= 2;
       char *bigger = realloc(s, cap);
-      if (!bigger) { free(s); return NULL; }
+      if (!bigger) {
+        free(s);
+        return NULL;
+      }
       s = bigger;
     }
     s[n++] = ch;
   }
-  if (*r->p != '"') { free(s); return NULL; }
+  if (*r->p != '"') {
+    free(s);
+    return NULL;
+  }
   ++r->p;
   s[n] = '\0';
   return s;
@@ -93,7 +121,10 @@ static bool parse_container(reader_t *r, json_value_t *out, int depth, bool obje
   out->type = object ? JSON_OBJECT : JSON_ARRAY;
   ++r->p;
   skip_space(r);
-  if (*r->p == close) { ++r->p; return true; }
+  if (*r->p == close) {
+    ++r->p;
+    return true;
+  }
   for (;;) {
     char *key = NULL;
     if (object) {
@@ -101,15 +132,27 @@ static bool parse_container(reader_t *r, json_value_t *out, int depth, bool obje
       key = parse_string(r);
       if (!key) return false;
       skip_space(r);
-      if (*r->p != ':') { free(key); return false; }
+      if (*r->p != ':') {
+        free(key);
+        return false;
+      }
       ++r->p;
     }
     json_value_t *item = append(out, key);
-    if (!item) { free(key); return false; }
+    if (!item) {
+      free(key);
+      return false;
+    }
     if (!parse_value(r, item, depth + 1)) return false;
     skip_space(r);
-    if (*r->p == ',') { ++r->p; continue; }
-    if (*r->p == close) { ++r->p; return true; }
+    if (*r->p == ',') {
+      ++r->p;
+      continue;
+    }
+    if (*r->p == close) {
+      ++r->p;
+      return true;
+    }
     return false;
   }
 }
@@ -194,11 +237,21 @@ char *json_quote(const char *s) {
   *w++ = '"';
   for (const unsigned char *p = (const unsigned char *)s; *p; ++p) {
     switch (*p) {
-      case '"': *w++ = '\\', *w++ = '"'; break;
-      case '\\': *w++ = '\\', *w++ = '\\'; break;
-      case '\n': *w++ = '\\', *w++ = 'n'; break;
-      case '\r': *w++ = '\\', *w++ = 'r'; break;
-      case '\t': *w++ = '\\', *w++ = 't'; break;
+      case '"':
+        *w++ = '\\', *w++ = '"';
+        break;
+      case '\\':
+        *w++ = '\\', *w++ = '\\';
+        break;
+      case '\n':
+        *w++ = '\\', *w++ = 'n';
+        break;
+      case '\r':
+        *w++ = '\\', *w++ = 'r';
+        break;
+      case '\t':
+        *w++ = '\\', *w++ = 't';
+        break;
       default:
         if (*p < 0x20) {
           *w++ = '\\', *w++ = 'u', *w++ = '0', *w++ = '0';

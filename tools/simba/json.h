@@ -6,15 +6,22 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef enum { JSON_NULL, JSON_BOOL, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT } json_type_t;
+typedef enum {
+  JSON_NULL,
+  JSON_BOOL,
+  JSON_NUMBER,
+  JSON_STRING,
+  JSON_ARRAY,
+  JSON_OBJECT
+} json_type_t;
 
 typedef struct json_value {
   json_type_t type;
   bool boolean;
   double number;
-  char *string;               /* JSON_STRING */
-  struct json_value *items;   /* JSON_ARRAY and JSON_OBJECT members */
-  char **keys;                /* JSON_OBJECT: keys[i] names items[i] */
+  char *string;             /* JSON_STRING */
+  struct json_value *items; /* JSON_ARRAY and JSON_OBJECT members */
+  char **keys;              /* JSON_OBJECT: keys[i] names items[i] */
   size_t count;
 } json_value_t;
 

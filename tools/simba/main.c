@@ -78,8 +78,10 @@ int main(int argc, char **argv) {
   } else if (strcmp(command, "watch") == 0) {
     status = cli_watch(&common, argc - i, argv + i);
   } else {
-    LOG_ERROR("unknown command \"%s\" (expected run, lock, status, watch or schema; see simba "
-              "--help)", command);
+    LOG_ERROR(
+        "unknown command \"%s\" (expected run, lock, status, watch or schema; see simba "
+        "--help)",
+        command);
   }
 out:
   simba_config_free(common.cfg);

@@ -51,7 +51,7 @@ static const char kLockUsage[] =
 
 typedef struct {
   const char *name;
-  char **cmd;       /* NULL-terminated, from the command line */
+  char **cmd; /* NULL-terminated, from the command line */
   bool once;
   int64_t grace_ms;
   int64_t cooldown_ms;
@@ -97,8 +97,9 @@ static int parse(cli_common_t *common, int argc, char **argv, bool is_run, optio
         return EXIT_SIMBA_FAILED;
       }
       if (!cli_http_available()) {
-        LOG_ERROR("--listen: this simba was built without libmicrohttpd (install "
-                  "libmicrohttpd-dev and rebuild)");
+        LOG_ERROR(
+            "--listen: this simba was built without libmicrohttpd (install "
+            "libmicrohttpd-dev and rebuild)");
         return EXIT_SIMBA_FAILED;
       }
       continue;
@@ -145,8 +146,10 @@ static int parse(cli_common_t *common, int argc, char **argv, bool is_run, optio
               o->grace_ms);
   }
   if (o->grace_ms >= floor_ms) {
-    LOG_ERROR("--grace %" PRId64 "ms leaves no time to work: between renewals a term's remaining "
-              "time drops to about %" PRId64 "ms (lease-duration x (1 - drift) - margin - "
+    LOG_ERROR("--grace %" PRId64
+              "ms leaves no time to work: between renewals a term's remaining "
+              "time drops to about %" PRId64
+              "ms (lease-duration x (1 - drift) - margin - "
               "renew-interval); use a smaller --grace or a longer --lease-duration",
               o->grace_ms, floor_ms);
     return EXIT_SIMBA_FAILED;

@@ -17,10 +17,14 @@ int cli_verbosity = 0;
 
 static const char *level_name(int level) {
   switch (level) {
-    case SIMBA_LOG_DEBUG: return "debug";
-    case SIMBA_LOG_INFO: return "info";
-    case SIMBA_LOG_WARN: return "warn";
-    default: return "error";
+    case SIMBA_LOG_DEBUG:
+      return "debug";
+    case SIMBA_LOG_INFO:
+      return "info";
+    case SIMBA_LOG_WARN:
+      return "warn";
+    default:
+      return "error";
   }
 }
 

@@ -21,8 +21,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "simba.h"
 #include "io_simba_Native.h"
+#include "simba.h"
 
 static JavaVM *g_vm;
 static pthread_key_t g_detach_key;
@@ -81,9 +81,11 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved) {
   c_upcall = (*env)->NewGlobalRef(env, u);
   (*env)->DeleteLocalRef(env, n);
   (*env)->DeleteLocalRef(env, u);
-  m_error = (*env)->GetStaticMethodID(env, c_native, "error", "(ILjava/lang/String;)Ljava/lang/Throwable;");
+  m_error = (*env)->GetStaticMethodID(env, c_native, "error",
+                                      "(ILjava/lang/String;)Ljava/lang/Throwable;");
   m_submit = (*env)->GetStaticMethodID(env, c_native, "submit", "(Ljava/lang/Object;JJ)I");
-  m_log = (*env)->GetStaticMethodID(env, c_native, "log", "(Ljava/lang/Object;ILjava/lang/String;)V");
+  m_log =
+      (*env)->GetStaticMethodID(env, c_native, "log", "(Ljava/lang/Object;ILjava/lang/String;)V");
   m_attached = (*env)->GetStaticMethodID(env, c_native, "attached", "()V");
   if (!m_attached) return JNI_ERR;
   m_elected = (*env)->GetMethodID(env, c_upcall, "elected", "(J)V");
@@ -114,7 +116,8 @@ static void del_ref(JNIEnv *env, jobject r) {
 }
 
 JNIEXPORT jlong JNICALL Java_io_simba_Native_liveRefs(JNIEnv *env, jclass cls) {
-  (void)env; (void)cls;
+  (void)env;
+  (void)cls;
   return (jlong)__atomic_load_n(&g_live_refs, __ATOMIC_RELAXED);
 }
 
@@ -190,7 +193,10 @@ static void tr_done_once(void *ud, int err) {
 
 static void tr_locked_once(void *ud, int err, simba_term_t *term) {
   JNIEnv *env = get_env();
-  if (!env) { simba_term_release(term); return; }
+  if (!env) {
+    simba_term_release(term);
+    return;
+  }
   if ((*env)->PushLocalFrame(env, 8) == 0) {
     jobject o = (*env)->NewLocalRef(env, (jobject)ud);
     del_ref(env, (jobject)ud);
@@ -234,8 +240,8 @@ static void tr_log(void *ud, int level, const char *msg) {
 static int tr_submit(void *ctx, void (*run)(void *), void *arg) {
   JNIEnv *env = get_env();
   if (!env || (*env)->PushLocalFrame(env, 8) != 0) return -1;
-  jint rc = (*env)->CallStaticIntMethod(env, c_native, m_submit, (jobject)ctx,
-                                        (jlong)(intptr_t)run, (jlong)(intptr_t)arg);
+  jint rc = (*env)->CallStaticIntMethod(env, c_native, m_submit, (jobject)ctx, (jlong)(intptr_t)run,
+                                        (jlong)(intptr_t)arg);
   if ((*env)->ExceptionCheck(env)) {
     clear_pending(env);
     rc = -1;
@@ -245,7 +251,8 @@ static int tr_submit(void *ctx, void (*run)(void *), void *arg) {
 }
 
 JNIEXPORT void JNICALL Java_io_simba_Native_runTask(JNIEnv *env, jclass cls, jlong run, jlong arg) {
-  (void)env; (void)cls;
+  (void)env;
+  (void)cls;
   void (*fn)(void *) = (void (*)(void *))(intptr_t)run;
   fn((void *)(intptr_t)arg);
 }
@@ -256,7 +263,10 @@ JNIEXPORT void JNICALL Java_io_simba_Native_runTask(JNIEnv *env, jclass cls, jlo
 static simba_config_t *make_config(JNIEnv *env, jobjectArray kv) {
   simba_config_t *cfg = NULL;
   int rc = simba_config_new(&cfg);
-  if (rc != SIMBA_OK) { throw_code(env, rc); return NULL; }
+  if (rc != SIMBA_OK) {
+    throw_code(env, rc);
+    return NULL;
+  }
   jsize n = kv ? (*env)->GetArrayLength(env, kv) : 0;
   for (jsize i = 0; i + 1 < n; i += 2) {
     jstring k = (jstring)(*env)->GetObjectArrayElement(env, kv, i);
@@ -269,7 +279,10 @@ static simba_config_t *make_config(JNIEnv *env, jobjectArray kv) {
     if (ks) (*env)->ReleaseStringUTFChars(env, k, ks);
     (*env)->DeleteLocalRef(env, k);
     (*env)->DeleteLocalRef(env, v);
-    if ((*env)->ExceptionCheck(env)) { simba_config_free(cfg); return NULL; }
+    if ((*env)->ExceptionCheck(env)) {
+      simba_config_free(cfg);
+      return NULL;
+    }
   }
   return cfg;
 }
@@ -278,13 +291,19 @@ static const char *const k_duration_keys[] = {"session.lease-duration", "session
                                               "session.margin", "session.retry-jitter",
                                               "session.min-backoff"};
 
-/* Validate and return the effective values: lease, renew, margin, jitter, min-backoff (ms), drift*1e9. */
-JNIEXPORT jlongArray JNICALL Java_io_simba_Native_configResolve(JNIEnv *env, jclass cls, jobjectArray kv) {
+/* Validate and return the effective values: lease, renew, margin, jitter, min-backoff (ms),
+ * drift*1e9. */
+JNIEXPORT jlongArray JNICALL Java_io_simba_Native_configResolve(JNIEnv *env, jclass cls,
+                                                                jobjectArray kv) {
   (void)cls;
   simba_config_t *cfg = make_config(env, kv);
   if (!cfg) return NULL;
   int rc = simba_config_validate(cfg);
-  if (rc != SIMBA_OK) { throw_code(env, rc); simba_config_free(cfg); return NULL; }
+  if (rc != SIMBA_OK) {
+    throw_code(env, rc);
+    simba_config_free(cfg);
+    return NULL;
+  }
   jlong out[6];
   for (int i = 0; i < 5; i++) {
     int64_t ms = 0;
@@ -321,9 +340,15 @@ JNIEXPORT jlong JNICALL Java_io_simba_Native_clientOpen(JNIEnv *env, jclass cls,
                                                         jobject sink, jobject logger, jint level) {
   (void)cls;
   jclient_t *jc = calloc(1, sizeof *jc);
-  if (!jc) { throw_code(env, SIMBA_ENOMEM); return 0; }
+  if (!jc) {
+    throw_code(env, SIMBA_ENOMEM);
+    return 0;
+  }
   simba_config_t *cfg = make_config(env, kv);
-  if (!cfg) { free(jc); return 0; }
+  if (!cfg) {
+    free(jc);
+    return 0;
+  }
   if (executor) { /* else the library's own pool, whose threads are attached as daemons */
     jc->executor = new_ref(env, executor);
     simba_config_set_executor(cfg, tr_submit, jc->executor);
@@ -344,7 +369,10 @@ JNIEXPORT jlong JNICALL Java_io_simba_Native_clientOpen(JNIEnv *env, jclass cls,
     (*env)->ReleaseStringUTFChars(env, url, u);
   }
   simba_config_free(cfg);
-  if (rc != SIMBA_OK) { free_client_refs(env, jc); return 0; }
+  if (rc != SIMBA_OK) {
+    free_client_refs(env, jc);
+    return 0;
+  }
   return (jlong)(intptr_t)jc;
 }
 
@@ -380,12 +408,16 @@ static void tr_close_done(void *ud, int err) {
 }
 
 /* Close without waiting (any thread, a callback included); done is the client's last callback. */
-JNIEXPORT void JNICALL Java_io_simba_Native_clientCloseAsync(JNIEnv *env, jclass cls, jlong h, jobject done) {
+JNIEXPORT void JNICALL Java_io_simba_Native_clientCloseAsync(JNIEnv *env, jclass cls, jlong h,
+                                                             jobject done) {
   (void)cls;
   jclient_t *jc = (jclient_t *)(intptr_t)h;
   if (!jc) return;
   close_ctx_t *cc = calloc(1, sizeof *cc);
-  if (!cc) { throw_code(env, SIMBA_ENOMEM); return; }
+  if (!cc) {
+    throw_code(env, SIMBA_ENOMEM);
+    return;
+  }
   cc->jc = jc;
   cc->done = done ? new_ref(env, done) : NULL;
   int rc = simba_client_close_async(jc->c, tr_close_done, cc);
@@ -397,13 +429,15 @@ JNIEXPORT void JNICALL Java_io_simba_Native_clientCloseAsync(JNIEnv *env, jclass
 }
 
 JNIEXPORT jint JNICALL Java_io_simba_Native_clientStatus(JNIEnv *env, jclass cls, jlong h) {
-  (void)env; (void)cls;
+  (void)env;
+  (void)cls;
   jclient_t *jc = (jclient_t *)(intptr_t)h;
   return jc ? (jint)simba_client_status(jc->c) : SIMBA_SESSION_CLOSED;
 }
 
 /* true when live, false on timeout; throws otherwise. */
-JNIEXPORT jboolean JNICALL Java_io_simba_Native_clientWaitLive(JNIEnv *env, jclass cls, jlong h, jlong ms) {
+JNIEXPORT jboolean JNICALL Java_io_simba_Native_clientWaitLive(JNIEnv *env, jclass cls, jlong h,
+                                                               jlong ms) {
   (void)cls;
   jclient_t *jc = (jclient_t *)(intptr_t)h;
   int rc = simba_client_wait_live(jc->c, ms);
@@ -417,14 +451,17 @@ JNIEXPORT jstring JNICALL Java_io_simba_Native_clientSnapshot(JNIEnv *env, jclas
   (void)cls;
   jclient_t *jc = (jclient_t *)(intptr_t)h;
   char *s = simba_client_snapshot_json(jc->c);
-  if (!s) { throw_code(env, SIMBA_ECLOSED); return NULL; }
+  if (!s) {
+    throw_code(env, SIMBA_ECLOSED);
+    return NULL;
+  }
   jstring r = (*env)->NewStringUTF(env, s);
   simba_free(s);
   return r;
 }
 
 JNIEXPORT jstring JNICALL Java_io_simba_Native_clientInspect(JNIEnv *env, jclass cls, jlong h,
-                                                            jobjectArray names, jlong ms) {
+                                                             jobjectArray names, jlong ms) {
   (void)cls;
   jclient_t *jc = (jclient_t *)(intptr_t)h;
   jsize n = names ? (*env)->GetArrayLength(env, names) : 0;
@@ -432,7 +469,10 @@ JNIEXPORT jstring JNICALL Java_io_simba_Native_clientInspect(JNIEnv *env, jclass
   jstring *js = n ? calloc((size_t)n, sizeof *js) : NULL;
   jstring result = NULL;
   jsize got = 0;
-  if (n && (!cn || !js)) { throw_code(env, SIMBA_ENOMEM); goto out; }
+  if (n && (!cn || !js)) {
+    throw_code(env, SIMBA_ENOMEM);
+    goto out;
+  }
   for (; got < n; got++) {
     js[got] = (jstring)(*env)->GetObjectArrayElement(env, names, got);
     cn[got] = utf(env, js[got]);
@@ -440,7 +480,10 @@ JNIEXPORT jstring JNICALL Java_io_simba_Native_clientInspect(JNIEnv *env, jclass
   }
   char *json = NULL;
   int rc = simba_client_inspect_json(jc->c, cn, (size_t)n, ms, &json);
-  if (rc != SIMBA_OK) { throw_code(env, rc); goto out; }
+  if (rc != SIMBA_OK) {
+    throw_code(env, rc);
+    goto out;
+  }
   result = (*env)->NewStringUTF(env, json);
   simba_free(json);
 out:
@@ -460,7 +503,8 @@ JNIEXPORT jstring JNICALL Java_io_simba_Native_version(JNIEnv *env, jclass cls) 
 }
 
 JNIEXPORT jint JNICALL Java_io_simba_Native_versionNumber(JNIEnv *env, jclass cls) {
-  (void)env; (void)cls;
+  (void)env;
+  (void)cls;
   return (jint)simba_version();
 }
 
@@ -476,9 +520,15 @@ JNIEXPORT jlong JNICALL Java_io_simba_Native_electionStart(JNIEnv *env, jclass c
   (void)cls;
   jclient_t *jc = (jclient_t *)(intptr_t)h;
   jelection_t *je = calloc(1, sizeof *je);
-  if (!je) { throw_code(env, SIMBA_ENOMEM); return 0; }
+  if (!je) {
+    throw_code(env, SIMBA_ENOMEM);
+    return 0;
+  }
   const char *n = utf(env, name);
-  if (!n) { free(je); return 0; }
+  if (!n) {
+    free(je);
+    return 0;
+  }
   je->listener = new_ref(env, listener);
   simba_listener_t l = {tr_elected, tr_revoked, je->listener};
   int rc = simba_election_start(&je->e, jc->c, n, &l);
@@ -493,7 +543,8 @@ JNIEXPORT jlong JNICALL Java_io_simba_Native_electionStart(JNIEnv *env, jclass c
 }
 
 /* Returns the code: SIMBA_OK (done will run) or SIMBA_ESTATE (it will not). */
-JNIEXPORT jint JNICALL Java_io_simba_Native_electionStop(JNIEnv *env, jclass cls, jlong h, jobject done) {
+JNIEXPORT jint JNICALL Java_io_simba_Native_electionStop(JNIEnv *env, jclass cls, jlong h,
+                                                         jobject done) {
   (void)cls;
   jelection_t *je = (jelection_t *)(intptr_t)h;
   jobject d = new_ref(env, done);
@@ -532,13 +583,20 @@ typedef struct {
 enum { TASK_RUN = 0, TASK_SCHEDULE = 1, TASK_GROUP = 2 };
 
 JNIEXPORT jlong JNICALL Java_io_simba_Native_taskStart(JNIEnv *env, jclass cls, jint kind, jlong h,
-                                                       jstring name, jlong a, jlong b, jobject work) {
+                                                       jstring name, jlong a, jlong b,
+                                                       jobject work) {
   (void)cls;
   jclient_t *jc = (jclient_t *)(intptr_t)h;
   jtask_t *jt = calloc(1, sizeof *jt);
-  if (!jt) { throw_code(env, SIMBA_ENOMEM); return 0; }
+  if (!jt) {
+    throw_code(env, SIMBA_ENOMEM);
+    return 0;
+  }
   const char *n = utf(env, name);
-  if (!n) { free(jt); return 0; }
+  if (!n) {
+    free(jt);
+    return 0;
+  }
   jt->work = new_ref(env, work);
   int rc;
   if (kind == TASK_RUN)
@@ -557,7 +615,8 @@ JNIEXPORT jlong JNICALL Java_io_simba_Native_taskStart(JNIEnv *env, jclass cls, 
   return (jlong)(intptr_t)jt;
 }
 
-JNIEXPORT jint JNICALL Java_io_simba_Native_taskStop(JNIEnv *env, jclass cls, jlong h, jobject done) {
+JNIEXPORT jint JNICALL Java_io_simba_Native_taskStop(JNIEnv *env, jclass cls, jlong h,
+                                                     jobject done) {
   (void)cls;
   jtask_t *jt = (jtask_t *)(intptr_t)h;
   jobject d = new_ref(env, done);
@@ -591,7 +650,8 @@ JNIEXPORT void JNICALL Java_io_simba_Native_taskClose(JNIEnv *env, jclass cls, j
 
 /* The term, or 0 on timeout (and on busy for try). */
 JNIEXPORT jlong JNICALL Java_io_simba_Native_lockAcquire(JNIEnv *env, jclass cls, jlong h,
-                                                         jstring name, jlong ms, jboolean try_only) {
+                                                         jstring name, jlong ms,
+                                                         jboolean try_only) {
   (void)cls;
   jclient_t *jc = (jclient_t *)(intptr_t)h;
   const char *n = utf(env, name);
@@ -638,7 +698,10 @@ JNIEXPORT jlong JNICALL Java_io_simba_Native_benchLockCycles(JNIEnv *env, jclass
     simba_term_t *t = NULL;
     int rc = simba_lock_acquire(&t, jc->c, nm, -1);
     if (rc == SIMBA_OK) rc = simba_lock_release(t);
-    if (rc != SIMBA_OK) { throw_code(env, rc); break; }
+    if (rc != SIMBA_OK) {
+      throw_code(env, rc);
+      break;
+    }
   }
   clock_gettime(CLOCK_MONOTONIC, &b);
   (*env)->ReleaseStringUTFChars(env, name, nm);
@@ -656,33 +719,39 @@ JNIEXPORT jstring JNICALL Java_io_simba_Native_termName(JNIEnv *env, jclass cls,
 }
 
 JNIEXPORT jlong JNICALL Java_io_simba_Native_termToken(JNIEnv *env, jclass cls, jlong t) {
-  (void)env; (void)cls;
+  (void)env;
+  (void)cls;
   return (jlong)simba_term_token(TERM(t));
 }
 
 JNIEXPORT jboolean JNICALL Java_io_simba_Native_termIsValid(JNIEnv *env, jclass cls, jlong t) {
-  (void)env; (void)cls;
+  (void)env;
+  (void)cls;
   return simba_term_is_valid(TERM(t)) ? JNI_TRUE : JNI_FALSE;
 }
 
 JNIEXPORT jlong JNICALL Java_io_simba_Native_termRemaining(JNIEnv *env, jclass cls, jlong t) {
-  (void)env; (void)cls;
+  (void)env;
+  (void)cls;
   return (jlong)simba_term_remaining_ms(TERM(t));
 }
 
-JNIEXPORT void JNICALL Java_io_simba_Native_termEnsureValid(JNIEnv *env, jclass cls, jlong t, jlong ms) {
+JNIEXPORT void JNICALL Java_io_simba_Native_termEnsureValid(JNIEnv *env, jclass cls, jlong t,
+                                                            jlong ms) {
   (void)cls;
   int rc = simba_term_ensure_valid(TERM(t), ms);
   if (rc != SIMBA_OK) throw_code(env, rc);
 }
 
 JNIEXPORT jint JNICALL Java_io_simba_Native_termReason(JNIEnv *env, jclass cls, jlong t) {
-  (void)env; (void)cls;
+  (void)env;
+  (void)cls;
   return (jint)simba_term_revoke_reason(TERM(t));
 }
 
 /* SIMBA_OK (cb will run once) or SIMBA_ECLOSED (it will not). */
-JNIEXPORT jint JNICALL Java_io_simba_Native_termOnRevoked(JNIEnv *env, jclass cls, jlong t, jobject cb) {
+JNIEXPORT jint JNICALL Java_io_simba_Native_termOnRevoked(JNIEnv *env, jclass cls, jlong t,
+                                                          jobject cb) {
   (void)cls;
   jobject ref = new_ref(env, cb);
   int rc = simba_term_on_revoked(TERM(t), tr_revoked_once, ref);
@@ -693,7 +762,8 @@ JNIEXPORT jint JNICALL Java_io_simba_Native_termOnRevoked(JNIEnv *env, jclass cl
   return rc;
 }
 
-JNIEXPORT jboolean JNICALL Java_io_simba_Native_termWaitRevoked(JNIEnv *env, jclass cls, jlong t, jlong ms) {
+JNIEXPORT jboolean JNICALL Java_io_simba_Native_termWaitRevoked(JNIEnv *env, jclass cls, jlong t,
+                                                                jlong ms) {
   (void)cls;
   int rc = simba_term_wait_revoked(TERM(t), ms);
   if (rc == SIMBA_OK) return JNI_TRUE;
@@ -702,11 +772,13 @@ JNIEXPORT jboolean JNICALL Java_io_simba_Native_termWaitRevoked(JNIEnv *env, jcl
 }
 
 JNIEXPORT void JNICALL Java_io_simba_Native_termRetain(JNIEnv *env, jclass cls, jlong t) {
-  (void)env; (void)cls;
+  (void)env;
+  (void)cls;
   simba_term_retain(TERM(t));
 }
 
 JNIEXPORT void JNICALL Java_io_simba_Native_termRelease(JNIEnv *env, jclass cls, jlong t) {
-  (void)env; (void)cls;
+  (void)env;
+  (void)cls;
   simba_term_release(TERM(t));
 }
