@@ -13,24 +13,23 @@
  * simba_client_process(), between two commands.
  *
  * Commands: SIMBA.CONTEND name, SIMBA.RESIGN name, SIMBA.TOKEN name,
- * SIMBA.STATUS, SIMBA.SNAPSHOT, SIMBA.CLOSE (before MODULE UNLOAD). Each election and revocation is published on
- * the channel (default "simba.leadership") as one JSON object. On SHUTDOWN the
- * client is closed: every term is revoked and its lease released, so another
- * contender takes over at once instead of after the lease duration.
+ * SIMBA.STATUS, SIMBA.SNAPSHOT, SIMBA.CLOSE (before MODULE UNLOAD). Each election and revocation is
+ * published on the channel (default "simba.leadership") as one JSON object. On SHUTDOWN the client
+ * is closed: every term is revoked and its lease released, so another contender takes over at once
+ * instead of after the lease duration.
  *
  * See docs/embedding.md.
  */
 #define _GNU_SOURCE /* dladdr, RTLD_DEFAULT */
 #include <dlfcn.h>
-#include <link.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <link.h>
+#include <simba.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <simba.h>
 
 #include "rm_api.h"
 
@@ -39,7 +38,7 @@
 /* The two entry points the server looks up; everything else stays hidden. */
 #define RM_EXPORT __attribute__((visibility("default")))
 
-#define MAX_NAME 128         /* the lease-name rule: 1-128 of [A-Za-z0-9._:-] */
+#define MAX_NAME 128 /* the lease-name rule: 1-128 of [A-Za-z0-9._:-] */
 
 /* One SIMBA.CONTEND: an election and, while this server leads, its term. */
 typedef struct contender {
@@ -66,21 +65,31 @@ static struct {
 
 static const char *reason_name(simba_revoke_reason_t r) {
   switch (r) {
-    case SIMBA_REVOKE_STOPPED: return "stopped";
-    case SIMBA_REVOKE_STEPPED_DOWN: return "stepped_down";
-    case SIMBA_REVOKE_DEADLINE_PASSED: return "deadline_passed";
-    case SIMBA_REVOKE_SESSION_EXPIRED: return "session_expired";
-    case SIMBA_REVOKE_TAKEN_OVER: return "taken_over";
-    default: return "none";
+    case SIMBA_REVOKE_STOPPED:
+      return "stopped";
+    case SIMBA_REVOKE_STEPPED_DOWN:
+      return "stepped_down";
+    case SIMBA_REVOKE_DEADLINE_PASSED:
+      return "deadline_passed";
+    case SIMBA_REVOKE_SESSION_EXPIRED:
+      return "session_expired";
+    case SIMBA_REVOKE_TAKEN_OVER:
+      return "taken_over";
+    default:
+      return "none";
   }
 }
 
 static const char *status_name(simba_session_status_t s) {
   switch (s) {
-    case SIMBA_SESSION_OPENING: return "opening";
-    case SIMBA_SESSION_LIVE: return "live";
-    case SIMBA_SESSION_SUSPENDED: return "suspended";
-    default: return "closed";
+    case SIMBA_SESSION_OPENING:
+      return "opening";
+    case SIMBA_SESSION_LIVE:
+      return "live";
+    case SIMBA_SESSION_SUSPENDED:
+      return "suspended";
+    default:
+      return "closed";
   }
 }
 
@@ -135,14 +144,15 @@ static void on_log(void *ud, int level, const char *msg) {
 }
 
 static void on_event(void *ud, simba_event_type_t type, const char *detail_json) {
-  static const char *names[] = {"session_opened", "session_live", "session_suspended",
+  static const char *names[] = {"session_opened",  "session_live",   "session_suspended",
                                 "session_expired", "session_closed", "lease_shortened"};
   int i = (int)type;
   const char *n = (i >= 0 && i <= 5) ? names[i] : "unknown";
   (void)ud;
-  RedisModule_Log(g.ctx, type == SIMBA_EVENT_SESSION_SUSPENDED || type == SIMBA_EVENT_SESSION_EXPIRED
-                             ? "warning"
-                             : "verbose",
+  RedisModule_Log(g.ctx,
+                  type == SIMBA_EVENT_SESSION_SUSPENDED || type == SIMBA_EVENT_SESSION_EXPIRED
+                      ? "warning"
+                      : "verbose",
                   "simba: %s %s", n, detail_json ? detail_json : "");
   publish("{\"event\":\"%s\"}", n);
 }
@@ -186,8 +196,8 @@ static void drive(void) {
   if (g.client == NULL) return;
   rc = simba_client_process(g.client);
   if (rc != SIMBA_OK)
-    RedisModule_Log(g.ctx, "warning", "simba: simba_client_process: %s (%s)",
-                    simba_strerror(rc), simba_last_error());
+    RedisModule_Log(g.ctx, "warning", "simba: simba_client_process: %s (%s)", simba_strerror(rc),
+                    simba_last_error());
   sweep();
   arm();
 }
@@ -216,8 +226,7 @@ static void on_elected(void *ud, simba_term_t *t) {
   c->last_token = simba_term_token(t);
   RedisModule_Log(g.ctx, "notice", "simba: elected for '%s' with token %" PRIu64, c->name,
                   c->last_token);
-  publish("{\"event\":\"elected\",\"name\":\"%s\",\"token\":%" PRIu64 "}", c->name,
-          c->last_token);
+  publish("{\"event\":\"elected\",\"name\":\"%s\",\"token\":%" PRIu64 "}", c->name, c->last_token);
 }
 
 static void on_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t reason) {
@@ -227,8 +236,8 @@ static void on_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t reason) 
     simba_term_release(c->term);
     c->term = NULL;
   }
-  RedisModule_Log(g.ctx, "notice", "simba: term of '%s' (token %" PRIu64 ") revoked: %s",
-                  c->name, token, reason_name(reason));
+  RedisModule_Log(g.ctx, "notice", "simba: term of '%s' (token %" PRIu64 ") revoked: %s", c->name,
+                  token, reason_name(reason));
   publish("{\"event\":\"revoked\",\"name\":\"%s\",\"token\":%" PRIu64 ",\"reason\":\"%s\"}",
           c->name, token, reason_name(reason));
 }
@@ -370,8 +379,8 @@ static int cmd_status(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
     RedisModule_ReplyWithCString(ctx, "leader");
     RedisModule_ReplyWithLongLong(ctx, leading);
     RedisModule_ReplyWithCString(ctx, "token");
-    RedisModule_ReplyWithLongLong(ctx, (long long)(leading ? simba_term_token(c->term)
-                                                           : c->last_token));
+    RedisModule_ReplyWithLongLong(ctx,
+                                  (long long)(leading ? simba_term_token(c->term) : c->last_token));
     RedisModule_ReplyWithCString(ctx, "remaining_ms");
     RedisModule_ReplyWithLongLong(ctx, leading ? (long long)simba_term_remaining_ms(c->term) : 0);
   }
@@ -468,8 +477,7 @@ static void close_client(void) {
   }
 }
 
-static void on_shutdown(RedisModuleCtx *ctx, RedisModuleEvent eid, uint64_t subevent,
-                        void *data) {
+static void on_shutdown(RedisModuleCtx *ctx, RedisModuleEvent eid, uint64_t subevent, void *data) {
   (void)ctx;
   (void)eid;
   (void)subevent;
@@ -506,16 +514,99 @@ static int load_error(RedisModuleCtx *ctx, simba_config_t *cfg, const char *fmt,
   return RM_ERR;
 }
 
-/* Module arguments, as pairs: backend URL (required), channel NAME ("" for none),
-   contend NAME (repeatable), and any library key ("session.lease-duration 6s",
-   "client.name cache-1", ...; loop.mode and callback.* are the module's). */
-int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
-  const char *missing = NULL;
-  const char *backend = NULL;
-  simba_config_t *cfg = NULL;
+/* What the module arguments ask for, besides the library keys (set on the config). */
+typedef struct {
+  const char *backend;
   const char *names[64];
   size_t name_lens[64];
-  int n_names = 0, i, rc;
+  int n_names;
+} load_args_t;
+
+/* The API, the module name and the libsimba version; RM_ERR (logged) when unusable. */
+static int check_host(RedisModuleCtx *ctx) {
+  const char *missing = NULL;
+  if (rm_api_load(ctx, &missing) != RM_OK) {
+    /* Without the API there is no RedisModule_Log: say it on stderr (the log). */
+    fprintf(stderr, "simba: this server lacks %s (simba_redis needs Redis 7.0 or later)\n",
+            missing);
+    return RM_ERR;
+  }
+  if (RedisModule_IsModuleNameBusy(MODULE_NAME)) {
+    RedisModule_Log(ctx, "warning", "simba: a module named '%s' is already loaded", MODULE_NAME);
+    return RM_ERR;
+  }
+  RedisModule_SetModuleAttribs(ctx, MODULE_NAME, MODULE_VERSION, RM_APIVER_1);
+
+  if (simba_version() >> 16 != SIMBA_VERSION_MAJOR || simba_version() < 0x010200)
+    return load_error(ctx, NULL, "libsimba %s is loaded, simba_redis needs 1.2 or later",
+                      simba_version_string());
+  return RM_OK;
+}
+
+/* One KEY VALUE pair into *a or cfg; on RM_ERR cfg is freed (load_error). */
+static int parse_arg(RedisModuleCtx *ctx, simba_config_t *cfg, const char *key, const char *val,
+                     size_t vlen, load_args_t *a) {
+  if (strcmp(key, "backend") == 0) {
+    a->backend = val;
+  } else if (strcmp(key, "channel") == 0) {
+    if (vlen >= sizeof g.channel)
+      return load_error(ctx, cfg, "channel name is longer than %zu bytes", sizeof g.channel - 1);
+    memcpy(g.channel, val, vlen);
+    g.channel[vlen] = '\0';
+  } else if (strcmp(key, "contend") == 0) {
+    const char *bad = check_name(val, vlen);
+    if (bad != NULL) return load_error(ctx, cfg, "contend '%s': %s", val, bad);
+    if (a->n_names == (int)(sizeof a->names / sizeof a->names[0]))
+      return load_error(ctx, cfg, "at most 64 'contend' arguments");
+    a->names[a->n_names] = val;
+    a->name_lens[a->n_names] = vlen;
+    a->n_names++;
+  } else if (strcmp(key, "loop.mode") == 0 || strncmp(key, "callback.", 9) == 0) {
+    return load_error(
+        ctx, cfg, "'%s' is set by the module (EXTERNAL mode, callbacks on the main thread)", key);
+  } else if (strchr(key, '.') != NULL) {
+    if (simba_config_set(cfg, key, val) != SIMBA_OK)
+      return load_error(ctx, cfg, "%s %s: %s", key, val, simba_last_error());
+  } else {
+    return load_error(ctx, cfg,
+                      "unknown module argument '%s' (backend, contend, channel, or a library "
+                      "key such as session.lease-duration)",
+                      key);
+  }
+  return RM_OK;
+}
+
+/* All the module arguments, then the backend's and the module's own settings and
+   the config's validation; on RM_ERR cfg is freed (load_error). */
+static int parse_args(RedisModuleCtx *ctx, simba_config_t *cfg, RedisModuleString **argv, int argc,
+                      load_args_t *a) {
+  int i;
+  if (argc % 2 != 0)
+    return load_error(ctx, cfg,
+                      "module arguments are pairs (backend URL [contend NAME]... [KEY VALUE]...): "
+                      "'%s' has no value",
+                      RedisModule_StringPtrLen(argv[argc - 1], NULL));
+  for (i = 0; i < argc; i += 2) {
+    const char *key = RedisModule_StringPtrLen(argv[i], NULL);
+    size_t vlen;
+    const char *val = RedisModule_StringPtrLen(argv[i + 1], &vlen);
+    if (parse_arg(ctx, cfg, key, val, vlen, a) != RM_OK) return RM_ERR;
+  }
+  if (a->backend == NULL)
+    return load_error(ctx, cfg,
+                      "missing module argument: backend URL (e.g. backend redis://host:6379)");
+  if (hiredis_conflict(a->backend) != NULL)
+    return load_error(ctx, cfg, "%s", hiredis_conflict(a->backend));
+  if (simba_config_set(cfg, "loop.mode", "external") != SIMBA_OK ||
+      simba_config_set_logger(cfg, on_log, NULL, SIMBA_LOG_INFO) != SIMBA_OK)
+    return load_error(ctx, cfg, "cannot configure the client: %s", simba_last_error());
+  if (simba_config_validate(cfg) != SIMBA_OK)
+    return load_error(ctx, cfg, "bad configuration: %s", simba_last_error());
+  return RM_OK;
+}
+
+/* The SIMBA.* commands; on RM_ERR cfg is freed (load_error). */
+static int register_commands(RedisModuleCtx *ctx, simba_config_t *cfg) {
   static const struct {
     const char *name;
     RedisModuleCmdFunc fn;
@@ -529,112 +620,74 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
       {"simba.snapshot", cmd_snapshot, "readonly allow-stale"},
       {"simba.close", cmd_close, "deny-script allow-stale"},
   };
-  RedisModuleEvent shutdown_event = {RM_EVENT_SHUTDOWN, 1};
-
-  if (rm_api_load(ctx, &missing) != RM_OK) {
-    /* Without the API there is no RedisModule_Log: say it on stderr (the log). */
-    fprintf(stderr, "simba: this server lacks %s (simba_redis needs Redis 7.0 or later)\n",
-            missing);
-    return RM_ERR;
-  }
-  if (RedisModule_IsModuleNameBusy(MODULE_NAME)) {
-    RedisModule_Log(ctx, "warning", "simba: a module named '%s' is already loaded",
-                    MODULE_NAME);
-    return RM_ERR;
-  }
-  RedisModule_SetModuleAttribs(ctx, MODULE_NAME, MODULE_VERSION, RM_APIVER_1);
-
-  if (simba_version() >> 16 != SIMBA_VERSION_MAJOR || simba_version() < 0x010200)
-    return load_error(ctx, NULL, "libsimba %s is loaded, simba_redis needs 1.2 or later",
-                      simba_version_string());
-  if (simba_config_new(&cfg) != SIMBA_OK) return load_error(ctx, NULL, "out of memory");
-
-  if (argc % 2 != 0)
-    return load_error(ctx, cfg,
-                      "module arguments are pairs (backend URL [contend NAME]... [KEY VALUE]...): "
-                      "'%s' has no value",
-                      RedisModule_StringPtrLen(argv[argc - 1], NULL));
-  for (i = 0; i < argc; i += 2) {
-    const char *key = RedisModule_StringPtrLen(argv[i], NULL);
-    size_t vlen;
-    const char *val = RedisModule_StringPtrLen(argv[i + 1], &vlen);
-    if (strcmp(key, "backend") == 0) {
-      backend = val;
-    } else if (strcmp(key, "channel") == 0) {
-      if (vlen >= sizeof g.channel)
-        return load_error(ctx, cfg, "channel name is longer than %zu bytes",
-                          sizeof g.channel - 1);
-      memcpy(g.channel, val, vlen);
-      g.channel[vlen] = '\0';
-    } else if (strcmp(key, "contend") == 0) {
-      const char *bad = check_name(val, vlen);
-      if (bad != NULL) return load_error(ctx, cfg, "contend '%s': %s", val, bad);
-      if (n_names == (int)(sizeof names / sizeof names[0]))
-        return load_error(ctx, cfg, "at most 64 'contend' arguments");
-      names[n_names] = val;
-      name_lens[n_names] = vlen;
-      n_names++;
-    } else if (strcmp(key, "loop.mode") == 0 || strncmp(key, "callback.", 9) == 0) {
-      return load_error(ctx, cfg,
-                        "'%s' is set by the module (EXTERNAL mode, callbacks on the main thread)",
-                        key);
-    } else if (strchr(key, '.') != NULL) {
-      if (simba_config_set(cfg, key, val) != SIMBA_OK)
-        return load_error(ctx, cfg, "%s %s: %s", key, val, simba_last_error());
-    } else {
-      return load_error(ctx, cfg,
-                        "unknown module argument '%s' (backend, contend, channel, or a library "
-                        "key such as session.lease-duration)",
-                        key);
-    }
-  }
-  if (backend == NULL)
-    return load_error(ctx, cfg, "missing module argument: backend URL (e.g. backend redis://host:6379)");
-  if (hiredis_conflict(backend) != NULL) return load_error(ctx, cfg, "%s", hiredis_conflict(backend));
-  if (simba_config_set(cfg, "loop.mode", "external") != SIMBA_OK ||
-      simba_config_set_logger(cfg, on_log, NULL, SIMBA_LOG_INFO) != SIMBA_OK)
-    return load_error(ctx, cfg, "cannot configure the client: %s", simba_last_error());
-  if (simba_config_validate(cfg) != SIMBA_OK)
-    return load_error(ctx, cfg, "bad configuration: %s", simba_last_error());
-
-  g.ctx = RedisModule_GetDetachedThreadSafeContext(ctx);
-  if (g.ctx == NULL) return load_error(ctx, cfg, "no detached context");
-
+  int i;
   for (i = 0; i < (int)(sizeof commands / sizeof commands[0]); i++) {
     if (RedisModule_CreateCommand(ctx, commands[i].name, commands[i].fn, commands[i].flags, 0, 0,
                                   0) != RM_OK)
       return load_error(ctx, cfg, "cannot register command %s", commands[i].name);
   }
+  return RM_OK;
+}
 
-  rc = simba_client_open(&g.client, backend, cfg);
+/* Opens the client (cfg is freed in every case) and hooks it to the server's loop
+   and shutdown; RM_ERR (logged, client closed) on failure. */
+static int open_client(RedisModuleCtx *ctx, const char *backend, simba_config_t *cfg) {
+  RedisModuleEvent shutdown_event = {RM_EVENT_SHUTDOWN, 1};
+  int rc = simba_client_open(&g.client, backend, cfg);
   simba_config_free(cfg);
-  cfg = NULL;
   if (rc != SIMBA_OK) {
     g.client = NULL;
-    return load_error(ctx, NULL, "cannot open a client on the backend: %s (%s)",
-                      simba_strerror(rc), simba_last_error());
+    return load_error(ctx, NULL, "cannot open a client on the backend: %s (%s)", simba_strerror(rc),
+                      simba_last_error());
   }
   simba_client_on_event(g.client, on_event, NULL);
   g.fd = simba_client_fd(g.client);
   if (g.fd < 0 || RedisModule_EventLoopAdd(g.fd, RM_EVENTLOOP_READABLE, on_fd, NULL) != RM_OK) {
     int e = errno;
     close_client();
-    return load_error(ctx, NULL, "cannot watch the client's fd on the event loop: %s",
-                      strerror(e));
+    return load_error(ctx, NULL, "cannot watch the client's fd on the event loop: %s", strerror(e));
   }
   if (RedisModule_SubscribeToServerEvent(ctx, shutdown_event, on_shutdown) != RM_OK) {
     close_client();
     return load_error(ctx, NULL, "cannot subscribe to the shutdown event");
   }
-  for (i = 0; i < n_names; i++) {
+  return RM_OK;
+}
+
+/* Starts contending for each 'contend' argument; RM_ERR (logged, client closed). */
+static int contend_all(RedisModuleCtx *ctx, const load_args_t *a) {
+  int i;
+  for (i = 0; i < a->n_names; i++) {
     char err[512];
-    if (contend(names[i], name_lens[i], err, sizeof err) == NULL) {
+    if (contend(a->names[i], a->name_lens[i], err, sizeof err) == NULL) {
       close_client();
       return load_error(ctx, NULL, "%s", err + 4); /* without "ERR " */
     }
   }
+  return RM_OK;
+}
+
+/* Module arguments, as pairs: backend URL (required), channel NAME ("" for none),
+   contend NAME (repeatable), and any library key ("session.lease-duration 6s",
+   "client.name cache-1", ...; loop.mode and callback.* are the module's). */
+int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  simba_config_t *cfg = NULL;
+  load_args_t a;
+
+  if (check_host(ctx) != RM_OK) return RM_ERR;
+  if (simba_config_new(&cfg) != SIMBA_OK) return load_error(ctx, NULL, "out of memory");
+  memset(&a, 0, sizeof a);
+  if (parse_args(ctx, cfg, argv, argc, &a) != RM_OK) return RM_ERR;
+
+  g.ctx = RedisModule_GetDetachedThreadSafeContext(ctx);
+  if (g.ctx == NULL) return load_error(ctx, cfg, "no detached context");
+
+  if (register_commands(ctx, cfg) != RM_OK) return RM_ERR;
+  if (open_client(ctx, a.backend, cfg) != RM_OK) return RM_ERR;
+  if (contend_all(ctx, &a) != RM_OK) return RM_ERR;
   arm();
-  RedisModule_Log(ctx, "notice", "simba: libsimba %s, EXTERNAL mode on the server's loop, %d name(s)",
-                  simba_version_string(), n_names);
+  RedisModule_Log(ctx, "notice",
+                  "simba: libsimba %s, EXTERNAL mode on the server's loop, %d name(s)",
+                  simba_version_string(), a.n_names);
   return RM_OK;
 }

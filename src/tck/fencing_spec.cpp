@@ -253,6 +253,14 @@ class ConcurrentWriters {
     *round_failed = true;
   }
 
+  // What one writer of a round does: its token, its pause before the write, and
+  // whether (and after how long) it retries.
+  struct Plan {
+    uint64_t token;
+    uint32_t delay_us, retry_delay_us;
+    bool retry;
+  };
+
   // One round: returns the highest token used, the next round starts above it.
   uint64_t one_round(uint32_t round, uint64_t base) {
     bool failed = false;
@@ -262,7 +270,19 @@ class ConcurrentWriters {
       violation(round, v.what(), &failed);
       return base;
     }
+    const std::vector<uint64_t> tokens = draw_tokens(base);
+    const std::vector<Plan> plans = draw_plans(round, tokens);
+    std::vector<WriteRecord> all;
+    std::vector<uint64_t> seen;  // tokens the reader saw, in order
+    std::string reader_error;
+    run_writers(round, plans, &all, &seen, &reader_error);
+    const uint64_t highest = *std::max_element(tokens.begin(), tokens.end());
+    check_round(round, all, seen, reader_error, highest, &failed);
+    return highest;
+  }
 
+  // The round's tokens, above base, in the order they are handed to the writers.
+  std::vector<uint64_t> draw_tokens(uint64_t base) {
     // Tokens of successive terms, with random gaps, handed to writers in a random
     // order: a writer with a low token is an old owner that was slow to write.
     std::vector<uint64_t> tokens(writers_);
@@ -272,15 +292,14 @@ class ConcurrentWriters {
       tok = t;
     }
     std::shuffle(tokens.begin(), tokens.end(), rng_);
+    return tokens;
+  }
+
+  // One plan per writer, with tokens[i] for writer i.
+  std::vector<Plan> draw_plans(uint32_t round, const std::vector<uint64_t>& tokens) {
     // A third of the rounds start every writer at once; the rest spread them out.
     const uint32_t spread[] = {0, max_delay_us_ / 10, max_delay_us_};
     const uint32_t max_delay = spread[round % 3];
-
-    struct Plan {
-      uint64_t token;
-      uint32_t delay_us, retry_delay_us;
-      bool retry;
-    };
     std::vector<Plan> plans(writers_);
     for (uint32_t i = 0; i < writers_; ++i) {
       plans[i].token = tokens[i];
@@ -288,10 +307,14 @@ class ConcurrentWriters {
       plans[i].retry = rng_() % 3 == 0;
       plans[i].retry_delay_us = max_delay ? static_cast<uint32_t>(rng_() % (max_delay / 2 + 1)) : 0;
     }
+    return plans;
+  }
 
+  // Runs the writers and one reader together; *all gets every write, writer by
+  // writer, *seen the tokens read and *reader_error the reader's violation.
+  void run_writers(uint32_t round, const std::vector<Plan>& plans, std::vector<WriteRecord>* all,
+                   std::vector<uint64_t>* seen, std::string* reader_error) {
     std::vector<std::vector<WriteRecord>> records(writers_);
-    std::vector<uint64_t> seen;  // tokens the reader saw, in order
-    std::string reader_error;
     std::atomic<int> running{static_cast<int>(writers_)};
     Gate gate;
 
@@ -300,50 +323,56 @@ class ConcurrentWriters {
     for (uint32_t i = 0; i < writers_; ++i) {
       threads.emplace_back([&, i] {
         gate.wait();
-        const Plan& p = plans[i];
-        const std::string value =
-            make_value(p.token, "w" + std::to_string(i) + ".n" + std::to_string(round));
-        sleep_us(p.delay_us);  // the owner pauses between its token check and its write
-        for (int attempt = 0; attempt < (p.retry ? 2 : 1); ++attempt) {
-          if (attempt == 1) sleep_us(p.retry_delay_us);
-          WriteRecord rec;
-          rec.token = p.token;
-          rec.value = value;
-          rec.start = Clock::now();
-          try {
-            rec.result = r_.write(p.token, value);
-          } catch (const Violation& v) {
-            rec.error = v.what();
-          }
-          rec.end = Clock::now();
-          records[i].push_back(std::move(rec));
-        }
+        write_plan(round, i, plans[i], &records[i]);
         running.fetch_sub(1, std::memory_order_release);
       });
     }
     threads.emplace_back([&] {
       gate.wait();
-      try {
-        while (running.load(std::memory_order_acquire) > 0) {
-          if (const auto v = r_.read()) {
-            if (const auto tok = token_of(*v)) seen.push_back(*tok);
-          }
-          std::this_thread::yield();
-        }
-      } catch (const Violation& v) {
-        reader_error = v.what();
-      }
+      read_while(running, seen, reader_error);
     });
     gate.open();
     for (auto& th : threads) th.join();
 
-    std::vector<WriteRecord> all;
     for (auto& rs : records) {
-      for (auto& rec : rs) all.push_back(std::move(rec));
+      for (auto& rec : rs) all->push_back(std::move(rec));
     }
-    const uint64_t highest = *std::max_element(tokens.begin(), tokens.end());
-    check_round(round, all, seen, reader_error, highest, &failed);
-    return highest;
+  }
+
+  // Writer i's writes (one, or two with a retry), each recorded in *records.
+  void write_plan(uint32_t round, uint32_t i, const Plan& p, std::vector<WriteRecord>* records) {
+    const std::string value =
+        make_value(p.token, "w" + std::to_string(i) + ".n" + std::to_string(round));
+    sleep_us(p.delay_us);  // the owner pauses between its token check and its write
+    for (int attempt = 0; attempt < (p.retry ? 2 : 1); ++attempt) {
+      if (attempt == 1) sleep_us(p.retry_delay_us);
+      WriteRecord rec;
+      rec.token = p.token;
+      rec.value = value;
+      rec.start = Clock::now();
+      try {
+        rec.result = r_.write(p.token, value);
+      } catch (const Violation& v) {
+        rec.error = v.what();
+      }
+      rec.end = Clock::now();
+      records->push_back(std::move(rec));
+    }
+  }
+
+  // The reader: reads while writers run, appending each kit-written token to *seen.
+  void read_while(const std::atomic<int>& running, std::vector<uint64_t>* seen,
+                  std::string* reader_error) {
+    try {
+      while (running.load(std::memory_order_acquire) > 0) {
+        if (const auto v = r_.read()) {
+          if (const auto tok = token_of(*v)) seen->push_back(*tok);
+        }
+        std::this_thread::yield();
+      }
+    } catch (const Violation& v) {
+      *reader_error = v.what();
+    }
   }
 
   void check_round(uint32_t round, const std::vector<WriteRecord>& all,

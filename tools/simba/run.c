@@ -60,6 +60,73 @@ typedef struct {
   const char *listen; /* run --listen ADDR, or NULL */
 } options_t;
 
+/* Takes this command's own flag at argv[*i] (--once, --grace, --cooldown, --timeout,
+   --listen), with its value: 1 taken, 0 not one of them, -1 a bad value (logged). */
+static int parse_flag(int argc, char **argv, int *i, bool is_run, options_t *o) {
+  const char *a = argv[*i];
+  if (is_run && strcmp(a, "--once") == 0) {
+    o->once = true;
+    return 1;
+  }
+  int64_t *duration = NULL;
+  const char *flag = NULL;
+  if (strncmp(a, "--grace", 7) == 0 && (a[7] == '\0' || a[7] == '=')) {
+    duration = &o->grace_ms, flag = "--grace", o->grace_given = true;
+  } else if (is_run && strncmp(a, "--cooldown", 10) == 0 && (a[10] == '\0' || a[10] == '=')) {
+    duration = &o->cooldown_ms, flag = "--cooldown";
+  } else if (!is_run && strncmp(a, "--timeout", 9) == 0 && (a[9] == '\0' || a[9] == '=')) {
+    duration = &o->timeout_ms, flag = "--timeout";
+  }
+  if (is_run && strncmp(a, "--listen", 8) == 0 && (a[8] == '\0' || a[8] == '=')) {
+    o->listen = a[8] == '=' ? a + 9 : (*i + 1 < argc ? argv[++*i] : NULL);
+    if (!o->listen || !*o->listen) {
+      LOG_ERROR("--listen needs an address such as 127.0.0.1:8080 or 0.0.0.0:0");
+      return -1;
+    }
+    if (!cli_http_available()) {
+      LOG_ERROR(
+          "--listen: this simba was built without libmicrohttpd (install "
+          "libmicrohttpd-dev and rebuild)");
+      return -1;
+    }
+    return 1;
+  }
+  if (duration) {
+    const char *v = strchr(a, '=') ? strchr(a, '=') + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
+    if (!v || !cli_parse_duration(v, duration)) {
+      LOG_ERROR("%s needs a duration such as 500ms, 2s or 1m (got \"%s\")", flag, v ? v : "");
+      return -1;
+    }
+    return 1;
+  }
+  return 0;
+}
+
+/* Validates the configuration and fits the grace to the lease. Returns -1 to go on,
+   else an exit status. */
+static int check_grace(cli_common_t *common, options_t *o) {
+  if (simba_config_validate(common->cfg) != SIMBA_OK) {
+    LOG_ERROR("configuration: %s", simba_last_error());
+    return EXIT_SIMBA_FAILED;
+  }
+  const int64_t floor_ms = cli_remaining_floor_ms(common->cfg);
+  if (!o->grace_given && o->grace_ms >= floor_ms / 2) {
+    o->grace_ms = floor_ms > 0 ? floor_ms / 2 : 0; /* short leases: half of what is left */
+    LOG_DEBUG("grace %" PRId64 " ms (the default 2s leaves too little time with this lease)",
+              o->grace_ms);
+  }
+  if (o->grace_ms >= floor_ms) {
+    LOG_ERROR("--grace %" PRId64
+              "ms leaves no time to work: between renewals a term's remaining "
+              "time drops to about %" PRId64
+              "ms (lease-duration x (1 - drift) - margin - "
+              "renew-interval); use a smaller --grace or a longer --lease-duration",
+              o->grace_ms, floor_ms);
+    return EXIT_SIMBA_FAILED;
+  }
+  return -1;
+}
+
 /* Parses "NAME [options] -- CMD...". Returns -1 to go on, else an exit status. */
 static int parse(cli_common_t *common, int argc, char **argv, bool is_run, options_t *o) {
   const char *usage = is_run ? kRunUsage : kLockUsage;
@@ -77,41 +144,9 @@ static int parse(cli_common_t *common, int argc, char **argv, bool is_run, optio
       fputs(usage, stdout);
       return 0;
     }
-    if (is_run && strcmp(a, "--once") == 0) {
-      o->once = true;
-      continue;
-    }
-    int64_t *duration = NULL;
-    const char *flag = NULL;
-    if (strncmp(a, "--grace", 7) == 0 && (a[7] == '\0' || a[7] == '=')) {
-      duration = &o->grace_ms, flag = "--grace", o->grace_given = true;
-    } else if (is_run && strncmp(a, "--cooldown", 10) == 0 && (a[10] == '\0' || a[10] == '=')) {
-      duration = &o->cooldown_ms, flag = "--cooldown";
-    } else if (!is_run && strncmp(a, "--timeout", 9) == 0 && (a[9] == '\0' || a[9] == '=')) {
-      duration = &o->timeout_ms, flag = "--timeout";
-    }
-    if (is_run && strncmp(a, "--listen", 8) == 0 && (a[8] == '\0' || a[8] == '=')) {
-      o->listen = a[8] == '=' ? a + 9 : (i + 1 < argc ? argv[++i] : NULL);
-      if (!o->listen || !*o->listen) {
-        LOG_ERROR("--listen needs an address such as 127.0.0.1:8080 or 0.0.0.0:0");
-        return EXIT_SIMBA_FAILED;
-      }
-      if (!cli_http_available()) {
-        LOG_ERROR(
-            "--listen: this simba was built without libmicrohttpd (install "
-            "libmicrohttpd-dev and rebuild)");
-        return EXIT_SIMBA_FAILED;
-      }
-      continue;
-    }
-    if (duration) {
-      const char *v = strchr(a, '=') ? strchr(a, '=') + 1 : (i + 1 < argc ? argv[++i] : NULL);
-      if (!v || !cli_parse_duration(v, duration)) {
-        LOG_ERROR("%s needs a duration such as 500ms, 2s or 1m (got \"%s\")", flag, v ? v : "");
-        return EXIT_SIMBA_FAILED;
-      }
-      continue;
-    }
+    const int f = parse_flag(argc, argv, &i, is_run, o);
+    if (f < 0) return EXIT_SIMBA_FAILED;
+    if (f > 0) continue;
     const int r = cli_common_option(common, argc, argv, &i);
     if (r < 0) return EXIT_SIMBA_FAILED;
     if (r > 0) continue;
@@ -135,25 +170,8 @@ static int parse(cli_common_t *common, int argc, char **argv, bool is_run, optio
     return EXIT_SIMBA_FAILED;
   }
   o->cmd = argv + i;
-  if (simba_config_validate(common->cfg) != SIMBA_OK) {
-    LOG_ERROR("configuration: %s", simba_last_error());
-    return EXIT_SIMBA_FAILED;
-  }
-  const int64_t floor_ms = cli_remaining_floor_ms(common->cfg);
-  if (!o->grace_given && o->grace_ms >= floor_ms / 2) {
-    o->grace_ms = floor_ms > 0 ? floor_ms / 2 : 0; /* short leases: half of what is left */
-    LOG_DEBUG("grace %" PRId64 " ms (the default 2s leaves too little time with this lease)",
-              o->grace_ms);
-  }
-  if (o->grace_ms >= floor_ms) {
-    LOG_ERROR("--grace %" PRId64
-              "ms leaves no time to work: between renewals a term's remaining "
-              "time drops to about %" PRId64
-              "ms (lease-duration x (1 - drift) - margin - "
-              "renew-interval); use a smaller --grace or a longer --lease-duration",
-              o->grace_ms, floor_ms);
-    return EXIT_SIMBA_FAILED;
-  }
+  const int status = check_grace(common, o);
+  if (status >= 0) return status;
   if (simba_config_set_logger(common->cfg, cli_library_log, NULL, SIMBA_LOG_DEBUG) != SIMBA_OK) {
     LOG_ERROR("%s", simba_last_error());
     return EXIT_SIMBA_FAILED;
@@ -209,76 +227,87 @@ static void on_revoked(void *ud, simba_term_t *term, simba_revoke_reason_t reaso
   LOG_DEBUG("on_revoked: %s token %" PRIu64, simba_term_name(term), simba_term_token(term));
 }
 
-int cli_run(cli_common_t *common, int argc, char **argv) {
-  options_t o;
-  memset(&o, 0, sizeof o);
-  int status = parse(common, argc, argv, true, &o);
-  if (status >= 0) return status;
-  status = EXIT_SIMBA_FAILED;
+/* Opens the client, the HTTP server (--listen) and the election; false (logged,
+   what was opened closed again) when one cannot start. */
+static bool start_run(cli_common_t *common, const options_t *o, int *handoff_w, simba_client_t **c,
+                      cli_http_t **http, simba_election_t **e) {
+  *c = cli_open_client(common);
+  if (!*c) return false;
+  if (o->listen && !(*http = cli_http_start(o->listen, *c, o->name, 0))) {
+    simba_client_close(*c);
+    return false;
+  }
+  const simba_listener_t l = {on_elected, on_revoked, handoff_w};
+  if (simba_election_start(e, *c, o->name, &l) != SIMBA_OK) {
+    LOG_ERROR("cannot contend for %s: %s", o->name, simba_last_error());
+    cli_http_stop(*http);
+    simba_client_close(*c);
+    return false;
+  }
+  return true;
+}
 
-  const int signal_fd = cli_signals_install();
-  int handoff[2] = {-1, -1};
-  if (signal_fd < 0 || pipe2(handoff, O_CLOEXEC | O_NONBLOCK) != 0) {
-    LOG_ERROR("cannot set up signals: %s", strerror(errno));
-    return EXIT_SIMBA_FAILED;
+/* Runs CMD under one valid term (released here), then hands the lease over if the
+   term is still valid. Returns false to stop contending, with *status set when the
+   outcome decides it. */
+static bool run_term(const options_t *o, simba_election_t *e, cli_http_t *http, simba_term_t *term,
+                     int signal_fd, int *signo, int *status) {
+  LOG_INFO("leading %s with token %" PRIu64 " (%" PRId64 " ms left): starting %s", o->name,
+           simba_term_token(term), simba_term_remaining_ms(term), o->cmd[0]);
+  cli_http_set_term(http, term); /* GET /leader: 200 while it is valid */
+  cli_child_t child;
+  const int rc = cli_child_start(&child, o->cmd, term);
+  if (rc != 0) {
+    cli_http_set_term(http, NULL);
+    simba_term_release(term);
+    *status = rc;
+    return false;
   }
-  simba_client_t *c = cli_open_client(common);
-  if (!c) return EXIT_SIMBA_FAILED;
-  cli_http_t *http = NULL;
-  if (o.listen && !(http = cli_http_start(o.listen, c, o.name, 0))) {
-    simba_client_close(c);
-    return EXIT_SIMBA_FAILED;
+  const cli_work_end_t end = cli_supervise(&child, term, o->grace_ms, signal_fd, signo);
+  const int code = cli_child_exit_code(&child);
+  const bool still_valid = simba_term_is_valid(term) != 0;
+  LOG_INFO("%s exited with status %d (%s)", o->cmd[0], code,
+           end == CLI_WORK_DONE ? "while leading" : "stopped by simba");
+  cli_http_set_term(http, NULL);
+  simba_term_release(term);
+  if (*signo) return false;
+  if (o->once) {
+    *status = code;
+    return false;
   }
-  simba_election_t *e = NULL;
-  const simba_listener_t l = {on_elected, on_revoked, &handoff[1]};
-  if (simba_election_start(&e, c, o.name, &l) != SIMBA_OK) {
-    LOG_ERROR("cannot contend for %s: %s", o.name, simba_last_error());
-    cli_http_stop(http);
-    simba_client_close(c);
-    return EXIT_SIMBA_FAILED;
+  if (still_valid) {
+    /* Hand the lease over (the command is done with it), then contend again. */
+    LOG_INFO("releasing %s; contending again in %" PRId64 " ms", o->name, o->cooldown_ms);
+    if (simba_election_step_down(e, o->cooldown_ms, NULL, NULL) != SIMBA_OK) {
+      LOG_ERROR("cannot step down: %s", simba_last_error());
+      return false;
+    }
   }
-  LOG_INFO("contending for %s", o.name);
-  int signo = 0;
+  return true;
+}
+
+/* Runs CMD for each term handed off until a signal, --once or an error; returns
+   the exit status (*signo set when a signal stopped it). */
+static int lead_loop(const options_t *o, simba_election_t *e, cli_http_t *http, int handoff_r,
+                     int signal_fd, int *signo) {
+  int status = EXIT_SIMBA_FAILED;
   for (;;) {
     handoff_t h;
-    if (!wait_handoff(handoff[0], signal_fd, &h, &signo)) break;
+    if (!wait_handoff(handoff_r, signal_fd, &h, signo)) break;
     simba_term_t *term = h.term;
     if (!simba_term_is_valid(term)) {
       simba_term_release(term); /* ended before we could start: nothing ran */
       continue;
     }
-    LOG_INFO("leading %s with token %" PRIu64 " (%" PRId64 " ms left): starting %s", o.name,
-             simba_term_token(term), simba_term_remaining_ms(term), o.cmd[0]);
-    cli_http_set_term(http, term); /* GET /leader: 200 while it is valid */
-    cli_child_t child;
-    const int rc = cli_child_start(&child, o.cmd, term);
-    if (rc != 0) {
-      cli_http_set_term(http, NULL);
-      simba_term_release(term);
-      status = rc;
-      break;
-    }
-    const cli_work_end_t end = cli_supervise(&child, term, o.grace_ms, signal_fd, &signo);
-    const int code = cli_child_exit_code(&child);
-    const bool still_valid = simba_term_is_valid(term) != 0;
-    LOG_INFO("%s exited with status %d (%s)", o.cmd[0], code,
-             end == CLI_WORK_DONE ? "while leading" : "stopped by simba");
-    cli_http_set_term(http, NULL);
-    simba_term_release(term);
-    if (signo) break;
-    if (o.once) {
-      status = code;
-      break;
-    }
-    if (still_valid) {
-      /* Hand the lease over (the command is done with it), then contend again. */
-      LOG_INFO("releasing %s; contending again in %" PRId64 " ms", o.name, o.cooldown_ms);
-      if (simba_election_step_down(e, o.cooldown_ms, NULL, NULL) != SIMBA_OK) {
-        LOG_ERROR("cannot step down: %s", simba_last_error());
-        break;
-      }
-    }
+    if (!run_term(o, e, http, term, signal_fd, signo, &status)) break;
   }
+  return status;
+}
+
+/* Releases the lease, then frees the election, the HTTP server, the client and
+   the handoff pipe. */
+static void stop_run(cli_common_t *common, simba_election_t *e, cli_http_t *http, simba_client_t *c,
+                     const int handoff[2]) {
   /* The command has exited: now release the lease (handover order). */
   int64_t lease_ms = 10000;
   simba_config_get_ms(common->cfg, "session.lease-duration", &lease_ms);
@@ -291,6 +320,28 @@ int cli_run(cli_common_t *common, int argc, char **argv) {
   drain_handoffs(handoff[0]);
   close(handoff[0]);
   close(handoff[1]);
+}
+
+int cli_run(cli_common_t *common, int argc, char **argv) {
+  options_t o;
+  memset(&o, 0, sizeof o);
+  int status = parse(common, argc, argv, true, &o);
+  if (status >= 0) return status;
+
+  const int signal_fd = cli_signals_install();
+  int handoff[2] = {-1, -1};
+  if (signal_fd < 0 || pipe2(handoff, O_CLOEXEC | O_NONBLOCK) != 0) {
+    LOG_ERROR("cannot set up signals: %s", strerror(errno));
+    return EXIT_SIMBA_FAILED;
+  }
+  simba_client_t *c = NULL;
+  cli_http_t *http = NULL;
+  simba_election_t *e = NULL;
+  if (!start_run(common, &o, &handoff[1], &c, &http, &e)) return EXIT_SIMBA_FAILED;
+  LOG_INFO("contending for %s", o.name);
+  int signo = 0;
+  status = lead_loop(&o, e, http, handoff[0], signal_fd, &signo);
+  stop_run(common, e, http, c, handoff);
   if (signo) {
     LOG_INFO("stopped by signal %d; %s released", signo, o.name);
     return EXIT_SIGNAL_BASE + signo;

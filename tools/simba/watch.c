@@ -224,6 +224,90 @@ static event_t *take_all(queue_t *q, size_t *lost) {
   return all;
 }
 
+/* Starts one observer per name; false (logged) when one cannot start. */
+static bool start_watches(simba_client_t *c, const watch_options_t *o, queue_t *q,
+                          watch_t *watches) {
+  for (size_t k = 0; k < o->n; ++k) {
+    watches[k].q = q;
+    watches[k].name = o->names[k];
+    if (simba_observe_start(&watches[k].observer, c, o->names[k], o->poll_ms, on_change,
+                            &watches[k]) != SIMBA_OK) {
+      LOG_ERROR("cannot watch %s: %s", o->names[k], simba_last_error());
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Prints and frees a batch of events; returns -1 to go on, else an exit status. */
+static int print_batch(event_t *e, const watch_options_t *o, long long *changes) {
+  bool done = false, failed = false;
+  int write_err = 0;
+  while (e) {
+    event_t *next = e->next;
+    if (!done && !failed) {
+      if (!print_event(e, o->as_json)) {
+        failed = true;
+        write_err = errno;
+      } else if (!e->initial && o->count > 0 && ++*changes >= o->count) {
+        done = true;
+      }
+    }
+    event_free(e);
+    e = next;
+  }
+  if (failed) {
+    /* A reader that went away (`simba watch ... | head -1`) is a normal end. */
+    if (write_err == EPIPE) return 0;
+    LOG_ERROR("cannot write to stdout: %s", strerror(write_err));
+    return EXIT_SIMBA_FAILED;
+  }
+  return done ? 0 : -1;
+}
+
+/* Prints the queued changes as they come until a signal, --count or an error;
+   returns the exit status. */
+static int watch_loop(queue_t *q, int signal_fd, const watch_options_t *o) {
+  long long changes = 0;
+  for (;;) {
+    struct pollfd fds[2] = {{q->wake[0], POLLIN, 0}, {signal_fd, POLLIN, 0}};
+    if (poll(fds, 2, -1) < 0 && errno != EINTR) {
+      LOG_ERROR("poll: %s", strerror(errno));
+      return EXIT_SIMBA_FAILED;
+    }
+    if ((fds[1].revents & POLLIN) && cli_signals_drain(signal_fd)) {
+      return 0; /* interrupted: the normal way to stop watching */
+    }
+    if (!(fds[0].revents & POLLIN)) continue;
+    char buf[64];
+    while (read(q->wake[0], buf, sizeof buf) > 0) {
+    }
+    size_t lost = 0;
+    event_t *e = take_all(q, &lost);
+    if (lost) LOG_WARN("out of memory: %zu change(s) not shown", lost);
+    const int status = print_batch(e, o, &changes);
+    if (status >= 0) return status;
+  }
+}
+
+/* Stops the observers, closes the client, then empties and frees the queue and
+   the watches. */
+static void watch_cleanup(watch_t *watches, size_t n, simba_client_t *c, queue_t *q) {
+  /* Each free waits until no callback of its observer runs: then the queue can go. */
+  for (size_t k = 0; watches && k < n; ++k) simba_observer_free(watches[k].observer);
+  simba_client_close(c);
+  size_t lost = 0;
+  for (event_t *e = take_all(q, &lost); e;) {
+    event_t *next = e->next;
+    event_free(e);
+    e = next;
+  }
+  if (q->wake[0] >= 0) close(q->wake[0]);
+  if (q->wake[1] >= 0) close(q->wake[1]);
+  pthread_mutex_destroy(&q->mu);
+  free(watches);
+}
+
 int cli_watch(cli_common_t *common, int argc, char **argv) {
   watch_options_t o;
   memset(&o, 0, sizeof o);
@@ -245,81 +329,11 @@ int cli_watch(cli_common_t *common, int argc, char **argv) {
   const int signal_fd = cli_signals_install();
   if (!watches || signal_fd < 0 || pipe2(q.wake, O_CLOEXEC | O_NONBLOCK) != 0) {
     LOG_ERROR("cannot set up: %s", strerror(errno));
-    goto out;
+  } else if ((c = cli_open_client(common)) != NULL && start_watches(c, &o, &q, watches)) {
+    LOG_DEBUG("watching %zu name(s)", o.n);
+    status = watch_loop(&q, signal_fd, &o);
   }
-  c = cli_open_client(common);
-  if (!c) goto out;
-  for (size_t k = 0; k < o.n; ++k) {
-    watches[k].q = &q;
-    watches[k].name = o.names[k];
-    if (simba_observe_start(&watches[k].observer, c, o.names[k], o.poll_ms, on_change,
-                            &watches[k]) != SIMBA_OK) {
-      LOG_ERROR("cannot watch %s: %s", o.names[k], simba_last_error());
-      goto out;
-    }
-  }
-  LOG_DEBUG("watching %zu name(s)", o.n);
-  long long changes = 0;
-  for (;;) {
-    struct pollfd fds[2] = {{q.wake[0], POLLIN, 0}, {signal_fd, POLLIN, 0}};
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) {
-      LOG_ERROR("poll: %s", strerror(errno));
-      goto out;
-    }
-    if ((fds[1].revents & POLLIN) && cli_signals_drain(signal_fd)) {
-      status = 0; /* interrupted: the normal way to stop watching */
-      goto out;
-    }
-    if (!(fds[0].revents & POLLIN)) continue;
-    char buf[64];
-    while (read(q.wake[0], buf, sizeof buf) > 0) {
-    }
-    size_t lost = 0;
-    event_t *e = take_all(&q, &lost);
-    if (lost) LOG_WARN("out of memory: %zu change(s) not shown", lost);
-    bool done = false, failed = false;
-    int write_err = 0;
-    while (e) {
-      event_t *next = e->next;
-      if (!done && !failed) {
-        if (!print_event(e, o.as_json)) {
-          failed = true;
-          write_err = errno;
-        } else if (!e->initial && o.count > 0 && ++changes >= o.count) {
-          done = true;
-        }
-      }
-      event_free(e);
-      e = next;
-    }
-    if (failed) {
-      /* A reader that went away (`simba watch ... | head -1`) is a normal end. */
-      if (write_err == EPIPE) {
-        status = 0;
-      } else {
-        LOG_ERROR("cannot write to stdout: %s", strerror(write_err));
-      }
-      goto out;
-    }
-    if (done) {
-      status = 0;
-      goto out;
-    }
-  }
-out:
-  /* Each free waits until no callback of its observer runs: then the queue can go. */
-  for (size_t k = 0; watches && k < o.n; ++k) simba_observer_free(watches[k].observer);
-  simba_client_close(c);
-  size_t lost = 0;
-  for (event_t *e = take_all(&q, &lost); e;) {
-    event_t *next = e->next;
-    event_free(e);
-    e = next;
-  }
-  if (q.wake[0] >= 0) close(q.wake[0]);
-  if (q.wake[1] >= 0) close(q.wake[1]);
-  pthread_mutex_destroy(&q.mu);
-  free(watches);
+  watch_cleanup(watches, o.n, c, &q);
   free(o.names);
   return status;
 }

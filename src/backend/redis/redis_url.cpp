@@ -157,29 +157,87 @@ bool apply_parameter(const std::string& key, const std::string& value, const std
   return false;
 }
 
-}  // namespace
-
-bool parse_redis_url(const std::string& url, RedisUrl* out, std::string* error) {
+// The length of `url`'s scheme, setting r->tls or r->sentinel; 0 with `error` set if unknown.
+size_t parse_scheme(const std::string& url, const std::string& shown, RedisUrl* r,
+                    std::string* error) {
   static const std::string kScheme = "redis://";
   static const std::string kTlsScheme = "rediss://";
   static const std::string kSentinelScheme = "redis+sentinel://";
+  if (url.compare(0, kScheme.size(), kScheme) == 0) return kScheme.size();
+  if (url.compare(0, kTlsScheme.size(), kTlsScheme) == 0) {
+    r->tls = true;
+    return kTlsScheme.size();
+  }
+  if (url.compare(0, kSentinelScheme.size(), kSentinelScheme) == 0) {
+    r->sentinel = true;
+    return kSentinelScheme.size();
+  }
+  *error = "redis URL " + shown + " must start with redis://, rediss:// or redis+sentinel://";
+  return 0;
+}
+
+// The userinfo (user:password or :password) into r's user and password: false with `error` set.
+bool parse_userinfo(const std::string& userinfo, const std::string& shown, RedisUrl* r,
+                    std::string* error) {
+  const size_t colon = userinfo.find(':');
+  if (colon == std::string::npos) {
+    *error =
+        "redis URL: the part before '@' must be user:password or :password (URL not shown, "
+        "it may hold a password)";
+    return false;
+  }
+  if (!percent_decode(userinfo.substr(0, colon), &r->user) ||
+      !percent_decode(userinfo.substr(colon + 1), &r->password)) {
+    *error = "redis URL " + shown + ": malformed %-escape in the user or password";
+    return false;
+  }
+  r->has_password = true;
+  if (r->password.empty()) {
+    *error = "redis URL " + shown + ": empty password";
+    return false;
+  }
+  return true;
+}
+
+// The comma-separated Sentinels, in order, into r->sentinels: false with `error` set at a bad one.
+bool parse_sentinels(const std::string& hostport, const std::string& shown, RedisUrl* r,
+                     std::string* error) {
+  size_t from = 0;
+  while (true) {
+    const size_t comma = hostport.find(',', from);
+    RedisUrl::Host h{"", kSentinelPort};
+    if (!parse_host_port(hostport.substr(from, comma - from), shown, &h, error)) return false;
+    r->sentinels.push_back(h);
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  return true;
+}
+
+// MASTER of the Sentinel path MASTER[/db] into r->master_name, db left in `path`: false if bad.
+bool take_master_name(std::string* path, const std::string& shown, RedisUrl* r,
+                      std::string* error) {
+  const size_t db_slash = path->find('/');
+  r->master_name = path->substr(0, db_slash);
+  *path = db_slash == std::string::npos ? std::string() : path->substr(db_slash + 1);
+  if (!master_name_ok(r->master_name)) {
+    *error = "redis URL " + shown +
+             ": redis+sentinel:// needs the master's name as its path (/NAME, 1-128 "
+             "characters of [A-Za-z0-9._-]), as in `sentinel monitor NAME ...`";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool parse_redis_url(const std::string& url, RedisUrl* out, std::string* error) {
   // The URL is quoted in messages with any password hidden; a userinfo without a
   // colon might be a password, so the messages about it never quote the URL.
   const std::string shown = "\"" + redact_url(url) + "\"";
   RedisUrl r;
-  size_t scheme_len = 0;
-  if (url.compare(0, kScheme.size(), kScheme) == 0) {
-    scheme_len = kScheme.size();
-  } else if (url.compare(0, kTlsScheme.size(), kTlsScheme) == 0) {
-    scheme_len = kTlsScheme.size();
-    r.tls = true;
-  } else if (url.compare(0, kSentinelScheme.size(), kSentinelScheme) == 0) {
-    scheme_len = kSentinelScheme.size();
-    r.sentinel = true;
-  } else {
-    *error = "redis URL " + shown + " must start with redis://, rediss:// or redis+sentinel://";
-    return false;
-  }
+  const size_t scheme_len = parse_scheme(url, shown, &r, error);
+  if (scheme_len == 0) return false;
   std::string rest = url.substr(scheme_len);
   // Query.
   std::string query;
@@ -204,25 +262,8 @@ bool parse_redis_url(const std::string& url, RedisUrl* out, std::string* error) 
   // Userinfo.
   std::string hostport = rest;
   if (at_pos != std::string::npos && at_pos < rest.size()) {
-    const std::string userinfo = rest.substr(0, at_pos);
     hostport = rest.substr(at_pos + 1);
-    const size_t colon = userinfo.find(':');
-    if (colon == std::string::npos) {
-      *error =
-          "redis URL: the part before '@' must be user:password or :password (URL not shown, "
-          "it may hold a password)";
-      return false;
-    }
-    if (!percent_decode(userinfo.substr(0, colon), &r.user) ||
-        !percent_decode(userinfo.substr(colon + 1), &r.password)) {
-      *error = "redis URL " + shown + ": malformed %-escape in the user or password";
-      return false;
-    }
-    r.has_password = true;
-    if (r.password.empty()) {
-      *error = "redis URL " + shown + ": empty password";
-      return false;
-    }
+    if (!parse_userinfo(rest.substr(0, at_pos), shown, &r, error)) return false;
   }
   // Host and port, or the Sentinels' hosts and ports.
   if (!r.sentinel) {
@@ -230,25 +271,9 @@ bool parse_redis_url(const std::string& url, RedisUrl* out, std::string* error) 
     if (!parse_host_port(hostport, shown, &h, error)) return false;
     r.host = h.first;
     r.port = h.second;
-  } else {
-    size_t from = 0;
-    while (true) {
-      const size_t comma = hostport.find(',', from);
-      RedisUrl::Host h{"", kSentinelPort};
-      if (!parse_host_port(hostport.substr(from, comma - from), shown, &h, error)) return false;
-      r.sentinels.push_back(h);
-      if (comma == std::string::npos) break;
-      from = comma + 1;
-    }
-    const size_t db_slash = path.find('/');
-    r.master_name = path.substr(0, db_slash);
-    path = db_slash == std::string::npos ? std::string() : path.substr(db_slash + 1);
-    if (!master_name_ok(r.master_name)) {
-      *error = "redis URL " + shown +
-               ": redis+sentinel:// needs the master's name as its path (/NAME, 1-128 "
-               "characters of [A-Za-z0-9._-]), as in `sentinel monitor NAME ...`";
-      return false;
-    }
+  } else if (!parse_sentinels(hostport, shown, &r, error) ||
+             !take_master_name(&path, shown, &r, error)) {
+    return false;
   }
   if (!path.empty() && !parse_decimal(path, 0, 1000000, &r.db)) {
     *error = "redis URL " + shown + ": the path must be a database number (e.g. /0)";

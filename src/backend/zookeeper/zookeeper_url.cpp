@@ -40,6 +40,107 @@ bool chroot_ok(const std::string& p) {
   return true;
 }
 
+// One host[:port] ("[v6]:port" for IPv6) of the list: false with `error` set otherwise.
+bool parse_host(const std::string& hp, const std::string& shown, ZookeeperHost* h,
+                std::string* error) {
+  std::string port;
+  if (!hp.empty() && hp[0] == '[') {
+    const size_t close = hp.find(']');
+    if (close == std::string::npos) {
+      *error = "zookeeper URL " + shown + ": unterminated [IPv6 address]";
+      return false;
+    }
+    h->host = hp.substr(1, close - 1);
+    const std::string after = hp.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':' || after.size() == 1) {
+        *error = "zookeeper URL " + shown + ": expected :port after the IPv6 address";
+        return false;
+      }
+      port = after.substr(1);
+    }
+  } else {
+    const size_t colon = hp.find(':');
+    h->host = hp.substr(0, colon);
+    if (colon != std::string::npos) {
+      port = hp.substr(colon + 1);
+      if (port.empty()) {
+        *error = "zookeeper URL " + shown + ": empty port";
+        return false;
+      }
+    }
+  }
+  if (h->host.empty()) {
+    *error = "zookeeper URL " + shown + (hp.empty() ? " has an empty host" : " has no host");
+    return false;
+  }
+  if (!host_ok(h->host)) {
+    *error = "zookeeper URL " + shown + ": invalid character in the host";
+    return false;
+  }
+  if (!port.empty() && !parse_decimal(port, 1, 65535, &h->port)) {
+    *error = "zookeeper URL " + shown + ": the port must be a number from 1 to 65535";
+    return false;
+  }
+  return true;
+}
+
+// The comma-separated host list, in order: false with `error` set at the first bad host.
+bool parse_hosts(const std::string& list, const std::string& shown,
+                 std::vector<ZookeeperHost>* hosts, std::string* error) {
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    ZookeeperHost h;
+    if (!parse_host(list.substr(start, comma - start), shown, &h, error)) return false;
+    start = comma + 1;
+    hosts->push_back(h);
+    if (comma == list.size()) break;
+  }
+  return true;
+}
+
+// The value of auth= into z's user and password: false with `error` set otherwise.
+bool apply_auth(const std::string& value, const std::string& shown, ZookeeperUrl* z,
+                std::string* error) {
+  // digest:user:password; the password may hold ':' (the user cannot).
+  static const std::string kDigest = "digest:";
+  const size_t colon = value.find(':', kDigest.size());
+  if (value.compare(0, kDigest.size(), kDigest) != 0 || colon == std::string::npos) {
+    *error =
+        "zookeeper URL: auth must be digest:user:password (URL not shown, it may hold a "
+        "password)";
+    return false;
+  }
+  if (!percent_decode(value.substr(kDigest.size(), colon - kDigest.size()), &z->user) ||
+      !percent_decode(value.substr(colon + 1), &z->password)) {
+    *error = "zookeeper URL " + shown + ": malformed %-escape in the auth user or password";
+    return false;
+  }
+  if (z->user.empty() || z->password.empty() || z->user.find(':') != std::string::npos) {
+    *error =
+        "zookeeper URL " + shown + ": auth needs a user (without ':') and a non-empty password";
+    return false;
+  }
+  z->has_auth = true;
+  return true;
+}
+
+// The query's parameters (auth only) into z: false with `error` set at the first bad one.
+bool apply_parameters(const std::string& query, const std::string& shown, ZookeeperUrl* z,
+                      std::string* error) {
+  for (const QueryParam& p : query_params(query)) {
+    if (p.key == "auth") {
+      if (!apply_auth(p.value, shown, z, error)) return false;
+    } else {
+      *error = "zookeeper URL " + shown + ": unknown parameter \"" + p.key + "\" (known: auth)";
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 bool parse_zookeeper_url(const std::string& url, ZookeeperUrl* out, std::string* error) {
@@ -68,55 +169,7 @@ bool parse_zookeeper_url(const std::string& url, ZookeeperUrl* out, std::string*
     rest.resize(slash);
   }
   // Hosts.
-  size_t start = 0;
-  while (start <= rest.size()) {
-    size_t comma = rest.find(',', start);
-    if (comma == std::string::npos) comma = rest.size();
-    const std::string hp = rest.substr(start, comma - start);
-    start = comma + 1;
-    ZookeeperHost h;
-    std::string port;
-    if (!hp.empty() && hp[0] == '[') {
-      const size_t close = hp.find(']');
-      if (close == std::string::npos) {
-        *error = "zookeeper URL " + shown + ": unterminated [IPv6 address]";
-        return false;
-      }
-      h.host = hp.substr(1, close - 1);
-      const std::string after = hp.substr(close + 1);
-      if (!after.empty()) {
-        if (after[0] != ':' || after.size() == 1) {
-          *error = "zookeeper URL " + shown + ": expected :port after the IPv6 address";
-          return false;
-        }
-        port = after.substr(1);
-      }
-    } else {
-      const size_t colon = hp.find(':');
-      h.host = hp.substr(0, colon);
-      if (colon != std::string::npos) {
-        port = hp.substr(colon + 1);
-        if (port.empty()) {
-          *error = "zookeeper URL " + shown + ": empty port";
-          return false;
-        }
-      }
-    }
-    if (h.host.empty()) {
-      *error = "zookeeper URL " + shown + (hp.empty() ? " has an empty host" : " has no host");
-      return false;
-    }
-    if (!host_ok(h.host)) {
-      *error = "zookeeper URL " + shown + ": invalid character in the host";
-      return false;
-    }
-    if (!port.empty() && !parse_decimal(port, 1, 65535, &h.port)) {
-      *error = "zookeeper URL " + shown + ": the port must be a number from 1 to 65535";
-      return false;
-    }
-    z.hosts.push_back(h);
-    if (comma == rest.size()) break;
-  }
+  if (!parse_hosts(rest, shown, &z.hosts, error)) return false;
   // Chroot: "" and "/" mean the default.
   if (!path.empty() && path != "/") {
     if (!chroot_ok(path)) {
@@ -128,35 +181,7 @@ bool parse_zookeeper_url(const std::string& url, ZookeeperUrl* out, std::string*
     z.chroot = path;
   }
   // Query parameters: auth only.
-  for (const QueryParam& p : query_params(query)) {
-    const std::string& key = p.key;
-    const std::string& value = p.value;
-    if (key == "auth") {
-      // digest:user:password; the password may hold ':' (the user cannot).
-      static const std::string kDigest = "digest:";
-      const size_t colon = value.find(':', kDigest.size());
-      if (value.compare(0, kDigest.size(), kDigest) != 0 || colon == std::string::npos) {
-        *error =
-            "zookeeper URL: auth must be digest:user:password (URL not shown, it may hold a "
-            "password)";
-        return false;
-      }
-      if (!percent_decode(value.substr(kDigest.size(), colon - kDigest.size()), &z.user) ||
-          !percent_decode(value.substr(colon + 1), &z.password)) {
-        *error = "zookeeper URL " + shown + ": malformed %-escape in the auth user or password";
-        return false;
-      }
-      if (z.user.empty() || z.password.empty() || z.user.find(':') != std::string::npos) {
-        *error =
-            "zookeeper URL " + shown + ": auth needs a user (without ':') and a non-empty password";
-        return false;
-      }
-      z.has_auth = true;
-    } else {
-      *error = "zookeeper URL " + shown + ": unknown parameter \"" + key + "\" (known: auth)";
-      return false;
-    }
-  }
+  if (!apply_parameters(query, shown, &z, error)) return false;
   *out = std::move(z);
   return true;
 }
