@@ -17,6 +17,7 @@
 #include <string>
 #include <utility>
 
+#include "backend/open_handles.h"
 #include "core/backend_types.h"
 #include "core/time.h"
 
@@ -44,13 +45,10 @@ class CallTable {
     std::function<void(Call*)> timed_out;
     // A preset outcome is due: the backend completes the call with it.
     std::function<void(Call*, Outcome, const std::string&)> preset_due;
-    // A call's timer handle closed: the backend counts `open_handles` down.
-    std::function<void()> handle_closed;
   };
 
-  // `open_handles` is the backend's count of handles still open on the loop:
-  // each call's timer counts in it (up here, down in handle_closed).
-  CallTable(uv_loop_t* loop, int* open_handles, Hooks hooks)
+  // Each call's timer counts in the backend's `open_handles` until it closed.
+  CallTable(uv_loop_t* loop, OpenHandles* open_handles, Hooks hooks)
       : loop_(loop), open_handles_(open_handles), hooks_(std::move(hooks)) {}
   CallTable(const CallTable&) = delete;
   CallTable& operator=(const CallTable&) = delete;
@@ -63,7 +61,7 @@ class CallTable {
     c->timeout_ms = std::max<int64_t>(1, to_ms_ceil(timeout));
     uv_timer_init(loop_, &c->timer);
     c->timer.data = c;
-    ++*open_handles_;
+    open_handles_->opened();
     calls_[c->id] = c;
     restart_timer(c);
     return c;
@@ -101,7 +99,7 @@ class CallTable {
       auto* call = static_cast<Call*>(h->data);
       auto* table = static_cast<CallTable*>(call->table);
       delete call;
-      table->hooks_.handle_closed();
+      table->open_handles_->closed();
     });
   }
 
@@ -132,7 +130,7 @@ class CallTable {
   }
 
   uv_loop_t* loop_;
-  int* open_handles_;
+  OpenHandles* open_handles_;
   Hooks hooks_;
   uint64_t next_id_ = 0;
   std::map<uint64_t, Call*> calls_;

@@ -2,29 +2,13 @@
 
 #include <cstdint>
 #include <exception>
-#include <random>
 #include <utility>
+
+#include "backend/backend_parts.h"
 
 namespace simba {
 
 namespace {
-
-// 128 random bits as 32 lower-case hex digits, like the Redis backend's ids.
-// Read straight from std::random_device rather than from a seeded engine, so no
-// engine state is shared between threads or stores.
-std::string random_session_id() {
-  static constexpr char kHex[] = "0123456789abcdef";
-  thread_local std::random_device device;
-  std::string id;
-  id.reserve(32);
-  for (int word = 0; word < 4; ++word) {
-    const uint32_t bits = static_cast<uint32_t>(device());
-    for (int shift = 28; shift >= 0; shift -= 4) {
-      id.push_back(kHex[(bits >> shift) & 0xfu]);
-    }
-  }
-  return id;
-}
 
 // now + lease, saturating instead of overflowing for an absurdly long lease.
 TimePoint expiry_after(TimePoint now, Duration lease) {
@@ -131,103 +115,86 @@ KeepAliveReply MemoryStore::keep_alive(const std::string& session, Duration leas
     reply.error = kBadLease;
     return reply;
   }
-  std::vector<std::string> freed;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const TimePoint now = clock_.now();
-    if (!live_locked(session, now)) {
-      // Never revived: an expired session stays expired, its leases freed.
-      expire_locked(session, &freed);
-      reply.outcome = Outcome::kExpired;
-    } else {
-      Session& s = sessions_[session];
-      s.expires_at = expiry_after(now, lease_duration);
-      reply.outcome = Outcome::kOk;
-      reply.remaining = lease_duration;
-      // std::set keeps the names sorted.
-      reply.owned.reserve(s.leases.size());
-      for (Leases::iterator lease : s.leases) {
-        if (lease->second.held_by(session)) {
-          reply.owned.push_back(OwnedLease{lease->first, lease->second.token});
+  with_session(
+      session,
+      [&](TimePoint now, std::vector<std::string>*) {
+        Session& s = sessions_[session];
+        s.expires_at = expiry_after(now, lease_duration);
+        reply.outcome = Outcome::kOk;
+        reply.remaining = lease_duration;
+        // std::set keeps the names sorted.
+        reply.owned.reserve(s.leases.size());
+        for (Leases::iterator lease : s.leases) {
+          if (lease->second.held_by(session)) {
+            reply.owned.push_back(OwnedLease{lease->first, lease->second.token});
+          }
         }
-      }
-    }
-  }
-  broadcast(freed);
+      },
+      // Never revived: an expired session stays expired, its leases freed.
+      [&] { reply.outcome = Outcome::kExpired; });
   return reply;
 }
 
 AcquireReply MemoryStore::acquire(const std::string& session, const std::string& name) {
   AcquireReply reply;
-  std::vector<std::string> freed;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const TimePoint now = clock_.now();
-    if (!live_locked(session, now)) {
-      expire_locked(session, &freed);
-      reply.outcome = Outcome::kExpired;
-    } else {
-      const Leases::iterator record = leases_.try_emplace(name).first;  // A new one: token 0.
-      Lease& lease = record->second;
-      if (lease.held() && !lease.held_by(session)) {
-        auto holder = sessions_.find(*lease.holder);
-        // A holder that is no session of this store (set by hand_over) stands
-        // for a foreign node whose session never expires here.
-        if (holder != sessions_.end() && !live_locked(*lease.holder, now)) {
-          const std::string expired = *lease.holder;  // expire_locked clears lease.holder.
-          expire_locked(expired, &freed);
-        }
-      }
-      if (!lease.held()) {
-        Session& s = sessions_[session];
-        ++lease.token;
-        lease.holder = s.id;
-        s.leases.insert(record);
-        reply.outcome = Outcome::kOk;
-        reply.token = lease.token;
-        // Freed and taken in one step: nobody could have acquired it, so
-        // waking candidates for it would only cost them a Held.
-        for (auto it = freed.begin(); it != freed.end(); ++it) {
-          if (*it == name) {
-            freed.erase(it);
-            break;
+  with_session(
+      session,
+      [&](TimePoint now, std::vector<std::string>* freed) {
+        const Leases::iterator record = leases_.try_emplace(name).first;  // A new one: token 0.
+        Lease& lease = record->second;
+        if (lease.held() && !lease.held_by(session)) {
+          auto holder = sessions_.find(*lease.holder);
+          // A holder that is no session of this store (set by hand_over) stands
+          // for a foreign node whose session never expires here.
+          if (holder != sessions_.end() && !live_locked(*lease.holder, now)) {
+            const std::string expired = *lease.holder;  // expire_locked clears lease.holder.
+            expire_locked(expired, freed);
           }
         }
-      } else {
-        // Held by another live session, a foreign holder, or this session
-        // itself (never two terms of one name for one session).
-        reply.outcome = Outcome::kHeld;
-        auto holder = sessions_.find(*lease.holder);
-        if (holder != sessions_.end()) reply.holder_remaining = holder->second.expires_at - now;
-      }
-    }
-  }
-  broadcast(freed);
+        if (!lease.held()) {
+          Session& s = sessions_[session];
+          ++lease.token;
+          lease.holder = s.id;
+          s.leases.insert(record);
+          reply.outcome = Outcome::kOk;
+          reply.token = lease.token;
+          // Freed and taken in one step: nobody could have acquired it, so
+          // waking candidates for it would only cost them a Held.
+          for (auto it = freed->begin(); it != freed->end(); ++it) {
+            if (*it == name) {
+              freed->erase(it);
+              break;
+            }
+          }
+        } else {
+          // Held by another live session, a foreign holder, or this session
+          // itself (never two terms of one name for one session).
+          reply.outcome = Outcome::kHeld;
+          auto holder = sessions_.find(*lease.holder);
+          if (holder != sessions_.end()) reply.holder_remaining = holder->second.expires_at - now;
+        }
+      },
+      [&] { reply.outcome = Outcome::kExpired; });
   return reply;
 }
 
 DoneReply MemoryStore::release(const std::string& session, const std::string& name,
                                uint64_t token) {
-  std::vector<std::string> freed;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const TimePoint now = clock_.now();
-    if (!live_locked(session, now)) {
+  with_session(
+      session,
+      [&](TimePoint, std::vector<std::string>* freed) {
+        auto lease = leases_.find(name);
+        // Both must match: a late release carrying an older term's token must
+        // not free a later term of the same session or of another one.
+        if (lease != leases_.end() && lease->second.held_by(session) &&
+            lease->second.token == token) {
+          lease->second.holder.reset();
+          sessions_[session].leases.erase(lease);
+          freed->push_back(name);
+        }
+      },
       // Harmless: an expired session's leases are freed by its expiry anyway.
-      expire_locked(session, &freed);
-    } else {
-      auto lease = leases_.find(name);
-      // Both must match: a late release carrying an older term's token must
-      // not free a later term of the same session or of another one.
-      if (lease != leases_.end() && lease->second.held_by(session) &&
-          lease->second.token == token) {
-        lease->second.holder.reset();
-        sessions_[session].leases.erase(lease);
-        freed.push_back(name);
-      }
-    }
-  }
-  broadcast(freed);
+      [] {});
   DoneReply reply;
   reply.outcome = Outcome::kOk;
   return reply;

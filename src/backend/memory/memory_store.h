@@ -92,6 +92,24 @@ class MemoryStore {
   bool live_locked(const std::string& session, TimePoint now);
   void expire_locked(const std::string& session, std::vector<std::string>* freed);
   void broadcast(const std::vector<std::string>& names);
+  // One step of `session`, under the lock: `live(now, &freed)` when the
+  // session is live, else it expires (its leases freed) and `gone()` runs.
+  // What was freed is broadcast after the lock.
+  template <typename Live, typename Gone>
+  void with_session(const std::string& session, Live live, Gone gone) {
+    std::vector<std::string> freed;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const TimePoint now = clock_.now();
+      if (live_locked(session, now)) {
+        live(now, &freed);
+      } else {
+        expire_locked(session, &freed);
+        gone();
+      }
+    }
+    broadcast(freed);
+  }
 
   const Clock& clock_;
   std::mutex mu_;

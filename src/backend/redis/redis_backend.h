@@ -1,6 +1,6 @@
 // redis://[user:password@]host[:port][/db][?prefix=NAME] (and rediss://, TLS
 // through tls_pump.h): the Redis backend (hiredis async on the client's libuv loop). Data model:
-// docs in redis_backend.cpp and /work/shared/design/BACKENDS.md.
+// docs in redis_backend_impl.h and /work/shared/design/BACKENDS.md.
 #ifndef SIMBA_BACKEND_REDIS_REDIS_BACKEND_H
 #define SIMBA_BACKEND_REDIS_REDIS_BACKEND_H
 

@@ -16,16 +16,13 @@
 #include <cstring>
 #include <string>
 
+#include "backend/backend_parts.h"
+
 namespace simba {
 namespace {
 
 constexpr size_t kChunk = 16 * 1024;
 constexpr size_t kMaxBuffered = 256 * 1024;  // per direction, before backpressure
-
-bool is_ip_literal(const std::string& host) {
-  unsigned char buf[sizeof(struct in6_addr)];
-  return inet_pton(AF_INET, host.c_str(), buf) == 1 || inet_pton(AF_INET6, host.c_str(), buf) == 1;
-}
 
 // OpenSSL's error queue as one line (and emptied).
 std::string ssl_errors() {
@@ -445,12 +442,9 @@ TlsPump* TlsPump::start(uv_loop_t* loop, std::shared_ptr<SSL_CTX> ctx, const std
     ::close(sp[1]);
     return nullptr;
   }
-  const int on = 1, idle = 5, interval = 2, count = 3;
+  const int on = 1;
   setsockopt(tcp, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-  setsockopt(tcp, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
-  setsockopt(tcp, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-  setsockopt(tcp, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
-  setsockopt(tcp, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count);
+  enable_keepalive(tcp);
   if (::connect(tcp, reinterpret_cast<struct sockaddr*>(&addr), addr_len) != 0 &&
       errno != EINPROGRESS) {
     *why = std::string("cannot connect: ") + std::strerror(errno);

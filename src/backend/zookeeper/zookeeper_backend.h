@@ -1,6 +1,6 @@
 // zookeeper://host[:port][,host[:port]...][/chroot][?auth=digest:user:password]:
 // the ZooKeeper backend (libzookeeper_st on the client's libuv loop). Data model:
-// docs in zookeeper_backend.cpp, docs/backends.md and docs/adr/0008.
+// docs in zookeeper_backend_impl.h, docs/backends.md and docs/adr/0008.
 #ifndef SIMBA_BACKEND_ZOOKEEPER_ZOOKEEPER_BACKEND_H
 #define SIMBA_BACKEND_ZOOKEEPER_ZOOKEEPER_BACKEND_H
 

@@ -1,0 +1,274 @@
+// The Redis backend's class, private to src/backend/redis: its members, the
+// one-line accessors and templates. The methods are defined by topic in
+// redis_backend.cpp (operations, calls), redis_connect.cpp (connecting,
+// Sentinels) and redis_watch.cpp (the release-broadcast subscriber).
+#ifndef SIMBA_BACKEND_REDIS_REDIS_BACKEND_IMPL_H
+#define SIMBA_BACKEND_REDIS_REDIS_BACKEND_IMPL_H
+
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <uv.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/call_table.h"
+#include "backend/open_handles.h"
+#include "backend/redis/redis_replies.h"
+#include "backend/redis/redis_url.h"
+#include "backend/redis/uv_hiredis.h"
+
+typedef struct ssl_ctx_st SSL_CTX;
+
+namespace simba {
+class TlsPump;  // tls_pump.h (rediss:// only)
+}
+
+namespace simba::redis_impl {
+
+// The Redis backend: hiredis 0.14 async on the client's libuv loop, through our
+// own adapter (uv_hiredis.h). Every operation is one EVALSHA of a short Lua
+// script, so one round trip (the scripts are loaded with SCRIPT LOAD when a
+// connection opens; a NOSCRIPT answer is retried once with EVAL).
+//
+// Data model ({p} = the URL's prefix, default "simba"):
+//   {p}:session:{sid}          string, PEXPIRE lease; sid = 128 random bits in hex
+//   {p}:session:{sid}:leases   set of the lease names the session won, same expiry
+//                              (a released name stays until the next keep-alive)
+//   {p}:lease:{name}           hash {session, token}; never deleted, so the token
+//                              counts up across terms (+1 per term)
+//   {p}:released:{name}        the channel a release or a close publishes on; a
+//                              second connection SUBSCRIBEs to it while this
+//                              client is a candidate for the name
+// Remaining times are PTTLs, measured by Redis.
+//
+// redis+sentinel:// (ADR 0025): the primary is the address the Sentinels name
+// (SENTINEL get-master-addr-by-name, one Sentinel after another), checked with
+// ROLE before any call goes out on it; a third connection, to one Sentinel,
+// hears +switch-master and drops the command connection at once, so the next
+// call asks again. With wait_replicas=N, an open, keep-alive or acquire counts
+// only once WAIT says N replicas have it: one WAIT is pipelined behind each
+// loop turn's writes, so it adds the replicas' acknowledgement, not a round
+// trip, and a burst of writes waits once (Redis blocks the connection on WAIT).
+//
+// Connections: one command connection, made on demand and remade after a drop
+// (with backoff after failures), and one subscriber connection. Host names are
+// resolved with uv_getaddrinfo (hiredis' own lookup blocks). A call that gets no
+// answer within its timeout completes with kTimeout and the command connection is
+// torn down, so its late answer can never be delivered; the other calls pending
+// on it complete with kError, each exactly once. A timer that fires while the
+// answer already waits in the socket (after a long loop turn) is not a
+// timeout: the answer is read first.
+class RedisBackend final : public Backend {
+ public:
+  RedisBackend(const BackendContext& ctx, RedisUrl url, std::shared_ptr<SSL_CTX> tls);
+  ~RedisBackend() override = default;
+
+  void open_session(Duration lease, Duration timeout, OpenCb cb) override;
+  void keep_alive(const std::string& session, Duration lease, Duration timeout,
+                  KeepAliveCb cb) override;
+  void acquire(const std::string& session, const std::string& name, Duration timeout,
+               AcquireCb cb) override;
+  void release(const std::string& session, const std::string& name, uint64_t token,
+               Duration timeout, DoneCb cb) override;
+  void close_session(const std::string& session, Duration timeout, DoneCb cb) override;
+  void inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
+  void on_released(ReleasedFn fn) override { released_fn_ = std::move(fn); }
+  void shutdown(std::function<void()> done) override;
+
+ private:
+  using Done = std::function<void(const redisReply*, Outcome, const std::string&)>;
+
+  struct Call : CallBase {
+    uint64_t gen = 0;  // the command connection it was sent on (0: not sent)
+    std::vector<std::string> argv;
+    Done done;
+    bool replicated = false;  // waits for wait_replicas acknowledgements
+    ReplyCopy held;           // the script's answer, held until WAIT answers
+  };
+  static constexpr bool kReplicated = true;
+
+  // The part every answer shares: no reply (timeout, dropped connection) or an
+  // error reply. Returns true when it filled `out` with that failure.
+  template <typename Reply>
+  static bool failed(const redisReply* r, Outcome o, const std::string& err, Reply* out) {
+    if (!r) {
+      out->outcome = o;
+      out->error = err;
+      return true;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+      out->error = reply_str(r);
+      return true;
+    }
+    return false;
+  }
+
+  static Done done_parser(DoneCb cb);
+
+  std::string session_key(const std::string& sid) const { return url_.prefix + ":session:" + sid; }
+  std::string leases_key(const std::string& sid) const { return session_key(sid) + ":leases"; }
+  std::string lease_key(const std::string& name) const { return url_.prefix + ":lease:" + name; }
+  std::string released_channel(const std::string& name) const {
+    return url_.prefix + ":released:" + name;
+  }
+
+  void log(int level, const std::string& line) {
+    if (log_) log_(level, "redis " + where_ + ": " + line);
+  }
+
+  // An answer that is known before any I/O: delivered on a later loop turn.
+  template <typename Fn>
+  void fail_later(Duration timeout, Fn fn) {
+    Call* c = new_call({}, timeout, [fn](const redisReply*, Outcome, const std::string&) { fn(); });
+    calls_.preset(c, Outcome::kError, "");
+  }
+
+  // --- calls (redis_backend.cpp) ---------------------------------------------
+
+  Call* new_call(std::vector<std::string> argv, Duration timeout, Done done);
+  Call* start(std::vector<std::string> argv, Duration timeout, Done done);
+  Call* start(std::vector<std::string> argv, Duration timeout, bool replicated, Done done);
+  void send(Call* c);
+  void send_wait();
+  void complete(Call* c, const redisReply* r, Outcome o, const std::string& err);
+  void read_now();
+  void timed_out(Call* c);
+  static void on_reply(redisAsyncContext* ac, void* reply, void* privdata);
+  static void on_wait_reply(redisAsyncContext* ac, void* reply, void* privdata);
+  static int command(redisAsyncContext* ac, redisCallbackFn* fn, void* privdata,
+                     const std::vector<std::string>& args);
+
+  // --- connecting (redis_connect.cpp) ----------------------------------------
+
+  void note_failure(const std::string& why);
+  void drop_conn(UvHiredis** slot);
+  void connect();
+
+  // Looks `host` up without blocking (hiredis' own lookup would) and calls
+  // then(ip, "") or then("", why); an IP literal at once. Not after shutdown.
+  using Resolved = std::function<void(const std::string& ip, const std::string& why)>;
+  struct Resolve {
+    uv_getaddrinfo_t req;
+    RedisBackend* self;
+    std::string host;
+    Resolved then;
+  };
+  void resolve(const std::string& host, Resolved then);
+  static void on_resolved(uv_getaddrinfo_t* req, int status, struct addrinfo* res);
+
+  void connect_failed(const std::string& why);
+  void fail_unsent(const std::string& why);
+  bool start_tls(redisAsyncContext* ac, const std::string& ip, bool command, std::string* why);
+
+  // Who a connection is to: the data node (commands, or release broadcasts)
+  // or a Sentinel (which has credentials of its own, and no TLS here).
+  enum class Peer { kCommand, kSubscriber, kSentinel };
+
+  UvHiredis* new_context(const std::string& ip, int port, Peer peer, std::string* why);
+  void connect_ip(const std::string& ip, int port);
+  void send_unsent();
+  static void on_role(redisAsyncContext* ac, void* reply, void* privdata);
+  static void on_connect(const redisAsyncContext* ac, int status);
+  static void on_setup_reply(redisAsyncContext* ac, void* reply, void* privdata);
+  void check_config(const redisReply* r);
+
+  // --- Sentinels (redis+sentinel://, redis_connect.cpp) ----------------------
+
+  // How long one Sentinel may take to name the primary before the next is
+  // asked. Sentinels answer from memory: a slow one is a stopped or cut one.
+  static constexpr uint64_t kSentinelQueryMs = 500;
+
+  void discover();
+  void ask_next_sentinel();
+  std::string sentinel_label() const;
+  void sentinel_failed(const std::string& label, const std::string& why);
+  static void on_master_addr(redisAsyncContext* ac, void* reply, void* privdata);
+  void ensure_sentinel_sub();
+  void start_sentinel_sub(const std::string& ip, int port);
+  void retry_sentinel_sub();
+  static void on_sentinel_message(redisAsyncContext* ac, void* reply, void*);
+
+  // --- release broadcast (redis_watch.cpp) -----------------------------------
+
+  // Candidates only: a name is watched from an acquire answered Held until no
+  // acquire of it was answered Held for kWatchIdlePeriods renew periods (the
+  // election stopped, or this client leads it). So no client hears the
+  // releases of names it does not wait for, its own included: an uncontended
+  // lock costs nothing on the subscriber connection.
+  static constexpr int64_t kWatchIdlePeriods = 4;
+  struct Watch {
+    bool confirmed = false;  // the server's "subscribe" answer came
+    uint64_t last_held_ms = 0;
+  };
+
+  void ensure_sub();
+  void watch(const std::string& name);
+  void sweep_watches(Duration period);
+  void send_sub(const char* verb, const std::vector<std::string>& names);
+  void schedule_sub();
+  static void on_message(redisAsyncContext* ac, void* reply, void*);
+
+  uv_loop_t* loop_;
+  LogFn log_;
+  std::string client_name_;
+  RedisUrl url_;
+  std::string where_;      // host:port, for messages (never the password)
+  std::string ip_;         // the last address the host resolved to
+  size_t addr_index_ = 0;  // which of the host's addresses to try next
+
+  UvHiredis* cmd_ = nullptr;     // the command connection (connecting or up)
+  uint64_t cmd_gen_ = 0;         // bumped per command connection
+  bool resolving_ = false;       // the host's lookup for the command connection
+  std::set<Resolve*> resolves_;  // lookups under way (cancelled at shutdown)
+  bool cmd_ready_ = false;       // calls may go out on cmd_ (with Sentinels: ROLE said master)
+  int port_ = 6379;              // the port of ip_
+
+  // redis+sentinel:// only.
+  bool discovering_ = false;           // asking the Sentinels for the primary
+  UvHiredis* query_ = nullptr;         // the connection to the Sentinel being asked
+  uv_timer_t query_timer_;             // how long that Sentinel may take
+  size_t sentinel_next_ = 0;           // the Sentinel to ask first (the last that answered)
+  size_t query_tries_ = 0;             // Sentinels asked in this discovery
+  std::string query_errors_;           // what each said, for the calls' error
+  UvHiredis* sentinel_sub_ = nullptr;  // SUBSCRIBEd to +switch-master
+  uv_timer_t sentinel_sub_timer_;      // reconnects it after a backoff
+  size_t sentinel_sub_next_ = 0;
+  int sentinel_sub_failures_ = 0;
+  bool sentinel_sub_resolving_ = false;
+  uint64_t query_gen_ = 0;            // bumped per Sentinel asked (a late answer is ignored)
+  std::vector<uint64_t> wait_batch_;  // replicated writes sent this turn, before their WAIT
+  int64_t wait_timeout_ms_ = 0;       // that WAIT's timeout (the shortest the batch asks)
+  std::vector<uint64_t> unsent_;      // calls waiting for the connection
+  int failures_ = 0;                  // consecutive connection failures
+  uint64_t retry_at_ = 0;             // loop ms before which no reconnect is tried
+  std::string last_error_;
+  bool config_checked_ = false;  // CONFIG GETs answered (once per client)
+  bool aof_off_ = false;         // CONFIG GET appendonly answered "no"
+
+  UvHiredis* sub_ = nullptr;
+  uv_timer_t sub_timer_;
+  uv_check_t flush_;  // writes the commands sent during a loop turn at its end
+  int sub_failures_ = 0;
+  ReleasedFn released_fn_;
+  std::map<std::string, Watch> watches_;
+
+  std::shared_ptr<SSL_CTX> tls_;  // rediss:// only
+  std::string tls_error_;         // the command connection's last TLS failure
+#ifdef SIMBA_WITH_REDIS_TLS
+  std::set<TlsPump*> pumps_;  // live pumps (closed at shutdown)
+#endif
+
+  OpenHandles handles_;  // our handles and requests still open on the loop
+  CallTable<Call> calls_;
+};
+
+}  // namespace simba::redis_impl
+
+#endif  // SIMBA_BACKEND_REDIS_REDIS_BACKEND_IMPL_H
