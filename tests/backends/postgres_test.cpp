@@ -1010,7 +1010,6 @@ TEST(PostgresOwn, RestartsKeepTokensIncreasing) {
   EXPECT_EQ(e.pairing_errors(), 0);
 }
 
-
 // --- release and close commit asynchronously (ADR 0023) -------------------------
 
 // The own server restarted with settings under which a commit's WAL record
@@ -1044,12 +1043,21 @@ std::string wal_flushed(PgSync& admin) {
   return admin.q("SELECT pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn()");
 }
 
-// Waits until `c` sent one more keep-alive than `before`, then for its answer.
+// Keep-alives answered so far: the count of the keep-alive round-trip histogram.
+int64_t keep_alives_answered(simba_client_t* c) {
+  const std::string s = snapshot(c);
+  const size_t at = s.find("\"keep_alive_rtt\":");
+  return at == std::string::npos ? -1 : json_int(s.substr(at), "count");
+}
+
+// Waits until `c` sent one more keep-alive than `before` and had its answer
+// (not a fixed sleep: a loaded machine or a sanitizer delays the answer).
 bool next_keep_alive(simba_client_t* c, int64_t before) {
-  if (!wait_for([&] { return counter(c, "keep_alives") > before; }, 10'000 * slow_factor())) {
+  const int64_t answered = keep_alives_answered(c);
+  if (!wait_for([&] { return counter(c, "keep_alives") > before; }, 10'000 * slow_factor()) ||
+      !wait_for([&] { return keep_alives_answered(c) > answered; }, 10'000 * slow_factor(), 1)) {
     return false;
   }
-  sleep_ms(200);  // the answer of a round trip on loopback
   return simba_client_status(c) == SIMBA_SESSION_LIVE;
 }
 
@@ -1139,9 +1147,8 @@ TEST(PostgresOwn, CrashAfterAnUnflushedReleaseLosesNoSafety) {
 
     PgSync admin(server->admin_url());
     ASSERT_TRUE(admin.ok()) << admin.error();
-    const std::vector<std::string> row =
-        admin.rows("SELECT coalesce(session_id::text, ''), token FROM simba_lease WHERE name = $1",
-                   {name});
+    const std::vector<std::string> row = admin.rows(
+        "SELECT coalesce(session_id::text, ''), token FROM simba_lease WHERE name = $1", {name});
     ASSERT_EQ(row.size(), 1u);
     // Recovery replayed every durable commit (the third acquire) and lost the
     // asynchronous release after it: the row is back to "held by A, token 3".
@@ -1194,8 +1201,8 @@ TEST(PostgresOwn, CrashAfterAnUnflushedReleaseLosesNoSafety) {
       EXPECT_GE(won.at_ns, a_expires_at - 100 * kMsNs)
           << "won " << (a_expires_at - won.at_ns) / kMsNs << " ms before A's session expired";
     }
-    const std::string held = admin.q(
-        "SELECT session_id::text || '|' || token FROM simba_lease WHERE name = $1", {name});
+    const std::string held =
+        admin.q("SELECT session_id::text || '|' || token FROM simba_lease WHERE name = $1", {name});
     EXPECT_EQ(held, sid_b + "|" + std::to_string(won.token));
     EXPECT_TRUE(e.leading());
     ASSERT_EQ(e.stop(5000 * slow_factor()), SIMBA_OK);
