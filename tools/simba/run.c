@@ -322,18 +322,26 @@ static void stop_run(cli_common_t *common, simba_election_t *e, cli_http_t *http
   close(handoff[1]);
 }
 
+/* The signal fd and the pipe through which callbacks hand results to the main
+   thread; false (logged) when either cannot be made. */
+static bool open_signals(int *signal_fd, int handoff[2]) {
+  *signal_fd = cli_signals_install();
+  if (*signal_fd < 0 || pipe2(handoff, O_CLOEXEC | O_NONBLOCK) != 0) {
+    LOG_ERROR("cannot set up signals: %s", strerror(errno));
+    return false;
+  }
+  return true;
+}
+
 int cli_run(cli_common_t *common, int argc, char **argv) {
   options_t o;
   memset(&o, 0, sizeof o);
   int status = parse(common, argc, argv, true, &o);
   if (status >= 0) return status;
 
-  const int signal_fd = cli_signals_install();
+  int signal_fd = -1;
   int handoff[2] = {-1, -1};
-  if (signal_fd < 0 || pipe2(handoff, O_CLOEXEC | O_NONBLOCK) != 0) {
-    LOG_ERROR("cannot set up signals: %s", strerror(errno));
-    return EXIT_SIMBA_FAILED;
-  }
+  if (!open_signals(&signal_fd, handoff)) return EXIT_SIMBA_FAILED;
   simba_client_t *c = NULL;
   cli_http_t *http = NULL;
   simba_election_t *e = NULL;
@@ -381,12 +389,9 @@ int cli_lock(cli_common_t *common, int argc, char **argv) {
   int status = parse(common, argc, argv, false, &o);
   if (status >= 0) return status;
 
-  const int signal_fd = cli_signals_install();
+  int signal_fd = -1;
   int handoff[2] = {-1, -1};
-  if (signal_fd < 0 || pipe2(handoff, O_CLOEXEC | O_NONBLOCK) != 0) {
-    LOG_ERROR("cannot set up signals: %s", strerror(errno));
-    return EXIT_SIMBA_FAILED;
-  }
+  if (!open_signals(&signal_fd, handoff)) return EXIT_SIMBA_FAILED;
   simba_client_t *c = cli_open_client(common);
   if (!c) return EXIT_SIMBA_FAILED;
   status = EXIT_SIMBA_FAILED;
