@@ -32,15 +32,15 @@ void PostgresBackend::resolve_from(size_t i) {
     resolving_ = new uv_getaddrinfo_t;
     resolving_->data = this;
     resolve_index_ = i;
-    handles_.opened();
     struct addrinfo hints = {};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     const int rc = uv_getaddrinfo(loop_, resolving_, on_resolved, h.c_str(), nullptr, &hints);
-    if (rc != 0) {
+    if (rc == 0) {
+      handles_.opened();  // until on_resolved
+    } else {
       delete resolving_;
       resolving_ = nullptr;
-      handles_.closed();
       connect_failed(std::string("cannot resolve ") + h + ": " + uv_strerror(rc));
     }
     return;

@@ -152,12 +152,12 @@ void ZookeeperBackend::resolve(Session* s) {
     struct addrinfo hints = {};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    handles_.opened();
     ++s->resolving;
     resolves_.insert(r);
     const int rc = uv_getaddrinfo(loop_, &r->req, on_resolved, h.c_str(), nullptr, &hints);
-    if (rc != 0) {
-      handles_.closed();
+    if (rc == 0) {
+      handles_.opened();  // until on_resolved
+    } else {
       --s->resolving;
       resolves_.erase(r);
       delete r;
