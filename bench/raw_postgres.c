@@ -1,6 +1,8 @@
-/* The raw baseline on PostgreSQL: plain libpq, synchronous (PQexecParams, the
- * extended protocol Simba's own PQsendQueryParams uses), one statement in
- * flight, on the schema Simba created for this run:
+/* The raw baseline on PostgreSQL: plain libpq, synchronous, one statement in
+ * flight, on the schema Simba created for this run (ping and read by
+ * PQexecParams; write as Simba sends its calls: prepared once on the
+ * connection, then PQexecPrepared, the protocol of Simba's
+ * PQsendQueryPrepared, ADR 0027):
  *
  *   ping   SELECT 1
  *   read   SELECT session_id, token FROM {schema}.simba_lease WHERE name = $1
@@ -79,11 +81,13 @@ static void pq_error(raw_conn_t *c, const char *what, char *err, size_t errlen) 
   snprintf(err, errlen, "postgres %s: %.150s", what, msg);
 }
 
-/* Runs a statement with text parameters; the result (caller clears) or NULL
- * with err set. */
-static PGresult *exec(raw_conn_t *c, const char *sql, int n, const char *const *params, char *err,
-                      size_t errlen) {
-  PGresult *r = PQexecParams(c->pg, sql, n, NULL, params, NULL, NULL, 0);
+/* Runs a statement with text parameters: sql by PQexecParams, or, when
+ * `prepared` names the statement PQprepare()d from sql, by PQexecPrepared.
+ * The result (caller clears) or NULL with err set. */
+static PGresult *exec_as(raw_conn_t *c, const char *prepared, const char *sql, int n,
+                         const char *const *params, char *err, size_t errlen) {
+  PGresult *r = prepared ? PQexecPrepared(c->pg, prepared, n, params, NULL, NULL, 0)
+                         : PQexecParams(c->pg, sql, n, NULL, params, NULL, NULL, 0);
   ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
   if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
     char msg[200];
@@ -94,6 +98,11 @@ static PGresult *exec(raw_conn_t *c, const char *sql, int n, const char *const *
     return NULL;
   }
   return r;
+}
+
+static PGresult *exec(raw_conn_t *c, const char *sql, int n, const char *const *params, char *err,
+                      size_t errlen) {
+  return exec_as(c, NULL, sql, n, params, err, errlen);
 }
 
 /* A statement whose result is not needed: 0 or -1. */
@@ -284,6 +293,17 @@ static int pg_prepare(raw_conn_t *c, char *err, size_t errlen) {
   }
   c->session_open = 1;
 
+  /* Prepared as Simba's connections prepare them (postgres_schema.cpp). */
+  const char *const prepare[][2] = {{"raw_acquire", c->sql_acquire},
+                                    {"raw_release", c->sql_release}};
+  for (int i = 0; i < 2; ++i) {
+    r = PQprepare(c->pg, prepare[i][0], prepare[i][1], 0, NULL);
+    const int prepared = r && PQresultStatus(r) == PGRES_COMMAND_OK;
+    if (!prepared) pq_error(c, prepare[i][1], err, errlen);
+    if (r) PQclear(r);
+    if (!prepared) return -1;
+  }
+
   if (enable_function_stats(c, err, errlen) != 0) {
     char why[200];
     copy(why, sizeof why, err);
@@ -297,7 +317,7 @@ static int pg_prepare(raw_conn_t *c, char *err, size_t errlen) {
 static int write_trip(raw_conn_t *c, char *err, size_t errlen) {
   if (!c->held) {
     const char *p[] = {c->session, c->lease};
-    PGresult *r = exec(c, c->sql_acquire, 2, p, err, errlen);
+    PGresult *r = exec_as(c, "raw_acquire", c->sql_acquire, 2, p, err, errlen);
     if (!r) return -1;
     const int won = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "1") == 0;
     if (won) copy(c->token, sizeof c->token, PQgetvalue(r, 0, 1));
@@ -310,7 +330,7 @@ static int write_trip(raw_conn_t *c, char *err, size_t errlen) {
     return 0;
   }
   const char *p[] = {c->session, c->lease, c->token};
-  PGresult *r = exec(c, c->sql_release, 3, p, err, errlen);
+  PGresult *r = exec_as(c, "raw_release", c->sql_release, 3, p, err, errlen);
   if (!r) return -1;
   const int freed = PQntuples(r) == 1 && strcmp(PQgetvalue(r, 0, 0), "1") == 0;
   PQclear(r);

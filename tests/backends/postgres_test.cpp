@@ -587,6 +587,70 @@ TEST_F(PostgresShared, CreateFalseWithoutSchemaIsAClearErrorUntilTheDdlIsApplied
   s.q("DROP SCHEMA \"" + schema + "\" CASCADE");
 }
 
+// Each connection prepares the calls' statements once, before its first call:
+// a schema that has its version but not every function (a DBA's half-applied
+// DDL) is a clear error naming what is missing, never live; once the DDL is
+// applied again the next connection prepares them and the client goes live.
+TEST_F(PostgresShared, StatementsThatCannotBePreparedAreAClearErrorUntilRepaired) {
+  const std::string schema = unique_schema("noprep");
+  PgSync s(url_);
+  ASSERT_TRUE(s.ok()) << s.error();
+  ASSERT_EQ(s.script(simba::pg_schema_script(schema)), "");
+  s.q("DROP FUNCTION \"" + schema + "\".simba_acquire(uuid, text)");
+  LoggedClient c(with_params(url_, "schema=" + schema + "&create=false"), {1000, 200});
+  LogCapture& logs = c.logs;
+  ASSERT_NE(c, nullptr) << simba_last_error();
+  EXPECT_EQ(simba_client_wait_live(c, 700), SIMBA_ETIMEDOUT);
+  EXPECT_TRUE(wait_for([&] { return logs.has("cannot prepare the statements"); }, 3000))
+      << logs.all();
+  EXPECT_TRUE(logs.has("simba_acquire")) << logs.all();
+  ASSERT_EQ(s.script(simba::pg_schema_script(schema)), "");
+  EXPECT_EQ(simba_client_wait_live(c, 10'000 * slow_factor()), SIMBA_OK) << logs.all();
+  simba_term_t* t = nullptr;
+  ASSERT_EQ(simba_lock_acquire(&t, c, ("pg.noprep." + unique_id()).c_str(), 5000), SIMBA_OK)
+      << simba_last_error();
+  EXPECT_EQ(simba_lock_release(t), SIMBA_OK);
+  c.close();
+  s.q("DROP SCHEMA \"" + schema + "\" CASCADE");
+}
+
+// Prepared statements live and die with their connection: after the server
+// ends the client's connections, the new ones prepare them again and every
+// call works as before.
+TEST_F(PostgresShared, ANewConnectionPreparesTheStatementsAgain) {
+  const std::string client_name = "prep-" + unique_id();
+  Timing timing{4000, 400};
+  timing.settings = {{"client.name", client_name}};
+  LoggedClient c(url_, timing);
+  ASSERT_NE(static_cast<simba_client_t*>(c), nullptr) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  const std::string name = "pg.reprepare." + unique_id();
+  simba_term_t* t = nullptr;
+  ASSERT_EQ(simba_lock_acquire(&t, c, name.c_str(), 5000), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_lock_release(t), SIMBA_OK);
+
+  PgSync s(url_);
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(s.q("SELECT count(pg_terminate_backend(pid)) > 0 FROM pg_stat_activity "
+                "WHERE application_name = $1",
+                {"simba/" + client_name}),
+            "t");
+  // Within the lease: the session survives, the calls go out on a new
+  // connection, each only executing what that connection prepared.
+  int err = SIMBA_EBACKEND;
+  const int64_t until = mono_ns() + 10'000 * slow_factor() * kMsNs;
+  while (mono_ns() < until) {
+    err = simba_lock_acquire(&t, c, name.c_str(), 1000);
+    if (err == SIMBA_OK) break;
+    sleep_ms(50);
+  }
+  ASSERT_EQ(err, SIMBA_OK) << simba_last_error() << c.logs.all();
+  EXPECT_TRUE(simba_term_is_valid(t));
+  EXPECT_EQ(simba_lock_release(t), SIMBA_OK);
+  EXPECT_TRUE(c.logs.has("connected")) << c.logs.all();
+  EXPECT_EQ(counter(c, "sessions_opened"), 1) << c.logs.all();
+}
+
 // Clients starting together on a missing schema: every one goes live, the
 // schema is made once (one version row), nobody fails on a concurrent CREATE.
 TEST_F(PostgresShared, ClientsRacingToCreateTheSchemaAllSucceed) {

@@ -262,8 +262,8 @@ void PostgresBackend::start(const std::string& sql, std::vector<std::string> par
 void PostgresBackend::dispatch(Call* c) {
   if (c->timeout_ms != stmt_timeout_ms_) {
     stmt_timeout_ms_ = c->timeout_ms;
-    cmd_->send(kTagSetTimeout, "SET statement_timeout = " + std::to_string(c->timeout_ms), {}, true,
-               c->urgent);
+    cmd_->send(kTagSetTimeout, "SET statement_timeout = " + std::to_string(c->timeout_ms), {},
+               UvPq::Mode::kSimple, c->urgent);
     if (!cmd_ready_) {
       calls_.preset(c, Outcome::kError, prefixed("connection lost: " + last_error_));
       return;
@@ -275,7 +275,7 @@ void PostgresBackend::dispatch(Call* c) {
   // in the queue is never taken for a connection that stopped answering.
   // The caller keeps its own timeout meanwhile (the core's).
   calls_.stop_timer(c);
-  cmd_->send(c->id, c->sql, c->params, false, c->urgent);
+  cmd_->send(c->id, c->sql, c->params, UvPq::Mode::kPrepared, c->urgent);
 }
 
 void PostgresBackend::call_sent(uint64_t tag) {

@@ -33,6 +33,7 @@ inline constexpr uint64_t kTagVersion = kTagInternal + 2;
 inline constexpr uint64_t kTagDdl = kTagInternal + 3;
 inline constexpr uint64_t kTagListen = kTagInternal + 4;
 inline constexpr uint64_t kTagSyncCommit = kTagInternal + 5;
+inline constexpr uint64_t kTagPrepare = kTagInternal + 6;
 
 // How long a command connection may take to connect and set up before the
 // timeout of a call waiting for it also gives up on the connection.
@@ -182,6 +183,10 @@ class PostgresBackend final : public Backend {
   void drop_cmd();
 
   void cmd_connected();
+
+  // The schema is there: prepares the calls' statements on this connection
+  // (PgStatements::prepare), then cmd_setup_done.
+  void cmd_prepare();
 
   // The command connection is set up. The listener, started with it, gets to
   // LISTEN before the first calls go out (or fails first): a session that

@@ -157,10 +157,14 @@ void PostgresBackend::cmd_connected() {
   // Ahead of everything else on this connection (one query at a time, in order).
   cmd_->send(kTagSyncCommit, kSyncCommitSql, {});
   if (schema_ok_) {
-    cmd_setup_done();
+    cmd_prepare();
   } else {
     cmd_->send(kTagVersion, stmts_.version, {});
   }
+}
+
+void PostgresBackend::cmd_prepare() {
+  cmd_->send(kTagPrepare, stmts_.prepare, {}, UvPq::Mode::kSimple);
 }
 
 void PostgresBackend::cmd_setup_done() {
@@ -218,6 +222,15 @@ void PostgresBackend::cmd_result(uint64_t tag, const PGresult* r) {
     schema_version_result(r);
     return;
   }
+  if (tag == kTagPrepare) {
+    if (!result_ok(r)) {
+      cmd_setup_failed("cannot prepare the statements on the schema \"" + url_.schema +
+                       "\": " + result_error(r));
+      return;
+    }
+    cmd_setup_done();
+    return;
+  }
   if (tag == kTagDdl) {
     if (!result_ok(r)) {
       cmd_setup_failed("cannot create the schema \"" + url_.schema + "\": " + result_error(r));
@@ -226,7 +239,7 @@ void PostgresBackend::cmd_result(uint64_t tag, const PGresult* r) {
     log(kLogInfo,
         "schema \"" + url_.schema + "\" is at version " + std::to_string(kPostgresSchemaVersion));
     schema_ok_ = true;
-    cmd_setup_done();
+    cmd_prepare();
     return;
   }
   Call* c = calls_.find(tag);
@@ -260,7 +273,7 @@ void PostgresBackend::schema_version_result(const PGresult* r) {
                         " (migrations keep older clients working)");
     }
     schema_ok_ = true;
-    cmd_setup_done();
+    cmd_prepare();
     return;
   }
   if (!url_.create) {
@@ -277,7 +290,7 @@ void PostgresBackend::schema_version_result(const PGresult* r) {
   log(kLogInfo, missing ? "creating the schema \"" + url_.schema + "\""
                         : "migrating the schema \"" + url_.schema + "\" from version " +
                               std::to_string(version));
-  cmd_->send(kTagDdl, pg_schema_ddl(url_.schema), {}, true);
+  cmd_->send(kTagDdl, pg_schema_ddl(url_.schema), {}, UvPq::Mode::kSimple);
 }
 
 void PostgresBackend::ensure_listen() {
@@ -289,7 +302,7 @@ void PostgresBackend::ensure_listen() {
   UvPq::Handlers h;
   h.on_ready = [this, gen] {
     if (gen == listen_gen_)
-      listen_->send(kTagListen, "LISTEN " + pg_quote_ident(channel_), {}, true);
+      listen_->send(kTagListen, "LISTEN " + pg_quote_ident(channel_), {}, UvPq::Mode::kSimple);
   };
   h.on_result = [this, gen](uint64_t, const PGresult* r) {
     if (gen != listen_gen_) return;

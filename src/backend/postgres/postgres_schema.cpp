@@ -1,5 +1,8 @@
 #include "backend/postgres/postgres_schema.h"
 
+#include <string>
+#include <utility>
+
 namespace simba {
 namespace {
 
@@ -319,6 +322,18 @@ PgStatements pg_statements(const std::string& schema) {
       "LEFT JOIN @S@.simba_lease l ON l.name = n.name "
       "LEFT JOIN @S@.simba_session s ON s.id = l.session_id AND s.expires_at > clock_timestamp()",
       schema);
+  // Each connection prepares them once, in one round trip before its first
+  // call (ADR 0027): a call then only binds and executes, skipping the parse
+  // and plan that cost as much as the statement's own work on a short call.
+  const std::pair<std::string*, const char*> named[] = {
+      {&s.open, "simba_open"},       {&s.keep_alive, "simba_keep_alive"},
+      {&s.acquire, "simba_acquire"}, {&s.release, "simba_release"},
+      {&s.close, "simba_close"},     {&s.inspect, "simba_inspect"},
+  };
+  for (const auto& [stmt, name] : named) {
+    s.prepare += std::string("PREPARE ") + name + " AS " + *stmt + ";\n";
+    *stmt = name;
+  }
   return s;
 }
 

@@ -30,8 +30,12 @@ std::string pg_schema_ddl(const std::string& schema);
 std::string pg_schema_script(const std::string& schema);
 
 // The statements the backend runs, with $n parameters.
+// The statements of the calls, by the name `prepare` gives them on a
+// connection (sent as UvPq::Mode::kPrepared); `version` is plain SQL (it runs
+// before the schema may exist).
 struct PgStatements {
   std::string version;     // -> max(version)
+  std::string prepare;     // PREPAREs every statement below (one simple query)
   std::string open;        // $1 uuid, $2 lease ms, $3 client name -> lease ms, or -1 (id taken)
   std::string keep_alive;  // $1 uuid, $2 lease ms -> rows (remaining_ms, name, token)
   std::string acquire;     // $1 uuid, $2 name -> (code, value)

@@ -47,14 +47,14 @@ bool UvPq::start(const std::vector<std::pair<std::string, std::string>>& options
   return true;
 }
 
-void UvPq::send(uint64_t tag, const std::string& sql, std::vector<std::string> params, bool simple,
+void UvPq::send(uint64_t tag, const std::string& sql, std::vector<std::string> params, Mode mode,
                 bool urgent) {
   if (state_ == State::kClosed || state_ == State::kDead) return;
   auto pos = queue_.end();
   if (urgent) {
     pos = std::find_if(queue_.begin(), queue_.end(), [](const Query& q) { return !q.urgent; });
   }
-  queue_.insert(pos, Query{tag, sql, std::move(params), simple, urgent});
+  queue_.insert(pos, Query{tag, sql, std::move(params), mode, urgent});
   send_next();
 }
 
@@ -158,14 +158,20 @@ void UvPq::send_next() {
   if (state_ != State::kReady || in_flight_ || queue_.empty()) return;
   Query q = std::move(queue_.front());
   queue_.pop_front();
-  int ok;
-  if (q.simple) {
-    ok = PQsendQuery(pg_, q.sql.c_str());
-  } else {
-    std::vector<const char*> values;
-    for (const std::string& p : q.params) values.push_back(p.c_str());
-    ok = PQsendQueryParams(pg_, q.sql.c_str(), static_cast<int>(values.size()), nullptr,
-                           values.data(), nullptr, nullptr, 0);
+  std::vector<const char*> values;
+  for (const std::string& p : q.params) values.push_back(p.c_str());
+  const int n = static_cast<int>(values.size());
+  int ok = 0;
+  switch (q.mode) {
+    case Mode::kSimple:
+      ok = PQsendQuery(pg_, q.sql.c_str());
+      break;
+    case Mode::kParams:
+      ok = PQsendQueryParams(pg_, q.sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0);
+      break;
+    case Mode::kPrepared:
+      ok = PQsendQueryPrepared(pg_, q.sql.c_str(), n, values.data(), nullptr, nullptr, 0);
+      break;
   }
   if (!ok) {
     die(pq_error());

@@ -48,12 +48,17 @@ class UvPq {
   // when libpq refuses at once; on_dead is not called then.
   bool start(const std::vector<std::pair<std::string, std::string>>& options, std::string* why);
 
-  // Queues a query: `simple` sends `sql` with PQsendQuery (several statements
-  // allowed, no parameters), otherwise PQsendQueryParams with text parameters.
-  // `urgent` queries go ahead of the ordinary ones queued (keep-alives must not
-  // wait behind a burst of acquires); among themselves, in order.
+  enum class Mode {
+    kParams,    // PQsendQueryParams, text parameters (one statement)
+    kSimple,    // PQsendQuery: several statements allowed, no parameters
+    kPrepared,  // PQsendQueryPrepared: `sql` names a statement prepared on
+                // this connection (by an SQL PREPARE sent before)
+  };
+  // Queues a query. `urgent` queries go ahead of the ordinary ones queued
+  // (keep-alives must not wait behind a burst of acquires); among themselves,
+  // in order.
   void send(uint64_t tag, const std::string& sql, std::vector<std::string> params,
-            bool simple = false, bool urgent = false);
+            Mode mode = Mode::kParams, bool urgent = false);
 
   // Reads what the socket already holds and delivers it, as a readable event
   // would. libuv runs timers before it polls, so after a long loop turn a
@@ -76,7 +81,7 @@ class UvPq {
     uint64_t tag;
     std::string sql;
     std::vector<std::string> params;
-    bool simple;
+    Mode mode;
     bool urgent;
   };
   struct Poll {
