@@ -29,10 +29,9 @@ std::string pg_schema_ddl(const std::string& schema);
 // The same for a DBA to apply by hand (`simba schema`), in BEGIN/COMMIT.
 std::string pg_schema_script(const std::string& schema);
 
-// The statements the backend runs, with $n parameters.
-// The statements of the calls, by the name `prepare` gives them on a
-// connection (sent as UvPq::Mode::kPrepared); `version` is plain SQL (it runs
-// before the schema may exist).
+// The statements the backend runs, with $n parameters: the calls' by the name
+// `prepare` gives them on a connection (sent as UvPq::Mode::kPrepared);
+// `version` as plain SQL (it runs before the schema may exist).
 struct PgStatements {
   std::string version;     // -> max(version)
   std::string prepare;     // PREPAREs every statement below (one simple query)
