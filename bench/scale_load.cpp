@@ -23,6 +23,15 @@
 // PORT on 127.0.0.1 to a source address of its own in 127.0.0.2-127.0.0.251
 // (50 connections each), by interposing connect(); loopback accepts any of them.
 //
+// --rate renew drives each session once per renew interval (lease / 3, the
+// default timing of src/core/config.cpp): N / (lease / 3) calls per second in
+// all, the rate N nodes make at the default interval, so that the measured
+// server CPU is the model's point itself rather than an extrapolation from a
+// faster rate. Outside the measured windows every session whose last
+// keep-alive is a renew interval old gets one, as a client's engine sends it: a
+// long setup (10,000 sessions acquiring 10 leases each) outlasts a lease
+// otherwise. The windows send nothing but their own calls.
+//
 // Phases, for each lease count of --leases (ascending; the sessions acquire
 // more leases between them), each a window of --seconds after a warm-up:
 //   ka     keep-alives at --rate per second in all, round robin, at most one in
@@ -56,6 +65,7 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,11 +101,32 @@ extern "C" __attribute__((visibility("default"))) int connect(int fd, const stru
 
 // --- server CPU ------------------------------------------------------------------
 
-struct Cpu {
+// The CPU time of each of the server's processes at one instant. PostgreSQL's
+// backends come and go (the previous run's connections end, autovacuum workers
+// start): a difference counts the processes alive at its end, each from the
+// earlier reading or, if it started since, from zero. A process that ended in
+// between is left out rather than counted negative.
+struct ProcCpu {
   double stat_s = 0;   // utime + stime, /proc/PID/stat (clock ticks)
   double sched_s = 0;  // sum of /proc/PID/task/*/schedstat run time (ns): a cross-check
-  int procs = 0;
 };
+struct Cpu {
+  std::map<int, ProcCpu> procs;
+};
+struct CpuDelta {
+  double stat_s = 0, sched_s = 0;
+};
+
+static CpuDelta cpu_since(const Cpu& before, const Cpu& after) {
+  CpuDelta d;
+  for (const auto& [pid, now] : after.procs) {
+    auto was = before.procs.find(pid);
+    const ProcCpu from = was == before.procs.end() ? ProcCpu{} : was->second;
+    d.stat_s += now.stat_s - from.stat_s;
+    d.sched_s += now.sched_s - from.sched_s;
+  }
+  return d;
+}
 
 static bool read_stat(int pid, int* ppid, double* cpu_s) {
   char path[64], buf[1024];
@@ -146,11 +177,7 @@ static bool g_tree = false;
 static Cpu server_cpu() {
   Cpu c;
   double s = 0;
-  if (read_stat(g_server_pid, nullptr, &s)) {
-    c.stat_s += s;
-    c.sched_s += read_sched(g_server_pid);
-    c.procs++;
-  }
+  if (read_stat(g_server_pid, nullptr, &s)) c.procs[g_server_pid] = {s, read_sched(g_server_pid)};
   if (g_tree) {
     DIR* d = opendir("/proc");
     while (d && (true)) {
@@ -159,11 +186,7 @@ static Cpu server_cpu() {
       if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
       int pid = atoi(e->d_name), ppid = 0;
       if (pid == g_server_pid) continue;
-      if (read_stat(pid, &ppid, &s) && ppid == g_server_pid) {
-        c.stat_s += s;
-        c.sched_s += read_sched(pid);
-        c.procs++;
-      }
+      if (read_stat(pid, &ppid, &s) && ppid == g_server_pid) c.procs[pid] = {s, read_sched(pid)};
     }
     if (d) closedir(d);
   }
@@ -196,6 +219,8 @@ struct Sess {
   std::string id;
   std::vector<Lease> leases;
   bool busy = false;
+  bool refreshing = false;  // a keep-alive of the refresh in flight
+  double last_ka = 0;       // when the last keep-alive (or the open) was answered
 };
 
 struct Opts {
@@ -204,6 +229,7 @@ struct Opts {
   std::vector<int> leases{1, 10, 100};
   int per_backend = 1;
   double rate = 1500;
+  bool rate_per_renew = false;  // --rate renew
   double seconds = 6;
   double warmup = 1;
   double idle_seconds = 4;
@@ -257,8 +283,38 @@ static void do_keep_alive(int i) {
     g_sess[i].busy = false;
     --g_inflight;
     ++g_done;
-    if (r.outcome != Outcome::kOk) note_error(r.outcome, r.error);
+    if (r.outcome == Outcome::kOk) g_sess[i].last_ka = now_s();
+    else note_error(r.outcome, r.error);
   });
+}
+
+// The refresh of idle sessions outside the windows (see the top of the file).
+static bool g_refresh = true;
+static int g_refresh_inflight = 0;
+static uv_timer_t g_refresh_timer;
+
+static void refresh_due(uv_timer_t*) {
+  if (!g_refresh) return;
+  const double stale = now_s() - static_cast<double>(g_o.lease_ms) / 3000.0;
+  for (size_t i = 0; i < g_sess.size() && g_refresh_inflight < 512; ++i) {
+    Sess& s = g_sess[i];
+    if (s.id.empty() || s.refreshing || s.last_ka > stale) continue;
+    s.refreshing = true;
+    ++g_refresh_inflight;
+    s.b->keep_alive(s.id, simba::ms(g_o.lease_ms), timeout(), [i](const simba::KeepAliveReply& r) {
+      g_sess[i].refreshing = false;
+      --g_refresh_inflight;
+      if (r.outcome == Outcome::kOk) g_sess[i].last_ka = now_s();
+      else note_error(r.outcome, r.error);
+    });
+  }
+}
+
+// Stops the refresh for a measured window; its calls in flight are answered
+// first, so that the window holds only its own.
+static void refresh_off() {
+  g_refresh = false;
+  while (g_refresh_inflight > 0) uv_run(&g_loop, UV_RUN_ONCE);
 }
 
 static void do_acquire(int i, int j, Outcome want = Outcome::kOk) {
@@ -306,6 +362,7 @@ struct Window {
 // warm-up.
 static Window paced(const std::function<void(int)>& op, double rate, double warmup,
                     double seconds) {
+  refresh_off();
   Window w;
   const int n = static_cast<int>(g_sess.size());
   int next = 0;
@@ -328,8 +385,9 @@ static Window paced(const std::function<void(int)>& op, double rate, double warm
       const Cpu c1 = server_cpu();
       w.secs = now - m0;
       w.ops = g_done - done0;
-      w.cpu_stat = c1.stat_s - c0.stat_s;
-      w.cpu_sched = c1.sched_s - c0.sched_s;
+      const CpuDelta d = cpu_since(c0, c1);
+      w.cpu_stat = d.stat_s;
+      w.cpu_sched = d.sched_s;
       w.cpu_self = self_cpu() - self0;
       break;
     }
@@ -346,6 +404,7 @@ static Window paced(const std::function<void(int)>& op, double rate, double warm
     uv_run(&g_loop, UV_RUN_ONCE);
   }
   run_until([] { return g_inflight == 0; }, 60);
+  g_refresh = true;
   return w;
 }
 
@@ -374,7 +433,7 @@ static std::vector<std::string> split(const std::string& s, char sep) {
 static void usage() {
   fprintf(stderr,
           "usage: simba_scale_load --url URL --server-pid PID [--tree] [--sessions N]\n"
-          "         [--leases 1,10,100] [--per-backend S] [--rate OPS_PER_S] [--seconds T]\n"
+          "         [--leases 1,10,100] [--per-backend S] [--rate OPS_PER_S|renew] [--seconds T]\n"
           "         [--warmup T] [--idle-seconds T] [--lease-ms MS] [--spread-source PORT]\n"
           "         [--label TEXT] [--json FILE]\n");
 }
@@ -399,7 +458,11 @@ int main(int argc, char** argv) {
       for (auto& x : split(val(), ',')) o.leases.push_back(atoi(x.c_str()));
       std::sort(o.leases.begin(), o.leases.end());
     } else if (a == "--per-backend") o.per_backend = atoi(val().c_str());
-    else if (a == "--rate") o.rate = atof(val().c_str());
+    else if (a == "--rate") {
+      const std::string r = val();
+      o.rate_per_renew = r == "renew";
+      o.rate = o.rate_per_renew ? 1 : atof(r.c_str());
+    }
     else if (a == "--seconds") o.seconds = atof(val().c_str());
     else if (a == "--warmup") o.warmup = atof(val().c_str());
     else if (a == "--idle-seconds") o.idle_seconds = atof(val().c_str());
@@ -421,6 +484,20 @@ int main(int argc, char** argv) {
     usage();
     return 2;
   }
+  if (o.rate_per_renew) o.rate = o.sessions / (static_cast<double>(o.lease_ms) / 3000.0);
+  // A window sends no keep-alive but its own: every session must outlive it.
+  if (o.warmup + o.seconds > 0.6 * static_cast<double>(o.lease_ms) / 1000.0) {
+    fprintf(stderr, "simba_scale_load: --warmup + --seconds must stay under 0.6 x --lease-ms\n");
+    return 2;
+  }
+  {
+    // One connection per session: thousands of descriptors.
+    rlimit rl{};
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+      rl.rlim_cur = rl.rlim_max;
+      (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+  }
   if (!read_stat(g_server_pid, nullptr, nullptr)) {
     fprintf(stderr, "simba_scale_load: no process %d\n", g_server_pid);
     return 2;
@@ -428,14 +505,17 @@ int main(int argc, char** argv) {
   uv_loop_init(&g_loop);
   uv_timer_init(&g_loop, &g_tick);
   uv_timer_start(&g_tick, [](uv_timer_t*) {}, 1, 1);
+  uv_timer_init(&g_loop, &g_refresh_timer);
+  uv_timer_start(&g_refresh_timer, refresh_due, 200, 200);
 
   // The server's background, before any connection of ours.
   const Cpu b0 = server_cpu();
   const double bt0 = now_s();
   sleep_loop(o.idle_seconds);
   const Cpu b1 = server_cpu();
-  const double bg_rate = (b1.stat_s - b0.stat_s) / (now_s() - bt0);
-  const double bg_rate_sched = (b1.sched_s - b0.sched_s) / (now_s() - bt0);
+  const CpuDelta bg = cpu_since(b0, b1);
+  const double bg_rate = bg.stat_s / (now_s() - bt0);
+  const double bg_rate_sched = bg.sched_s / (now_s() - bt0);
 
   // The backend objects and the sessions.
   const int nb = (o.sessions + o.per_backend - 1) / o.per_backend;
@@ -472,6 +552,7 @@ int main(int argc, char** argv) {
             exit(1);
           }
           g_sess[i].id = r.session_id;
+          g_sess[i].last_ka = now_s();
         });
         ++i;
       }
@@ -500,8 +581,9 @@ int main(int argc, char** argv) {
          o.label.c_str(), o.sessions, nb, o.lease_ms, o.rate, o.seconds, open_s);
   printf("# server background %.2f %% of a core (schedstat %.2f %%)\n", bg_rate * 100,
          bg_rate_sched * 100);
-  printf("# %5s %6s %6s | %8s %8s %8s | %8s %8s | %8s %8s | %9s | %7s\n", "N", "L", "setup",
-         "ka/s", "ka us", "(sched)", "op/s", "op us", "held/s", "held us", "idle us/s", "client");
+  printf("# %5s %6s %6s | %8s %8s %8s %6s | %8s %8s | %8s %8s | %9s | %7s\n", "N", "L", "setup",
+         "ka/s", "ka us", "(sched)", "cpu %", "op/s", "op us", "held/s", "held us", "idle us/s",
+         "client");
   fflush(stdout);
 
   int have = 0;
@@ -562,13 +644,16 @@ int main(int argc, char** argv) {
           o.rate, o.warmup, o.seconds);
       g_sess[0].busy = false;
       each_session(do_keep_alive);
+      refresh_off();
       const Cpu i0 = server_cpu();
       const double it0 = now_s();
       sleep_loop(o.idle_seconds);
       const Cpu i1 = server_cpu();
+      g_refresh = true;
       idle.secs = now_s() - it0;
-      idle.cpu_stat = i1.stat_s - i0.stat_s;
-      idle.cpu_sched = i1.sched_s - i0.sched_s;
+      const CpuDelta d = cpu_since(i0, i1);
+      idle.cpu_stat = d.stat_s;
+      idle.cpu_sched = d.sched_s;
       each_session(do_keep_alive);
     }
     const long errs = g_errors - err0;
@@ -586,15 +671,18 @@ int main(int argc, char** argv) {
                                                o.sessions * 1e6
                                          : 0;
     const double client_us = ka.ops > 0 ? ka.cpu_self / ka.ops * 1e6 : 0;
+    // The server's CPU over the keep-alive window above its background, as a
+    // fraction of one core: at --rate renew, the model's point as measured.
+    const double ka_cpu = ka.secs > 0 ? (ka.cpu_stat - bg_rate * ka.secs) / ka.secs : 0;
     char held_rate[32] = "-", held_us[32] = "-", idle_s[32] = "-";
     if (first) {
       snprintf(held_rate, sizeof held_rate, "%.0f", rate_of(hd));
       snprintf(held_us, sizeof held_us, "%.1f", per(hd));
       snprintf(idle_s, sizeof idle_s, "%.2f", idle_us);
     }
-    printf("  %5d %6d %6.1f | %8.0f %8.1f %8.1f | %8.0f %8.1f | %8s %8s | %9s | %7.1f%s\n",
-           o.sessions, L, setup_s, rate_of(ka), per(ka), per_sched(ka), rate_of(cy), per(cy),
-           held_rate, held_us, idle_s, client_us, errs ? "  ERRORS" : "");
+    printf("  %5d %6d %6.1f | %8.0f %8.1f %8.1f %6.2f | %8.0f %8.1f | %8s %8s | %9s | %7.1f%s\n",
+           o.sessions, L, setup_s, rate_of(ka), per(ka), per_sched(ka), ka_cpu * 100, rate_of(cy),
+           per(cy), held_rate, held_us, idle_s, client_us, errs ? "  ERRORS" : "");
     if (errs) fprintf(stderr, "simba_scale_load: %ld calls failed, last: %s\n", errs,
                       g_last_error.c_str());
     fflush(stdout);
@@ -606,12 +694,14 @@ int main(int argc, char** argv) {
                 "\"lease_ms\":%" PRId64 ",\"rate\":%.0f,\"bg_cpu_fraction\":%.5f,"
                 "\"ka_per_s\":%.1f,\"ka_server_us\":%.2f,\"ka_server_us_schedstat\":%.2f,"
                 "\"ka_window_s\":%.2f,\"ka_ops\":%ld,\"ka_server_cpu_s\":%.3f,"
+                "\"ka_server_cpu_fraction\":%.5f,\"rate_per_renew\":%s,"
                 "\"op_per_s\":%.1f,\"op_server_us\":%.2f,\"op_server_us_schedstat\":%.2f,"
                 "\"op_ops\":%ld,\"held_per_s\":%.1f,\"held_server_us\":%.2f,\"held_ops\":%ld,"
                 "\"idle_server_us_per_session_s\":%.3f,\"client_us_per_ka\":%.2f,"
                 "\"setup_s\":%.2f,\"open_s\":%.2f,\"errors\":%ld,\"first\":%s}\n",
                 o.label.c_str(), o.sessions, L, nb, o.lease_ms, o.rate, bg_rate, rate_of(ka),
-                per(ka), per_sched(ka), ka.secs, ka.ops, ka.cpu_stat, rate_of(cy), per(cy),
+                per(ka), per_sched(ka), ka.secs, ka.ops, ka.cpu_stat, ka_cpu,
+                o.rate_per_renew ? "true" : "false", rate_of(cy), per(cy),
                 per_sched(cy), cy.ops, rate_of(hd), per(hd), hd.ops, idle_us, client_us, setup_s,
                 open_s, errs, first ? "true" : "false");
         fclose(f);
@@ -621,6 +711,9 @@ int main(int argc, char** argv) {
   }
 
   // Close every session and shut the backends down.
+  refresh_off();
+  uv_timer_stop(&g_refresh_timer);
+  uv_close(reinterpret_cast<uv_handle_t*>(&g_refresh_timer), nullptr);
   each_session([](int i) {
     Sess& s = g_sess[i];
     ++g_inflight;

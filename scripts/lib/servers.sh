@@ -210,8 +210,10 @@ CFG
 
 # simba_zookeeper_java DIR: runs the server of DIR/zoo.cfg in the foreground
 # (exec: the caller's $! is the JVM's pid). Warnings and errors go to stderr.
+# SIMBA_ZOOKEEPER_HEAP (default 128m) sizes the heap: scripts/scale.sh holds
+# 100,000 leases of 10,000 sessions there.
 simba_zookeeper_java() {
-  exec java -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
+  exec java "-Xmx${SIMBA_ZOOKEEPER_HEAP:-128m}" -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
     -Dorg.slf4j.simpleLogger.defaultLogLevel=warn \
     -cp "$1:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar" \
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$1/zoo.cfg"
