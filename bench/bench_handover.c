@@ -115,12 +115,12 @@ static int read_msg(int fd, msg_t *m, int timeout_ms) {
 /* Waits for a message of `kind` from `who`, keeping the other messages' effect
  * on *elected (who was last elected, and when). */
 typedef struct handover_state {
-  int leader;              /* last process elected, -1 before */
-  int64_t elected_at[2];   /* its on_elected time */
+  int leader;            /* last process elected, -1 before */
+  int64_t elected_at[2]; /* its on_elected time */
   uint64_t token[2];
-  int64_t release_at[2];   /* its last step-down start */
-  int64_t returned_at[2];  /* when that simba_election_step_down() returned */
-  int64_t revoked_at[2];   /* its last on_revoked */
+  int64_t release_at[2];  /* its last step-down start */
+  int64_t returned_at[2]; /* when that simba_election_step_down() returned */
+  int64_t revoked_at[2];  /* its last on_revoked */
   int have_elected[2], have_release[2], have_returned[2], have_revoked[2];
 } handover_state_t;
 
@@ -232,8 +232,10 @@ static int one_handover(const options_t *o, handover_run_t *h, int i, handover_r
      * and the old one won the lease back (as it may): count it, no sample. */
     out->regained++;
     if (out->regained > o->handovers / 10 + 1) {
-      snprintf(err, errlen, "the old leader won its lease back %d times (raise "
-               "--handover-cooldown-ms)", out->regained);
+      snprintf(err, errlen,
+               "the old leader won its lease back %d times (raise "
+               "--handover-cooldown-ms)",
+               out->regained);
       return -1;
     }
     return 0;

@@ -10,33 +10,34 @@
 #include "simba_bench.h"
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: simba_bench [options]\n"
-          "  --url URL               backend (default $SIMBA_BENCH_URL, else redis://127.0.0.1:6379):\n"
-          "                          redis://..., postgresql://... or zookeeper://...; without\n"
-          "                          its namespace (Redis prefix=, PostgreSQL schema=, ZooKeeper\n"
-          "                          the chroot path), one unique to this run is added\n"
-          "  --json FILE             write the results as JSON to FILE\n"
-          "  --rtt-iterations N      raw round trips per kind (default 5000)\n"
-          "  --cycle-iterations N    lock acquire+release cycles (default 2000)\n"
-          "  --warmup N              unmeasured iterations before each loop (default 200)\n"
-          "  --handovers N           handovers between two processes (default 200)\n"
-          "  --handover-gap-ms N     pause between handovers (default 25; ZooKeeper: use 100)\n"
-          "  --handover-cooldown-ms N  step-down cooldown, < the gap (default 15; ZooKeeper:\n"
-          "                          use 80, longer than a handover there)\n"
-          "  --lease-duration-ms N   session lease of every client (default 3000)\n"
-          "  --renew-interval-ms N   keep-alive period (default 1000)\n"
-          "  --lease-counts A,B,...  leases held by one client (default 1,100,10000)\n"
-          "  --window-periods N      renew periods per keep-alive count window (default 4)\n"
-          "  --elect-timeout-s N     how long one client may take to hold all its leases at\n"
-          "                          once (default 30)\n"
-          "  --slow-renew-ms N       when a lease count fails at the bench's timing, try it\n"
-          "                          again with this renew interval (lease 3x, a window of at\n"
-          "                          most 2 periods), reported apart; 0: never (default 5000)\n"
-          "  --also-durability V     also measure raw + cycle with this durability\n"
-          "                          (Redis appendfsync: always|everysec|no), then restore\n"
-          "  --only LIST             phases to run: raw,handover,cycle,leases (default all)\n"
-          "  -h, --help\n");
+  fprintf(
+      f,
+      "usage: simba_bench [options]\n"
+      "  --url URL               backend (default $SIMBA_BENCH_URL, else redis://127.0.0.1:6379):\n"
+      "                          redis://..., postgresql://... or zookeeper://...; without\n"
+      "                          its namespace (Redis prefix=, PostgreSQL schema=, ZooKeeper\n"
+      "                          the chroot path), one unique to this run is added\n"
+      "  --json FILE             write the results as JSON to FILE\n"
+      "  --rtt-iterations N      raw round trips per kind (default 5000)\n"
+      "  --cycle-iterations N    lock acquire+release cycles (default 2000)\n"
+      "  --warmup N              unmeasured iterations before each loop (default 200)\n"
+      "  --handovers N           handovers between two processes (default 200)\n"
+      "  --handover-gap-ms N     pause between handovers (default 25; ZooKeeper: use 100)\n"
+      "  --handover-cooldown-ms N  step-down cooldown, < the gap (default 15; ZooKeeper:\n"
+      "                          use 80, longer than a handover there)\n"
+      "  --lease-duration-ms N   session lease of every client (default 3000)\n"
+      "  --renew-interval-ms N   keep-alive period (default 1000)\n"
+      "  --lease-counts A,B,...  leases held by one client (default 1,100,10000)\n"
+      "  --window-periods N      renew periods per keep-alive count window (default 4)\n"
+      "  --elect-timeout-s N     how long one client may take to hold all its leases at\n"
+      "                          once (default 30)\n"
+      "  --slow-renew-ms N       when a lease count fails at the bench's timing, try it\n"
+      "                          again with this renew interval (lease 3x, a window of at\n"
+      "                          most 2 periods), reported apart; 0: never (default 5000)\n"
+      "  --also-durability V     also measure raw + cycle with this durability\n"
+      "                          (Redis appendfsync: always|everysec|no), then restore\n"
+      "  --only LIST             phases to run: raw,handover,cycle,leases (default all)\n"
+      "  -h, --help\n");
 }
 
 static int parse_int(const char *s, int *out) {
@@ -213,6 +214,5 @@ void add_namespace(options_t *o, const raw_backend_t *rb) {
     if (strncmp(p + 1, rb->namespace_param, plen) == 0 && p[1 + plen] == '=') return;
   }
   const size_t len = strlen(o->url);
-  snprintf(o->url + len, sizeof o->url - len, "%c%s=%s", q ? '&' : '?', rb->namespace_param,
-           value);
+  snprintf(o->url + len, sizeof o->url - len, "%c%s=%s", q ? '&' : '?', rb->namespace_param, value);
 }

@@ -65,7 +65,8 @@ static verdicts_t judge(const results_t *r) {
     if (x->leases == TARGET_KEEPALIVE_LEASES && !x->slow) v.ka = x;
   }
   /* Exactly one call per renew interval: as many calls as whole periods. */
-  v.ka_met = v.ka && v.ka->ok && fabs(v.ka->periods - round(v.ka->periods)) < v.ka->period_tolerance &&
+  v.ka_met = v.ka && v.ka->ok &&
+             fabs(v.ka->periods - round(v.ka->periods)) < v.ka->period_tolerance &&
              v.ka->server_calls == (uint64_t)llround(v.ka->periods);
   return v;
 }
@@ -110,9 +111,11 @@ static void print_cycle_rows(const results_t *r, const verdicts_t *v) {
   if (r->cycle.done) {
     snprintf(buf, sizeof buf, "%.2f x 2 RTT (p99 %.2f)", v->cycle_tight, v->cycle_tight_p99);
     print_row("lock acquire+release cycle", &r->cycle.cycle, buf);
-    snprintf(buf, sizeof buf, "%.2f RTT", ratio(r->cycle.acquire.p50_us, baseline(&r->raw)->p50_us));
+    snprintf(buf, sizeof buf, "%.2f RTT",
+             ratio(r->cycle.acquire.p50_us, baseline(&r->raw)->p50_us));
     print_row("  acquire (simba_lock_acquire)", &r->cycle.acquire, buf);
-    snprintf(buf, sizeof buf, "%.2f RTT", ratio(r->cycle.release.p50_us, baseline(&r->raw)->p50_us));
+    snprintf(buf, sizeof buf, "%.2f RTT",
+             ratio(r->cycle.release.p50_us, baseline(&r->raw)->p50_us));
     print_row("  release (simba_lock_release)", &r->cycle.release, buf);
     if (isnan(r->cycle.server_usec_per_call)) {
       printf("  %-44s %.2f backend calls per cycle\n", "", r->cycle.server_calls_per_cycle);
@@ -133,7 +136,8 @@ static void print_handover_rows(const results_t *r, const verdicts_t *v) {
   char buf[160];
   if (r->handover.done || r->handover.failed) {
     snprintf(buf, sizeof buf, "%.2f x the RTT after idle (p99 %.2f; target <= %.0f: %s)",
-             v->handover_rtts, v->handover_rtts_p99, TARGET_HANDOVER_RTTS, verdict(v->handover_met));
+             v->handover_rtts, v->handover_rtts_p99, TARGET_HANDOVER_RTTS,
+             verdict(v->handover_met));
     print_row("handover, step-down -> other's on_elected", &r->handover.h, buf);
     snprintf(buf, sizeof buf, "%.2f x the tight-loop RTT (p99 %.2f)", v->handover_tight,
              v->handover_tight_p99);
@@ -159,13 +163,14 @@ static void print_native_rows(const options_t *o, const raw_backend_t *rb, const
     print_row("lock cycle, alternating with the native one", &r->native_simba_cycle, buf);
   }
   if (r->native_handover_done) {
-    snprintf(buf, sizeof buf, "unlock call -> other's lock returns, %d ms idle", o->handover_gap_ms);
+    snprintf(buf, sizeof buf, "unlock call -> other's lock returns, %d ms idle",
+             o->handover_gap_ms);
     print_row("native lock handover", &r->native_handover, buf);
     if (r->handover.done) {
       const double x = ratio(r->handover.h.p50_us, r->native_handover.p50_us);
       printf("  %-44s Simba's handover = %.2f x the native one (p99 %.2f; target <= %.0f: %s)\n",
-             "", x, ratio(r->handover.h.p99_us, r->native_handover.p99_us),
-             TARGET_NATIVE_HANDOVER, verdict(x <= TARGET_NATIVE_HANDOVER));
+             "", x, ratio(r->handover.h.p99_us, r->native_handover.p99_us), TARGET_NATIVE_HANDOVER,
+             verdict(x <= TARGET_NATIVE_HANDOVER));
     }
   }
   if (rb->native_lock_desc && r->native_error[0]) {
@@ -199,9 +204,8 @@ static void print_other_rows(const raw_backend_t *rb, const results_t *r) {
 
 static void print_lease_table(const options_t *o, const results_t *r, const verdicts_t *v) {
   if (r->n_leases) {
-    printf("\n  %7s %10s %10s %8s %9s %9s %11s %9s %9s %8s\n", "leases", "elect ms",
-           "start ms", "periods", "calls", "calls/per", "server us/ka", "snap ka", "RSS MiB",
-           "+MiB");
+    printf("\n  %7s %10s %10s %8s %9s %9s %11s %9s %9s %8s\n", "leases", "elect ms", "start ms",
+           "periods", "calls", "calls/per", "server us/ka", "snap ka", "RSS MiB", "+MiB");
     int slow_rows = 0;
     for (int i = 0; i < r->n_leases; i++) {
       const lease_result_t *x = &r->leases[i];
@@ -214,10 +218,10 @@ static void print_lease_table(const options_t *o, const results_t *r, const verd
           snprintf(sus, sizeof sus, "%.0f", x->server_usec_per_call);
         }
         printf("  %6d%s %10.1f %10.1f %8.2f %9llu %9.2f %11s %9lld %9.1f %8.1f\n", x->leases,
-             x->slow ? "*" : " ", x->elect_ms, x->start_ms, x->periods,
-             (unsigned long long)x->server_calls, x->calls_per_period, sus,
-             (long long)x->snapshot_keep_alives, (double)x->rss_kb / 1024.0,
-             (double)(x->rss_kb - x->rss_before_kb) / 1024.0);
+               x->slow ? "*" : " ", x->elect_ms, x->start_ms, x->periods,
+               (unsigned long long)x->server_calls, x->calls_per_period, sus,
+               (long long)x->snapshot_keep_alives, (double)x->rss_kb / 1024.0,
+               (double)(x->rss_kb - x->rss_before_kb) / 1024.0);
       }
       if (x->acquires_to_elect > x->leases || x->sessions_to_elect > 1) {
         printf("  %7s  to hold them all: %lld acquire calls, %lld sessions, %lld terms revoked\n",
@@ -233,8 +237,10 @@ static void print_lease_table(const options_t *o, const results_t *r, const verd
       printf("  keep-alive at %d leases: %.2f calls per renew interval (target exactly 1: %s)\n",
              TARGET_KEEPALIVE_LEASES, v->ka->calls_per_period, verdict(v->ka_met));
     } else if (v->ka) {
-      printf("  keep-alive at %d leases: not measured, the client did not keep them all (target "
-             "exactly 1: %s)\n", TARGET_KEEPALIVE_LEASES, verdict(0));
+      printf(
+          "  keep-alive at %d leases: not measured, the client did not keep them all (target "
+          "exactly 1: %s)\n",
+          TARGET_KEEPALIVE_LEASES, verdict(0));
     }
   }
 }

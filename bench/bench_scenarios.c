@@ -330,7 +330,7 @@ bench_stats_t run_snapshot_hop(simba_client_t *c, int iterations) {
 typedef struct elect_ctx {
   int64_t n;
   atomic_int_fast64_t elected, revoked, max_held;
-  atomic_int_fast64_t all_held_ns; /* 0 before */
+  atomic_int_fast64_t all_held_ns;        /* 0 before */
   atomic_int_fast64_t revoked_before_all; /* terms revoked before that moment */
 } elect_ctx_t;
 
@@ -504,8 +504,8 @@ static void window_results(lease_run_t *lr, int n, int64_t period_ns, const leas
   if (atomic_load(&lr->ec.revoked) > atomic_load(&lr->ec.revoked_before_all)) {
     out->ok = 0;
     snprintf(out->error, sizeof out->error,
-             "held all %d at once after %.1f s, then lost %lld of them by the end of the window",
-             n, out->elect_ms / 1e3,
+             "held all %d at once after %.1f s, then lost %lld of them by the end of the window", n,
+             out->elect_ms / 1e3,
              (long long)(atomic_load(&lr->ec.revoked) - atomic_load(&lr->ec.revoked_before_all)));
   }
 }

@@ -26,9 +26,9 @@ typedef struct raw_conn raw_conn_t; /* one connection; opaque, per backend */
 enum { RAW_OP_PING = 0, RAW_OP_READ = 1, RAW_OP_WRITE = 2, RAW_OP_COUNT = 3 };
 
 typedef struct raw_backend {
-  const char *name;       /* "redis" */
-  const char *scheme;     /* URL scheme it serves: "redis" */
-  const char *alt_scheme; /* another spelling of it ("postgres"), or NULL */
+  const char *name;                   /* "redis" */
+  const char *scheme;                 /* URL scheme it serves: "redis" */
+  const char *alt_scheme;             /* another spelling of it ("postgres"), or NULL */
   const char *op_desc[RAW_OP_COUNT];  /* what each round trip is, for the JSON */
   const char *op_label[RAW_OP_COUNT]; /* the same in a few words, for the table */
   const char *calls_desc;             /* what server_calls counts, and how */

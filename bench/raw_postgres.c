@@ -58,8 +58,8 @@ struct raw_conn {
   char qschema[72];   /* quoted: "name" */
   char session[40];   /* this connection's own Simba session (uuid) */
   int session_open;
-  char lease[64];     /* the lease its writes take and give back */
-  char token[24];     /* its token while held */
+  char lease[64]; /* the lease its writes take and give back */
+  char token[24]; /* its token while held */
   int held;
   int reset_track_functions; /* prepare() turned track_functions on */
   char sql_read[256], sql_acquire[256], sql_release[256], sql_close[256];
@@ -174,9 +174,8 @@ static int random_uuid(char *out, size_t len) {
   if (n != sizeof b) return -1;
   b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
   b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-  snprintf(out, len,
-           "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+  snprintf(out, len, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+           b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
            b[15]);
   return 0;
 }
@@ -388,8 +387,7 @@ static int64_t pg_connected_clients(raw_conn_t *c) {
   return strtoll(v, NULL, 10);
 }
 
-static void pg_describe(raw_conn_t *c, char *version, size_t vlen, char *durability,
-                        size_t dlen) {
+static void pg_describe(raw_conn_t *c, char *version, size_t vlen, char *durability, size_t dlen) {
   char err[256], v[64] = "?", fsync[16] = "?", sc[16] = "?", sc_server[16] = "?";
   scalar(c, "SELECT split_part(current_setting('server_version'), ' ', 1)", v, sizeof v, err,
          sizeof err);
@@ -406,7 +404,6 @@ static void pg_describe(raw_conn_t *c, char *version, size_t vlen, char *durabil
   }
 }
 
-
 /* --- the native lock: advisory locks ---------------------------------------- */
 
 static const char kAdvisoryLock[] = "SELECT pg_advisory_lock($1::bigint)";
@@ -420,8 +417,10 @@ static int advisory(PGconn *pg, const char *sql, const char *key, char *err, siz
                  (sql == kAdvisoryLock || strcmp(PQgetvalue(r, 0, 0), "t") == 0);
   if (!ok) {
     char msg[160];
-    copy(msg, sizeof msg, r && PQresultStatus(r) != PGRES_TUPLES_OK ? PQresultErrorMessage(r)
-                          : r ? "unlock freed nothing" : PQerrorMessage(pg));
+    copy(msg, sizeof msg,
+         r && PQresultStatus(r) != PGRES_TUPLES_OK ? PQresultErrorMessage(r)
+         : r                                       ? "unlock freed nothing"
+                                                   : PQerrorMessage(pg));
     msg[strcspn(msg, "\n")] = '\0';
     snprintf(err, errlen, "postgres: %s: %s", sql, msg);
   }
@@ -547,8 +546,9 @@ static int pg_native_handover(const char *url, int n, int gap_ms, bench_samples_
     pid[who] = -1;
     if (status != 0) {
       snprintf(err, errlen, "advisory handover, process %d: %s", who,
-               shm->error[who][0] ? shm->error[who]
-               : shm->error[1 - who][0] ? shm->error[1 - who] : "killed or timed out");
+               shm->error[who][0]       ? shm->error[who]
+               : shm->error[1 - who][0] ? shm->error[1 - who]
+                                        : "killed or timed out");
       goto end;
     }
   }
@@ -556,7 +556,8 @@ static int pg_native_handover(const char *url, int n, int gap_ms, bench_samples_
     /* 0 releases -> 1 acquires; then 1 releases -> 0 acquires (next cycle). */
     const int64_t d1 = shm->t[(1 * m + k) * 2] - shm->t[(0 * m + k) * 2 + 1];
     if (k > 0) bench_samples_push(out, d1);
-    if (k + 1 < m) bench_samples_push(out, shm->t[(0 * m + k + 1) * 2] - shm->t[(1 * m + k) * 2 + 1]);
+    if (k + 1 < m)
+      bench_samples_push(out, shm->t[(0 * m + k + 1) * 2] - shm->t[(1 * m + k) * 2 + 1]);
   }
   rc = 0;
 end:
@@ -582,10 +583,10 @@ const raw_backend_t raw_postgres_backend = {
                 "{schema}.simba_release($1::uuid, $2::text, $3::bigint) FROM "
                 "set_config('synchronous_commit', 'off', true) (each a commit; the release's "
                 "asynchronous, ADR 0023)"},
-    .op_label = {"raw SELECT 1", "raw SELECT of a lease row (read)",
-                 "raw simba_acquire|_release"},
-    .calls_desc = "pg_stat_user_functions: calls of simba_open, simba_keep_alive, "
-                  "simba_acquire, simba_release, simba_close (track_functions = pl)",
+    .op_label = {"raw SELECT 1", "raw SELECT of a lease row (read)", "raw simba_acquire|_release"},
+    .calls_desc =
+        "pg_stat_user_functions: calls of simba_open, simba_keep_alive, "
+        "simba_acquire, simba_release, simba_close (track_functions = pl)",
     .namespace_param = "schema",
     .namespace_fmt = "simba_bench_%ld",
     .write_pairs = 1,
@@ -599,8 +600,9 @@ const raw_backend_t raw_postgres_backend = {
     .describe = pg_describe,
     .set_durability = NULL, /* fsync is on the test server's command line; Simba forces
                                synchronous_commit on for its connections */
-    .native_lock_desc = "session advisory lock: SELECT pg_advisory_lock($1::bigint), then "
-                        "SELECT pg_advisory_unlock($1::bigint) (no WAL, no commit)",
+    .native_lock_desc =
+        "session advisory lock: SELECT pg_advisory_lock($1::bigint), then "
+        "SELECT pg_advisory_unlock($1::bigint) (no WAL, no commit)",
     .native_lock_cycle = pg_native_lock_cycle,
     .native_handover = pg_native_handover,
 };

@@ -34,8 +34,8 @@
 
 struct raw_conn {
   zhandle_t *zh;
-  char hosts[512];     /* "host:port,..." */
-  char host[256];      /* the first host, for the four-letter words */
+  char hosts[512]; /* "host:port,..." */
+  char host[256];  /* the first host, for the four-letter words */
   int port;
   char base[256];      /* "{chroot}-bench" */
   char node[300];      /* base + "/n": the node "write" creates and deletes */
@@ -229,8 +229,8 @@ static int zk_round_trip(raw_conn_t *c, int op, char *err, size_t errlen) {
         c->node_exists = 0;
         return finish(c, rc, &r, "delete", err, errlen, ZNONODE);
       }
-      rc = zoo_acreate(c->zh, c->node, "x", 1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, string_done,
-                       &r);
+      rc =
+          zoo_acreate(c->zh, c->node, "x", 1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, string_done, &r);
       c->node_exists = 1;
       return finish(c, rc, &r, "create", err, errlen, ZNODEEXISTS);
   }
@@ -291,8 +291,7 @@ static int64_t zk_connected_clients(raw_conn_t *c) {
   return srvr_field(c, "Connections: ", NULL, 0);
 }
 
-static void zk_describe(raw_conn_t *c, char *version, size_t vlen, char *durability,
-                        size_t dlen) {
+static void zk_describe(raw_conn_t *c, char *version, size_t vlen, char *durability, size_t dlen) {
   char v[128] = "?";
   srvr_field(c, "Zookeeper version: ", v, sizeof v);
   v[strcspn(v, ",")] = '\0';
@@ -309,8 +308,9 @@ const raw_backend_t raw_zookeeper_backend = {
                 "alternately: create of an ephemeral node, then its delete (each a durable "
                 "write)"},
     .op_label = {"raw exists", "raw get (read)", "raw create|delete"},
-    .calls_desc = "srvr four-letter word: Received packets (requests and pings of every "
-                  "connection); no server time",
+    .calls_desc =
+        "srvr four-letter word: Received packets (requests and pings of every "
+        "connection); no server time",
     .namespace_fmt = "simba-bench-%ld",
     .namespace_in_path = 1,
     .write_pairs = 1,

@@ -47,8 +47,6 @@
 //
 // Output: a table on stdout and, with --json FILE, one JSON object per lease
 // count appended to FILE (a line each).
-#include <uv.h>
-
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -56,6 +54,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -143,8 +142,8 @@ static bool read_stat(int pid, int* ppid, double* cpu_s) {
   char state;
   int pp;
   unsigned long long ut = 0, st = 0;
-  if (sscanf(p + 2, "%c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &state, &pp, &ut,
-             &st) != 4)
+  if (sscanf(p + 2, "%c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &state, &pp, &ut, &st) !=
+      4)
     return false;
   if (ppid) *ppid = pp;
   if (cpu_s) *cpu_s = static_cast<double>(ut + st) / static_cast<double>(sysconf(_SC_CLK_TCK));
@@ -283,8 +282,10 @@ static void do_keep_alive(int i) {
     g_sess[i].busy = false;
     --g_inflight;
     ++g_done;
-    if (r.outcome == Outcome::kOk) g_sess[i].last_ka = now_s();
-    else note_error(r.outcome, r.error);
+    if (r.outcome == Outcome::kOk)
+      g_sess[i].last_ka = now_s();
+    else
+      note_error(r.outcome, r.error);
   });
 }
 
@@ -304,8 +305,10 @@ static void refresh_due(uv_timer_t*) {
     s.b->keep_alive(s.id, simba::ms(g_o.lease_ms), timeout(), [i](const simba::KeepAliveReply& r) {
       g_sess[i].refreshing = false;
       --g_refresh_inflight;
-      if (r.outcome == Outcome::kOk) g_sess[i].last_ka = now_s();
-      else note_error(r.outcome, r.error);
+      if (r.outcome == Outcome::kOk)
+        g_sess[i].last_ka = now_s();
+      else
+        note_error(r.outcome, r.error);
     });
   }
 }
@@ -449,27 +452,38 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--url") o.url = val();
-    else if (a == "--server-pid") g_server_pid = atoi(val().c_str());
-    else if (a == "--tree") g_tree = true;
-    else if (a == "--sessions") o.sessions = atoi(val().c_str());
+    if (a == "--url")
+      o.url = val();
+    else if (a == "--server-pid")
+      g_server_pid = atoi(val().c_str());
+    else if (a == "--tree")
+      g_tree = true;
+    else if (a == "--sessions")
+      o.sessions = atoi(val().c_str());
     else if (a == "--leases") {
       o.leases.clear();
       for (auto& x : split(val(), ',')) o.leases.push_back(atoi(x.c_str()));
       std::sort(o.leases.begin(), o.leases.end());
-    } else if (a == "--per-backend") o.per_backend = atoi(val().c_str());
+    } else if (a == "--per-backend")
+      o.per_backend = atoi(val().c_str());
     else if (a == "--rate") {
       const std::string r = val();
       o.rate_per_renew = r == "renew";
       o.rate = o.rate_per_renew ? 1 : atof(r.c_str());
-    }
-    else if (a == "--seconds") o.seconds = atof(val().c_str());
-    else if (a == "--warmup") o.warmup = atof(val().c_str());
-    else if (a == "--idle-seconds") o.idle_seconds = atof(val().c_str());
-    else if (a == "--lease-ms") o.lease_ms = atoll(val().c_str());
-    else if (a == "--spread-source") g_spread_port = atoi(val().c_str());
-    else if (a == "--label") o.label = val();
-    else if (a == "--json") o.json = val();
+    } else if (a == "--seconds")
+      o.seconds = atof(val().c_str());
+    else if (a == "--warmup")
+      o.warmup = atof(val().c_str());
+    else if (a == "--idle-seconds")
+      o.idle_seconds = atof(val().c_str());
+    else if (a == "--lease-ms")
+      o.lease_ms = atoll(val().c_str());
+    else if (a == "--spread-source")
+      g_spread_port = atoi(val().c_str());
+    else if (a == "--label")
+      o.label = val();
+    else if (a == "--json")
+      o.json = val();
     else if (a == "-h" || a == "--help") {
       usage();
       return 0;
@@ -504,7 +518,8 @@ int main(int argc, char** argv) {
   }
   uv_loop_init(&g_loop);
   uv_timer_init(&g_loop, &g_tick);
-  uv_timer_start(&g_tick, [](uv_timer_t*) {}, 1, 1);
+  uv_timer_start(
+      &g_tick, [](uv_timer_t*) {}, 1, 1);
   uv_timer_init(&g_loop, &g_refresh_timer);
   uv_timer_start(&g_refresh_timer, refresh_due, 200, 200);
 
@@ -616,8 +631,10 @@ int main(int argc, char** argv) {
     each_session(do_keep_alive);
     Window cy = paced(
         [](int i) {
-          if (g_sess[i].leases[0].held) do_release(i, 0);
-          else do_acquire(i, 0);
+          if (g_sess[i].leases[0].held)
+            do_release(i, 0);
+          else
+            do_acquire(i, 0);
         },
         o.rate, o.warmup, o.seconds);
     // Every first lease held again.
@@ -667,9 +684,8 @@ int main(int argc, char** argv) {
     };
     auto rate_of = [](const Window& w) { return w.secs > 0 ? w.ops / w.secs : 0; };
     // Idle: server CPU per session per second above the background, in us.
-    const double idle_us = idle.secs > 0 ? (idle.cpu_stat - bg_rate * idle.secs) / idle.secs /
-                                               o.sessions * 1e6
-                                         : 0;
+    const double idle_us =
+        idle.secs > 0 ? (idle.cpu_stat - bg_rate * idle.secs) / idle.secs / o.sessions * 1e6 : 0;
     const double client_us = ka.ops > 0 ? ka.cpu_self / ka.ops * 1e6 : 0;
     // The server's CPU over the keep-alive window above its background, as a
     // fraction of one core: at --rate renew, the model's point as measured.
@@ -683,27 +699,29 @@ int main(int argc, char** argv) {
     printf("  %5d %6d %6.1f | %8.0f %8.1f %8.1f %6.2f | %8.0f %8.1f | %8s %8s | %9s | %7.1f%s\n",
            o.sessions, L, setup_s, rate_of(ka), per(ka), per_sched(ka), ka_cpu * 100, rate_of(cy),
            per(cy), held_rate, held_us, idle_s, client_us, errs ? "  ERRORS" : "");
-    if (errs) fprintf(stderr, "simba_scale_load: %ld calls failed, last: %s\n", errs,
-                      g_last_error.c_str());
+    if (errs)
+      fprintf(stderr, "simba_scale_load: %ld calls failed, last: %s\n", errs, g_last_error.c_str());
     fflush(stdout);
     if (!o.json.empty()) {
       FILE* f = fopen(o.json.c_str(), "a");
       if (f) {
-        fprintf(f,
-                "{\"label\":\"%s\",\"sessions\":%d,\"leases_per_session\":%d,\"backend_objects\":%d,"
-                "\"lease_ms\":%" PRId64 ",\"rate\":%.0f,\"bg_cpu_fraction\":%.5f,"
-                "\"ka_per_s\":%.1f,\"ka_server_us\":%.2f,\"ka_server_us_schedstat\":%.2f,"
-                "\"ka_window_s\":%.2f,\"ka_ops\":%ld,\"ka_server_cpu_s\":%.3f,"
-                "\"ka_server_cpu_fraction\":%.5f,\"rate_per_renew\":%s,"
-                "\"op_per_s\":%.1f,\"op_server_us\":%.2f,\"op_server_us_schedstat\":%.2f,"
-                "\"op_ops\":%ld,\"held_per_s\":%.1f,\"held_server_us\":%.2f,\"held_ops\":%ld,"
-                "\"idle_server_us_per_session_s\":%.3f,\"client_us_per_ka\":%.2f,"
-                "\"setup_s\":%.2f,\"open_s\":%.2f,\"errors\":%ld,\"first\":%s}\n",
-                o.label.c_str(), o.sessions, L, nb, o.lease_ms, o.rate, bg_rate, rate_of(ka),
-                per(ka), per_sched(ka), ka.secs, ka.ops, ka.cpu_stat, ka_cpu,
-                o.rate_per_renew ? "true" : "false", rate_of(cy), per(cy),
-                per_sched(cy), cy.ops, rate_of(hd), per(hd), hd.ops, idle_us, client_us, setup_s,
-                open_s, errs, first ? "true" : "false");
+        fprintf(
+            f,
+            "{\"label\":\"%s\",\"sessions\":%d,\"leases_per_session\":%d,\"backend_objects\":%d,"
+            "\"lease_ms\":%" PRId64
+            ",\"rate\":%.0f,\"bg_cpu_fraction\":%.5f,"
+            "\"ka_per_s\":%.1f,\"ka_server_us\":%.2f,\"ka_server_us_schedstat\":%.2f,"
+            "\"ka_window_s\":%.2f,\"ka_ops\":%ld,\"ka_server_cpu_s\":%.3f,"
+            "\"ka_server_cpu_fraction\":%.5f,\"rate_per_renew\":%s,"
+            "\"op_per_s\":%.1f,\"op_server_us\":%.2f,\"op_server_us_schedstat\":%.2f,"
+            "\"op_ops\":%ld,\"held_per_s\":%.1f,\"held_server_us\":%.2f,\"held_ops\":%ld,"
+            "\"idle_server_us_per_session_s\":%.3f,\"client_us_per_ka\":%.2f,"
+            "\"setup_s\":%.2f,\"open_s\":%.2f,\"errors\":%ld,\"first\":%s}\n",
+            o.label.c_str(), o.sessions, L, nb, o.lease_ms, o.rate, bg_rate, rate_of(ka), per(ka),
+            per_sched(ka), ka.secs, ka.ops, ka.cpu_stat, ka_cpu,
+            o.rate_per_renew ? "true" : "false", rate_of(cy), per(cy), per_sched(cy), cy.ops,
+            rate_of(hd), per(hd), hd.ops, idle_us, client_us, setup_s, open_s, errs,
+            first ? "true" : "false");
         fclose(f);
       }
     }

@@ -46,6 +46,8 @@
  * is what they share.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "simba_bench.h"
+
 #include <signal.h>
 #include <simba.h>
 #include <stdio.h>
@@ -54,7 +56,6 @@
 
 #include "bench_util.h"
 #include "raw_backend.h"
-#include "simba_bench.h"
 
 /* The raw baselines this program knows, by URL scheme: those built
  * (bench/CMakeLists.txt), one line each. */
@@ -225,8 +226,9 @@ static void leases_phase(const options_t *o, const raw_backend_t *rb, raw_conn_t
              slow.window_periods);
     x = &r->leases[r->n_leases++];
     run_leases(&slow, rb, rc, o->lease_counts[i], 1, x);
-    if (!x->ok) progress("leases %d (renew %lld ms): %s", o->lease_counts[i],
-                         (long long)slow.renew_ms, x->error);
+    if (!x->ok)
+      progress("leases %d (renew %lld ms): %s", o->lease_counts[i], (long long)slow.renew_ms,
+               x->error);
   }
 }
 

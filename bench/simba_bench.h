@@ -13,8 +13,8 @@
 #include "raw_backend.h"
 
 /* Targets of issue 3. */
-#define TARGET_CYCLE_RATIO 1.15   /* cycle p50 <= 1.15 x two raw round trips */
-#define TARGET_HANDOVER_RTTS 4.0  /* handover p50 <= 4 raw round trips */
+#define TARGET_CYCLE_RATIO 1.15  /* cycle p50 <= 1.15 x two raw round trips */
+#define TARGET_HANDOVER_RTTS 4.0 /* handover p50 <= 4 raw round trips */
 /* Against the server's own lock (raw_backend_t.native_*), issue 21. */
 #define TARGET_NATIVE_CYCLE 2.0    /* Simba's cycle p50 <= 2 x the native cycle p50 */
 #define TARGET_NATIVE_HANDOVER 2.0 /* Simba's handover p50 <= 2 x the native one */
@@ -73,8 +73,8 @@ typedef struct raw_result {
 typedef struct cycle_result {
   int done;
   bench_stats_t cycle, acquire, release;
-  double server_calls_per_cycle; /* EVALSHAs counted by the server, per cycle */
-  double server_usec_per_call;   /* their execution time in the server (no fsync, no I/O) */
+  double server_calls_per_cycle;     /* EVALSHAs counted by the server, per cycle */
+  double server_usec_per_call;       /* their execution time in the server (no fsync, no I/O) */
   int64_t acquires, releases, terms; /* snapshot counter deltas */
 } cycle_result_t;
 
@@ -103,12 +103,12 @@ typedef struct lease_result {
    * to the end of the window: 0 and 1 when the client held its leases. */
   int64_t revoked;
   int64_t sessions_opened;
-  int64_t max_held; /* most leases held at once */
+  int64_t max_held;          /* most leases held at once */
   int64_t acquires_to_elect; /* acquire calls until all were held (snapshot) */
   int64_t sessions_to_elect; /* sessions used until all were held: 1 normally */
-  double start_ms;  /* the simba_election_start calls */
-  double elect_ms;  /* first start -> last on_elected */
-  double close_ms;  /* simba_client_close with every lease held */
+  double start_ms;           /* the simba_election_start calls */
+  double elect_ms;           /* first start -> last on_elected */
+  double close_ms;           /* simba_client_close with every lease held */
   int64_t rss_before_kb, rss_kb;
   int64_t renew_period_ms;
   double window_ms;

@@ -229,10 +229,11 @@ int main(int argc, char **argv) {
   int cpus = 0;
   bench_utc_now(date, sizeof date);
   bench_machine(machine, sizeof machine, &cpus);
-  printf("Simba %s memory per lease, %s\nmachine: %s\nbackend: %s; lease %lld ms, renew %lld ms;"
-         " measured after %d renew periods held\n\n",
-         simba_version_string(), date, machine, o.url, (long long)o.lease_ms, (long long)o.renew_ms,
-         o.hold_periods);
+  printf(
+      "Simba %s memory per lease, %s\nmachine: %s\nbackend: %s; lease %lld ms, renew %lld ms;"
+      " measured after %d renew periods held\n\n",
+      simba_version_string(), date, machine, o.url, (long long)o.lease_ms, (long long)o.renew_ms,
+      o.hold_periods);
   printf("  %9s %9s %9s %12s %12s %11s %11s %10s\n", "leases", "start ms", "elect ms",
          "heap B/lease", "RSS B/lease", "base KiB", "left B/ls", "close ms");
 
@@ -251,12 +252,13 @@ int main(int argc, char **argv) {
            r->ok ? "" : "  FAILED: ", r->ok ? "" : r->error);
     failed |= !r->ok;
   }
-  printf("\n  heap B/lease: heap in use (mallinfo2) with every lease held, above the same"
-         " client live\n  without a lease; RSS B/lease: VmRSS added likewise; base KiB: heap above"
-         " the program's\n  start with the client live, before its leases (memory:// keeps the"
-         " records of earlier\n  rows); left B/ls: heap still above the start once the client"
-         " closed and every handle\n  was freed (memory:// keeps its lease records for good,"
-         " so that tokens never reset)\n");
+  printf(
+      "\n  heap B/lease: heap in use (mallinfo2) with every lease held, above the same"
+      " client live\n  without a lease; RSS B/lease: VmRSS added likewise; base KiB: heap above"
+      " the program's\n  start with the client live, before its leases (memory:// keeps the"
+      " records of earlier\n  rows); left B/ls: heap still above the start once the client"
+      " closed and every handle\n  was freed (memory:// keeps its lease records for good,"
+      " so that tokens never reset)\n");
 
   if (o.json) {
     FILE *f = fopen(o.json, "w");

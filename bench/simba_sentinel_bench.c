@@ -68,21 +68,25 @@ static int64_t cycle_ns(simba_client_t *c) {
 }
 
 enum { kRaw, kRawWaited, kDirect, kSentinel, kSentinelWait, kKinds };
-static const char *const kNames[kKinds] = {
-    "raw write (EVAL, fsync)", "raw write + WAIT 1", "cycle redis:// (primary)",
-    "cycle redis+sentinel://", "cycle redis+sentinel://?wait_replicas=1"};
+static const char *const kNames[kKinds] = {"raw write (EVAL, fsync)", "raw write + WAIT 1",
+                                           "cycle redis:// (primary)", "cycle redis+sentinel://",
+                                           "cycle redis+sentinel://?wait_replicas=1"};
 
 int main(int argc, char **argv) {
   int port = 0, cycles = 1000;
   const char *url = NULL;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (strcmp(argv[i], "--primary-port") == 0) port = atoi(argv[i + 1]);
-    else if (strcmp(argv[i], "--sentinel-url") == 0) url = argv[i + 1];
-    else if (strcmp(argv[i], "--cycles") == 0) cycles = atoi(argv[i + 1]);
+    if (strcmp(argv[i], "--primary-port") == 0)
+      port = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "--sentinel-url") == 0)
+      url = argv[i + 1];
+    else if (strcmp(argv[i], "--cycles") == 0)
+      cycles = atoi(argv[i + 1]);
   }
   if (port <= 0 || !url || cycles <= 0 || strchr(url, '?')) {
-    fprintf(stderr, "usage: simba_sentinel_bench --primary-port P --sentinel-url "
-                    "redis+sentinel://HOSTS/MASTER (no query) [--cycles N]\n");
+    fprintf(stderr,
+            "usage: simba_sentinel_bench --primary-port P --sentinel-url "
+            "redis+sentinel://HOSTS/MASTER (no query) [--cycles N]\n");
     return 2;
   }
   char direct_url[128], wait_url[1024];
@@ -96,7 +100,8 @@ int main(int argc, char **argv) {
   for (int done = 0; done < kWarmup + cycles; done += kBlock) {
     for (int k = 0; k < kKinds; k++) {
       for (int i = 0; i < kBlock; i++) {
-        const int64_t ns = k <= kRawWaited ? raw_write_ns(raw, k == kRawWaited) : cycle_ns(clients[k]);
+        const int64_t ns =
+            k <= kRawWaited ? raw_write_ns(raw, k == kRawWaited) : cycle_ns(clients[k]);
         if (done >= kWarmup) bench_samples_push(&s[k], ns);
       }
     }
