@@ -120,16 +120,12 @@ class RedisSentinel : public ::testing::Test {
                         {"--replicaof", "127.0.0.1", std::to_string(primary_->port())});
     replica_ = std::make_unique<OwnServer>(free_port(), replica_args);
     ASSERT_TRUE(replica_->start());
-    // Down after 400 ms: a failover in about 2 s. A Sentinel whose leader
-    // election failed (a split vote) tries again after twice the failover
-    // timeout: 2 s keeps that retry at 4 s, inside the tests' 8 s lease (4 s
-    // made it 8 s, and a term once expired on the promoted replica). The
-    // config is the Sentinel's own file (it rewrites it as it learns the
-    // topology).
+    // Down after 400 ms: a failover in about 2 s. The config is the
+    // Sentinel's own file (it rewrites it as it learns the topology).
     const std::string config = std::string("sentinel monitor ") + kMaster + " 127.0.0.1 " +
                                std::to_string(primary_->port()) + " 2\n" +
                                "sentinel down-after-milliseconds " + kMaster + " 400\n" +
-                               "sentinel failover-timeout " + kMaster + " 2000\n";
+                               "sentinel failover-timeout " + kMaster + " 4000\n";
     for (int i = 0; i < 3; ++i) {
       sentinels_.push_back(std::make_unique<OwnServer>(
           free_port(), std::vector<std::string>{"--sentinel"}, config));
