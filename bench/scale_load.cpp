@@ -247,6 +247,9 @@ static Opts g_o;
 
 static Duration timeout() { return simba::ms(30000); }
 
+// The renew interval a client uses by default: lease / 3 (Config::renew_interval).
+static double renew_s() { return static_cast<double>(g_o.lease_ms) / 3000.0; }
+
 static void note_error(Outcome o, const std::string& e) {
   ++g_errors;
   g_last_error = std::string(simba::outcome_name(o)) + ": " + e;
@@ -274,6 +277,14 @@ static void sleep_loop(double secs) {
 // client's keep-alive slot, and counts completions.
 static long g_done = 0;
 
+// Any keep-alive's answer, measured or a refresh.
+static void keep_alive_answered(int i, const simba::KeepAliveReply& r) {
+  if (r.outcome == Outcome::kOk)
+    g_sess[i].last_ka = now_s();
+  else
+    note_error(r.outcome, r.error);
+}
+
 static void do_keep_alive(int i) {
   Sess& s = g_sess[i];
   s.busy = true;
@@ -282,10 +293,7 @@ static void do_keep_alive(int i) {
     g_sess[i].busy = false;
     --g_inflight;
     ++g_done;
-    if (r.outcome == Outcome::kOk)
-      g_sess[i].last_ka = now_s();
-    else
-      note_error(r.outcome, r.error);
+    keep_alive_answered(i, r);
   });
 }
 
@@ -296,7 +304,7 @@ static uv_timer_t g_refresh_timer;
 
 static void refresh_due(uv_timer_t*) {
   if (!g_refresh) return;
-  const double stale = now_s() - static_cast<double>(g_o.lease_ms) / 3000.0;
+  const double stale = now_s() - renew_s();
   for (size_t i = 0; i < g_sess.size() && g_refresh_inflight < 512; ++i) {
     Sess& s = g_sess[i];
     if (s.id.empty() || s.refreshing || s.last_ka > stale) continue;
@@ -305,10 +313,7 @@ static void refresh_due(uv_timer_t*) {
     s.b->keep_alive(s.id, simba::ms(g_o.lease_ms), timeout(), [i](const simba::KeepAliveReply& r) {
       g_sess[i].refreshing = false;
       --g_refresh_inflight;
-      if (r.outcome == Outcome::kOk)
-        g_sess[i].last_ka = now_s();
-      else
-        note_error(r.outcome, r.error);
+      keep_alive_answered(i, r);
     });
   }
 }
@@ -498,7 +503,7 @@ int main(int argc, char** argv) {
     usage();
     return 2;
   }
-  if (o.rate_per_renew) o.rate = o.sessions / (static_cast<double>(o.lease_ms) / 3000.0);
+  if (o.rate_per_renew) o.rate = o.sessions / renew_s();
   // A window sends no keep-alive but its own: every session must outlive it.
   if (o.warmup + o.seconds > 0.6 * static_cast<double>(o.lease_ms) / 1000.0) {
     fprintf(stderr, "simba_scale_load: --warmup + --seconds must stay under 0.6 x --lease-ms\n");

@@ -96,6 +96,11 @@ JSONL="$OUT/$NAME.jsonl" TXT="$OUT/$NAME.txt"
 } | tee "$TXT"
 IFS=, read -r -a NS <<<"$SESSIONS"
 MAX_N=$(printf '%s\n' "${NS[@]}" | sort -n | tail -1)
+# Sessions per Redis backend object: one, or two beyond 5,000 sessions, since
+# each object keeps two connections (commands and the release subscriber) and
+# 20,000 would pass the descriptor limit (ulimit -n, 20,000 here) of either
+# process.
+redis_per_object() { echo $((($1 + 4999) / 5000)); }
 # 100,000 ephemeral lease nodes and 10,000 sessions do not fit the tests' 128 MiB.
 [[ $MAX_N -le 1000 ]] || export SIMBA_ZOOKEEPER_HEAP=768m
 for b in "${BACKENDS[@]}"; do
@@ -103,9 +108,8 @@ for b in "${BACKENDS[@]}"; do
   start_servers "$srv"
   pid=${SIMBA_SERVER_PIDS[0]}
   if [[ $b == redis ]]; then
-    # Each backend object keeps two connections (commands and the release
-    # subscriber): up to 10,000 here, where Redis takes 10,000 by default.
-    per=$(((MAX_N + 4999) / 5000))
+    # Two connections per backend object; Redis takes 10,000 by default.
+    per=$(redis_per_object "$MAX_N")
     port=${SIMBA_TEST_REDIS_URL##*:}
     redis-cli -p "$port" CONFIG SET maxclients $((2 * ((MAX_N + per - 1) / per) + 100)) >/dev/null
   fi
@@ -123,10 +127,8 @@ for b in "${BACKENDS[@]}"; do
     args+=(--lease-ms "$lease_ms" --idle-seconds "$idle")
     case "$b" in
       redis)
-        # Beyond 5,000 sessions two share an object: 20,000 connections would
-        # pass the descriptor limit (ulimit -n, 20,000 here) of either process.
         url="$SIMBA_TEST_REDIS_URL?prefix=scale-$n-$$"
-        args+=(--per-backend $(((n + 4999) / 5000))) ;;
+        args+=(--per-backend "$(redis_per_object "$n")") ;;
       postgresql)
         # Two connections per backend object; the test server takes 100.
         url="${SIMBA_TEST_POSTGRES_URL}&schema=scale_${n}_$$"
@@ -162,7 +164,7 @@ for b in ("redis", "postgresql", "zookeeper"):
         label = f'{names[b]}, {L} lease{"s" if L > 1 else ""}/session'
         blocks.append("\n".join(f"{n} {max(pct, 1e-3)}" for n, pct, _ in pts))
         plots.append(f'"-" with linespoints lw 2 pt {7 + 2 * k} lc rgb "{colors[b]}" title "{label}, measured"')
-        n_max, _, us = pts[-1]
+        us = pts[-1][2]
         model = [n for n in (100, 300, 1000, 3000, 10000, 30000, 100000) if n >= pts[0][0]]
         blocks.append("\n".join(f"{n} {n / 5.0 * us / 1e6 * 100}" for n in model))
         plots.append(f'"-" with lines dt {2 + k} lc rgb "{colors[b]}" title "model, {us:.0f} us per keep-alive"')
