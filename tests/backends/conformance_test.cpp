@@ -423,8 +423,7 @@ TEST_P(Conformance, ObserverSeesEachHolderWithinOnePoll) {
     std::mutex mu;
     std::vector<std::tuple<std::string, std::string, uint64_t, int64_t>> changes;
   } seen;
-  auto fn = [](void* ud, const char* name, const char* holder, const char* client,
-               uint64_t token) {
+  auto fn = [](void* ud, const char* name, const char* holder, const char* client, uint64_t token) {
     (void)name;
     auto* s = static_cast<Seen*>(ud);
     std::lock_guard<std::mutex> lock(s->mu);
@@ -519,7 +518,8 @@ TEST_P(Conformance, ClientSocketsAreCloseOnExec) {
   ASSERT_EQ(e.start(c, lease("cloexec")), SIMBA_OK) << simba_last_error();
   ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
   std::vector<std::string> after = sockets_without_cloexec();
-  for (const std::string& b : before) after.erase(std::remove(after.begin(), after.end(), b), after.end());
+  for (const std::string& b : before)
+    after.erase(std::remove(after.begin(), after.end(), b), after.end());
   EXPECT_TRUE(after.empty()) << "sockets without FD_CLOEXEC: " << ::testing::PrintToString(after);
 }
 
@@ -603,11 +603,13 @@ TEST_P(Conformance, InspectShowsSessionsAndLeases) {
   };
   std::string j = inspect({held.c_str(), never.c_str()});
   EXPECT_NE(j.find("{\"id\":\"" + sid + "\",\"client\":\"inspect-holder\",\"remaining_ms\":"),
-            std::string::npos) << j;
+            std::string::npos)
+      << j;
   EXPECT_NE(j.find("\"own\":true"), std::string::npos) << "b's own session is marked: " << j;
   EXPECT_NE(j.find("{\"name\":\"" + held + "\",\"token\":" + token + ",\"holder\":\"" + sid +
                    "\",\"holder_client\":\"inspect-holder\",\"remaining_ms\":"),
-            std::string::npos) << j;
+            std::string::npos)
+      << j;
   EXPECT_NE(j.find("{\"name\":\"" + never + "\",\"token\":0,\"holder\":null}"), std::string::npos)
       << j;
   // Sorted by name, and exactly the names asked for.
@@ -621,7 +623,8 @@ TEST_P(Conformance, InspectShowsSessionsAndLeases) {
   ASSERT_EQ(simba_lock_release(term), SIMBA_OK);
   j = inspect({held.c_str()});
   EXPECT_NE(j.find("{\"name\":\"" + held + "\",\"token\":" + token + ",\"holder\":null}"),
-            std::string::npos) << j;
+            std::string::npos)
+      << j;
 
   // Bad arguments.
   char* out = nullptr;
@@ -708,9 +711,9 @@ TEST_P(Conformance, PartitionGroupBalancesAsMembersJoinAndLeave) {
   simba_task_t* task[3] = {nullptr, nullptr, nullptr};
   for (auto& client : c) OpenLive(client, t);
   auto join = [&](int i) {
-    ASSERT_EQ(simba_group_join(&task[i], c[i], group.c_str(), kN, GroupProbe::work,
-                               probe.member(i)),
-              SIMBA_OK)
+    ASSERT_EQ(
+        simba_group_join(&task[i], c[i], group.c_str(), kN, GroupProbe::work, probe.member(i)),
+        SIMBA_OK)
         << simba_last_error();
   };
   const int64_t settle = 10'000 * slow_factor();
@@ -803,9 +806,12 @@ TEST_P(Conformance, NeverTwoValidOwners) {
     // The other client takes over; on a loaded machine the old leader may win
     // again after its 150 ms cooldown instead, which is no handover but no
     // failure either: what this test proves is the poller's count.
-    ASSERT_TRUE(wait_for([&] { return e[other].elected_count() > before ||
-                                      (!restart && e[leader].elected_count() > leader_before); },
-                         5000 * slow_factor()))
+    ASSERT_TRUE(wait_for(
+        [&] {
+          return e[other].elected_count() > before ||
+                 (!restart && e[leader].elected_count() > leader_before);
+        },
+        5000 * slow_factor()))
         << "nobody took over after handover " << handovers << "\nleader " << leader << ": "
         << snapshot(c[leader]) << "\nother: " << snapshot(c[other]);
     if (e[other].elected_count() == before) continue;

@@ -352,7 +352,8 @@ TEST_F(EngineFaults, InspectFailsClearly) {
   EXPECT_EQ(simba_client_inspect_json(c, nullptr, 0, 150, &json), SIMBA_ETIMEDOUT);
   EXPECT_GE(mono_ms() - t0, 140);
   EXPECT_LT(mono_ms() - t0, 150 + 1000 * slow_factor());
-  EXPECT_NE(std::string(simba_last_error()).find("150 ms"), std::string::npos) << simba_last_error();
+  EXPECT_NE(std::string(simba_last_error()).find("150 ms"), std::string::npos)
+      << simba_last_error();
   faults(c).hang = false;
   faults(c).unreachable = true;
   EXPECT_EQ(simba_client_inspect_json(c, nullptr, 0, 1000, &json), SIMBA_EBACKEND);
@@ -527,9 +528,9 @@ TEST_F(EngineFaults, PartitionGroupTakesOverADeadMembersPartitions) {
   simba_task_t* task[3] = {nullptr, nullptr, nullptr};
   for (auto& client : c) OpenLive(client, t);
   for (int i = 0; i < 3; ++i) {
-    ASSERT_EQ(simba_group_join(&task[i], c[i], lease("g").c_str(), kN, GroupProbe::work,
-                               probe.member(i)),
-              SIMBA_OK);
+    ASSERT_EQ(
+        simba_group_join(&task[i], c[i], lease("g").c_str(), kN, GroupProbe::work, probe.member(i)),
+        SIMBA_OK);
   }
   const int64_t settle = 10'000 * slow_factor();
   ASSERT_TRUE(wait_for([&] { return probe.balanced({0, 1, 2}, kN); }, settle)) << probe.dump();
@@ -556,9 +557,9 @@ TEST_F(EngineFaults, PartitionGroupJoinMovesAsFewPartitionsAsItCan) {
   const int64_t settle = 10'000 * slow_factor();
   std::vector<int> joined;
   for (int i = 0; i < 3; ++i) {  // one at a time, so member i holds member slot i
-    ASSERT_EQ(simba_group_join(&task[i], c[i], group.c_str(), kN, GroupProbe::work,
-                               probe.member(i)),
-              SIMBA_OK);
+    ASSERT_EQ(
+        simba_group_join(&task[i], c[i], group.c_str(), kN, GroupProbe::work, probe.member(i)),
+        SIMBA_OK);
     joined.push_back(i);
     ASSERT_TRUE(wait_for([&] { return probe.balanced(joined, kN); }, settle)) << probe.dump();
   }
@@ -569,8 +570,7 @@ TEST_F(EngineFaults, PartitionGroupJoinMovesAsFewPartitionsAsItCan) {
   ASSERT_TRUE(probe.balanced({1, 2}, kN)) << probe.dump();
 
   const int starts = probe.starts();
-  ASSERT_EQ(simba_group_join(&task[3], c[3], group.c_str(), kN, GroupProbe::work,
-                             probe.member(3)),
+  ASSERT_EQ(simba_group_join(&task[3], c[3], group.c_str(), kN, GroupProbe::work, probe.member(3)),
             SIMBA_OK);
   ASSERT_TRUE(wait_for([&] { return probe.balanced({1, 2, 3}, kN); }, settle)) << probe.dump();
   sleep_ms(5 * t.renew_ms);  // rounds in which a needless move would show
@@ -591,7 +591,8 @@ TEST_F(EngineFaults, PartitionGroupArguments) {
   EXPECT_EQ(simba_group_join(&task, c, "bad name", 3, GroupProbe::work, nullptr), SIMBA_EINVAL);
   EXPECT_EQ(simba_group_join(&task, c, std::string(120, 'x').c_str(), 3, GroupProbe::work, nullptr),
             SIMBA_EINVAL);
-  EXPECT_NE(std::string(simba_last_error()).find("member"), std::string::npos) << simba_last_error();
+  EXPECT_NE(std::string(simba_last_error()).find("member"), std::string::npos)
+      << simba_last_error();
   EXPECT_EQ(simba_group_join(&task, c, "g", 3, nullptr, nullptr), SIMBA_EINVAL);
   EXPECT_EQ(simba_group_join(nullptr, c, "g", 3, GroupProbe::work, nullptr), SIMBA_EINVAL);
   EXPECT_EQ(simba_group_join(&task, nullptr, "g", 3, GroupProbe::work, nullptr), SIMBA_EINVAL);

@@ -61,7 +61,6 @@ class Sync {
     return r->str ? std::string(r->str, r->len) : std::string();
   }
 
-
  private:
   redisContext* c_ = nullptr;
 };
@@ -159,7 +158,9 @@ class OwnServer {
   std::string dir_;
 };
 
-inline bool have_redis_server() { return std::system("command -v redis-server >/dev/null 2>&1") == 0; }
+inline bool have_redis_server() {
+  return std::system("command -v redis-server >/dev/null 2>&1") == 0;
+}
 
 }  // namespace redis_servers
 

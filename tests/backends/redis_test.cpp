@@ -50,7 +50,6 @@ bool host_port(const std::string& url, std::string* host, int* port) {
   return true;
 }
 
-
 std::string shared_url() {
   const char* u = std::getenv("SIMBA_TEST_REDIS_URL");
   return u && *u ? u : "";
@@ -177,8 +176,8 @@ TEST(RedisUrl, Defaults) {
 TEST(RedisUrl, EveryPart) {
   simba::RedisUrl u;
   std::string err;
-  ASSERT_TRUE(simba::parse_redis_url("redis://al%40ice:p%3Ass@10.0.0.1:7000/3?prefix=app.x", &u,
-                                     &err))
+  ASSERT_TRUE(
+      simba::parse_redis_url("redis://al%40ice:p%3Ass@10.0.0.1:7000/3?prefix=app.x", &u, &err))
       << err;
   EXPECT_EQ(u.user, "al@ice");
   EXPECT_EQ(u.password, "p:ss");
@@ -201,24 +200,24 @@ TEST(RedisUrl, EveryPart) {
 
 TEST(RedisUrl, BadUrlsAreInvalidAndNeverShowThePassword) {
   const char* bad[] = {
-      "redis://",                               // no host
-      "redis://:hunter2@",                      // no host
-      "redis://h:0",                            // port out of range
+      "redis://",           // no host
+      "redis://:hunter2@",  // no host
+      "redis://h:0",        // port out of range
       "redis://h:65536",
-      "redis://h:",                             // empty port
+      "redis://h:",  // empty port
       "redis://h:12ab",
-      "redis://h/x",                            // db not a number
+      "redis://h/x",  // db not a number
       "redis://h/-1",
-      "redis://h?prefix=",                      // empty prefix
-      "redis://h?prefix=a*b",                   // glob character in the prefix
-      "redis://h?timeout=5",                    // unknown parameter
+      "redis://h?prefix=",     // empty prefix
+      "redis://h?prefix=a*b",  // glob character in the prefix
+      "redis://h?timeout=5",   // unknown parameter
       "redis://u:hunter2@h:99999",
       "redis://u:hunter2@h/db",
-      "redis://u:hunter2@[::1",                 // unterminated IPv6
-      "redis://hunter2@h",                      // userinfo without a colon
-      "redis://u:hunt@er2@h",                   // '@' unescaped in the password
-      "redis://u:hunter2%zz@h",                 // bad escape
-      "redis://u:@h",                           // empty password
+      "redis://u:hunter2@[::1",  // unterminated IPv6
+      "redis://hunter2@h",       // userinfo without a colon
+      "redis://u:hunt@er2@h",    // '@' unescaped in the password
+      "redis://u:hunter2%zz@h",  // bad escape
+      "redis://u:@h",            // empty password
       "redis://h h",
   };
   for (const char* url : bad) {
@@ -258,17 +257,18 @@ TEST(RedisUrl, RedissTlsOptions) {
   EXPECT_EQ(u.tls_key_password, "s3cr&t");
   EXPECT_EQ(u.tls_server_name, "redis.example");
   EXPECT_EQ(u.prefix, "app");
-  for (const char* bad : {"redis://h?tls_ca=/ca.pem", "rediss://h?tls_cert=/c.pem",
-                          "rediss://h?tls_ca=", "rediss://h?tls_server_name=a/b",
-                          "rediss://h?tls_verify=no"}) {
+  for (const char* bad :
+       {"redis://h?tls_ca=/ca.pem", "rediss://h?tls_cert=/c.pem",
+        "rediss://h?tls_ca=", "rediss://h?tls_server_name=a/b", "rediss://h?tls_verify=no"}) {
     EXPECT_FALSE(simba::parse_redis_url(bad, &u, &err)) << bad;
   }
   EXPECT_EQ(simba::redact_url("rediss://u:hunter2@h?tls_key=/k&tls_key_password=pp"),
             "rediss://u:***@h?tls_key=/k&tls_key_password=***");
 #ifdef SIMBA_WITH_REDIS_TLS
   simba_client_t* c = nullptr;
-  EXPECT_EQ(simba_client_open(&c, "rediss://u:hunter2@127.0.0.1:6379?tls_ca=/nonexistent.pem"
-                                  "&tls_key_password=hunter3",
+  EXPECT_EQ(simba_client_open(&c,
+                              "rediss://u:hunter2@127.0.0.1:6379?tls_ca=/nonexistent.pem"
+                              "&tls_key_password=hunter3",
                               nullptr),
             SIMBA_EINVAL);
   const std::string why = simba_last_error();
@@ -418,8 +418,8 @@ TEST(Redis, UnknownHostNeverLiveClosesCleanly) {
 
 // The server stops answering (SIGSTOP) for longer than the lease: the session
 // reads SUSPENDED, the term ends at its local deadline (never later) with
-// DEADLINE_PASSED, and nothing leads while the server stays stopped; after SIGCONT the client opens a new session and is
-// elected again with a larger token.
+// DEADLINE_PASSED, and nothing leads while the server stays stopped; after SIGCONT the client opens
+// a new session and is elected again with a larger token.
 TEST(Redis, StoppedServerPastTheLeaseThenNewSession) {
   if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
   const int port = free_port();
@@ -744,9 +744,9 @@ TEST(Redis, RestartWithAofKeepsTokensIncreasing) {
   server.crash();
   ASSERT_TRUE(server.start()) << "cannot restart redis-server on its AOF";
   // The client reconnects; its session and term were on disk.
-  ASSERT_TRUE(wait_for([&] { return counter(c, "keep_alives") > 0 &&
-                                    simba_client_status(c) == SIMBA_SESSION_LIVE; },
-                       5000 * slow_factor()));
+  ASSERT_TRUE(wait_for(
+      [&] { return counter(c, "keep_alives") > 0 && simba_client_status(c) == SIMBA_SESSION_LIVE; },
+      5000 * slow_factor()));
   sleep_ms(1000);  // two renew intervals: keep-alives after the restart
   EXPECT_EQ(session_id(c), sid);
   EXPECT_TRUE(e.leading()) << snapshot(c);
@@ -899,9 +899,9 @@ TEST(Redis, OneKeepAliveCallPerRenewIntervalCountedByTheServer) {
   const std::string prefix = "redis.count." + unique_id() + ".";
   for (int i = 0; i < 500; ++i) {
     simba_term_t* term = nullptr;
-    ASSERT_EQ(simba_lock_acquire(&term, c, (prefix + std::to_string(i)).c_str(),
-                                 5000 * slow_factor()),
-              SIMBA_OK);
+    ASSERT_EQ(
+        simba_lock_acquire(&term, c, (prefix + std::to_string(i)).c_str(), 5000 * slow_factor()),
+        SIMBA_OK);
     terms.push_back(term);
   }
   Sync s("127.0.0.1", port);
@@ -917,7 +917,8 @@ TEST(Redis, OneKeepAliveCallPerRenewIntervalCountedByTheServer) {
   // per lease (that would be 5000).
   EXPECT_GE(calls, static_cast<int64_t>(intervals) - 3) << calls << " calls in " << intervals;
   EXPECT_LE(calls, static_cast<int64_t>(intervals) + 2) << calls << " calls in " << intervals;
-  EXPECT_LE(std::llabs(calls - (k1 - k0)), 1) << "server counted " << calls << ", client " << k1 - k0;
+  EXPECT_LE(std::llabs(calls - (k1 - k0)), 1)
+      << "server counted " << calls << ", client " << k1 - k0;
   for (simba_term_t* term : terms) {
     EXPECT_TRUE(simba_term_is_valid(term));
     simba_lock_release(term);
@@ -929,7 +930,8 @@ TEST(Redis, OneKeepAliveCallPerRenewIntervalCountedByTheServer) {
 // hours: `ss -o` shows a keepalive timer on each of our sockets to the server.
 TEST(Redis, ConnectionsHaveTcpKeepAlives) {
   if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
-  if (std::system("command -v ss >/dev/null 2>&1") != 0) GTEST_SKIP() << "ss (iproute2) not installed";
+  if (std::system("command -v ss >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "ss (iproute2) not installed";
   const int port = free_port();
   ASSERT_GT(port, 0);
   OwnServer server(port);

@@ -568,7 +568,8 @@ class GroupProbe {
   std::string dump() {
     std::lock_guard<std::mutex> lock(mu_);
     std::string s;
-    for (const auto& [id, h] : held_) s += "member " + std::to_string(id) + ": " + std::to_string(h) + "; ";
+    for (const auto& [id, h] : held_)
+      s += "member " + std::to_string(id) + ": " + std::to_string(h) + "; ";
     return s;
   }
 

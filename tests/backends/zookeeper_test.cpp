@@ -710,7 +710,8 @@ TEST_F(ZookeeperOwn, MaxSessionTimeoutBelowTheLeaseShortensTheRenewPeriod) {
   int warnings = 0;
   {
     std::lock_guard<std::mutex> lock(logs.mu);
-    for (const std::string& l : logs.lines) warnings += l.find("renewing every") != std::string::npos;
+    for (const std::string& l : logs.lines)
+      warnings += l.find("renewing every") != std::string::npos;
   }
   EXPECT_EQ(warnings, 1) << logs.all();
 }

@@ -21,7 +21,7 @@ typedef struct {
   task_t *head, *tail;
   int stopping, paused;
   int submitted, started, ran; /* guarded by mu; `ran` counts after run() returned */
-  int submit_on_worker; /* submit called from the worker thread itself */
+  int submit_on_worker;        /* submit called from the worker thread itself */
   pthread_t worker;
 } hostex_t;
 

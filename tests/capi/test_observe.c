@@ -64,9 +64,7 @@ static void session_id(simba_client_t *c, char *out, size_t cap) {
   simba_free(js);
 }
 
-static void on_el(void *ud, simba_term_t *t) {
-  astu64((uint64_t *)ud, simba_term_token(t));
-}
+static void on_el(void *ud, simba_term_t *t) { astu64((uint64_t *)ud, simba_term_token(t)); }
 
 static void test_arguments(void **state) {
   simba_client_t *c = open_client("obs-args");
@@ -193,7 +191,8 @@ static void test_metrics_count_what_happened(void **state) {
   assert_non_null(text);
   assert_non_null(strstr(text, "# TYPE simba_terms_total counter\n"));
   assert_non_null(strstr(text, "simba_terms_total{client=\"metrics-node\"} 1\n"));
-  assert_non_null(strstr(text, "simba_revocations_total{client=\"metrics-node\",reason=\"STOPPED\"} 1\n"));
+  assert_non_null(
+      strstr(text, "simba_revocations_total{client=\"metrics-node\",reason=\"STOPPED\"} 1\n"));
   assert_non_null(strstr(text, "simba_handover_seconds_count{client=\"metrics-node\"} 1\n"));
   assert_non_null(strstr(text, "simba_session_state{client=\"metrics-node\",state=\"LIVE\"} 1\n"));
   assert_non_null(strstr(text, "simba_leases_held{client=\"metrics-node\"} 0\n"));

@@ -14,19 +14,19 @@
  * bumped only after the fields it publishes (a run takes its index from a
  * slot counter of its own first). */
 typedef struct {
-  int slots;               /* work calls that took an index */
-  int runs;                /* work calls started, their start recorded */
-  int running;             /* work calls in progress (never > 1 per task) */
-  int overlap;             /* set if two runs overlapped */
-  int started_invalid;     /* set if a run started on an invalid term */
-  int64_t first_start_ms;  /* start of the first run */
-  int64_t last_exit_ms;    /* end of the last run */
-  uint64_t tokens[64];     /* token of each run */
-  int ignore_revoke_ms;    /* >0: keep working this long whatever happens */
-  int return_at_once;      /* return as soon as started (while still leading) */
-  simba_task_t *self;      /* for the close-from-work test */
-  simba_client_t *client;  /* for the client-close-from-work test */
-  int64_t close_took_ms;   /* how long the close from work took */
+  int slots;              /* work calls that took an index */
+  int runs;               /* work calls started, their start recorded */
+  int running;            /* work calls in progress (never > 1 per task) */
+  int overlap;            /* set if two runs overlapped */
+  int started_invalid;    /* set if a run started on an invalid term */
+  int64_t first_start_ms; /* start of the first run */
+  int64_t last_exit_ms;   /* end of the last run */
+  uint64_t tokens[64];    /* token of each run */
+  int ignore_revoke_ms;   /* >0: keep working this long whatever happens */
+  int return_at_once;     /* return as soon as started (while still leading) */
+  simba_task_t *self;     /* for the close-from-work test */
+  simba_client_t *client; /* for the client-close-from-work test */
+  int64_t close_took_ms;  /* how long the close from work took */
 } work_t;
 
 static void work_begin(work_t *w, simba_term_t *t) {
@@ -616,7 +616,7 @@ static void test_rejected_on_elected_steps_down(void **state) {
   simba_config_free(cfg);
   CHECK_OK(simba_client_wait_live(a, long_wait_ms()));
   b = open_live_client("task-reject");
-  sleep_ms(quiet_ms());  /* the session events went through the executor */
+  sleep_ms(quiet_ms()); /* the session events went through the executor */
   ast(&x.reject, 1);
   t0 = now_ms();
   releases = snapshot_counter(a, "releases");

@@ -245,7 +245,10 @@ int main(int argc, char **argv) {
         nanosleep(&nap, NULL);
         int w = register_write(s->name, token, seq);
         logf_line("write %s %" PRIu64 " %" PRIu64 " %s %" PRId64, s->name, token, seq,
-                  w == 1 ? "accepted" : w == 0 ? "rejected" : "error", t0);
+                  w == 1   ? "accepted"
+                  : w == 0 ? "rejected"
+                           : "error",
+                  t0);
       }
       simba_term_release(t);
     }

@@ -23,9 +23,13 @@ constexpr const char* kDurationKeys[] = {"session.lease-duration", "session.rene
                                          "session.margin", "session.retry-jitter",
                                          "session.min-backoff"};
 
-bool one_line(const std::string& s) { return s.find('\n') == std::string::npos && s.find('\r') == std::string::npos; }
+bool one_line(const std::string& s) {
+  return s.find('\n') == std::string::npos && s.find('\r') == std::string::npos;
+}
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
 // ---------------------------------------------------------------------------
 // Defaults and derived values
@@ -178,11 +182,14 @@ TEST(ParseDuration, UpperBound) {
 }
 
 TEST(ParseDuration, Malformed) {
-  const std::vector<std::string> bad = {
-      "", "ms", "s", "m", " 5s", "5s ", "5 s", "\t5", "5\n", "+5", "+5s", "-5", "-5s", "-0",
-      "1.5s", "1.0", ".5s", "5.", "1,5s", "5S", "5MS", "5Ms", "5M", "5h", "5d", "5us", "5ns",
-      "5sec", "5min", "5ms5", "5mss", "5sm", "5ss", "5mm", "0x10", "1e3", "5m s", "s5",
-      "ms5", "5_000", "5'000", "\xEF\xBC\x95s", "inf", "nan", "five", "PT5S", "5s5s"};
+  const std::vector<std::string> bad = {"",     "ms",  "s",    "m",     " 5s",   "5s ",
+                                        "5 s",  "\t5", "5\n",  "+5",    "+5s",   "-5",
+                                        "-5s",  "-0",  "1.5s", "1.0",   ".5s",   "5.",
+                                        "1,5s", "5S",  "5MS",  "5Ms",   "5M",    "5h",
+                                        "5d",   "5us", "5ns",  "5sec",  "5min",  "5ms5",
+                                        "5mss", "5sm", "5ss",  "5mm",   "0x10",  "1e3",
+                                        "5m s", "s5",  "ms5",  "5_000", "5'000", "\xEF\xBC\x95s",
+                                        "inf",  "nan", "five", "PT5S",  "5s5s"};
   for (const std::string& s : bad) EXPECT_FALSE(parse_duration(s).has_value()) << '"' << s << '"';
   EXPECT_FALSE(parse_duration(std::string_view("5\0s", 3)));
   EXPECT_FALSE(parse_duration(std::string_view("5s\0", 3)));
@@ -220,7 +227,8 @@ TEST(ConfigSet, EveryDurationKey) {
 
 TEST(ConfigSet, MalformedDurationIsRejectedAndLeavesValue) {
   for (const char* key : kDurationKeys) {
-    for (const char* value : {"", "abc", "-1s", "1.5s", " 1s", "1s ", "1h", "+1", "1000000000001"}) {
+    for (const char* value :
+         {"", "abc", "-1s", "1.5s", " 1s", "1s ", "1h", "+1", "1000000000001"}) {
       Config c;
       const auto before = c.get_duration(key);
       const bool was_set_renew = c.renew_interval_set.has_value();
@@ -358,11 +366,12 @@ TEST(ConfigDrift, OutOfRangeMessage) {
 }
 
 TEST(ConfigDrift, Rejected) {
-  for (const char* text : {"0.5", "0.50", "5e-1", "0.7", "1", "2", "1e300", "-0.1", "-0.0001",
-                           "-1", "-1e-300", "nan", "NaN", "-nan", "inf", "-inf", "Infinity",
-                           "infinity", "INF", "", " ", " 0.1", "0.1 ", "\t0.1", "+0.1", "0.1x",
-                           "0x0.1", "0X1p-4", "0,1", "1e", "0.1.2", ".", "e", "-", "1e400",
-                           "1e-400", "0.1\n", "0.01%", "1/100"}) {
+  for (const char* text :
+       {"0.5",      "0.50",     "5e-1",    "0.7",    "1",     "2",     "1e300", "-0.1",
+        "-0.0001",  "-1",       "-1e-300", "nan",    "NaN",   "-nan",  "inf",   "-inf",
+        "Infinity", "infinity", "INF",     "",       " ",     " 0.1",  "0.1 ",  "\t0.1",
+        "+0.1",     "0.1x",     "0x0.1",   "0X1p-4", "0,1",   "1e",    "0.1.2", ".",
+        "e",        "-",        "1e400",   "1e-400", "0.1\n", "0.01%", "1/100"}) {
     Config c;
     std::string err = c.set("session.drift", text);
     EXPECT_FALSE(err.empty()) << '"' << text << '"';
@@ -373,7 +382,10 @@ TEST(ConfigDrift, Rejected) {
   }
   Config c;
   EXPECT_FALSE(c.set("session.drift", std::string_view("0.1\0", 4)).empty());
-  EXPECT_FALSE(c.set("session.drift", std::string_view("\0" "0.1", 4)).empty());
+  EXPECT_FALSE(c.set("session.drift", std::string_view("\0"
+                                                       "0.1",
+                                                       4))
+                   .empty());
   EXPECT_EQ(c.drift, 0.01);
 }
 
@@ -417,9 +429,15 @@ TEST(ConfigDrift, LocaleIndependent) {
 // callback.threads, callback.executor, loop.mode, client.name
 
 TEST(ConfigThreads, Accepted) {
-  for (auto [text, n] : std::vector<std::pair<const char*, int>>{
-           {"1", 1}, {"2", 2}, {"8", 8}, {"63", 63}, {"64", 64}, {"01", 1}, {"064", 64},
-           {"0000000000000000000000000007", 7}}) {
+  for (auto [text, n] :
+       std::vector<std::pair<const char*, int>>{{"1", 1},
+                                                {"2", 2},
+                                                {"8", 8},
+                                                {"63", 63},
+                                                {"64", 64},
+                                                {"01", 1},
+                                                {"064", 64},
+                                                {"0000000000000000000000000007", 7}}) {
     Config c;
     EXPECT_EQ(c.set("callback.threads", text), "") << text;
     EXPECT_EQ(c.callback_threads, n);
@@ -428,9 +446,9 @@ TEST(ConfigThreads, Accepted) {
 }
 
 TEST(ConfigThreads, Rejected) {
-  for (const char* text : {"0", "00", "65", "100", "-1", "+1", "1.0", "1e1", " 1", "1 ", "",
-                           "abc", "4294967297", "4294967360", "99999999999999999999", "0x10",
-                           "2 ", "sixty"}) {
+  for (const char* text :
+       {"0", "00", "65", "100", "-1", "+1", "1.0", "1e1", " 1", "1 ", "", "abc", "4294967297",
+        "4294967360", "99999999999999999999", "0x10", "2 ", "sixty"}) {
     Config c;
     std::string err = c.set("callback.threads", text);
     EXPECT_FALSE(err.empty()) << '"' << text << '"';
@@ -462,7 +480,8 @@ TEST(ConfigExecutor, HostIsNotSettableByText) {
 }
 
 TEST(ConfigExecutor, Rejected) {
-  for (const char* text : {"", "Pool", "POOL", "DIRECT", " pool", "pool ", "threads", "virtual", "loop"}) {
+  for (const char* text :
+       {"", "Pool", "POOL", "DIRECT", " pool", "pool ", "threads", "virtual", "loop"}) {
     Config c;
     c.executor = ExecutorKind::kDirect;
     std::string err = c.set("callback.executor", text);
@@ -510,8 +529,15 @@ TEST(ConfigClientName, Accepted) {
 }
 
 TEST(ConfigClientName, Rejected) {
-  std::vector<std::string> bad = {std::string(129, 'x'), std::string(1000, 'y'), "a\nb", "\t",
-                                  "a\rb", "caf\xC3\xA9", "\x7f", "\x1b[31m", std::string("a\0b", 3),
+  std::vector<std::string> bad = {std::string(129, 'x'),
+                                  std::string(1000, 'y'),
+                                  "a\nb",
+                                  "\t",
+                                  "a\rb",
+                                  "caf\xC3\xA9",
+                                  "\x7f",
+                                  "\x1b[31m",
+                                  std::string("a\0b", 3),
                                   "\xff"};
   for (const std::string& v : bad) {
     Config c;
@@ -533,11 +559,12 @@ TEST(ConfigClientName, Rejected) {
 
 TEST(ConfigKeys, UnknownKeysAreRejected) {
   for (std::string key :
-       {std::string(""), std::string("session"), std::string("session."), std::string("lease-duration"),
-        std::string("session.Lease-duration"), std::string("session.lease_duration"),
-        std::string("session.leaseDuration"), std::string("simba.session.lease-duration"),
-        std::string(" session.drift"), std::string("session.drift "), std::string("callback.thread"),
-        std::string("client.Name"), std::string("loop"), std::string("session.lease-duration\0", 23)}) {
+       {std::string(""), std::string("session"), std::string("session."),
+        std::string("lease-duration"), std::string("session.Lease-duration"),
+        std::string("session.lease_duration"), std::string("session.leaseDuration"),
+        std::string("simba.session.lease-duration"), std::string(" session.drift"),
+        std::string("session.drift "), std::string("callback.thread"), std::string("client.Name"),
+        std::string("loop"), std::string("session.lease-duration\0", 23)}) {
     Config c;
     std::string err = c.set(key, "1");
     EXPECT_FALSE(err.empty()) << key;
@@ -758,8 +785,9 @@ TEST(ConfigValidate, FieldsWrittenDirectlyAreChecked) {
     c.min_backoff = nanoseconds(-1);
     EXPECT_TRUE(contains(c.validate(), "session.min-backoff"));
   }
-  for (double d : {0.5, 0.7, -0.01, -1e-300, std::numeric_limits<double>::quiet_NaN(),
-                   std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()}) {
+  for (double d :
+       {0.5, 0.7, -0.01, -1e-300, std::numeric_limits<double>::quiet_NaN(),
+        std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()}) {
     Config c;
     c.drift = d;
     std::string err = c.validate();

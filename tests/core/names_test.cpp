@@ -10,7 +10,9 @@
 namespace simba {
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 bool one_line(const std::string& s) { return s.find('\n') == std::string::npos; }
 
 bool is_allowed(unsigned char c) {
@@ -19,10 +21,31 @@ bool is_allowed(unsigned char c) {
 }
 
 TEST(LeaseName, ValidNames) {
-  for (const char* n : {"a", "Z", "0", "report", "billing.3", "ledger:eu-west_1", "A-Z.a_z:0-9",
-                        "-", "_", ":", "...", "....", ".a", "a.", "..a", "a..", "a.b", "a..b",
-                        "-leading-dash", "trailing:", "0000", "UPPER", "v1.2.3-rc.1",
-                        "ns::name", "__init__"}) {
+  for (const char* n : {"a",
+                        "Z",
+                        "0",
+                        "report",
+                        "billing.3",
+                        "ledger:eu-west_1",
+                        "A-Z.a_z:0-9",
+                        "-",
+                        "_",
+                        ":",
+                        "...",
+                        "....",
+                        ".a",
+                        "a.",
+                        "..a",
+                        "a..",
+                        "a.b",
+                        "a..b",
+                        "-leading-dash",
+                        "trailing:",
+                        "0000",
+                        "UPPER",
+                        "v1.2.3-rc.1",
+                        "ns::name",
+                        "__init__"}) {
     EXPECT_EQ(check_lease_name(n), "") << n;
   }
 }

@@ -194,8 +194,8 @@ class NodeTest : public ::testing::Test {
     answer_acquire(take_acquire(name), Outcome::kHeld, 0, holder_remaining);
   }
   // A new election that wins `token` at once.
-  std::pair<ContenderId, std::shared_ptr<TermState>> leader(const std::string& name,
-                                                            uint64_t token, bool with_work = false) {
+  std::pair<ContenderId, std::shared_ptr<TermState>> leader(const std::string& name, uint64_t token,
+                                                            bool with_work = false) {
     const ContenderId id = node->add_election(name, now(), with_work);
     EXPECT_NE(id, 0u);
     return {id, win(name, token)};

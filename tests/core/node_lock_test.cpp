@@ -257,7 +257,8 @@ TEST_F(NodeTest, ALockThatGaveUpDuringItsAttemptHoldsBackTheNextAcquireOfTheName
   advance(ms(200));
   mark = fx.mark();
   node->add_lock("m", TimePoint::max(), false, now());
-  ASSERT_TRUE(run_until_true([&] { return !acquires_since(mark, "m").empty(); }, sent + 3 * kRenew));
+  ASSERT_TRUE(
+      run_until_true([&] { return !acquires_since(mark, "m").empty(); }, sent + 3 * kRenew));
   EXPECT_GE(now(), sent + 2 * kRenew);
   (void)lost;
 }

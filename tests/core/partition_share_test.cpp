@@ -52,18 +52,25 @@ void expect_shares(const std::vector<ShareCase>& cases) {
 
 TEST(PartitionShare, UnevenDivisionGivesTheExtraToTheLowestRanks) {
   expect_shares({
-      {10, 3, 0, 4}, {10, 3, 1, 3}, {10, 3, 2, 3},  // 10 over 3: 4, 3, 3
-      {5, 2, 0, 3}, {5, 2, 1, 2},                   // 5 over 2: 3, 2
+      {10, 3, 0, 4},
+      {10, 3, 1, 3},
+      {10, 3, 2, 3},  // 10 over 3: 4, 3, 3
+      {5, 2, 0, 3},
+      {5, 2, 1, 2},  // 5 over 2: 3, 2
       // 7 over 4: 2, 2, 2, 1; the edge is between rank N mod m − 1 and N mod m.
-      {7, 4, 2, 2}, {7, 4, 3, 1},
+      {7, 4, 2, 2},
+      {7, 4, 3, 1},
   });
 }
 
 TEST(PartitionShare, RanksAtTheEdges) {
   expect_shares({
-      {1, 3, 0, 1}, {1, 3, 2, 0},           // one partition over three: only rank 0
-      {9, 10, 8, 1}, {9, 10, 9, 0},         // N − 1 over N: every rank but the last
-      {10000, 3, 0, 3334}, {10000, 3, 2, 3333},  // the largest group the engine allows
+      {1, 3, 0, 1},
+      {1, 3, 2, 0},  // one partition over three: only rank 0
+      {9, 10, 8, 1},
+      {9, 10, 9, 0},  // N − 1 over N: every rank but the last
+      {10000, 3, 0, 3334},
+      {10000, 3, 2, 3333},  // the largest group the engine allows
   });
 }
 

@@ -11,9 +11,15 @@
 namespace {
 
 const char* const kKeys[] = {
-    "session.lease-duration", "session.renew-interval", "session.drift",
-    "session.margin",         "session.retry-jitter",   "session.min-backoff",
-    "callback.executor",      "callback.threads",       "loop.mode",
+    "session.lease-duration",
+    "session.renew-interval",
+    "session.drift",
+    "session.margin",
+    "session.retry-jitter",
+    "session.min-backoff",
+    "callback.executor",
+    "callback.threads",
+    "loop.mode",
     "client.name",
 };
 constexpr size_t kKeyCount = sizeof kKeys / sizeof kKeys[0];

@@ -9,7 +9,8 @@
 namespace {
 
 void check_secret(const std::string& url, const std::string& shown, const std::string& pw) {
-  if (pw.size() < 4 || pw.find_first_of("*Q") != std::string::npos || fuzz::count(url, pw) != 1) return;
+  if (pw.size() < 4 || pw.find_first_of("*Q") != std::string::npos || fuzz::count(url, pw) != 1)
+    return;
   FUZZ_CHECK(shown.find(pw) == std::string::npos, "redact_url shows a password");
   if (pw.size() < 8) return;
   const std::string bad = url + (url.find('?') == std::string::npos ? "?zz9=1" : "&zz9=1");

@@ -1,5 +1,5 @@
-// redis://, rediss:// and redis+sentinel:// URLs: the parser never crashes, accepts only what it documents, and
-// never shows the password (in redact_url, or in the message of a URL refused).
+// redis://, rediss:// and redis+sentinel:// URLs: the parser never crashes, accepts only what it
+// documents, and never shows the password (in redact_url, or in the message of a URL refused).
 #include <cctype>
 
 #include "backend/backend.h"
@@ -16,14 +16,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   if (r.sentinel) {
-    FUZZ_CHECK(!r.sentinels.empty() && !r.master_name.empty(), "Sentinel URL without hosts or master");
+    FUZZ_CHECK(!r.sentinels.empty() && !r.master_name.empty(),
+               "Sentinel URL without hosts or master");
     for (const auto& [host, port] : r.sentinels) {
       FUZZ_CHECK(!host.empty(), "accepted a Sentinel without a host");
       FUZZ_CHECK(port >= 1 && port <= 65535, "Sentinel port %d", port);
     }
     FUZZ_CHECK(r.wait_replicas >= 0 && r.wait_timeout_ms >= 0, "negative wait option");
     const std::string& spw = r.sentinel_password;
-    if (spw.size() >= 4 && spw.find_first_of("*Q") == std::string::npos && fuzz::count(url, spw) == 1) {
+    if (spw.size() >= 4 && spw.find_first_of("*Q") == std::string::npos &&
+        fuzz::count(url, spw) == 1) {
       FUZZ_CHECK(shown.find(spw) == std::string::npos, "redact_url shows the Sentinel password");
     }
   } else {

@@ -24,7 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (z.has_auth) {
     FUZZ_CHECK(!z.user.empty() && !z.password.empty(), "auth without user or password");
     const std::string& pw = z.password;
-    if (pw.size() >= 4 && pw.find_first_of("*Q") == std::string::npos && fuzz::count(url, pw) == 1) {
+    if (pw.size() >= 4 && pw.find_first_of("*Q") == std::string::npos &&
+        fuzz::count(url, pw) == 1) {
       FUZZ_CHECK(shown.find(pw) == std::string::npos, "redact_url shows the password");
       if (pw.size() >= 8) {
         const std::string bad = url + "&zz9=1";

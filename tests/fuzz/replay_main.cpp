@@ -78,9 +78,31 @@ void run(const std::vector<uint8_t>& input) {
   g_current = nullptr;
 }
 
-const char* const kInteresting[] = {"%", "%0", "%zz", "@", ":", "/", "?", "&", "=", "[", "]", ",",
-                                    "://", "\0", "-1", "9999999999999999999", "ms", "s", "m",
-                                    "password=", "auth=digest:", "*", "$", "\r\n", "sslpassword="};
+const char* const kInteresting[] = {"%",
+                                    "%0",
+                                    "%zz",
+                                    "@",
+                                    ":",
+                                    "/",
+                                    "?",
+                                    "&",
+                                    "=",
+                                    "[",
+                                    "]",
+                                    ",",
+                                    "://",
+                                    "\0",
+                                    "-1",
+                                    "9999999999999999999",
+                                    "ms",
+                                    "s",
+                                    "m",
+                                    "password=",
+                                    "auth=digest:",
+                                    "*",
+                                    "$",
+                                    "\r\n",
+                                    "sslpassword="};
 
 std::vector<uint8_t> mutate(std::vector<uint8_t> v, const std::vector<std::vector<uint8_t>>& all,
                             std::mt19937_64& rng) {
@@ -151,7 +173,8 @@ int main(int argc, char** argv) {
   }
   const char* base = std::strrchr(argv[0], '/');
   const char* artifact = std::getenv("SIMBA_FUZZ_ARTIFACT");
-  g_artifact = artifact ? artifact : std::string("fuzz-replay-crash-") + (base ? base + 1 : argv[0]);
+  g_artifact =
+      artifact ? artifact : std::string("fuzz-replay-crash-") + (base ? base + 1 : argv[0]);
   std::signal(SIGABRT, on_abort);
   std::signal(SIGSEGV, on_abort);
 

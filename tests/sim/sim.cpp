@@ -44,12 +44,11 @@ std::string Stats::summary() const {
     << nodes << " nodes, " << sessions << " sessions, " << terms << " terms (" << lock_terms
     << " locks), " << revoked << " revoked (taken over " << taken_over << ", deadline passed "
     << deadline_passed << ", session expired " << session_expired << ", stepped down "
-    << stepped_down << "); faults: " << dropped << " dropped, " << late_replies
-    << " late replies, " << pauses << " pauses (" << long_pauses << " > lease), " << expiries
-    << " expiries, " << handovers << " hand-overs, " << closes << " node closes; "
-    << quiet_checks << " liveness checks, " << orphans_seen << " orphans seen (longest "
-    << orphan_max_ms << " ms into a quiet stretch), "
-    << drifting_store << " schedules with a drifting store clock";
+    << stepped_down << "); faults: " << dropped << " dropped, " << late_replies << " late replies, "
+    << pauses << " pauses (" << long_pauses << " > lease), " << expiries << " expiries, "
+    << handovers << " hand-overs, " << closes << " node closes; " << quiet_checks
+    << " liveness checks, " << orphans_seen << " orphans seen (longest " << orphan_max_ms
+    << " ms into a quiet stretch), " << drifting_store << " schedules with a drifting store clock";
   return s.str();
 }
 
@@ -115,7 +114,9 @@ void SimEffects::revoked(ContenderId who, const std::shared_ptr<TermState>& term
                          RevokeReason reason) {
   sim_.fx_revoked(box_, who, term, reason);
 }
-void SimEffects::lock_failed(ContenderId who, LockFailure why) { sim_.fx_lock_failed(box_, who, why); }
+void SimEffects::lock_failed(ContenderId who, LockFailure why) {
+  sim_.fx_lock_failed(box_, who, why);
+}
 void SimEffects::stopped(ContenderId who) { sim_.fx_stopped(box_, who); }
 void SimEffects::stepped_down(ContenderId who) { sim_.fx_stepped_down(box_, who); }
 void SimEffects::session_event(SessionEvent ev, const std::string& detail_json) {
@@ -168,7 +169,8 @@ void Sim::make_params() {
   Params& p = p_;
   Config& c = p.cfg;
   c.lease_duration = between(ms(250), ms(400));
-  if (chance(0.5)) c.renew_interval_set = between(c.lease_duration / 4, c.lease_duration * 45 / 100);
+  if (chance(0.5))
+    c.renew_interval_set = between(c.lease_duration / 4, c.lease_duration * 45 / 100);
   const double r = unit();
   c.drift = r < 0.15 ? 0.0 : r < 0.5 ? 0.01 : r < 0.8 ? 0.05 * unit() : 0.05 + 0.15 * unit();
   c.margin = between(ms(5), ms(10));
@@ -192,8 +194,9 @@ void Sim::make_params() {
   if (chance(0.8) && c.drift > 0) {
     const double d = unit();
     const long double drift = c.drift;
-    p.store_rate = d < 0.5 ? 1.0L + drift : d < 0.6 ? 1.0L - drift
-                                                    : 1.0L + drift * (2.0L * unit() - 1.0L);
+    p.store_rate = d < 0.5   ? 1.0L + drift
+                   : d < 0.6 ? 1.0L - drift
+                             : 1.0L + drift * (2.0L * unit() - 1.0L);
   }
 
   if (chance(0.15)) p.lease_cap = between(c.lease_duration / 2, c.lease_duration * 95 / 100);
@@ -244,9 +247,12 @@ void Sim::setup() {
         << to_ms(c.margin) << " ms, jitter " << to_ms(c.retry_jitter()) << " ms, min backoff "
         << to_ms(c.min_backoff) << " ms, store clock rate " << static_cast<double>(p_.store_rate)
         << ", delay [" << p_.dmin.count() / 1000 << ", " << p_.dmax.count() / 1000
-        << "] us, p_drop " << p_.p_drop << ", p_long " << p_.p_long << ", p_slow " << p_.p_slow << ", p_err " << p_.p_err
-        << ", p_bcast_drop " << p_.p_bcast_drop << ", p_msg_first " << p_.p_msg_first << ", chaos " << to_ms(p_.chaos_len) << " ms"
-        << (p_.lease_cap != Duration::max() ? ", lease cap " + std::to_string(to_ms(p_.lease_cap)) + " ms" : "")
+        << "] us, p_drop " << p_.p_drop << ", p_long " << p_.p_long << ", p_slow " << p_.p_slow
+        << ", p_err " << p_.p_err << ", p_bcast_drop " << p_.p_bcast_drop << ", p_msg_first "
+        << p_.p_msg_first << ", chaos " << to_ms(p_.chaos_len) << " ms"
+        << (p_.lease_cap != Duration::max()
+                ? ", lease cap " + std::to_string(to_ms(p_.lease_cap)) + " ms"
+                : "")
         << (p_.reacquire_ok ? ", idempotent acquire" : "")
         << (p_.quiet ? ", then a quiet stretch" : "") << "\n";
   }
@@ -291,7 +297,8 @@ void Sim::spawn(int slot) {
 // Event plumbing.
 
 void Sim::to_node(TimePoint at, int slot, uint64_t inst, std::function<void(NodeBox&)> fn) {
-  push(at, [this, slot, inst, fn = std::move(fn)]() mutable { deliver(slot, inst, std::move(fn)); });
+  push(at,
+       [this, slot, inst, fn = std::move(fn)]() mutable { deliver(slot, inst, std::move(fn)); });
 }
 
 // Everything addressed to a node goes through here: a paused node takes it when

@@ -66,7 +66,8 @@ void Sim::add_election(NodeBox& b, const std::string& name) {
          (busy ? " although the name is in use" : " although the name is free"));
   }
   if (!id) return;
-  if (id != expect) fail("contender id " + std::to_string(id) + ", expected " + std::to_string(expect));
+  if (id != expect)
+    fail("contender id " + std::to_string(id) + ", expected " + std::to_string(expect));
   ++b.next_id;
   Track& t = b.cs[id];
   t.name = name;
@@ -134,7 +135,8 @@ void Sim::add_lock(NodeBox& b, const std::string& name) {
          (refused ? " although an election uses the name" : ""));
   }
   if (!id) return;
-  if (id != expect) fail("contender id " + std::to_string(id) + ", expected " + std::to_string(expect));
+  if (id != expect)
+    fail("contender id " + std::to_string(id) + ", expected " + std::to_string(expect));
   ++b.next_id;
   Track& t = b.cs[id];  // may exist already (a try_once that failed at once)
   t.name = name;
@@ -147,16 +149,20 @@ void Sim::stop(NodeBox& b, ContenderId id) {
   abandon(b, id);
   note_handover(b, id);
   if (tr_) T() << node_str(b) << " stop contender " << id << " (" << t.name << ")\n";
-  if (!b.node->stop(id, now())) fail(node_str(b) + " stop(" + std::to_string(id) + ") refused a live contender");
+  if (!b.node->stop(id, now()))
+    fail(node_str(b) + " stop(" + std::to_string(id) + ") refused a live contender");
 }
 
 void Sim::step_down(NodeBox& b, ContenderId id) {
-  const Duration cooldown = chance(0.2) ? Duration(0) : between(Duration(0), p_.cfg.lease_duration * 2);
+  const Duration cooldown =
+      chance(0.2) ? Duration(0) : between(Duration(0), p_.cfg.lease_duration * 2);
   Track& t = b.cs.at(id);
   ++t.step_requests;  // the acknowledgement may come before step_down returns
   abandon(b, id);
   note_handover(b, id);
-  if (tr_) T() << node_str(b) << " step_down contender " << id << " cooldown " << to_ms(cooldown) << " ms\n";
+  if (tr_)
+    T() << node_str(b) << " step_down contender " << id << " cooldown " << to_ms(cooldown)
+        << " ms\n";
   if (!b.node->step_down(id, cooldown, now())) {
     fail(node_str(b) + " step_down(" + std::to_string(id) + ") refused a live election");
   }
@@ -248,8 +254,8 @@ void Sim::hand_over() {
   // from has ended: a term adopted from an acquire answered before the hand-over
   // (at most a call timeout later) is valid at most one local validity more.
   const Config& c = p_.cfg;
-  const TimePoint at = now() + c.lease_duration + 2 * c.renew_interval() +
-                       between(Duration(0), c.lease_duration);
+  const TimePoint at =
+      now() + c.lease_duration + 2 * c.renew_interval() + between(Duration(0), c.lease_duration);
   settle_until_ = std::max(settle_until_, at);
   push(at, [this, name, foreign] {
     observing_ = true;

@@ -45,12 +45,15 @@ void Sim::fx_term_ended(NodeBox& b, ContenderId who, const std::shared_ptr<TermS
     fail("[elected/revoked pairing] " + node_str(b) + " term_ended for a term contender " +
          std::to_string(who) + " does not hold");
   }
-  if (t.term->term_ended_cb) fail("[elected/revoked pairing] term_ended twice for " + term_str(*t.term));
+  if (t.term->term_ended_cb)
+    fail("[elected/revoked pairing] term_ended twice for " + term_str(*t.term));
   if (t.term->work_cooperative) {
     schedule_work_exit(b, who, term->token(), between(Duration(0), p_.cfg.lease_duration / 4));
   }
-  if (term->revoked() == RevokeReason::kNone) fail("term_ended for an unrevoked " + term_str(*t.term));
-  if (term->valid()) fail("[revoked terms are invalid] term_ended for a valid " + term_str(*t.term));
+  if (term->revoked() == RevokeReason::kNone)
+    fail("term_ended for an unrevoked " + term_str(*t.term));
+  if (term->valid())
+    fail("[revoked terms are invalid] term_ended for a valid " + term_str(*t.term));
   t.term->term_ended_cb = true;
 }
 
@@ -75,7 +78,8 @@ void Sim::fx_elected(NodeBox& b, ContenderId who, const std::shared_ptr<TermStat
   const std::string ctx = node_str(b) + " contender " + std::to_string(who) + " " + term->name() +
                           " token " + std::to_string(term->token()) + " from call " +
                           std::to_string(call);
-  if (a.who != who) fail("[no abandoned attempt] " + ctx + " sent for contender " + std::to_string(a.who));
+  if (a.who != who)
+    fail("[no abandoned attempt] " + ctx + " sent for contender " + std::to_string(a.who));
   if (a.name != term->name()) fail("[no abandoned attempt] " + ctx + " sent for " + a.name);
   if (a.abandoned) fail("[no abandoned attempt] " + ctx + ": that attempt was abandoned");
   // Timed out: its timeout was due when the node last ran its timers.
@@ -123,8 +127,7 @@ void Sim::fx_elected(NodeBox& b, ContenderId who, const std::shared_ptr<TermStat
     if (faults_ && mode < 0.2) {
       schedule_work_exit(b, who, term->token(), between(Duration(0), p_.cfg.lease_duration));
     } else if (mode < 0.3) {
-      schedule_work_exit(b, who, term->token(),
-                         between(Duration(0), p_.cfg.lease_duration * 3));
+      schedule_work_exit(b, who, term->token(), between(Duration(0), p_.cfg.lease_duration * 3));
     } else {
       rec->work_cooperative = true;
     }
@@ -151,8 +154,8 @@ void Sim::fx_revoked(NodeBox& b, ContenderId who, const std::shared_ptr<TermStat
     fail(std::string("revoked with reason ") + revoke_reason_name(reason) + " for " + term_str(r));
   }
   if (term->valid()) fail("[revoked terms are invalid] " + term_str(r));
-  if (stable() && (reason == RevokeReason::kDeadlinePassed || reason == RevokeReason::kSessionExpired ||
-                   reason == RevokeReason::kTakenOver)) {
+  if (stable() && (reason == RevokeReason::kDeadlinePassed ||
+                   reason == RevokeReason::kSessionExpired || reason == RevokeReason::kTakenOver)) {
     fail("[stability] without faults a term was lost: " + std::string(revoke_reason_name(reason)) +
          " " + term_str(r));
   }
@@ -160,17 +163,27 @@ void Sim::fx_revoked(NodeBox& b, ContenderId who, const std::shared_ptr<TermStat
   t.term.reset();
   ++stats_.revoked;
   switch (reason) {
-    case RevokeReason::kTakenOver: ++stats_.taken_over; break;
-    case RevokeReason::kDeadlinePassed: ++stats_.deadline_passed; break;
-    case RevokeReason::kSessionExpired: ++stats_.session_expired; break;
-    case RevokeReason::kSteppedDown: ++stats_.stepped_down; break;
-    default: break;
+    case RevokeReason::kTakenOver:
+      ++stats_.taken_over;
+      break;
+    case RevokeReason::kDeadlinePassed:
+      ++stats_.deadline_passed;
+      break;
+    case RevokeReason::kSessionExpired:
+      ++stats_.session_expired;
+      break;
+    case RevokeReason::kSteppedDown:
+      ++stats_.stepped_down;
+      break;
+    default:
+      break;
   }
 }
 
 void Sim::fx_lock_failed(NodeBox& b, ContenderId who, LockFailure why) {
   Track& t = track(b, who, "lock_failed");
-  if (tr_) T() << node_str(b) << " lock_failed contender " << who << " " << failure_name(why) << "\n";
+  if (tr_)
+    T() << node_str(b) << " lock_failed contender " << who << " " << failure_name(why) << "\n";
   if (t.kind != ContenderKind::kLock) fail(node_str(b) + " lock_failed for an election");
   if (t.term) fail("[elected/revoked pairing] lock_failed while holding " + term_str(*t.term));
   t.finished = true;
@@ -212,7 +225,8 @@ void Sim::fx_session_event(NodeBox& b, SessionEvent ev, const std::string& detai
       break;
     }
     case SessionEvent::kExpired:
-      if (stable()) fail("[stability] without faults " + node_str(b) + "'s session ended: " + detail);
+      if (stable())
+        fail("[stability] without faults " + node_str(b) + "'s session ended: " + detail);
       if (id == b.session) b.session_live = false;
       for (auto& [call, a] : b.acq) {
         if (a.session == id) a.abandoned = true;
@@ -237,8 +251,10 @@ void Sim::fx_closed(NodeBox& b) {
   if (b.closed) fail(node_str(b) + " closed() twice");
   if (tr_) T() << node_str(b) << " CLOSED\n";
   for (const auto& [id, t] : b.cs) {
-    if (!t.finished) fail(node_str(b) + " closed() with contender " + std::to_string(id) + " not finished");
-    if (t.term) fail("[elected/revoked pairing] closed() with " + term_str(*t.term) + " not revoked");
+    if (!t.finished)
+      fail(node_str(b) + " closed() with contender " + std::to_string(id) + " not finished");
+    if (t.term)
+      fail("[elected/revoked pairing] closed() with " + term_str(*t.term) + " not revoked");
   }
   b.closed = true;
   if (!final_) {

@@ -13,7 +13,8 @@ namespace simba::sim::detail {
 void Sim::end_chaos() {
   faults_ = false;
   app_frozen_ = true;
-  if (tr_) T() << "chaos ends; faults settle until " << t_str(std::max(now(), settle_until_)) << "\n";
+  if (tr_)
+    T() << "chaos ends; faults settle until " << t_str(std::max(now(), settle_until_)) << "\n";
   if (p_.quiet) {
     push(std::max(now(), settle_until_), [this] { start_quiet(); });
   } else {
@@ -106,7 +107,8 @@ void Sim::check_liveness() {
   // waits at most for a release's answer or its call timeout.
   for (const auto& bp : slots_) {
     if (!bp || bp->closed) continue;
-    if (bp->closing) fail("[completion] " + node_str(*bp) + " still closing after 2 s without faults");
+    if (bp->closing)
+      fail("[completion] " + node_str(*bp) + " still closing after 2 s without faults");
     for (const auto& [id, t] : bp->cs) {
       if (t.finished) continue;
       if (t.stop_requested) {
@@ -124,7 +126,8 @@ void Sim::check_liveness() {
     for (const auto& bp : slots_) {
       if (!bp || bp->closed || bp->closing) continue;
       for (const auto& [id, t] : bp->cs) {
-        if (!t.finished && !t.stop_requested && t.kind == ContenderKind::kElection && t.name == name) {
+        if (!t.finished && !t.stop_requested && t.kind == ContenderKind::kElection &&
+            t.name == name) {
           wanted = true;
         }
       }
@@ -192,7 +195,8 @@ void Sim::check_orphans() {
       continue;
     }
     const TimePoint from = std::max(it->second.since, quiet_start_);
-    stats_.orphan_max_ms = std::max<uint64_t>(stats_.orphan_max_ms, static_cast<uint64_t>(to_ms(now() - from)));
+    stats_.orphan_max_ms =
+        std::max<uint64_t>(stats_.orphan_max_ms, static_cast<uint64_t>(to_ms(now() - from)));
     if (now() - from > orphan_limit_) {
       fail("[orphan rule] lease " + name + " token " + std::to_string(v.token) + " held by " +
            alias(v.holder) + " without a term since " + t_str(it->second.since) + " ms");

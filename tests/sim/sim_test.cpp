@@ -6,6 +6,8 @@
 //                          sanitizer or valgrind)
 //   SIMBA_SIM_BASE=B       first seed (default 1): schedules B .. B+K-1
 //   SIMBA_SIM_THREADS=T    worker threads (default 2)
+#include "sim/sim.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,8 +19,6 @@
 #include <sstream>
 #include <thread>
 #include <vector>
-
-#include "sim/sim.h"
 
 namespace simba::sim {
 namespace {
@@ -52,7 +52,8 @@ TEST(Sim, RandomSchedules) {
   }
   const uint64_t n = env_u64("SIMBA_SIM_SCHEDULES", default_schedules());
   const uint64_t base = env_u64("SIMBA_SIM_BASE", 1);
-  const unsigned threads = static_cast<unsigned>(std::max<uint64_t>(1, env_u64("SIMBA_SIM_THREADS", 2)));
+  const unsigned threads =
+      static_cast<unsigned>(std::max<uint64_t>(1, env_u64("SIMBA_SIM_THREADS", 2)));
 
   std::atomic<uint64_t> next{0};
   std::mutex mu;
@@ -77,8 +78,8 @@ TEST(Sim, RandomSchedules) {
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
-  std::cout << "[sim] seeds " << base << ".." << base + n - 1 << " in " << secs << " s: "
-            << total.summary() << "\n";
+  std::cout << "[sim] seeds " << base << ".." << base + n - 1 << " in " << secs
+            << " s: " << total.summary() << "\n";
   EXPECT_EQ(total.schedules, n);
   std::sort(failures.begin(), failures.end(),
             [](const Result& a, const Result& b) { return a.seed < b.seed; });

@@ -41,7 +41,8 @@ struct Violation : std::runtime_error {
 // clock rate difference the configuration allows.
 class ScaledClock final : public Clock {
  public:
-  ScaledClock(const Clock& base, long double rate) : base_(base), origin_(base.now()), rate_(rate) {}
+  ScaledClock(const Clock& base, long double rate)
+      : base_(base), origin_(base.now()), rate_(rate) {}
   TimePoint now() const override {
     const long double d = static_cast<long double>((base_.now() - origin_).count());
     return origin_ + Duration(static_cast<int64_t>(d * rate_));
@@ -85,11 +86,16 @@ struct Params {
 enum class ReqKind { kOpen, kKeepAlive, kAcquire, kRelease, kClose };
 inline const char* req_name(ReqKind k) {
   switch (k) {
-    case ReqKind::kOpen: return "open";
-    case ReqKind::kKeepAlive: return "keep_alive";
-    case ReqKind::kAcquire: return "acquire";
-    case ReqKind::kRelease: return "release";
-    case ReqKind::kClose: return "close";
+    case ReqKind::kOpen:
+      return "open";
+    case ReqKind::kKeepAlive:
+      return "keep_alive";
+    case ReqKind::kAcquire:
+      return "acquire";
+    case ReqKind::kRelease:
+      return "release";
+    case ReqKind::kClose:
+      return "close";
   }
   return "?";
 }
@@ -216,22 +222,32 @@ struct Orphan {
 
 inline const char* event_name(SessionEvent ev) {
   switch (ev) {
-    case SessionEvent::kOpened: return "OPENED";
-    case SessionEvent::kLive: return "LIVE";
-    case SessionEvent::kSuspended: return "SUSPENDED";
-    case SessionEvent::kExpired: return "EXPIRED";
-    case SessionEvent::kClosed: return "CLOSED";
-    case SessionEvent::kLeaseShortened: return "LEASE_SHORTENED";
+    case SessionEvent::kOpened:
+      return "OPENED";
+    case SessionEvent::kLive:
+      return "LIVE";
+    case SessionEvent::kSuspended:
+      return "SUSPENDED";
+    case SessionEvent::kExpired:
+      return "EXPIRED";
+    case SessionEvent::kClosed:
+      return "CLOSED";
+    case SessionEvent::kLeaseShortened:
+      return "LEASE_SHORTENED";
   }
   return "?";
 }
 
 inline const char* failure_name(LockFailure why) {
   switch (why) {
-    case LockFailure::kTimeout: return "timeout";
-    case LockFailure::kBusy: return "busy";
-    case LockFailure::kBackend: return "backend";
-    case LockFailure::kCanceled: return "canceled";
+    case LockFailure::kTimeout:
+      return "timeout";
+    case LockFailure::kBusy:
+      return "busy";
+    case LockFailure::kBackend:
+      return "backend";
+    case LockFailure::kCanceled:
+      return "canceled";
   }
   return "?";
 }

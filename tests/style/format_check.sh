@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # tests/style (label style): the C and C++ sources follow .clang-format
-# (Google style, 100 columns; STYLE.md): src/, tools/, bench/ and the bindings' C glue.
+# (Google style, 100 columns; STYLE.md): src/, tools/, bench/, tests/ and the
+# bindings' C glue.
 # Reformat with: clang-format-14 -i FILE... (the version pinned here: another
 # clang-format may lay the same code out differently).
 #   format_check.sh SOURCE_DIR
 set -uo pipefail
 root=${1:?usage: format_check.sh SOURCE_DIR}
 fmt=$(command -v clang-format-14) || { echo "clang-format-14 not installed: skipped"; exit 77; }
-mapfile -t files < <(cd "$root" && find src tools bench bindings/go bindings/lua/src bindings/java/src/main/c \
+mapfile -t files < <(cd "$root" && find src tools bench tests bindings/go bindings/lua/src bindings/java/src/main/c \
   bindings/rust/simba-sys/csrc -type f \( -name '*.c' -o -name '*.h' -o -name '*.cpp' \) | sort)
 bad=()
 for f in "${files[@]}"; do

@@ -10,7 +10,8 @@ namespace simba::testing {
 
 class FakeClock final : public Clock {
  public:
-  explicit FakeClock(TimePoint start = TimePoint(Duration(1'000'000'000))) : now_(start.time_since_epoch().count()) {}
+  explicit FakeClock(TimePoint start = TimePoint(Duration(1'000'000'000)))
+      : now_(start.time_since_epoch().count()) {}
   TimePoint now() const override { return TimePoint(Duration(now_.load())); }
   void advance(Duration d) { now_ += d.count(); }
   void set(TimePoint t) { now_ = t.time_since_epoch().count(); }
