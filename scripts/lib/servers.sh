@@ -76,8 +76,9 @@ start_redis_sentinel() {
     port=$primary
     local extra=()
     [[ $i == replica ]] && port=$replica extra=(--replicaof 127.0.0.1 "$primary")
+    # No 5 s wait before the replica's full sync (for more replicas to join).
     redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly yes \
-      --appendfsync always --dir "$dir/$i" --daemonize no "${extra[@]}" \
+      --appendfsync always --repl-diskless-sync-delay 0 --dir "$dir/$i" --daemonize no "${extra[@]}" \
       >"$dir/$i/redis.log" 2>&1 &
     simba_track_pid $!
     simba_wait_until 10 "redis-server ($i) on $port" simba_redis_pong "$port" || return 1

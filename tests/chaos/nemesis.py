@@ -246,8 +246,10 @@ class RedisReplica:
             nd = os.path.join(d, f"redis{i}")
             os.makedirs(nd)
             port = free_port()
+            # (--repl-diskless-sync-delay 0: a replica's full sync starts at once, not after 5 s.)
             proc = Proc(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                         "--appendonly", "yes", "--appendfsync", "always", "--dir", nd, "--daemonize", "no"],
+                         "--appendonly", "yes", "--appendfsync", "always", "--repl-diskless-sync-delay", "0",
+                         "--dir", nd, "--daemonize", "no"],
                         os.path.join(nd, "redis.log"))
             self.nodes.append((port, proc))
         self.port = self.nodes[0][0]
