@@ -227,18 +227,19 @@ std::string PostgresBackend::prefixed(const std::string& why) const {
   return "postgresql " + where_ + ": " + scrub_secret(why, url_.password);
 }
 
-PostgresBackend::Call* PostgresBackend::new_call(std::string sql, std::vector<std::string> params,
-                                                 Duration timeout, Done done) {
+PostgresBackend::Call* PostgresBackend::new_call(std::string statement,
+                                                 std::vector<std::string> params, Duration timeout,
+                                                 Done done) {
   Call* c = calls_.start(timeout);
-  c->sql = std::move(sql);
+  c->statement = std::move(statement);
   c->params = std::move(params);
   c->done = std::move(done);
   return c;
 }
 
-void PostgresBackend::start(const std::string& sql, std::vector<std::string> params,
+void PostgresBackend::start(const std::string& statement, std::vector<std::string> params,
                             Duration timeout, Done done, bool urgent) {
-  Call* c = new_call(sql, std::move(params), timeout, std::move(done));
+  Call* c = new_call(statement, std::move(params), timeout, std::move(done));
   c->urgent = urgent;
   if (cmd_ready_) {
     dispatch(c);
@@ -275,7 +276,7 @@ void PostgresBackend::dispatch(Call* c) {
   // in the queue is never taken for a connection that stopped answering.
   // The caller keeps its own timeout meanwhile (the core's).
   calls_.stop_timer(c);
-  cmd_->send(c->id, c->sql, c->params, UvPq::Mode::kPrepared, c->urgent);
+  cmd_->send(c->id, c->statement, c->params, UvPq::Mode::kPrepared, c->urgent);
 }
 
 void PostgresBackend::call_sent(uint64_t tag) {

@@ -96,9 +96,9 @@ class PostgresBackend final : public Backend {
   using Done = std::function<void(const PGresult*, Outcome, const std::string&)>;
 
   struct Call : CallBase {
-    uint64_t gen = 0;     // the command connection it was sent on (0: not sent)
-    bool urgent = false;  // goes ahead of queued calls (keep-alive, close)
-    std::string sql;
+    uint64_t gen = 0;       // the command connection it was sent on (0: not sent)
+    bool urgent = false;    // goes ahead of queued calls (keep-alive, close)
+    std::string statement;  // the name of a statement its connection prepared
     std::vector<std::string> params;
     Done done;
   };
@@ -134,10 +134,11 @@ class PostgresBackend final : public Backend {
     calls_.preset(c, Outcome::kError, "");
   }
 
-  Call* new_call(std::string sql, std::vector<std::string> params, Duration timeout, Done done);
+  Call* new_call(std::string statement, std::vector<std::string> params, Duration timeout,
+                 Done done);
 
-  void start(const std::string& sql, std::vector<std::string> params, Duration timeout, Done done,
-             bool urgent = false);
+  void start(const std::string& statement, std::vector<std::string> params, Duration timeout,
+             Done done, bool urgent = false);
 
   // Sends `c` on the ready command connection, after a SET when the calls'
   // timeout changed, so the server cuts a statement we have given up on.
