@@ -316,7 +316,9 @@ SIMBA_API int simba_client_wait_live(simba_client_t *c, int64_t timeout_ms);
  *        lease at once), stop the loop and free the handle.
  *
  * Blocks until done, at most about one renew period when the backend is
- * unreachable. After it returns, no callback of this client or of any of its
+ * unreachable; a close the backend refuses at once (a connection just cut, a
+ * reconnect backoff) is sent again within that period, so that the leases
+ * free now rather than at the session's expiry. After it returns, no callback of this client or of any of its
  * handles runs or is running (callbacks a host executor had not started run on
  * this thread before it returns). An EXTERNAL-mode client is closed on its host
  * thread: from another thread this returns SIMBA_EWOULDBLOCK and closes nothing,

@@ -229,7 +229,9 @@ class Node {
   // The deadline timer at the session's deadline, the next keep-alive a renew
   // period after `sent_at` (when the last successful call was sent).
   void arm_session_timers(TimePoint sent_at, TimePoint now);
-  CallId send_session_close(const std::string& session, TimePoint now);
+  // `timeout`: the call's (zero: call_timeout()).
+  CallId send_session_close(const std::string& session, TimePoint now,
+                            Duration timeout = Duration::zero());
   void session_ended(RevokeReason reason, TimePoint now);
   void on_session_timer(TimePoint now);
   void on_deadline_timer(TimePoint now);
@@ -311,7 +313,7 @@ class Node {
   Duration open_backoff_;
   CallId open_call_ = 0;
   CallId keep_alive_call_ = 0;
-  TimerSlot session_timer_;   // next keep-alive, open retry
+  TimerSlot session_timer_;   // next keep-alive, open retry, close retry
   TimerSlot deadline_timer_;  // the local deadline
   // Per session: the highest token this session released, per name.
   std::map<std::string, uint64_t> released_;
@@ -323,6 +325,10 @@ class Node {
   bool close_sent_ = false;
   bool holding_close_ = false;
   CallId close_call_ = 0;
+  // A close refused at once is sent again (session_timer_) until this time:
+  // one call timeout after the first.
+  TimePoint close_retry_until_{};
+  bool close_retry_armed_ = false;
 
   std::map<CallId, Call> calls_;
   CallId next_call_ = 1;

@@ -46,9 +46,10 @@ void Node::retry_open(TimePoint now) {
   open_backoff_ = std::min(open_backoff_ * 2, cfg_.renew_interval());
 }
 
-CallId Node::send_session_close(const std::string& session, TimePoint now) {
-  const CallId c = new_call(CallKind::kClose, session, call_timeout(), now);
-  fx_.send_close(c, session, call_timeout());
+CallId Node::send_session_close(const std::string& session, TimePoint now, Duration timeout) {
+  if (timeout <= Duration::zero()) timeout = call_timeout();
+  const CallId c = new_call(CallKind::kClose, session, timeout, now);
+  fx_.send_close(c, session, timeout);
   return c;
 }
 
@@ -246,7 +247,15 @@ void Node::keep_alive_failed(const KeepAliveReply& reply, TimePoint now) {
 }
 
 void Node::on_session_timer(TimePoint now) {
-  if (closing_) return;
+  if (closing_) {
+    if (close_retry_armed_) {
+      // Within what is left of the first close's call timeout: a close
+      // still takes at most one call timeout in all.
+      close_retry_armed_ = false;
+      close_call_ = send_session_close(session_id_, now, close_retry_until_ - now);
+    }
+    return;
+  }
   if (status_ == SessionStatus::kOpening) {
     if (!open_call_) open_session(now);
     return;
@@ -339,6 +348,7 @@ void Node::maybe_send_close(TimePoint now) {
   }
   close_sent_ = true;
   if (!session_id_.empty() && session_clock_ && !session_clock_->ended()) {
+    close_retry_until_ = now + call_timeout();
     close_call_ = send_session_close(session_id_, now);
     return;
   }
@@ -348,16 +358,28 @@ void Node::maybe_send_close(TimePoint now) {
 void Node::on_close(CallId id, const DoneReply& reply, TimePoint now) {
   if (!take_call(id)) return;
   if (id != close_call_) return;
+  close_call_ = 0;
+  // Refused at once (a connection just cut, a backend waiting to reconnect):
+  // try again shortly, within one call timeout of the first close and while
+  // the session is live, or its leases stay held until it expires on the
+  // backend. (A close answered late has had its call timeout already.)
+  const TimePoint retry_at = now + cfg_.min_backoff;
+  if (reply.outcome == Outcome::kError && retry_at < close_retry_until_ && session_clock_ &&
+      !session_clock_->ended() && retry_at < session_clock_->deadline()) {
+    fx_.log(kLogDebug, "closing the session failed (" + reply.error + "); trying again");
+    close_retry_armed_ = true;
+    arm(session_timer_, retry_at, {TimerKind::kRenew, 0});
+    return;
+  }
   if (reply.outcome != Outcome::kOk && reply.outcome != Outcome::kExpired) {
     fx_.log(kLogWarn, std::string("closing the session failed (") + outcome_name(reply.outcome) +
                           "); its leases free when it expires on the backend");
   }
-  close_call_ = 0;
   maybe_finish_close(now);
 }
 
 void Node::maybe_finish_close(TimePoint now) {
-  if (!closing_ || close_call_ || status_ == SessionStatus::kClosed) return;
+  if (!closing_ || close_call_ || close_retry_armed_ || status_ == SessionStatus::kClosed) return;
   if (session_clock_) session_clock_->end();
   status_ = SessionStatus::kClosed;
   std::vector<ContenderId> ids;

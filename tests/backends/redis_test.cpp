@@ -514,6 +514,34 @@ TEST(Redis, StoppedServerIsCutAtTheCallTimeout) {
   EXPECT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
 }
 
+// The seed: close() frees every lease of the node at once. Right after a
+// call timed out, the backend waits a backoff before it reconnects and
+// refuses calls meanwhile: a close made then is sent again once the backoff
+// is over (the core retries a close refused at once), so the lease is free
+// when simba_client_close returns, not at the session's expiry.
+TEST(Redis, ACloseRightAfterACutStillFreesTheLease) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start()) << "cannot start redis-server on " << port;
+  LoggedClient c(server.url(), Timing{5000, 200});  // calls time out after 200 ms
+  ASSERT_NE(static_cast<simba_client_t*>(c), nullptr) << simba_last_error();
+  Election e;
+  ASSERT_EQ(e.start(c, "job"), SIMBA_OK);
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor())) << c.logs.all();
+  Sync s("127.0.0.1", port);
+  ASSERT_FALSE(s.cmd({"HGET", "simba:lease:job", "session"}).empty());
+  server.signal(SIGSTOP);
+  ASSERT_TRUE(wait_for([&] { return c.logs.has("no answer within the call's timeout"); },
+                       2000 * slow_factor(), 1))
+      << c.logs.all();
+  server.signal(SIGCONT);
+  e.stop(2000);  // as `simba run` does on SIGTERM: its release may be refused too
+  c.close();     // within the backend's backoff, most of the time
+  EXPECT_EQ(s.cmd({"HGET", "simba:lease:job", "session"}), "") << c.logs.all();
+}
+
 // libuv runs timers before it reads sockets, so after a long loop turn a
 // call's timer fires while its answer already waits in the socket. That is a
 // slow loop, not a stuck connection: the answer is read and used, and the

@@ -121,6 +121,70 @@ TEST_F(NodeTest, CloseCompletesWhenTheCloseCallTimesOut) {
   EXPECT_EQ(fx.revoked_reason(ta), RevokeReason::kStopped);
 }
 
+// The seed: close() frees every lease of the node at once. A close refused
+// at once (its connection just cut, the backend waiting to reconnect) is sent
+// again after the minimum backoff, within one call timeout of the first.
+TEST_F(NodeTest, ACloseRefusedAtOnceIsSentAgain) {
+  start_live();
+  auto [a, ta] = leader("a", 1);
+  const size_t mark = fx.mark();
+  node->close(now());
+  answer_close(fx.take(Fx::kClose), Outcome::kError);
+  EXPECT_FALSE(fx.closed_seen());
+  EXPECT_FALSE(ta->valid());         // invalid from the close on, as before
+  EXPECT_FALSE(fx.was_revoked(ta));  // onRevoked once the close is answered
+  advance(ms(100) - k1ns);
+  EXPECT_EQ(fx.count(Fx::kClose, mark), 1u);
+  advance(k1ns);
+  ASSERT_EQ(fx.count(Fx::kClose, mark), 2u);
+  const FxCall again = fx.take(Fx::kClose);
+  EXPECT_EQ(again.session, fx.of(Fx::kClose, mark)[0].session);
+  EXPECT_EQ(again.timeout, kRenew - ms(100));  // what is left of one call timeout
+  EXPECT_FALSE(fx.closed_seen());
+  answer_close(again);
+  EXPECT_TRUE(fx.closed_seen());
+  EXPECT_EQ(fx.revoked_reason(ta), RevokeReason::kStopped);
+  EXPECT_EQ(node->status(), SessionStatus::kClosed);
+}
+
+// Refused every time: the retries stop one call timeout after the first
+// close, and the close completes (its leases free at the session's expiry).
+TEST_F(NodeTest, ACloseRefusedEveryTimeGivesUpAfterOneCallTimeout) {
+  start_live();
+  auto [a, ta] = leader("a", 1);
+  const TimePoint first = now();
+  const size_t mark = fx.mark();
+  node->close(now());
+  while (!fx.closed_seen() && now() < first + 2 * kRenew) {
+    if (fx.count(Fx::kClose, mark) > 0 && !fx.of(Fx::kClose, mark).back().answered) {
+      answer_close(fx.of(Fx::kClose, mark).back(), Outcome::kError);
+    } else {
+      advance(ms(1));
+    }
+  }
+  EXPECT_TRUE(fx.closed_seen());
+  EXPECT_LT(now(), first + kRenew);
+  const auto closes = fx.of(Fx::kClose, mark);
+  EXPECT_EQ(closes.size(), static_cast<size_t>(kRenew / ms(100)));  // at 0, 100, ..., 4900 ms
+  EXPECT_LT(closes.back().at, first + kRenew);
+}
+
+// A close that timed out used its call timeout already: not sent again
+// (CloseCompletesWhenTheCloseCallTimesOut), nor once the session's local
+// deadline is too near.
+TEST_F(NodeTest, ACloseRefusedNearTheDeadlineIsNotSentAgain) {
+  const TimePoint t0 = now();
+  start_live();
+  auto [a, ta] = leader("a", 1);
+  run_until(t0 + kValidity - ms(50));  // no keep-alive answered since the start
+  ASSERT_TRUE(ta->valid());
+  const size_t mark = fx.mark();
+  node->close(now());
+  answer_close(fx.take(Fx::kClose), Outcome::kError);
+  EXPECT_TRUE(fx.closed_seen());
+  EXPECT_EQ(fx.count(Fx::kClose, mark), 1u);
+}
+
 TEST_F(NodeTest, CloseAfterTheDeadlinePassedSendsNoSecondClose) {
   const TimePoint t0 = now();
   start_live();
@@ -255,7 +319,7 @@ TEST_P(NodeRandomTest, EffectsRulesHold) {
           node->on_release(c.call, DoneReply{r < 8 ? Outcome::kOk : Outcome::kError, ""}, now());
           break;
         case Fx::kClose:
-          node->on_close(c.call, DoneReply{Outcome::kOk, ""}, now());
+          node->on_close(c.call, DoneReply{r < 8 ? Outcome::kOk : Outcome::kError, ""}, now());
           break;
         default:
           break;
