@@ -318,8 +318,8 @@ SIMBA_API int simba_client_wait_live(simba_client_t *c, int64_t timeout_ms);
  * Blocks until done, at most about one renew period when the backend is
  * unreachable; a close the backend refuses at once (a connection just cut, a
  * reconnect backoff) is sent again within that period, so that the leases
- * free now rather than at the session's expiry. After it returns, no callback of this client or of any of its
- * handles runs or is running (callbacks a host executor had not started run on
+ * free now rather than at the session's expiry. After it returns, no callback
+ * of this client or of any of its handles runs or is running (callbacks a host executor had not started run on
  * this thread before it returns). An EXTERNAL-mode client is closed on its host
  * thread: from another thread this returns SIMBA_EWOULDBLOCK and closes nothing,
  * since only the host thread may run its loop. Called

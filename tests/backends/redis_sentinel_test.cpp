@@ -195,6 +195,18 @@ class RedisSentinel : public ::testing::Test {
                     10'000, 5);
   }
 
+  // The term lives as long as its session, wherever the primary is; if it
+  // does not, the failure says what the servers saw.
+  void expect_leading_for(const Election& e, LogCapture& logs, int64_t ms) {
+    const int64_t until = mono_ms() + ms;
+    while (mono_ms() < until && e.leading())
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const bool kept = e.leading() && e.revoked_count() == 0 && e.elected_count() == 1;
+    EXPECT_TRUE(kept) << "leading " << e.leading() << ", revoked " << e.revoked_count()
+                      << ", elected " << e.elected_count() << "\n"
+                      << logs.all() << (kept ? std::string() : servers_report());
+  }
+
   // What the servers said, for a failure's message: how the replica left
   // its primary and what it holds, and each Sentinel's view of the failover.
   std::string servers_report() const {
@@ -230,19 +242,6 @@ TEST_F(RedisSentinel, LeadsOnThePrimaryAndTheReplicaHasTheTermBeforeItCounts) {
   EXPECT_EQ(stored_token(replica_->port(), "job"), token);
 }
 
-// The term lives as long as its session, wherever the primary is.
-// `report` tells what the servers saw, should it not.
-template <typename Report>
-void expect_leading_for(const Election& e, LogCapture& logs, int64_t ms, Report report) {
-  const int64_t until = mono_ms() + ms;
-  while (mono_ms() < until && e.leading())
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  const bool kept = e.leading() && e.revoked_count() == 0 && e.elected_count() == 1;
-  EXPECT_TRUE(kept) << "leading " << e.leading() << ", revoked " << e.revoked_count()
-                    << ", elected " << e.elected_count() << "\n"
-                    << logs.all() << (kept ? std::string() : report());
-}
-
 // Without WAIT: once the replica has the session and the lease, the term
 // outlives the kill of the primary.
 TEST_F(RedisSentinel, AKilledPrimaryIsReplacedAndTheTermOutlivesIt) {
@@ -258,7 +257,7 @@ TEST_F(RedisSentinel, AKilledPrimaryIsReplacedAndTheTermOutlivesIt) {
   // It moved (on +switch-master, or on asking again after a refused connect).
   const std::string moved = "redis 127.0.0.1:" + std::to_string(replica_->port());
   ASSERT_TRUE(wait_for([&] { return c.logs.has(moved); }, 10'000, 20)) << c.logs.all();
-  expect_leading_for(e, c.logs, 5000, [&] { return servers_report(); });
+  expect_leading_for(e, c.logs, 5000);
   EXPECT_EQ(stored_token(replica_->port(), "job"), std::to_string(token));
 }
 
@@ -274,7 +273,7 @@ TEST_F(RedisSentinel, SwitchMasterMovesAClientWhoseOldPrimaryStillAnswers) {
       "Sentinel: the primary moved to 127.0.0.1:" + std::to_string(replica_->port());
   EXPECT_EQ(Sync("127.0.0.1", sentinels_[0]->port()).cmd({"SENTINEL", "FAILOVER", kMaster}), "OK");
   ASSERT_TRUE(wait_for([&] { return c.logs.has(moved); }, 20'000, 20)) << c.logs.all();
-  expect_leading_for(e, c.logs, 5000, [&] { return servers_report(); });
+  expect_leading_for(e, c.logs, 5000);
   EXPECT_EQ(Sync("127.0.0.1", replica_->port()).cmd({"ROLE"}).compare(0, 6, "master"), 0);
 }
 
