@@ -88,6 +88,9 @@ class ClientTest {
     List<SessionEvent> late = new CopyOnWriteArrayList<>();
     AutoCloseable sub = s.onSessionEvent(late::add);
     assertTrue(s.awaitLive(WAIT));
+    // A task the host executor has not started when the client closes runs on the
+    // closing thread (simba.h), so the check below waits for the first delivery.
+    await("SessionOpened delivered", () -> !events.isEmpty());
     String n = name("ev");
     s.lock(n).close();
     sub.close();
@@ -98,6 +101,22 @@ class ClientTest {
     assertTrue(submitted.get() > 0);
     assertTrue(events.get(0) instanceof SessionEvent.SessionOpened, events.toString());
     assertEquals("host-executor", threads.get(0), "callbacks run on the configured executor");
+  }
+
+  @Test
+  void tasksTheHostNeverStartedRunAtClose() {
+    assumeBackend();
+    List<Runnable> held = new CopyOnWriteArrayList<>();
+    List<SessionEvent> events = new CopyOnWriteArrayList<>();
+    Simba s = Simba.open(URL, config().callbackExecutor(held::add).onSessionEvent(events::add).build());
+    assertTrue(s.awaitLive(WAIT));
+    assertTrue(events.isEmpty(), "the host has not run anything yet");
+    s.close();
+    assertTrue(events.get(0) instanceof SessionEvent.SessionOpened, events.toString());
+    assertTrue(events.get(events.size() - 1) instanceof SessionEvent.SessionClosed, events.toString());
+    int delivered = events.size();
+    held.forEach(Runnable::run); // the host runs them late: each only frees its block
+    assertEquals(delivered, events.size(), events.toString());
   }
 
   @Test
