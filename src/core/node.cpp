@@ -202,7 +202,7 @@ NodeView Node::view() const {
         state = "cooldown";
         break;
     }
-    v.contenders.push_back({cid, c.name, c.kind, state, c.term ? c.term->token() : 0,
+    v.contenders.push_back({cid, c.name.str(), c.kind, state, c.term ? c.term->token() : 0,
                             c.term ? c.term->remaining() : Duration::zero()});
   }
   v.sessions_opened = sessions_opened_;

@@ -111,12 +111,12 @@ class Node {
   // `with_work`: each term runs leader work, and a stop or step-down waits for
   // work_done() (or the session's local deadline at the stop) before it
   // releases: the seed's handover order.
-  ContenderId add_election(const std::string& name, TimePoint now, bool with_work = false);
+  ContenderId add_election(const LeaseName& name, TimePoint now, bool with_work = false);
   // Starts acquiring a lock, giving up at `give_up_at` (TimePoint::max() never);
   // `try_once` gives up after the first answer. Returns 0 if an election uses
   // the name. A lock on a name another lock of this node holds or waits for
   // queues behind it (a try_once fails with kBusy at once).
-  ContenderId add_lock(const std::string& name, TimePoint give_up_at, bool try_once, TimePoint now);
+  ContenderId add_lock(const LeaseName& name, TimePoint give_up_at, bool try_once, TimePoint now);
   // Stops an election, releases a lock, or cancels a pending lock (kCanceled).
   // Returns false if unknown or already stopping.
   bool stop(ContenderId id, TimePoint now);
@@ -186,7 +186,7 @@ class Node {
   // these per election and lock (ADR 0024).
   struct Contender {
     ContenderId id;
-    std::string name;
+    LeaseName name;      // shared with its terms and the engine's handle
     CallId attempt = 0;  // the current acquire call, if kAcquiring
     std::shared_ptr<TermState> term;
     CallId adopted_before = 0;     // keep-alives with an id at or above saw the term
@@ -269,14 +269,14 @@ class Node {
   // the next contender queued on its name go.
   void forget(Contender& c, std::optional<LockFailure> failure, TimePoint now);
   void on_contender_timer(Contender& c, TimePoint now);
-  void activate_next(const std::string& name, TimePoint now);
+  void activate_next(std::string_view name, TimePoint now);
   // by_name_: the oldest contender of `name` (0: none), and its upkeep.
   ContenderId front_of(std::string_view name) const;
   void list_by_name(const Contender& c);
   void unlist_by_name(const Contender& c);
   Contender* find(ContenderId id);
   // A new contender of `name`, listed last in its name's queue.
-  Contender& new_contender(const std::string& name, ContenderKind kind);
+  Contender& new_contender(const LeaseName& name, ContenderKind kind);
 
   // Terms and handovers (node_handover.cpp).
   void adopt(Contender& c, uint64_t token, TimePoint now);
@@ -351,7 +351,7 @@ class Node {
   // Per name, the newest acquire of this session that the node gave up on (it
   // timed out, or its contender stopped or gave up) and that may still run on
   // the backend, until it is answered or its tombstone is forgotten.
-  std::map<std::string, CallId> unanswered_by_name_;
+  std::map<std::string, CallId, std::less<>> unanswered_by_name_;
 };
 
 }  // namespace simba

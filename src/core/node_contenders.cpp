@@ -36,7 +36,7 @@ void Node::unlist_by_name(const Contender& c) {
 // ---------------------------------------------------------------------------
 // New contenders
 
-Node::Contender& Node::new_contender(const std::string& name, ContenderKind kind) {
+Node::Contender& Node::new_contender(const LeaseName& name, ContenderKind kind) {
   const ContenderId id = next_contender_++;
   Contender& c = contenders_[id];
   c.id = id;
@@ -46,7 +46,7 @@ Node::Contender& Node::new_contender(const std::string& name, ContenderKind kind
   return c;
 }
 
-ContenderId Node::add_election(const std::string& name, TimePoint now, bool with_work) {
+ContenderId Node::add_election(const LeaseName& name, TimePoint now, bool with_work) {
   if (closing_ || front_of(name)) return 0;
   Contender& c = new_contender(name, ContenderKind::kElection);
   const ContenderId id = c.id;
@@ -56,7 +56,7 @@ ContenderId Node::add_election(const std::string& name, TimePoint now, bool with
   return id;
 }
 
-ContenderId Node::add_lock(const std::string& name, TimePoint give_up_at, bool try_once,
+ContenderId Node::add_lock(const LeaseName& name, TimePoint give_up_at, bool try_once,
                            TimePoint now) {
   if (closing_) return 0;
   const ContenderId front = front_of(name);
@@ -116,7 +116,7 @@ void Node::attempt(Contender& c, TimePoint now) {
   c.released_in_flight = false;
   ++acquires_;
   arm_give_up(c);
-  fx_.send_acquire(c.attempt, session_id_, c.name, call_timeout());
+  fx_.send_acquire(c.attempt, session_id_, call.name, call_timeout());
 }
 
 bool Node::wait_for_unanswered(Contender& c, TimePoint now) {
@@ -128,7 +128,7 @@ bool Node::wait_for_unanswered(Contender& c, TimePoint now) {
   // new acquire could find the name held by this very session.
   c.unanswered = 0;
   c.attempt_when_answered = false;
-  auto u = unanswered_by_name_.find(c.name);
+  auto u = unanswered_by_name_.find(c.name.view());
   if (u == unanswered_by_name_.end()) return false;
   auto late = calls_.find(u->second);
   if (late != calls_.end() && late->second.session == session_id_ &&
@@ -185,7 +185,7 @@ void Node::abandon_attempt(Contender& c) {
   --acquires_in_flight_;
   if (auto it = calls_.find(c.attempt); it != calls_.end()) {
     it->second.abandoned = true;
-    if (it->second.session == session_id_) unanswered_by_name_[c.name] = c.attempt;
+    if (it->second.session == session_id_) unanswered_by_name_[c.name.str()] = c.attempt;
   }
   c.attempt = 0;
 }
@@ -326,7 +326,7 @@ void Node::finish(Contender& c, TimePoint now) { forget(c, std::nullopt, now); }
 
 void Node::forget(Contender& c, std::optional<LockFailure> failure, TimePoint now) {
   const ContenderId id = c.id;
-  const std::string name = c.name;
+  const LeaseName name = c.name;  // outlives the erase below
   abandon_attempt(c);
   disarm(c.timer);
   if (!failure) ack_step_downs(c);
@@ -341,7 +341,7 @@ void Node::forget(Contender& c, std::optional<LockFailure> failure, TimePoint no
   if (was_front) activate_next(name, now);
 }
 
-void Node::activate_next(const std::string& name, TimePoint now) {
+void Node::activate_next(std::string_view name, TimePoint now) {
   Contender* next = find(front_of(name));
   if (next && next->state == State::kWaiting) {
     next->state = State::kCandidate;

@@ -57,7 +57,7 @@ void Node::release_term(Contender& c, TimePoint now) {
     maybe_send_close(now);
     return;
   }
-  release_lease(c.term->session_id(), c.name, c.term->token(), c.id, now);
+  release_lease(c.term->session_id(), c.name.str(), c.term->token(), c.id, now);
 }
 
 void Node::work_done(ContenderId id, uint64_t token, TimePoint now) {

@@ -200,7 +200,7 @@ void Node::reconcile_owned(CallId id, const std::vector<OwnedLease>& listed, Tim
     if (!c.term) continue;
     ours.emplace(c.term->name(), c.term->token());
     if (c.state == State::kLeader && c.adopted_before <= id &&
-        !owned.count({c.term->name(), c.term->token()})) {
+        !owned.count({c.term->name().str(), c.term->token()})) {
       lost.push_back(cid);
     }
   }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "core/lease_name.h"
 #include "core/time.h"
 
 namespace simba {
@@ -63,10 +64,10 @@ class SessionClock {
 class TermState {
  public:
   // The session id is its session's: one copy per session, not per term.
-  TermState(std::string name, uint64_t token, std::shared_ptr<SessionClock> session)
+  TermState(LeaseName name, uint64_t token, std::shared_ptr<SessionClock> session)
       : name_(std::move(name)), token_(token), session_(std::move(session)) {}
 
-  const std::string& name() const { return name_; }
+  const LeaseName& name() const { return name_; }
   uint64_t token() const { return token_; }
   const std::string& session_id() const { return session_->session_id(); }
   const SessionClock& session() const { return *session_; }
@@ -85,7 +86,7 @@ class TermState {
   }
 
  private:
-  const std::string name_;
+  const LeaseName name_;  // its contender's: one block per lease
   const uint64_t token_;
   const std::shared_ptr<SessionClock> session_;
   std::atomic<int> reason_{0};

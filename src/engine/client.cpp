@@ -405,7 +405,7 @@ Result Client::start_election(const std::string& name, ElectedFn on_elected, Rev
     const ContenderId id = node_->next_id();
     elections_[id] = e;
     e->id = id;
-    if (node_->add_election(name, now(), static_cast<bool>(e->work)) != id) {
+    if (node_->add_election(e->name_, now(), static_cast<bool>(e->work)) != id) {
       elections_.erase(id);
       result = {Code::kEState, "\"" + name + "\" is already started or locked on this client"};
     }
@@ -419,7 +419,7 @@ Result Client::stop_election(const std::shared_ptr<Election>& e, DoneFn done) {
   Result result;
   Result r = run_sync([&] {
     {
-      std::lock_guard<std::mutex> lock(e->mu);
+      std::lock_guard<std::mutex> lock(e->mu());
       if (e->stop_requested || e->stopped) {
         result = {Code::kEState,
                   "the election of \"" + e->name_ + "\" is already stopping or stopped"};
@@ -447,7 +447,7 @@ Result Client::step_down(const std::shared_ptr<Election>& e, Duration cooldown, 
   Result result;
   Result r = run_sync([&] {
     {
-      std::lock_guard<std::mutex> lock(e->mu);
+      std::lock_guard<std::mutex> lock(e->mu());
       if (e->stop_requested || e->stopped) {
         result = {Code::kEState, "the election of \"" + e->name_ + "\" is stopping or stopped"};
         return;
@@ -474,15 +474,17 @@ Result Client::stop_election_wait(const std::shared_ptr<Election>& e, int64_t ti
   }
   auto w = std::make_shared<Waiter>();
   {
-    std::lock_guard<std::mutex> lock(e->mu);
+    std::lock_guard<std::mutex> lock(e->mu());
     if (e->stopped) return Result::ok();
-    e->stop_waiters.push_back(w);
+    if (!e->stop_waiters)
+      e->stop_waiters = std::make_unique<std::vector<std::shared_ptr<Waiter>>>();
+    e->stop_waiters->push_back(w);
   }
   Result r = stop_election(e, nullptr);
   if (r.code != Code::kOk && r.code != Code::kEState) return r;
   {
     // A stop by the client's close completes the election without a done.
-    std::lock_guard<std::mutex> lock(e->mu);
+    std::lock_guard<std::mutex> lock(e->mu());
     if (e->stopped) return Result::ok();
   }
   const Code rc = loop_.wait(*w, deadline_after(timeout_ms));
@@ -496,7 +498,7 @@ Result Client::stop_election_wait(const std::shared_ptr<Election>& e, int64_t ti
 void Client::detach_election(const std::shared_ptr<Election>& e) {
   e->detached = true;
   {
-    std::lock_guard<std::mutex> lock(e->mu);
+    std::lock_guard<std::mutex> lock(e->mu());
     if (e->stop_requested || e->stopped) return;
     e->stop_requested = true;
   }
@@ -529,7 +531,7 @@ bool Client::free_election(const std::shared_ptr<Election>& e) {
     // executor that only this thread drains (a host's): run them here then.
     e->queue->wait_until(
         [&e] {
-          std::lock_guard<std::mutex> lock(e->mu);
+          std::lock_guard<std::mutex> lock(e->mu());
           return e->stopped;
         },
         may_run_callbacks_here());
@@ -596,7 +598,6 @@ Result Client::add_lock(const std::string& name, int64_t timeout_ms, bool try_on
   }
   const ContenderId id = node_->next_id();
   Lock& lock = locks_[id];
-  lock.name = name;
   lock.queue = queue;
   lock.done = std::move(done);
   if (node_->add_lock(name, give_up, try_once, t) != id) {

@@ -23,6 +23,7 @@
 #include "core/node.h"
 #include "engine/executor.h"
 #include "engine/loop.h"
+#include "engine/parking.h"
 #include "engine/result.h"
 #include "engine/term.h"
 
@@ -69,7 +70,7 @@ struct Mailbox {
 // One election as its handle sees it.
 class Election {
  public:
-  const std::string& name() const { return name_; }
+  const LeaseName& name() const { return name_; }
   // Blocks until every run of a task's work returned.
   void wait_for_work() const {
     if (work) work->count.wait_idle();
@@ -77,7 +78,7 @@ class Election {
   // Its stop completed and no run of its work is left: nothing more to wait for.
   bool finished() {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      std::lock_guard<std::mutex> lock(mu());
       if (!stopped) return false;
     }
     if (!work) return true;
@@ -87,7 +88,7 @@ class Election {
 
  private:
   friend class Client;
-  std::string name_;
+  LeaseName name_;  // the node's contender and its terms share this block
   ElectedFn on_elected;
   RevokedFn on_revoked;
   // A task's leader work (then there is no listener) and how many of its runs
@@ -105,11 +106,14 @@ class Election {
   std::atomic<bool> freeing_after_stop{false};
   bool runs_dones() const { return !detached || freeing_after_stop; }
 
-  // Guarded by mu (beside the atomics above: no padding between them).
+  // Guarded by mu() (beside the atomics above: no padding between them).
   bool stop_requested = false;
   bool stopped = false;  // the stop completed (done ran)
-  std::mutex mu;
-  std::vector<std::shared_ptr<Waiter>> stop_waiters;
+  // Blocking stops waiting for it; allocated by the first (ADR 0024).
+  std::unique_ptr<std::vector<std::shared_ptr<Waiter>>> stop_waiters;
+  // The election's parking lock (engine/parking.h): taken briefly, by API
+  // threads and the loop, around the stop state; no other lock is taken under it.
+  std::mutex& mu() const { return parking_for(this).mu; }
 
   ContenderId id = 0;  // set once, before the node knows the election
 
@@ -268,7 +272,6 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
  private:
   friend struct Mailbox;
   struct Lock {
-    std::string name;
     LockFn done;  // acquire result (once)
     std::shared_ptr<SerialQueue> queue;
     std::shared_ptr<Waiter> released;  // a blocking simba_lock_release waits here

@@ -221,9 +221,9 @@ void Client::stopped(ContenderId who) {
       if (done && el->runs_dones()) done(Code::kOk);
       std::vector<std::shared_ptr<Waiter>> waiters;
       {
-        std::lock_guard<std::mutex> lock(el->mu);
+        std::lock_guard<std::mutex> lock(el->mu());
         el->stopped = true;
-        waiters.swap(el->stop_waiters);
+        if (el->stop_waiters) waiters.swap(*el->stop_waiters);
       }
       for (auto& w : waiters) w->finish(Code::kOk);
     };

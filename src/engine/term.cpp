@@ -11,15 +11,6 @@ Term::~Term() {
   if (efd_ >= 0) close(efd_);
 }
 
-Term::Parking& Term::parking() const {
-  // Enough that unrelated terms rarely share one; a waiter woken for another
-  // term of its slot re-checks and sleeps again. Never destroyed: terms may
-  // outlive static destruction on a host's threads.
-  constexpr size_t kSlots = 64;
-  static Parking* const slots = new Parking[kSlots];
-  return slots[(reinterpret_cast<uintptr_t>(this) / alignof(Term)) % kSlots];
-}
-
 void Term::signal_ended() {
   Parking& p = parking();
   std::lock_guard<std::mutex> lock(p.mu);

@@ -6,16 +6,15 @@
 #define SIMBA_ENGINE_TERM_H
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "core/node.h"
 #include "core/term_state.h"
 #include "engine/executor.h"
+#include "engine/parking.h"
 
 namespace simba::engine {
 
@@ -65,16 +64,10 @@ struct Term {
   bool unannounced = false;
 
  private:
-  // The members below are guarded by a mutex of a fixed, process-wide set,
-  // chosen by the term's address, and waited for on its condition variable: a
-  // term is mostly never waited on, and a mutex and a condition variable of
-  // its own were 88 of its bytes (ADR 0024). A lock of it is never held while
-  // taking another.
-  struct Parking {
-    std::mutex mu;
-    std::condition_variable cv;
-  };
-  Parking& parking() const;
+  // The members below are guarded by the term's parking lock (engine/parking.h)
+  // and waited for on its condition variable: a term is mostly never waited on,
+  // and a mutex and a condition variable of its own were 88 of its bytes.
+  Parking& parking() const { return parking_for(this); }
   bool ended_ = false;
   bool delivered_ = false;
   simba::RevokeReason reason_ = simba::RevokeReason::kNone;

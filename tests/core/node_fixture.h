@@ -135,7 +135,8 @@ class NodeTest : public ::testing::Test {
   std::vector<OwnedLease> owned_by(const std::string& session) const {
     std::vector<OwnedLease> v;
     for (const auto& t : fx.elected_terms()) {
-      if (t->session_id() == session && !fx.was_revoked(t)) v.push_back({t->name(), t->token()});
+      if (t->session_id() == session && !fx.was_revoked(t))
+        v.push_back({t->name().str(), t->token()});
     }
     return v;
   }

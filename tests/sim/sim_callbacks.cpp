@@ -100,7 +100,7 @@ void Sim::fx_elected(NodeBox& b, ContenderId who, const std::shared_ptr<TermStat
   // Invariant 2: tokens strictly increasing per name. A term of a session the
   // store ended early (expire_session) may come after a later one: that is the
   // fault the fencing token covers, not the node's doing.
-  uint64_t& high = max_token_[term->name()];
+  uint64_t& high = max_token_[term->name().str()];
   if (term->token() <= high) {
     auto h = hooked_.find(term->session_id());
     if (h == hooked_.end() || h->second > now()) {

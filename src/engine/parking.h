@@ -1,0 +1,24 @@
+// A mutex and a condition variable from a fixed, process-wide set, chosen by an
+// object's address: for the many objects that are rarely locked or waited on
+// (a term, an election's stop state), where a pair of their own would be most
+// of their bytes (ADR 0024). Objects that share a slot only see spurious
+// wake-ups, so every wait re-checks its condition. A parking lock is never held
+// while taking another lock.
+#ifndef SIMBA_ENGINE_PARKING_H
+#define SIMBA_ENGINE_PARKING_H
+
+#include <condition_variable>
+#include <mutex>
+
+namespace simba::engine {
+
+struct Parking {
+  std::mutex mu;
+  std::condition_variable cv;
+};
+
+Parking& parking_for(const void* object);
+
+}  // namespace simba::engine
+
+#endif
