@@ -5,20 +5,28 @@
 #define SIMBA_CORE_LEASE_NAME_H
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <iosfwd>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 
 namespace simba {
 
 class LeaseName {
+  template <typename T>
+  using Text = std::enable_if_t<std::is_convertible_v<const T&, std::string_view>>;
+  template <typename T>
+  using NotName = std::enable_if_t<!std::is_same_v<T, LeaseName>>;
+
  public:
   LeaseName() = default;  // the empty name
   // Implicit, as std::string's: a name is written wherever a string is.
   LeaseName(std::string_view s);  // NOLINT(google-explicit-constructor)
-  LeaseName(const std::string& s) : LeaseName(std::string_view(s)) {}  // NOLINT
-  LeaseName(const char* s) : LeaseName(std::string_view(s)) {}         // NOLINT
+  LeaseName(const std::string& s) : LeaseName(std::string_view(s)) {}                    // NOLINT
+  LeaseName(const char* s) : LeaseName(s ? std::string_view(s) : std::string_view()) {}  // NOLINT
   LeaseName(const LeaseName& o) noexcept : block_(o.block_) { retain(); }
   LeaseName(LeaseName&& o) noexcept : block_(o.block_) { o.block_ = nullptr; }
   LeaseName& operator=(LeaseName o) noexcept {
@@ -37,8 +45,24 @@ class LeaseName {
   size_t size() const { return block_ ? block_->size : 0; }
   bool empty() const { return size() == 0; }
 
-  friend bool operator==(const LeaseName& a, std::string_view b) { return a.view() == b; }
-  friend bool operator!=(const LeaseName& a, std::string_view b) { return a.view() != b; }
+  // Compared as text with another name or anything a string_view is made from,
+  // on either side, without making a name of the other side.
+  template <typename T, typename = Text<T>>
+  friend bool operator==(const LeaseName& a, const T& b) {
+    return a.view() == std::string_view(b);
+  }
+  template <typename T, typename = Text<T>>
+  friend bool operator!=(const LeaseName& a, const T& b) {
+    return !(a == b);
+  }
+  template <typename T, typename = Text<T>, typename = NotName<T>>
+  friend bool operator==(const T& a, const LeaseName& b) {
+    return b == a;
+  }
+  template <typename T, typename = Text<T>, typename = NotName<T>>
+  friend bool operator!=(const T& a, const LeaseName& b) {
+    return !(b == a);
+  }
   friend std::ostream& operator<<(std::ostream& o, const LeaseName& n);
   friend std::string operator+(const std::string& a, const LeaseName& b) {
     return a + std::string(b.view());

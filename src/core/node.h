@@ -335,9 +335,10 @@ class Node {
   std::map<ContenderId, Contender> contenders_;
   // Per name, its contenders in arrival order (equal keys keep the order of
   // insertion): one election, or the locks queued on it. Each key views the
-  // name of its own contender, whose address a std::map node keeps stable; an
-  // entry leaves before its contender (unlist_by_name). One node per
-  // contender, no copy of the name and no container per name (ADR 0024).
+  // characters of its own contender's name (a LeaseName block, which never
+  // moves and lives at least as long as the contender); an entry leaves before
+  // its contender (unlist_by_name). One node per contender, no copy of the name
+  // and no container per name (ADR 0024).
   std::multimap<std::string_view, ContenderId> by_name_;
   // At most this many acquires in flight per node; the others wait their turn.
   static constexpr size_t kMaxAcquiresInFlight = 64;

@@ -3,7 +3,8 @@
 // (a term, an election's stop state), where a pair of their own would be most
 // of their bytes (ADR 0024). Objects that share a slot only see spurious
 // wake-ups, so every wait re-checks its condition. A parking lock is never held
-// while taking another lock.
+// while taking another lock, so it is always the innermost: a free waiting
+// under its election's queue lock reads the stop state under one.
 #ifndef SIMBA_ENGINE_PARKING_H
 #define SIMBA_ENGINE_PARKING_H
 

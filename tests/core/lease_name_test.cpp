@@ -46,8 +46,19 @@ TEST(LeaseNameBlock, MoveLeavesTheSourceEmpty) {
   LeaseName b(std::move(a));
   EXPECT_EQ(b.c_str(), chars);
   EXPECT_TRUE(a.empty());  // NOLINT(bugprone-use-after-move): a moved-from name is empty
-  b = std::move(b);        // self-move keeps it
+  LeaseName& alias = b;
+  b = std::move(alias);  // a self-move keeps it
   EXPECT_EQ(b, "jobs/nightly");
+}
+
+TEST(LeaseNameBlock, ComparesAsTextOnEitherSide) {
+  const LeaseName n("a/b");
+  const std::string same = "a/b";
+  EXPECT_TRUE(n == same && same == n && n == "a/b" && "a/b" == n);
+  EXPECT_TRUE(n == std::string_view("a/b") && std::string_view("a/b") == n);
+  EXPECT_TRUE(n == LeaseName(same));
+  EXPECT_TRUE(n != "a/c" && "a/c" != n && n != LeaseName("a/c"));
+  EXPECT_TRUE(LeaseName(static_cast<const char*>(nullptr)).empty());
 }
 
 TEST(LeaseNameBlock, ConcatenatesAsAString) {
