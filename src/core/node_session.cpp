@@ -9,6 +9,7 @@
 // safety on top.
 #include <algorithm>
 #include <set>
+#include <string_view>
 #include <utility>
 
 #include "core/json.h"
@@ -191,21 +192,27 @@ void Node::keep_alive_renewed(CallId id, const Call& call, const KeepAliveReply&
 }
 
 void Node::reconcile_owned(CallId id, const std::vector<OwnedLease>& listed, TimePoint now) {
-  // Terms adopted before this keep-alive was sent must be listed as ours.
-  std::set<std::pair<std::string, uint64_t>> owned;
+  // Runs on every keep-alive, over every lease: the sets view the reply's
+  // names and the terms' names instead of copying them.
+  using Held = std::pair<std::string_view, uint64_t>;
+  std::set<Held> owned;
   for (const OwnedLease& l : listed) owned.emplace(l.name, l.token);
-  std::set<std::pair<std::string, uint64_t>> ours;
+  // Terms adopted before this keep-alive was sent must be listed as ours.
   std::vector<ContenderId> lost;
   for (auto& [cid, c] : contenders_) {
-    if (!c.term) continue;
-    ours.emplace(c.term->name(), c.term->token());
-    if (c.state == State::kLeader && c.adopted_before <= id &&
-        !owned.count({c.term->name().str(), c.term->token()})) {
+    if (c.term && c.state == State::kLeader && c.adopted_before <= id &&
+        !owned.count({c.term->name(), c.term->token()})) {
       lost.push_back(cid);
     }
   }
   for (ContenderId cid : lost) {
     if (Contender* c = find(cid)) lose_term(*c, RevokeReason::kTakenOver, now);
+  }
+  // The terms left (taken after the losses, which may free a lost term's
+  // name; a lost term was not listed anyway).
+  std::set<Held> ours;
+  for (auto& [cid, c] : contenders_) {
+    if (c.term) ours.emplace(c.term->name(), c.term->token());
   }
   // A lease the backend lists as ours that no term holds, and that no call
   // in flight can explain, was won by an answer we never adopted: free it.
@@ -225,9 +232,10 @@ void Node::reconcile_owned(CallId id, const std::vector<OwnedLease>& listed, Tim
       }
     }
     if (explained) continue;
-    fx_.log(kLogInfo, "releasing lease " + name + " (token " + std::to_string(token) +
+    const std::string orphan(name);
+    fx_.log(kLogInfo, "releasing lease " + orphan + " (token " + std::to_string(token) +
                           ") that this session holds without a term");
-    release_lease(session_id_, name, token, 0, now);
+    release_lease(session_id_, orphan, token, 0, now);
   }
 }
 
