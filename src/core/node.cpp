@@ -29,6 +29,24 @@ const char* session_status_name(SessionStatus s) {
   return "UNKNOWN";
 }
 
+const char* session_event_name(SessionEvent e) {
+  switch (e) {
+    case SessionEvent::kOpened:
+      return "OPENED";
+    case SessionEvent::kLive:
+      return "LIVE";
+    case SessionEvent::kSuspended:
+      return "SUSPENDED";
+    case SessionEvent::kExpired:
+      return "EXPIRED";
+    case SessionEvent::kClosed:
+      return "CLOSED";
+    case SessionEvent::kLeaseShortened:
+      return "LEASE_SHORTENED";
+  }
+  return "UNKNOWN";
+}
+
 Node::Node(Config cfg, Effects& fx, const Clock& clock, uint64_t seed)
     : cfg_(std::move(cfg)),
       fx_(fx),

@@ -30,6 +30,8 @@ enum class SessionStatus { kOpening, kLive, kSuspended, kClosed };
 const char* session_status_name(SessionStatus s);
 
 enum class SessionEvent { kOpened, kLive, kSuspended, kExpired, kClosed, kLeaseShortened };
+// "OPENED", "LIVE", ...: for logs and test traces.
+const char* session_event_name(SessionEvent e);
 
 enum class ContenderKind { kElection, kLock };
 

@@ -212,7 +212,7 @@ void Sim::fx_stepped_down(NodeBox& b, ContenderId who) {
 void Sim::fx_session_event(NodeBox& b, SessionEvent ev, const std::string& detail) {
   if (b.closed) fail(node_str(b) + " session_event after closed()");
   const std::string id = json_session(detail);
-  if (tr_) T() << node_str(b) << " session " << event_name(ev) << " " << alias(id) << "\n";
+  if (tr_) T() << node_str(b) << " session " << session_event_name(ev) << " " << alias(id) << "\n";
   switch (ev) {
     case SessionEvent::kOpened: {
       auto it = session_index_.find(id);

@@ -220,24 +220,6 @@ struct Orphan {
   TimePoint since;
 };
 
-inline const char* event_name(SessionEvent ev) {
-  switch (ev) {
-    case SessionEvent::kOpened:
-      return "OPENED";
-    case SessionEvent::kLive:
-      return "LIVE";
-    case SessionEvent::kSuspended:
-      return "SUSPENDED";
-    case SessionEvent::kExpired:
-      return "EXPIRED";
-    case SessionEvent::kClosed:
-      return "CLOSED";
-    case SessionEvent::kLeaseShortened:
-      return "LEASE_SHORTENED";
-  }
-  return "?";
-}
-
 inline const char* failure_name(LockFailure why) {
   switch (why) {
     case LockFailure::kTimeout:

@@ -90,24 +90,6 @@ inline const char* fx_name(Fx f) {
   return "?";
 }
 
-inline const char* session_event_name(SessionEvent e) {
-  switch (e) {
-    case SessionEvent::kOpened:
-      return "OPENED";
-    case SessionEvent::kLive:
-      return "LIVE";
-    case SessionEvent::kSuspended:
-      return "SUSPENDED";
-    case SessionEvent::kExpired:
-      return "EXPIRED";
-    case SessionEvent::kClosed:
-      return "CLOSED";
-    case SessionEvent::kLeaseShortened:
-      return "LEASE_SHORTENED";
-  }
-  return "?";
-}
-
 inline const char* lock_failure_name(LockFailure f) {
   switch (f) {
     case LockFailure::kTimeout:
