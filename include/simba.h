@@ -317,18 +317,19 @@ SIMBA_API int simba_client_wait_live(simba_client_t *c, int64_t timeout_ms);
  *
  * Blocks until done, at most about one renew period when the backend is
  * unreachable; a close the backend refuses at once (a connection just cut, a
- * reconnect backoff) is sent again within that period, so that the leases
- * free now rather than at the session's expiry. After it returns, no callback
- * of this client or of any of its handles runs or is running (callbacks a host executor had not started run on
- * this thread before it returns). An EXTERNAL-mode client is closed on its host
- * thread: from another thread this returns SIMBA_EWOULDBLOCK and closes nothing,
- * since only the host thread may run its loop. Called
- * from a callback (or the loop thread) of a THREAD-mode client it starts the close
- * and returns SIMBA_OK at once; the handle is freed when the close completes, so
- * do not use it afterwards. Called from a callback of an EXTERNAL-mode client it
- * starts the close and returns SIMBA_EWOULDBLOCK: call it again outside
- * simba_client_process() to finish and free. Election handles of the client stay
- * valid until freed, but are stopped; lock terms are revoked.
+ * reconnect backoff) is sent again within that period, so that the leases free
+ * now rather than at the session's expiry. After it returns, no callback of
+ * this client or of any of its handles runs or is running (callbacks a host
+ * executor had not started run on this thread before it returns). An
+ * EXTERNAL-mode client is closed on its host thread: from another thread this
+ * returns SIMBA_EWOULDBLOCK and closes nothing, since only the host thread may
+ * run its loop. Called from a callback (or the loop thread) of a THREAD-mode
+ * client it starts the close and returns SIMBA_OK at once; the handle is freed
+ * when the close completes, so do not use it afterwards. Called from a callback
+ * of an EXTERNAL-mode client it starts the close and returns SIMBA_EWOULDBLOCK:
+ * call it again outside simba_client_process() to finish and free. Election
+ * handles of the client stay valid until freed, but are stopped; lock terms are
+ * revoked.
  * @return SIMBA_OK (also for NULL); SIMBA_EWOULDBLOCK (see above).
  */
 SIMBA_API int simba_client_close(simba_client_t *c);
