@@ -587,6 +587,65 @@ TEST_F(PostgresShared, CreateFalseWithoutSchemaIsAClearErrorUntilTheDdlIsApplied
   s.q("DROP SCHEMA \"" + schema + "\" CASCADE");
 }
 
+// A schema one version older (a DBA applied the DDL of an earlier libsimba;
+// version 1 had the same functions with an older body of simba_acquire): with
+// create=false the client runs on it as it is and says what migrating would
+// bring; with create (the default) it migrates it to the current version and
+// replaces the function bodies.
+TEST_F(PostgresShared, AnOlderSchemaIsUsedWithCreateFalseAndMigratedWithCreate) {
+  static_assert(simba::kPostgresSchemaMinVersion < simba::kPostgresSchemaVersion,
+                "the test stands in an older schema");
+  const std::string schema = unique_schema("older");
+  const std::string q = "\"" + schema + "\"";
+  PgSync s(url_);
+  ASSERT_TRUE(s.ok()) << s.error();
+  ASSERT_EQ(s.script(simba::pg_schema_script(schema)), "");
+  // The older schema: its version row, and an acquire whose body differs (a
+  // marker comment) but means the same.
+  const std::string older = std::to_string(simba::kPostgresSchemaMinVersion);
+  ASSERT_EQ(s.q("DELETE FROM " + q + ".simba_schema_version"), "");
+  ASSERT_EQ(s.q("INSERT INTO " + q + ".simba_schema_version (version) VALUES (" + older + ")"), "");
+  const std::string acquire_def =
+      "SELECT pg_get_functiondef('" + q + ".simba_acquire(uuid, text)'::regprocedure)";
+  std::string def = s.q(acquire_def);
+  const size_t begin = def.find("\nBEGIN\n");
+  ASSERT_NE(begin, std::string::npos) << def;
+  def.insert(begin + 7, "  -- older body\n");
+  ASSERT_EQ(s.q(def), "");
+  ASSERT_NE(s.q(acquire_def).find("-- older body"), std::string::npos);
+
+  const std::string name = "pg.older." + unique_id();
+  {
+    LoggedClient c(with_params(url_, "schema=" + schema + "&create=false"), {1000, 200});
+    ASSERT_NE(c, nullptr) << simba_last_error();
+    ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << c.logs.all();
+    EXPECT_TRUE(c.logs.has("is at version " + older + ": running on it as it is")) << c.logs.all();
+    simba_term_t* t = nullptr;
+    ASSERT_EQ(simba_lock_acquire(&t, c, name.c_str(), 5000), SIMBA_OK) << simba_last_error();
+    EXPECT_EQ(simba_term_token(t), 1u);
+    EXPECT_EQ(simba_lock_release(t), SIMBA_OK);
+    c.close();
+  }
+  EXPECT_EQ(s.q("SELECT max(version) FROM " + q + ".simba_schema_version"), older);
+  EXPECT_NE(s.q(acquire_def).find("-- older body"), std::string::npos);
+
+  {
+    LoggedClient c(with_params(url_, "schema=" + schema), {1000, 200});
+    ASSERT_NE(c, nullptr) << simba_last_error();
+    ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << c.logs.all();
+    EXPECT_TRUE(c.logs.has("from version " + older)) << c.logs.all();
+    simba_term_t* t = nullptr;
+    ASSERT_EQ(simba_lock_acquire(&t, c, name.c_str(), 5000), SIMBA_OK) << simba_last_error();
+    EXPECT_EQ(simba_term_token(t), 2u);
+    EXPECT_EQ(simba_lock_release(t), SIMBA_OK);
+    c.close();
+  }
+  EXPECT_EQ(s.q("SELECT max(version) FROM " + q + ".simba_schema_version"),
+            std::to_string(simba::kPostgresSchemaVersion));
+  EXPECT_EQ(s.q(acquire_def).find("-- older body"), std::string::npos);
+  s.q("DROP SCHEMA " + q + " CASCADE");
+}
+
 // Each connection prepares the calls' statements once, before its first call:
 // a schema that has its version but not every function (a DBA's half-applied
 // DDL) is a clear error naming what is missing, never live; once the DDL is

@@ -276,15 +276,25 @@ void PostgresBackend::schema_version_result(const PGresult* r) {
     cmd_prepare();
     return;
   }
+  if (!url_.create && !missing && version >= kPostgresSchemaMinVersion) {
+    log(kLogWarn, "schema \"" + url_.schema + "\" is at version " + std::to_string(version) +
+                      ": running on it as it is (create=false); version " +
+                      std::to_string(kPostgresSchemaVersion) +
+                      " makes acquires cheaper on the server: apply the DDL that `simba "
+                      "schema` prints");
+    schema_ok_ = true;
+    cmd_prepare();
+    return;
+  }
   if (!url_.create) {
     cmd_setup_failed(
         missing ? "schema \"" + url_.schema +
                       "\" has no Simba tables and the URL says create=false: apply the DDL "
                       "that `simba schema` prints, or allow create"
                 : "schema \"" + url_.schema + "\" is at version " + std::to_string(version) +
-                      ", older than " + std::to_string(kPostgresSchemaVersion) +
-                      ", and the URL says create=false: apply the DDL that `simba schema` "
-                      "prints");
+                      ", older than " + std::to_string(kPostgresSchemaMinVersion) +
+                      ", the oldest this libsimba runs on, and the URL says create=false: "
+                      "apply the DDL that `simba schema` prints");
     return;
   }
   log(kLogInfo, missing ? "creating the schema \"" + url_.schema + "\""

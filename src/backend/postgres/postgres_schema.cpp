@@ -12,11 +12,13 @@ namespace {
 //
 // Concurrency, under READ COMMITTED (each statement of a plpgsql function
 // sees the rows committed before it started):
-//   - acquire locks the lease row (FOR UPDATE) before it reads anything it
-//     takes the lease on, so two acquires of one name that may win run one
-//     after the other, and the second sees the first's holder and token: never
-//     two winners, never one token twice (an attempt that finds a live holder
-//     answers Held from a plain read, without the lock);
+//   - acquire takes a lease only on the row's newest version: a free row by an
+//     UPDATE whose WHERE (still free) is checked again after any lock wait,
+//     anything else (a missing row, an expired holder) after locking the row
+//     (FOR UPDATE) and reading it again. Two acquires of one name that may win
+//     run one after the other, and the second sees the first's holder and
+//     token: never two winners, never one token twice (an attempt that finds a
+//     live holder answers Held from a plain read, without the lock);
 //   - keep-alive locks its session row first and compares the expiry with the
 //     clock after any wait, so an expired session is never extended;
 //   - deleting expired sessions skips rows someone has locked, so it never waits
@@ -39,8 +41,9 @@ CREATE TABLE IF NOT EXISTS @S@.simba_schema_version (
   applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 
--- Version 1. Every statement is idempotent: a client that checked the version
--- before another one migrated runs them again, harmlessly.
+-- Version 2 (version 1 had the same tables and functions; version 2 changed
+-- only simba_acquire's body). Every statement is idempotent: a client that
+-- checked the version before another one migrated runs them again, harmlessly.
 
 -- One row per session. Keep-alives rewrite expires_at often: the fill factor
 -- leaves room for HOT updates, and no index covers expires_at.
@@ -118,6 +121,14 @@ $simba$;
 -- code 1: won, value = the new token; code 0: held by a live session (ours
 -- included: never two terms of one name for one session), value = its
 -- remaining ms; code -1: our session expired or is gone.
+--
+-- Version 2: a lease row that is free when read is taken by one conditional
+-- UPDATE (three statements instead of five, no separate row lock). The
+-- UPDATE's WHERE is checked again on the row's newest version after any lock
+-- wait (READ COMMITTED), so of two acquires that both read it free the second
+-- finds it taken, goes on to the locked path below, and answers Held; its
+-- token is the newest version's plus one, so never one token twice. Our
+-- expiry is compared with the clock in the same WHERE, after any wait.
 CREATE OR REPLACE FUNCTION @S@.simba_acquire(p_session uuid, p_name text,
                                              OUT code integer, OUT value bigint)
 LANGUAGE plpgsql AS $simba$
@@ -126,20 +137,31 @@ DECLARE
   v_token bigint;
   v_now timestamptz;
   v_expires timestamptz;
+  v_ours timestamptz;
 BEGIN
   -- Most attempts find the lease held: answer those without taking a lock, so
   -- that polling candidates never make the holder's release or the next
-  -- winner wait. Only a lease that looks free or expired is locked and
-  -- checked again below.
+  -- winner wait. A lease that looks free is taken by the conditional UPDATE;
+  -- only a missing row, an expired holder or a lost race take the lock below.
   v_now := clock_timestamp();
-  SELECT s.expires_at INTO v_expires FROM @S@.simba_session s WHERE s.id = p_session;
-  IF NOT FOUND OR v_expires <= v_now THEN
+  SELECT s.expires_at INTO v_ours FROM @S@.simba_session s WHERE s.id = p_session;
+  IF NOT FOUND OR v_ours <= v_now THEN
     code := -1;
     value := 0;
     RETURN;
   END IF;
   SELECT l.session_id INTO v_holder FROM @S@.simba_lease l WHERE l.name = p_name;
-  IF v_holder IS NOT NULL THEN
+  IF FOUND AND v_holder IS NULL THEN
+    UPDATE @S@.simba_lease l SET session_id = p_session, token = l.token + 1
+      WHERE l.name = p_name AND l.session_id IS NULL AND clock_timestamp() < v_ours
+      RETURNING l.token INTO v_token;
+    IF FOUND THEN
+      code := 1;
+      value := v_token;
+      RETURN;
+    END IF;
+  ELSIF v_holder IS NOT NULL THEN
+    v_expires := v_ours;
     IF v_holder <> p_session THEN
       SELECT s.expires_at INTO v_expires FROM @S@.simba_session s WHERE s.id = v_holder;
     END IF;
@@ -221,7 +243,7 @@ BEGIN
 END
 $simba$;
 
-INSERT INTO @S@.simba_schema_version (version) VALUES (1) ON CONFLICT (version) DO NOTHING;
+INSERT INTO @S@.simba_schema_version (version) VALUES (2) ON CONFLICT (version) DO NOTHING;
 )sql";
 
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {

@@ -8,9 +8,15 @@
 
 namespace simba {
 
-// The schema version this libsimba installs and calls. Migrations only go
-// forward; each keeps the functions of the versions before it working.
-constexpr int kPostgresSchemaVersion = 1;
+// The schema version this libsimba installs (with create=true) and prefers.
+// Migrations only go forward; each keeps the functions of the versions before
+// it working, with the same signatures and meaning.
+constexpr int kPostgresSchemaVersion = 2;
+// The oldest version this libsimba runs on: with create=false a schema from
+// kPostgresSchemaMinVersion up is used as it is (a warning says what
+// migrating would bring), so upgrading libsimba never needs a DBA first.
+// Version 2 only made simba_acquire cheaper on the server.
+constexpr int kPostgresSchemaMinVersion = 1;
 
 // `schema` as a quoted identifier (the URL parser admits [A-Za-z0-9_] only).
 std::string pg_quote_ident(const std::string& schema);
