@@ -587,11 +587,50 @@ TEST_F(PostgresShared, CreateFalseWithoutSchemaIsAClearErrorUntilTheDdlIsApplied
   s.q("DROP SCHEMA \"" + schema + "\" CASCADE");
 }
 
+// Makes `schema` (created by the current DDL) stand in for one at `version`:
+// that version row alone, and an acquire whose body differs by a marker
+// comment but means the same. Returns the query that reads the acquire's
+// definition back.
+std::string stand_in_schema_version(PgSync& s, const std::string& schema, int version) {
+  const std::string q = "\"" + schema + "\"";
+  EXPECT_EQ(s.q("DELETE FROM " + q + ".simba_schema_version"), "");
+  EXPECT_EQ(s.q("INSERT INTO " + q + ".simba_schema_version (version) VALUES (" +
+                std::to_string(version) + ")"),
+            "");
+  const std::string acquire_def =
+      "SELECT pg_get_functiondef('" + q + ".simba_acquire(uuid, text)'::regprocedure)";
+  std::string def = s.q(acquire_def);
+  const size_t begin = def.find("\nBEGIN\n");
+  EXPECT_NE(begin, std::string::npos) << def;
+  if (begin != std::string::npos) def.insert(begin + 7, "  -- stand-in body\n");
+  EXPECT_EQ(s.q(def), "");
+  EXPECT_NE(s.q(acquire_def).find("-- stand-in body"), std::string::npos);
+  return acquire_def;
+}
+
+// `url` connecting as `user` (no password: the test server trusts loopback).
+std::string with_user(const std::string& url, const std::string& user) {
+  const size_t from = url.find("://") + 3;
+  const size_t at = url.find('@', from);
+  return url.substr(0, from) + user + url.substr(at == std::string::npos ? from : at);
+}
+
+// Acquires `name` with `c` and releases it; the token it had.
+uint64_t lock_cycle(simba_client_t* c, const std::string& name) {
+  simba_term_t* t = nullptr;
+  if (simba_lock_acquire(&t, c, name.c_str(), 5000 * slow_factor()) != SIMBA_OK) {
+    ADD_FAILURE() << simba_last_error();
+    return 0;
+  }
+  const uint64_t token = simba_term_token(t);
+  EXPECT_EQ(simba_lock_release(t), SIMBA_OK);
+  return token;
+}
+
 // A schema one version older (a DBA applied the DDL of an earlier libsimba;
-// version 1 had the same functions with an older body of simba_acquire): with
-// create=false the client runs on it as it is and says what migrating would
-// bring; with create (the default) it migrates it to the current version and
-// replaces the function bodies.
+// version 1 had the same functions): with create=false the client runs on it
+// as it is and says so; with create (the default) it migrates it to the
+// current version and replaces the function bodies.
 TEST_F(PostgresShared, AnOlderSchemaIsUsedWithCreateFalseAndMigratedWithCreate) {
   static_assert(simba::kPostgresSchemaMinVersion < simba::kPostgresSchemaVersion,
                 "the test stands in an older schema");
@@ -600,49 +639,102 @@ TEST_F(PostgresShared, AnOlderSchemaIsUsedWithCreateFalseAndMigratedWithCreate) 
   PgSync s(url_);
   ASSERT_TRUE(s.ok()) << s.error();
   ASSERT_EQ(s.script(simba::pg_schema_script(schema)), "");
-  // The older schema: its version row, and an acquire whose body differs (a
-  // marker comment) but means the same.
-  const std::string older = std::to_string(simba::kPostgresSchemaMinVersion);
-  ASSERT_EQ(s.q("DELETE FROM " + q + ".simba_schema_version"), "");
-  ASSERT_EQ(s.q("INSERT INTO " + q + ".simba_schema_version (version) VALUES (" + older + ")"), "");
-  const std::string acquire_def =
-      "SELECT pg_get_functiondef('" + q + ".simba_acquire(uuid, text)'::regprocedure)";
-  std::string def = s.q(acquire_def);
-  const size_t begin = def.find("\nBEGIN\n");
-  ASSERT_NE(begin, std::string::npos) << def;
-  def.insert(begin + 7, "  -- older body\n");
-  ASSERT_EQ(s.q(def), "");
-  ASSERT_NE(s.q(acquire_def).find("-- older body"), std::string::npos);
+  const int older = simba::kPostgresSchemaMinVersion;
+  const std::string acquire_def = stand_in_schema_version(s, schema, older);
 
   const std::string name = "pg.older." + unique_id();
   {
     LoggedClient c(with_params(url_, "schema=" + schema + "&create=false"), {1000, 200});
     ASSERT_NE(c, nullptr) << simba_last_error();
     ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << c.logs.all();
-    EXPECT_TRUE(c.logs.has("is at version " + older + ": running on it as it is")) << c.logs.all();
-    simba_term_t* t = nullptr;
-    ASSERT_EQ(simba_lock_acquire(&t, c, name.c_str(), 5000), SIMBA_OK) << simba_last_error();
-    EXPECT_EQ(simba_term_token(t), 1u);
-    EXPECT_EQ(simba_lock_release(t), SIMBA_OK);
-    c.close();
+    EXPECT_TRUE(c.logs.has("is at version " + std::to_string(older) + ", older than"))
+        << c.logs.all();
+    EXPECT_TRUE(c.logs.has("running on it as it is (create=false)")) << c.logs.all();
+    EXPECT_EQ(lock_cycle(c, name), 1u);
   }
-  EXPECT_EQ(s.q("SELECT max(version) FROM " + q + ".simba_schema_version"), older);
-  EXPECT_NE(s.q(acquire_def).find("-- older body"), std::string::npos);
+  EXPECT_EQ(s.q("SELECT max(version) FROM " + q + ".simba_schema_version"), std::to_string(older));
+  EXPECT_NE(s.q(acquire_def).find("-- stand-in body"), std::string::npos);
 
   {
     LoggedClient c(with_params(url_, "schema=" + schema), {1000, 200});
     ASSERT_NE(c, nullptr) << simba_last_error();
     ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << c.logs.all();
-    EXPECT_TRUE(c.logs.has("from version " + older)) << c.logs.all();
-    simba_term_t* t = nullptr;
-    ASSERT_EQ(simba_lock_acquire(&t, c, name.c_str(), 5000), SIMBA_OK) << simba_last_error();
-    EXPECT_EQ(simba_term_token(t), 2u);
-    EXPECT_EQ(simba_lock_release(t), SIMBA_OK);
-    c.close();
+    EXPECT_TRUE(c.logs.has("from version " + std::to_string(older))) << c.logs.all();
+    EXPECT_EQ(lock_cycle(c, name), 2u);
   }
   EXPECT_EQ(s.q("SELECT max(version) FROM " + q + ".simba_schema_version"),
             std::to_string(simba::kPostgresSchemaVersion));
-  EXPECT_EQ(s.q(acquire_def).find("-- older body"), std::string::npos);
+  EXPECT_EQ(s.q(acquire_def).find("-- stand-in body"), std::string::npos);
+  s.q("DROP SCHEMA " + q + " CASCADE");
+}
+
+// The DBA applied an older version's DDL and the clients' role has only the
+// grants `simba schema` lists: a client left at create=true (the default)
+// cannot migrate (it owns nothing), says why, and runs on the schema as it is.
+TEST_F(PostgresShared, AnOlderSchemaTheRoleCannotMigrateIsUsedAsItIs) {
+  const std::string schema = unique_schema("notowner");
+  const std::string q = "\"" + schema + "\"";
+  std::string role = "simba_client_" + unique_id();
+  for (char& ch : role) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  role = role.substr(0, 48);
+  PgSync s(url_);
+  ASSERT_TRUE(s.ok()) << s.error();
+  ASSERT_EQ(s.script(simba::pg_schema_script(schema)), "");
+  const std::string acquire_def =
+      stand_in_schema_version(s, schema, simba::kPostgresSchemaMinVersion);
+  ASSERT_EQ(s.script("CREATE ROLE " + role +
+                     " LOGIN;\n"
+                     "GRANT USAGE ON SCHEMA " +
+                     q + " TO " + role +
+                     ";\n"
+                     "GRANT SELECT, INSERT, UPDATE, DELETE ON " +
+                     q + ".simba_session, " + q + ".simba_lease TO " + role +
+                     ";\n"
+                     "GRANT SELECT ON " +
+                     q + ".simba_schema_version TO " + role + ";\n"),
+            "");
+  {
+    LoggedClient c(with_params(with_user(url_, role), "schema=" + schema), {1000, 200});
+    ASSERT_NE(c, nullptr) << simba_last_error();
+    ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << c.logs.all();
+    EXPECT_TRUE(c.logs.has("migrating the schema")) << c.logs.all();
+    EXPECT_TRUE(c.logs.has("cannot migrate it: ")) << c.logs.all();
+    EXPECT_TRUE(c.logs.has("running on it as it is")) << c.logs.all();
+    EXPECT_EQ(lock_cycle(c, "pg.notowner." + unique_id()), 1u);
+  }
+  EXPECT_EQ(s.q("SELECT max(version) FROM " + q + ".simba_schema_version"),
+            std::to_string(simba::kPostgresSchemaMinVersion));
+  EXPECT_NE(s.q(acquire_def).find("-- stand-in body"), std::string::npos);
+  s.q("DROP SCHEMA " + q + " CASCADE");
+  s.q("DROP ROLE " + role);
+}
+
+// A schema already at a newer version than this libsimba's: the DDL (a
+// client's, or the script a DBA applies) stops before changing anything, so a
+// client that read the version before a newer libsimba migrated never puts
+// older function bodies back; a client runs on the newer schema as it is.
+TEST_F(PostgresShared, TheDdlNeverOverwritesANewerSchema) {
+  const std::string schema = unique_schema("newer");
+  const std::string q = "\"" + schema + "\"";
+  PgSync s(url_);
+  ASSERT_TRUE(s.ok()) << s.error();
+  ASSERT_EQ(s.script(simba::pg_schema_script(schema)), "");
+  const int newer = simba::kPostgresSchemaVersion + 1;
+  const std::string acquire_def = stand_in_schema_version(s, schema, newer);
+  EXPECT_NE(s.script(simba::pg_schema_script(schema)).find("left unchanged"), std::string::npos);
+  s.q("ROLLBACK");  // the script's BEGIN stopped at the error
+  EXPECT_NE(s.q(acquire_def).find("-- stand-in body"), std::string::npos);
+  {
+    LoggedClient c(with_params(url_, "schema=" + schema), {1000, 200});
+    ASSERT_NE(c, nullptr) << simba_last_error();
+    ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << c.logs.all();
+    EXPECT_TRUE(c.logs.has("newer than this libsimba's")) << c.logs.all();
+    EXPECT_EQ(lock_cycle(c, "pg.newer." + unique_id()), 1u);
+  }
+  EXPECT_EQ(s.q("SELECT max(version) FROM " + q + ".simba_schema_version"), std::to_string(newer));
+  EXPECT_NE(s.q(acquire_def).find("-- stand-in body"), std::string::npos);
   s.q("DROP SCHEMA " + q + " CASCADE");
 }
 

@@ -234,7 +234,10 @@ class PostgresBackend final : public Backend {
   uint64_t cmd_gen_ = 0;          // bumped per command connection and when it is dropped
   int64_t stmt_timeout_ms_ = -1;  // the command connection's statement_timeout
   uint64_t connect_started_ = 0;  // loop ms when the command connection was started
-  bool schema_ok_ = false;        // the schema was found (or made) at our version
+  bool schema_ok_ = false;        // the schema was found (or made) at a version we run on
+  // The DDL failed on this command connection (its error here): the version is
+  // read again, and a schema we can run on is used as it is.
+  std::string ddl_error_;
   bool sync_commit_warned_ = false;
   std::vector<uint64_t> unsent_;  // calls waiting for the connection
   int failures_ = 0;              // consecutive connection failures

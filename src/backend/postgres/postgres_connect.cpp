@@ -156,6 +156,7 @@ void PostgresBackend::drop_cmd() {
 void PostgresBackend::cmd_connected() {
   // Ahead of everything else on this connection (one query at a time, in order).
   cmd_->send(kTagSyncCommit, kSyncCommitSql, {});
+  ddl_error_.clear();
   if (schema_ok_) {
     cmd_prepare();
   } else {
@@ -233,7 +234,12 @@ void PostgresBackend::cmd_result(uint64_t tag, const PGresult* r) {
   }
   if (tag == kTagDdl) {
     if (!result_ok(r)) {
-      cmd_setup_failed("cannot create the schema \"" + url_.schema + "\": " + result_error(r));
+      // Rolled back as a whole. Another client may have made the schema
+      // meanwhile, or this role may not own an older one it can still use:
+      // read the version again before giving up.
+      ddl_error_ = result_error(r);
+      if (ddl_error_.empty()) ddl_error_ = "no result";
+      cmd_->send(kTagVersion, stmts_.version, {});
       return;
     }
     log(kLogInfo,
@@ -266,35 +272,43 @@ void PostgresBackend::schema_version_result(const PGresult* r) {
     cmd_setup_failed("cannot read the schema version: " + result_error(r));
     return;
   }
+  const std::string at_version =
+      "schema \"" + url_.schema + "\" is at version " + std::to_string(version);
   if (!missing && version >= kPostgresSchemaVersion) {
     if (version > kPostgresSchemaVersion) {
-      log(kLogWarn, "schema \"" + url_.schema + "\" is at version " + std::to_string(version) +
-                        ", newer than this libsimba's " + std::to_string(kPostgresSchemaVersion) +
+      log(kLogWarn, at_version + ", newer than this libsimba's " +
+                        std::to_string(kPostgresSchemaVersion) +
                         " (migrations keep older clients working)");
     }
     schema_ok_ = true;
     cmd_prepare();
     return;
   }
-  if (!url_.create && !missing && version >= kPostgresSchemaMinVersion) {
-    log(kLogWarn, "schema \"" + url_.schema + "\" is at version " + std::to_string(version) +
-                      ": running on it as it is (create=false); version " +
-                      std::to_string(kPostgresSchemaVersion) +
-                      " makes acquires cheaper on the server: apply the DDL that `simba "
-                      "schema` prints");
+  const bool runs_on_it = !missing && version >= kPostgresSchemaMinVersion;
+  if (runs_on_it && (!url_.create || !ddl_error_.empty())) {
+    // Every version from kPostgresSchemaMinVersion has the functions we call;
+    // a newer one only does their work better (docs/backends.md).
+    log(kLogWarn, at_version + ", older than this libsimba's " +
+                      std::to_string(kPostgresSchemaVersion) + ": running on it as it is (" +
+                      (ddl_error_.empty() ? "create=false" : "cannot migrate it: " + ddl_error_) +
+                      "); apply the DDL that `simba schema` prints as the schema's owner");
     schema_ok_ = true;
     cmd_prepare();
     return;
   }
+  if (!ddl_error_.empty()) {
+    cmd_setup_failed("cannot " + std::string(missing ? "create" : "migrate") + " the schema \"" +
+                     url_.schema + "\": " + ddl_error_);
+    return;
+  }
   if (!url_.create) {
-    cmd_setup_failed(
-        missing ? "schema \"" + url_.schema +
-                      "\" has no Simba tables and the URL says create=false: apply the DDL "
-                      "that `simba schema` prints, or allow create"
-                : "schema \"" + url_.schema + "\" is at version " + std::to_string(version) +
-                      ", older than " + std::to_string(kPostgresSchemaMinVersion) +
-                      ", the oldest this libsimba runs on, and the URL says create=false: "
-                      "apply the DDL that `simba schema` prints");
+    cmd_setup_failed(missing ? "schema \"" + url_.schema +
+                                   "\" has no Simba tables and the URL says create=false: apply "
+                                   "the DDL that `simba schema` prints, or allow create"
+                             : at_version + ", older than " +
+                                   std::to_string(kPostgresSchemaMinVersion) +
+                                   ", the oldest this libsimba runs on, and the URL says "
+                                   "create=false: apply the DDL that `simba schema` prints");
     return;
   }
   log(kLogInfo, missing ? "creating the schema \"" + url_.schema + "\""

@@ -8,7 +8,7 @@ namespace {
 
 // @S@ = the quoted schema, @NAME@ = its name as a string literal's content
 // (the URL parser admits [A-Za-z0-9_] only), @CHANNEL@ = the release channel, @KEY@ = the
-// advisory lock key.
+// advisory lock key, @VERSION@ = kPostgresSchemaVersion.
 //
 // Concurrency, under READ COMMITTED (each statement of a plpgsql function
 // sees the rows committed before it started):
@@ -40,10 +40,24 @@ CREATE TABLE IF NOT EXISTS @S@.simba_schema_version (
   version integer PRIMARY KEY,
   applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+-- Never over a newer schema: a client that read an older version (or none)
+-- before a newer libsimba migrated stops here with nothing changed (the whole
+-- script is one transaction), and reads the version again.
+DO $simba$
+BEGIN
+  IF (SELECT coalesce(max(version), 0) FROM @S@.simba_schema_version) > @VERSION@ THEN
+    RAISE EXCEPTION 'schema "@NAME@" is newer than version @VERSION@: left unchanged'
+      USING ERRCODE = 'object_not_in_prerequisite_state';
+  END IF;
+END
+$simba$;
 
 -- Version 2 (version 1 had the same tables and functions; version 2 changed
 -- only simba_acquire's body). Every statement is idempotent: a client that
--- checked the version before another one migrated runs them again, harmlessly.
+-- checked the version before another one of the same version migrated runs
+-- them again, harmlessly. (A libsimba of version 1 has no guard above: its
+-- script, run after this one, puts version 1's slower simba_acquire back under
+-- version 2's row; the answers are the same.)
 
 -- One row per session. Keep-alives rewrite expires_at often: the fill factor
 -- leaves room for HOT updates, and no index covers expires_at.
@@ -243,7 +257,7 @@ BEGIN
 END
 $simba$;
 
-INSERT INTO @S@.simba_schema_version (version) VALUES (2) ON CONFLICT (version) DO NOTHING;
+INSERT INTO @S@.simba_schema_version (version) VALUES (@VERSION@) ON CONFLICT (version) DO NOTHING;
 )sql";
 
 std::string replace_all(std::string text, const std::string& from, const std::string& to) {
@@ -257,6 +271,7 @@ std::string expand(const std::string& text, const std::string& schema) {
   std::string out = replace_all(text, "@S@", pg_quote_ident(schema));
   out = replace_all(std::move(out), "@NAME@", schema);
   out = replace_all(std::move(out), "@CHANNEL@", pg_released_channel(schema));
+  out = replace_all(std::move(out), "@VERSION@", std::to_string(kPostgresSchemaVersion));
   return replace_all(std::move(out), "@KEY@", std::to_string(pg_schema_lock_key(schema)));
 }
 

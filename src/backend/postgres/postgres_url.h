@@ -15,7 +15,7 @@ struct PostgresUrl {
   // those set), for PQconnectStartParams.
   std::vector<std::pair<std::string, std::string>> options;
   std::string schema = "public";  // where the simba_* tables and functions live
-  bool create = true;             // create (or migrate) the schema when missing
+  bool create = true;             // create (or migrate) the schema when missing or older
   std::string password;           // also in `options`; kept to scrub it from messages
 
   // The value of libpq option `key`, or "" when unset.
