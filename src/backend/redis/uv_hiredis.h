@@ -47,9 +47,11 @@ UvHiredis* uv_hiredis_attach(uv_loop_t* loop, redisAsyncContext* ac);
 // redisAsyncHandleWrite without SIGPIPE: hiredis writes with write(2), which
 // raises SIGPIPE in the host when the peer is gone (at once on the TLS pump's
 // socketpair, whose other end the pump closes when TLS fails). A library must
-// not kill its host, so the signal is blocked on this thread for the write and
-// one it raised is taken back (libpq does the same where MSG_NOSIGNAL is
-// missing). A SIGPIPE pending before the call stays pending. Every write of
+// not kill its host. On a connected context the buffered command goes out by
+// send(2) with MSG_NOSIGNAL, as libpq writes; whatever hiredis still has to
+// write itself (a full socket buffer, an error, a connect in progress) is
+// written with the signal blocked on this thread, and one it raised is taken
+// back. A SIGPIPE pending before the call stays pending. Every write of
 // hiredis goes through here.
 void uv_hiredis_write(redisAsyncContext* ac);
 
