@@ -72,7 +72,10 @@ int64_t info_int(Sync& s, const std::string& section, const std::string& field) 
 // SIGPIPE: tls_redis, 1 CI run in a few).
 class GonePeer {
  public:
-  GonePeer() {
+  // `connect_first`: the loop handles the connect before the server end
+  // closes; without, the first write also completes the connect (hiredis's
+  // own write path, with SIGPIPE blocked).
+  explicit GonePeer(bool connect_first = true) {
     uv_loop_init(&loop_);
     std::snprintf(addr_.sun_path, sizeof addr_.sun_path, "/tmp/simba-gone-peer-%d.sock",
                   static_cast<int>(getpid()));
@@ -92,7 +95,7 @@ class GonePeer {
     redisAsyncSetDisconnectCallback(ac_, [](const redisAsyncContext* c, int status) {
       static_cast<GonePeer*>(c->data)->disconnect_status_ = status;
     });
-    for (int i = 0; i < 100 && !connected_; ++i) uv_run(&loop_, UV_RUN_NOWAIT);
+    for (int i = 0; i < 100 && connect_first && !connected_; ++i) uv_run(&loop_, UV_RUN_NOWAIT);
     const int server_end = accept(listener_, nullptr, nullptr);
     if (server_end >= 0) close(server_end);
   }
@@ -104,6 +107,7 @@ class GonePeer {
     unlink(addr_.sun_path);
   }
   bool ready() const { return adapter_ != nullptr && connected_; }
+  bool attached() const { return adapter_ != nullptr; }
   // Queues a PING and writes it through the adapter; true when hiredis saw
   // the write fail and dropped the connection.
   bool write_fails() {
@@ -143,15 +147,30 @@ TEST(RedisAdapter, AWriteToAGonePeerRaisesNoSigpipe) {
   sigaction(SIGPIPE, &old, nullptr);
 }
 
+// The write that completes the connect is hiredis's own write(2), with the
+// signal blocked on this thread and the SIGPIPE it raised taken back.
+TEST(RedisAdapter, AWriteThatCompletesTheConnectRaisesNoSigpipe) {
+  struct sigaction dfl = {}, old = {};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(SIGPIPE, &dfl, &old);
+  {
+    GonePeer peer(/*connect_first=*/false);
+    ASSERT_TRUE(peer.attached());
+    EXPECT_TRUE(peer.write_fails());
+    EXPECT_FALSE(sigpipe_pending());
+  }
+  sigaction(SIGPIPE, &old, nullptr);
+}
+
 TEST(RedisAdapter, ASigpipePendingBeforeTheWriteStaysPending) {
   sigset_t pipe_only, old_mask;
   sigemptyset(&pipe_only);
   sigaddset(&pipe_only, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &pipe_only, &old_mask);
   raise(SIGPIPE);  // the host's own, blocked and pending on this thread
-  {
-    GonePeer peer;
-    ASSERT_TRUE(peer.ready());
+  for (const bool connect_first : {true, false}) {
+    GonePeer peer(connect_first);
+    ASSERT_TRUE(peer.attached());
     EXPECT_TRUE(peer.write_fails());
     EXPECT_TRUE(sigpipe_pending());
   }

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include <cstdio>
 #include <cstring>
 
 namespace simba {
@@ -101,31 +102,45 @@ void cleanup(void* p) {
 
 void uv_hiredis_write(redisAsyncContext* ac) {
   redisContext* c = &ac->c;
-  if ((c->flags & REDIS_CONNECTED) && c->obuf) {
+  // A context with an error is hiredis's to end: it writes nothing then.
+  if ((c->flags & REDIS_CONNECTED) && !c->err && c->obuf) {
     // What hiredis buffered goes out by send(2) with MSG_NOSIGNAL: no SIGPIPE,
     // so no signal mask to change (four system calls per write, a microsecond
     // each on a paravirtualized host; benchmarks.md). hiredis then finds its
     // buffer empty and only updates its events. A loop turn can also come here
     // with nothing buffered (the command went out in the turn's prepare).
+    // hiredis (0.14, and 1.x without its own TLS) writes that buffer to c->fd
+    // as it is; rediss:// goes through the TLS pump's socketpair (ADR 0019).
     const size_t len = sdslen(c->obuf);
     if (len > 0) {
       const ssize_t n = send(c->fd, c->obuf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+      const int error = n < 0 ? errno : 0;
       if (n > 0) {
-        // What went out leaves the buffer, as hiredis's own write does. Only
-        // sds.h's inline functions: hiredis 0.14 declares the others without
-        // C linkage for C++.
+        // What went out leaves the buffer, as in hiredis's own write (which
+        // also frees a buffer it emptied; this one keeps its allocation). Only
+        // sds.h's inline functions: hiredis 0.14 declares the others without C
+        // linkage for C++.
         const size_t left = len - static_cast<size_t>(n);
         std::memmove(c->obuf, c->obuf + n, left);
         sdssetlen(c->obuf, left);
         c->obuf[left] = '\0';
+      } else if (error != 0 && error != EAGAIN && error != EWOULDBLOCK && error != EINTR &&
+                 error != ENOTSOCK) {
+        // The connection failed (a reset, a gone peer): recorded as hiredis
+        // records a failed write, so that it ends the connection with this
+        // reason instead of writing again.
+        c->err = REDIS_ERR_IO;
+        std::snprintf(c->errstr, sizeof(c->errstr), "%s", std::strerror(error));
+        redisAsyncHandleWrite(ac);
+        return;
       }
     }
     if (sdslen(c->obuf) == 0) {
       redisAsyncHandleWrite(ac);
       return;
     }
-    // A full socket buffer, or an error: hiredis writes the rest itself, below,
-    // and sees the error itself.
+    // The rest (a full socket buffer, an interrupted send): hiredis writes it
+    // itself, below.
   }
   sigset_t pipe_only, old, pending;
   sigemptyset(&pipe_only);
