@@ -32,8 +32,10 @@ struct UvHiredis {
   int events = 0;                   // what the poll watches
   int open_handles = 3;
   bool cleaned = false;
-  // Runs once, when hiredis tears the context down (before it is freed and
-  // before the pending replies' callbacks run with NULL).
+  // Runs once, when hiredis tears the context down, just before it frees it.
+  // hiredis 0.14 has run the pending replies' callbacks with NULL by then
+  // (__redisAsyncFree); meanwhile the context refuses new commands, being
+  // marked disconnecting (an error) or freeing (redisAsyncFree).
   std::function<void(UvHiredis*)> on_gone;
   // Runs once the handles are closed; the adapter is deleted right after.
   std::function<void()> on_closed;
