@@ -260,17 +260,23 @@ simba_track_pid() { SIMBA_SERVER_PIDS+=("$1"); }
 # is picked below the kernel's ephemeral range: a port in that range can be
 # the local end of any outgoing connection at any moment (a server once failed
 # to bind one with "Address already in use" although nothing listened on it).
+# Never one handed out before in this run (listed in the servers' directory:
+# callers run it in a subshell): a pair picked before either server binds,
+# such as the Sentinel setup's primary and replica, could otherwise be equal.
 simba_free_port() {
-  local port lo=32768
+  local port lo=32768 given=""
+  [[ -n "${SIMBA_SERVERS_DIR:-}" ]] && given="$SIMBA_SERVERS_DIR/ports-given"
   read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
   local base=20000
   ((lo - base < 2000)) && base=10000
   for _ in $(seq 1 200); do
     port=$((base + RANDOM % (lo - base)))
+    [[ -n "$given" ]] && grep -qx "$port" "$given" 2>/dev/null && continue  # ours already
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && continue  # a listener
     if command -v ss >/dev/null && [[ -n "$(ss -Htan "sport = :$port" 2>/dev/null)" ]]; then
       continue  # bound by some other socket
     fi
+    [[ -n "$given" ]] && echo "$port" >>"$given"
     echo "$port"
     return 0
   done
