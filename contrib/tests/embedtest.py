@@ -8,6 +8,7 @@ happened (an exception, a failed check, SIGTERM from ctest's timeout).
 
 import atexit
 import os
+import random
 import shutil
 import signal
 import socket
@@ -37,10 +38,34 @@ def check(cond, msg):
         raise Failure(msg)
 
 
+_ports_given = set()
+
+
 def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port on 127.0.0.1 nothing is bound to, as simba_free_port picks one
+    (scripts/lib/servers.sh): below the kernel's ephemeral range, where no
+    outgoing connection takes its local port, and never one given before."""
+    lo = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    base = 20000 if lo - 20000 >= 2000 else 10000
+    pick = random.SystemRandom()
+    for _ in range(200):
+        port = pick.randrange(base, lo)
+        if port in _ports_given:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _ports_given.add(port)
+        return port
+    raise Failure("no free port found")
 
 
 def wait_until(what, fn, timeout, interval=0.05):

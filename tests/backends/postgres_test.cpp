@@ -681,6 +681,16 @@ TEST_F(PostgresShared, AnOlderSchemaTheRoleCannotMigrateIsUsedAsItIs) {
   role = role.substr(0, 48);
   PgSync s(url_);
   ASSERT_TRUE(s.ok()) << s.error();
+  // The schema and the role go whatever the test's outcome: a role is the
+  // cluster's, not the schema's, and would outlive a failed run.
+  struct DropAfter {
+    PgSync& s;
+    const std::string &q, &role;
+    ~DropAfter() {
+      s.q("DROP SCHEMA IF EXISTS " + q + " CASCADE");
+      s.q("DROP ROLE IF EXISTS " + role);
+    }
+  } drop_after{s, q, role};
   ASSERT_EQ(s.script(simba::pg_schema_script(schema)), "");
   const std::string acquire_def =
       stand_in_schema_version(s, schema, simba::kPostgresSchemaMinVersion);
@@ -707,8 +717,6 @@ TEST_F(PostgresShared, AnOlderSchemaTheRoleCannotMigrateIsUsedAsItIs) {
   EXPECT_EQ(s.q("SELECT max(version) FROM " + q + ".simba_schema_version"),
             std::to_string(simba::kPostgresSchemaMinVersion));
   EXPECT_NE(s.q(acquire_def).find("-- stand-in body"), std::string::npos);
-  s.q("DROP SCHEMA " + q + " CASCADE");
-  s.q("DROP ROLE " + role);
 }
 
 // A schema already at a newer version than this libsimba's: the DDL (a

@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -392,22 +393,41 @@ class Election {
 // ---------------------------------------------------------------------------
 // Servers and logs, for the backend-specific tests.
 
-// A TCP port on 127.0.0.1 that nothing listens on now (the kernel's choice).
+// A TCP port on 127.0.0.1 that nothing is bound to now, as simba_free_port
+// (scripts/lib/servers.sh) picks one: below the kernel's ephemeral range, where
+// no outgoing connection takes its local port, and never one this process was
+// given before (a test may pick several servers' ports before the first binds).
 inline int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  struct sockaddr_in a;
-  std::memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (bind(fd, reinterpret_cast<struct sockaddr*>(&a), sizeof a) == 0 &&
-      getsockname(fd, reinterpret_cast<struct sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
+  static std::mutex mu;
+  static std::set<int> given;
+  static std::mt19937 random{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mu);
+  int lo = 32768;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (std::fscanf(f, "%d", &lo) != 1) lo = 32768;
+    std::fclose(f);
   }
-  close(fd);
-  return port;
+  const int base = lo - 20000 >= 2000 ? 20000 : 10000;
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const int port = base + static_cast<int>(random() % static_cast<unsigned>(lo - base));
+    if (given.count(port)) continue;
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    const int on = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    struct sockaddr_in a;
+    std::memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    const bool bound = bind(fd, reinterpret_cast<struct sockaddr*>(&a), sizeof a) == 0;
+    close(fd);
+    if (bound) {
+      given.insert(port);
+      return port;
+    }
+  }
+  return -1;
 }
 
 // Captures a client's log lines (simba_config_set_logger(cfg, LogCapture::fn, &cap, ...)).
