@@ -274,10 +274,15 @@ class OwnServer {
 
   // A crash: SIGKILL to the postmaster and every process it started, so that
   // nothing flushes the WAL still in shared memory (crash recovery at the next
-  // start).
+  // start). The postmaster is stopped first, so that it starts no process
+  // meanwhile, and killed last: once it is gone its children are no longer
+  // its children, and one that cannot notice (a stopped one) would live on
+  // attached to the shared memory, which a new postmaster refuses to reuse.
   void crash() {
     if (pid_ <= 0) return;
-    signal(SIGKILL);
+    kill(pid_, SIGSTOP);
+    for (pid_t child : children()) kill(child, SIGKILL);
+    kill(pid_, SIGKILL);
     int st = 0;
     waitpid(pid_, &st, 0);
     pid_ = -1;
@@ -1257,12 +1262,21 @@ class CrashableServer {
   }
   bool ok() const { return ok_; }
 
-  // Starts the server (again, after a crash) with its WAL writer stopped.
+  // Starts the server (again, after a crash) with its WAL writer stopped. The
+  // postmaster starts the WAL writer as it opens for connections (after crash
+  // recovery), so the first connection may come before it is listed.
   bool start() {
     if (!s_->start()) return false;
     PgSync admin(s_->admin_url());
-    const pid_t wal_writer = static_cast<pid_t>(std::atol(
-        admin.q("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'").c_str()));
+    pid_t wal_writer = 0;
+    wait_for(
+        [&] {
+          wal_writer = static_cast<pid_t>(
+              std::atol(admin.q("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'")
+                            .c_str()));
+          return wal_writer > 0;
+        },
+        10'000 * slow_factor(), 20);
     return wal_writer > 0 && kill(wal_writer, SIGSTOP) == 0;
   }
 
