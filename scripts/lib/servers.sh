@@ -244,8 +244,14 @@ stop_servers() {
       [[ -f "$f" ]] || continue
       pid=$(head -n 1 "$f" 2>/dev/null || true)
       [[ "$pid" =~ ^[0-9]+$ ]] || continue
+      # A test may have left a child stopped (the WAL writer): a stopped child
+      # holds up the shutdown, and outlives a killed postmaster.
+      pkill -CONT -P "$pid" 2>/dev/null || true
       kill -INT "$pid" 2>/dev/null || continue
-      simba_wait_pid_gone "$pid" 10 || kill -9 "$pid" 2>/dev/null || true
+      if ! simba_wait_pid_gone "$pid" 10; then
+        pkill -KILL -P "$pid" 2>/dev/null || true
+        kill -9 "$pid" 2>/dev/null || true
+      fi
     done
     rm -rf "$SIMBA_SERVERS_DIR"
   fi
