@@ -8,7 +8,6 @@ happened (an exception, a failed check, SIGTERM from ctest's timeout).
 
 import atexit
 import os
-import random
 import shutil
 import signal
 import socket
@@ -16,6 +15,11 @@ import subprocess
 import sys
 import tempfile
 import time
+
+# free_port(), shared with the chaos harness (tests/support/free_port.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                "support"))
+from free_port import free_port  # noqa: E402,F401
 
 SKIP = 77  # ctest SKIP_RETURN_CODE
 
@@ -36,36 +40,6 @@ class Failure(AssertionError):
 def check(cond, msg):
     if not cond:
         raise Failure(msg)
-
-
-_ports_given = set()
-
-
-def free_port():
-    """A port on 127.0.0.1 nothing is bound to, as simba_free_port picks one
-    (scripts/lib/servers.sh): below the kernel's ephemeral range, where no
-    outgoing connection takes its local port, and never one given before."""
-    lo = 32768
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            lo = int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        pass
-    base = 20000 if lo - 20000 >= 2000 else 10000
-    pick = random.SystemRandom()
-    for _ in range(200):
-        port = pick.randrange(base, lo)
-        if port in _ports_given:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        _ports_given.add(port)
-        return port
-    raise Failure("no free port found")
 
 
 def wait_until(what, fn, timeout, interval=0.05):

@@ -60,8 +60,10 @@ from collections import defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import checker  # noqa: E402
+from free_port import free_port  # noqa: E402
 
 _libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG = 1
@@ -73,38 +75,6 @@ def _die_with_parent():
 
 def now():
     return time.monotonic_ns()
-
-
-# Every port free_port() handed out in this process. The bind check alone can
-# hand a port out twice: an ensemble picks all its ports before any server
-# binds them, and a server killed by a fault holds none until its restart.
-# Seen once in CI: zk1's client port was also zk3's election port, so zk1
-# could not restart.
-_ports_given = set()
-
-
-def free_port():
-    lo = 32768
-    try:
-        lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-    except OSError:
-        pass
-    base = 20000 if lo - 20000 >= 2000 else 10000
-    for _ in range(200):
-        p = random.SystemRandom().randrange(base, lo)
-        if p in _ports_given:
-            continue
-        s = socket.socket()
-        try:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(("127.0.0.1", p))
-            _ports_given.add(p)
-            return p
-        except OSError:
-            continue
-        finally:
-            s.close()
-    raise RuntimeError("no free port")
 
 
 def wait_until(limit, what, fn):
