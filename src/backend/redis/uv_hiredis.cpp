@@ -131,11 +131,11 @@ void uv_hiredis_write(redisAsyncContext* ac) {
         // reason instead of writing again.
         c->err = REDIS_ERR_IO;
         std::snprintf(c->errstr, sizeof(c->errstr), "%s", std::strerror(error));
-        redisAsyncHandleWrite(ac);
-        return;
       }
     }
-    if (sdslen(c->obuf) == 0) {
+    // All sent (hiredis only updates its events) or failed (it ends the
+    // connection): either way hiredis writes nothing.
+    if (c->err || sdslen(c->obuf) == 0) {
       redisAsyncHandleWrite(ac);
       return;
     }
