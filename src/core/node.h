@@ -18,6 +18,7 @@
 #include "core/backend_types.h"
 #include "core/config.h"
 #include "core/metrics.h"
+#include "core/name_index.h"
 #include "core/term_state.h"
 #include "core/time.h"
 
@@ -198,6 +199,7 @@ class Node {
     // The given-up acquire of its name (unanswered_by_name_) its next attempt
     // waits for, so that at most one acquire per name is in flight.
     CallId unanswered = 0;
+    Contender* next_of_name = nullptr;  // by_name_'s: the next contender of its name
     TimerSlot timer;
     ContenderKind kind;
     State state;
@@ -213,6 +215,9 @@ class Node {
     bool attempt_queued = false;         // waits in attempt_queue_ for a free slot
     bool attempt_when_answered = false;  // an attempt came due meanwhile
   };
+  // With its std::map node (40 bytes) and the allocator's header, 128 bytes
+  // fill a 176-byte block; 8 more would take the next size class.
+  static_assert(sizeof(void*) != 8 || sizeof(Contender) <= 128, "Node::Contender grew past 128");
 
   // Session (node_session.cpp).
   void open_session(TimePoint now);
@@ -274,8 +279,8 @@ class Node {
   void activate_next(std::string_view name, TimePoint now);
   // by_name_: the oldest contender of `name` (0: none), and its upkeep.
   ContenderId front_of(std::string_view name) const;
-  void list_by_name(const Contender& c);
-  void unlist_by_name(const Contender& c);
+  void list_by_name(Contender& c);
+  void unlist_by_name(Contender& c);
   Contender* find(ContenderId id);
   // A new contender of `name`, listed last in its name's queue.
   Contender& new_contender(const LeaseName& name, ContenderKind kind);
@@ -335,13 +340,10 @@ class Node {
   std::map<CallId, Call> calls_;
   CallId next_call_ = 1;
   std::map<ContenderId, Contender> contenders_;
-  // Per name, its contenders in arrival order (equal keys keep the order of
-  // insertion): one election, or the locks queued on it. Each key views the
-  // characters of its own contender's name (a LeaseName block, which never
-  // moves and lives at least as long as the contender); an entry leaves before
-  // its contender (unlist_by_name). One node per contender, no copy of the name
-  // and no container per name (ADR 0024).
-  std::multimap<std::string_view, ContenderId> by_name_;
+  // Per name, its contenders in arrival order: one election, or the locks
+  // queued on it. It points at contenders (map nodes never move) and reads
+  // their names; a contender leaves it before it is erased (unlist_by_name).
+  NameIndex<Contender> by_name_;
   // At most this many acquires in flight per node; the others wait their turn.
   static constexpr size_t kMaxAcquiresInFlight = 64;
   size_t acquires_in_flight_ = 0;

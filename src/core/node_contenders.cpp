@@ -14,24 +14,13 @@ namespace simba {
 // The per-name index
 
 ContenderId Node::front_of(std::string_view name) const {
-  auto it = by_name_.lower_bound(name);  // the first of its equal keys: the oldest
-  return it == by_name_.end() || it->first != name ? 0 : it->second;
+  const Contender* oldest = by_name_.first(name);
+  return oldest ? oldest->id : 0;
 }
 
-void Node::list_by_name(const Contender& c) {
-  // A multimap inserts an equal key after the others: arrival order.
-  by_name_.emplace(std::string_view(c.name), c.id);
-}
+void Node::list_by_name(Contender& c) { by_name_.insert(&c); }
 
-void Node::unlist_by_name(const Contender& c) {
-  auto [first, last] = by_name_.equal_range(c.name);
-  for (auto it = first; it != last; ++it) {
-    if (it->second == c.id) {
-      by_name_.erase(it);
-      return;
-    }
-  }
-}
+void Node::unlist_by_name(Contender& c) { by_name_.erase(&c); }
 
 // ---------------------------------------------------------------------------
 // New contenders
@@ -303,8 +292,8 @@ void Node::answered_late(const std::string& name, CallId call, TimePoint now) {
   if (u == unanswered_by_name_.end() || u->second != call) return;
   unanswered_by_name_.erase(u);
   std::vector<ContenderId> waiting;  // a copy: attempt() may change the queue
-  for (auto [it, last] = by_name_.equal_range(name); it != last; ++it) {
-    waiting.push_back(it->second);
+  for (const Contender* c = by_name_.first(name); c; c = c->next_of_name) {
+    waiting.push_back(c->id);
   }
   for (ContenderId cid : waiting) {
     Contender* c = find(cid);

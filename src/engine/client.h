@@ -70,6 +70,7 @@ struct Mailbox {
 // One election as its handle sees it.
 class Election {
  public:
+  Election(Executor& ex, Executor& fallback) : queue(ex, fallback) {}
   const LeaseName& name() const { return name_; }
   // Blocks until every run of a task's work returned.
   void wait_for_work() const {
@@ -98,7 +99,13 @@ class Election {
     WorkCount count;
   };
   std::unique_ptr<Work> work;
-  std::shared_ptr<SerialQueue> queue;
+  // Its callbacks' queue, in the election's own block (ADR 0024): whoever
+  // holds the queue (a term, a drain) holds the election through the
+  // aliasing constructor, as the queue's self does.
+  SerialQueue queue;
+  std::shared_ptr<SerialQueue> queue_ptr(const std::shared_ptr<Election>& self) {
+    return std::shared_ptr<SerialQueue>(self, &queue);
+  }
   // Set by simba_election_free before the stop completed: the listener gets
   // nothing more. A free that waits for the stop sets freeing_after_stop first:
   // the dones of a stop or step-down asked for earlier still run, before it returns.
@@ -330,6 +337,9 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   bool closing() const override { return node_closed_; }
   void tear_down() override { teardown(); }
   std::shared_ptr<SerialQueue> new_queue();
+  // Lists `q` for close_queues().
+  void register_queue(const std::shared_ptr<SerialQueue>& q);
+  Executor& callback_executor() { return executor_ ? *executor_ : *loop_executor_; }
   void close_queues();
   void emit_log(int level, const std::string& line);
 

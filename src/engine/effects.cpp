@@ -141,14 +141,14 @@ void Client::term_ended(ContenderId who, const std::shared_ptr<TermState>& term)
 void Client::elected(ContenderId who, const std::shared_ptr<TermState>& term) {
   if (auto e = elections_.find(who); e != elections_.end()) {
     std::shared_ptr<Election> el = e->second;
-    auto* t = new Term(term, el->queue, weak_from_this(), who, false);
+    auto* t = new Term(term, el->queue_ptr(el), weak_from_this(), who, false);
     el->term = t;  // the engine's reference, dropped at revoked()
     if (el->work) {
       start_work(el, t, who, term->token());
       return;
     }
     t->retain();
-    const auto posted = el->queue->post_or_reject([el, t] {
+    const auto posted = el->queue.post_or_reject([el, t] {
       if (!el->detached && el->on_elected) el->on_elected(t);
       t->release();
     });
@@ -227,7 +227,7 @@ void Client::stopped(ContenderId who) {
       }
       for (auto& w : waiters) w->finish(Code::kOk);
     };
-    if (!el->queue->post(finish)) finish();
+    if (!el->queue.post(finish)) finish();
     return;
   }
   if (auto l = locks_.find(who); l != locks_.end()) {
@@ -244,7 +244,7 @@ void Client::stepped_down(ContenderId who) {
   DoneFn done = std::move(dones.front());
   dones.erase(dones.begin());
   if (!done) return;
-  el->queue->post([el, done] {
+  el->queue.post([el, done] {
     if (el->runs_dones()) done(Code::kOk);
   });
 }

@@ -139,13 +139,19 @@ void SerialQueue::wait_for_change(Lock& lock, std::chrono::milliseconds for_at_m
   --waiters_;
 }
 
+std::shared_ptr<SerialQueue> SerialQueue::make(Executor& ex, Executor& fallback) {
+  auto q = std::make_shared<SerialQueue>(ex, fallback);
+  q->set_self(q);
+  return q;
+}
+
 bool SerialQueue::post(std::function<void()> task) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (closed_) return false;
   tasks_.push_back(std::move(task));
   if (scheduled_) return true;
   scheduled_ = true;
-  auto self = shared_from_this();
+  std::shared_ptr<SerialQueue> self(self_);  // throws if set_self() was missed
   if (!ex_.submit([self] { self->drain(); }) && !fallback_.submit([self] { self->drain(); })) {
     scheduled_ = false;  // nobody will drain: the tasks stay queued
   }
@@ -158,7 +164,7 @@ SerialQueue::Posted SerialQueue::post_or_reject(std::function<void()> task) {
   tasks_.push_back(std::move(task));
   if (scheduled_) return Posted::kQueued;  // a drain already accepted will run it
   scheduled_ = true;
-  auto self = shared_from_this();
+  std::shared_ptr<SerialQueue> self(self_);  // throws if set_self() was missed
   if (ex_.submit([self] { self->drain(); })) return Posted::kQueued;
   tasks_.pop_back();
   scheduled_ = false;

@@ -110,9 +110,17 @@ class LoopExecutor final : public Executor {
 
 // Runs its tasks one at a time, in order, on an executor, holding no lock
 // while a task runs. If the executor rejects, `fallback` runs them instead.
-class SerialQueue : public std::enable_shared_from_this<SerialQueue> {
+class SerialQueue {
  public:
+  // A queue of its own.
+  static std::shared_ptr<SerialQueue> make(Executor& ex, Executor& fallback);
+  // A queue embedded in another object (an election): set_self() must give it
+  // a shared_ptr that owns that object (the aliasing constructor) before the
+  // first post; its drains hold it.
   SerialQueue(Executor& ex, Executor& fallback) : ex_(ex), fallback_(fallback) {}
+  SerialQueue(const SerialQueue&) = delete;
+  SerialQueue& operator=(const SerialQueue&) = delete;
+  void set_self(const std::shared_ptr<SerialQueue>& self) { self_ = self; }
   // False once closed: the task will not run. A task the executor rejects
   // runs on the fallback executor.
   bool post(std::function<void()> task);
@@ -148,6 +156,8 @@ class SerialQueue : public std::enable_shared_from_this<SerialQueue> {
   bool has_tasks() const { return head_ < tasks_.size(); }
   Executor& ex_;
   Executor& fallback_;
+  // What a submitted drain holds, so that the queue outlives it.
+  std::weak_ptr<SerialQueue> self_;
   // Submitting happens under the lock so that close() cannot slip between a
   // post's check and its submit (the executor is gone after the client closed).
   // Recursive, so a host executor that wrongly runs a task inline cannot deadlock.

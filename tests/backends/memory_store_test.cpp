@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -474,6 +475,56 @@ TEST_F(MemoryStoreTest, LiveSessionsListsOnlyLiveOnes) {
   EXPECT_EQ(store.live_sessions(), two);
   store.close_session(b);
   EXPECT_EQ(store.live_sessions(), std::vector<std::string>{c});
+}
+
+// The records sit in a hash index over packed names (ADR 0024): thousands
+// of names, some of them longer than a block of names, held by two sessions
+// in turns, released from the middle of a session's list, each found again
+// with its own token after the index grew.
+TEST_F(MemoryStoreTest, ThousandsOfRecordsKeepTheirNamesTokensAndHolders) {
+  const std::string a = open(ms(100000));
+  const std::string b = open(ms(100000));
+  constexpr int kNames = 5000;
+  auto name_of = [](int i) {
+    // Every 1000th name is 70,000 characters long, more than a block of names.
+    return i % 1000 == 7 ? std::string(70000, static_cast<char>('a' + i % 26)) + std::to_string(i)
+                         : "lease-" + std::to_string(i);
+  };
+  for (int i = 0; i < kNames; ++i) acquire_ok(i % 2 ? b : a, name_of(i));
+  // Every third name is released by its holder: from the middle of its list.
+  for (int i = 0; i < kNames; i += 3) {
+    store.release(i % 2 ? b : a, name_of(i), 1);
+    EXPECT_EQ(store.acquire(i % 2 ? a : b, name_of(i)).token, 2u) << i;
+  }
+  std::map<std::string, uint64_t> want_a, want_b;
+  for (int i = 0; i < kNames; ++i) {
+    const bool moved = i % 3 == 0;
+    const std::string& holder = (i % 2 ? b : a) == a ? (moved ? b : a) : (moved ? a : b);
+    const MemoryStore::LeaseView view = store.lease(name_of(i));
+    EXPECT_EQ(view.holder, holder) << i;
+    EXPECT_EQ(view.token, moved ? 2u : 1u) << i;
+    (holder == a ? want_a : want_b)[name_of(i)] = view.token;
+  }
+  for (const auto& [session, want] : {std::pair{a, want_a}, std::pair{b, want_b}}) {
+    const KeepAliveReply r = store.keep_alive(session, ms(100000));
+    ASSERT_EQ(r.outcome, Outcome::kOk);
+    std::map<std::string, uint64_t> got;
+    std::string previous;
+    for (const OwnedLease& l : r.owned) {
+      EXPECT_LT(previous, l.name);  // sorted by name
+      previous = l.name;
+      got[l.name] = l.token;
+    }
+    EXPECT_EQ(got, want);
+  }
+  // A name never leased has no record.
+  EXPECT_EQ(store.lease("lease-" + std::to_string(kNames)).token, 0u);
+  EXPECT_EQ(store.inspect({}).leases.size(), static_cast<size_t>(kNames));
+  // Closing frees every lease of the session, and only those.
+  store.close_session(a);
+  for (int i = 0; i < kNames; ++i) {
+    EXPECT_EQ(store.lease(name_of(i)).holder, want_b.count(name_of(i)) ? b : "") << i;
+  }
 }
 
 // A barrier for the concurrency tests (C++17 has no std::barrier).

@@ -21,7 +21,7 @@ using namespace std::chrono_literals;
 TEST(SerialQueueTest, ABurstPostedWhileDrainingRunsOnceEachInOrder) {
   PoolExecutor pool(2);
   PoolExecutor fallback(1);
-  auto q = std::make_shared<SerialQueue>(pool, fallback);
+  auto q = SerialQueue::make(pool, fallback);
   std::mutex mu;
   std::vector<int> order;
   // The first task posts the others while the queue drains: the vector is
@@ -54,8 +54,8 @@ TEST(SerialQueueTest, ABurstPostedWhileDrainingRunsOnceEachInOrder) {
 TEST(SerialQueueTest, AWaiterIsNotReleasedByAnotherQueuesDrains) {
   PoolExecutor pool(2);
   PoolExecutor fallback(1);
-  auto slow = std::make_shared<SerialQueue>(pool, fallback);
-  auto busy = std::make_shared<SerialQueue>(pool, fallback);
+  auto slow = SerialQueue::make(pool, fallback);
+  auto busy = SerialQueue::make(pool, fallback);
   std::atomic<bool> release{false}, slow_done{false}, started{false};
   ASSERT_TRUE(slow->post([&] {
     started = true;
@@ -100,7 +100,7 @@ TEST(SerialQueueTest, WaitDrainedRunsQueuedTasksHereWhenNobodyElseDoes) {
     std::vector<std::function<void()>> held;
   };
   Idle ex, fallback;
-  auto q = std::make_shared<SerialQueue>(ex, fallback);
+  auto q = SerialQueue::make(ex, fallback);
   int ran = 0;
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(q->post([&] { ++ran; }));
   q->wait_drained(true);
@@ -110,6 +110,37 @@ TEST(SerialQueueTest, WaitDrainedRunsQueuedTasksHereWhenNobodyElseDoes) {
   EXPECT_EQ(ran, 3);
   q->close();
   EXPECT_FALSE(q->post([&] { ++ran; }));
+}
+
+// An election embeds its queue (ADR 0024): the drain the executor holds keeps
+// the whole owner alive, so the owner may lose its last other reference while
+// a task of its queue is queued or running.
+TEST(SerialQueueTest, AnEmbeddedQueuesDrainKeepsItsOwnerAlive) {
+  struct Owner {
+    Owner(Executor& ex, Executor& fallback, std::atomic<int>& destroyed)
+        : queue(ex, fallback), destroyed(destroyed) {}
+    ~Owner() { ++destroyed; }
+    SerialQueue queue;
+    std::atomic<int>& destroyed;
+  };
+  PoolExecutor pool(1);
+  PoolExecutor fallback(1);
+  std::atomic<int> destroyed{0};
+  std::atomic<bool> go{false}, ran{false};
+  {
+    auto owner = std::make_shared<Owner>(pool, fallback, destroyed);
+    owner->queue.set_self(std::shared_ptr<SerialQueue>(owner, &owner->queue));
+    ASSERT_TRUE(owner->queue.post([&] {
+      while (!go) std::this_thread::sleep_for(1ms);
+    }));
+    ASSERT_TRUE(owner->queue.post([&] { ran = true; }));
+  }  // the last reference but the drain's
+  EXPECT_EQ(destroyed, 0);
+  go = true;
+  pool.shutdown();  // waits for the drain: both tasks ran, then the owner went
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(destroyed, 1);
+  fallback.shutdown();
 }
 
 }  // namespace

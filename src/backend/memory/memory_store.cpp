@@ -1,5 +1,6 @@
 #include "backend/memory/memory_store.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <utility>
@@ -25,9 +26,56 @@ constexpr char kBadLease[] = "lease duration must be positive";
 
 MemoryStore::MemoryStore(const Clock& clock) : clock_(clock) {}
 
-const std::string& MemoryStore::Lease::holder_id() const {
-  static const std::string& none = *new std::string;
-  return holder ? *holder : none;
+MemoryStore::Lease* MemoryStore::find_lease(std::string_view name) const {
+  return index_.first(name);
+}
+
+MemoryStore::Lease& MemoryStore::record(std::string_view name) {
+  if (Lease* found = find_lease(name)) return *found;
+  // The name's characters, packed into blocks of 64 KiB (a longer name gets
+  // a block of its own).
+  constexpr size_t kNameBlock = 64 * 1024;
+  if (name.size() > names_left_) {
+    const size_t size = std::max(kNameBlock, name.size());
+    name_blocks_.push_back(std::make_unique<char[]>(size));
+    names_free_ = name_blocks_.back().get();
+    names_left_ = size;
+  }
+  std::copy(name.begin(), name.end(), names_free_);
+  Lease& lease = leases_.emplace_back();
+  lease.name = std::string_view(names_free_, name.size());
+  names_free_ += name.size();
+  names_left_ -= name.size();
+  index_.insert(&lease);
+  return lease;
+}
+
+void MemoryStore::link(Lease& lease, Session& s) {
+  lease.holder = &s;
+  lease.prev = nullptr;
+  lease.next = s.leases;
+  if (s.leases) s.leases->prev = &lease;
+  s.leases = &lease;
+}
+
+void MemoryStore::unlink(Lease& lease) {
+  if (lease.holder == nullptr) return;
+  if (lease.prev) {
+    lease.prev->next = lease.next;
+  } else {
+    lease.holder->leases = lease.next;
+  }
+  if (lease.next) lease.next->prev = lease.prev;
+  lease.holder = nullptr;
+  lease.prev = lease.next = nullptr;
+}
+
+std::vector<MemoryStore::Lease*> MemoryStore::sorted_leases(const Session& s) {
+  std::vector<Lease*> sorted;
+  for (Lease* lease = s.leases; lease; lease = lease->next) sorted.push_back(lease);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Lease* a, const Lease* b) { return a->name < b->name; });
+  return sorted;
 }
 
 std::shared_ptr<MemoryStore> MemoryStore::named(const std::string& name) {
@@ -56,11 +104,9 @@ bool MemoryStore::live_locked(const std::string& session, TimePoint now) {
 void MemoryStore::expire_locked(const std::string& session, std::vector<std::string>* freed) {
   auto it = sessions_.find(session);
   if (it == sessions_.end()) return;
-  for (Leases::iterator lease : it->second.leases) {
-    if (lease->second.held_by(session)) {
-      lease->second.holder.reset();
-      freed->push_back(lease->first);
-    }
+  for (Lease* lease : sorted_leases(it->second)) {
+    freed->push_back(std::string(lease->name));
+    unlink(*lease);
   }
   sessions_.erase(it);
 }
@@ -99,8 +145,9 @@ OpenReply MemoryStore::open_session(Duration lease_duration, const std::string& 
     return reply;
   }
   ++next_session_;  // Counts the sessions opened; ids themselves are random.
-  Session& s = sessions_[id];
-  s.id = std::make_shared<const std::string>(id);
+  auto entry = sessions_.try_emplace(id).first;
+  Session& s = entry->second;
+  s.id = &entry->first;
   s.expires_at = expiry_after(clock_.now(), lease_duration);
   s.client_name = client_name;
   reply.outcome = Outcome::kOk;
@@ -118,16 +165,14 @@ KeepAliveReply MemoryStore::keep_alive(const std::string& session, Duration leas
   with_session(
       session,
       [&](TimePoint now, std::vector<std::string>*) {
-        Session& s = sessions_[session];
+        Session& s = sessions_.find(session)->second;
         s.expires_at = expiry_after(now, lease_duration);
         reply.outcome = Outcome::kOk;
         reply.remaining = lease_duration;
-        // std::set keeps the names sorted.
-        reply.owned.reserve(s.leases.size());
-        for (Leases::iterator lease : s.leases) {
-          if (lease->second.held_by(session)) {
-            reply.owned.push_back(OwnedLease{lease->first, lease->second.token});
-          }
+        const std::vector<Lease*> leases = sorted_leases(s);
+        reply.owned.reserve(leases.size());
+        for (const Lease* lease : leases) {
+          reply.owned.push_back(OwnedLease{std::string(lease->name), lease->token});
         }
       },
       // Never revived: an expired session stays expired, its leases freed.
@@ -140,22 +185,18 @@ AcquireReply MemoryStore::acquire(const std::string& session, const std::string&
   with_session(
       session,
       [&](TimePoint now, std::vector<std::string>* freed) {
-        const Leases::iterator record = leases_.try_emplace(name).first;  // A new one: token 0.
-        Lease& lease = record->second;
-        if (lease.held() && !lease.held_by(session)) {
-          auto holder = sessions_.find(*lease.holder);
-          // A holder that is no session of this store (set by hand_over) stands
-          // for a foreign node whose session never expires here.
-          if (holder != sessions_.end() && !live_locked(*lease.holder, now)) {
-            const std::string expired = *lease.holder;  // expire_locked clears lease.holder.
-            expire_locked(expired, freed);
-          }
+        Lease& lease = record(name);  // A new one: token 0.
+        Session& s = sessions_.find(session)->second;
+        // A holder that is no session of this store (set by hand_over) stands
+        // for a foreign node whose session never expires here.
+        if (lease.holder && lease.holder != &s && !lease.holder->foreign &&
+            lease.holder->expires_at <= now) {
+          const std::string expired = *lease.holder->id;  // expire_locked erases the session.
+          expire_locked(expired, freed);
         }
-        if (!lease.held()) {
-          Session& s = sessions_[session];
+        if (!lease.holder) {
           ++lease.token;
-          lease.holder = s.id;
-          s.leases.insert(record);
+          link(lease, s);
           reply.outcome = Outcome::kOk;
           reply.token = lease.token;
           // Freed and taken in one step: nobody could have acquired it, so
@@ -170,8 +211,7 @@ AcquireReply MemoryStore::acquire(const std::string& session, const std::string&
           // Held by another live session, a foreign holder, or this session
           // itself (never two terms of one name for one session).
           reply.outcome = Outcome::kHeld;
-          auto holder = sessions_.find(*lease.holder);
-          if (holder != sessions_.end()) reply.holder_remaining = holder->second.expires_at - now;
+          if (!lease.holder->foreign) reply.holder_remaining = lease.holder->expires_at - now;
         }
       },
       [&] { reply.outcome = Outcome::kExpired; });
@@ -183,13 +223,11 @@ DoneReply MemoryStore::release(const std::string& session, const std::string& na
   with_session(
       session,
       [&](TimePoint, std::vector<std::string>* freed) {
-        auto lease = leases_.find(name);
+        Lease* lease = find_lease(name);
         // Both must match: a late release carrying an older term's token must
         // not free a later term of the same session or of another one.
-        if (lease != leases_.end() && lease->second.held_by(session) &&
-            lease->second.token == token) {
-          lease->second.holder.reset();
-          sessions_[session].leases.erase(lease);
+        if (lease && lease->holder == &sessions_.find(session)->second && lease->token == token) {
+          unlink(*lease);
           freed->push_back(name);
         }
       },
@@ -221,28 +259,30 @@ InspectReply MemoryStore::inspect(const std::vector<std::string>& names) {
       reply.sessions.push_back(SessionInfo{id, session.client_name, session.expires_at - now});
     }
   }
-  auto describe = [&](const std::string& name, const Lease* lease) {
+  auto describe = [&](std::string_view name, const Lease* lease) {
     LeaseInfo info;
-    info.name = name;
-    if (lease) {
-      info.token = lease->token;
-      auto holder = sessions_.find(lease->holder_id());
-      if (holder != sessions_.end() && holder->second.expires_at > now) {
-        info.holder = lease->holder_id();
-        info.holder_remaining = holder->second.expires_at - now;
-      } else if (lease->held() && holder == sessions_.end()) {
-        info.holder = lease->holder_id();  // a foreign holder (hand_over): never expires here
+    info.name = std::string(name);
+    if (lease && lease->holder) {
+      const Session& holder = *lease->holder;
+      if (holder.foreign) {
+        info.holder = *holder.id;  // a foreign holder (hand_over): never expires here
+      } else if (holder.expires_at > now) {
+        info.holder = *holder.id;
+        info.holder_remaining = holder.expires_at - now;
       }
     }
+    if (lease) info.token = lease->token;
     reply.leases.push_back(std::move(info));
   };
   if (names.empty()) {
-    for (const auto& [name, lease] : leases_) describe(name, &lease);
+    std::vector<const Lease*> all;
+    all.reserve(leases_.size());
+    for (const Lease& lease : leases_) all.push_back(&lease);
+    std::sort(all.begin(), all.end(),
+              [](const Lease* a, const Lease* b) { return a->name < b->name; });
+    for (const Lease* lease : all) describe(lease->name, lease);
   } else {
-    for (const std::string& name : names) {
-      auto it = leases_.find(name);
-      describe(name, it == leases_.end() ? nullptr : &it->second);
-    }
+    for (const std::string& name : names) describe(name, find_lease(name));
   }
   reply.outcome = Outcome::kOk;
   return reply;
@@ -271,24 +311,20 @@ void MemoryStore::expire_session(const std::string& session) {
 
 uint64_t MemoryStore::hand_over(const std::string& name, const std::string& session) {
   std::lock_guard<std::mutex> lock(mu_);
-  const Leases::iterator record = leases_.try_emplace(name).first;
-  Lease& lease = record->second;
-  if (lease.held()) {
-    auto previous = sessions_.find(*lease.holder);
-    if (previous != sessions_.end()) previous->second.leases.erase(record);
-  }
+  Lease& lease = record(name);
+  unlink(lease);
   ++lease.token;
   // A session of this store (even one whose expiry is not yet noticed) lists
   // it and frees it when it expires; any other string holds it for good, and
   // "" leaves it free.
   auto next = sessions_.find(session);
   if (next != sessions_.end()) {
-    lease.holder = next->second.id;
-    next->second.leases.insert(record);
-  } else if (session.empty()) {
-    lease.holder.reset();
-  } else {
-    lease.holder = std::make_shared<const std::string>(session);
+    link(lease, next->second);
+  } else if (!session.empty()) {
+    auto foreign = foreign_.try_emplace(session).first;
+    foreign->second.id = &foreign->first;
+    foreign->second.foreign = true;
+    link(lease, foreign->second);
   }
   return lease.token;
 }
@@ -298,14 +334,13 @@ MemoryStore::LeaseView MemoryStore::lease(const std::string& name) {
   std::vector<std::string> freed;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto lease = leases_.find(name);
-    if (lease != leases_.end()) {
-      const std::string holder = lease->second.holder_id();
-      if (!holder.empty() && sessions_.count(holder) != 0 && !live_locked(holder, clock_.now())) {
-        expire_locked(holder, &freed);
+    if (const Lease* lease = find_lease(name)) {
+      if (lease->holder && !lease->holder->foreign && lease->holder->expires_at <= clock_.now()) {
+        const std::string expired = *lease->holder->id;  // expire_locked erases the session.
+        expire_locked(expired, &freed);
       }
-      view.holder = lease->second.holder_id();
-      view.token = lease->second.token;
+      if (lease->holder) view.holder = *lease->holder->id;
+      view.token = lease->token;
     }
   }
   broadcast(freed);
