@@ -163,7 +163,14 @@ func TestLock(t *testing.T) {
 		if err := ta.Unlock(); err != nil {
 			t.Fatalf("second Unlock: %v", err)
 		}
-		tb, err := b.TryLock(ctx, name)
+		// Lock, not TryLock: the Lock cancelled above returned at its deadline,
+		// but its call may still wait in the library for a moment, take the
+		// lease at the release and give it back (waitTerm unlocks it). Lock
+		// waits behind that call in this client's queue; TryLock would race
+		// it and could read Busy.
+		wait, cancelWait := context.WithTimeout(ctx, 5*time.Second)
+		tb, err := b.Lock(wait, name)
+		cancelWait()
 		if err != nil {
 			t.Fatal(err)
 		}

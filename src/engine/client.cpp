@@ -143,13 +143,25 @@ void Client::register_queue(const std::shared_ptr<SerialQueue>& q) {
   // Pruned when the list doubled since the last pruning: amortized O(1) per
   // queue, where pruning every time cost each lock acquire a scan of every
   // election's queue.
-  if (queues_.size() >= prune_queues_at_) {
-    queues_.erase(std::remove_if(queues_.begin(), queues_.end(),
-                                 [](const std::weak_ptr<SerialQueue>& w) { return w.expired(); }),
-                  queues_.end());
-    prune_queues_at_ = std::max<size_t>(64, 2 * queues_.size());
-  }
+  if (queues_.size() >= prune_queues_at_) prune_queues();
   queues_.push_back(q);
+}
+
+void Client::prune_queues() {
+  queues_.erase(std::remove_if(queues_.begin(), queues_.end(),
+                               [](const std::weak_ptr<SerialQueue>& w) { return w.expired(); }),
+                queues_.end());
+  prune_queues_at_ = std::max<size_t>(64, 2 * queues_.size());
+  freed_since_prune_ = 0;
+}
+
+void Client::election_freed() {
+  // An expired entry still keeps its election's block allocated (the weak_ptr
+  // shares the make_shared block): once handles let go of as many elections as
+  // half the entries, the list is pruned, so that the blocks of stopped
+  // elections do not wait for new queues to be freed. Amortized O(1) per free.
+  std::lock_guard<std::mutex> lock(queues_mu_);
+  if (++freed_since_prune_ * 2 >= queues_.size()) prune_queues();
 }
 
 void Client::close_queues() {
@@ -531,6 +543,7 @@ bool Client::free_election(const std::shared_ptr<Election>& e) {
   const bool waits = may_wait_for_close();
   if (waits) e->freeing_after_stop = true;
   detach_election(e);
+  election_freed();
   if (!waits) return false;
   if (external()) {
     // The stop needs the loop: the host thread runs it while it waits, another

@@ -249,6 +249,11 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // call timeout) and then until every on_revoked callback of the term ran.
   void lock_release(Term* term, bool wait = true);
 
+  // Test hook: how many entries the list of queues to close holds.
+  size_t queues_listed() {
+    std::lock_guard<std::mutex> lock(queues_mu_);
+    return queues_.size();
+  }
   // Test hook: the memory:// fault switches of this client.
   std::shared_ptr<MemoryFaults> memory_faults() const { return hooks_.memory_faults; }
   const Config& config() const { return cfg_; }
@@ -339,6 +344,10 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   std::shared_ptr<SerialQueue> new_queue();
   // Lists `q` for close_queues().
   void register_queue(const std::shared_ptr<SerialQueue>& q);
+  // queues_ without the entries whose queue is gone; queues_mu_ held.
+  void prune_queues();
+  // A handle let go of its election (simba_election_free, simba_task_close).
+  void election_freed();
   Executor& callback_executor() { return executor_ ? *executor_ : *loop_executor_; }
   void close_queues();
   void emit_log(int level, const std::string& line);
@@ -361,7 +370,8 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
 
   std::mutex queues_mu_;
   std::vector<std::weak_ptr<SerialQueue>> queues_;
-  size_t prune_queues_at_ = 64;  // guarded by queues_mu_
+  size_t prune_queues_at_ = 64;   // guarded by queues_mu_
+  size_t freed_since_prune_ = 0;  // guarded by queues_mu_
 
   // Loop thread.
   std::map<ContenderId, std::shared_ptr<Election>> elections_;
