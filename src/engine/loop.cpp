@@ -136,11 +136,14 @@ bool Loop::inside_turn() const {
 // Commands and deferred work
 
 bool Loop::post(std::function<void()> fn) {
-  {
-    std::lock_guard<std::mutex> lock(commands_mu_);
-    if (!accepting_) return false;
-    commands_.push_back(std::move(fn));
-  }
+  // The wake-up goes out under the lock too: once stop_accepting() returned,
+  // no post is between its check and its uv_async_send, which after the
+  // loop's close would write to a closed (or reused) eventfd, and libuv
+  // aborts on that write's EBADF. A client closed while another thread
+  // posted did so, about once in a thousand runs under load.
+  std::lock_guard<std::mutex> lock(commands_mu_);
+  if (!accepting_) return false;
+  commands_.push_back(std::move(fn));
   uv_async_send(&wake_);
   return true;
 }
