@@ -14,8 +14,8 @@
 namespace simba::engine {
 
 // One election per lease, its queue inside (ADR 0024): with its control block
-// and the allocator's header, 240 bytes take a block of 272.
-static_assert(sizeof(void*) != 8 || sizeof(Election) <= 240, "engine::Election grew past 240");
+// and the allocator's header, 216 bytes take a block of 240.
+static_assert(sizeof(void*) != 8 || sizeof(Election) <= 216, "engine::Election grew past 216");
 
 namespace {
 
@@ -65,6 +65,7 @@ Result Client::init(const std::string& url) {
   } else if (cfg_.executor == ExecutorKind::kPool && !external()) {
     executor_ = std::make_unique<PoolExecutor>(cfg_.callback_threads);
   }
+  queue_executors_ = {executor_ ? executor_.get() : loop_executor_.get(), loop_executor_.get()};
   event_queue_ = new_queue();
 
   BackendContext ctx;
@@ -133,7 +134,7 @@ Result Client::run_sync(const std::function<void()>& fn) {
 }
 
 std::shared_ptr<SerialQueue> Client::new_queue() {
-  auto q = SerialQueue::make(callback_executor(), *loop_executor_);
+  auto q = SerialQueue::make(queue_executors_);
   register_queue(q);
   return q;
 }
@@ -407,13 +408,13 @@ Result Client::process() {
 
 Result Client::start_election(const std::string& name, ElectedFn on_elected, RevokedFn on_revoked,
                               std::shared_ptr<Election>* out, WorkFn work) {
-  auto e = std::make_shared<Election>(callback_executor(), *loop_executor_);
+  auto e = std::make_shared<Election>(queue_executors_);
   e->name_ = name;
   e->on_elected = std::move(on_elected);
   e->on_revoked = std::move(on_revoked);
   if (work) {
-    e->work = std::make_unique<Election::Work>();
-    e->work->fn = std::move(work);
+    e->rare().work = std::make_unique<Election::Work>();
+    e->rare().work->fn = std::move(work);
   }
   const std::shared_ptr<SerialQueue> queue = e->queue_ptr(e);
   e->queue.set_self(queue);
@@ -427,7 +428,7 @@ Result Client::start_election(const std::string& name, ElectedFn on_elected, Rev
     const ContenderId id = node_->next_id();
     elections_[id] = e;
     e->id = id;
-    if (node_->add_election(e->name_, now(), static_cast<bool>(e->work)) != id) {
+    if (node_->add_election(e->name_, now(), e->work() != nullptr) != id) {
       elections_.erase(id);
       result = {Code::kEState, "\"" + name + "\" is already started or locked on this client"};
     }
@@ -449,10 +450,10 @@ Result Client::stop_election(const std::shared_ptr<Election>& e, DoneFn done) {
       }
       e->stop_requested = true;
     }
-    if (done) e->dones_for_update().stop = std::move(done);
+    if (done) e->rare().stop_done = std::move(done);
     if (!node_->stop(e->id, now())) {
       // The node no longer knows it: the client's close stopped it.
-      if (e->dones) e->dones->stop = nullptr;
+      if (Election::Rare* rare = e->rare_if_made()) rare->stop_done = nullptr;
       result = {Code::kEState,
                 "the election of \"" + e->name_ + "\" was stopped by the client's close"};
     }
@@ -475,7 +476,7 @@ Result Client::step_down(const std::shared_ptr<Election>& e, Duration cooldown, 
         return;
       }
     }
-    std::vector<DoneFn>& dones = e->dones_for_update().step_downs;
+    std::vector<DoneFn>& dones = e->rare().step_down_dones;
     dones.push_back(std::move(done));
     if (!node_->step_down(e->id, cooldown, now())) {
       dones.pop_back();
@@ -498,9 +499,7 @@ Result Client::stop_election_wait(const std::shared_ptr<Election>& e, int64_t ti
   {
     std::lock_guard<std::mutex> lock(e->mu());
     if (e->stopped) return Result::ok();
-    if (!e->stop_waiters)
-      e->stop_waiters = std::make_unique<std::vector<std::shared_ptr<Waiter>>>();
-    e->stop_waiters->push_back(w);
+    e->rare().stop_waiters.push_back(w);
   }
   Result r = stop_election(e, nullptr);
   if (r.code != Code::kOk && r.code != Code::kEState) return r;

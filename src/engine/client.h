@@ -70,11 +70,14 @@ struct Mailbox {
 // One election as its handle sees it.
 class Election {
  public:
-  Election(Executor& ex, Executor& fallback) : queue(ex, fallback) {}
+  explicit Election(const QueueExecutors& executors) : queue(executors) {}
+  ~Election() { delete rare_.load(std::memory_order_acquire); }
+  Election(const Election&) = delete;
+  Election& operator=(const Election&) = delete;
   const LeaseName& name() const { return name_; }
   // Blocks until every run of a task's work returned.
   void wait_for_work() const {
-    if (work) work->count.wait_idle();
+    if (Work* w = work()) w->count.wait_idle();
   }
   // Its stop completed and no run of its work is left: nothing more to wait for.
   bool finished() {
@@ -82,9 +85,10 @@ class Election {
       std::lock_guard<std::mutex> lock(mu());
       if (!stopped) return false;
     }
-    if (!work) return true;
-    std::lock_guard<std::mutex> lock(work->count.mu);
-    return work->count.running == 0;
+    Work* w = work();
+    if (!w) return true;
+    std::lock_guard<std::mutex> lock(w->count.mu);
+    return w->count.running == 0;
   }
 
  private:
@@ -92,13 +96,6 @@ class Election {
   LeaseName name_;  // the node's contender and its terms share this block
   ElectedFn on_elected;
   RevokedFn on_revoked;
-  // A task's leader work (then there is no listener) and how many of its runs
-  // are going; null for a plain election, which never runs work (ADR 0024).
-  struct Work {
-    WorkFn fn;
-    WorkCount count;
-  };
-  std::unique_ptr<Work> work;
   // Its callbacks' queue, in the election's own block (ADR 0024): whoever
   // holds the queue (a term, a drain) holds the election through the
   // aliasing constructor, as the queue's self does.
@@ -106,6 +103,41 @@ class Election {
   std::shared_ptr<SerialQueue> queue_ptr(const std::shared_ptr<Election>& self) {
     return std::shared_ptr<SerialQueue>(self, &queue);
   }
+
+  // What most elections never use, in one block made on first use (ADR 0024).
+  struct Work {
+    WorkFn fn;
+    WorkCount count;
+  };
+  struct Rare {
+    // A task's leader work (then there is no listener) and how many of its
+    // runs are going: set before the election is shared, then read-only.
+    std::unique_ptr<Work> work;
+    // Loop thread: the done of a stop, and those of step-downs in request
+    // order (a vector: an empty deque costs 576 bytes).
+    DoneFn stop_done;
+    std::vector<DoneFn> step_down_dones;
+    // Guarded by mu(): the blocking stops waiting for the stop.
+    std::vector<std::shared_ptr<Waiter>> stop_waiters;
+  };
+  // Made by whichever thread needs it first (the loop for a done, an API
+  // thread for a waiter), hence atomic; freed with the election.
+  std::atomic<Rare*> rare_{nullptr};
+  Rare* rare_if_made() const { return rare_.load(std::memory_order_acquire); }
+  Rare& rare() {
+    Rare* r = rare_if_made();
+    if (r) return *r;
+    auto made = std::make_unique<Rare>();
+    if (rare_.compare_exchange_strong(r, made.get(), std::memory_order_acq_rel))
+      return *made.release();
+    return *r;  // another thread made it first
+  }
+  // A task's leader work; null for a plain election, which never runs work.
+  Work* work() const {
+    Rare* r = rare_if_made();
+    return r ? r->work.get() : nullptr;
+  }
+
   // Set by simba_election_free before the stop completed: the listener gets
   // nothing more. A free that waits for the stop sets freeing_after_stop first:
   // the dones of a stop or step-down asked for earlier still run, before it returns.
@@ -116,8 +148,6 @@ class Election {
   // Guarded by mu() (beside the atomics above: no padding between them).
   bool stop_requested = false;
   bool stopped = false;  // the stop completed (done ran)
-  // Blocking stops waiting for it; allocated by the first (ADR 0024).
-  std::unique_ptr<std::vector<std::shared_ptr<Waiter>>> stop_waiters;
   // The election's parking lock (engine/parking.h): taken briefly, by API
   // threads and the loop, around the stop state; no other lock is taken under it.
   std::mutex& mu() const { return parking_for(this).mu; }
@@ -128,18 +158,6 @@ class Election {
   // The current term's engine reference (elected() to revoked()), if any: an
   // election has at most one term at a time.
   Term* term = nullptr;
-  // The done of a stop, and those of step-downs in request order (a vector:
-  // an empty deque costs 576 bytes). Allocated on first use: most elections
-  // never ask for one (ADR 0024).
-  struct Dones {
-    DoneFn stop;
-    std::vector<DoneFn> step_downs;
-  };
-  std::unique_ptr<Dones> dones;
-  Dones& dones_for_update() {
-    if (!dones) dones = std::make_unique<Dones>();
-    return *dones;
-  }
 };
 
 // One observer of a name's holder (simba_observe_start), as its handle sees it.
@@ -348,7 +366,6 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   void prune_queues();
   // A handle let go of its election (simba_election_free, simba_task_close).
   void election_freed();
-  Executor& callback_executor() { return executor_ ? *executor_ : *loop_executor_; }
   void close_queues();
   void emit_log(int level, const std::string& line);
 
@@ -363,6 +380,9 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
 
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<LoopExecutor> loop_executor_;
+  // Every queue's: the callback executor (the loop's when there is none), and
+  // the loop's when it rejects.
+  QueueExecutors queue_executors_{nullptr, nullptr};
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Node> node_;
 

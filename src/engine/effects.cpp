@@ -143,7 +143,7 @@ void Client::elected(ContenderId who, const std::shared_ptr<TermState>& term) {
     std::shared_ptr<Election> el = e->second;
     auto* t = new Term(term, el->queue_ptr(el), weak_from_this(), who, false);
     el->term = t;  // the engine's reference, dropped at revoked()
-    if (el->work) {
+    if (el->work()) {
       start_work(el, t, who, term->token());
       return;
     }
@@ -162,7 +162,7 @@ void Client::elected(ContenderId who, const std::shared_ptr<TermState>& term) {
                         std::to_string(term->token()) + ": stepping down for one lease duration");
       loop_.defer([this, el] {
         if (loop_.torn_down()) return;
-        std::vector<DoneFn>& dones = el->dones_for_update().step_downs;
+        std::vector<DoneFn>& dones = el->rare().step_down_dones;
         dones.push_back(nullptr);  // acknowledged to nobody
         if (!node_->step_down(el->id, cfg_.lease_duration, now())) dones.pop_back();
         settle();
@@ -214,8 +214,9 @@ void Client::stopped(ContenderId who) {
   if (auto e = elections_.find(who); e != elections_.end()) {
     std::shared_ptr<Election> el = e->second;
     elections_.erase(e);
-    DoneFn done = el->dones ? std::move(el->dones->stop) : nullptr;
-    if (el->dones) el->dones->stop = nullptr;
+    Election::Rare* rare = el->rare_if_made();
+    DoneFn done = rare ? std::move(rare->stop_done) : nullptr;
+    if (rare) rare->stop_done = nullptr;
     // Pending step-down completions were acknowledged before stopped().
     auto finish = [el, done] {
       if (done && el->runs_dones()) done(Code::kOk);
@@ -223,7 +224,7 @@ void Client::stopped(ContenderId who) {
       {
         std::lock_guard<std::mutex> lock(el->mu());
         el->stopped = true;
-        if (el->stop_waiters) waiters.swap(*el->stop_waiters);
+        if (Election::Rare* r = el->rare_if_made()) waiters.swap(r->stop_waiters);
       }
       for (auto& w : waiters) w->finish(Code::kOk);
     };
@@ -238,9 +239,11 @@ void Client::stopped(ContenderId who) {
 
 void Client::stepped_down(ContenderId who) {
   auto e = elections_.find(who);
-  if (e == elections_.end() || !e->second->dones || e->second->dones->step_downs.empty()) return;
+  if (e == elections_.end()) return;
   std::shared_ptr<Election> el = e->second;
-  std::vector<DoneFn>& dones = el->dones->step_downs;
+  Election::Rare* rare = el->rare_if_made();
+  if (!rare || rare->step_down_dones.empty()) return;
+  std::vector<DoneFn>& dones = rare->step_down_dones;
   DoneFn done = std::move(dones.front());
   dones.erase(dones.begin());
   if (!done) return;

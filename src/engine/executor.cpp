@@ -139,8 +139,8 @@ void SerialQueue::wait_for_change(Lock& lock, std::chrono::milliseconds for_at_m
   --waiters_;
 }
 
-std::shared_ptr<SerialQueue> SerialQueue::make(Executor& ex, Executor& fallback) {
-  auto q = std::make_shared<SerialQueue>(ex, fallback);
+std::shared_ptr<SerialQueue> SerialQueue::make(const QueueExecutors& executors) {
+  auto q = std::make_shared<SerialQueue>(executors);
   q->set_self(q);
   return q;
 }
@@ -152,7 +152,8 @@ bool SerialQueue::post(std::function<void()> task) {
   if (scheduled_) return true;
   scheduled_ = true;
   std::shared_ptr<SerialQueue> self(self_);  // throws if set_self() was missed
-  if (!ex_.submit([self] { self->drain(); }) && !fallback_.submit([self] { self->drain(); })) {
+  if (!executors_.ex->submit([self] { self->drain(); }) &&
+      !executors_.fallback->submit([self] { self->drain(); })) {
     scheduled_ = false;  // nobody will drain: the tasks stay queued
   }
   return true;
@@ -165,13 +166,13 @@ SerialQueue::Posted SerialQueue::post_or_reject(std::function<void()> task) {
   if (scheduled_) return Posted::kQueued;  // a drain already accepted will run it
   scheduled_ = true;
   std::shared_ptr<SerialQueue> self(self_);  // throws if set_self() was missed
-  if (ex_.submit([self] { self->drain(); })) return Posted::kQueued;
+  if (executors_.ex->submit([self] { self->drain(); })) return Posted::kQueued;
   tasks_.pop_back();
   scheduled_ = false;
   // Earlier tasks left waiting by a failed submit still need a drain.
   if (has_tasks()) {
     scheduled_ = true;
-    if (!fallback_.submit([self] { self->drain(); })) scheduled_ = false;
+    if (!executors_.fallback->submit([self] { self->drain(); })) scheduled_ = false;
   }
   return Posted::kRejected;
 }

@@ -108,16 +108,24 @@ class LoopExecutor final : public Executor {
   std::function<bool(std::function<void()>)> defer_;
 };
 
+// Where a SerialQueue's drains run: `ex`, or `fallback` when `ex` rejects.
+// Every queue of a client shares one pair (one pointer per queue, not two:
+// ADR 0024); it must outlive them.
+struct QueueExecutors {
+  Executor* ex;
+  Executor* fallback;
+};
+
 // Runs its tasks one at a time, in order, on an executor, holding no lock
-// while a task runs. If the executor rejects, `fallback` runs them instead.
+// while a task runs. If the executor rejects, the fallback runs them instead.
 class SerialQueue {
  public:
   // A queue of its own.
-  static std::shared_ptr<SerialQueue> make(Executor& ex, Executor& fallback);
+  static std::shared_ptr<SerialQueue> make(const QueueExecutors& executors);
   // A queue embedded in another object (an election): set_self() must give it
   // a shared_ptr that owns that object (the aliasing constructor) before the
   // first post; its drains hold it.
-  SerialQueue(Executor& ex, Executor& fallback) : ex_(ex), fallback_(fallback) {}
+  explicit SerialQueue(const QueueExecutors& executors) : executors_(executors) {}
   SerialQueue(const SerialQueue&) = delete;
   SerialQueue& operator=(const SerialQueue&) = delete;
   void set_self(const std::shared_ptr<SerialQueue>& self) { self_ = self; }
@@ -154,8 +162,7 @@ class SerialQueue {
   // this queue's waiters_; `for_at_most` bounds the wait (zero: no bound).
   void wait_for_change(Lock& lock, std::chrono::milliseconds for_at_most);
   bool has_tasks() const { return head_ < tasks_.size(); }
-  Executor& ex_;
-  Executor& fallback_;
+  const QueueExecutors& executors_;
   // What a submitted drain holds, so that the queue outlives it.
   std::weak_ptr<SerialQueue> self_;
   // Submitting happens under the lock so that close() cannot slip between a

@@ -8,7 +8,7 @@
 namespace simba::engine {
 
 // One term per held lease: its members are ordered so that none pads (ADR 0024).
-static_assert(sizeof(void*) != 8 || sizeof(Term) <= 104, "engine::Term grew past 104 bytes");
+static_assert(sizeof(void*) != 8 || sizeof(Term) <= 88, "engine::Term grew past 88 bytes");
 
 Term::~Term() {
   if (efd_ >= 0) close(efd_);
@@ -32,7 +32,8 @@ void Term::deliver_revoked(simba::RevokeReason reason, std::function<void()> the
     std::lock_guard<std::mutex> lock(parking().mu);
     delivered_ = true;
     reason_ = reason;
-    fns.swap(callbacks_);
+    if (callbacks_) fns.swap(*callbacks_);
+    callbacks_.reset();
   }
   // Nothing to run (a lock nobody listens to): no trip through the executor.
   if (fns.empty() && !then) return;
@@ -47,7 +48,8 @@ void Term::deliver_revoked(simba::RevokeReason reason, std::function<void()> the
 bool Term::add_on_revoked(RevokedFn fn) {
   std::unique_lock<std::mutex> lock(parking().mu);
   if (!delivered_) {
-    callbacks_.push_back(std::move(fn));
+    if (!callbacks_) callbacks_ = std::make_unique<std::vector<RevokedFn>>();
+    callbacks_->push_back(std::move(fn));
     return true;
   }
   const simba::RevokeReason reason = reason_;

@@ -48,8 +48,8 @@ struct Term {
   // Any thread: the eventfd, made on first use; -1 if it could not be made.
   int revoke_fd();
 
-  // Members in an order that leaves no padding: a term is 104 bytes, a heap
-  // block of 112 (ADR 0024).
+  // Members in an order that leaves no padding: a term is 88 bytes, a heap
+  // block of 96 (ADR 0024).
   std::atomic<int> refs{1};
   // Lock terms: the references the caller holds (the one simba_lock_acquire
   // returned, plus simba_term_retain). When the last goes without
@@ -66,7 +66,8 @@ struct Term {
   // term is mostly never waited on, and a mutex and a condition variable of its
   // own were 88 of its bytes.
   Parking& parking() const { return parking_for(this); }
-  std::vector<RevokedFn> callbacks_;
+  // Made by the first simba_term_on_revoked: most terms have none (ADR 0024).
+  std::unique_ptr<std::vector<RevokedFn>> callbacks_;
   simba::RevokeReason reason_ = simba::RevokeReason::kNone;
   int efd_ = -1;
   bool ended_ = false;

@@ -34,8 +34,9 @@ bool Mailbox::post(std::function<void(Client&)> fn) {
 
 void Client::start_work(const std::shared_ptr<Election>& el, Term* t, ContenderId who,
                         uint64_t token) {
-  t->retain();  // the work thread's reference
-  el->work->count.begin();
+  t->retain();                        // the work thread's reference
+  Election::Work* work = el->work();  // a task's: lives as long as `el`
+  work->count.begin();
   std::shared_ptr<Mailbox> mailbox = mailbox_;
   std::function<void(Term*)> hook;
   {
@@ -50,23 +51,23 @@ void Client::start_work(const std::shared_ptr<Election>& el, Term* t, ContenderI
     });
   };
   try {
-    std::thread([el, t, done, hook] {
+    std::thread([el, work, t, done, hook] {
       if (hook) hook(t);
       {
         WorkScope scope;
         // The work starts on a valid term only: a stop (or the deadline) that
         // came between the election and this thread's start leaves nothing to
         // run, and the work counts as exited at once, so the handover goes on.
-        if (!el->detached && t->state->valid()) el->work->fn(t);
+        if (!el->detached && t->state->valid()) work->fn(t);
       }
       done();
       t->release();
-      el->work->count.end();
+      work->count.end();
     }).detach();
   } catch (const std::system_error& e) {
     log(kLogError, "cannot start a thread for the work of " + el->name() + ": " + e.what());
     t->release();
-    el->work->count.end();
+    work->count.end();
     loop_.post([this, who, token] { node_->work_done(who, token, now()); });
   }
 }

@@ -21,7 +21,8 @@ using namespace std::chrono_literals;
 TEST(SerialQueueTest, ABurstPostedWhileDrainingRunsOnceEachInOrder) {
   PoolExecutor pool(2);
   PoolExecutor fallback(1);
-  auto q = SerialQueue::make(pool, fallback);
+  const QueueExecutors executors{&pool, &fallback};
+  auto q = SerialQueue::make(executors);
   std::mutex mu;
   std::vector<int> order;
   // The first task posts the others while the queue drains: the vector is
@@ -54,8 +55,9 @@ TEST(SerialQueueTest, ABurstPostedWhileDrainingRunsOnceEachInOrder) {
 TEST(SerialQueueTest, AWaiterIsNotReleasedByAnotherQueuesDrains) {
   PoolExecutor pool(2);
   PoolExecutor fallback(1);
-  auto slow = SerialQueue::make(pool, fallback);
-  auto busy = SerialQueue::make(pool, fallback);
+  const QueueExecutors executors{&pool, &fallback};
+  auto slow = SerialQueue::make(executors);
+  auto busy = SerialQueue::make(executors);
   std::atomic<bool> release{false}, slow_done{false}, started{false};
   ASSERT_TRUE(slow->post([&] {
     started = true;
@@ -100,7 +102,8 @@ TEST(SerialQueueTest, WaitDrainedRunsQueuedTasksHereWhenNobodyElseDoes) {
     std::vector<std::function<void()>> held;
   };
   Idle ex, fallback;
-  auto q = SerialQueue::make(ex, fallback);
+  const QueueExecutors executors{&ex, &fallback};
+  auto q = SerialQueue::make(executors);
   int ran = 0;
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(q->post([&] { ++ran; }));
   q->wait_drained(true);
@@ -117,18 +120,19 @@ TEST(SerialQueueTest, WaitDrainedRunsQueuedTasksHereWhenNobodyElseDoes) {
 // a task of its queue is queued or running.
 TEST(SerialQueueTest, AnEmbeddedQueuesDrainKeepsItsOwnerAlive) {
   struct Owner {
-    Owner(Executor& ex, Executor& fallback, std::atomic<int>& destroyed)
-        : queue(ex, fallback), destroyed(destroyed) {}
+    Owner(const QueueExecutors& executors, std::atomic<int>& destroyed)
+        : queue(executors), destroyed(destroyed) {}
     ~Owner() { ++destroyed; }
     SerialQueue queue;
     std::atomic<int>& destroyed;
   };
   PoolExecutor pool(1);
   PoolExecutor fallback(1);
+  const QueueExecutors executors{&pool, &fallback};
   std::atomic<int> destroyed{0};
   std::atomic<bool> go{false}, ran{false};
   {
-    auto owner = std::make_shared<Owner>(pool, fallback, destroyed);
+    auto owner = std::make_shared<Owner>(executors, destroyed);
     owner->queue.set_self(std::shared_ptr<SerialQueue>(owner, &owner->queue));
     ASSERT_TRUE(owner->queue.post([&] {
       while (!go) std::this_thread::sleep_for(1ms);
