@@ -106,17 +106,20 @@ static void print_raw_rows(const options_t *o, const raw_backend_t *rb, const re
   }
 }
 
+/* What a ratio to the raw baseline reads when --only left the baseline out. */
+static const char NO_RAW_RTT[] = "(no raw RTT: --only left it out)";
+
 static void print_cycle_rows(const results_t *r, const verdicts_t *v) {
   char buf[160];
   if (r->cycle.done) {
     snprintf(buf, sizeof buf, "%.2f x 2 RTT (p99 %.2f)", v->cycle_tight, v->cycle_tight_p99);
-    print_row("lock acquire+release cycle", &r->cycle.cycle, buf);
+    print_row("lock acquire+release cycle", &r->cycle.cycle, r->raw.done ? buf : NO_RAW_RTT);
     snprintf(buf, sizeof buf, "%.2f RTT",
              ratio(r->cycle.acquire.p50_us, baseline(&r->raw)->p50_us));
-    print_row("  acquire (simba_lock_acquire)", &r->cycle.acquire, buf);
+    print_row("  acquire (simba_lock_acquire)", &r->cycle.acquire, r->raw.done ? buf : NULL);
     snprintf(buf, sizeof buf, "%.2f RTT",
              ratio(r->cycle.release.p50_us, baseline(&r->raw)->p50_us));
-    print_row("  release (simba_lock_release)", &r->cycle.release, buf);
+    print_row("  release (simba_lock_release)", &r->cycle.release, r->raw.done ? buf : NULL);
     if (isnan(r->cycle.server_usec_per_call)) {
       printf("  %-44s %.2f backend calls per cycle\n", "", r->cycle.server_calls_per_cycle);
     } else {
@@ -185,7 +188,8 @@ static void print_other_rows(const raw_backend_t *rb, const results_t *r) {
     print_row("diag: cycle on memory:// (no I/O)", &r->memory_cycle, NULL);
     snprintf(buf, sizeof buf, "%.2f x 2 RTT: no thread hop",
              ratio(r->external_cycle.p50_us, 2 * baseline(&r->raw)->p50_us));
-    print_row("diag: cycle, loop.mode=external", &r->external_cycle, buf);
+    print_row("diag: cycle, loop.mode=external", &r->external_cycle,
+              r->raw.done ? buf : NO_RAW_RTT);
     print_row("diag: snapshot_json (no backend call)", &r->snapshot_hop, NULL);
   }
   if (r->alt_done) {

@@ -231,6 +231,62 @@ static void test_stop_wait(void **state) {
   rec_destroy(&r);
 }
 
+/* A blocking stop on one thread and a step-down with a done on another, at
+ * once, on elections that asked for neither before: whichever comes first
+ * makes the election's block of rarely used members (ADR 0024), from an API
+ * thread or from the loop. Every stop completes, every step-down the library
+ * accepted has its done run before the stop returns, and the listener's
+ * promises hold. TSan runs it too. */
+#define RARE_RACE_N 32
+typedef struct {
+  simba_election_t *e;
+  int rc;
+} stop_wait_arg_t;
+
+static void *stop_wait_thread(void *p) {
+  stop_wait_arg_t *a = p;
+  a->rc = simba_election_stop_wait(a->e, long_wait_ms());
+  return NULL;
+}
+
+static void test_stop_wait_races_step_down(void **state) {
+  simba_client_t *c = open_live_client("el-rare-race");
+  simba_election_t *e[RARE_RACE_N];
+  rec_t r[RARE_RACE_N];
+  stop_wait_arg_t arg[RARE_RACE_N];
+  pthread_t th[RARE_RACE_N];
+  int dones[RARE_RACE_N] = {0}, accepted[RARE_RACE_N] = {0};
+  int n, rc;
+  char name[32];
+  (void)state;
+  for (n = 0; n < RARE_RACE_N; ++n) {
+    snprintf(name, sizeof name, "rare-race-%d", n);
+    rec_init(&r[n], "rare-race");
+    e[n] = rec_start(&r[n], c, name);
+  }
+  for (n = 0; n < RARE_RACE_N; ++n) WAIT_ELECTED(&r[n], 1);
+  for (n = 0; n < RARE_RACE_N; ++n) {
+    arg[n].e = e[n];
+    arg[n].rc = -1;
+    assert_int_equal(pthread_create(&th[n], NULL, stop_wait_thread, &arg[n]), 0);
+    rc = simba_election_step_down(e[n], 0, count_done, &dones[n]);
+    assert_true(rc == SIMBA_OK || rc == SIMBA_ESTATE);
+    accepted[n] = rc == SIMBA_OK;
+  }
+  for (n = 0; n < RARE_RACE_N; ++n) {
+    assert_int_equal(pthread_join(th[n], NULL), 0);
+    assert_int_equal(arg[n].rc, SIMBA_OK);
+    assert_int_equal(ald(&dones[n]), accepted[n]);
+    rec_seal(&r[n]);
+  }
+  CHECK_OK(simba_client_close(c));
+  for (n = 0; n < RARE_RACE_N; ++n) {
+    simba_election_free(e[n]);
+    REC_CHECK(&r[n]);
+    rec_destroy(&r[n]);
+  }
+}
+
 /* step_down(cooldown): STEPPED_DOWN then done; the other client takes over;
  * the node does not win again before the cooldown has passed. */
 static void test_step_down_cooldown(void **state) {
@@ -620,6 +676,7 @@ int main(void) {
       cmocka_unit_test(test_step_down_candidate),
       cmocka_unit_test(test_step_down_zero_cooldown),
       cmocka_unit_test(test_step_downs_then_stop),
+      cmocka_unit_test(test_stop_wait_races_step_down),
       cmocka_unit_test(test_stop_races_acquire),
       cmocka_unit_test(test_free_before_stop),
       cmocka_unit_test(test_free_from_own_callback),
