@@ -413,8 +413,8 @@ Result Client::start_election(const std::string& name, ElectedFn on_elected, Rev
   e->on_elected = std::move(on_elected);
   e->on_revoked = std::move(on_revoked);
   if (work) {
-    e->rare().work = std::make_unique<Election::Work>();
-    e->rare().work->fn = std::move(work);
+    auto& w = e->rare().work = std::make_unique<Election::Work>();
+    w->fn = std::move(work);
   }
   const std::shared_ptr<SerialQueue> queue = e->queue_ptr(e);
   e->queue.set_self(queue);

@@ -214,9 +214,8 @@ void Client::stopped(ContenderId who) {
   if (auto e = elections_.find(who); e != elections_.end()) {
     std::shared_ptr<Election> el = e->second;
     elections_.erase(e);
-    Election::Rare* rare = el->rare_if_made();
-    DoneFn done = rare ? std::move(rare->stop_done) : nullptr;
-    if (rare) rare->stop_done = nullptr;
+    DoneFn done;
+    if (Election::Rare* rare = el->rare_if_made()) done.swap(rare->stop_done);
     // Pending step-down completions were acknowledged before stopped().
     auto finish = [el, done] {
       if (done && el->runs_dones()) done(Code::kOk);

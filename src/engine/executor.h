@@ -122,10 +122,13 @@ class SerialQueue {
  public:
   // A queue of its own.
   static std::shared_ptr<SerialQueue> make(const QueueExecutors& executors);
+  // The queue keeps a reference: a temporary pair would dangle.
+  static std::shared_ptr<SerialQueue> make(QueueExecutors&&) = delete;
   // A queue embedded in another object (an election): set_self() must give it
   // a shared_ptr that owns that object (the aliasing constructor) before the
   // first post; its drains hold it.
   explicit SerialQueue(const QueueExecutors& executors) : executors_(executors) {}
+  explicit SerialQueue(QueueExecutors&&) = delete;
   SerialQueue(const SerialQueue&) = delete;
   SerialQueue& operator=(const SerialQueue&) = delete;
   void set_self(const std::shared_ptr<SerialQueue>& self) { self_ = self; }
