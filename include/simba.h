@@ -92,7 +92,7 @@ extern "C" {
 /** @{ */
 
 #define SIMBA_VERSION_MAJOR 1 /**< Bumped only on an ABI break. */
-#define SIMBA_VERSION_MINOR 2 /**< Bumped when functions are added. */
+#define SIMBA_VERSION_MINOR 3 /**< Bumped when functions are added. */
 #define SIMBA_VERSION_PATCH 0 /**< Bumped for fixes. */
 
 /** Error codes. Pinned to their values; new codes are only ever appended. */
@@ -142,6 +142,17 @@ SIMBA_API const char *simba_last_error(void);
 
 /** @brief Free memory the library returned as `char *`. NULL is a no-op. */
 SIMBA_API void simba_free(void *p);
+
+/**
+ * @brief The name of an error code, as its macro without the prefix (1.3):
+ *        "OK", "EINVAL", "EBUSY", ...
+ *
+ * Bindings, tools and host modules take their names from here rather than keep
+ * tables of their own, so a code a newer library appends has its name too.
+ * @return a static string, never NULL; "UNKNOWN" for a value this library does not
+ *         define.
+ */
+SIMBA_API const char *simba_code_name(int err);
 
 /** @} */
 
@@ -354,6 +365,14 @@ SIMBA_API int simba_client_close_async(simba_client_t *c, void (*done)(void *ud,
 SIMBA_API simba_session_status_t simba_client_status(const simba_client_t *c);
 
 /**
+ * @brief The name of a session status, as its constant without the prefix (1.3):
+ *        "OPENING", "LIVE", "SUSPENDED", "CLOSED".
+ * @return a static string, never NULL; "UNKNOWN" for a value this library does not
+ *         define.
+ */
+SIMBA_API const char *simba_session_status_name(simba_session_status_t s);
+
+/**
  * @brief A JSON snapshot: session (id, status, remaining_ms, renew_period_ms,
  *        lease_shortened), every election and lock (name, state, token,
  *        remaining_ms), and counters (keep_alives, acquires, releases, ...).
@@ -459,6 +478,14 @@ typedef void (*simba_event_fn)(void *ud, simba_event_type_t type, const char *de
  * @return SIMBA_OK; SIMBA_EINVAL (c is NULL); SIMBA_ECLOSED.
  */
 SIMBA_API int simba_client_on_event(simba_client_t *c, simba_event_fn fn, void *ud);
+
+/**
+ * @brief The name of a session event, as its constant without the prefix (1.3):
+ *        "SESSION_OPENED", "SESSION_LIVE", "SESSION_SUSPENDED", ...
+ * @return a static string, never NULL; "UNKNOWN" for a value this library does not
+ *         define (a sink should pass such an event on, not drop it).
+ */
+SIMBA_API const char *simba_event_name(simba_event_type_t type);
 
 /**
  * @brief The event sink a client opened with @p cfg starts with (1.2): unlike
@@ -583,6 +610,15 @@ SIMBA_API int simba_term_ensure_valid(const simba_term_t *t, int64_t min_remaini
  *  does at once when its loop runs. */
 SIMBA_API simba_revoke_reason_t simba_term_revoke_reason(const simba_term_t *t);
 
+/**
+ * @brief The name of a revoke reason, as its constant without the prefix (1.3):
+ *        "NONE", "STOPPED", "STEPPED_DOWN", "DEADLINE_PASSED", "SESSION_EXPIRED",
+ *        "TAKEN_OVER". The same names appear in snapshots, metrics and logs.
+ * @return a static string, never NULL; "UNKNOWN" for a value this library does not
+ *         define.
+ */
+SIMBA_API const char *simba_revoke_reason_name(simba_revoke_reason_t reason);
+
 /** Revocation callback. @p t is borrowed for the call. */
 typedef void (*simba_revoked_fn)(void *ud, simba_term_t *t, simba_revoke_reason_t reason);
 
@@ -631,6 +667,26 @@ SIMBA_API void simba_term_release(simba_term_t *t);
 
 /** Opaque election handle. */
 typedef struct simba_election simba_election_t;
+
+/**
+ * @brief Check a lease name against the rule every name-taking function applies
+ *        (1.3): 1-128 characters of [A-Za-z0-9._:-], other than "." and "..".
+ *
+ * For hosts that hold names as counted bytes (a binding's string, a Redis module
+ * argument, an nginx ngx_str_t): pass @p len, the name's length in bytes, and a
+ * name with a NUL byte inside is refused with a message that says so, where a
+ * C string would silently end at it. Pass SIMBA_NAME_CSTRING for a NUL-terminated
+ * name.
+ * @param[in] name the name; need not be NUL-terminated when @p len is given.
+ * @param[in] len its length in bytes, or SIMBA_NAME_CSTRING.
+ * @return SIMBA_OK when every name-taking function would accept it; SIMBA_EINVAL
+ *         otherwise, with simba_last_error() naming the rule and the first offending
+ *         character and its index (also for a NULL @p name).
+ */
+SIMBA_API int simba_lease_name_check(const char *name, size_t len);
+
+/** simba_lease_name_check()'s @p len for a NUL-terminated name. */
+#define SIMBA_NAME_CSTRING ((size_t)-1)
 
 /** Completion of an asynchronous call: @p err is SIMBA_OK or a SIMBA_E* code. */
 typedef void (*simba_done_fn)(void *ud, int err);

@@ -3,13 +3,44 @@
 #include <string>
 
 #include "capi/capi.h"
-#include "core/names.h"
 
 namespace simba::capi {
 
 namespace {
+
 thread_local std::string tl_last_error;
+
+// Each code's name (simba_code_name) and text (simba_strerror), in one table.
+struct CodeInfo {
+  int code;
+  const char* name;
+  const char* text;
+};
+
+constexpr CodeInfo kCodes[] = {
+    {SIMBA_OK, "OK", "success"},
+    {SIMBA_EINVAL, "EINVAL", "invalid argument"},
+    {SIMBA_ESTATE, "ESTATE", "not allowed in the current state"},
+    {SIMBA_EEXPIRED, "EEXPIRED", "term not valid (or not for long enough)"},
+    {SIMBA_ETIMEDOUT, "ETIMEDOUT", "timed out"},
+    {SIMBA_EBACKEND, "EBACKEND", "backend unreachable or answered an error"},
+    {SIMBA_ECLOSED, "ECLOSED", "client closed"},
+    {SIMBA_ENOMEM, "ENOMEM", "out of memory"},
+    {SIMBA_EWOULDBLOCK, "EWOULDBLOCK",
+     "blocking call would wait for itself (callback or loop thread)"},
+    {SIMBA_EBUSY, "EBUSY", "lease held by someone else"},
+    {SIMBA_EUNSUPPORTED, "EUNSUPPORTED", "not supported by this build"},
+    {SIMBA_ECANCELED, "ECANCELED", "canceled"},
+};
+
+const CodeInfo* code_info(int err) {
+  for (const CodeInfo& c : kCodes) {
+    if (c.code == err) return &c;
+  }
+  return nullptr;
 }
+
+}  // namespace
 
 int code(simba::engine::Code c) {
   using simba::engine::Code;
@@ -58,16 +89,7 @@ int result(const simba::engine::Result& r) {
 }
 
 bool valid_name(const char* name) {
-  if (!name) {
-    fail(SIMBA_EINVAL, "lease name is NULL");
-    return false;
-  }
-  const std::string why = check_lease_name(name);
-  if (!why.empty()) {
-    fail(SIMBA_EINVAL, "lease name: " + why);
-    return false;
-  }
-  return true;
+  return simba_lease_name_check(name, SIMBA_NAME_CSTRING) == SIMBA_OK;
 }
 
 }  // namespace simba::capi
@@ -75,34 +97,13 @@ bool valid_name(const char* name) {
 extern "C" {
 
 const char* simba_strerror(int err) {
-  switch (err) {
-    case SIMBA_OK:
-      return "success";
-    case SIMBA_EINVAL:
-      return "invalid argument";
-    case SIMBA_ESTATE:
-      return "not allowed in the current state";
-    case SIMBA_EEXPIRED:
-      return "term not valid (or not for long enough)";
-    case SIMBA_ETIMEDOUT:
-      return "timed out";
-    case SIMBA_EBACKEND:
-      return "backend unreachable or answered an error";
-    case SIMBA_ECLOSED:
-      return "client closed";
-    case SIMBA_ENOMEM:
-      return "out of memory";
-    case SIMBA_EWOULDBLOCK:
-      return "blocking call would wait for itself (callback or loop thread)";
-    case SIMBA_EBUSY:
-      return "lease held by someone else";
-    case SIMBA_EUNSUPPORTED:
-      return "not supported by this build";
-    case SIMBA_ECANCELED:
-      return "canceled";
-    default:
-      return "unknown error";
-  }
+  const simba::capi::CodeInfo* info = simba::capi::code_info(err);
+  return info ? info->text : "unknown error";
+}
+
+const char* simba_code_name(int err) {
+  const simba::capi::CodeInfo* info = simba::capi::code_info(err);
+  return info ? info->name : "UNKNOWN";
 }
 
 const char* simba_last_error(void) { return simba::capi::tl_last_error.c_str(); }

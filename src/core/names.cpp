@@ -34,6 +34,9 @@ std::string check_lease_name(std::string_view name) {
   }
   for (size_t i = 0; i < name.size(); ++i) {
     unsigned char c = static_cast<unsigned char>(name[i]);
+    if (c == '\0') {
+      return "lease name has a NUL byte at index " + std::to_string(i) + " (must be " + kRule + ")";
+    }
     if (!allowed(c)) {
       return "lease name has character " + show_char(c) + " at index " + std::to_string(i) +
              " (must be " + kRule + ")";
