@@ -5,7 +5,8 @@
 #   3. the same for the fencing kit: simba-tck.pc; and a CMake project with
 #      find_package(simba CONFIG REQUIRED) linking simba::simba and simba::simba_tck;
 #   4. a C program that dlopen()s libsimba.so.1 and runs an election through
-#      dlsym()'d functions, built with the header only.
+#      dlsym()'d functions, built with the header only;
+#   5. README.md's "Twenty lines of C", built with pkg-config, leading then stopping.
 # Everything happens in a temp dir, removed at exit.
 #
 #   run.sh BUILD_DIR        (CC and CMAKE_COMMAND may be set; default cc, cmake)
@@ -65,4 +66,18 @@ if readelf -d "$tmp/dlopen_consumer" | grep -q 'libsimba'; then
 fi
 "$tmp/dlopen_consumer"
 
-step "OK: all three consumers built and ran against the installed Simba"
+step "README.md's twenty lines of C"
+# The example a newcomer copies first: built with pkg-config as the README says,
+# it leads for a second, then stops and prints the revoke reason by its name.
+awk '/^## Twenty lines of C/ { on = 1 } on && /^```c$/ { code = 1; next }
+     code && /^```$/ { exit } code { print }' "$HERE/../../README.md" >"$tmp/readme_example.c"
+[[ -s "$tmp/readme_example.c" ]] || { echo "FAIL: no C block under README.md's 'Twenty lines of C'"; exit 1; }
+# shellcheck disable=SC2046
+"$CC" -std=c99 -Wall -Wextra -Wno-unused-parameter -Werror "$tmp/readme_example.c" \
+  $(pkg-config --cflags --libs simba) -o "$tmp/readme_example"
+out=$( (sleep 1; echo) | "$tmp/readme_example")
+echo "$out"
+grep -q '^leader of report with token [0-9]' <<<"$out" && grep -qx 'lost report (STOPPED)' <<<"$out" || {
+  echo "FAIL: README.md's example did not lead and then print 'lost report (STOPPED)'"; exit 1; }
+
+step "OK: all four consumers built and ran against the installed Simba"
