@@ -533,6 +533,65 @@ TEST(Redis, StoppedServerIsCutAtTheCallTimeout) {
   EXPECT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
 }
 
+// A call that times out drops the connection it went out on, and the other
+// calls on it fail with it. They say why: a keep-alive failed that way suspends
+// the session with "connection dropped: another call on it got no answer within
+// the call's timeout", not "connection lost", which would send an operator
+// looking for a network fault. The acquire goes out right after a keep-alive
+// answered, so the next keep-alive is usually sent while it waits.
+TEST(Redis, CallsFailedByAnotherCallsTimeoutSayWhy) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start()) << "cannot start redis-server on " << port;
+  struct Events {
+    std::mutex mu;
+    std::vector<std::string> suspended;
+    static void fn(void* ud, simba_event_type_t type, const char* detail) {
+      auto* self = static_cast<Events*>(ud);
+      std::lock_guard<std::mutex> lock(self->mu);
+      if (type == SIMBA_EVENT_SESSION_SUSPENDED) self->suspended.emplace_back(detail);
+    }
+  } events;
+  simba_config_t* cfg = nullptr;
+  ASSERT_EQ(simba_config_new(&cfg), SIMBA_OK);
+  simba_config_set_ms(cfg, "session.lease-duration", 5000);
+  simba_config_set_ms(cfg, "session.renew-interval", 1000);  // and the call timeout
+  simba_config_set_event_sink(cfg, &Events::fn, &events);
+  simba_client_t* c = nullptr;
+  ASSERT_EQ(simba_client_open(&c, server.url().c_str(), cfg), SIMBA_OK) << simba_last_error();
+  simba_config_free(cfg);
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  const int64_t answered = counter(c, "keep_alives");
+  ASSERT_TRUE(wait_for([&] { return counter(c, "keep_alives") > answered; }, 3000, 1));
+  server.signal(SIGSTOP);
+  ASSERT_EQ(
+      simba_lock_acquire_async(
+          c, "cut", 10000, [](void*, int, simba_term_t* t) { simba_term_release(t); }, nullptr),
+      SIMBA_OK);
+  const bool suspended = wait_for(
+      [&] {
+        std::lock_guard<std::mutex> lock(events.mu);
+        return !events.suspended.empty();
+      },
+      4000 * slow_factor());
+  server.signal(SIGCONT);
+  ASSERT_TRUE(suspended);
+  {
+    std::lock_guard<std::mutex> lock(events.mu);
+    // In flight when the acquire timed out: "connection dropped: another call on
+    // it got no answer within ..."; sent during the reconnect's backoff:
+    // "unreachable (no answer within ...)"; timed out itself: "no answer within
+    // ...". Each says what happened.
+    EXPECT_NE(events.suspended[0].find("no answer within the call's timeout"), std::string::npos)
+        << events.suspended[0];
+    EXPECT_EQ(events.suspended[0].find("connection lost"), std::string::npos)
+        << events.suspended[0];
+  }
+  simba_client_close(c);
+}
+
 // The seed: close() frees every lease of the node at once. Right after a
 // call timed out, the backend waits a backoff before it reconnects and
 // refuses calls meanwhile: a close made then is sent again once the backoff

@@ -339,7 +339,8 @@ void PostgresBackend::timed_out(Call* c) {
     fail_calls(gen, true, prefixed("connection reset: " + why));
   }
   unsent_.erase(std::remove(unsent_.begin(), unsent_.end(), c->id), unsent_.end());
-  if (done && !handles_.closing()) done(nullptr, Outcome::kTimeout, prefixed("no answer in time"));
+  if (done && !handles_.closing())
+    done(nullptr, Outcome::kTimeout, prefixed("no answer within the call's timeout"));
 }
 
 void PostgresBackend::note_failure(const std::string& why) {

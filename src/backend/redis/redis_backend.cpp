@@ -321,10 +321,10 @@ void RedisBackend::timed_out(Call* c) {
     const std::string why = "no answer within the call's timeout";
     if (failures_ == 0) log(kLogWarn, why);
     note_failure(why);
-    drop_conn(&cmd_);
+    drop_conn(&cmd_, "connection dropped: another call on it got " + why);
   }
   if (done && !handles_.closing())
-    done(nullptr, Outcome::kTimeout, "redis " + where_ + ": no answer in time");
+    done(nullptr, Outcome::kTimeout, "redis " + where_ + ": no answer within the call's timeout");
 }
 
 void RedisBackend::on_reply(redisAsyncContext* ac, void* reply, void* privdata) {
@@ -334,10 +334,11 @@ void RedisBackend::on_reply(redisAsyncContext* ac, void* reply, void* privdata) 
   if (!c) return;
   if (!reply) {
     self->complete(c, nullptr, Outcome::kError,
-                   "redis " + self->where_ + ": connection lost" +
-                       (!self->tls_error_.empty() ? " (" + self->tls_error_ + ")"
-                        : ac->errstr[0]           ? std::string(" (") + ac->errstr + ")"
-                                                  : std::string()));
+                   "redis " + self->where_ + ": " +
+                       (!self->drop_reason_.empty() ? self->drop_reason_
+                        : !self->tls_error_.empty() ? "connection lost (" + self->tls_error_ + ")"
+                        : ac->errstr[0] ? std::string("connection lost (") + ac->errstr + ")"
+                                        : std::string("connection lost")));
     return;
   }
   auto* r = static_cast<redisReply*>(reply);

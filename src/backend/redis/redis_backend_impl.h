@@ -149,6 +149,8 @@ class RedisBackend final : public Backend {
 
   void note_failure(const std::string& why);
   void drop_conn(UvHiredis** slot);
+  // The same, for `why`: the calls it fails say so instead of "connection lost".
+  void drop_conn(UvHiredis** slot, const std::string& why);
   void connect();
 
   // Looks `host` up without blocking (hiredis' own lookup would) and calls
@@ -261,6 +263,7 @@ class RedisBackend final : public Backend {
 
   std::shared_ptr<SSL_CTX> tls_;  // rediss:// only
   std::string tls_error_;         // the command connection's last TLS failure
+  std::string drop_reason_;       // why drop_conn is failing the calls it fails now
 #ifdef SIMBA_WITH_REDIS_TLS
   std::set<TlsPump*> pumps_;  // live pumps (closed at shutdown)
 #endif

@@ -44,6 +44,12 @@ void RedisBackend::drop_conn(UvHiredis** slot) {
   if (a && a->ac) redisAsyncFree(a->ac);
 }
 
+void RedisBackend::drop_conn(UvHiredis** slot, const std::string& why) {
+  drop_reason_ = why;
+  drop_conn(slot);
+  drop_reason_.clear();
+}
+
 // --- connecting ----------------------------------------------------------
 
 void RedisBackend::connect() {

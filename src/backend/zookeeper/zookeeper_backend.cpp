@@ -236,7 +236,7 @@ void ZookeeperBackend::timed_out(Call* c) {
     // Nobody waits for a session whose open timed out.
     if (c->kind == Kind::kOpen && !it->second->ready) close_session_obj(it->second.get(), 0);
   }
-  fail(c->id, Outcome::kTimeout, "zookeeper " + where_ + ": no answer in time");
+  fail(c->id, Outcome::kTimeout, "zookeeper " + where_ + ": no answer within the call's timeout");
 }
 
 ZookeeperBackend::Call* ZookeeperBackend::take(uint64_t id) {
