@@ -1,6 +1,6 @@
 /*
- * JNI glue of the Java binding: elections, tasks, locks and terms (the
- * runtime they use is in simba_jni.c; the lifetime contract at its top).
+ * JNI glue of the Java binding: elections, tasks, observers, locks and terms
+ * (the runtime they use is in simba_jni.c; the lifetime contract at its top).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <jni.h>
@@ -12,159 +12,116 @@
 #include "simba.h"
 #include "simba_jni.h"
 
-/* ---------------------------------------------------------------- elections */
+/* ------------------------------------------- elections, tasks and observers */
+
+/* One handle for whatever a name was started as: an election, leader work
+ * (run, schedule, group) or an observer. Stop, step-down and free take one path. */
+enum { H_ELECTION = 0, H_RUN = 1, H_SCHEDULE = 2, H_GROUP = 3, H_OBSERVE = 4 };
 
 typedef struct {
+  int kind;
   simba_election_t *e;
-  jobject listener; /* global Upcall */
-} jelection_t;
-
-JNIEXPORT jlong JNICALL Java_io_simba_Native_electionStart(JNIEnv *env, jclass cls, jlong h,
-                                                           jstring name, jobject listener) {
-  (void)cls;
-  jclient_t *jc = (jclient_t *)(intptr_t)h;
-  jelection_t *je = calloc(1, sizeof *je);
-  if (!je) {
-    throw_code(env, SIMBA_ENOMEM);
-    return 0;
-  }
-  const char *n = utf(env, name);
-  if (!n) {
-    free(je);
-    return 0;
-  }
-  je->listener = new_ref(env, listener);
-  simba_listener_t l = {tr_elected, tr_revoked, je->listener};
-  int rc = simba_election_start(&je->e, jc->c, n, &l);
-  if (rc != SIMBA_OK) throw_code(env, rc);
-  (*env)->ReleaseStringUTFChars(env, name, n);
-  if (rc != SIMBA_OK) {
-    del_ref(env, je->listener);
-    free(je);
-    return 0;
-  }
-  return (jlong)(intptr_t)je;
-}
-
-/* Returns the code: SIMBA_OK (done will run) or SIMBA_ESTATE (it will not). */
-JNIEXPORT jint JNICALL Java_io_simba_Native_electionStop(JNIEnv *env, jclass cls, jlong h,
-                                                         jobject done) {
-  (void)cls;
-  jelection_t *je = (jelection_t *)(intptr_t)h;
-  jobject d = new_ref(env, done);
-  int rc = simba_election_stop(je->e, tr_done_once, d);
-  if (rc != SIMBA_OK) del_ref(env, d);
-  return rc;
-}
-
-JNIEXPORT jint JNICALL Java_io_simba_Native_electionStepDown(JNIEnv *env, jclass cls, jlong h,
-                                                             jlong ms, jobject done) {
-  (void)cls;
-  jelection_t *je = (jelection_t *)(intptr_t)h;
-  jobject d = new_ref(env, done);
-  int rc = simba_election_step_down(je->e, ms, tr_done_once, d);
-  if (rc != SIMBA_OK) del_ref(env, d);
-  return rc;
-}
-
-/* Allowed outside callbacks (waits) and inside the done of a stop (its last callback). */
-JNIEXPORT void JNICALL Java_io_simba_Native_electionFree(JNIEnv *env, jclass cls, jlong h) {
-  (void)cls;
-  jelection_t *je = (jelection_t *)(intptr_t)h;
-  if (!je) return;
-  simba_election_free(je->e);
-  del_ref(env, je->listener);
-  free(je);
-}
-
-/* ---------------------------------------------------------------- tasks */
-
-typedef struct {
   simba_task_t *t;
-  jobject work; /* global Upcall */
-} jtask_t;
+  simba_observer_t *o;
+  jobject upcall; /* global: the listener, the work or the observer */
+} jhandle_t;
 
-enum { TASK_RUN = 0, TASK_SCHEDULE = 1, TASK_GROUP = 2 };
+static const char *const k_name_what[] = {"lease name", "lease name", "lease name", "group name",
+                                          "observed lease name"};
 
-JNIEXPORT jlong JNICALL Java_io_simba_Native_taskStart(JNIEnv *env, jclass cls, jint kind, jlong h,
-                                                       jstring name, jlong a, jlong b,
-                                                       jobject work) {
+JNIEXPORT jlong JNICALL Java_io_simba_Native_start(JNIEnv *env, jclass cls, jint kind, jlong h,
+                                                   jstring name, jlong a, jlong b, jobject upcall) {
   (void)cls;
   jclient_t *jc = (jclient_t *)(intptr_t)h;
-  jtask_t *jt = calloc(1, sizeof *jt);
-  if (!jt) {
-    throw_code(env, SIMBA_ENOMEM);
+  jstr_t n;
+  if (kind < H_ELECTION || kind > H_OBSERVE) {
+    throw_msg(env, SIMBA_EINVAL, "unknown kind");
     return 0;
   }
-  const char *n = utf(env, name);
-  if (!n) {
-    free(jt);
+  if (jstr_get(env, name, k_name_what[kind], &n) != 0) return 0;
+  jhandle_t *jh = calloc(1, sizeof *jh);
+  if (!jh) {
+    jstr_free(&n);
+    throw_msg(env, SIMBA_ENOMEM, "out of memory");
     return 0;
   }
-  jt->work = new_ref(env, work);
+  jh->kind = kind;
+  jh->upcall = new_ref(env, upcall);
   int rc;
-  if (kind == TASK_RUN)
-    rc = simba_run_while_leader(&jt->t, jc->c, n, tr_work, jt->work);
-  else if (kind == TASK_SCHEDULE)
-    rc = simba_schedule(&jt->t, jc->c, n, a, b, tr_work, jt->work);
-  else
-    rc = simba_group_join(&jt->t, jc->c, n, (uint32_t)a, tr_work, jt->work);
+  if (kind == H_ELECTION) {
+    simba_listener_t l = {tr_elected, tr_revoked, jh->upcall};
+    rc = simba_election_start(&jh->e, jc->c, n.s, &l);
+  } else if (kind == H_RUN) {
+    rc = simba_run_while_leader(&jh->t, jc->c, n.s, tr_work, jh->upcall);
+  } else if (kind == H_SCHEDULE) {
+    rc = simba_schedule(&jh->t, jc->c, n.s, a, b, tr_work, jh->upcall);
+  } else if (kind == H_GROUP) {
+    rc = simba_group_join(&jh->t, jc->c, n.s, (uint32_t)a, tr_work, jh->upcall);
+  } else {
+    rc = simba_observe_start(&jh->o, jc->c, n.s, a, tr_observed, jh->upcall);
+  }
   if (rc != SIMBA_OK) throw_code(env, rc);
-  (*env)->ReleaseStringUTFChars(env, name, n);
+  jstr_free(&n);
   if (rc != SIMBA_OK) {
-    del_ref(env, jt->work);
-    free(jt);
+    del_ref(env, jh->upcall);
+    free(jh);
     return 0;
   }
-  return (jlong)(intptr_t)jt;
+  return (jlong)(intptr_t)jh;
 }
 
-JNIEXPORT jint JNICALL Java_io_simba_Native_taskStop(JNIEnv *env, jclass cls, jlong h,
-                                                     jobject done) {
+/* Stop (ms < 0) or step down for ms. Returns the code: SIMBA_OK (done will run),
+ * else done will not run (SIMBA_ESTATE: already stopping or stopped). */
+JNIEXPORT jint JNICALL Java_io_simba_Native_stop(JNIEnv *env, jclass cls, jlong h, jlong ms,
+                                                 jobject done) {
   (void)cls;
-  jtask_t *jt = (jtask_t *)(intptr_t)h;
+  jhandle_t *jh = (jhandle_t *)(intptr_t)h;
+  if (jh->kind == H_OBSERVE) return SIMBA_EINVAL;
   jobject d = new_ref(env, done);
-  int rc = simba_task_stop(jt->t, tr_done_once, d);
+  int rc;
+  if (jh->e)
+    rc = ms < 0 ? simba_election_stop(jh->e, tr_done_once, d)
+                : simba_election_step_down(jh->e, ms, tr_done_once, d);
+  else
+    rc = ms < 0 ? simba_task_stop(jh->t, tr_done_once, d)
+                : simba_task_step_down(jh->t, ms, tr_done_once, d);
   if (rc != SIMBA_OK) del_ref(env, d);
   return rc;
 }
 
-JNIEXPORT jint JNICALL Java_io_simba_Native_taskStepDown(JNIEnv *env, jclass cls, jlong h, jlong ms,
-                                                         jobject done) {
+/* Outside callbacks the free waits for every callback and run of the work, so the
+ * upcall ref can go; inside the done of a stop, that done is the last callback. */
+JNIEXPORT void JNICALL Java_io_simba_Native_free(JNIEnv *env, jclass cls, jlong h) {
   (void)cls;
-  jtask_t *jt = (jtask_t *)(intptr_t)h;
-  jobject d = new_ref(env, done);
-  int rc = simba_task_step_down(jt->t, ms, tr_done_once, d);
-  if (rc != SIMBA_OK) del_ref(env, d);
-  return rc;
-}
-
-/* Outside callbacks: waits for every run of the work, so the work ref can go.
- * Inside the done of a stop: the work has returned, the done is the last callback. */
-JNIEXPORT void JNICALL Java_io_simba_Native_taskClose(JNIEnv *env, jclass cls, jlong h) {
-  (void)cls;
-  jtask_t *jt = (jtask_t *)(intptr_t)h;
-  if (!jt) return;
-  simba_task_close(jt->t);
-  del_ref(env, jt->work);
-  free(jt);
+  jhandle_t *jh = (jhandle_t *)(intptr_t)h;
+  if (!jh) return;
+  simba_election_free(jh->e);
+  simba_task_close(jh->t);
+  simba_observer_free(jh->o);
+  del_ref(env, jh->upcall);
+  free(jh);
 }
 
 /* ---------------------------------------------------------------- locks */
 
-/* The term, or 0 on timeout (and on busy for try). */
+/* The term, or 0 on timeout (and when busy, for a try): one rule, an empty
+ * Optional in Java. The term comes with two references: the lock's and the one
+ * that keeps a released LockTerm's accessors answering (see LockTerm). */
 JNIEXPORT jlong JNICALL Java_io_simba_Native_lockAcquire(JNIEnv *env, jclass cls, jlong h,
                                                          jstring name, jlong ms,
                                                          jboolean try_only) {
   (void)cls;
   jclient_t *jc = (jclient_t *)(intptr_t)h;
-  const char *n = utf(env, name);
-  if (!n) return 0;
+  jstr_t n;
+  if (jstr_get(env, name, "lease name", &n) != 0) return 0;
   simba_term_t *t = NULL;
-  int rc = try_only ? simba_lock_try_acquire(&t, jc->c, n) : simba_lock_acquire(&t, jc->c, n, ms);
-  if (rc != SIMBA_OK && !(rc == SIMBA_ETIMEDOUT && !try_only) && !(rc == SIMBA_EBUSY && try_only))
+  int rc =
+      try_only ? simba_lock_try_acquire(&t, jc->c, n.s) : simba_lock_acquire(&t, jc->c, n.s, ms);
+  if (rc == SIMBA_OK)
+    simba_term_retain(t);
+  else if (rc != SIMBA_ETIMEDOUT && !(rc == SIMBA_EBUSY && try_only))
     throw_code(env, rc);
-  (*env)->ReleaseStringUTFChars(env, name, n);
+  jstr_free(&n);
   return rc == SIMBA_OK ? (jlong)(intptr_t)t : 0;
 }
 
@@ -172,15 +129,15 @@ JNIEXPORT void JNICALL Java_io_simba_Native_lockAcquireAsync(JNIEnv *env, jclass
                                                              jstring name, jlong ms, jobject cb) {
   (void)cls;
   jclient_t *jc = (jclient_t *)(intptr_t)h;
-  const char *n = utf(env, name);
-  if (!n) return;
+  jstr_t n;
+  if (jstr_get(env, name, "lease name", &n) != 0) return;
   jobject ref = new_ref(env, cb);
-  int rc = simba_lock_acquire_async(jc->c, n, ms, tr_locked_once, ref);
+  int rc = simba_lock_acquire_async(jc->c, n.s, ms, tr_locked_once, ref);
   if (rc != SIMBA_OK) {
     throw_code(env, rc);
     del_ref(env, ref);
   }
-  (*env)->ReleaseStringUTFChars(env, name, n);
+  jstr_free(&n);
 }
 
 JNIEXPORT void JNICALL Java_io_simba_Native_lockRelease(JNIEnv *env, jclass cls, jlong t) {
@@ -194,13 +151,13 @@ JNIEXPORT jlong JNICALL Java_io_simba_Native_benchLockCycles(JNIEnv *env, jclass
                                                              jstring name, jint n) {
   (void)cls;
   jclient_t *jc = (jclient_t *)(intptr_t)h;
-  const char *nm = utf(env, name);
-  if (!nm) return 0;
+  jstr_t nm;
+  if (jstr_get(env, name, "lease name", &nm) != 0) return 0;
   struct timespec a, b;
   clock_gettime(CLOCK_MONOTONIC, &a);
   for (jint i = 0; i < n; i++) {
     simba_term_t *t = NULL;
-    int rc = simba_lock_acquire(&t, jc->c, nm, -1);
+    int rc = simba_lock_acquire(&t, jc->c, nm.s, -1);
     if (rc == SIMBA_OK) rc = simba_lock_release(t);
     if (rc != SIMBA_OK) {
       throw_code(env, rc);
@@ -208,7 +165,7 @@ JNIEXPORT jlong JNICALL Java_io_simba_Native_benchLockCycles(JNIEnv *env, jclass
     }
   }
   clock_gettime(CLOCK_MONOTONIC, &b);
-  (*env)->ReleaseStringUTFChars(env, name, nm);
+  jstr_free(&nm);
   return (jlong)((b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec));
 }
 
@@ -219,7 +176,7 @@ JNIEXPORT jlong JNICALL Java_io_simba_Native_benchLockCycles(JNIEnv *env, jclass
 JNIEXPORT jstring JNICALL Java_io_simba_Native_termName(JNIEnv *env, jclass cls, jlong t) {
   (void)cls;
   const char *n = simba_term_name(TERM(t));
-  return (*env)->NewStringUTF(env, n ? n : "");
+  return new_jstr(env, n ? n : "");
 }
 
 JNIEXPORT jlong JNICALL Java_io_simba_Native_termToken(JNIEnv *env, jclass cls, jlong t) {

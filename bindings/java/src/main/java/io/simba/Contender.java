@@ -9,7 +9,8 @@ import java.util.concurrent.CompletionStage;
 /**
  * A started election or task: one native handle, its stop, step-down and close.
  * The handle and the listener/work reference are freed inside the done of the stop
- * (the last callback), or after the client closed. Internal base class.
+ * (the last callback), or after the client closed. Internal base class: the native
+ * side is one handle type too (Native.start/stop/free), whatever was started.
  */
 abstract class Contender extends Upcall {
   final Simba simba;
@@ -22,12 +23,6 @@ abstract class Contender extends Upcall {
     this.simba = simba;
     this.name = name;
   }
-
-  abstract int nativeStop(long h, Upcall done);
-
-  abstract int nativeStepDown(long h, long ms, Upcall done);
-
-  abstract void nativeFree(long h);
 
   /** Called once the native start succeeded. */
   final void started(long h) {
@@ -68,17 +63,15 @@ abstract class Contender extends Upcall {
   }
 
   final CompletableFuture<Void> stopFuture() {
-    long h;
     CompletableFuture<Void> f;
     synchronized (this) {
       if (stopped != null) return stopped;
       f = stopped = new CompletableFuture<>();
-      h = handle;
-      if (h == 0) {
+      if (handle == 0) {
         f.complete(null);
         return f;
       }
-      int rc = nativeStop(h, new Upcall() {
+      int rc = Native.stop(handle, -1, new Upcall() {
         @Override
         void done(int err) { // the last callback: free the handle and the listener here
           freeHandle();
@@ -102,7 +95,7 @@ abstract class Contender extends Upcall {
       h = handle;
       handle = 0;
     }
-    if (h != 0) nativeFree(h);
+    if (h != 0) Native.free(h);
   }
 
   synchronized boolean hasHandle() {
@@ -122,7 +115,7 @@ abstract class Contender extends Upcall {
     CompletableFuture<Void> f = new CompletableFuture<>();
     synchronized (this) {
       if (stopped != null || handle == 0) throw new IllegalStateException(name + ": stopped");
-      int rc = nativeStepDown(handle, cooldown.toMillis(), new Upcall() {
+      int rc = Native.stop(handle, cooldown.toMillis(), new Upcall() {
         @Override
         void done(int err) {
           if (err == 0) f.complete(null);

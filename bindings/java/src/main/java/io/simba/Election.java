@@ -10,9 +10,9 @@ import java.util.concurrent.CompletionStage;
  * The election for one lease name ({@link Simba#election(String)}): contend with a
  * listener ({@link #start}), or run leader work ({@link #runWhileLeader},
  * {@link #schedule}); or take the name as a lock. One contention at a time per name
- * and client.
+ * and client. {@link #close()} stops what was started and waits for the stop.
  */
-public final class Election {
+public final class Election implements AutoCloseable {
   private final Simba simba;
   private final String name;
   private Contender active; // guarded by this
@@ -41,7 +41,7 @@ public final class Election {
    */
   public Election start(ElectionListener listener) {
     Objects.requireNonNull(listener, "listener");
-    begin(new ElectionRun(simba, name, listener), c -> simba.withHandle(h -> Native.electionStart(h, name, c)));
+    begin(new ElectionRun(simba, name, listener), c -> simba.withHandle(h -> Native.start(Native.ELECTION, h, name, 0, 0, c)));
     return this;
   }
 
@@ -53,7 +53,7 @@ public final class Election {
   public LeaderTask runWhileLeader(LeaderWork work) {
     Objects.requireNonNull(work, "work");
     return begin(new LeaderTask(simba, name, work),
-        c -> simba.withHandle(h -> Native.taskStart(Native.TASK_RUN, h, name, 0, 0, c)));
+        c -> simba.withHandle(h -> Native.start(Native.RUN, h, name, 0, 0, c)));
   }
 
   /**
@@ -65,7 +65,7 @@ public final class Election {
     if (initialDelay.isNegative()) throw new IllegalArgumentException("initialDelay is negative");
     if (period.isNegative() || period.isZero()) throw new IllegalArgumentException("period must be positive");
     return begin(new LeaderTask(simba, name, work), c -> simba.withHandle(
-        h -> Native.taskStart(Native.TASK_SCHEDULE, h, name, initialDelay.toMillis(), period.toMillis(), c)));
+        h -> Native.start(Native.SCHEDULE, h, name, initialDelay.toMillis(), period.toMillis(), c)));
   }
 
   /** The current term while this node leads. */
@@ -114,5 +114,23 @@ public final class Election {
   /** {@link Simba#lock(String, Duration)} on this name. */
   public Optional<LockTerm> lock(Duration timeout) {
     return simba.lock(name, timeout);
+  }
+
+  /** {@link Simba#lockAsync(String, Duration)} on this name. */
+  public CompletionStage<Optional<LockTerm>> lockAsync(Duration timeout) {
+    return simba.lockAsync(name, timeout);
+  }
+
+  /**
+   * Stops what was started on this name and waits for the stop (as {@link LeaderTask#close()}:
+   * from a callback or leader work it starts the stop and returns). Not started: nothing to do.
+   */
+  @Override
+  public void close() {
+    Contender c;
+    synchronized (this) {
+      c = active;
+    }
+    if (c != null) c.close();
   }
 }

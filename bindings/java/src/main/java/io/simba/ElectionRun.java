@@ -31,19 +31,4 @@ final class ElectionRun extends Contender {
       Callbacks.report("onRevoked of " + name, e);
     }
   }
-
-  @Override
-  int nativeStop(long h, Upcall done) {
-    return Native.electionStop(h, done);
-  }
-
-  @Override
-  int nativeStepDown(long h, long ms, Upcall done) {
-    return Native.electionStepDown(h, ms, done);
-  }
-
-  @Override
-  void nativeFree(long h) {
-    Native.electionFree(h);
-  }
 }

@@ -12,14 +12,12 @@ import java.util.concurrent.atomic.AtomicBoolean;
 public final class LockTerm extends Term implements AutoCloseable {
   private final AtomicBoolean released = new AtomicBoolean();
 
-  /** @param ptr an owned lock term; a second reference is taken so accessors stay valid after release. */
-  LockTerm(long ptr) {
-    super(retained(ptr), 2);
-  }
-
-  private static long retained(long ptr) {
-    Native.termRetain(ptr);
-    return ptr;
+  /**
+   * @param ptr an owned lock term with a second reference taken by the glue, so the
+   *     accessors keep answering after the release (an ended term stays readable)
+   */
+  LockTerm(long ptr, String name) {
+    super(ptr, 2, name);
   }
 
   /** Releases the lock; later calls do nothing. */

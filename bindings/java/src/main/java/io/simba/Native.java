@@ -6,6 +6,9 @@ import java.util.concurrent.Executor;
 final class Native {
   private Native() {}
 
+  /** The least libsimba this binding runs on: 1.3 (simba_code_name, simba_lease_name_check, ...). */
+  static final int MIN_VERSION = 0x010300;
+
   /** Loads libsimba_jni: from the path in system property {@code simba.jni.library}, else the library path. */
   static void load() {
     Holder.init();
@@ -18,6 +21,10 @@ final class Native {
         System.load(new java.io.File(path).getAbsolutePath());
       } else {
         System.loadLibrary("simba_jni");
+      }
+      if (versionNumber() < MIN_VERSION) {
+        throw new UnsatisfiedLinkError("io.simba needs libsimba >= 1.3 (the names of its values, the"
+            + " lease-name check), loaded " + version());
       }
     }
 
@@ -87,30 +94,39 @@ final class Native {
 
   static native String version();
   static native int versionNumber();
+  static final int NAME_CODE = 0;
+  static final int NAME_SESSION_STATUS = 1;
+  static final int NAME_EVENT = 2;
+  static final int NAME_REVOKE_REASON = 3;
+  static final int NAME_STRERROR = 4;
+  /** The library's name of a value (simba_code_name, ...; simba_strerror for NAME_STRERROR). */
+  static native String name(int kind, int value);
+  static native void leaseNameCheck(String name);
+  static native String backendSchema(String url);
   static native void runTask(long run, long arg);
   static native long[] configResolve(String[] kv);
 
   static native long clientOpen(String url, String[] kv, Object executor, Object sink, Object logger, int level);
-  static native void clientClose(long h);
   static native void clientCloseAsync(long h, Object done);
   static native int clientStatus(long h);
   static native boolean clientWaitLive(long h, long ms);
-  static native String clientSnapshot(long h);
+  static final int TEXT_SNAPSHOT = 0;
+  static final int TEXT_METRICS = 1;
+  static native String clientText(long h, int kind);
   static native String clientInspect(long h, String[] names, long ms);
 
-  static native long electionStart(long h, String name, Object listener);
-  static native int electionStop(long e, Object done);
-  static native int electionStepDown(long e, long ms, Object done);
-  static native void electionFree(long e);
+  // One handle type for elections, tasks and observers (kinds as in simba_jni_handles.c).
+  static final int ELECTION = 0;
+  static final int RUN = 1;
+  static final int SCHEDULE = 2;
+  static final int GROUP = 3;
+  static final int OBSERVE = 4;
+  static native long start(int kind, long h, String name, long a, long b, Object upcall);
+  /** Stop ({@code ms < 0}) or step down for {@code ms}: the code, 0 when done will run. */
+  static native int stop(long x, long ms, Object done);
+  static native void free(long x);
 
-  static final int TASK_RUN = 0;
-  static final int TASK_SCHEDULE = 1;
-  static final int TASK_GROUP = 2;
-  static native long taskStart(int kind, long h, String name, long a, long b, Object work);
-  static native int taskStop(long t, Object done);
-  static native int taskStepDown(long t, long ms, Object done);
-  static native void taskClose(long t);
-
+  /** A lock term with two references (the lock's and the accessors'), or 0 on timeout or busy. */
   static native long lockAcquire(long h, String name, long ms, boolean tryOnly);
   static native void lockAcquireAsync(long h, String name, long ms, Object cb);
   static native void lockRelease(long t);

@@ -29,6 +29,29 @@ public sealed interface SessionEvent {
    */
   record SessionLeaseShortened(String detailJson) implements SessionEvent {}
 
+  /**
+   * An event this binding does not know (a newer library): passed on, not dropped, with
+   * the library's number and name ("UNKNOWN" when the library does not name it either).
+   */
+  record SessionUnknown(int type, String name, String detailJson) implements SessionEvent {}
+
+  /** The library's name of the event: "SESSION_OPENED", ... (simba_event_name). */
+  default String name() {
+    return Native.name(Native.NAME_EVENT, type());
+  }
+
+  /** The C value (SIMBA_EVENT_*). */
+  default int type() {
+    if (this instanceof SessionOpened) return 0;
+    if (this instanceof SessionLive) return 1;
+    if (this instanceof SessionSuspended) return 2;
+    if (this instanceof SessionExpired) return 3;
+    if (this instanceof SessionClosed) return 4;
+    if (this instanceof SessionLeaseShortened) return 5;
+    return ((SessionUnknown) this).type();
+  }
+
+  /** From the C value; {@link SessionUnknown} for a value not listed here. */
   static SessionEvent of(int type, String json) {
     switch (type) {
       case 0: return new SessionOpened(json);
@@ -37,7 +60,7 @@ public sealed interface SessionEvent {
       case 3: return new SessionExpired(json);
       case 4: return new SessionClosed(json);
       case 5: return new SessionLeaseShortened(json);
-      default: return null;
+      default: return new SessionUnknown(type, Native.name(Native.NAME_EVENT, type), json);
     }
   }
 }

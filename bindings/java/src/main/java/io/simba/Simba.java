@@ -17,7 +17,7 @@ import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 import java.util.function.Consumer;
-import java.util.function.LongFunction;
+import java.util.function.LongUnaryOperator;
 
 /**
  * A Simba client: one session on one backend, kept alive in the background, through
@@ -52,13 +52,14 @@ public final class Simba implements AutoCloseable {
   private boolean closing; // guarded by this
   private final CompletableFuture<Void> closed = new CompletableFuture<>();
   private final Set<Contender> contenders = ConcurrentHashMap.newKeySet();
+  private final Set<Observer> observers = ConcurrentHashMap.newKeySet();
   private final List<Consumer<? super SessionEvent>> eventListeners = new CopyOnWriteArrayList<>();
 
   private Simba(String url, SimbaConfig config) {
     this.url = url;
     this.config = config;
     Executor ex = config.callbackExecutor();
-    if (ex == null) {
+    if (ex == null && !config.usesLibraryExecutor()) {
       int pool = POOLS.incrementAndGet();
       AtomicInteger n = new AtomicInteger();
       ThreadFactory tf = r -> {
@@ -119,16 +120,42 @@ public final class Simba implements AutoCloseable {
     return Native.version();
   }
 
+  /** The library's version as (major &lt;&lt; 16) | (minor &lt;&lt; 8) | patch (simba_version). */
+  public static int versionNumber() {
+    return Native.versionNumber();
+  }
+
+  /**
+   * Checks a lease name with the library's rule (simba_lease_name_check): 1-128 characters
+   * of {@code [A-Za-z0-9._:-]}, other than "." and "..".
+   *
+   * @throws IllegalArgumentException naming the rule and the first offending character
+   *     (a NUL inside included: "lease name has a NUL byte at index N ...")
+   */
+  public static void checkLeaseName(String name) {
+    Native.leaseNameCheck(name);
+  }
+
+  /**
+   * The DDL the backend of {@code backendUrl} installs, for a DBA to apply by hand
+   * (simba_backend_schema): PostgreSQL only; nothing connects.
+   *
+   * @throws SimbaException UNSUPPORTED for a backend without a schema
+   */
+  public static String backendSchema(String backendUrl) {
+    return Native.backendSchema(backendUrl);
+  }
+
   public SimbaConfig config() {
     return config;
   }
 
-  /** Runs a short native call on the live handle (never one that waits without bound... see locks). */
-  long withHandle(LongFunction<Long> call) {
+  /** Runs a native call on the live handle; the close frees it only after the call returned. */
+  long withHandle(LongUnaryOperator call) {
     rw.readLock().lock();
     try {
       if (handle == 0) throw new SimbaException(SimbaException.Code.CLOSED, "client closed: " + url);
-      return call.apply(handle);
+      return call.applyAsLong(handle);
     } finally {
       rw.readLock().unlock();
     }
@@ -140,6 +167,10 @@ public final class Simba implements AutoCloseable {
 
   void untrack(Contender c) {
     contenders.remove(c);
+  }
+
+  void untrack(Observer o) {
+    observers.remove(o);
   }
 
   /** The election of {@code name}: a handle to start contending, run leader work or lock. */
@@ -156,9 +187,47 @@ public final class Simba implements AutoCloseable {
     Objects.requireNonNull(work, "work");
     if (partitions <= 0) throw new IllegalArgumentException("partitions must be positive");
     GroupTask g = new GroupTask(this, group, partitions, work);
-    g.started(withHandle(h -> Native.taskStart(Native.TASK_GROUP, h, group, partitions, 0, g)));
+    g.started(withHandle(h -> Native.start(Native.GROUP, h, group, partitions, 0, g)));
     return g;
   }
+
+  /**
+   * Follows who holds {@code name} without contending for it (simba_observe_start):
+   * {@code listener} gets the state now, then every change, on the callback executor.
+   *
+   * @param poll how often to read the backend besides release broadcasts;
+   *     {@link Duration#ZERO} for the renew interval, else at least 10 ms
+   */
+  public Observer observe(String name, Duration poll, Consumer<? super Observer.Holder> listener) {
+    Objects.requireNonNull(name, "name");
+    Objects.requireNonNull(listener, "listener");
+    Observer o = new Observer(this, name, listener);
+    synchronized (o) { // its first call may come before started() returns
+      o.started(withHandle(h -> Native.start(Native.OBSERVE, h, name, poll.toMillis(), 0, o)));
+      observers.add(o);
+    }
+    return o;
+  }
+
+  /**
+   * The client's metrics in the Prometheus text format (simba_client_metrics_text):
+   * acquires, terms, releases, revocations by reason, keep-alives, session state...
+   * Never blocks on the backend.
+   */
+  public String metricsText() {
+    String[] text = new String[1];
+    withHandle(h -> {
+      text[0] = Native.clientText(h, Native.TEXT_METRICS);
+      return 0L;
+    });
+    return text[0];
+  }
+
+  /*
+   * Locks follow one rule: a timeout is an empty Optional (lock with a timeout, tryLock,
+   * and the future of lockAsync), a lease held elsewhere is an empty Optional for tryLock,
+   * and every other failure is an exception.
+   */
 
   /**
    * Acquires the lock {@code name}, waiting without bound (FIFO behind other locks of
@@ -177,7 +246,8 @@ public final class Simba implements AutoCloseable {
 
   /**
    * One attempt: the lock if nobody holds it (waits at most one renew period for the
-   * session and the backend's answer); empty when it is held, here or elsewhere.
+   * session and the backend's answer); empty when it is held, here or elsewhere, or when
+   * that period passed without an answer.
    */
   public Optional<LockTerm> tryLock(String name) {
     return acquire(name, 0, true);
@@ -186,27 +256,30 @@ public final class Simba implements AutoCloseable {
   private Optional<LockTerm> acquire(String name, long ms, boolean tryOnly) {
     Objects.requireNonNull(name, "name");
     long t = withHandle(h -> Native.lockAcquire(h, name, ms, tryOnly));
-    return t == 0 ? Optional.empty() : Optional.of(new LockTerm(t));
+    return t == 0 ? Optional.empty() : Optional.of(new LockTerm(t, name));
   }
 
   /**
    * Acquires without blocking a thread: completes on the callback executor with the
-   * lock, exceptionally with SimbaException TIMED_OUT, or CANCELED if the client closed.
+   * lock, with an empty Optional when {@code timeout} passed (null: no timeout), or
+   * exceptionally with SimbaException CANCELED if the client closed.
    */
-  public CompletionStage<LockTerm> lockAsync(String name, Duration timeout) {
+  public CompletionStage<Optional<LockTerm>> lockAsync(String name, Duration timeout) {
     Objects.requireNonNull(name, "name");
-    CompletableFuture<LockTerm> f = new CompletableFuture<>();
-    long ms = timeout == null ? -1 : timeout.toMillis();
+    CompletableFuture<Optional<LockTerm>> f = new CompletableFuture<>();
+    long ms = timeout == null ? -1 : Math.max(0, timeout.toMillis());
     withHandle(h -> {
       Native.lockAcquireAsync(h, name, ms, new Upcall() {
         @Override
         void locked(int err, long term) {
-          if (err != 0) {
-            f.completeExceptionally(SimbaException.of(err, name + ": " + SimbaException.Code.of(err)));
-            return;
+          if (err == SimbaException.Code.TIMED_OUT.value()) {
+            f.complete(Optional.empty());
+          } else if (err != 0) {
+            f.completeExceptionally(SimbaException.of(err, name + ": " + SimbaException.Code.of(err).description()));
+          } else {
+            LockTerm lt = new LockTerm(term, name);
+            if (!f.complete(Optional.of(lt))) lt.close();
           }
-          LockTerm lt = new LockTerm(term);
-          if (!f.complete(lt)) lt.close();
         }
       });
       return 0L;
@@ -233,7 +306,7 @@ public final class Simba implements AutoCloseable {
   public Snapshot snapshot() {
     String[] json = new String[1];
     withHandle(h -> {
-      json[0] = Native.clientSnapshot(h);
+      json[0] = Native.clientText(h, Native.TEXT_SNAPSHOT);
       return 0L;
     });
     return new Snapshot(json[0]);
@@ -313,6 +386,7 @@ public final class Simba implements AutoCloseable {
       c.freeHandle();
       contenders.remove(c);
     }
+    for (Observer o : new ArrayList<>(observers)) o.close();
     if (ownPool != null) ownPool.shutdown();
   }
 

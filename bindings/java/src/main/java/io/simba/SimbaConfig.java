@@ -2,7 +2,9 @@ package io.simba;
 
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.concurrent.Executor;
 import java.util.function.Consumer;
@@ -55,6 +57,13 @@ public final class SimbaConfig {
   public String clientName() { return b.clientName == null ? "" : b.clientName; }
   /** The least level of the library's log lines sent to System.Logger "io.simba.native". */
   public System.Logger.Level logLevel() { return b.logLevel; }
+  /** The keys set with {@link Builder#set}, in order. */
+  public Map<String, String> settings() { return java.util.Collections.unmodifiableMap(new LinkedHashMap<>(b.raw)); }
+
+  /** True when "callback.executor" was set: callbacks run on the library's pool or loop thread. */
+  boolean usesLibraryExecutor() {
+    return b.executor == null && b.raw.containsKey("callback.executor");
+  }
 
   String[] keyValues() {
     return b.keyValues();
@@ -79,6 +88,7 @@ public final class SimbaConfig {
     private String clientName;
     private System.Logger.Level logLevel = System.Logger.Level.WARNING;
     private final List<Consumer<? super SessionEvent>> sessionListeners = new ArrayList<>();
+    private final Map<String, String> raw = new LinkedHashMap<>();
 
     private Builder() {}
 
@@ -94,6 +104,7 @@ public final class SimbaConfig {
       c.clientName = clientName;
       c.logLevel = logLevel;
       c.sessionListeners.addAll(sessionListeners);
+      c.raw.putAll(raw);
       return c;
     }
 
@@ -123,6 +134,25 @@ public final class SimbaConfig {
     public Builder logLevel(System.Logger.Level l) { logLevel = l; return this; }
 
     /**
+     * Sets a library key as text (simba_config_set), applied after the typed setters:
+     * e.g. "callback.threads", or "callback.executor" = "pool" / "direct" to run callbacks
+     * on the library's own threads instead of a Java executor (callbackExecutor wins if
+     * set). Checked by {@link #build()}: an unknown key or a bad value is an
+     * IllegalArgumentException naming it; a NUL inside either too. "loop.mode" =
+     * "external" is refused: the Java binding drives no host loop (README).
+     */
+    public Builder set(String key, String value) {
+      Objects.requireNonNull(key, "key");
+      Objects.requireNonNull(value, "value");
+      if (key.equals("loop.mode") && value.trim().equalsIgnoreCase("external")) {
+        throw new IllegalArgumentException("loop.mode=external is not supported by the Java binding");
+      }
+      raw.remove(key);
+      raw.put(key, value);
+      return this;
+    }
+
+    /**
      * Receives every session event from the first (SessionOpened) on; same as
      * {@link Simba#onSessionEvent}, which misses the events before its call.
      */
@@ -145,6 +175,10 @@ public final class SimbaConfig {
       if (clientName != null) {
         kv.add("client.name");
         kv.add(clientName);
+      }
+      for (Map.Entry<String, String> e : raw.entrySet()) {
+        kv.add(e.getKey());
+        kv.add(e.getValue());
       }
       return kv.toArray(new String[0]);
     }

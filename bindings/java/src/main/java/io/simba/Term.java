@@ -46,11 +46,17 @@ public class Term {
   private final String name;
   private final long token;
   private CompletableFuture<RevokeReason> revoked; // guarded by this
+  // Leader work (LeaderTask): the thread running the work, interrupted once at the
+  // revocation by the term's watcher; awaitRevoked consumes that interrupt.
+  private Thread runner; // guarded by this
+  private boolean watched; // guarded by this
+  private boolean revokeDelivered; // guarded by this
 
-  Term(long ptr, int refCount) {
+  /** @param name the lease name when the caller knows it (spares a native call), else null */
+  Term(long ptr, int refCount, String name) {
     this.ptr = ptr;
     this.refs = new Refs(ptr, refCount);
-    this.name = Native.termName(ptr);
+    this.name = name != null ? name : Native.termName(ptr);
     this.token = Native.termToken(ptr);
     CLEANER.register(this, refs);
   }
@@ -58,7 +64,7 @@ public class Term {
   /** A term borrowed by a callback: take a reference of our own. */
   static Term adopt(long ptr) {
     Native.termRetain(ptr);
-    return new Term(ptr, 1);
+    return new Term(ptr, 1, null);
   }
 
   /** The lease name. */
@@ -109,10 +115,19 @@ public class Term {
     ensureValid(Duration.ZERO);
   }
 
-  /** Why the term ended, or null while it has not been revoked. */
+  /**
+   * Why the term ended, or null while it has not been revoked; {@link RevokeReason#UNKNOWN}
+   * for a reason this binding does not know (a newer library: {@link #revokeReasonCode()}).
+   */
   public RevokeReason revokeReason() {
+    int code = revokeReasonCode();
+    return code == 0 ? null : RevokeReason.of(code);
+  }
+
+  /** The library's value of the revoke reason (0 while not revoked); readable for any value. */
+  public int revokeReasonCode() {
     try {
-      return RevokeReason.of(Native.termReason(ptr));
+      return Native.termReason(ptr);
     } finally {
       Reference.reachabilityFence(this);
     }
@@ -153,21 +168,74 @@ public class Term {
    * Sleeps until the term is revoked or stops being valid (its deadline passed, even
    * before the engine revoked it): an interruptible sleep for leader work.
    *
+   * <p>Interruption follows Java's convention: an interrupt that is not the revocation's
+   * throws {@link InterruptedException} and clears the thread's interrupt status. In
+   * leader work the binding interrupts the work's thread at the revocation; returning
+   * {@code true} reports that revocation, so its interrupt is consumed: the method never
+   * returns with the interrupt status it was woken by still set.
+   *
    * @return true once revoked or invalid, false when the timeout passed first
-   * @throws InterruptedException if this thread was interrupted (revocation interrupts leader work)
+   * @throws InterruptedException if this thread was interrupted other than by the revocation
    */
   public boolean awaitRevoked(Duration timeout) throws InterruptedException {
     long end = System.nanoTime() + timeout.toNanos();
     try {
       while (true) {
-        if (Thread.interrupted()) throw new InterruptedException(name + ": interrupted");
+        if (Thread.interrupted()) {
+          if (interruptedByRevocation()) return true;
+          throw new InterruptedException(name + ": interrupted");
+        }
         long left = (end - System.nanoTime()) / 1_000_000;
-        if (Native.termWaitRevoked(ptr, Math.max(0, Math.min(left, 50)))) return true;
+        if (Native.termWaitRevoked(ptr, Math.max(0, Math.min(left, 50)))) {
+          consumeRevocationInterrupt();
+          return true;
+        }
         if (left <= 0) return false;
       }
     } finally {
       Reference.reachabilityFence(this);
     }
+  }
+
+  private synchronized boolean interruptedByRevocation() {
+    return revokeDelivered && runner == Thread.currentThread();
+  }
+
+  /** On the work's thread, waits for the watcher's interrupt (it wakes with us) and clears it. */
+  private synchronized void consumeRevocationInterrupt() {
+    if (!watched || runner != Thread.currentThread()) return;
+    long end = System.nanoTime() + 1_000_000_000L; // the watcher wakes on the same revocation
+    while (!revokeDelivered && System.nanoTime() < end) {
+      try {
+        wait(10);
+      } catch (InterruptedException e) {
+        // the watcher's interrupt, or one merged with it: consumed below either way
+      }
+    }
+    if (revokeDelivered) Thread.interrupted();
+  }
+
+  /** LeaderTask: a watcher will interrupt the work at the revocation. */
+  synchronized void watch() {
+    watched = true;
+  }
+
+  /** LeaderTask: a run of the work starts on this thread; false once revoked. */
+  synchronized boolean beginWork() {
+    if (revokeDelivered) return false;
+    runner = Thread.currentThread();
+    return true;
+  }
+
+  synchronized void endWork() {
+    runner = null;
+  }
+
+  /** LeaderTask's watcher, at the revocation: interrupts the running work once. */
+  synchronized void revokeWork() {
+    revokeDelivered = true;
+    if (runner != null) runner.interrupt();
+    notifyAll();
   }
 
   /** Blocks until the term is revoked or invalid, uninterruptibly (the revocation watcher). */

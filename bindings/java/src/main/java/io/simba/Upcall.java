@@ -13,4 +13,6 @@ abstract class Upcall {
   void locked(int err, long term) {}
 
   void event(int type, String json) {}
+
+  void observed(String name, String session, String client, long token) {}
 }

@@ -16,7 +16,8 @@ class ClientTest {
   @Test
   void versionMatchesTheHeader() {
     assertTrue(Simba.version().startsWith("1."), Simba.version());
-    assertTrue(Native.versionNumber() >= 0x010200, "needs libsimba 1.2");
+    assertTrue(Native.versionNumber() >= 0x010300, "needs libsimba 1.3");
+    assertEquals(Native.versionNumber(), Simba.versionNumber());
   }
 
   @Test
@@ -131,7 +132,7 @@ class ClientTest {
     });
     await("elected", task::isLeader);
     get(s.election(n + ".2").start(t -> {}).stop());
-    s.lockAsync(n + ".3", WAIT).toCompletableFuture().get().close();
+    s.lockAsync(n + ".3", WAIT).toCompletableFuture().get().orElseThrow().close();
     assertTrue(Native.liveRefs() > before);
     Set<Thread> attachedOpen = libraryThreads();
     s.close();

@@ -54,10 +54,10 @@ class LockTest {
       long t0 = System.nanoTime();
       assertEquals(Optional.empty(), b.lock(n, Duration.ofMillis(300)));
       assertTrue(System.nanoTime() - t0 >= 250_000_000L, "waited for the timeout");
-      CompletableFuture<LockTerm> waiting = b.lockAsync(n, WAIT).toCompletableFuture();
+      CompletableFuture<Optional<LockTerm>> waiting = b.lockAsync(n, WAIT).toCompletableFuture();
       assertFalse(waiting.isDone());
       held.close();
-      try (LockTerm got = get(waiting)) {
+      try (LockTerm got = get(waiting).orElseThrow()) {
         assertTrue(got.isValid());
         assertTrue(got.token() > held.token());
         assertEquals(Optional.empty(), a.tryLock(n));
@@ -80,18 +80,35 @@ class LockTest {
     }
   }
 
+  /** One rule: a timeout is an empty Optional, blocking or not; busy too for tryLock; errors throw. */
   @Test
-  void lockAsyncTimesOutAndIsCanceledByClose() {
+  void aTimeoutIsAnEmptyOptionalEverywhere() {
+    try (Simba a = open(); Simba b = open()) {
+      String n = name("rule");
+      try (LockTerm held = a.lock(n)) {
+        assertEquals(Optional.empty(), b.tryLock(n), "busy");
+        assertEquals(Optional.empty(), b.lock(n, Duration.ofMillis(100)), "timed out");
+        assertEquals(Optional.empty(), b.election(n).lock(Duration.ZERO), "timed out at once");
+        long t0 = System.nanoTime();
+        assertEquals(Optional.empty(), get(b.lockAsync(n, Duration.ofMillis(150))), "timed out, not an exception");
+        assertTrue(System.nanoTime() - t0 >= 100_000_000L, "waited for the timeout");
+        assertEquals(Optional.empty(), get(b.election(n).lockAsync(Duration.ofMillis(10))));
+        assertTrue(held.isValid());
+      }
+      assertThrows(IllegalArgumentException.class, () -> b.tryLock("bad name"), "errors are exceptions");
+      assertThrows(IllegalArgumentException.class, () -> b.lockAsync("bad name", WAIT), "errors are exceptions");
+    }
+  }
+
+  @Test
+  void lockAsyncIsCanceledByClose() {
     try (Simba a = open()) {
       String n = name("async");
       Simba b = open();
       try (LockTerm held = a.lock(n)) {
-        CompletionException e = assertThrows(CompletionException.class,
-            () -> b.lockAsync(n, Duration.ofMillis(200)).toCompletableFuture().join());
-        assertEquals(SimbaException.Code.TIMED_OUT, ((SimbaException) e.getCause()).code());
-        CompletableFuture<LockTerm> pending = b.lockAsync(n, WAIT).toCompletableFuture();
+        CompletableFuture<Optional<LockTerm>> pending = b.lockAsync(n, WAIT).toCompletableFuture();
         b.close();
-        e = assertThrows(CompletionException.class, pending::join);
+        CompletionException e = assertThrows(CompletionException.class, pending::join);
         assertEquals(SimbaException.Code.CANCELED, ((SimbaException) e.getCause()).code());
         assertTrue(held.isValid());
       }
