@@ -243,4 +243,30 @@ class ElectionTest {
       throw new AssertionError(e);
     }
   }
+
+  @Test
+  void anElectionIsAutoCloseable() {
+    try (Simba s = open()) {
+      String n = name("autoclose");
+      Recorder r = new Recorder();
+      try (Election e = s.election(n).start(r)) {
+        assertTrue(take(r.events).startsWith("elected:"));
+        assertTrue(e.isLeader());
+      }
+      // close() waited for the stop: the last onRevoked has run, the name is free
+      assertTrue(r.events.poll().endsWith(":STOPPED"));
+      assertFalse(s.election(n).isLeader());
+      s.tryLock(n).orElseThrow().close();
+      try (Election idle = s.election(n)) {
+        assertFalse(idle.isLeader(), "closing one never started does nothing");
+      }
+      try (Election w = s.election(n)) {
+        LeaderTask t = w.runWhileLeader(term -> term.awaitRevoked(WAIT));
+        await("leader", t::isLeader);
+        w.close();
+        assertTrue(t.isStopped());
+        assertFalse(t.hasHandle(), "freed in the done of its stop");
+      }
+    }
+  }
 }

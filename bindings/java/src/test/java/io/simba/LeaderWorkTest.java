@@ -215,4 +215,43 @@ class LeaderWorkTest {
   private static long count(Map<String, String> holder, String me) {
     return holder.values().stream().filter(me::equals).count();
   }
+
+  /** awaitRevoked never returns with the interrupt it was woken by still set (Java's convention). */
+  @Test
+  void awaitRevokedLeavesNoInterruptBehind() throws Exception {
+    try (Simba s = open()) {
+      BlockingQueue<String> seen = new LinkedBlockingQueue<>();
+      LeaderTask task = s.election(name("intr")).runWhileLeader(term -> {
+        boolean revoked = term.awaitRevoked(WAIT);
+        seen.add(revoked + " " + Thread.currentThread().isInterrupted() + " " + term.isValid());
+      });
+      await("leader", task::isLeader);
+      task.close();
+      assertEquals("true false false", take(seen), "revoked: true, and the revocation's interrupt consumed");
+    }
+    // another interrupt: InterruptedException, the status cleared
+    try (Simba s = open(); LockTerm t = s.lock(name("intr-lock"))) {
+      Thread.currentThread().interrupt();
+      assertThrows(InterruptedException.class, () -> t.awaitRevoked(WAIT));
+      assertFalse(Thread.currentThread().isInterrupted(), "cleared with the exception");
+      assertFalse(t.awaitRevoked(Duration.ofMillis(30)), "timeout: false");
+      assertFalse(Thread.currentThread().isInterrupted());
+      BlockingQueue<Boolean> out = new LinkedBlockingQueue<>();
+      Thread sleeper = new Thread(() -> {
+        try {
+          t.awaitRevoked(WAIT);
+          out.add(false);
+        } catch (InterruptedException e) {
+          out.add(!Thread.currentThread().isInterrupted());
+        }
+      });
+      sleeper.start();
+      Thread.sleep(50);
+      sleeper.interrupt();
+      assertEquals(Boolean.TRUE, take(out), "interrupted while waiting: thrown, status cleared");
+      t.close();
+      assertTrue(t.awaitRevoked(Duration.ZERO), "revoked: true at once");
+      assertFalse(Thread.currentThread().isInterrupted());
+    }
+  }
 }
