@@ -5,9 +5,13 @@
 # --add-dynamic-module, then `make modules`. /usr/share/nginx/src is read-only to
 # us: configure runs in BUILD_DIR, on symlinks to the sources.
 #
-#   build-module.sh NGINX_SRC MODULE_DIR BUILD_DIR INCLUDE_DIR LIB_DIR
+#   build-module.sh NGINX_SRC MODULE_DIR BUILD_DIR INCLUDE_DIR LIB_DIR [INSTALL_RPATH]
+#
+# The module's RUNPATH is LIB_DIR (this build's libsimba.so.1), then
+# $ORIGIN/INSTALL_RPATH: the installed libsimba seen from the installed module;
+# `cmake --install` drops the first (contrib/nginx/CMakeLists.txt).
 set -euo pipefail
-NGINX_SRC=$1 MODULE_DIR=$2 BUILD_DIR=$3 INCLUDE_DIR=$4 LIB_DIR=$5
+NGINX_SRC=$1 MODULE_DIR=$2 BUILD_DIR=$3 INCLUDE_DIR=$4 LIB_DIR=$5 INSTALL_RPATH=${6:-}
 
 for f in configure auto src conf_flags; do
   [[ -e "$NGINX_SRC/$f" ]] || { echo "build-module.sh: $NGINX_SRC/$f missing (Debian package nginx-dev)" >&2; exit 1; }
@@ -20,11 +24,18 @@ for f in configure auto src; do ln -sfn "$NGINX_SRC/$f" "$f"; done
 . "$NGINX_SRC/conf_flags"   # NGX_CONF_FLAGS=( ... --with-compat ... )
 
 export SIMBA_NGX_INCS="$INCLUDE_DIR"
-export SIMBA_NGX_LIBS="-L$LIB_DIR -lsimba -Wl,-rpath,$LIB_DIR"
+# In a response file, which gcc reads itself: "$ORIGIN" would not survive the
+# shell evals of nginx's configure and make.
+rpath="$LIB_DIR${INSTALL_RPATH:+:\$ORIGIN/$INSTALL_RPATH}"
+if [[ ! -f rpath.rsp || "$(cat rpath.rsp)" != "-Wl,-rpath,$rpath" ]]; then
+  printf '%s\n' "-Wl,-rpath,$rpath" >rpath.rsp
+  rm -f objs/ngx_http_simba_module.so # relink with it
+fi
+export SIMBA_NGX_LIBS="-L$LIB_DIR -lsimba @$BUILD_DIR/rpath.rsp"
 
 # Configure again only when the module's config or the flags changed.
 stamp="configure.stamp"
-want="$(printf '%s\n' "${NGX_CONF_FLAGS[@]}" "$MODULE_DIR" "$INCLUDE_DIR" "$LIB_DIR" | sha256sum)"
+want="$(printf '%s\n' "${NGX_CONF_FLAGS[@]}" "$MODULE_DIR" "$INCLUDE_DIR" "$SIMBA_NGX_LIBS" | sha256sum)"
 want="$want $(sha256sum "$MODULE_DIR/config" | cut -d' ' -f1)"
 if [[ ! -f objs/Makefile || ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   # Debian's own module builds pass dpkg-buildflags; these are the same hardening

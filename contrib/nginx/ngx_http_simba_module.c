@@ -87,40 +87,21 @@ static ngx_str_t ngx_http_simba_zone_name = ngx_string("simba");
 
 /* --- helpers ------------------------------------------------------------------------- */
 
-/* The documented lease-name rule (docs/concepts.md). */
-static const char *
-ngx_http_simba_check_name(ngx_str_t *s)
-{
-    size_t  i;
-    u_char  c;
-
-    if (s->len == 0) {
-        return "is empty";
-    }
-    if (s->len > NGX_SIMBA_NAME_MAX) {
-        return "is longer than 128 characters";
-    }
-    for (i = 0; i < s->len; i++) {
-        c = s->data[i];
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
-              || c == '.' || c == '_' || c == ':' || c == '-'))
-        {
-            return "has a character outside [A-Za-z0-9._:-]";
-        }
-    }
-    if ((s->len == 1 && s->data[0] == '.')
-        || (s->len == 2 && s->data[0] == '.' && s->data[1] == '.'))
-    {
-        return "may not be \".\" or \"..\"";
-    }
-    return NULL;
-}
-
+/* A directive's argument as a C string for the library; NULL (logged) when it has
+   a NUL byte inside, which the library would read as its end. */
 static u_char *
-ngx_http_simba_cstr(ngx_pool_t *pool, ngx_str_t *s)
+ngx_http_simba_cstr(ngx_conf_t *cf, ngx_str_t *s)
 {
-    u_char *p = ngx_pnalloc(pool, s->len + 1);
+    ngx_str_t  *value = cf->args->elts;
+    u_char     *p, *nul;
 
+    nul = ngx_strlchr(s->data, s->data + s->len, '\0');
+    if (nul != NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"%V\": an argument has a NUL byte at index %uz",
+                           &value[0], (size_t) (nul - s->data));
+        return NULL;
+    }
+    p = ngx_pnalloc(cf->pool, s->len + 1);
     if (p != NULL) {
         ngx_memcpy(p, s->data, s->len);
         p[s->len] = '\0';
@@ -128,15 +109,16 @@ ngx_http_simba_cstr(ngx_pool_t *pool, ngx_str_t *s)
     return p;
 }
 
-static const char *
-ngx_http_simba_session_name(uint32_t s)
+/* The library's name of a session status in the documented lowercase ("live"). */
+static u_char *
+ngx_http_simba_session_name(uint32_t s, u_char buf[24])
 {
-    switch (s) {
-    case SIMBA_SESSION_OPENING: return "opening";
-    case SIMBA_SESSION_LIVE: return "live";
-    case SIMBA_SESSION_SUSPENDED: return "suspended";
-    default: return "closed";
-    }
+    const char  *name = simba_session_status_name((simba_session_status_t) s);
+    size_t       n = ngx_min(ngx_strlen(name), 23);
+
+    ngx_strlow(buf, (u_char *) name, n);
+    buf[n] = '\0';
+    return buf;
 }
 
 /* One view per request: the leader check and $simba_token agree. */
@@ -212,9 +194,9 @@ ngx_http_simba_init_main_conf(ngx_conf_t *cf, void *conf)
                            simba_last_error());
         return NGX_CONF_ERROR;
     }
-    if (simba_version() < 0x010200 || (simba_version() >> 16) != SIMBA_VERSION_MAJOR) {
+    if (simba_version() < 0x010300 || (simba_version() >> 16) != SIMBA_VERSION_MAJOR) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "libsimba %s is loaded, this module needs 1.2 or later",
+                           "libsimba %s is loaded, this module needs 1.3 or later",
                            simba_version_string());
         return NGX_CONF_ERROR;
     }
@@ -258,7 +240,7 @@ ngx_http_simba_backend(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
                            "postgresql://, zookeeper:// or memory://)");
         return NGX_CONF_ERROR;
     }
-    mcf->backend.data = ngx_http_simba_cstr(cf->pool, &value[1]);
+    mcf->backend.data = ngx_http_simba_cstr(cf, &value[1]);
     if (mcf->backend.data == NULL) {
         return NGX_CONF_ERROR;
     }
@@ -282,19 +264,16 @@ ngx_http_simba_lease(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_simba_main_conf_t  *mcf = conf;
     ngx_str_t                   *value = cf->args->elts;
-    const char                  *bad;
 
     if (mcf->lease.len) {
         return "is duplicate (one lease per instance)";
     }
-    bad = ngx_http_simba_check_name(&value[1]);
-    if (bad != NULL) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"simba_lease\": lease name \"%V\" %s (1-128 characters of "
-                           "[A-Za-z0-9._:-], other than \".\" and \"..\")", &value[1], bad);
+    /* Counted: a NUL byte inside is refused, not read as the name's end. */
+    if (simba_lease_name_check((const char *) value[1].data, value[1].len) != SIMBA_OK) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"simba_lease\": %s", simba_last_error());
         return NGX_CONF_ERROR;
     }
-    mcf->lease.data = ngx_http_simba_cstr(cf->pool, &value[1]);
+    mcf->lease.data = ngx_http_simba_cstr(cf, &value[1]);
     if (mcf->lease.data == NULL) {
         return NGX_CONF_ERROR;
     }
@@ -309,8 +288,8 @@ ngx_http_simba_option(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ngx_str_t                   *value = cf->args->elts;
     u_char                      *key, *val;
 
-    key = ngx_http_simba_cstr(cf->pool, &value[1]);
-    val = ngx_http_simba_cstr(cf->pool, &value[2]);
+    key = ngx_http_simba_cstr(cf, &value[1]);
+    val = ngx_http_simba_cstr(cf, &value[2]);
     if (key == NULL || val == NULL) {
         return NGX_CONF_ERROR;
     }
@@ -351,6 +330,11 @@ ngx_http_simba_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_http_simba_loc_conf_t   *conf = child;
     ngx_http_simba_main_conf_t  *mcf;
 
+    /* The status answers on followers too: a "simba_leader_only on" above it is not
+       inherited, only one in its own location counts. */
+    if (conf->status && conf->leader_only == NGX_CONF_UNSET) {
+        conf->leader_only = 0;
+    }
     ngx_conf_merge_value(conf->leader_only, prev->leader_only, 0);
     if (conf->leader_only || conf->status) {
         mcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_simba_module);
@@ -474,6 +458,7 @@ ngx_http_simba_status_contender(ngx_buf_t *b, ngx_http_simba_slot_view_t *sv, in
     ngx_uint_t first)
 {
     int64_t  remaining;
+    u_char   session[24];
 
     remaining = sv->leader && now < sv->deadline_ns ? (sv->deadline_ns - now) / 1000000 : 0;
     b->last = ngx_sprintf(b->last,
@@ -483,7 +468,7 @@ ngx_http_simba_status_contender(ngx_buf_t *b, ngx_http_simba_slot_view_t *sv, in
                           first ? "" : ",", sv->owner,
                           ngx_http_simba_pid_dead(sv->owner) ? "false" : "true",
                           remaining > 0 ? "true" : "false",
-                          sv->token, remaining, ngx_http_simba_session_name(sv->session),
+                          sv->token, remaining, ngx_http_simba_session_name(sv->session, session),
                           (now - sv->updated_ns) / 1000000);
     if (sv->snapshot_len > 0) {
         b->last = ngx_cpymem(b->last, sv->snapshot, sv->snapshot_len);

@@ -149,17 +149,15 @@ ngx_http_simba_on_elected(void *ud, simba_term_t *t)
 static void
 ngx_http_simba_on_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t reason)
 {
-    static const char *reasons[] = { "none", "stopped", "stepped down", "deadline passed",
-                                     "session expired", "taken over" };
     ngx_http_simba_owner_t  *o = &ngx_http_simba_owner;
 
     if (o->term == t) {
         simba_term_release(o->term);
         o->term = NULL;
     }
-    ngx_log_error(NGX_LOG_NOTICE, o->log, 0, "simba: term of \"%s\" (token %uL) revoked: %s",
-                  simba_term_name(t), (uint64_t) simba_term_token(t),
-                  (unsigned) reason <= 5 ? reasons[reason] : "unknown");
+    ngx_log_error(NGX_LOG_NOTICE, o->log, 0,
+                  "simba: term of \"%s\" (token %uL) revoked: %s (%d)", simba_term_name(t),
+                  (uint64_t) simba_term_token(t), simba_revoke_reason_name(reason), (int) reason);
     ngx_http_simba_publish();
 }
 

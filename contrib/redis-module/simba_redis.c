@@ -34,11 +34,11 @@
 #include "rm_api.h"
 
 #define MODULE_NAME "simba"
-#define MODULE_VERSION 10200 /* libsimba 1.2.0 */
+#define MODULE_VERSION 10300 /* libsimba 1.3.0 */
 /* The two entry points the server looks up; everything else stays hidden. */
 #define RM_EXPORT __attribute__((visibility("default")))
 
-#define MAX_NAME 128 /* the lease-name rule: 1-128 of [A-Za-z0-9._:-] */
+#define MAX_NAME 128 /* a name simba_lease_name_check() accepts fits */
 
 /* One SIMBA.CONTEND: an election and, while this server leads, its term. */
 typedef struct contender {
@@ -63,57 +63,37 @@ static struct {
 
 /* --- helpers ----------------------------------------------------------------------- */
 
-static const char *reason_name(simba_revoke_reason_t r) {
-  switch (r) {
-    case SIMBA_REVOKE_STOPPED:
-      return "stopped";
-    case SIMBA_REVOKE_STEPPED_DOWN:
-      return "stepped_down";
-    case SIMBA_REVOKE_DEADLINE_PASSED:
-      return "deadline_passed";
-    case SIMBA_REVOKE_SESSION_EXPIRED:
-      return "session_expired";
-    case SIMBA_REVOKE_TAKEN_OVER:
-      return "taken_over";
-    default:
-      return "none";
-  }
-}
-
-static const char *status_name(simba_session_status_t s) {
-  switch (s) {
-    case SIMBA_SESSION_OPENING:
-      return "opening";
-    case SIMBA_SESSION_LIVE:
-      return "live";
-    case SIMBA_SESSION_SUSPENDED:
-      return "suspended";
-    default:
-      return "closed";
-  }
-}
-
-/* The documented lease-name rule (docs/concepts.md), checked here so that the
-   command answers with a clear error before anything reaches the library. */
-static const char *check_name(const char *s, size_t len) {
+/* A name of the library (simba_*_name) in the module's documented lowercase
+   ("stopped", "live", "session_suspended"); "unknown(N)" for a value this
+   libsimba does not name. buf holds the result. */
+static const char *lower_name(const char *name, int value, char buf[48]) {
   size_t i;
-  if (len == 0) return "lease name is empty";
-  if (len > MAX_NAME) return "lease name is longer than 128 characters";
-  for (i = 0; i < len; i++) {
-    unsigned char c = (unsigned char)s[i];
-    int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-             c == '.' || c == '_' || c == ':' || c == '-';
-    if (!ok) return "lease name has a character outside [A-Za-z0-9._:-]";
+  if (strcmp(name, "UNKNOWN") == 0) {
+    snprintf(buf, 48, "unknown(%d)", value);
+    return buf;
   }
-  if ((len == 1 && s[0] == '.') || (len == 2 && s[0] == '.' && s[1] == '.'))
-    return "lease name may not be \".\" or \"..\"";
-  return NULL;
+  for (i = 0; name[i] != '\0' && i < 47; i++)
+    buf[i] = (char)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] - 'A' + 'a' : name[i]);
+  buf[i] = '\0';
+  return buf;
 }
 
-static contender_t *find(const char *name) {
+/* The lease-name argument of a command, checked by the library's rule (counted
+   bytes: a NUL inside is refused, not cut); NULL with the reply's error in err. */
+static const char *name_arg(RedisModuleString *arg, size_t *len, char *err, size_t errlen) {
+  const char *name = RedisModule_StringPtrLen(arg, len);
+  if (simba_lease_name_check(name, *len) != SIMBA_OK) {
+    snprintf(err, errlen, "ERR %s", simba_last_error());
+    return NULL;
+  }
+  return name;
+}
+
+/* The contender of a checked name (len bytes, no NUL inside). */
+static contender_t *find(const char *name, size_t len) {
   contender_t *c;
   for (c = g.contenders; c != NULL; c = c->next)
-    if (strcmp(c->name, name) == 0) return c;
+    if (strlen(c->name) == len && memcmp(c->name, name, len) == 0) return c;
   return NULL;
 }
 
@@ -144,10 +124,8 @@ static void on_log(void *ud, int level, const char *msg) {
 }
 
 static void on_event(void *ud, simba_event_type_t type, const char *detail_json) {
-  static const char *names[] = {"session_opened",  "session_live",   "session_suspended",
-                                "session_expired", "session_closed", "lease_shortened"};
-  int i = (int)type;
-  const char *n = (i >= 0 && i <= 5) ? names[i] : "unknown";
+  char buf[48];
+  const char *n = lower_name(simba_event_name(type), (int)type, buf);
   (void)ud;
   RedisModule_Log(g.ctx,
                   type == SIMBA_EVENT_SESSION_SUSPENDED || type == SIMBA_EVENT_SESSION_EXPIRED
@@ -232,14 +210,16 @@ static void on_elected(void *ud, simba_term_t *t) {
 static void on_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t reason) {
   contender_t *c = ud;
   uint64_t token = simba_term_token(t);
+  char buf[48];
+  const char *why = lower_name(simba_revoke_reason_name(reason), (int)reason, buf);
   if (c->term == t) {
     simba_term_release(c->term);
     c->term = NULL;
   }
   RedisModule_Log(g.ctx, "notice", "simba: term of '%s' (token %" PRIu64 ") revoked: %s", c->name,
-                  token, reason_name(reason));
+                  token, why);
   publish("{\"event\":\"revoked\",\"name\":\"%s\",\"token\":%" PRIu64 ",\"reason\":\"%s\"}",
-          c->name, token, reason_name(reason));
+          c->name, token, why);
 }
 
 static void on_stopped(void *ud, int err) {
@@ -248,16 +228,11 @@ static void on_stopped(void *ud, int err) {
   c->stopped = 1;
 }
 
-/* Start contending; *err gets a message on failure. */
+/* Start contending for a checked name; *err gets a message on failure. */
 static contender_t *contend(const char *name, size_t len, char *err, size_t errlen) {
   contender_t *c;
   simba_listener_t l;
-  const char *bad = check_name(name, len);
   int rc;
-  if (bad != NULL) {
-    snprintf(err, errlen, "ERR %s", bad);
-    return NULL;
-  }
   c = calloc(1, sizeof *c);
   if (c == NULL) {
     snprintf(err, errlen, "ERR out of memory");
@@ -265,10 +240,10 @@ static contender_t *contend(const char *name, size_t len, char *err, size_t errl
   }
   memcpy(c->name, name, len);
   c->name[len] = '\0';
-  if (find(c->name) != NULL) {
+  if (find(name, len) != NULL) {
     snprintf(err, errlen,
-             find(c->name)->stopping ? "ERR SIMBA.RESIGN of '%s' is still in progress"
-                                     : "ERR already contending for '%s'",
+             find(name, len)->stopping ? "ERR SIMBA.RESIGN of '%s' is still in progress"
+                                       : "ERR already contending for '%s'",
              c->name);
     free(c);
     return NULL;
@@ -301,8 +276,8 @@ static int cmd_contend(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
   const char *name;
   if (argc != 2) return RedisModule_WrongArity(ctx);
   if (g.client == NULL) return reply_not_open(ctx);
-  name = RedisModule_StringPtrLen(argv[1], &len);
-  if (contend(name, len, err, sizeof err) == NULL) {
+  name = name_arg(argv[1], &len, err, sizeof err);
+  if (name == NULL || contend(name, len, err, sizeof err) == NULL) {
     arm();
     return RedisModule_ReplyWithError(ctx, err);
   }
@@ -314,21 +289,18 @@ static int cmd_contend(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) 
 static int cmd_resign(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   size_t len;
   const char *name;
-  char buf[MAX_NAME + 1];
+  char err[512];
   contender_t *c;
   int rc;
   if (argc != 2) return RedisModule_WrongArity(ctx);
   if (g.client == NULL) return reply_not_open(ctx);
-  name = RedisModule_StringPtrLen(argv[1], &len);
-  if (len > MAX_NAME) return RedisModule_ReplyWithError(ctx, "ERR not contending for that name");
-  memcpy(buf, name, len);
-  buf[len] = '\0';
-  c = find(buf);
+  name = name_arg(argv[1], &len, err, sizeof err);
+  if (name == NULL) return RedisModule_ReplyWithError(ctx, err);
+  c = find(name, len);
   if (c == NULL || c->stopping)
     return RedisModule_ReplyWithError(ctx, "ERR not contending for that name");
   rc = simba_election_stop(c->election, on_stopped, c);
   if (rc != SIMBA_OK) {
-    char err[512];
     snprintf(err, sizeof err, "ERR cannot resign '%s': %s (%s)", c->name, simba_strerror(rc),
              simba_last_error());
     return RedisModule_ReplyWithError(ctx, err);
@@ -342,14 +314,12 @@ static int cmd_resign(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
 static int cmd_token(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   size_t len;
   const char *name;
-  char buf[MAX_NAME + 1];
+  char err[512];
   contender_t *c;
   if (argc != 2) return RedisModule_WrongArity(ctx);
-  name = RedisModule_StringPtrLen(argv[1], &len);
-  if (len > MAX_NAME) return RedisModule_ReplyWithNull(ctx);
-  memcpy(buf, name, len);
-  buf[len] = '\0';
-  c = find(buf);
+  name = name_arg(argv[1], &len, err, sizeof err);
+  if (name == NULL) return RedisModule_ReplyWithError(ctx, err);
+  c = find(name, len);
   /* The term's validity is a pure function of the monotonic clock: a server that
      was paused past the deadline answers nil here even before the loop ran. */
   if (c == NULL || c->term == NULL || !simba_term_is_valid(c->term))
@@ -361,12 +331,14 @@ static int cmd_token(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
 static int cmd_status(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   contender_t *c;
   long n = 0;
+  char buf[48];
+  simba_session_status_t s = simba_client_status(g.client);
   (void)argv;
   if (argc != 1) return RedisModule_WrongArity(ctx);
   for (c = g.contenders; c != NULL; c = c->next) n++;
   RedisModule_ReplyWithMap(ctx, 2);
   RedisModule_ReplyWithCString(ctx, "session");
-  RedisModule_ReplyWithCString(ctx, status_name(simba_client_status(g.client)));
+  RedisModule_ReplyWithCString(ctx, lower_name(simba_session_status_name(s), (int)s, buf));
   RedisModule_ReplyWithCString(ctx, "leases");
   RedisModule_ReplyWithArray(ctx, n);
   for (c = g.contenders; c != NULL; c = c->next) {
@@ -537,8 +509,8 @@ static int check_host(RedisModuleCtx *ctx) {
   }
   RedisModule_SetModuleAttribs(ctx, MODULE_NAME, MODULE_VERSION, RM_APIVER_1);
 
-  if (simba_version() >> 16 != SIMBA_VERSION_MAJOR || simba_version() < 0x010200)
-    return load_error(ctx, NULL, "libsimba %s is loaded, simba_redis needs 1.2 or later",
+  if (simba_version() >> 16 != SIMBA_VERSION_MAJOR || simba_version() < 0x010300)
+    return load_error(ctx, NULL, "libsimba %s is loaded, simba_redis needs 1.3 or later",
                       simba_version_string());
   return RM_OK;
 }
@@ -554,8 +526,8 @@ static int parse_arg(RedisModuleCtx *ctx, simba_config_t *cfg, const char *key, 
     memcpy(g.channel, val, vlen);
     g.channel[vlen] = '\0';
   } else if (strcmp(key, "contend") == 0) {
-    const char *bad = check_name(val, vlen);
-    if (bad != NULL) return load_error(ctx, cfg, "contend '%s': %s", val, bad);
+    if (simba_lease_name_check(val, vlen) != SIMBA_OK)
+      return load_error(ctx, cfg, "contend '%s': %s", val, simba_last_error());
     if (a->n_names == (int)(sizeof a->names / sizeof a->names[0]))
       return load_error(ctx, cfg, "at most 64 'contend' arguments");
     a->names[a->n_names] = val;
@@ -587,9 +559,17 @@ static int parse_args(RedisModuleCtx *ctx, simba_config_t *cfg, RedisModuleStrin
                       "'%s' has no value",
                       RedisModule_StringPtrLen(argv[argc - 1], NULL));
   for (i = 0; i < argc; i += 2) {
-    const char *key = RedisModule_StringPtrLen(argv[i], NULL);
-    size_t vlen;
+    size_t klen, vlen;
+    const char *key = RedisModule_StringPtrLen(argv[i], &klen);
     const char *val = RedisModule_StringPtrLen(argv[i + 1], &vlen);
+    const char *knul = memchr(key, '\0', klen), *vnul = memchr(val, '\0', vlen);
+    /* Passed on as C strings: a NUL inside would cut them silently. */
+    if (knul != NULL)
+      return load_error(ctx, cfg, "module argument '%s' has a NUL byte at index %zu", key,
+                        (size_t)(knul - key));
+    if (vnul != NULL)
+      return load_error(ctx, cfg, "the value of module argument '%s' has a NUL byte at index %zu",
+                        key, (size_t)(vnul - val));
     if (parse_arg(ctx, cfg, key, val, vlen, a) != RM_OK) return RM_ERR;
   }
   if (a->backend == NULL)

@@ -4,8 +4,10 @@ redis-server of our own, else PostgreSQL).
 
 An upstream written here (Python http.server) fences: it accepts a request only
 if its X-Fencing-Token is at least the largest it accepted, and records every
-request. Checks: bad directives fail `nginx -t` with a clear message; exactly one
-instance leads and every worker of an instance agrees; followers answer 503;
+request. Checks: bad directives fail `nginx -t` with a clear message (a NUL byte in
+a lease name, URL or option too); exactly one instance leads and every worker of an
+instance agrees; followers answer 503, except the status location under a
+server-level `simba_leader_only on`;
 `kill -9` of the leader's master and workers hands over within the lease bound;
 a reload keeps leadership or hands it over cleanly (never two leaders, old
 workers exit, no alert in the log); QUIT releases the lease at once; the upstream
@@ -118,7 +120,7 @@ def main():
     name = unique("nginx")
     upstream = Upstream()
 
-    def conf_text(tag, port, extra_http="", lease=name, backend_url_=backend):
+    def conf_text(tag, port, extra_http="", lease=name, backend_url_=backend, port2=None):
         d = sb.path(tag)
         os.makedirs(d, exist_ok=True)
         user = "user root;\n" if os.geteuid() == 0 else ""
@@ -158,18 +160,31 @@ http {{
         location = /vars {{ return 200 "$pid $simba_leader $simba_token\\n"; }}
         location = /ret {{ simba_leader_only on; return 200 "leader\\n"; }}
     }}
+    server {{
+        listen 127.0.0.1:{port2 or free_port()} reuseport;
+        simba_leader_only on;
+        location = /simba {{ simba_status; }}
+        location = /simba-leader {{ simba_status; simba_leader_only on; }}
+        location / {{ return 200 "leader\\n"; }}
+    }}
 }}
 """
 
     def write_conf(tag, text):
         path = sb.path(tag, "nginx.conf")
-        with open(path, "w") as f:
+        with open(path, "w", encoding="utf-8", newline="") as f:
             f.write(text)
         return path
 
     # --- nginx -t rejects bad directives with a clear message --------------------------
     bad = [
-        ("bad-lease", dict(lease="'no spaces'"), "outside [A-Za-z0-9._:-]"),
+        ("bad-lease", dict(lease="'no spaces'"), "character ' ' at index 2"),
+        # A NUL byte in the file: refused, never read as the string's end.
+        ("bad-lease-nul", dict(lease=f"{name}\0junk"), f"NUL byte at index {len(name)}"),
+        ("bad-backend-nul", dict(backend_url_=f"{backend}\0junk"),
+         f"\"simba_backend\": an argument has a NUL byte at index {len(backend)}"),
+        ("bad-option-nul", dict(extra_http="simba_option client.name web\0junk;"),
+         "\"simba_option\": an argument has a NUL byte at index 3"),
         ("bad-scheme", dict(backend_url_="ftp://x"), "unsupported URL"),
         ("bad-option", dict(extra_http="simba_option session.drift 2;"), "session.drift"),
         ("bad-rule", dict(extra_http="simba_option session.renew-interval 5s;"), "renew"),
@@ -180,7 +195,7 @@ http {{
         path = write_conf(tag, conf_text(tag, free_port(), **kw))
         r = subprocess.run([nginx, "-t", "-q", "-p", sb.path(tag), "-c", path],
                            capture_output=True, text=True, timeout=20)
-        out = r.stdout + r.stderr
+        out = (r.stdout + r.stderr).replace("\0", "\\0")
         check(r.returncode != 0, f"{tag}: nginx -t accepted it:\n{out}")
         check(words in out, f"{tag}: nginx -t does not say {words!r}:\n{out}")
     # simba_leader_only without a lease is an error too
@@ -197,13 +212,14 @@ http {{
     inst = {}
 
     def start(tag):
-        port = free_port()
-        path = write_conf(tag, conf_text(tag, port))
+        port, port2 = free_port(), free_port()
+        path = write_conf(tag, conf_text(tag, port, port2=port2))
         r = subprocess.run([nginx, "-t", "-q", "-p", sb.path(tag), "-c", path],
                            capture_output=True, text=True, timeout=20)
         check(r.returncode == 0, f"{tag}: nginx -t: {r.stderr}")
         p = sb.spawn([nginx, "-p", sb.path(tag), "-c", path, "-g", "daemon off;"], f"{tag}-nginx")
         p.port = port
+        p.port2 = port2  # a server with "simba_leader_only on" at server level
         p.tag = tag
         wait_until(f"nginx {tag} on {port}", lambda: http_get(port, "/simba")[0] == 200, 10)
         inst[tag] = p
@@ -287,6 +303,18 @@ http {{
     code, body = http_get(inst[leader].port, "/work")
     check(code == 200 and body.strip() == f"200 {tok1}", f"leader /work: {code} {body!r}")
     log("one leader; all workers agree; the follower answers 503")
+
+    # "simba_leader_only on" at server level: its status location answers on followers
+    # too, unless the location says so itself.
+    for tag in (leader, follower):
+        code, body = http_get(inst[tag].port2, "/simba")
+        check(code == 200 and json.loads(body)["leader"] == (tag == leader),
+              f"{tag}: /simba under a server-level leader_only: {code} {body!r}")
+        code, _ = http_get(inst[tag].port2, "/simba-leader")
+        check(code == (200 if tag == leader else 503), f"{tag}: /simba-leader answered {code}")
+        code, _ = http_get(inst[tag].port2, "/other")
+        check(code == (200 if tag == leader else 503), f"{tag}: /other answered {code}")
+    log("under a server-level simba_leader_only on, the status location answers on followers")
 
     # --- kill -9 the follower's worker 0: the master respawns it, it contends again ------------
     owner = status(follower)["contenders"][0]["pid"]

@@ -7,7 +7,9 @@ Checks: bad module arguments make the server refuse to start with a clear messag
 exactly one server leads; `kill -9` of the leader hands the name over within the
 lease bound; a graceful SHUTDOWN and SIMBA.RESIGN hand it over at once; every
 new term has a larger token; elections and revocations are published on the
-channel; the commands reject bad input.
+channel; the commands reject bad input, and a name with a NUL byte inside is
+refused by every command (not cut: "name\\0junk" must not resign "name"); module
+arguments with a NUL byte are refused at MODULE LOAD.
 """
 
 import json
@@ -51,12 +53,13 @@ def main():
     backend = sql_backend(sb)
     name = unique("redis-module")
 
-    def start(tag, *module_args, expect_fail=False):
+    def start(tag, *module_args, expect_fail=False, bare=False):
         port = free_port()
         args = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "no", "--dir", sb.dir, "--logfile", "",
-                "--enable-module-command", "yes",
-                "--loadmodule", module, *module_args]
+                "--enable-module-command", "yes"]
+        if not bare:
+            args += ["--loadmodule", module, *module_args]
         p = sb.spawn(args, tag)
         p.port = port
         p.tag = tag
@@ -76,7 +79,7 @@ def main():
     # --- bad module arguments: the server refuses to start and says why -------------
     for tag, args, words in [
         ("bad-missing-backend", ["contend", name], "missing module argument: backend"),
-        ("bad-name", ["backend", backend, "contend", "no spaces"], "outside [A-Za-z0-9._:-]"),
+        ("bad-name", ["backend", backend, "contend", "no spaces"], "character ' ' at index 2"),
         ("bad-key", ["backend", backend, "session.lease-duration", "fast"], "session.lease-duration"),
         ("bad-odd", ["backend"], "pairs"),
         ("bad-mode", ["backend", backend, "loop.mode", "thread"], "set by the module"),
@@ -88,6 +91,26 @@ def main():
         check(p.returncode != 0, f"{tag}: exit status {p.returncode}")
         check(words in out, f"{tag}: the log does not say {words!r}:\n{out}")
     log("bad module arguments are refused with a message")
+
+    # A NUL byte can reach the module's arguments through MODULE LOAD (RESP strings are
+    # counted): refused, never cut into another name or URL.
+    bare = start("bare", bare=True)
+    for args, words in [
+        (("backend", backend, "contend", name + "\0junk"), f"NUL byte at index {len(name)}"),
+        (("backend", "memory://\0x"), "NUL byte at index 9"),
+        (("backend", backend, "client.name\0x", "y"), "NUL byte at index 11"),
+    ]:
+        try:
+            r = resp_call(bare.port, "MODULE", "LOAD", module, *args)
+            raise Failure(f"MODULE LOAD {args!r} answered {r!r}, not an error")
+        except RespError:
+            pass
+        out = sb.tail("bare.out", 200)
+        check(words in out, f"MODULE LOAD {args!r}: the log does not say {words!r}:\n{out}")
+    check(resp_call(bare.port, "MODULE", "LIST") == [], "a module stayed loaded after a refusal")
+    bare.terminate()
+    bare.wait(10)
+    log("module arguments with a NUL byte are refused at MODULE LOAD")
 
     common = ["backend", backend, "contend", name, "session.lease-duration", f"{LEASE_MS}ms",
               "session.renew-interval", f"{RENEW_MS}ms", "channel", CHANNEL]
@@ -227,9 +250,11 @@ def main():
     port = hosts[leader].port
     for args, words in [
         (("SIMBA.CONTEND", name), "already contending"),
-        (("SIMBA.CONTEND", "a b"), "outside [A-Za-z0-9._:-]"),
-        (("SIMBA.CONTEND", "x" * 129), "longer than 128"),
-        (("SIMBA.CONTEND", ".."), "may not be"),
+        (("SIMBA.CONTEND", "a b"), "character ' ' at index 1"),
+        (("SIMBA.CONTEND", "x" * 129), "129 characters long (at most 128"),
+        (("SIMBA.CONTEND", ".."), "is not allowed"),
+        (("SIMBA.TOKEN", "a/b"), "character '/' at index 1"),
+        (("SIMBA.RESIGN", ""), "lease name is empty"),
         (("SIMBA.CONTEND",), "wrong number of arguments"),
         (("SIMBA.RESIGN", "nobody"), "not contending"),
         (("SIMBA.TOKEN",), "wrong number of arguments"),
@@ -244,8 +269,27 @@ def main():
     check(resp_call(port, "PING") == "PONG", "the server survived the bad input")
     log("commands reject bad input with clear errors")
 
-    # --- SIMBA.CLOSE then MODULE UNLOAD on the leader: released, the other leads --------------
+    # --- a NUL byte inside a name: refused by every command, never cut to the name -------------
+    # "name\0junk" once matched "name" (strcmp on a copy): RESIGN revoked the leader's term.
     leader, follower = follower, leader
+    check(one_leader() == {leader: tok4}, f"before the NUL names: {leaders()}")
+    for cmd in ("SIMBA.RESIGN", "SIMBA.TOKEN", "SIMBA.CONTEND"):
+        for host in (leader, follower):
+            try:
+                r = resp_call(hosts[host].port, cmd, name + "\0junk")
+                raise Failure(f"{cmd} of a name with a NUL byte answered {r!r}, not an error")
+            except RespError as e:
+                check(f"lease name has a NUL byte at index {len(name)}" in str(e),
+                      f"{cmd} with a NUL byte: {e!r}")
+    time.sleep(0.5)  # a resign would have handed over by now (a released lease: one retry)
+    check(one_leader() == {leader: tok4}, f"a name with a NUL byte moved leadership: {leaders()}")
+    for host in (leader, follower):
+        ls = pairs(resp_call(hosts[host].port, "SIMBA.STATUS"))["leases"]
+        check([pairs(x)["name"] for x in ls] == [name], f"STATUS after the NUL names: {ls}")
+        check(pairs(ls[0])["state"] != "stopping", f"host-{host} is resigning: {ls}")
+    log("a name with a NUL byte is refused by SIMBA.RESIGN, SIMBA.TOKEN and SIMBA.CONTEND")
+
+    # --- SIMBA.CLOSE then MODULE UNLOAD on the leader: released, the other leads --------------
     check(one_leader() == {leader: tok4}, f"before CLOSE: {leaders()}")
     try:
         resp_call(hosts[leader].port, "MODULE", "UNLOAD", "simba")
