@@ -18,22 +18,15 @@
 
 extern char **environ;
 
-static const char *revoke_reason_name(simba_revoke_reason_t r) {
-  switch (r) {
-    case SIMBA_REVOKE_STOPPED:
-      return "STOPPED";
-    case SIMBA_REVOKE_STEPPED_DOWN:
-      return "STEPPED_DOWN";
-    case SIMBA_REVOKE_DEADLINE_PASSED:
-      return "DEADLINE_PASSED";
-    case SIMBA_REVOKE_SESSION_EXPIRED:
-      return "SESSION_EXPIRED";
-    case SIMBA_REVOKE_TAKEN_OVER:
-      return "TAKEN_OVER";
-    /* Invalid but not yet revoked: the local deadline passed first. */
-    default:
-      return "its local deadline passed";
-  }
+/* Why the term ended, as the library names it; a term invalid but not yet
+ * revoked (NONE) ended at its local deadline. buf holds "UNKNOWN(N)" for a
+ * reason this libsimba does not name. */
+static const char *term_end_reason(simba_revoke_reason_t r, char buf[32]) {
+  if (r == SIMBA_REVOKE_NONE) return "its local deadline passed";
+  const char *name = simba_revoke_reason_name(r);
+  if (strcmp(name, "UNKNOWN") != 0) return name;
+  snprintf(buf, 32, "UNKNOWN(%d)", (int)r);
+  return buf;
 }
 
 static bool is_term_variable(const char *entry) {
@@ -161,10 +154,11 @@ cli_work_end_t cli_supervise(cli_child_t *child, simba_term_t *term, int64_t gra
                  "if it is still running",
                  *signo, clamp(deadline - now, 0, INT64_MAX));
       } else if (!valid) {
+        char buf[32];
         why = CLI_WORK_TERM_LOST;
         LOG_INFO("term of %s (token %" PRIu64 ") ended: %s; stopping the command (SIGTERM)",
                  simba_term_name(term), simba_term_token(term),
-                 revoke_reason_name(simba_term_revoke_reason(term)));
+                 term_end_reason(simba_term_revoke_reason(term), buf));
       } else {
         why = CLI_WORK_TERM_LOST;
         LOG_INFO("term of %s (token %" PRIu64 ") has %" PRId64

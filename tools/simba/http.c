@@ -160,19 +160,6 @@ static enum MHD_Result respond_error(struct MHD_Connection *conn, unsigned code,
   return respond_json(conn, code, body);
 }
 
-static const char *status_name(simba_session_status_t s) {
-  switch (s) {
-    case SIMBA_SESSION_OPENING:
-      return "OPENING";
-    case SIMBA_SESSION_LIVE:
-      return "LIVE";
-    case SIMBA_SESSION_SUSPENDED:
-      return "SUSPENDED";
-    default:
-      return "CLOSED";
-  }
-}
-
 /* 200 while the session is LIVE and the loop answered a snapshot within
  * kLoopStaleMs; 503 with the reason otherwise. */
 static enum MHD_Result serve_healthz(cli_http_t *h, struct MHD_Connection *conn) {
@@ -199,13 +186,13 @@ static enum MHD_Result serve_healthz(cli_http_t *h, struct MHD_Connection *conn)
     return respond_json(
         conn, MHD_HTTP_OK,
         format("{\"healthy\":true,\"session\":\"%s\",\"loop_answered_ms_ago\":%s}\n",
-               status_name(status), loop));
+               simba_session_status_name(status), loop));
   }
   char *quoted = json_quote(reason);
   char *body = quoted ? format(
                             "{\"healthy\":false,\"session\":\"%s\",\"loop_answered_ms_ago\":%s,"
                             "\"reason\":%s}\n",
-                            status_name(status), loop, quoted)
+                            simba_session_status_name(status), loop, quoted)
                       : NULL;
   free(quoted);
   return respond_json(conn, MHD_HTTP_SERVICE_UNAVAILABLE, body);
