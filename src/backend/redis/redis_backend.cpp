@@ -364,7 +364,9 @@ void RedisBackend::on_reply(redisAsyncContext* ac, void* reply, void* privdata) 
   if (self->url_.sentinel && r->type == REDIS_REPLY_ERROR &&
       reply_str(r).compare(0, 8, "READONLY") == 0 && self->cmd_ && self->cmd_->ac == ac) {
     self->log(kLogWarn, "answers READONLY: no longer the primary; asking the Sentinels");
-    self->drop_conn(&self->cmd_);
+    self->drop_conn(&self->cmd_,
+                    "connection dropped: the server answered READONLY (no longer "
+                    "the primary)");
   }
 }
 
@@ -382,7 +384,8 @@ void RedisBackend::on_wait_reply(redisAsyncContext* ac, void* reply, void* privd
   const bool ok = r && reply_int(r, &acks) && acks >= self->url_.wait_replicas;
   const std::string why =
       ok          ? std::string()
-      : !r        ? "connection lost before WAIT answered"
+      : !r        ? (!self->drop_reason_.empty() ? "WAIT unanswered, " + self->drop_reason_
+                                                 : "connection lost before WAIT answered")
       : acks >= 0 ? std::to_string(acks) + " of " + std::to_string(self->url_.wait_replicas) +
                         " replicas acknowledged the write in time (wait_replicas)"
                   : "WAIT failed: " + reply_str(r);
