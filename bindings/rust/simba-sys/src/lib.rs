@@ -1,4 +1,4 @@
-//! Raw declarations of libsimba's C ABI (`include/simba.h`, version 1.2).
+//! Raw declarations of libsimba's C ABI (`include/simba.h`, version 1.3).
 //!
 //! Hand-written, one item per item of the header; see the header for every
 //! function's contract. Use the `simba` crate for a safe API.
@@ -9,7 +9,7 @@ use core::ffi::{c_char, c_int, c_uint, c_void};
 use core::marker::{PhantomData, PhantomPinned};
 
 pub const SIMBA_VERSION_MAJOR: c_uint = 1;
-pub const SIMBA_VERSION_MINOR: c_uint = 2;
+pub const SIMBA_VERSION_MINOR: c_uint = 3;
 pub const SIMBA_VERSION_PATCH: c_uint = 0;
 
 pub const SIMBA_OK: c_int = 0;
@@ -24,6 +24,9 @@ pub const SIMBA_EWOULDBLOCK: c_int = -8;
 pub const SIMBA_EBUSY: c_int = -9;
 pub const SIMBA_EUNSUPPORTED: c_int = -10;
 pub const SIMBA_ECANCELED: c_int = -11;
+
+/// `simba_lease_name_check`'s `len` for a NUL-terminated name.
+pub const SIMBA_NAME_CSTRING: usize = usize::MAX;
 
 pub const SIMBA_LOG_DEBUG: c_int = 0;
 pub const SIMBA_LOG_INFO: c_int = 1;
@@ -62,7 +65,7 @@ macro_rules! opaque {
         }
     )*};
 }
-opaque!(simba_config_t, simba_client_t, simba_term_t, simba_election_t, simba_task_t);
+opaque!(simba_config_t, simba_client_t, simba_term_t, simba_election_t, simba_task_t, simba_observer_t);
 
 pub type simba_submit_fn = Option<
     unsafe extern "C" fn(ctx: *mut c_void, run: Option<unsafe extern "C" fn(*mut c_void)>, arg: *mut c_void) -> c_int,
@@ -74,6 +77,15 @@ pub type simba_revoked_fn =
     Option<unsafe extern "C" fn(ud: *mut c_void, t: *mut simba_term_t, reason: simba_revoke_reason_t)>;
 pub type simba_done_fn = Option<unsafe extern "C" fn(ud: *mut c_void, err: c_int)>;
 pub type simba_lock_fn = Option<unsafe extern "C" fn(ud: *mut c_void, err: c_int, term: *mut simba_term_t)>;
+pub type simba_observe_fn = Option<
+    unsafe extern "C" fn(
+        ud: *mut c_void,
+        name: *const c_char,
+        holder_session: *const c_char,
+        holder_client: *const c_char,
+        token: u64,
+    ),
+>;
 pub type simba_work_fn = Option<unsafe extern "C" fn(ud: *mut c_void, term: *mut simba_term_t)>;
 
 /// `simba_listener_t`: the only struct of the ABI.
@@ -92,6 +104,8 @@ extern "C" {
     pub fn simba_strerror(err: c_int) -> *const c_char;
     pub fn simba_last_error() -> *const c_char;
     pub fn simba_free(p: *mut c_void);
+    /// Since 1.3.
+    pub fn simba_code_name(err: c_int) -> *const c_char;
 
     pub fn simba_config_new(out: *mut *mut simba_config_t) -> c_int;
     pub fn simba_config_copy(out: *mut *mut simba_config_t, c: *const simba_config_t) -> c_int;
@@ -108,6 +122,8 @@ extern "C" {
         min_level: c_int,
     ) -> c_int;
     pub fn simba_config_validate(c: *const simba_config_t) -> c_int;
+    /// Since 1.2.
+    pub fn simba_config_set_event_sink(cfg: *mut simba_config_t, f: simba_event_fn, ud: *mut c_void) -> c_int;
 
     pub fn simba_client_open(
         out: *mut *mut simba_client_t,
@@ -123,6 +139,8 @@ extern "C" {
         ud: *mut c_void,
     ) -> c_int;
     pub fn simba_client_status(c: *const simba_client_t) -> simba_session_status_t;
+    /// Since 1.3.
+    pub fn simba_session_status_name(s: simba_session_status_t) -> *const c_char;
     pub fn simba_client_snapshot_json(c: *mut simba_client_t) -> *mut c_char;
     pub fn simba_client_inspect_json(
         c: *mut simba_client_t,
@@ -131,7 +149,22 @@ extern "C" {
         timeout_ms: i64,
         out_json: *mut *mut c_char,
     ) -> c_int;
+    /// Since 1.2.
+    pub fn simba_client_metrics_text(c: *mut simba_client_t) -> *mut c_char;
+    /// Since 1.2.
+    pub fn simba_observe_start(
+        out: *mut *mut simba_observer_t,
+        c: *mut simba_client_t,
+        name: *const c_char,
+        poll_ms: i64,
+        f: simba_observe_fn,
+        ud: *mut c_void,
+    ) -> c_int;
+    /// Since 1.2.
+    pub fn simba_observer_free(o: *mut simba_observer_t);
     pub fn simba_client_on_event(c: *mut simba_client_t, f: simba_event_fn, ud: *mut c_void) -> c_int;
+    /// Since 1.3.
+    pub fn simba_event_name(kind: simba_event_type_t) -> *const c_char;
     pub fn simba_client_fd(c: *const simba_client_t) -> c_int;
     pub fn simba_client_timeout_ms(c: *const simba_client_t) -> i64;
     pub fn simba_client_process(c: *mut simba_client_t) -> c_int;
@@ -145,11 +178,16 @@ extern "C" {
     pub fn simba_term_remaining_ms(t: *const simba_term_t) -> i64;
     pub fn simba_term_ensure_valid(t: *const simba_term_t, min_remaining_ms: i64) -> c_int;
     pub fn simba_term_revoke_reason(t: *const simba_term_t) -> simba_revoke_reason_t;
+    /// Since 1.3.
+    pub fn simba_revoke_reason_name(reason: simba_revoke_reason_t) -> *const c_char;
     pub fn simba_term_on_revoked(t: *mut simba_term_t, f: simba_revoked_fn, ud: *mut c_void) -> c_int;
     pub fn simba_term_wait_revoked(t: *mut simba_term_t, timeout_ms: i64) -> c_int;
     pub fn simba_term_revoke_fd(t: *mut simba_term_t) -> c_int;
     pub fn simba_term_retain(t: *mut simba_term_t);
     pub fn simba_term_release(t: *mut simba_term_t);
+
+    /// Since 1.3: `len` in bytes, or [`SIMBA_NAME_CSTRING`].
+    pub fn simba_lease_name_check(name: *const c_char, len: usize) -> c_int;
 
     pub fn simba_election_start(
         out: *mut *mut simba_election_t,
@@ -248,6 +286,59 @@ mod tests {
         assert!(v >= (SIMBA_VERSION_MAJOR << 16) | (SIMBA_VERSION_MINOR << 8));
         let s = unsafe { core::ffi::CStr::from_ptr(simba_version_string()) };
         assert!(s.to_str().unwrap().starts_with("1."));
+    }
+
+    fn text(p: *const c_char) -> &'static str {
+        assert!(!p.is_null());
+        unsafe { core::ffi::CStr::from_ptr(p) }.to_str().unwrap()
+    }
+
+    #[test]
+    fn names_come_from_the_library() {
+        unsafe {
+            assert_eq!(text(simba_code_name(SIMBA_OK)), "OK");
+            assert_eq!(text(simba_code_name(SIMBA_EBUSY)), "EBUSY");
+            assert_eq!(text(simba_code_name(-99)), "UNKNOWN");
+            assert_eq!(text(simba_session_status_name(SIMBA_SESSION_SUSPENDED)), "SUSPENDED");
+            assert_eq!(text(simba_session_status_name(42)), "UNKNOWN");
+            assert_eq!(text(simba_event_name(SIMBA_EVENT_SESSION_LEASE_SHORTENED)), "SESSION_LEASE_SHORTENED");
+            assert_eq!(text(simba_event_name(-1)), "UNKNOWN");
+            assert_eq!(text(simba_revoke_reason_name(SIMBA_REVOKE_TAKEN_OVER)), "TAKEN_OVER");
+            assert_eq!(text(simba_revoke_reason_name(9)), "UNKNOWN");
+        }
+    }
+
+    /// Every `SIMBA_API` function of the tree's simba.h is declared here and
+    /// has a row in the README's table (skipped outside the source tree).
+    #[test]
+    fn every_header_function_is_declared_and_documented() {
+        use std::string::String;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let Ok(header) = std::fs::read_to_string(root.join("../../../include/simba.h")) else {
+            return;
+        };
+        let readme = std::fs::read_to_string(root.join("../README.md")).unwrap();
+        let table = &readme[readme.find("## simba.h → Rust").expect("the README's table")..];
+        let decls = include_str!("lib.rs");
+        let mut n = 0;
+        for line in header.lines().filter(|l| l.starts_with("SIMBA_API ")) {
+            let name: String = line[..line.find('(').unwrap()].rsplit([' ', '*']).next().unwrap().into();
+            assert!(decls.contains(&std::format!("pub fn {name}(")), "{name} is not declared");
+            assert!(table.contains(&std::format!("`{name}`")), "{name} has no row in the README");
+            n += 1;
+        }
+        assert!(n >= 62, "read {n} functions");
+    }
+
+    #[test]
+    fn lease_name_check_counts_bytes() {
+        unsafe {
+            assert_eq!(simba_lease_name_check(c"jobs".as_ptr(), SIMBA_NAME_CSTRING), SIMBA_OK);
+            assert_eq!(simba_lease_name_check(b"jobs\0-tenant".as_ptr().cast(), 12), SIMBA_EINVAL);
+            assert!(text(simba_last_error()).contains("NUL"), "{}", text(simba_last_error()));
+            // Counted: the bytes after `len` are not read.
+            assert_eq!(simba_lease_name_check(b"jobs!".as_ptr().cast(), 4), SIMBA_OK);
+        }
     }
 
     #[test]

@@ -1,126 +1,21 @@
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_void};
 use std::marker::PhantomData;
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use simba_sys as sys;
 
-use crate::config::{Config, Hooks};
+use crate::config::Config;
 use crate::election::{Election, Listener};
-use crate::error::{check, cstring, Error, Result};
+use crate::error::{check, cstring, lease_cstring, Error, Result};
+use crate::event::{Event, SessionStatus};
+use crate::observe::{Holder, Observation, Observer};
+use crate::shared::Shared;
 use crate::task::Task;
 use crate::term::{LockTerm, Term};
-use crate::util::{lock, ms_duration, run_callback, take_c_string, wait_ms, OneShot};
-
-/// Session status (`snapshot().session.status`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum SessionStatus {
-    /// No session yet, or a new one after the last ended.
-    Opening,
-    /// The last keep-alive succeeded.
-    Live,
-    /// The last keep-alive failed; the deadline has not passed.
-    Suspended,
-    /// Closed.
-    Closed,
-}
-
-/// Kinds of session events.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum EventKind {
-    /// A new session id was granted.
-    SessionOpened,
-    /// A keep-alive succeeded after a failure.
-    SessionLive,
-    /// A keep-alive failed.
-    SessionSuspended,
-    /// The session ended: the backend said expired, or the deadline passed.
-    SessionExpired,
-    /// The client closed its session.
-    SessionClosed,
-    /// The backend granted too little: renewing faster (once per session).
-    SessionLeaseShortened,
-    /// An event this binding does not know (a newer library).
-    Other(i32),
-}
-
-/// A session event, as delivered to [`Client::on_event`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Event {
-    /// What happened.
-    pub kind: EventKind,
-    /// The library's JSON detail (session id, ...).
-    pub detail_json: String,
-}
-
-type Sink = Box<dyn FnMut(&Event) + Send>;
-
-#[derive(Default)]
-struct SinkSlot {
-    generation: u64,
-    sink: Option<Sink>,
-    registered: bool,
-}
-
-/// State that must outlive every callback of the client: the Rust side of its
-/// logger, executor and event sink, and the closures of handles that were
-/// dropped where their callbacks could still be running (freed with this).
-pub(crate) struct Shared {
-    _hooks: Hooks,
-    sink: Mutex<SinkSlot>,
-    graveyard: Mutex<Vec<Box<dyn Send>>>,
-}
-
-impl Shared {
-    /// Keeps `b` until the client is closed and every handle dropped.
-    pub(crate) fn retire(&self, b: Box<dyn Send>) {
-        lock(&self.graveyard).push(b);
-    }
-}
-
-unsafe extern "C" fn event_tramp(ud: *mut c_void, kind: sys::simba_event_type_t, detail: *const c_char) {
-    let shared = &*(ud as *const Shared);
-    run_callback("event", || {
-        let ev = Event {
-            kind: match kind {
-                sys::SIMBA_EVENT_SESSION_OPENED => EventKind::SessionOpened,
-                sys::SIMBA_EVENT_SESSION_LIVE => EventKind::SessionLive,
-                sys::SIMBA_EVENT_SESSION_SUSPENDED => EventKind::SessionSuspended,
-                sys::SIMBA_EVENT_SESSION_EXPIRED => EventKind::SessionExpired,
-                sys::SIMBA_EVENT_SESSION_CLOSED => EventKind::SessionClosed,
-                sys::SIMBA_EVENT_SESSION_LEASE_SHORTENED => EventKind::SessionLeaseShortened,
-                k => EventKind::Other(k),
-            },
-            detail_json: if detail.is_null() {
-                String::new()
-            } else {
-                CStr::from_ptr(detail).to_string_lossy().into_owned()
-            },
-        };
-        // Take the sink out so that it may replace itself without a deadlock.
-        let (gen, sink) = {
-            let mut s = lock(&shared.sink);
-            (s.generation, s.sink.take())
-        };
-        if let Some(mut f) = sink {
-            struct PutBack<'a>(&'a Shared, u64, Option<Sink>);
-            impl Drop for PutBack<'_> {
-                fn drop(&mut self) {
-                    let mut s = lock(&self.0.sink);
-                    if s.generation == self.1 && s.sink.is_none() {
-                        s.sink = self.2.take();
-                    }
-                }
-            }
-            let mut guard = PutBack(shared, gen, None);
-            f(&ev);
-            guard.2 = Some(f);
-        }
-    });
-}
+use crate::util::{ms_duration, run_callback, take_c_string, wait_ms, OneShot};
 
 /// A Simba client: one session on one backend, in THREAD mode (the engine runs
 /// on a thread of its own; callbacks run on the client's callback pool).
@@ -153,17 +48,22 @@ pub struct Client {
 unsafe impl Send for Client {}
 unsafe impl Sync for Client {}
 
+/// The oldest library this binding runs on: it takes its names from 1.3.
+const MIN_VERSION: u32 = 0x010300;
+
 fn open_raw(url: &str, cfg: Option<&Config>) -> Result<(*mut sys::simba_client_t, Arc<Shared>)> {
+    let loaded = unsafe { sys::simba_version() };
+    if loaded < MIN_VERSION {
+        return Err(Error::with_message(
+            sys::SIMBA_EUNSUPPORTED,
+            format!("this binding needs libsimba >= 1.3, loaded {}", crate::version_string()),
+        ));
+    }
     let u = cstring(url, "backend URL")?;
     let mut raw = std::ptr::null_mut();
     let rc = unsafe { sys::simba_client_open(&mut raw, u.as_ptr(), cfg.map_or(std::ptr::null(), |c| c.as_raw())) };
     check(rc)?;
-    let shared = Arc::new(Shared {
-        _hooks: cfg.map(|c| c.hooks.clone()).unwrap_or_default(),
-        sink: Mutex::new(SinkSlot::default()),
-        graveyard: Mutex::new(Vec::new()),
-    });
-    Ok((raw, shared))
+    Ok((raw, Shared::new(cfg.map(|c| c.hooks.clone()).unwrap_or_default())))
 }
 
 impl Client {
@@ -200,10 +100,6 @@ impl Client {
         self.raw
     }
 
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.shared
-    }
-
     /// Waits until the session is live (`Duration::ZERO` checks, `Duration::MAX`
     /// waits without bound). `TimedOut`, `Closed`, `WouldBlock` in a callback.
     pub fn wait_live(&self, timeout: Duration) -> Result<()> {
@@ -212,12 +108,7 @@ impl Client {
 
     /// Current session status; never blocks.
     pub fn status(&self) -> SessionStatus {
-        match unsafe { sys::simba_client_status(self.raw) } {
-            sys::SIMBA_SESSION_OPENING => SessionStatus::Opening,
-            sys::SIMBA_SESSION_LIVE => SessionStatus::Live,
-            sys::SIMBA_SESSION_SUSPENDED => SessionStatus::Suspended,
-            _ => SessionStatus::Closed,
-        }
+        SessionStatus::from_raw(unsafe { sys::simba_client_status(self.raw) })
     }
 
     /// A JSON snapshot: session (id, status, remaining_ms, ...), every election
@@ -233,7 +124,7 @@ impl Client {
     /// What the backend holds, for operators: one read outside the session.
     /// `names` empty reports every lease the backend knows.
     pub fn inspect_json(&self, names: &[&str], timeout: Duration) -> Result<String> {
-        let owned = names.iter().map(|n| cstring(n, "lease name")).collect::<Result<Vec<_>>>()?;
+        let owned = names.iter().map(|n| lease_cstring(n)).collect::<Result<Vec<_>>>()?;
         let ptrs: Vec<*const c_char> = owned.iter().map(|c| c.as_ptr()).collect();
         let mut out = std::ptr::null_mut();
         let ms = wait_ms(timeout);
@@ -250,8 +141,62 @@ impl Client {
         Ok(unsafe { take_c_string(out) })
     }
 
+    /// The client's metrics in the Prometheus text format (`simba_acquires_total`,
+    /// `simba_terms_total`, `simba_revocations_total{reason}`, ...; see
+    /// docs/observability.md), for a scrape endpoint. Never blocks on the backend.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let client = simba::Client::open("memory://doc-metrics")?;
+    /// client.lock("doc.metrics", Duration::from_secs(5))?.unlock()?;
+    /// let text = client.metrics_text()?;
+    /// assert!(text.contains("simba_acquires_total{client=\"\"} 1\n"), "{text}");
+    /// # Ok::<(), simba::Error>(())
+    /// ```
+    pub fn metrics_text(&self) -> Result<String> {
+        let p = unsafe { sys::simba_client_metrics_text(self.raw) };
+        if p.is_null() {
+            return Err(Error::last(sys::SIMBA_ECLOSED));
+        }
+        Ok(unsafe { take_c_string(p) })
+    }
+
+    /// Follows who holds `name` without contending for it: `f` runs with the
+    /// state at the start, then on every change (another holder, another
+    /// token, free), one call at a time, in order, on the callback executor.
+    /// A change shows within one release broadcast or one `poll`
+    /// (`Duration::ZERO`: the renew interval; else at least 10 ms).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use std::sync::mpsc;
+    /// let client = simba::Client::open("memory://doc-observe")?;
+    /// let (tx, rx) = mpsc::channel();
+    /// let observer = client.observe("doc.observed", Duration::from_millis(50), move |h| {
+    ///     let _ = tx.send(h.clone());
+    /// })?;
+    /// assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap().is_free());
+    /// let held = client.lock("doc.observed", Duration::from_secs(5))?;
+    /// let seen = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    /// assert_eq!(seen.token, held.token());
+    /// drop(observer);
+    /// # Ok::<(), simba::Error>(())
+    /// ```
+    pub fn observe<F>(&self, name: &str, poll: Duration, f: F) -> Result<Observer>
+    where
+        F: FnMut(&Holder) + Send + 'static,
+    {
+        Observer::start(self.raw, &self.shared, name, poll, f)
+    }
+
+    /// [`Client::observe`] as a blocking iterator of changes.
+    pub fn observe_iter(&self, name: &str, poll: Duration) -> Result<Observation> {
+        Observation::start(self.raw, &self.shared, name, poll)
+    }
+
     /// Receives session events, one at a time, in order, on the callback
-    /// executor. Replaces an earlier sink (also from inside the sink).
+    /// executor. Replaces an earlier sink (also from inside the sink), and the
+    /// config's ([`Config::event_sink`], which also sees the first `SessionOpened`).
     pub fn on_event<F>(&self, sink: F) -> Result<()>
     where
         F: FnMut(&Event) + Send + 'static,
@@ -264,19 +209,8 @@ impl Client {
         self.set_sink(None)
     }
 
-    fn set_sink(&self, sink: Option<Sink>) -> Result<()> {
-        let mut s = lock(&self.shared.sink);
-        if !s.registered && sink.is_some() {
-            check(unsafe {
-                sys::simba_client_on_event(self.raw, Some(event_tramp), Arc::as_ptr(&self.shared) as *mut c_void)
-            })?;
-            s.registered = true;
-        }
-        s.generation += 1;
-        let old = std::mem::replace(&mut s.sink, sink);
-        drop(s);
-        drop(old);
-        Ok(())
+    fn set_sink(&self, sink: Option<crate::event::Sink>) -> Result<()> {
+        self.shared.set_sink(self.raw, sink)
     }
 
     /// Acquires the lock `name`, waiting up to `timeout` (`Duration::MAX`:
@@ -284,7 +218,7 @@ impl Client {
     /// served. `TimedOut`; `State` (an election of this client uses the name);
     /// `Closed`; `WouldBlock` in a callback.
     pub fn lock(&self, name: &str, timeout: Duration) -> Result<LockTerm> {
-        let n = cstring(name, "lease name")?;
+        let n = lease_cstring(name)?;
         let mut t = std::ptr::null_mut();
         check(unsafe { sys::simba_lock_acquire(&mut t, self.raw, n.as_ptr(), wait_ms(timeout)) })?;
         Ok(unsafe { LockTerm::from_owned(t) })
@@ -292,7 +226,7 @@ impl Client {
 
     /// One attempt: `Busy` when someone else (here or elsewhere) holds it.
     pub fn try_lock(&self, name: &str) -> Result<LockTerm> {
-        let n = cstring(name, "lease name")?;
+        let n = lease_cstring(name)?;
         let mut t = std::ptr::null_mut();
         check(unsafe { sys::simba_lock_try_acquire(&mut t, self.raw, n.as_ptr()) })?;
         Ok(unsafe { LockTerm::from_owned(t) })
@@ -333,7 +267,7 @@ impl Client {
             let r = if err == sys::SIMBA_OK { Ok(LockTerm::from_owned(t)) } else { Err(Error::code_only(err)) };
             run_callback("lock_async", move || f(r));
         }
-        let n = cstring(name, "lease name")?;
+        let n = lease_cstring(name)?;
         let ud = Box::into_raw(Box::new(Box::new(done) as Cb));
         let rc = unsafe {
             sys::simba_lock_acquire_async(self.raw, n.as_ptr(), wait_ms(timeout), Some(tramp), ud as *mut c_void)
@@ -377,7 +311,7 @@ impl Client {
     /// Starts contending for `name`; every `on_elected` is followed by exactly
     /// one `on_revoked` for the same term. See [`Election`].
     pub fn election<L: Listener>(&self, name: &str, listener: L) -> Result<Election> {
-        Election::start(self, name, Box::new(listener))
+        Election::start(self.raw, &self.shared, name, Box::new(listener))
     }
 
     /// Contends for `name`; each time elected runs `work(&term)` on a thread of
@@ -389,7 +323,7 @@ impl Client {
     where
         F: FnMut(&Term) + Send + 'static,
     {
-        Task::run_while_leader(self, name, work)
+        Task::run_while_leader((self.raw, &self.shared), name, work)
     }
 
     /// Contends for `name`; while leader, runs `run(&term)` after
@@ -398,7 +332,7 @@ impl Client {
     where
         F: FnMut(&Term) + Send + 'static,
     {
-        Task::schedule(self, name, initial_delay, period, run)
+        Task::schedule((self.raw, &self.shared), name, initial_delay, period, run)
     }
 
     /// Joins the partition group `group`: partitions `GROUP.0` .. `GROUP.N-1`
@@ -409,7 +343,7 @@ impl Client {
     where
         F: Fn(&Term) + Send + Sync + 'static,
     {
-        Task::join_group(self, group, partitions, work)
+        Task::join_group((self.raw, &self.shared), group, partitions, work)
     }
 
     /// Closes the client (see the type's documentation). Called from a callback

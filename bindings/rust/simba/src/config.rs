@@ -5,6 +5,7 @@ use std::time::Duration;
 use simba_sys as sys;
 
 use crate::error::{check, cstring, Error, Result};
+use crate::event::{Event, Sink};
 use crate::util::{lock, ms_duration, run_callback, span_ms};
 
 /// Log levels of the client's logger.
@@ -97,7 +98,10 @@ pub(crate) type SubmitFn = Box<dyn Fn(Job) -> std::result::Result<(), Job> + Sen
 pub(crate) struct Hooks {
     pub(crate) logger: Option<Arc<LogFn>>,
     pub(crate) executor: Option<Arc<SubmitFn>>,
+    pub(crate) event_sink: Option<Arc<ConfigSink>>,
 }
+
+type ConfigSink = Mutex<Sink>;
 
 /// Client configuration (the seed's `SimbaConfig`), a plain value copied by
 /// [`Client::open_with`](crate::Client::open_with).
@@ -143,22 +147,22 @@ impl Config {
     /// Sets a key from text, as the `simba.session.*` properties
     /// (`"session.lease-duration"` = `"15s"`, `"callback.executor"` = `"direct"`, ...).
     pub fn set(&mut self, key: &str, value: &str) -> Result<&mut Config> {
-        let k = cstring(key, "key")?;
-        let v = cstring(value, "value")?;
+        let k = cstring(key, "config key")?;
+        let v = cstring(value, format_args!("config value of {key}"))?;
         check(unsafe { sys::simba_config_set(self.raw, k.as_ptr(), v.as_ptr()) })?;
         Ok(self)
     }
 
     /// Sets a duration key (rounded up to milliseconds).
     pub fn set_duration(&mut self, key: &str, value: Duration) -> Result<&mut Config> {
-        let k = cstring(key, "key")?;
+        let k = cstring(key, "config key")?;
         check(unsafe { sys::simba_config_set_ms(self.raw, k.as_ptr(), span_ms(value)) })?;
         Ok(self)
     }
 
     /// Reads a duration key, derived defaults included.
     pub fn get_duration(&self, key: &str) -> Result<Duration> {
-        let k = cstring(key, "key")?;
+        let k = cstring(key, "config key")?;
         let mut ms = 0i64;
         check(unsafe { sys::simba_config_get_ms(self.raw, k.as_ptr(), &mut ms) })?;
         Ok(ms_duration(ms))
@@ -166,7 +170,7 @@ impl Config {
 
     /// Reads a numeric key that is not a duration (`"session.drift"`, `"callback.threads"`).
     pub fn get_f64(&self, key: &str) -> Result<f64> {
-        let k = cstring(key, "key")?;
+        let k = cstring(key, "config key")?;
         let mut v = 0f64;
         check(unsafe { sys::simba_config_get_double(self.raw, k.as_ptr(), &mut v) })?;
         Ok(v)
@@ -267,6 +271,41 @@ impl Config {
         let f: Arc<SubmitFn> = Arc::new(Box::new(submit));
         check(unsafe { sys::simba_config_set_executor(self.raw, Some(tramp), Arc::as_ptr(&f) as *mut c_void) })?;
         self.hooks.executor = Some(f);
+        Ok(self)
+    }
+
+    /// The event sink every client opened with this config starts with
+    /// (`simba_config_set_event_sink`): unlike [`Client::on_event`](crate::Client::on_event),
+    /// it also sees the first `SessionOpened`. Events of every client opened
+    /// with this config (or a clone) come to this one closure, one at a time;
+    /// a client's `on_event` replaces it for that client.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use std::sync::mpsc;
+    /// let (tx, rx) = mpsc::channel();
+    /// let mut cfg = simba::Config::new();
+    /// cfg.event_sink(move |ev| {
+    ///     let _ = tx.send(ev.kind);
+    /// })?;
+    /// let client = simba::Client::open_with("memory://doc-config-sink", &cfg)?;
+    /// assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), simba::EventKind::SessionOpened);
+    /// # Ok::<(), simba::Error>(())
+    /// ```
+    pub fn event_sink<F>(&mut self, sink: F) -> Result<&mut Config>
+    where
+        F: FnMut(&Event) + Send + 'static,
+    {
+        unsafe extern "C" fn tramp(ud: *mut c_void, kind: sys::simba_event_type_t, detail: *const c_char) {
+            let f = &*(ud as *const ConfigSink);
+            run_callback("event", || {
+                let ev = Event::from_c(kind, detail);
+                (lock(f))(&ev);
+            });
+        }
+        let f: Arc<ConfigSink> = Arc::new(Mutex::new(Box::new(sink)));
+        check(unsafe { sys::simba_config_set_event_sink(self.raw, Some(tramp), Arc::as_ptr(&f) as *mut c_void) })?;
+        self.hooks.event_sink = Some(f);
         Ok(self)
     }
 

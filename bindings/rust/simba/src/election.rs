@@ -4,10 +4,10 @@ use std::time::Duration;
 
 use simba_sys as sys;
 
-use crate::client::{Client, Shared};
-use crate::error::{check, cstring, Error, Result};
+use crate::error::{check, lease_cstring, Result};
+use crate::shared::{Handle, Kind, Shared};
 use crate::term::{RevokeReason, Term};
-use crate::util::{in_callback, lock, run_callback, span_ms, wait_ms, with_completion, Completion};
+use crate::util::{lock, run_callback, span_ms, wait_ms, Completion};
 
 /// An election listener. Its callbacks run one at a time, in order, on the
 /// callback executor; each receives a borrowed term (clone it to keep it).
@@ -78,11 +78,11 @@ unsafe extern "C" fn revoked_tramp(ud: *mut c_void, t: *mut sys::simba_term_t, r
             }
         };
         drop(old);
-        lock(&l.listener).on_revoked(&term, RevokeReason::from_raw(reason).unwrap_or(RevokeReason::Stopped));
+        lock(&l.listener).on_revoked(&term, RevokeReason::of(reason));
     });
 }
 
-/// Contention for one name ([`Client::election`]).
+/// Contention for one name ([`Client::election`](crate::Client::election)).
 ///
 /// Dropping it stops it: outside callbacks the drop waits until the stop
 /// completed (term revoked and released) and no callback of it runs, then
@@ -106,49 +106,42 @@ unsafe extern "C" fn revoked_tramp(ud: *mut c_void, t: *mut sys::simba_term_t, r
 /// # Ok::<(), simba::Error>(())
 /// ```
 pub struct Election {
-    raw: *mut sys::simba_election_t,
-    listener: *mut ListenerBox,
-    client: Arc<Shared>,
-    /// Completions of stops and step-downs not known to be done.
-    pending: Mutex<Vec<Completion>>,
+    h: Handle<ListenerBox>,
 }
 
-// SAFETY: every election function may be called from any thread; the listener
-// is behind a mutex and `Send`.
-unsafe impl Send for Election {}
-unsafe impl Sync for Election {}
+static ELECTION: Kind = Kind {
+    what: "election",
+    stop: Some(|raw, done, ud| unsafe { sys::simba_election_stop(raw.cast(), done, ud) }),
+    free: |raw| unsafe { sys::simba_election_free(raw.cast()) },
+};
 
 impl Election {
-    pub(crate) fn start(client: &Client, name: &str, l: Box<dyn Listener>) -> Result<Election> {
-        let n = cstring(name, "lease name")?;
-        let boxed: *mut ListenerBox =
-            Box::into_raw(Box::new(ListenerBox { listener: Mutex::new(l), current: Mutex::new(None) }));
-        let cl = sys::simba_listener_t {
-            on_elected: Some(elected_tramp),
-            on_revoked: Some(revoked_tramp),
-            ud: boxed as *mut c_void,
-        };
-        let mut raw = std::ptr::null_mut();
-        let rc = unsafe { sys::simba_election_start(&mut raw, client.as_raw(), n.as_ptr(), &cl) };
-        if rc != sys::SIMBA_OK {
-            let e = Error::last(rc);
-            drop(unsafe { Box::from_raw(boxed) });
-            return Err(e);
-        }
-        Ok(Election { raw, listener: boxed, client: client.shared().clone(), pending: Mutex::new(Vec::new()) })
+    pub(crate) fn start(
+        client: *mut sys::simba_client_t,
+        shared: &Arc<Shared>,
+        name: &str,
+        l: Box<dyn Listener>,
+    ) -> Result<Election> {
+        let n = lease_cstring(name)?;
+        let ud = ListenerBox { listener: Mutex::new(l), current: Mutex::new(None) };
+        let h = Handle::start(shared, &ELECTION, ud, |ud| {
+            let cl = sys::simba_listener_t { on_elected: Some(elected_tramp), on_revoked: Some(revoked_tramp), ud };
+            let mut raw = std::ptr::null_mut();
+            let rc = unsafe { sys::simba_election_start(&mut raw, client, n.as_ptr(), &cl) };
+            (rc, raw.cast())
+        })?;
+        Ok(Election { h })
     }
 
     /// The raw handle (do not free it).
     pub fn as_raw(&self) -> *mut sys::simba_election_t {
-        self.raw
+        self.h.raw().cast()
     }
 
     /// The term this election holds, if it was elected and the term is still
     /// valid (set before `on_elected` runs, cleared before `on_revoked`).
     pub fn term(&self) -> Option<Term> {
-        // SAFETY: the box lives as long as the election handle.
-        let l = unsafe { &*self.listener };
-        lock(&l.current).as_ref().filter(|t| t.is_valid()).cloned()
+        lock(&self.h.ud().current).as_ref().filter(|t| t.is_valid()).cloned()
     }
 
     /// Whether this node leads now: [`Election::term`] is some valid term.
@@ -160,83 +153,19 @@ impl Election {
     /// delivers `on_revoked`; the completion is done after that, and the
     /// listener then receives nothing more. `State` when already stopping or stopped.
     pub fn stop(&self) -> Result<Completion> {
-        self.track(with_completion(|done, ud| unsafe { sys::simba_election_stop(self.raw, done, ud) }))
-    }
-
-    fn track(&self, c: Result<Completion>) -> Result<Completion> {
-        let c = c?;
-        let mut p = lock(&self.pending);
-        p.retain(|x| !x.is_done());
-        p.push(c.clone());
-        Ok(c)
+        self.h.call(|done, ud| unsafe { sys::simba_election_stop(self.as_raw(), done, ud) })
     }
 
     /// Blocking stop; stopping an election already stopping waits for that
     /// stop. `TimedOut` (the stop goes on); `WouldBlock` from a callback.
     pub fn stop_wait(&self, timeout: Duration) -> Result<()> {
-        check(unsafe { sys::simba_election_stop_wait(self.raw, wait_ms(timeout)) })
+        check(unsafe { sys::simba_election_stop_wait(self.as_raw(), wait_ms(timeout)) })
     }
 
     /// Steps down: revokes the term (`SteppedDown`), releases it, and does not
     /// contend for `cooldown` from now; the election stays started.
     pub fn step_down(&self, cooldown: Duration) -> Result<Completion> {
-        self.track(with_completion(|done, ud| unsafe {
-            sys::simba_election_step_down(self.raw, span_ms(cooldown), done, ud)
-        }))
-    }
-}
-
-/// What an election dropped inside a callback leaves for its stop's done.
-struct Deferred {
-    raw: *mut sys::simba_election_t,
-    listener: *mut ListenerBox,
-    _client: Arc<Shared>,
-}
-
-unsafe extern "C" fn deferred_free(ud: *mut c_void, _err: i32) {
-    let d = Box::from_raw(ud as *mut Deferred);
-    run_callback("election drop", move || {
-        // Allowed inside the done, which is the election's last callback.
-        sys::simba_election_free(d.raw);
-        drop(Box::from_raw(d.listener));
-    });
-}
-
-struct SendPtr(*mut ListenerBox);
-// SAFETY: the listener is `Send`; the pointer is only turned back into its box.
-unsafe impl Send for SendPtr {}
-impl Drop for SendPtr {
-    fn drop(&mut self) {
-        drop(unsafe { Box::from_raw(self.0) });
-    }
-}
-
-impl Drop for Election {
-    fn drop(&mut self) {
-        if !in_callback() {
-            // Waits for the stop and for any running callback.
-            unsafe { sys::simba_election_free(self.raw) };
-            drop(unsafe { Box::from_raw(self.listener) });
-            return;
-        }
-        let d =
-            Box::into_raw(Box::new(Deferred { raw: self.raw, listener: self.listener, _client: self.client.clone() }));
-        let rc = unsafe { sys::simba_election_stop(self.raw, Some(deferred_free), d as *mut c_void) };
-        if rc != sys::SIMBA_OK {
-            // Already stopping or stopped: free the handle now (it returns at
-            // once here) and keep the listener until the client is gone.
-            drop(unsafe { Box::from_raw(d) });
-            unsafe { sys::simba_election_free(self.raw) };
-            self.client.retire(Box::new(SendPtr(self.listener)));
-            // A handle freed inside a callback runs no done afterwards: settle
-            // the completions still pending so that nobody waits for them.
-            for c in lock(&self.pending).drain(..) {
-                c.complete(Err(Error::with_message(
-                    sys::SIMBA_ECANCELED,
-                    "the election was dropped inside a callback before this completed".into(),
-                )));
-            }
-        }
+        self.h.call(|done, ud| unsafe { sys::simba_election_step_down(self.as_raw(), span_ms(cooldown), done, ud) })
     }
 }
 

@@ -9,6 +9,8 @@
 //! - Elections: [`Client::election`] with a [`Listener`]; leader work:
 //!   [`Client::run_while_leader`], [`Client::schedule`], [`Client::join_group`].
 //! - [`Term`]: name, fencing token, validity, revocation.
+//! - Observing: [`Client::observe`] (who holds a name), [`Client::metrics_text`],
+//!   [`Client::snapshot_json`], [`Client::inspect_json`], session events.
 //! - Futures without a runtime: [`Client::lock_future`], [`Term::revoked`],
 //!   and [`Completion`] (stop, step-down) can be awaited on any executor.
 //!
@@ -27,18 +29,25 @@
 //! ```
 #![warn(missing_docs)]
 
+#[macro_use]
+mod names;
 mod client;
 mod config;
 mod election;
 mod error;
+mod event;
+mod observe;
+mod shared;
 mod task;
 mod term;
 mod util;
 
-pub use client::{backend_schema, Client, Event, EventKind, ExternalClient, LockFuture, SessionStatus};
+pub use client::{backend_schema, Client, ExternalClient, LockFuture};
 pub use config::{Config, Job, LogLevel};
 pub use election::{listener, Election, FnListener, Listener};
-pub use error::{Error, ErrorKind, Result};
+pub use error::{check_lease_name, Error, ErrorKind, Result};
+pub use event::{Event, EventKind, SessionStatus};
+pub use observe::{Holder, Observation, Observer};
 pub use task::Task;
 pub use term::{LockTerm, RevokeReason, Revoked, Term};
 pub use util::Completion;
@@ -51,7 +60,7 @@ pub use simba_sys as sys;
 /// ```
 /// let (major, minor, _) = simba::version();
 /// assert_eq!(major, 1);
-/// assert!(minor >= 2);
+/// assert!(minor >= 3);
 /// ```
 pub fn version() -> (u32, u32, u32) {
     let v = unsafe { sys::simba_version() };

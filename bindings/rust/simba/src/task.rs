@@ -4,10 +4,10 @@ use std::time::Duration;
 
 use simba_sys as sys;
 
-use crate::client::{Client, Shared};
-use crate::error::{check, cstring, Error, Result};
+use crate::error::{cstring, lease_cstring, Error, Result};
+use crate::shared::{Handle, Kind, Shared};
 use crate::term::Term;
-use crate::util::{in_callback, lock, run_callback, span_ms, with_completion, Completion};
+use crate::util::{lock, run_callback, span_ms, Completion};
 
 type WorkFn = Box<dyn Fn(&Term) + Send + Sync>;
 
@@ -57,7 +57,8 @@ fn track(current: &Arc<Mutex<Vec<Term>>>, term: &Term) {
 }
 
 /// Leader work: an election whose terms run work on a thread of their own
-/// ([`Client::run_while_leader`], [`Client::schedule`], [`Client::join_group`]).
+/// ([`Client::run_while_leader`](crate::Client::run_while_leader),
+/// [`Client::schedule`](crate::Client::schedule), [`Client::join_group`](crate::Client::join_group)).
 ///
 /// Stop and step-down follow the handover order: the term is revoked (work
 /// sees it), the engine waits until the work returned (or the term's deadline
@@ -80,73 +81,76 @@ fn track(current: &Arc<Mutex<Vec<Term>>>, term: &Term) {
 /// # Ok::<(), simba::Error>(())
 /// ```
 pub struct Task {
-    raw: *mut sys::simba_task_t,
-    work: *mut WorkBox,
-    client: Arc<Shared>,
+    h: Handle<WorkBox>,
 }
 
-// SAFETY: task functions may be called from any thread; the work is Send + Sync.
-unsafe impl Send for Task {}
-unsafe impl Sync for Task {}
+static TASK: Kind = Kind {
+    what: "task",
+    stop: Some(|raw, done, ud| unsafe { sys::simba_task_stop(raw.cast(), done, ud) }),
+    free: |raw| unsafe {
+        sys::simba_task_close(raw.cast());
+    },
+};
 
 fn serial<F: FnMut(&Term) + Send + 'static>(f: F) -> WorkFn {
     let m = Mutex::new(f);
     Box::new(move |t: &Term| (lock(&m))(t))
 }
 
+/// The client a task starts on.
+pub(crate) type On<'a> = (*mut sys::simba_client_t, &'a Arc<Shared>);
+
 impl Task {
     fn create(
-        client: &Client,
+        (_, shared): On<'_>,
         work: WorkFn,
         start: impl FnOnce(*mut *mut sys::simba_task_t, sys::simba_work_fn, *mut c_void) -> i32,
     ) -> Result<Task> {
-        let boxed = Box::into_raw(Box::new(WorkBox { work, current: Arc::default() }));
-        let mut raw = std::ptr::null_mut();
-        let rc = start(&mut raw, Some(work_tramp), boxed as *mut c_void);
-        if rc != sys::SIMBA_OK {
-            let e = Error::last(rc);
-            drop(unsafe { Box::from_raw(boxed) });
-            return Err(e);
-        }
-        Ok(Task { raw, work: boxed, client: client.shared().clone() })
+        let ud = WorkBox { work, current: Arc::default() };
+        let h = Handle::start(shared, &TASK, ud, |ud| {
+            let mut raw = std::ptr::null_mut();
+            let rc = start(&mut raw, Some(work_tramp), ud);
+            (rc, raw.cast())
+        })?;
+        Ok(Task { h })
     }
 
-    pub(crate) fn run_while_leader<F>(client: &Client, name: &str, work: F) -> Result<Task>
+    pub(crate) fn run_while_leader<F>(on: On<'_>, name: &str, work: F) -> Result<Task>
     where
         F: FnMut(&Term) + Send + 'static,
     {
-        let n = cstring(name, "lease name")?;
-        Task::create(client, serial(work), |out, w, ud| unsafe {
-            sys::simba_run_while_leader(out, client.as_raw(), n.as_ptr(), w, ud)
+        let n = lease_cstring(name)?;
+        Task::create(on, serial(work), |out, w, ud| unsafe {
+            sys::simba_run_while_leader(out, on.0, n.as_ptr(), w, ud)
         })
     }
 
-    pub(crate) fn schedule<F>(client: &Client, name: &str, initial: Duration, period: Duration, run: F) -> Result<Task>
+    pub(crate) fn schedule<F>(on: On<'_>, name: &str, initial: Duration, period: Duration, run: F) -> Result<Task>
     where
         F: FnMut(&Term) + Send + 'static,
     {
-        let n = cstring(name, "lease name")?;
+        let n = lease_cstring(name)?;
         if period.is_zero() {
             return Err(Error::with_message(sys::SIMBA_EINVAL, "schedule period must be > 0".into()));
         }
-        Task::create(client, serial(run), |out, w, ud| unsafe {
-            sys::simba_schedule(out, client.as_raw(), n.as_ptr(), span_ms(initial), span_ms(period), w, ud)
+        Task::create(on, serial(run), |out, w, ud| unsafe {
+            sys::simba_schedule(out, on.0, n.as_ptr(), span_ms(initial), span_ms(period), w, ud)
         })
     }
 
-    pub(crate) fn join_group<F>(client: &Client, group: &str, partitions: u32, work: F) -> Result<Task>
+    pub(crate) fn join_group<F>(on: On<'_>, group: &str, partitions: u32, work: F) -> Result<Task>
     where
         F: Fn(&Term) + Send + Sync + 'static,
     {
         let g = cstring(group, "group name")?;
-        Task::create(client, Box::new(work), |out, w, ud| unsafe {
-            sys::simba_group_join(out, client.as_raw(), g.as_ptr(), partitions, w, ud)
+        Task::create(on, Box::new(work), |out, w, ud| unsafe {
+            sys::simba_group_join(out, on.0, g.as_ptr(), partitions, w, ud)
         })
     }
 
     /// The raw handle (do not close it).
     pub fn as_raw(&self) -> *mut sys::simba_task_t {
-        self.raw
+        self.h.raw().cast()
     }
 
     /// The terms this task leads now: at most one for `run_while_leader` and
@@ -155,9 +159,7 @@ impl Task {
     /// revocation was delivered; one whose deadline passed may still be listed
     /// for a moment, so [`Task::is_leader`] also checks validity.
     pub fn terms(&self) -> Vec<Term> {
-        // SAFETY: the box lives as long as the task handle.
-        let w = unsafe { &*self.work };
-        let mut v: Vec<Term> = lock(&w.current).clone();
+        let mut v: Vec<Term> = lock(&self.h.ud().current).clone();
         v.sort_by(|a, b| a.name().cmp(b.name()));
         v
     }
@@ -171,14 +173,14 @@ impl Task {
     /// releases the lease; then the completion is done. `State` when already
     /// stopping or stopped.
     pub fn stop(&self) -> Result<Completion> {
-        with_completion(|done, ud| unsafe { sys::simba_task_stop(self.raw, done, ud) })
+        self.h.call(|done, ud| unsafe { sys::simba_task_stop(self.as_raw(), done, ud) })
     }
 
     /// Steps down: revokes the term (`SteppedDown`), waits for the work,
     /// releases, and does not contend for `cooldown` from now. For a group:
     /// leaves it for the cooldown.
     pub fn step_down(&self, cooldown: Duration) -> Result<Completion> {
-        with_completion(|done, ud| unsafe { sys::simba_task_step_down(self.raw, span_ms(cooldown), done, ud) })
+        self.h.call(|done, ud| unsafe { sys::simba_task_step_down(self.as_raw(), span_ms(cooldown), done, ud) })
     }
 
     /// Stops, waits for the stop and for every run of the work (outside
@@ -186,48 +188,6 @@ impl Task {
     pub fn close(self) -> Result<()> {
         drop(self);
         Ok(())
-    }
-}
-
-struct Deferred {
-    raw: *mut sys::simba_task_t,
-    work: *mut WorkBox,
-    _client: Arc<Shared>,
-}
-
-unsafe extern "C" fn deferred_close(ud: *mut c_void, _err: i32) {
-    let d = Box::from_raw(ud as *mut Deferred);
-    run_callback("task drop", move || {
-        // Inside a callback: frees the handle and returns at once. The stop's
-        // done ran, so every run of the work has returned.
-        sys::simba_task_close(d.raw);
-        drop(Box::from_raw(d.work));
-    });
-}
-
-struct SendWork(*mut WorkBox);
-// SAFETY: the work is Send + Sync.
-unsafe impl Send for SendWork {}
-impl Drop for SendWork {
-    fn drop(&mut self) {
-        drop(unsafe { Box::from_raw(self.0) });
-    }
-}
-
-impl Drop for Task {
-    fn drop(&mut self) {
-        if !in_callback() {
-            unsafe { sys::simba_task_close(self.raw) };
-            drop(unsafe { Box::from_raw(self.work) });
-            return;
-        }
-        let d = Box::into_raw(Box::new(Deferred { raw: self.raw, work: self.work, _client: self.client.clone() }));
-        let rc = unsafe { sys::simba_task_stop(self.raw, Some(deferred_close), d as *mut c_void) };
-        if rc != sys::SIMBA_OK {
-            drop(unsafe { Box::from_raw(d) });
-            let _ = check(unsafe { sys::simba_task_close(self.raw) });
-            self.client.retire(Box::new(SendWork(self.work)));
-        }
     }
 }
 

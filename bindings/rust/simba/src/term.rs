@@ -8,31 +8,27 @@ use simba_sys as sys;
 use crate::error::{check, Error, Result};
 use crate::util::{ms_duration, run_callback, span_ms, wait_ms, OneShot};
 
-/// Why a term ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RevokeReason {
-    /// The election was stopped, the lock released, or the client closed.
-    Stopped,
-    /// The election stepped down.
-    SteppedDown,
-    /// The session's local deadline passed without a successful keep-alive.
-    DeadlinePassed,
-    /// The backend reported the session expired.
-    SessionExpired,
-    /// A keep-alive no longer lists the lease as this session's.
-    TakenOver,
+c_enum! {
+    /// Why a term ended. `Display` prints the library's name (`STOPPED`, ...;
+    /// `simba_revoke_reason_name`).
+    pub enum RevokeReason, raw raw, named sys::simba_revoke_reason_name {
+        /// The election was stopped, the lock released, or the client closed.
+        Stopped = sys::SIMBA_REVOKE_STOPPED,
+        /// The election stepped down.
+        SteppedDown = sys::SIMBA_REVOKE_STEPPED_DOWN,
+        /// The session's local deadline passed without a successful keep-alive.
+        DeadlinePassed = sys::SIMBA_REVOKE_DEADLINE_PASSED,
+        /// The backend reported the session expired.
+        SessionExpired = sys::SIMBA_REVOKE_SESSION_EXPIRED,
+        /// A keep-alive no longer lists the lease as this session's.
+        TakenOver = sys::SIMBA_REVOKE_TAKEN_OVER,
+    }
 }
 
 impl RevokeReason {
-    pub(crate) fn from_raw(r: sys::simba_revoke_reason_t) -> Option<RevokeReason> {
-        match r {
-            sys::SIMBA_REVOKE_STOPPED => Some(RevokeReason::Stopped),
-            sys::SIMBA_REVOKE_STEPPED_DOWN => Some(RevokeReason::SteppedDown),
-            sys::SIMBA_REVOKE_DEADLINE_PASSED => Some(RevokeReason::DeadlinePassed),
-            sys::SIMBA_REVOKE_SESSION_EXPIRED => Some(RevokeReason::SessionExpired),
-            sys::SIMBA_REVOKE_TAKEN_OVER => Some(RevokeReason::TakenOver),
-            _ => None,
-        }
+    /// The reason of a raw `simba_revoke_reason_t`; `None` for `SIMBA_REVOKE_NONE`.
+    pub fn from_raw(r: sys::simba_revoke_reason_t) -> Option<RevokeReason> {
+        (r != sys::SIMBA_REVOKE_NONE).then(|| RevokeReason::of(r))
     }
 }
 
@@ -169,7 +165,7 @@ impl Term {
             let f = Box::from_raw(ud as *mut Cb);
             run_callback("on_revoked", move || {
                 let term = Term::borrowed(t);
-                f(&term, RevokeReason::from_raw(reason).unwrap_or(RevokeReason::Stopped));
+                f(&term, RevokeReason::of(reason));
             });
         }
         let ud = Box::into_raw(Box::new(Box::new(f) as Cb));

@@ -25,7 +25,7 @@ fn errors_carry_kind_and_detail() {
     let e = simba::Client::open("no scheme").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     assert!(!e.message().is_empty());
-    assert!(e.to_string().contains("InvalidArgument"));
+    assert!(e.to_string().contains("EINVAL"), "{e}");
 
     let c = simba::Client::open("memory://rs-errors").unwrap();
     for bad in ["", ".", "..", "has space", "slash/name"] {
