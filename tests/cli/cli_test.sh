@@ -111,14 +111,18 @@ case_tokens_increase_across_runs() {
 # term (TAKEN_OVER) and the command gets SIGTERM.
 case_taken_over_stops_the_command() {
   local n t0 rc; n=$(name)
-  "$SIMBA" -q run --once "${GRACE[@]}" "$n" -- \
-    sh -c "trap 'echo stopped > $WORK/taken; exit 0' TERM; while :; do sleep 0.05; done" &
+  "$SIMBA" run --once "${GRACE[@]}" "$n" -- \
+    sh -c "trap 'echo stopped > $WORK/taken; exit 0' TERM; while :; do sleep 0.05; done" \
+    2>"$WORK/taken.log" &
   local p=$!
   wait_for 5 held_by "$n" "$(hostname)/$p" || fail "never elected"
   t0=$(now_ms)
   redis-cli -p "$PORT" hset "simba:lease:$n" session someone-else token 999 >/dev/null
   wait "$p"; rc=$?
   expect_eq "exit with the command's status" $rc 0
+  # The reason by the library's name (simba_revoke_reason_name).
+  grep -q "ended: TAKEN_OVER; stopping the command" "$WORK/taken.log" ||
+    fail "no 'ended: TAKEN_OVER' line: $(cat "$WORK/taken.log")"
   [[ -f "$WORK/taken" ]] || fail "the command got no SIGTERM"
   local took=$(( $(now_ms) - t0 ))
   ((took < 1000 * SLOW)) || fail "stopped ${took} ms after the take-over (renew is 500 ms)"
