@@ -191,6 +191,12 @@ fn observer_sees_a_handover() {
 
 #[test]
 fn observe_iter_and_observer_dropped_in_its_own_callback() {
+    // Compiles only while observers may cross threads.
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<simba::Observer>();
+    send::<simba::Observation>();
+
     let c = simba::Client::open("memory://rs-observe-iter").unwrap();
     let mut it = c.observe_iter("rs.iter", Duration::from_millis(20)).unwrap();
     assert!(it.next().unwrap().is_free());
