@@ -6,7 +6,9 @@ import java.util.Arrays;
 /**
  * The lock cycle (acquire + release) through the Java binding and through the raw C
  * ABI (a loop of simba_lock_acquire + simba_lock_release in the JNI glue), on the same
- * client, in the same process and run, in alternating rounds.
+ * client, in the same process and run, in alternating rounds. A third column is the
+ * raw C loop on a second client that uses the library's own callback pool instead of
+ * the binding's Java executor (what a plain C program gets): the binding against C.
  * usage: LockBench URL [CYCLES_PER_ROUND [ROUNDS]]
  */
 public final class LockBench {
@@ -17,22 +19,33 @@ public final class LockBench {
     int n = args.length > 1 ? Integer.parseInt(args[1]) : 2000;
     int rounds = args.length > 2 ? Integer.parseInt(args[2]) : 7;
     SimbaConfig cfg = SimbaConfig.builder().leaseDuration(Duration.ofSeconds(15)).build();
-    try (Simba simba = Simba.open(url, cfg)) {
-      if (!simba.awaitLive(Duration.ofSeconds(10))) throw new IllegalStateException("session not live: " + url);
+    SimbaConfig plain = cfg.toBuilder().set("callback.executor", "pool").build();
+    try (Simba simba = Simba.open(url, cfg); Simba c = Simba.open(url, plain)) {
+      for (Simba s : new Simba[] {simba, c}) {
+        if (!s.awaitLive(Duration.ofSeconds(10))) throw new IllegalStateException("session not live: " + url);
+      }
       String name = "bench.java-lock";
+      String plainName = "bench.java-lock-c";
       javaCycles(simba, name, n); // warm-up: JIT, connections
       cCycles(simba, name, n);
+      cCycles(c, plainName, n);
       double[] j = new double[rounds];
-      double[] c = new double[rounds];
+      double[] cs = new double[rounds];
+      double[] cp = new double[rounds];
       for (int r = 0; r < rounds; r++) {
         j[r] = javaCycles(simba, name, n) / (double) n / 1000.0;
-        c[r] = cCycles(simba, name, n) / (double) n / 1000.0;
-        System.out.printf("round %d: java %.2f us/cycle, C %.2f us/cycle, ratio %.3f%n", r, j[r], c[r], j[r] / c[r]);
+        cs[r] = cCycles(simba, name, n) / (double) n / 1000.0;
+        cp[r] = cCycles(c, plainName, n) / (double) n / 1000.0;
+        System.out.printf("round %d: java %.2f us/cycle, C %.2f us/cycle, ratio %.3f; C on the library's pool %.2f us/cycle,"
+            + " ratio %.3f%n", r, j[r], cs[r], j[r] / cs[r], cp[r], j[r] / cp[r]);
       }
       double mj = median(j);
-      double mc = median(c);
+      double mc = median(cs);
+      double mp = median(cp);
       System.out.printf("%s, %d cycles x %d rounds: median java %.2f us/cycle, C %.2f us/cycle, ratio %.3f%n", url,
           n, rounds, mj, mc, mj / mc);
+      System.out.printf("%s, %d cycles x %d rounds: median java %.2f us/cycle, C on the library's pool %.2f us/cycle,"
+          + " ratio %.3f%n", url, n, rounds, mj, mp, mj / mp);
     }
   }
 

@@ -41,7 +41,31 @@ public final class Election implements AutoCloseable {
    */
   public Election start(ElectionListener listener) {
     Objects.requireNonNull(listener, "listener");
-    begin(new ElectionRun(simba, name, listener), c -> simba.withHandle(h -> Native.start(Native.ELECTION, h, name, 0, 0, c)));
+    Contender run = new Contender(simba, name) {
+      @Override
+      void elected(long ptr) {
+        Term t = Term.adopt(ptr);
+        current = t;
+        try {
+          listener.onElected(t);
+        } catch (Throwable e) {
+          Callbacks.report("onElected of " + name, e);
+        }
+      }
+
+      @Override
+      void revoked(long ptr, int reason) {
+        Term t = current;
+        if (t == null || t.ptr != ptr) t = Term.adopt(ptr);
+        current = null;
+        try {
+          listener.onRevoked(t, RevokeReason.of(reason));
+        } catch (Throwable e) {
+          Callbacks.report("onRevoked of " + name, e);
+        }
+      }
+    };
+    begin(run, c -> simba.withHandle(h -> Native.start(Native.ELECTION, h, name, 0, 0, c)));
     return this;
   }
 
