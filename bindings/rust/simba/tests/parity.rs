@@ -264,17 +264,23 @@ fn metrics_count_known_activity() {
     }
 }
 
-#[test]
-fn config_event_sink_sees_the_first_event_until_replaced() {
+/// A client opened with a config whose event sink sends to the receiver.
+fn with_config_sink(url: &str) -> (simba::Client, mpsc::Receiver<EventKind>) {
     let (tx, rx) = mpsc::channel();
     let mut cfg = simba::Config::new();
     cfg.event_sink(move |ev| {
         let _ = tx.send(ev.kind);
     })
     .unwrap();
-    let c = simba::Client::open_with("memory://rs-config-sink", &cfg).unwrap();
+    let c = simba::Client::open_with(url, &cfg).unwrap();
     drop(cfg); // the client keeps the sink
-    assert_eq!(rx.recv_timeout(WAIT).unwrap(), EventKind::SessionOpened);
+    assert_eq!(rx.recv_timeout(WAIT).unwrap(), EventKind::SessionOpened, "the first event");
+    (c, rx)
+}
+
+#[test]
+fn config_event_sink_sees_the_first_event_until_replaced() {
+    let (c, rx) = with_config_sink("memory://rs-config-sink");
     let (tx2, rx2) = mpsc::channel();
     c.on_event(move |ev| {
         let _ = tx2.send(ev.kind);
@@ -285,15 +291,8 @@ fn config_event_sink_sees_the_first_event_until_replaced() {
     assert!(rx.try_recv().is_err(), "the config's sink was replaced");
 
     // clear_on_event also silences the config's sink.
-    let (tx3, rx3) = mpsc::channel();
-    let mut cfg = simba::Config::new();
-    cfg.event_sink(move |ev| {
-        let _ = tx3.send(ev.kind);
-    })
-    .unwrap();
-    let c = simba::Client::open_with("memory://rs-config-sink2", &cfg).unwrap();
-    assert_eq!(rx3.recv_timeout(WAIT).unwrap(), EventKind::SessionOpened);
+    let (c, rx) = with_config_sink("memory://rs-config-sink2");
     c.clear_on_event().unwrap();
     c.close().unwrap();
-    assert!(rx3.recv_timeout(Duration::from_millis(200)).is_err());
+    assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
 }
