@@ -14,20 +14,23 @@ func benchURL() string {
 	return "memory://go-bench"
 }
 
-// BenchmarkLockCycle: one Lock + Unlock through the Go API.
-func BenchmarkLockCycle(b *testing.B) {
+// benchClient opens a live client on benchURL, closed when b ends.
+func benchClient(b *testing.B) *Client {
 	c, err := Open(benchURL(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.Close()
-	ctx := context.Background()
-	if err := c.WaitLive(ctx); err != nil {
+	b.Cleanup(func() { _ = c.Close() })
+	if err := c.WaitLive(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		t, err := c.Lock(ctx, "go.bench.cycle")
+	return c
+}
+
+// lockCycles runs n Lock + Unlock cycles of the Go API.
+func lockCycles(b *testing.B, c *Client, ctx context.Context, name string, n int) {
+	for i := 0; i < n; i++ {
+		t, err := c.Lock(ctx, name)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -37,53 +40,40 @@ func BenchmarkLockCycle(b *testing.B) {
 	}
 }
 
+// BenchmarkLockCycle: one Lock + Unlock through the Go API.
+func BenchmarkLockCycle(b *testing.B) {
+	c := benchClient(b)
+	b.ResetTimer()
+	lockCycles(b, c, context.Background(), "go.bench.cycle", b.N)
+}
+
 // BenchmarkLockCycleC: the same cycle as a C loop of simba_lock_acquire +
 // simba_lock_release, in this process and run: the baseline of the ratio.
 func BenchmarkLockCycleC(b *testing.B) {
-	c, err := Open(benchURL(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	if err := c.WaitLive(context.Background()); err != nil {
-		b.Fatal(err)
-	}
+	c := benchClient(b)
 	b.ResetTimer()
 	if err := cLockCycles(c, "go.bench.cycle.c", b.N); err != nil {
 		b.Fatal(err)
 	}
 }
 
-// BenchmarkLockCycleCtx: the Go cycle with a cancellable context (the wait
-// runs on a helper goroutine so that a cancel returns at once).
+// BenchmarkLockCycleCtx: the Go cycle with a cancellable context (a first
+// attempt of 2 ms on the caller's goroutine, then the wait on a helper
+// goroutine so that a cancel returns at once).
 func BenchmarkLockCycleCtx(b *testing.B) {
-	c, err := Open(benchURL(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := benchClient(b)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := c.WaitLive(ctx); err != nil {
-		b.Fatal(err)
-	}
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		t, err := c.Lock(ctx, "go.bench.cycle.ctx")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := t.Unlock(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	lockCycles(b, c, ctx, "go.bench.cycle.ctx", b.N)
 }
 
 // BenchmarkLockCycleRatio: the Go cycle and the C cycle on one client,
 // interleaved in rounds of 100 so both see the same server, reported as
 // go-ns/cycle, c-ns/cycle and their ratio (target: <= 1.05 on Redis); with
 // context.Background() ("background") and with a cancellable context
-// ("cancellable", whose wait runs on a helper goroutine).
+// ("cancellable": a first attempt on the caller's goroutine, then the wait
+// on a helper goroutine).
 func BenchmarkLockCycleRatio(b *testing.B) {
 	for _, mode := range []string{"background", "cancellable"} {
 		mode := mode
@@ -92,32 +82,17 @@ func BenchmarkLockCycleRatio(b *testing.B) {
 }
 
 func lockCycleRatio(b *testing.B, cancellable bool) {
-	c, err := Open(benchURL(), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := benchClient(b)
 	ctx := context.Background()
 	if cancellable {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
 	}
-	if err := c.WaitLive(ctx); err != nil {
-		b.Fatal(err)
-	}
 	var goTime, cTime time.Duration
 	goRound := func(n int) {
 		start := time.Now()
-		for i := 0; i < n; i++ {
-			t, err := c.Lock(ctx, "go.bench.ratio")
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := t.Unlock(); err != nil {
-				b.Fatal(err)
-			}
-		}
+		lockCycles(b, c, ctx, "go.bench.ratio", n)
 		goTime += time.Since(start)
 	}
 	cRound := func(n int) {

@@ -16,6 +16,7 @@ import "C"
 
 import (
 	"runtime/cgo"
+	"unsafe"
 )
 
 func lookup(h C.uintptr_t) (v interface{}, ok bool) {
@@ -92,6 +93,36 @@ func goEvent(h C.uintptr_t, typ C.int, detail *C.char) {
 	if v, ok := lookup(h); ok {
 		v.(*sinkState).event(Event{Type: EventType(typ), Detail: C.GoString(detail)})
 	}
+}
+
+//export goObserve
+func goObserve(h C.uintptr_t, name, session, client *C.char, token C.uint64_t) {
+	defer guard(nil, "Observe")
+	if v, ok := lookup(h); ok {
+		o := v.(*observer)
+		hd := Holder{Name: o.name, Token: uint64(token)}
+		if session != nil {
+			hd.Session = C.GoString(session)
+		}
+		if client != nil {
+			hd.Client = C.GoString(client)
+		}
+		o.push(hd)
+	}
+}
+
+// goSubmit is a host executor's submit (Config.Executor): it returns
+// nonzero, so that the library knows run will not be called, when the
+// executor refuses the task or panics.
+//
+//export goSubmit
+func goSubmit(h C.uintptr_t, run, arg unsafe.Pointer) (rc C.int) {
+	rc = 1
+	defer guard(nil, "Executor")
+	if v, ok := lookup(h); ok {
+		rc = v.(*sinkState).submit(run, arg)
+	}
+	return rc
 }
 
 //export goLog

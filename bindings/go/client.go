@@ -36,12 +36,24 @@ type Config struct {
 	CallbackThreads int    // size of the callback pool, 1..64 (default 2)
 	// Options sets any other key of simba_config_set ("callback.executor":
 	// "pool" or "direct", ...). "loop.mode" = "external" is refused: its host
-	// thread model does not fit goroutines.
+	// thread model does not fit goroutines (README.md says why).
 	Options map[string]string
 
 	// OnEvent receives session events, one at a time, in order, on a library
-	// thread. It must not block for long.
+	// thread, from the first SESSION_OPENED on (it is the config's sink,
+	// simba_config_set_event_sink). It must not block for long.
+	// Client.SetOnEvent replaces it later.
 	OnEvent func(Event)
+	// Executor, when set, runs the client's callbacks (listeners, event
+	// sink, dones, observers) instead of the library's pool
+	// (simba_config_set_executor): it is called on a library thread with each
+	// callback to run and must arrange run() exactly once, later, on any
+	// goroutine, without blocking: `func(run func()) error { go run(); return
+	// nil }`, or a worker's queue. The library keeps the callbacks of one
+	// election one at a time and in order. A non-nil error (or a panic)
+	// rejects the task: run is not called (a rejected OnElected makes the
+	// election step down for one lease duration).
+	Executor func(run func()) error
 	// Logger receives the library's log lines at or above LogLevel, on the
 	// loop thread: it must not block.
 	Logger   func(level LogLevel, msg string)
@@ -62,18 +74,11 @@ const (
 	SessionClosed    SessionStatus = 3 // closed
 )
 
+// String is the status's name from the library (simba_session_status_name):
+// "OPENING", "LIVE", "SUSPENDED", "CLOSED"; "UNKNOWN(7)" for one it does not
+// know.
 func (s SessionStatus) String() string {
-	switch s {
-	case SessionOpening:
-		return "OPENING"
-	case SessionLive:
-		return "LIVE"
-	case SessionSuspended:
-		return "SUSPENDED"
-	case SessionClosed:
-		return "CLOSED"
-	}
-	return "UNKNOWN"
+	return libName(C.GoString(C.simba_session_status_name(C.simba_session_status_t(s))), int(s))
 }
 
 // EventType is the kind of a session event.
@@ -88,22 +93,11 @@ const (
 	EventSessionLeaseShortened EventType = 5 // the backend granted less than the lease: renewing faster
 )
 
+// String is the event's name from the library (simba_event_name):
+// "SESSION_OPENED", "SESSION_LIVE", ...; "UNKNOWN(9)" for one it does not
+// know (a newer library's event, which reaches OnEvent all the same).
 func (t EventType) String() string {
-	switch t {
-	case EventSessionOpened:
-		return "SESSION_OPENED"
-	case EventSessionLive:
-		return "SESSION_LIVE"
-	case EventSessionSuspended:
-		return "SESSION_SUSPENDED"
-	case EventSessionExpired:
-		return "SESSION_EXPIRED"
-	case EventSessionClosed:
-		return "SESSION_CLOSED"
-	case EventSessionLeaseShortened:
-		return "SESSION_LEASE_SHORTENED"
-	}
-	return "UNKNOWN"
+	return libName(C.GoString(C.simba_event_name(C.simba_event_type_t(t))), int(t))
 }
 
 // Event is one session event; Detail is its JSON detail.
@@ -136,16 +130,34 @@ func (l LogLevel) String() string {
 	return "UNKNOWN"
 }
 
-// sinkState is the Go state of a client's event sink and logger.
+// sinkState is the Go state of a client's event sink, logger and executor.
 type sinkState struct {
-	onEvent func(Event)
-	logger  func(LogLevel, string)
-	report  func(error)
+	mu       sync.Mutex
+	onEvent  func(Event) // replaced by SetOnEvent
+	logger   func(LogLevel, string)
+	executor func(run func()) error
+	report   func(error)
 }
 
 func (s *sinkState) event(e Event) {
-	defer guard(s.report, "OnEvent")
-	s.onEvent(e)
+	s.mu.Lock()
+	f := s.onEvent
+	s.mu.Unlock()
+	if f != nil {
+		defer guard(s.report, "OnEvent")
+		f(e)
+	}
+}
+
+// submit hands one library task to the Go executor: 0 accepted, else
+// refused (an error or a panic, which goes to Config.OnError).
+func (s *sinkState) submit(run, arg unsafe.Pointer) (rc C.int) {
+	rc = 1
+	defer guard(s.report, "Executor")
+	if err := s.executor(func() { C.s_run(run, arg) }); err == nil {
+		rc = 0
+	}
+	return rc
 }
 
 func (s *sinkState) log(l LogLevel, msg string) {
@@ -164,16 +176,18 @@ type Client struct {
 	mu     sync.RWMutex
 	c      *C.simba_client_t
 	report func(error)
-	sinks  cgo.Handle // 0 without OnEvent/Logger; deleted after Close
+	sinks  cgo.Handle    // the event sink's, logger's and executor's state; deleted after Close
+	closed chan struct{} // closed once a Close completed and freed what the client owned
 
 	ownMu sync.Mutex
-	owned map[interface{ Close() error }]struct{} // open elections and tasks
+	owned map[interface{ Close() error }]struct{} // open elections, tasks, observers
 
-	qmu    sync.Mutex
-	queues map[string]*lockQueue // Lock calls waiting, per name (lock.go)
+	qmu        sync.Mutex
+	queues     map[string]*lockQueue // Lock calls waiting, per name (lock.go)
+	spareQueue *lockQueue            // an emptied queue, for the next name
 }
 
-// own keeps an election or task reachable until it is closed (by its own
+// own keeps an election, task or observer reachable until it is closed (by its own
 // Close or the client's): the client owns what it started, so one the caller
 // dropped keeps running and is freed at the client's Close.
 func (c *Client) own(x interface{ Close() error }) {
@@ -198,13 +212,22 @@ const slice = 200 * time.Millisecond
 func defaultReport(err error) { log.Print(err) }
 
 func setKey(cfg *C.simba_config_t, key, value string) error {
+	op := "config " + key
+	if err := noNUL(op, "config key "+strconv.Quote(key), key); err != nil {
+		return err
+	}
+	if err := noNUL(op, "the value of config key "+key, value); err != nil {
+		return err
+	}
 	k, fk := cstr(key)
 	defer fk()
 	v, fv := cstr(value)
 	defer fv()
-	return call("config "+key, func(m **C.char) C.int { return C.s_config_set(cfg, k, v, m) })
+	return call(op, func(m **C.char) C.int { return C.s_config_set(cfg, k, v, m) })
 }
 
+// buildConfig sets c on cfg; sinks is the handle of the client's sinkState
+// (0 when only reading values: Config.Duration, Config.Number).
 func buildConfig(cfg *C.simba_config_t, c *Config, sinks cgo.Handle) error {
 	durations := []struct {
 		key string
@@ -221,7 +244,12 @@ func buildConfig(cfg *C.simba_config_t, c *Config, sinks cgo.Handle) error {
 			return &Error{Code: CodeInvalid, Op: "Open", Message: kv.key + " is negative"}
 		}
 		if kv.d != 0 {
-			if err := setKey(cfg, kv.key, strconv.FormatInt(kv.d.Milliseconds(), 10)+"ms"); err != nil {
+			k, fk := cstr(kv.key)
+			err := call("config "+kv.key, func(m **C.char) C.int {
+				return C.s_config_set_ms(cfg, k, ms(kv.d.Milliseconds()), m)
+			})
+			fk()
+			if err != nil {
 				return err
 			}
 		}
@@ -250,14 +278,79 @@ func buildConfig(cfg *C.simba_config_t, c *Config, sinks cgo.Handle) error {
 			return err
 		}
 	}
-	if c.Logger != nil {
-		if err := call("config logger", func(m **C.char) C.int {
-			return C.s_config_set_logger(cfg, C.uintptr_t(sinks), C.int(c.LogLevel), m)
-		}); err != nil {
-			return err
+	if sinks != 0 {
+		h := C.uintptr_t(sinks)
+		if c.Logger != nil {
+			if err := call("config logger", func(m **C.char) C.int {
+				return C.s_config_set_logger(cfg, h, C.int(c.LogLevel), m)
+			}); err != nil {
+				return err
+			}
+		}
+		if c.OnEvent != nil {
+			if err := call("config event sink", func(m **C.char) C.int {
+				return C.s_config_set_event_sink(cfg, h, m)
+			}); err != nil {
+				return err
+			}
+		}
+		if c.Executor != nil {
+			if err := call("config executor", func(m **C.char) C.int {
+				return C.s_config_set_executor(cfg, h, m)
+			}); err != nil {
+				return err
+			}
 		}
 	}
 	return call("config", func(m **C.char) C.int { return C.s_config_validate(cfg, m) })
+}
+
+// withConfig builds cfg into a library config for f.
+func withConfig(op string, cfg *Config, sinks cgo.Handle, f func(*C.simba_config_t) error) error {
+	var ccfg *C.simba_config_t
+	if rc := C.simba_config_new(&ccfg); rc != 0 {
+		return &Error{Code: Code(rc), Op: op}
+	}
+	defer C.simba_config_free(ccfg)
+	if err := buildConfig(ccfg, cfg, sinks); err != nil {
+		return err
+	}
+	return f(ccfg)
+}
+
+// Duration is the value the library gives the duration key (
+// "session.renew-interval", ...) with this configuration, derived defaults
+// included (simba_config_get_ms): renew-interval and retry-jitter follow the
+// lease duration while they are not set. It fails as Open would on a
+// configuration that breaks the seed's rules.
+func (c *Config) Duration(key string) (time.Duration, error) {
+	var out C.int64_t
+	err := c.get("Config.Duration", key, func(cfg *C.simba_config_t, k *C.char, m **C.char) C.int {
+		return C.s_config_get_ms(cfg, k, &out, m)
+	})
+	return time.Duration(out) * time.Millisecond, err
+}
+
+// Number is the value of a numeric key that is not a duration
+// ("session.drift", "callback.threads") with this configuration
+// (simba_config_get_double).
+func (c *Config) Number(key string) (float64, error) {
+	var out C.double
+	err := c.get("Config.Number", key, func(cfg *C.simba_config_t, k *C.char, m **C.char) C.int {
+		return C.s_config_get_double(cfg, k, &out, m)
+	})
+	return float64(out), err
+}
+
+func (c *Config) get(op, key string, f func(cfg *C.simba_config_t, k *C.char, m **C.char) C.int) error {
+	if err := noNUL(op, "config key", key); err != nil {
+		return err
+	}
+	return withConfig(op, c, 0, func(cfg *C.simba_config_t) error {
+		k, fk := cstr(key)
+		defer fk()
+		return call(op, func(m **C.char) C.int { return f(cfg, k, m) })
+	})
 }
 
 // Open opens a client on a backend URL: "memory://NAME" (in-process),
@@ -265,44 +358,29 @@ func buildConfig(cfg *C.simba_config_t, c *Config, sinks cgo.Handle) error {
 // "zookeeper://host:port[,...]/chroot". It returns at once; the session opens
 // in the background (WaitLive waits for it). cfg may be nil.
 func Open(url string, cfg *Config) (*Client, error) {
+	if err := noNUL("Open", "backend URL", url); err != nil {
+		return nil, err
+	}
 	if cfg == nil {
 		cfg = &Config{}
 	}
-	cl := &Client{report: cfg.OnError}
+	cl := &Client{report: cfg.OnError, closed: make(chan struct{})}
 	if cl.report == nil {
 		cl.report = defaultReport
 	}
-	if cfg.OnEvent != nil || cfg.Logger != nil {
-		cl.sinks = cgo.NewHandle(&sinkState{onEvent: cfg.OnEvent, logger: cfg.Logger, report: cl.report})
-	}
-	fail := func(err error) (*Client, error) {
-		if cl.sinks != 0 {
-			cl.sinks.Delete()
-		}
-		return nil, err
-	}
-	var ccfg *C.simba_config_t
-	if rc := C.simba_config_new(&ccfg); rc != 0 {
-		return fail(&Error{Code: Code(rc), Op: "Open"})
-	}
-	defer C.simba_config_free(ccfg)
-	if err := buildConfig(ccfg, cfg, cl.sinks); err != nil {
-		return fail(err)
-	}
+	cl.sinks = cgo.NewHandle(&sinkState{onEvent: cfg.OnEvent, logger: cfg.Logger, executor: cfg.Executor,
+		report: cl.report})
 	u, fu := cstr(url)
 	defer fu()
-	var out *C.simba_client_t
-	if err := call("Open", func(m **C.char) C.int { return C.s_client_open(&out, u, ccfg, m) }); err != nil {
-		return fail(err)
-	}
-	cl.c = out
-	if cfg.OnEvent != nil {
-		if err := call("Open", func(m **C.char) C.int {
-			return C.s_client_on_event(cl.c, C.uintptr_t(cl.sinks), m)
-		}); err != nil {
-			C.simba_client_close(cl.c)
-			return fail(err)
-		}
+	err := withConfig("Open", cfg, cl.sinks, func(ccfg *C.simba_config_t) error {
+		var out *C.simba_client_t
+		err := call("Open", func(m **C.char) C.int { return C.s_client_open(&out, u, ccfg, m) })
+		cl.c = out
+		return err
+	})
+	if err != nil {
+		cl.sinks.Delete()
+		return nil, err
 	}
 	runtime.SetFinalizer(cl, (*Client).finalize)
 	return cl, nil
@@ -313,9 +391,13 @@ func Open(url string, cfg *Config) (*Client, error) {
 // since the asynchronous close may still call it.
 func (c *Client) finalize() {
 	if c.c != nil {
-		C.s_client_close_async(c.c, nil)
+		C.s_client_close_async(c.c, 0, nil)
 		c.c = nil
 	}
+}
+
+func closedError(op string) error {
+	return &Error{Code: CodeClosed, Op: op, Message: "the client is closed"}
 }
 
 // with runs f with the live handle, or fails with ErrClosed.
@@ -323,28 +405,78 @@ func (c *Client) with(op string, f func(h *C.simba_client_t) error) error {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.c == nil {
-		return &Error{Code: CodeClosed, Op: op, Message: "the client is closed"}
+		return closedError(op)
 	}
 	return f(c.c)
 }
 
-// Close stops every election, lock and task (terms revoked with STOPPED, in
-// handover order), closes the session (the backend frees every lease at once)
-// and frees the client. After it returns no callback of the client runs; it
-// waits at most about one renew period when the backend is unreachable.
-// Called from a callback or leader work it starts the close and returns.
-// Closing twice is a no-op.
+// Close stops every election, lock, task and observer (terms revoked with
+// STOPPED, in handover order), closes the session (the backend frees every
+// lease at once) and frees the client. After it returns no callback of the
+// client runs; it waits at most about one renew period when the backend is
+// unreachable (CloseContext bounds the wait). Called from a callback or
+// leader work it starts the close and returns. Closing twice is a no-op
+// (the second call does not wait for the first: CloseContext does).
 func (c *Client) Close() error {
+	h := c.detach()
+	if h == nil {
+		return nil
+	}
+	err := call("Close", func(m **C.char) C.int { return C.s_client_close(h, m) })
+	c.afterClose()
+	return err
+}
+
+// CloseContext is Close bounded by ctx: it starts the close on a library
+// thread (simba_client_close_async) and returns nil once it completed, as
+// Close does, or ctx's error (ErrCanceled / ErrTimeout) when ctx is done
+// first: the close goes on, and frees what the client owns when it
+// completes. A call while another close is under way waits for that one.
+// With a context that is never done it is Close. From a callback or leader
+// work of this client, do not wait for it (the close completes after the
+// callback returned): use Close there, which starts the close and returns.
+func (c *Client) CloseContext(ctx context.Context) error {
+	if ctx.Done() == nil {
+		return c.Close()
+	}
+	if h := c.detach(); h != nil {
+		w := newDoneWaiter()
+		if err := w.start("CloseContext", 0, func(dh C.uintptr_t, m **C.char) C.int {
+			return C.s_client_close_async(h, dh, m)
+		}); err != nil {
+			return err // EINVAL: only for an EXTERNAL client, which Open refuses
+		}
+		go func() {
+			<-w.ch // the client's last callback ran and the handle is freed
+			c.afterClose()
+		}()
+	}
+	select {
+	case <-c.closed:
+		return nil
+	case <-ctx.Done():
+		e := ctxError("CloseContext", ctx).(*Error)
+		e.Message += " (the close goes on)"
+		return e
+	}
+}
+
+// detach takes the handle out of c (calls in flight end first: they hold
+// c.mu), or returns nil when a close already did.
+func (c *Client) detach() *C.simba_client_t {
 	c.mu.Lock()
 	h := c.c
 	c.c = nil
 	c.mu.Unlock()
-	if h == nil {
-		return nil
+	if h != nil {
+		runtime.SetFinalizer(c, nil)
 	}
-	runtime.SetFinalizer(c, nil)
-	err := call("Close", func(m **C.char) C.int { return C.s_client_close(h, m) })
-	// Everything is stopped now: free the elections and tasks left open.
+	return h
+}
+
+// afterClose frees what the client owned, once the library's close stopped
+// it all, and marks the client closed.
+func (c *Client) afterClose() {
 	c.ownMu.Lock()
 	left := make([]interface{ Close() error }, 0, len(c.owned))
 	for x := range c.owned {
@@ -354,10 +486,25 @@ func (c *Client) Close() error {
 	for _, x := range left {
 		_ = x.Close()
 	}
-	if c.sinks != 0 {
-		c.sinks.Delete()
-	}
-	return err
+	c.sinks.Delete()
+	close(c.closed)
+}
+
+// SetOnEvent replaces the event sink (Config.OnEvent) with fn
+// (simba_client_on_event); nil stops the delivery. Events already on their
+// way may still reach the former sink.
+func (c *Client) SetOnEvent(fn func(Event)) error {
+	return c.with("SetOnEvent", func(h *C.simba_client_t) error {
+		s := c.sinks.Value().(*sinkState)
+		s.mu.Lock()
+		s.onEvent = fn
+		s.mu.Unlock()
+		sh := C.uintptr_t(c.sinks)
+		if fn == nil {
+			sh = 0
+		}
+		return call("SetOnEvent", func(m **C.char) C.int { return C.s_client_on_event(h, sh, m) })
+	})
 }
 
 // Status is the session's status; SessionClosed once closed. Never blocks.
@@ -425,12 +572,26 @@ func (c *Client) WaitLive(ctx context.Context) error {
 // remaining_ms, ...), every election and lock, and counters. Never blocks on
 // the backend.
 func (c *Client) Snapshot() (string, error) {
+	return c.text("Snapshot", func(h *C.simba_client_t, m **C.char) *C.char { return C.s_client_snapshot(h, m) })
+}
+
+// Metrics returns the client's metrics in the Prometheus text exposition
+// format (0.0.4), for a scrape endpoint: counters (simba_acquires_total,
+// simba_terms_total, simba_revocations_total{reason}, ...), histograms and
+// gauges, each with the label client (Config.ClientName); the list is in
+// docs/observability.md. Never blocks on the backend.
+func (c *Client) Metrics() (string, error) {
+	return c.text("Metrics", func(h *C.simba_client_t, m **C.char) *C.char { return C.s_client_metrics(h, m) })
+}
+
+// text returns the string a shim makes (NULL: its message, as ErrClosed).
+func (c *Client) text(op string, get func(h *C.simba_client_t, m **C.char) *C.char) (string, error) {
 	var out string
-	err := c.with("Snapshot", func(h *C.simba_client_t) error {
+	err := c.with(op, func(h *C.simba_client_t) error {
 		var msg *C.char
-		s := C.s_client_snapshot(h, &msg)
+		s := get(h, &msg)
 		if s == nil {
-			return errorFrom("Snapshot", int(CodeClosed), msg)
+			return errorFrom(op, int(CodeClosed), msg)
 		}
 		defer C.simba_free(unsafe.Pointer(s))
 		out = C.GoString(s)
@@ -479,6 +640,11 @@ func (c *Client) Inspect(ctx context.Context, names ...string) (string, error) {
 }
 
 func (c *Client) inspect(names []string, timeout time.Duration) (string, error) {
+	for _, n := range names {
+		if err := checkName("Inspect", n); err != nil {
+			return "", err
+		}
+	}
 	var out string
 	err := c.with("Inspect", func(h *C.simba_client_t) error {
 		var arr **C.char
@@ -507,6 +673,9 @@ func (c *Client) inspect(names []string, timeout time.Duration) (string, error) 
 // BackendSchema returns the DDL the backend of url installs (PostgreSQL),
 // for a DBA to review; nothing connects. Other backends: ErrUnsupported.
 func BackendSchema(url string) (string, error) {
+	if err := noNUL("BackendSchema", "backend URL", url); err != nil {
+		return "", err
+	}
 	u, fu := cstr(url)
 	defer fu()
 	var out *C.char
@@ -517,12 +686,22 @@ func BackendSchema(url string) (string, error) {
 	return C.GoString(out), nil
 }
 
-// Version is the loaded library's version ("1.2.0").
+// Version is the loaded library's version ("1.3.0").
 func Version() string { return C.GoString(C.simba_version_string()) }
 
+// CheckLeaseName checks name against the rule every name-taking call
+// applies (simba_lease_name_check): 1-128 characters of [A-Za-z0-9._:-],
+// other than "." and "..", and no NUL byte. It returns nil, or an ErrInvalid
+// whose message names the rule and the first offending character.
+func CheckLeaseName(name string) error { return checkName("CheckLeaseName", name) }
+
+func checkName(op, name string) error {
+	return call(op, func(m **C.char) C.int { return C.s_lease_name_check(name, m) })
+}
+
 func init() {
-	// The lifetime contract this binding relies on is that of 1.2.
-	if v := uint(C.simba_version()); v < 0x010200 || v>>16 != 1 {
-		panic(fmt.Sprintf("simba: libsimba %s is too old or incompatible: this binding needs 1.x, x >= 2", Version()))
+	// The names of codes, reasons, statuses and events come from 1.3.
+	if v := uint(C.simba_version()); v < 0x010300 || v>>16 != 1 {
+		panic(fmt.Sprintf("simba: libsimba %s is too old or incompatible: this binding needs 1.x, x >= 3", Version()))
 	}
 }

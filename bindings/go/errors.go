@@ -1,8 +1,15 @@
 package simba
 
+/*
+#include <simba.h>
+*/
+import "C"
+
 import (
 	"fmt"
 	"runtime/debug"
+	"strconv"
+	"strings"
 )
 
 // Code is a Simba error code (SIMBA_E* in simba.h).
@@ -23,32 +30,27 @@ const (
 	CodeCanceled    Code = -11 // cancelled: by stop or close, or by the context
 )
 
-func (c Code) String() string {
-	switch c {
-	case CodeInvalid:
-		return "invalid argument"
-	case CodeState:
-		return "not allowed in this state"
-	case CodeExpired:
-		return "term expired"
-	case CodeTimeout:
-		return "timed out"
-	case CodeBackend:
-		return "backend error"
-	case CodeClosed:
-		return "client closed"
-	case CodeNoMemory:
-		return "out of memory"
-	case CodeWouldBlock:
-		return "would block"
-	case CodeBusy:
-		return "lease held by someone else"
-	case CodeUnsupported:
-		return "unsupported"
-	case CodeCanceled:
-		return "canceled"
+// String is the code's name from the library (simba_code_name): "EINVAL",
+// "ETIMEDOUT", ...; a code this library does not know prints as
+// "UNKNOWN(-42)".
+func (c Code) String() string { return libName(C.GoString(C.simba_code_name(C.int(c))), int(c)) }
+
+// Text is the library's description of the code (simba_strerror), with the
+// number for a code it does not know.
+func (c Code) Text() string {
+	if C.GoString(C.simba_code_name(C.int(c))) == "UNKNOWN" {
+		return "unknown error " + strconv.Itoa(int(c))
 	}
-	return fmt.Sprintf("simba error %d", int(c))
+	return C.GoString(C.simba_strerror(C.int(c)))
+}
+
+// libName keeps the number of a value the library has no name for (a newer
+// library's, or a wrong one).
+func libName(name string, v int) string {
+	if name == "UNKNOWN" {
+		return "UNKNOWN(" + strconv.Itoa(v) + ")"
+	}
+	return name
 }
 
 // Error is what every failing call returns: the Simba code, the operation and
@@ -64,9 +66,9 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if e.Message == "" {
-		return fmt.Sprintf("simba: %s: %s", e.Op, e.Code)
+		return fmt.Sprintf("simba: %s: %s", e.Op, e.Code.Text())
 	}
-	return fmt.Sprintf("simba: %s: %s: %s", e.Op, e.Code, e.Message)
+	return fmt.Sprintf("simba: %s: %s: %s", e.Op, e.Code.Text(), e.Message)
 }
 
 // Is reports whether target is a *Error with the same code.
@@ -77,6 +79,15 @@ func (e *Error) Is(target error) bool {
 
 // Unwrap returns the cause (ctx.Err()), if any.
 func (e *Error) Unwrap() error { return e.Err }
+
+// noNUL refuses a string that would be cut at a NUL byte on its way into C:
+// an ErrInvalid that says which string and where.
+func noNUL(op, what, s string) error {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return &Error{Code: CodeInvalid, Op: op, Message: fmt.Sprintf("%s contains a NUL byte at index %d", what, i)}
+	}
+	return nil
+}
 
 // Sentinels for errors.Is.
 var (

@@ -113,13 +113,7 @@ func TestWithLock(t *testing.T) {
 // delivers OnRevoked, and fails later calls with ErrClosed.
 func TestClientCloseRevokesEverything(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, url string) {
-		c, err := Open(url, testConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.WaitLive(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		c := open(t, url)
 		lock, err := c.Lock(context.Background(), uniq("close.lock"))
 		if err != nil {
 			t.Fatal(err)
@@ -446,13 +440,7 @@ func TestConfigReachesTheLibrary(t *testing.T) {
 // with success, ErrClosed or ErrCanceled, and nothing crashes (under -race).
 func TestConcurrentUseAndClose(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, url string) {
-		c, err := Open(url, testConfig())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.WaitLive(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		c := open(t, url)
 		name := uniq("race")
 		var wg sync.WaitGroup
 		var cycles int32
@@ -667,4 +655,431 @@ func TestLockQueueIsFirstComeFirstServed(t *testing.T) {
 			t.Fatalf("%d waiters left in the queue", q)
 		}
 	})
+}
+
+func openWith(t *testing.T, url string, cfg *Config) *Client {
+	t.Helper()
+	c, err := Open(url, cfg)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", url, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.WaitLive(ctx); err != nil {
+		t.Fatalf("WaitLive: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// wantNUL checks that err is the invalid-argument error of a string with a
+// NUL byte, and names what the string was.
+func wantNUL(t *testing.T, what string, err error, words ...string) {
+	t.Helper()
+	var se *Error
+	if !errors.As(err, &se) || se.Code != CodeInvalid || !errors.Is(err, ErrInvalid) ||
+		!strings.Contains(err.Error(), "NUL") {
+		t.Fatalf("%s: %v, want ErrInvalid saying NUL", what, err)
+	}
+	for _, w := range words {
+		if !strings.Contains(err.Error(), w) {
+			t.Fatalf("%s: %q does not say %q", what, err, w)
+		}
+	}
+}
+
+// A string with a NUL byte is refused on its way into C, never cut at it:
+// "jobs\x00-tenant-1" and "jobs\x00-tenant-2" are not the lease "jobs".
+func TestNULBytesAreRefused(t *testing.T) {
+	ctx := context.Background()
+	_, err := Open("memory://acc\x00 b", nil)
+	wantNUL(t, "Open", err, "backend URL", "index 12")
+	_, err = Open("memory://x", &Config{Options: map[string]string{"session.margin\x00x": "10ms"}})
+	wantNUL(t, "config key", err, "config key")
+	_, err = Open("memory://x", &Config{Options: map[string]string{"session.margin": "10ms\x00junk"}})
+	wantNUL(t, "config value", err, "session.margin", "index 4")
+	_, err = Open("memory://x", &Config{ClientName: "node\x00a"})
+	wantNUL(t, "client name", err, "client.name")
+	_, err = BackendSchema("postgresql://u@localhost/db?schema=a\x00b")
+	wantNUL(t, "BackendSchema", err, "backend URL")
+	wantNUL(t, "CheckLeaseName", CheckLeaseName("a\x00b"), "index 1")
+	var cfg Config
+	_, err = cfg.Duration("session.lease-duration\x00")
+	wantNUL(t, "Config.Duration", err)
+
+	c := open(t, "memory://"+uniq("nul"))
+	other := open(t, "memory://"+uniq("nul-other"))
+	_ = other
+	_, err = c.TryLock(ctx, "jobs\x00-tenant-1")
+	wantNUL(t, "TryLock", err, "index 4")
+	_, err = c.Lock(ctx, "jobs\x00-tenant-2")
+	wantNUL(t, "Lock", err)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	_, err = c.Lock(cctx, "jobs\x00-tenant-3")
+	wantNUL(t, "Lock with a cancellable context", err)
+	_, err = c.Elect("jobs\x00x", Listener{})
+	wantNUL(t, "Elect", err)
+	work := func(ctx context.Context, t *Term) error { <-ctx.Done(); return nil }
+	_, err = c.LeaderTask("jobs\x00x", work)
+	wantNUL(t, "LeaderTask", err)
+	_, err = c.Schedule("jobs\x00x", 0, time.Second, work)
+	wantNUL(t, "Schedule", err)
+	_, err = c.JoinGroup("jobs\x00x", 2, work)
+	wantNUL(t, "JoinGroup", err, "group name")
+	_, err = c.Observe(ctx, "jobs\x00x", 0)
+	wantNUL(t, "Observe", err)
+	_, err = c.Inspect(ctx, "jobs", "jobs\x00x")
+	wantNUL(t, "Inspect", err)
+	err = c.RunWhileLeader(ctx, "jobs\x00x", work)
+	wantNUL(t, "RunWhileLeader", err)
+	// None of them took or started "jobs": it is free, and startable.
+	tj, err := c.TryLock(ctx, "jobs")
+	if err != nil {
+		t.Fatalf("TryLock(jobs) after the refused names: %v", err)
+	}
+	snap, _ := c.Snapshot()
+	if strings.Count(snap, `"jobs"`) != 1 {
+		t.Fatalf("snapshot holds %d entries named jobs: %s", strings.Count(snap, `"jobs"`), snap)
+	}
+	if err := tj.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An observer sees the holder of a name change hands: free, then client A
+// with its token, then client B with a larger one.
+func TestObserveSeesAHandover(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, url string) {
+		name := uniq("observe")
+		watcher := open(t, url)
+		cfgA, cfgB := testConfig(), testConfig()
+		cfgA.ClientName, cfgB.ClientName = "go-observe-a", "go-observe-b"
+		a, b := openWith(t, url, cfgA), openWith(t, url, cfgB)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		ch, err := watcher.Observe(ctx, name, 20*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := func(what string, ok func(Holder) bool) Holder {
+			t.Helper()
+			for {
+				select {
+				case h, open := <-ch:
+					if !open {
+						t.Fatalf("channel closed waiting for %s", what)
+					}
+					if h.Name != name {
+						t.Fatalf("holder of %q, want %q", h.Name, name)
+					}
+					if ok(h) {
+						return h
+					}
+				case <-ctx.Done():
+					t.Fatalf("no %s seen", what)
+				}
+			}
+		}
+		first := next("the state at the start", func(Holder) bool { return true })
+		if !first.Free() || first.Token != 0 {
+			t.Fatalf("a new name's first state: %+v", first)
+		}
+		ta, err := a.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ha := next("holder A", func(h Holder) bool { return !h.Free() })
+		if ha.Client != "go-observe-a" || ha.Token != ta.Token() || ha.Session == "" {
+			t.Fatalf("holder A: %+v (token %d)", ha, ta.Token())
+		}
+		if err := ta.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+		tb, err := b.Lock(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hb := next("holder B", func(h Holder) bool { return !h.Free() })
+		if hb.Client != "go-observe-b" || hb.Token != tb.Token() || hb.Token <= ha.Token ||
+			hb.Session == ha.Session {
+			t.Fatalf("holder B: %+v after %+v", hb, ha)
+		}
+		_ = tb.Unlock()
+		// The channel closes when ctx is done...
+		cancel()
+		eventually(t, "the channel to close with its context", func() bool {
+			_, open := <-ch
+			return !open
+		})
+		// ...and when the client closes.
+		ch2, err := watcher.Observe(context.Background(), name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := <-ch2; !ok {
+			t.Fatal("no first state")
+		}
+		if err := watcher.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := <-ch2; ok {
+			t.Fatal("a value after the client's Close")
+		}
+		if _, err := watcher.Observe(context.Background(), name, 0); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Observe after Close: %v", err)
+		}
+		if _, err := a.Observe(context.Background(), name, 5*time.Millisecond); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("Observe with a 5 ms poll: %v", err)
+		}
+	})
+}
+
+// The metrics text counts what the client did: N lock cycles are N
+// acquires, N terms, N releases and N revocations STOPPED.
+func TestMetricsAfterKnownActivity(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, url string) {
+		cfg := testConfig()
+		cfg.ClientName = "go-metrics"
+		c := openWith(t, url, cfg)
+		const n = 3
+		for i := 0; i < n; i++ {
+			term, err := c.Lock(context.Background(), uniq("metrics"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := term.Unlock(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		text, err := c.Metrics()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{
+			"# TYPE simba_acquires_total counter\n",
+			fmt.Sprintf("simba_acquires_total{client=\"go-metrics\"} %d\n", n),
+			fmt.Sprintf("simba_terms_total{client=\"go-metrics\"} %d\n", n),
+			fmt.Sprintf("simba_releases_total{client=\"go-metrics\"} %d\n", n),
+			fmt.Sprintf("simba_revocations_total{client=\"go-metrics\",reason=\"STOPPED\"} %d\n", n),
+			"simba_leases_held{client=\"go-metrics\"} 0\n",
+			"simba_session_state{client=\"go-metrics\",state=\"LIVE\"} 1\n",
+		} {
+			if !strings.Contains(text, want) {
+				t.Fatalf("metrics lack %q:\n%s", want, text)
+			}
+		}
+		_ = c.Close()
+		if _, err := c.Metrics(); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Metrics after Close: %v", err)
+		}
+	})
+}
+
+// Names come from the library, and a value it does not know keeps its number.
+func TestNamesFromTheLibrary(t *testing.T) {
+	for _, c := range []struct {
+		got, want string
+	}{
+		{NotRevoked.String(), "NONE"},
+		{Stopped.String(), "STOPPED"},
+		{SteppedDown.String(), "STEPPED_DOWN"},
+		{DeadlinePassed.String(), "DEADLINE_PASSED"},
+		{SessionExpired.String(), "SESSION_EXPIRED"},
+		{TakenOver.String(), "TAKEN_OVER"},
+		{RevokeReason(9).String(), "UNKNOWN(9)"},
+		{SessionOpening.String(), "OPENING"},
+		{SessionLive.String(), "LIVE"},
+		{SessionSuspended.String(), "SUSPENDED"},
+		{SessionClosed.String(), "CLOSED"},
+		{SessionStatus(7).String(), "UNKNOWN(7)"},
+		{EventSessionOpened.String(), "SESSION_OPENED"},
+		{EventSessionLeaseShortened.String(), "SESSION_LEASE_SHORTENED"},
+		{EventType(42).String(), "UNKNOWN(42)"},
+		{Code(0).String(), "OK"},
+		{CodeInvalid.String(), "EINVAL"},
+		{CodeBusy.String(), "EBUSY"},
+		{CodeCanceled.String(), "ECANCELED"},
+		{Code(-99).String(), "UNKNOWN(-99)"},
+		{CodeTimeout.Text(), "timed out"},
+		{(&Error{Code: -99, Op: "Op", Message: "m"}).Error(), "simba: Op: unknown error -99: m"},
+		{(&Error{Code: CodeBusy, Op: "TryLock"}).Error(), "simba: TryLock: lease held by someone else"},
+		{fmt.Sprint((&Term{name: "n", token: 7, final: RevokeReason(11)}).Reason()), "UNKNOWN(11)"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%q, want %q", c.got, c.want)
+		}
+	}
+	if err := CheckLeaseName("app.primary"); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckLeaseName("bad name!"); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "index 3") {
+		t.Fatalf("CheckLeaseName(bad name!): %v", err)
+	}
+}
+
+// After Close, RunWhileLeader fails as RunWhileLeader (not as LeaderTask).
+func TestRunWhileLeaderAfterCloseNamesItself(t *testing.T) {
+	c, err := Open("memory://"+uniq("rwl-closed"), testConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	err = c.RunWhileLeader(context.Background(), "x", func(context.Context, *Term) error { return nil })
+	var se *Error
+	if !errors.As(err, &se) || !errors.Is(err, ErrClosed) || se.Op != "RunWhileLeader" ||
+		!strings.HasPrefix(err.Error(), "simba: RunWhileLeader: client closed") {
+		t.Fatalf("RunWhileLeader after Close: %v", err)
+	}
+}
+
+// CloseContext bounds the wait of a close; the close goes on, and a later
+// call waits for it.
+func TestCloseContext(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, url string) {
+		c := open(t, url)
+		// Work that returns 300 ms after its context is cancelled: the close
+		// waits for it (handover order).
+		name := uniq("closectx")
+		started := make(chan *Term, 1)
+		var returned int32
+		task, err := c.LeaderTask(name, func(ctx context.Context, term *Term) error {
+			started <- term
+			<-ctx.Done()
+			time.Sleep(300 * time.Millisecond)
+			atomic.StoreInt32(&returned, 1)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var term *Term
+		select {
+		case term = <-started:
+		case <-time.After(20 * time.Second):
+			t.Fatal("never elected")
+		}
+		lock, err := c.Lock(context.Background(), uniq("closectx-lock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		err = c.CloseContext(short)
+		if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) ||
+			!strings.Contains(err.Error(), "goes on") {
+			t.Fatalf("CloseContext with 50 ms: %v", err)
+		}
+		if _, err := c.Lock(context.Background(), "x"); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Lock while closing: %v", err)
+		}
+		long, cancelLong := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancelLong()
+		if err := c.CloseContext(long); err != nil {
+			t.Fatalf("second CloseContext: %v", err)
+		}
+		if atomic.LoadInt32(&returned) != 1 {
+			t.Fatal("the close completed before the work returned")
+		}
+		if term.Valid() || lock.Valid() || lock.Reason() != Stopped || c.Status() != SessionClosed {
+			t.Fatalf("after the close: work term %v, lock %v %v, status %v", term.Valid(), lock.Valid(),
+				lock.Reason(), c.Status())
+		}
+		select {
+		case <-task.ended:
+		default:
+			t.Fatal("the task was not freed by the close")
+		}
+		if err := c.CloseContext(long); err != nil {
+			t.Fatalf("CloseContext of a closed client: %v", err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatalf("Close after CloseContext: %v", err)
+		}
+		// Without a deadline, CloseContext is Close.
+		d, err := Open(url, testConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.CloseContext(context.Background()); err != nil || d.Status() != SessionClosed {
+			t.Fatalf("CloseContext(Background): %v %v", err, d.Status())
+		}
+	})
+}
+
+// The config's event sink sees the first SESSION_OPENED, which a sink set
+// after open can miss; SetOnEvent replaces it.
+func TestEventSinkFromTheConfig(t *testing.T) {
+	for i := 0; i < 5; i++ {
+		var mu sync.Mutex
+		var first, second []EventType
+		cfg := testConfig()
+		cfg.OnEvent = func(e Event) { mu.Lock(); first = append(first, e.Type); mu.Unlock() }
+		c := openWith(t, "memory://"+uniq("sink"), cfg)
+		eventually(t, "SESSION_OPENED", func() bool { mu.Lock(); defer mu.Unlock(); return len(first) > 0 })
+		if err := c.SetOnEvent(func(e Event) { mu.Lock(); second = append(second, e.Type); mu.Unlock() }); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		if first[0] != EventSessionOpened || first[0].String() != "SESSION_OPENED" {
+			t.Fatalf("first event %v of %v", first[0], first)
+		}
+		if len(second) == 0 || second[len(second)-1] != EventSessionClosed {
+			t.Fatalf("the replaced sink saw %v (the first %v)", second, first)
+		}
+		for _, e := range first {
+			if e == EventSessionClosed {
+				t.Fatalf("the replaced sink saw SESSION_CLOSED: %v", first)
+			}
+		}
+		mu.Unlock()
+	}
+}
+
+// A Go executor runs the client's callbacks; one that refuses a task does
+// not get it.
+func TestExecutor(t *testing.T) {
+	var submitted int32
+	cfg := testConfig()
+	cfg.Executor = func(run func()) error {
+		atomic.AddInt32(&submitted, 1)
+		go run()
+		return nil
+	}
+	c := openWith(t, "memory://"+uniq("executor"), cfg)
+	elected := make(chan *Term, 1)
+	e, err := c.Elect(uniq("executor"), Listener{OnElected: func(t *Term) { elected <- t }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-elected:
+	case <-time.After(20 * time.Second):
+		t.Fatal("OnElected never ran on the executor")
+	}
+	if err := e.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if atomic.LoadInt32(&submitted) < 2 { // OnElected, OnRevoked and the stop's done
+		t.Fatalf("%d tasks submitted", submitted)
+	}
+	_ = e.Close()
+}
+
+// Config.Duration and Config.Number read what the library makes of a
+// configuration, derived defaults included.
+func TestConfigValues(t *testing.T) {
+	cfg := &Config{LeaseDuration: 1200 * time.Millisecond}
+	if d, err := cfg.Duration("session.renew-interval"); err != nil || d != 400*time.Millisecond {
+		t.Fatalf("renew interval %v %v", d, err)
+	}
+	if v, err := cfg.Number("session.drift"); err != nil || v != 0.01 {
+		t.Fatalf("drift %v %v", v, err)
+	}
+	if _, err := cfg.Duration("session.drift"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Duration of a number: %v", err)
+	}
 }

@@ -13,28 +13,31 @@ import (
 )
 
 // acquire makes one blocking simba_lock_acquire of at most wait (try: one
-// simba_lock_try_acquire).
-func (c *Client) acquire(op string, n *C.char, wait time.Duration, try bool) (*Term, error) {
-	var t *C.simba_term_t
-	err := c.with(op, func(h *C.simba_client_t) error {
-		return call(op, func(m **C.char) C.int {
-			if try {
-				return C.s_lock_try_acquire(&t, h, n, m)
-			}
-			return C.s_lock_acquire(&t, h, n, ms(wait.Milliseconds()), m)
-		})
-	})
-	if err != nil {
-		return nil, err
+// simba_lock_try_acquire). The name goes to C as a Go string, checked there
+// (simba_lease_name_check refuses a NUL byte) and copied to the C stack, and
+// the token comes back with the term: one cgo call and no C allocation.
+func (c *Client) acquire(op string, name string, wait time.Duration, try bool) (*Term, error) {
+	c.mu.RLock()
+	if c.c == nil {
+		c.mu.RUnlock()
+		return nil, closedError(op)
 	}
-	return newTerm(t, true), nil
+	var r C.s_acquired
+	if try {
+		r = C.s_lock_try_acquire(c.c, name)
+	} else {
+		r = C.s_lock_acquire(c.c, name, ms(wait.Milliseconds()))
+	}
+	c.mu.RUnlock()
+	if r.rc < 0 {
+		return nil, errorFrom(op, int(r.rc), r.msg)
+	}
+	return newTerm(r.term, true, name, uint64(r.token)), nil
 }
 
 // lockLoop acquires in slices until it succeeds, the deadline passes, or
 // abandoned() says the caller gave up.
 func (c *Client) lockLoop(op, name string, deadline time.Time, abandoned func() bool) (*Term, error) {
-	n, fn := cstr(name)
-	defer fn()
 	for {
 		wait := slice
 		if !deadline.IsZero() {
@@ -47,7 +50,7 @@ func (c *Client) lockLoop(op, name string, deadline time.Time, abandoned func() 
 				wait = left
 			}
 		}
-		t, err := c.acquire(op, n, wait, false)
+		t, err := c.acquire(op, name, wait, false)
 		if err == nil || !errors.Is(err, ErrTimeout) || abandoned() {
 			return t, err
 		}
@@ -83,8 +86,14 @@ func waitTerm(ctx context.Context, op string, get func(gone <-chan struct{}) (*T
 }
 
 // lockWaiter is one Lock call in its name's queue; turn is closed when it
-// is at the head.
+// is at the head. A call that finds its queue empty is the head at once and
+// stays first until it leaves: it is firstWaiter (one per queue at most), so
+// the uncontended lock cycle allocates no waiter and no channel.
 type lockWaiter struct{ turn chan struct{} }
+
+var firstWaiter = &lockWaiter{turn: make(chan struct{})}
+
+func init() { close(firstWaiter.turn) }
 
 // lockQueue keeps the Lock calls of this client on one name in arrival
 // order. Only its head is inside simba_lock_acquire (which the binding calls
@@ -95,7 +104,6 @@ type lockWaiter struct{ turn chan struct{} }
 type lockQueue struct{ waiters []*lockWaiter }
 
 func (c *Client) enqueue(name string) *lockWaiter {
-	w := &lockWaiter{turn: make(chan struct{})}
 	c.qmu.Lock()
 	defer c.qmu.Unlock()
 	if c.queues == nil {
@@ -103,13 +111,18 @@ func (c *Client) enqueue(name string) *lockWaiter {
 	}
 	q := c.queues[name]
 	if q == nil {
-		q = &lockQueue{}
+		q = c.spareQueue
+		c.spareQueue = nil
+		if q == nil {
+			q = &lockQueue{waiters: make([]*lockWaiter, 0, 4)}
+		}
 		c.queues[name] = q
 	}
-	q.waiters = append(q.waiters, w)
-	if len(q.waiters) == 1 {
-		close(w.turn)
+	w := firstWaiter
+	if len(q.waiters) > 0 {
+		w = &lockWaiter{turn: make(chan struct{})}
 	}
+	q.waiters = append(q.waiters, w)
 	return w
 }
 
@@ -119,7 +132,9 @@ func (c *Client) leave(name string, w *lockWaiter) {
 	q := c.queues[name]
 	for i, x := range q.waiters {
 		if x == w {
-			q.waiters = append(q.waiters[:i], q.waiters[i+1:]...)
+			copy(q.waiters[i:], q.waiters[i+1:])
+			q.waiters[len(q.waiters)-1] = nil
+			q.waiters = q.waiters[:len(q.waiters)-1]
 			if i == 0 && len(q.waiters) > 0 {
 				close(q.waiters[0].turn)
 			}
@@ -128,12 +143,18 @@ func (c *Client) leave(name string, w *lockWaiter) {
 	}
 	if len(q.waiters) == 0 {
 		delete(c.queues, name)
+		c.spareQueue = q // the next name's queue: no allocation per cycle
 	}
 }
 
+// firstSlice bounds the first attempt of a cancellable Lock, made on the
+// caller's goroutine: the longest a cancel can wait.
+const firstSlice = 2 * time.Millisecond
+
 // Lock acquires the lock name, waiting until it is free, ctx is done, or the
 // client closes. Locks of one client on one name queue behind each other,
-// first come, first served; a cancelled one leaves the queue at once.
+// first come, first served; a cancelled one leaves the queue at once (at most
+// 2 ms after the cancel: the first attempt is made on the caller's goroutine).
 // The returned Term is owned by the caller: Unlock it when done (a lost Term
 // releases its lock when garbage collected). A name used by an election of
 // this client fails with ErrState.
@@ -147,6 +168,25 @@ func (c *Client) Lock(ctx context.Context, name string) (*Term, error) {
 		defer c.leave(name, w)
 		<-w.turn
 		return c.lockLoop("Lock", name, deadline, func() bool { return false })
+	}
+	if w == firstWaiter {
+		// A first attempt on this goroutine, bounded by firstSlice: an
+		// uncontended Lock then costs no goroutine hop. A cancel during it is
+		// seen when it ends.
+		wait := firstSlice
+		if !deadline.IsZero() && time.Until(deadline) < wait {
+			wait = time.Until(deadline)
+		}
+		if wait > 0 {
+			t, err := c.acquire("Lock", name, wait, false)
+			if err == nil || !errors.Is(err, ErrTimeout) || ctx.Err() != nil {
+				c.leave(name, w)
+				if err != nil && ctx.Err() != nil {
+					err = ctxError("Lock", ctx)
+				}
+				return t, err
+			}
+		}
 	}
 	return waitTerm(ctx, "Lock", func(gone <-chan struct{}) (*Term, error) {
 		defer c.leave(name, w)
@@ -173,11 +213,7 @@ func (c *Client) TryLock(ctx context.Context, name string) (*Term, error) {
 	if ctx.Err() != nil {
 		return nil, ctxError("TryLock", ctx)
 	}
-	get := func(<-chan struct{}) (*Term, error) {
-		n, fn := cstr(name)
-		defer fn()
-		return c.acquire("TryLock", n, 0, true)
-	}
+	get := func(<-chan struct{}) (*Term, error) { return c.acquire("TryLock", name, 0, true) }
 	if ctx.Done() == nil {
 		return get(nil)
 	}

@@ -46,17 +46,7 @@ func testConfig() *Config {
 
 func open(t *testing.T, url string) *Client {
 	t.Helper()
-	c, err := Open(url, testConfig())
-	if err != nil {
-		t.Fatalf("Open(%s): %v", url, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := c.WaitLive(ctx); err != nil {
-		t.Fatalf("WaitLive: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return openWith(t, url, testConfig())
 }
 
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -159,6 +149,13 @@ func TestLock(t *testing.T) {
 		}
 		if ta.Valid() || ta.Remaining() != 0 {
 			t.Fatal("an unlocked term is still valid")
+		}
+		// An ended term stays readable; only EnsureValid refuses it.
+		if ta.Name() != name || ta.Token() == 0 || ta.Reason() != Stopped || ta.Reason().String() != "STOPPED" {
+			t.Fatalf("unlocked term: %s %d %v", ta.Name(), ta.Token(), ta.Reason())
+		}
+		if err := ta.EnsureValid(0); !errors.Is(err, ErrTermExpired) {
+			t.Fatalf("EnsureValid of an unlocked term: %v", err)
 		}
 		if err := ta.Unlock(); err != nil {
 			t.Fatalf("second Unlock: %v", err)

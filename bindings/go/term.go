@@ -26,22 +26,11 @@ const (
 	TakenOver      RevokeReason = 5 // a keep-alive no longer lists the lease as ours
 )
 
+// String is the reason's name from the library (simba_revoke_reason_name):
+// "STOPPED", "TAKEN_OVER", ...; one this library does not know prints as
+// "UNKNOWN(9)".
 func (r RevokeReason) String() string {
-	switch r {
-	case NotRevoked:
-		return "NONE"
-	case Stopped:
-		return "STOPPED"
-	case SteppedDown:
-		return "STEPPED_DOWN"
-	case DeadlinePassed:
-		return "DEADLINE_PASSED"
-	case SessionExpired:
-		return "SESSION_EXPIRED"
-	case TakenOver:
-		return "TAKEN_OVER"
-	}
-	return "UNKNOWN"
+	return libName(C.GoString(C.simba_revoke_reason_name(C.simba_revoke_reason_t(r))), int(r))
 }
 
 // Term is one period during which this process owns a lease: a name, a
@@ -62,11 +51,17 @@ type Term struct {
 	final RevokeReason    // the reason read when the reference was dropped
 
 	doneOnce  sync.Once // registers the on_revoked that closes done
+	chOnce    sync.Once // makes done, on first use: most lock terms never need it
 	closeOnce sync.Once
 	done      chan struct{}
 }
 
-func (t *Term) markDone() { t.closeOnce.Do(func() { close(t.done) }) }
+func (t *Term) doneChan() chan struct{} {
+	t.chOnce.Do(func() { t.done = make(chan struct{}) })
+	return t.done
+}
+
+func (t *Term) markDone() { t.closeOnce.Do(func() { close(t.doneChan()) }) }
 
 // watchRevoked closes Done (and calls then) the moment the term is revoked or
 // its deadline passed, from a goroutine blocked in simba_term_wait_revoked
@@ -92,10 +87,10 @@ func (t *Term) watchRevoked(p *C.simba_term_t, stop <-chan struct{}, then func()
 	}()
 }
 
-// newTerm wraps a term the caller owns one reference of.
-func newTerm(t *C.simba_term_t, lock bool) *Term {
-	w := &Term{t: t, lock: lock, name: C.GoString(C.simba_term_name(t)),
-		token: uint64(C.simba_term_token(t)), done: make(chan struct{})}
+// newTerm wraps a term the caller owns one reference of; name and token are
+// the term's (a lock's are known without asking the library again).
+func newTerm(t *C.simba_term_t, lock bool, name string, token uint64) *Term {
+	w := &Term{t: t, lock: lock, name: name, token: token}
 	runtime.SetFinalizer(w, (*Term).Release)
 	return w
 }
@@ -103,7 +98,7 @@ func newTerm(t *C.simba_term_t, lock bool) *Term {
 // borrowedTerm wraps a term passed to a callback, taking its own reference.
 func borrowedTerm(t *C.simba_term_t) *Term {
 	C.simba_term_retain(t)
-	return newTerm(t, false)
+	return newTerm(t, false, C.GoString(C.simba_term_name(t)), uint64(C.simba_term_token(t)))
 }
 
 // Name is the lease name (for a partition group, "GROUP.K").
@@ -169,6 +164,7 @@ func (t *Term) Reason() RevokeReason {
 // Done returns a channel that is closed when the term is revoked (for any
 // reason); then Reason says why.
 func (t *Term) Done() <-chan struct{} {
+	ch := t.doneChan()
 	t.doneOnce.Do(func() {
 		t.mu.RLock()
 		defer t.mu.RUnlock()
@@ -185,7 +181,7 @@ func (t *Term) Done() <-chan struct{} {
 			t.markDone()
 		}
 	})
-	return t.done
+	return ch
 }
 
 // drop takes the reference out of t, recording the final reason.
@@ -227,13 +223,18 @@ func (t *Term) Unlock() error {
 	}
 	// The release drops the library's term: no reference is kept (keeping
 	// one would make its last drop, later on another thread, wake the loop).
-	t.final = RevokeReason(C.simba_term_revoke_reason(p))
-	if t.final == NotRevoked {
-		t.final = Stopped
-	}
+	// Until it returns, Reason reads STOPPED, what a release makes of a term
+	// not revoked before; one revoked before keeps its own reason.
+	t.final = Stopped
 	t.t = nil
 	t.mu.Unlock()
 	runtime.SetFinalizer(t, nil)
 	// Outside t.mu: the release waits for the term's on_revoked callbacks.
-	return call("Unlock", func(m **C.char) C.int { return C.s_lock_release(p, m) })
+	r := C.s_lock_release(p)
+	if r.reason != C.SIMBA_REVOKE_NONE {
+		t.mu.Lock()
+		t.final = RevokeReason(r.reason)
+		t.mu.Unlock()
+	}
+	return errorFrom("Unlock", int(r.rc), r.msg)
 }
