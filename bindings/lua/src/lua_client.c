@@ -13,13 +13,6 @@ lclient *slua_live_client(lua_State *L, int i) {
   return u->cl;
 }
 
-/* The event sink: anchored under this key. */
-static char EVENT_KEY;
-
-static void tr_event(void *ud, simba_event_type_t type, const char *detail) {
-  slua_invoke_hook((lclient *)ud, &EVENT_KEY, slua_event_name(type), detail ? detail : "{}");
-}
-
 /* A new lclient and its userdata (pushed), registered in the weak table. */
 static lclient *new_client_ud(lua_State *L) {
   lclient *cl;
@@ -47,7 +40,7 @@ static lclient *new_client_ud(lua_State *L) {
 /* Apply the options at index 2 to @p cfg (freed here) and open the client.
  * Stack on entry and on return: url opts ud. */
 static int open_with_config(lua_State *L, lclient *cl, const char *url, simba_config_t *cfg,
-                            result_t *r, int *log_level) {
+                            result_t *r) {
   int rc;
   {
     /* A box at index 4 frees cfg if an option raises below. */
@@ -57,7 +50,7 @@ static int open_with_config(lua_State *L, lclient *cl, const char *url, simba_co
   }
   rc = simba_config_set(cfg, "loop.mode", "external");
   if (rc == SIMBA_OK) {
-    rc = slua_apply_options(L, 2, cfg, cl, r, log_level);
+    rc = slua_apply_options(L, 2, cfg, cl, r);
   } else {
     slua_capture(r, rc);
   }
@@ -101,11 +94,10 @@ static int make_fds(lua_State *L, lclient *cl) {
 
 /* simba.open(url[, opts]) -> client | nil, msg, code */
 int slua_open(lua_State *L) {
-  const char *url = luaL_checkstring(L, 1);
+  const char *url = slua_check_text(L, 1, "open", "backend URL");
   simba_config_t *cfg = NULL;
   lclient *cl;
   result_t r;
-  int log_level = -1;
   int rc;
   if (!lua_isnoneornil(L, 2)) luaL_checktype(L, 2, LUA_TTABLE);
   lua_settop(L, 2);
@@ -116,20 +108,14 @@ int slua_open(lua_State *L) {
     slua_capture(&r, rc);
     return slua_push_fail(L, &r);
   }
-  rc = open_with_config(L, cl, url, cfg, &r, &log_level);
+  rc = open_with_config(L, cl, url, cfg, &r);
   if (rc != SIMBA_OK) {
     cl->c = NULL;
     if (rc == SIMBA_EINVAL || rc == SIMBA_EUNSUPPORTED) return slua_raise_misuse(L, "open", &r);
     return slua_push_fail(L, &r);
   }
   if (make_fds(L, cl)) return 3;
-  if (log_level >= 0) slua_anchor_logger(L, 2, 3);
-  if (lua_istable(L, 2) && lua_getfield(L, 2, "on_event") != LUA_TNIL) {
-    luaL_checktype(L, -1, LUA_TFUNCTION);
-    slua_anchor_set(L, 3, &EVENT_KEY);
-    slua_capture(&r, simba_client_on_event(cl->c, tr_event, cl));
-    if (r.rc != SIMBA_OK) return slua_fail(L, "on_event", &r);
-  }
+  slua_anchor_hooks(L, 2, 3);
   lua_settop(L, 3);
   return 1;
 }
@@ -141,39 +127,12 @@ int slua_client_fd(lua_State *L) {
   return 1;
 }
 
-/* ms before process() must run although the fd is not readable; -1: no timer. */
-static int64_t next_timeout(lclient *cl) {
-  int64_t to = simba_client_timeout_ms(cl->c);
-  if (cl->active) {
-    work_req *q;
-    for (q = cl->active; q; q = q->next) {
-      int64_t due = slua_run_due_ms(q);
-      if (to < 0 || due < to) to = due;
-    }
-  }
-  return to;
-}
-
 int slua_client_timeout(lua_State *L) {
-  lua_pushinteger(L, (lua_Integer)next_timeout(slua_live_client(L, 1)));
+  lua_pushinteger(L, (lua_Integer)slua_next_timeout(slua_live_client(L, 1)));
   return 1;
 }
 
-/* Wait up to @p wait_ms for client:fd() to become readable (poll's result). */
-int slua_poll_client(lclient *cl, int64_t wait_ms) {
-  struct pollfd p;
-  p.fd = cl->epfd;
-  p.events = POLLIN;
-  p.revents = 0;
-  return poll(&p, 1, (int)wait_ms);
-}
-
-/* simba_client_process(): run what is ready, callbacks included. */
-void slua_process_ready(lua_State *L, lclient *cl, result_t *r) {
-  call_t k = slua_enter(cl, L);
-  slua_capture(r, simba_client_process(cl->c));
-  slua_leave(L, k);
-}
+static int do_close(lua_State *L, lclient *cl, int raise);
 
 /* One turn of process() and run(): what is ready, then the leader work, the
  * orphans and a close that leader work deferred. Returns the count of
@@ -181,13 +140,12 @@ void slua_process_ready(lua_State *L, lclient *cl, result_t *r) {
 static int process_turn(lua_State *L, lclient *cl, const char *what, int *closed) {
   result_t r;
   *closed = 0;
-  slua_process_ready(L, cl, &r);
+  slua_turn(L, cl, &r);
   if (r.rc != SIMBA_OK) return slua_fail(L, what, &r);
-  (void)slua_pump(L, cl);
   if (cl->depth == 0 && !cl->pumping) slua_finish_orphans(L);
   if (cl->deferred_close && !cl->pumping && cl->depth == 0) {
     cl->deferred_close = 0;
-    if (slua_do_close(L, cl, 1)) return 3;
+    if (do_close(L, cl, 1)) return 3;
     *closed = 1;
   }
   return 0;
@@ -258,7 +216,7 @@ int slua_client_run(lua_State *L) {
       lua_pushboolean(L, 0);
       return 1;
     }
-    to = next_timeout(cl);
+    to = slua_next_timeout(cl);
     if (to >= 0 && to < wait) wait = to;
     if (has_until && wait > 50) wait = 50; /* re-check the condition now and then */
     if (wait > 1000) wait = 1000;
@@ -283,12 +241,13 @@ int slua_client_wait_live(lua_State *L) {
   return slua_leave_result(L, k, "wait_live", &r);
 }
 
-static const char *client_status_name(const client_ud *u) {
-  return slua_status_name(u->cl && u->cl->c ? simba_client_status(u->cl->c) : SIMBA_SESSION_CLOSED);
+static simba_session_status_t client_status(const client_ud *u) {
+  return u->cl && u->cl->c ? simba_client_status(u->cl->c) : SIMBA_SESSION_CLOSED;
 }
 
 int slua_client_status(lua_State *L) {
-  lua_pushstring(L, client_status_name(slua_check_client_ud(L, 1)));
+  simba_session_status_t s = client_status(slua_check_client_ud(L, 1));
+  slua_push_name(L, simba_session_status_name(s), (int)s);
   return 1;
 }
 
@@ -313,18 +272,30 @@ int slua_client_is_closed(lua_State *L) {
   return 1;
 }
 
-int slua_client_snapshot(lua_State *L) {
-  lclient *cl = slua_live_client(L, 1);
-  char *js = simba_client_snapshot_json(cl->c);
+/* A JSON or text report of the client (libsimba's string, freed here), or
+ * nil, msg, code. */
+static int push_report(lua_State *L, lclient *cl, char *text) {
   result_t r;
-  if (!js) {
+  if (!text) {
     slua_capture(&r,
                  simba_client_status(cl->c) == SIMBA_SESSION_CLOSED ? SIMBA_ECLOSED : SIMBA_ENOMEM);
     return slua_push_fail(L, &r);
   }
-  lua_pushstring(L, js);
-  simba_free(js);
+  lua_pushstring(L, text);
+  simba_free(text);
   return 1;
+}
+
+/* client:snapshot() -> json */
+int slua_client_snapshot(lua_State *L) {
+  lclient *cl = slua_live_client(L, 1);
+  return push_report(L, cl, simba_client_snapshot_json(cl->c));
+}
+
+/* client:metrics() -> Prometheus text */
+int slua_client_metrics(lua_State *L) {
+  lclient *cl = slua_live_client(L, 1);
+  return push_report(L, cl, simba_client_metrics_text(cl->c));
 }
 
 /* client:inspect([names][, timeout_ms]) -> json | nil, msg, code */
@@ -341,8 +312,9 @@ int slua_client_inspect(lua_State *L) {
     n = (size_t)luaL_len(L, 2);
     names = (const char **)lua_newuserdatauv(L, (n ? n : 1) * sizeof *names, 0);
     for (i = 0; i < n; ++i) {
-      lua_geti(L, 2, (lua_Integer)i + 1);
-      names[i] = luaL_checkstring(L, -1);
+      if (lua_geti(L, 2, (lua_Integer)i + 1) != LUA_TSTRING)
+        luaL_error(L, "simba: inspect: names[%d] is not a string", (int)i + 1);
+      names[i] = slua_check_name(L, -1, "inspect");
       lua_pop(L, 1); /* the string stays alive in the table */
     }
   }
@@ -359,16 +331,9 @@ int slua_client_inspect(lua_State *L) {
 int slua_client_on_event(lua_State *L) {
   lclient *cl = slua_live_client(L, 1);
   result_t r;
-  if (lua_isnoneornil(L, 2)) {
-    slua_capture(&r, simba_client_on_event(cl->c, NULL, NULL));
-    lua_pushnil(L);
-  } else {
-    luaL_checktype(L, 2, LUA_TFUNCTION);
-    lua_pushvalue(L, 2);
-    slua_capture(&r, simba_client_on_event(cl->c, tr_event, cl));
-  }
-  slua_anchor_set(L, 1, &EVENT_KEY);
-  if (r.rc != SIMBA_OK) return slua_fail(L, "on_event", &r);
+  lua_settop(L, 2);
+  if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TFUNCTION);
+  if (slua_set_on_event(L, cl, 2, &r) != SIMBA_OK) return slua_fail(L, "on_event", &r);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -385,7 +350,7 @@ static void mark_closed(lua_State *L, lclient *cl) {
  * From a callback it starts the close and returns nil, msg, "EWOULDBLOCK":
  * call close() again outside callbacks (run() and process() report ECLOSED
  * once it completed). */
-int slua_do_close(lua_State *L, lclient *cl, int raise) {
+static int do_close(lua_State *L, lclient *cl, int raise) {
   result_t r;
   call_t k;
   if (!cl->c) return 0;
@@ -437,7 +402,7 @@ int slua_client_close(lua_State *L) {
     lua_pushboolean(L, 1);
     return 1;
   }
-  n = slua_do_close(L, u->cl, 1);
+  n = do_close(L, u->cl, 1);
   if (n) return n;
   lua_pushboolean(L, 1);
   return 1;
@@ -541,7 +506,7 @@ int slua_client_gc(lua_State *L) {
     lua_pushvalue(L, 1);
     cl->self_ref = luaL_ref(L, LUA_REGISTRYINDEX);
     lua_settop(L, 1);
-    slua_do_close(L, cl, 0);
+    do_close(L, cl, 0);
     lua_settop(L, 1);
     luaL_unref(L, LUA_REGISTRYINDEX, cl->self_ref);
     cl->self_ref = LUA_NOREF;
@@ -561,6 +526,9 @@ int slua_client_gc(lua_State *L) {
 }
 
 int slua_client_tostring(lua_State *L) {
-  lua_pushfstring(L, "simba.client(%s)", client_status_name(slua_check_client_ud(L, 1)));
+  simba_session_status_t s = client_status(slua_check_client_ud(L, 1));
+  char buf[32];
+  lua_pushfstring(L, "simba.client(%s)",
+                  slua_name(buf, sizeof buf, simba_session_status_name(s), (int)s));
   return 1;
 }

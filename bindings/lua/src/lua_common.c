@@ -1,5 +1,6 @@
-/* Shared plumbing of the Lua binding: names of codes, results of calls into
- * libsimba, the client's anchors, entering and leaving libsimba, callbacks. */
+/* Shared plumbing of the Lua binding: names (from the library), checked
+ * strings, results of calls into libsimba, the client's anchors, entering and
+ * leaving libsimba, callbacks. */
 #include "simba_lua.h"
 
 int64_t slua_now_ms(void) {
@@ -9,86 +10,55 @@ int64_t slua_now_ms(void) {
 }
 
 /* ------------------------------------------------------------------------- */
-/* Names and results */
+/* Names (from the library) and checked strings */
 
-const char *slua_code_name(int rc) {
-  switch (rc) {
-    case SIMBA_OK:
-      return "OK";
-    case SIMBA_EINVAL:
-      return "EINVAL";
-    case SIMBA_ESTATE:
-      return "ESTATE";
-    case SIMBA_EEXPIRED:
-      return "EEXPIRED";
-    case SIMBA_ETIMEDOUT:
-      return "ETIMEDOUT";
-    case SIMBA_EBACKEND:
-      return "EBACKEND";
-    case SIMBA_ECLOSED:
-      return "ECLOSED";
-    case SIMBA_ENOMEM:
-      return "ENOMEM";
-    case SIMBA_EWOULDBLOCK:
-      return "EWOULDBLOCK";
-    case SIMBA_EBUSY:
-      return "EBUSY";
-    case SIMBA_EUNSUPPORTED:
-      return "EUNSUPPORTED";
-    case SIMBA_ECANCELED:
-      return "ECANCELED";
-    default:
-      return "EUNKNOWN";
+/* The library's name @p lib of value @p v, or "UNKNOWN(v)" (in @p buf) when
+ * the library does not know it: a newer library may add values. */
+const char *slua_name(char *buf, size_t n, const char *lib, int v) {
+  if (strcmp(lib, "UNKNOWN") != 0) return lib;
+  snprintf(buf, n, "UNKNOWN(%d)", v);
+  return buf;
+}
+
+void slua_push_name(lua_State *L, const char *lib, int v) {
+  char buf[32];
+  lua_pushstring(L, slua_name(buf, sizeof buf, lib, v));
+}
+
+void slua_push_code(lua_State *L, int rc) { slua_push_name(L, simba_code_name(rc), rc); }
+
+/* libsimba takes C strings: an embedded NUL would silently cut @p s there
+ * ("a\0b" would be "a"). Raise EINVAL misuse naming the call @p fn and the
+ * string @p what instead. Every string the binding passes to C is checked here
+ * (lease names through slua_check_name, which asks the library). */
+void slua_check_nul(lua_State *L, const char *s, size_t len, const char *fn, const char *what) {
+  const char *z = (const char *)memchr(s, '\0', len);
+  if (z) {
+    result_t r;
+    r.rc = SIMBA_EINVAL;
+    snprintf(r.msg, sizeof r.msg, "%s: %s contains a NUL byte at index %lu",
+             simba_strerror(SIMBA_EINVAL), what, (unsigned long)(z - s));
+    slua_raise_misuse(L, fn, &r);
   }
 }
 
-const char *slua_reason_name(simba_revoke_reason_t r) {
-  switch (r) {
-    case SIMBA_REVOKE_STOPPED:
-      return "STOPPED";
-    case SIMBA_REVOKE_STEPPED_DOWN:
-      return "STEPPED_DOWN";
-    case SIMBA_REVOKE_DEADLINE_PASSED:
-      return "DEADLINE_PASSED";
-    case SIMBA_REVOKE_SESSION_EXPIRED:
-      return "SESSION_EXPIRED";
-    case SIMBA_REVOKE_TAKEN_OVER:
-      return "TAKEN_OVER";
-    default:
-      return NULL;
-  }
+/* The string argument @p i, without a NUL byte. */
+const char *slua_check_text(lua_State *L, int i, const char *fn, const char *what) {
+  size_t len;
+  const char *s = luaL_checklstring(L, i, &len);
+  slua_check_nul(L, s, len, fn, what);
+  return s;
 }
 
-const char *slua_event_name(simba_event_type_t t) {
-  switch (t) {
-    case SIMBA_EVENT_SESSION_OPENED:
-      return "SESSION_OPENED";
-    case SIMBA_EVENT_SESSION_LIVE:
-      return "SESSION_LIVE";
-    case SIMBA_EVENT_SESSION_SUSPENDED:
-      return "SESSION_SUSPENDED";
-    case SIMBA_EVENT_SESSION_EXPIRED:
-      return "SESSION_EXPIRED";
-    case SIMBA_EVENT_SESSION_CLOSED:
-      return "SESSION_CLOSED";
-    case SIMBA_EVENT_SESSION_LEASE_SHORTENED:
-      return "SESSION_LEASE_SHORTENED";
-    default:
-      return "UNKNOWN";
-  }
-}
-
-const char *slua_status_name(simba_session_status_t s) {
-  switch (s) {
-    case SIMBA_SESSION_OPENING:
-      return "OPENING";
-    case SIMBA_SESSION_LIVE:
-      return "LIVE";
-    case SIMBA_SESSION_SUSPENDED:
-      return "SUSPENDED";
-    default:
-      return "CLOSED";
-  }
+/* The lease name argument @p i, checked by the library's rule with its
+ * length (a NUL byte is refused, not cut). */
+const char *slua_check_name(lua_State *L, int i, const char *fn) {
+  size_t len;
+  const char *s = luaL_checklstring(L, i, &len);
+  result_t r;
+  slua_capture(&r, simba_lease_name_check(s, len));
+  if (r.rc != SIMBA_OK) slua_raise_misuse(L, fn, &r);
+  return s;
 }
 
 void slua_capture(result_t *r, int rc) {
@@ -105,13 +75,15 @@ void slua_capture(result_t *r, int rc) {
 int slua_push_fail(lua_State *L, const result_t *r) {
   lua_pushnil(L);
   lua_pushstring(L, r->msg);
-  lua_pushstring(L, slua_code_name(r->rc));
+  slua_push_code(L, r->rc);
   return 3;
 }
 
 /* error(): misuse (bad argument, wrong state, a blocking call from a callback). */
 int slua_raise_misuse(lua_State *L, const char *what, const result_t *r) {
-  return luaL_error(L, "simba: %s: %s (%s)", what, r->msg, slua_code_name(r->rc));
+  char buf[32];
+  return luaL_error(L, "simba: %s: %s (%s)", what, r->msg,
+                    slua_name(buf, sizeof buf, simba_code_name(r->rc), r->rc));
 }
 
 static int is_misuse(int rc) {
@@ -122,13 +94,6 @@ static int is_misuse(int rc) {
 int slua_fail(lua_State *L, const char *what, const result_t *r) {
   if (is_misuse(r->rc)) return slua_raise_misuse(L, what, r);
   return slua_push_fail(L, r);
-}
-
-/* The cooldown argument of step_down() at @p i (not negative). */
-lua_Integer slua_check_cooldown(lua_State *L, int i) {
-  lua_Integer cooldown = luaL_checkinteger(L, i);
-  if (cooldown < 0) luaL_argerror(L, i, "negative cooldown");
-  return cooldown;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -313,60 +278,4 @@ void slua_invoke_hook(lclient *cl, const void *key, const char *a, const char *b
   lua_pushstring(L, a);
   lua_pushstring(L, b);
   slua_cb_invoke(cl, L, 2);
-}
-
-/* Completion of stop / step_down (of an election or a task): done(ok, code). */
-void slua_tr_done(void *ud, int err) {
-  done_rec *rec = (done_rec *)ud;
-  lclient *cl = rec->cl;
-  lua_State *L = slua_cb_state(cl);
-  if (L && lua_checkstack(L, 6)) {
-    int has_fn = slua_anchor_fn(L, cl, rec);
-    slua_anchor_clear(L, cl, rec);
-    if (rec->drop) slua_anchor_clear(L, cl, rec->drop); /* stop done: nothing more comes */
-    if (has_fn) {
-      if (err == SIMBA_OK) {
-        lua_pushboolean(L, 1);
-        lua_pushnil(L);
-      } else {
-        lua_pushnil(L);
-        lua_pushstring(L, slua_code_name(err));
-      }
-      slua_cb_invoke(cl, L, 2);
-    }
-  }
-  free(rec);
-}
-
-/* A done record for the function at fidx (or none), anchored. */
-done_rec *slua_new_done_for(lua_State *L, lclient *cl, int fidx, const void *drop) {
-  done_rec *rec;
-  if (!lua_isnoneornil(L, fidx)) luaL_checktype(L, fidx, LUA_TFUNCTION);
-  if (!slua_push_client(L, cl)) luaL_error(L, "simba: the client is gone");
-  rec = (done_rec *)malloc(sizeof *rec);
-  if (!rec) luaL_error(L, "simba: out of memory");
-  rec->cl = cl;
-  rec->drop = drop;
-  if (!lua_isnoneornil(L, fidx)) {
-    lua_pushvalue(L, fidx);
-  } else {
-    lua_pushboolean(L, 0);
-  }
-  slua_anchor_set(L, -2, rec);
-  lua_pop(L, 1);
-  return rec;
-}
-
-/* stop([done]) and step_down(cooldown_ms[, done]) of an election or a task
- * @p h: @p start calls the library with a done record for the function at
- * @p fidx (@p drop: the anchor its completion drops). *stopped (if given) is
- * set once the call started. */
-int slua_done_call(lua_State *L, lclient *cl, void *h, slua_done_start start, int64_t cooldown,
-                   int fidx, const void *drop, const char *what, int *stopped) {
-  done_rec *rec = slua_new_done_for(L, cl, fidx, drop);
-  result_t r;
-  call_t k = slua_enter(cl, L);
-  slua_capture(&r, start(h, cooldown, slua_tr_done, rec));
-  if (r.rc == SIMBA_OK && stopped) *stopped = 1;
-  return slua_leave_rec_result(L, k, rec, what, &r);
 }

@@ -16,7 +16,7 @@ static int lock_result(lua_State *L, call_t k, simba_term_t *t, const char *what
  * it waits without bound. */
 int slua_client_lock(lua_State *L) {
   lclient *cl = slua_live_client(L, 1);
-  const char *name = luaL_checkstring(L, 2);
+  const char *name = slua_check_name(L, 2, "lock");
   lua_Integer ms = luaL_optinteger(L, 3, -1);
   simba_term_t *t = NULL;
   result_t r;
@@ -27,7 +27,7 @@ int slua_client_lock(lua_State *L) {
 
 int slua_client_try_lock(lua_State *L) {
   lclient *cl = slua_live_client(L, 1);
-  const char *name = luaL_checkstring(L, 2);
+  const char *name = slua_check_name(L, 2, "try_lock");
   simba_term_t *t = NULL;
   result_t r;
   call_t k = slua_enter(cl, L);
@@ -68,7 +68,7 @@ static void tr_lock(void *ud, int err, simba_term_t *t) {
   } else {
     lua_pushnil(L);
     lua_pushstring(L, simba_strerror(err));
-    lua_pushstring(L, slua_code_name(err));
+    slua_push_code(L, err);
   }
   slua_cb_invoke(cl, L, 3);
   free(rec);
@@ -76,7 +76,7 @@ static void tr_lock(void *ud, int err, simba_term_t *t) {
 
 int slua_client_lock_async(lua_State *L) {
   lclient *cl = slua_live_client(L, 1);
-  const char *name = luaL_checkstring(L, 2);
+  const char *name = slua_check_name(L, 2, "lock_async");
   lua_Integer ms = luaL_checkinteger(L, 3);
   lock_rec *rec;
   result_t r;
@@ -95,7 +95,7 @@ int slua_client_lock_async(lua_State *L) {
 /* Benchmark helper: the raw C lock cycle on the same client, same process. */
 int slua_client_bench_c_cycle(lua_State *L) {
   lclient *cl = slua_live_client(L, 1);
-  const char *name = luaL_checkstring(L, 2);
+  const char *name = slua_check_name(L, 2, "_bench_c_cycle");
   lua_Integer n = luaL_checkinteger(L, 3), i;
   int64_t t0 = slua_now_ms();
   result_t r;

@@ -1,5 +1,7 @@
 /* Terms of the Lua binding (simba.term): an election's, a task run's or a
- * lock's term, its accessors, on_revoked and release. */
+ * lock's term, its accessors, on_revoked and release. An ended term (revoked,
+ * released) stays readable: the userdata keeps its reference until it is
+ * collected; only ensure_valid() fails (EEXPIRED). */
 #include "simba_lua.h"
 
 /* Push a term userdata holding a reference to @p t (retained unless @p owned);
@@ -10,6 +12,7 @@ void slua_push_term(lua_State *L, lclient *cl, simba_term_t *t, int owned, int i
   u->t = t;
   u->cl = cl;
   u->is_lock = is_lock;
+  u->released = 0;
   if (!owned) simba_term_retain(t);
   luaL_setmetatable(L, TERM_MT);
   if (slua_push_client(L, cl)) lua_setiuservalue(L, -2, 1);
@@ -17,34 +20,28 @@ void slua_push_term(lua_State *L, lclient *cl, simba_term_t *t, int owned, int i
 
 term_ud *slua_check_term(lua_State *L, int i) { return (term_ud *)luaL_checkudata(L, i, TERM_MT); }
 
-static term_ud *live_term(lua_State *L, int i) {
-  term_ud *u = slua_check_term(L, i);
-  if (!u->t) luaL_error(L, "simba: term already released");
-  return u;
-}
-
 int slua_term_name(lua_State *L) {
-  lua_pushstring(L, simba_term_name(live_term(L, 1)->t));
+  lua_pushstring(L, simba_term_name(slua_check_term(L, 1)->t));
   return 1;
 }
 
 int slua_term_token(lua_State *L) {
-  lua_pushinteger(L, (lua_Integer)simba_term_token(live_term(L, 1)->t));
+  lua_pushinteger(L, (lua_Integer)simba_term_token(slua_check_term(L, 1)->t));
   return 1;
 }
 
 int slua_term_valid(lua_State *L) {
-  lua_pushboolean(L, simba_term_is_valid(live_term(L, 1)->t));
+  lua_pushboolean(L, simba_term_is_valid(slua_check_term(L, 1)->t));
   return 1;
 }
 
 int slua_term_remaining(lua_State *L) {
-  lua_pushinteger(L, (lua_Integer)simba_term_remaining_ms(live_term(L, 1)->t));
+  lua_pushinteger(L, (lua_Integer)simba_term_remaining_ms(slua_check_term(L, 1)->t));
   return 1;
 }
 
 int slua_term_ensure_valid(lua_State *L) {
-  term_ud *u = live_term(L, 1);
+  term_ud *u = slua_check_term(L, 1);
   lua_Integer min = luaL_optinteger(L, 2, 0);
   result_t r;
   if (min < 0) luaL_argerror(L, 2, "negative minimum");
@@ -54,12 +51,13 @@ int slua_term_ensure_valid(lua_State *L) {
   return 1;
 }
 
+/* term:reason() : nil while not revoked, else the library's name. */
 int slua_term_reason(lua_State *L) {
-  const char *n = slua_reason_name(simba_term_revoke_reason(live_term(L, 1)->t));
-  if (n) {
-    lua_pushstring(L, n);
-  } else {
+  simba_revoke_reason_t why = simba_term_revoke_reason(slua_check_term(L, 1)->t);
+  if (why == SIMBA_REVOKE_NONE) {
     lua_pushnil(L);
+  } else {
+    slua_push_name(L, simba_revoke_reason_name(why), (int)why);
   }
   return 1;
 }
@@ -70,7 +68,7 @@ int slua_term_is_lock(lua_State *L) {
 }
 
 int slua_term_revoke_fd(lua_State *L) {
-  term_ud *u = live_term(L, 1);
+  term_ud *u = slua_check_term(L, 1);
   int fd = simba_term_revoke_fd(u->t);
   result_t r;
   if (fd < 0) {
@@ -94,7 +92,7 @@ static void tr_term_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t rea
     if (slua_anchor_fn(L, cl, rec)) {
       slua_anchor_clear(L, cl, rec);
       slua_push_term(L, cl, t, 0, 0);
-      lua_pushstring(L, slua_reason_name(reason) ? slua_reason_name(reason) : "NONE");
+      slua_push_name(L, simba_revoke_reason_name(reason), (int)reason);
       slua_cb_invoke(cl, L, 2);
     } else {
       slua_anchor_clear(L, cl, rec);
@@ -104,7 +102,7 @@ static void tr_term_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t rea
 }
 
 int slua_term_on_revoked(lua_State *L) {
-  term_ud *u = live_term(L, 1);
+  term_ud *u = slua_check_term(L, 1);
   revoked_rec *rec;
   result_t r;
   call_t k;
@@ -121,32 +119,28 @@ int slua_term_on_revoked(lua_State *L) {
 }
 
 /* Release: a lock term's release (waits for the backend); any other term
- * only drops our reference. */
+ * has nothing to release. The term stays readable. Idempotent. */
 int slua_term_release(lua_State *L) {
   term_ud *u = slua_check_term(L, 1);
-  simba_term_t *t = u->t;
   result_t r;
   call_t k;
-  if (!t) {
+  if (u->released || !u->is_lock) {
+    u->released = 1;
     lua_pushboolean(L, 1);
     return 1;
   }
-  u->t = NULL;
-  if (!u->is_lock) {
-    simba_term_release(t);
-    lua_pushboolean(L, 1);
-    return 1;
-  }
+  u->released = 1;
+  simba_term_retain(u->t); /* ours, for the accessors; the release drops the caller's */
   k = slua_enter(u->cl, L);
-  slua_capture(&r, simba_lock_release(t));
+  slua_capture(&r, simba_lock_release(u->t));
   return slua_leave_result(L, k, "release", &r);
 }
 
 int slua_term_gc(lua_State *L) {
   term_ud *u = slua_check_term(L, 1);
   if (u->t) {
-    call_t k = slua_enter(u->cl, L);
     /* The last reference of a held lock term releases it (asynchronously). */
+    call_t k = slua_enter(u->cl, L);
     simba_term_release(u->t);
     u->t = NULL;
     slua_leave_noraise(k);
@@ -156,14 +150,14 @@ int slua_term_gc(lua_State *L) {
 
 int slua_term_tostring(lua_State *L) {
   term_ud *u = slua_check_term(L, 1);
-  if (!u->t) {
-    lua_pushstring(L, "simba.term(released)");
-  } else {
-    const char *rn = slua_reason_name(simba_term_revoke_reason(u->t));
-    lua_pushfstring(L, "simba.term(%s, token %I, %s)", simba_term_name(u->t),
-                    (lua_Integer)simba_term_token(u->t),
-                    simba_term_is_valid(u->t) ? "valid" : (rn ? rn : "invalid"));
-  }
+  simba_revoke_reason_t why = simba_term_revoke_reason(u->t);
+  char buf[32];
+  lua_pushfstring(L, "simba.term(%s, token %I, %s)", simba_term_name(u->t),
+                  (lua_Integer)simba_term_token(u->t),
+                  simba_term_is_valid(u->t) ? "valid"
+                  : why == SIMBA_REVOKE_NONE
+                      ? "invalid"
+                      : slua_name(buf, sizeof buf, simba_revoke_reason_name(why), (int)why));
   return 1;
 }
 

@@ -1,7 +1,7 @@
 /* simba: the Lua 5.4 binding of libsimba, a C module (see simba_lua.h): the
  * module's functions, the classes' method tables and luaopen_simba. The
- * methods are in lua_client.c, lua_election.c, lua_term.c, lua_lock.c and
- * lua_task.c. */
+ * methods are in lua_client.c, lua_handle.c, lua_election.c, lua_task.c,
+ * lua_term.c, lua_lock.c and lua_observe.c. */
 #include "simba_lua.h"
 
 static int l_version(lua_State *L) {
@@ -15,9 +15,47 @@ static int l_strerror(lua_State *L) {
   return 1;
 }
 
+/* simba.code_name(-9) == "EBUSY", reason_name, event_name, status_name: the
+ * library's names (upvalue 1 says which); a value the library does not know
+ * gives "UNKNOWN(n)". */
+static const char *const NAME_FNS[] = {"code_name", "reason_name", "event_name", "status_name",
+                                       NULL};
+
+static int l_name(lua_State *L) {
+  int v = (int)luaL_checkinteger(L, 1);
+  const char *n;
+  switch (lua_tointeger(L, lua_upvalueindex(1))) {
+    case 0:
+      n = simba_code_name(v);
+      break;
+    case 1:
+      n = simba_revoke_reason_name((simba_revoke_reason_t)v);
+      break;
+    case 2:
+      n = simba_event_name((simba_event_type_t)v);
+      break;
+    default:
+      n = simba_session_status_name((simba_session_status_t)v);
+      break;
+  }
+  slua_push_name(L, n, v);
+  return 1;
+}
+
+/* simba.check_name(name) -> true | nil, msg, "EINVAL" (the library's rule) */
+static int l_check_name(lua_State *L) {
+  size_t len;
+  const char *s = luaL_checklstring(L, 1, &len);
+  result_t r;
+  slua_capture(&r, simba_lease_name_check(s, len));
+  if (r.rc != SIMBA_OK) return slua_push_fail(L, &r);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* simba.schema(url) -> sql | nil, msg, code */
 static int l_schema(lua_State *L) {
-  const char *url = luaL_checkstring(L, 1);
+  const char *url = slua_check_text(L, 1, "schema", "backend URL");
   char *out = NULL;
   result_t r;
   slua_capture(&r, simba_backend_schema(url, &out));
@@ -46,18 +84,28 @@ static const luaL_Reg term_methods[] = {
     {NULL, NULL},
 };
 
+/* Elections, tasks and observers share their handle's methods (lua_handle.c). */
 static const luaL_Reg election_methods[] = {
-    {"stop", slua_election_stop},           {"stop_wait", slua_election_stop_wait},
-    {"step_down", slua_election_step_down}, {"close", slua_election_close},
-    {"term", slua_election_term},           {"is_leader", slua_election_is_leader},
-    {"name", slua_election_name},           {NULL, NULL},
+    {"stop", slua_handle_stop},
+    {"stop_wait", slua_handle_stop_wait},
+    {"step_down", slua_handle_step_down},
+    {"close", slua_handle_close},
+    {"name", slua_handle_name},
+    {"term", slua_election_term},
+    {"is_leader", slua_election_is_leader},
+    {NULL, NULL},
 };
 
 static const luaL_Reg task_methods[] = {
-    {"stop", slua_task_stop},
-    {"step_down", slua_task_step_down},
-    {"close", slua_task_close},
-    {"name", slua_task_name},
+    {"stop", slua_handle_stop},           {"stop_wait", slua_handle_stop_wait},
+    {"step_down", slua_handle_step_down}, {"close", slua_handle_close},
+    {"name", slua_handle_name},           {NULL, NULL},
+};
+
+static const luaL_Reg observer_methods[] = {
+    {"close", slua_handle_close},
+    {"name", slua_handle_name},
+    {"is_closed", slua_handle_is_closed},
     {NULL, NULL},
 };
 
@@ -72,7 +120,9 @@ static const luaL_Reg client_methods[] = {
     {"is_closing", slua_client_is_closing},
     {"foreign_callbacks", slua_client_foreign},
     {"snapshot", slua_client_snapshot},
+    {"metrics", slua_client_metrics},
     {"inspect", slua_client_inspect},
+    {"observe", slua_client_observe},
     {"on_event", slua_client_on_event},
     {"close", slua_client_close},
     {"election", slua_client_election},
@@ -88,16 +138,31 @@ static const luaL_Reg client_methods[] = {
 };
 
 static const luaL_Reg module_fns[] = {
-    {"open", slua_open},   {"version", l_version}, {"strerror", l_strerror},
-    {"schema", l_schema},  {"now_ms", l_now_ms},   {"_orphans", slua_orphans},
-    {"sleep", slua_sleep}, {NULL, NULL},
+    {"open", slua_open},
+    {"version", l_version},
+    {"strerror", l_strerror},
+    {"check_name", l_check_name},
+    {"check_config", slua_check_config},
+    {"schema", l_schema},
+    {"now_ms", l_now_ms},
+    {"_orphans", slua_orphans},
+    {"sleep", slua_sleep},
+    {NULL, NULL},
 };
 
+/* A class: metatable @p mt whose __index is the method table. The method
+ * table is also package.loaded[mt] (e.g. "simba.term"), where luaL_argerror
+ * finds a method's name when the call site gives none (pcall(t.ensure_valid,
+ * t, -1)): "bad argument #2 to 'simba.term.ensure_valid'", never '?'. */
 static void new_class(lua_State *L, const char *mt, const luaL_Reg *methods, lua_CFunction gc,
                       lua_CFunction close, lua_CFunction tostring) {
   luaL_newmetatable(L, mt);
+  luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
   lua_newtable(L);
   luaL_setfuncs(L, methods, 0);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -3, mt);
+  lua_remove(L, -2);
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, gc);
   lua_setfield(L, -2, "__gc");
@@ -123,15 +188,9 @@ static int client_close_tbc(lua_State *L) {
   return 0;
 }
 
-static int election_close_tbc(lua_State *L) {
+static int handle_close_tbc(lua_State *L) {
   lua_settop(L, 1);
-  slua_election_close(L);
-  return 0;
-}
-
-static int task_close_tbc(lua_State *L) {
-  lua_settop(L, 1);
-  slua_task_close(L);
+  slua_handle_close(L);
   return 0;
 }
 
@@ -140,8 +199,9 @@ __attribute__((visibility("default")))
 #endif
 int luaopen_simba(lua_State *L) {
   unsigned v = simba_version();
-  if ((v >> 16) != SIMBA_VERSION_MAJOR || v < 0x010200u)
-    return luaL_error(L, "simba: libsimba %s is too old (need 1.2 or later)",
+  /* 1.3: the names (simba_*_name) and simba_lease_name_check */
+  if ((v >> 16) != SIMBA_VERSION_MAJOR || v < 0x010300u)
+    return luaL_error(L, "simba: libsimba %s is too old (need 1.3 or later)",
                       simba_version_string());
   lua_newtable(L);
   lua_createtable(L, 0, 1);
@@ -151,10 +211,12 @@ int luaopen_simba(lua_State *L) {
   lua_setfield(L, LUA_REGISTRYINDEX, WEAK_KEY);
 
   new_class(L, CLIENT_MT, client_methods, slua_client_gc, client_close_tbc, slua_client_tostring);
-  new_class(L, ELECTION_MT, election_methods, slua_election_gc, election_close_tbc,
-            slua_election_tostring);
+  new_class(L, ELECTION_MT, election_methods, slua_handle_gc, handle_close_tbc,
+            slua_handle_tostring);
   new_class(L, TERM_MT, term_methods, slua_term_gc, term_close, slua_term_tostring);
-  new_class(L, TASK_MT, task_methods, slua_task_gc, task_close_tbc, slua_task_tostring);
+  new_class(L, TASK_MT, task_methods, slua_handle_gc, handle_close_tbc, slua_handle_tostring);
+  new_class(L, OBSERVER_MT, observer_methods, slua_handle_gc, handle_close_tbc,
+            slua_handle_tostring);
   luaL_newmetatable(L, CONFIG_BOX_MT);
   lua_pushcfunction(L, slua_config_box_gc);
   lua_setfield(L, -2, "__gc");
@@ -181,15 +243,22 @@ int luaopen_simba(lua_State *L) {
   lua_pushstring(L, simba_version_string());
   lua_setfield(L, -2, "VERSION");
   {
-    static const int codes[] = {SIMBA_EINVAL,       SIMBA_ESTATE,      SIMBA_EEXPIRED,
-                                SIMBA_ETIMEDOUT,    SIMBA_EBACKEND,    SIMBA_ECLOSED,
-                                SIMBA_ENOMEM,       SIMBA_EWOULDBLOCK, SIMBA_EBUSY,
-                                SIMBA_EUNSUPPORTED, SIMBA_ECANCELED};
-    size_t i;
-    lua_createtable(L, 0, (int)(sizeof codes / sizeof codes[0]));
-    for (i = 0; i < sizeof codes / sizeof codes[0]; ++i) {
-      lua_pushinteger(L, codes[i]);
-      lua_setfield(L, -2, slua_code_name(codes[i]));
+    int i;
+    for (i = 0; NAME_FNS[i]; ++i) {
+      lua_pushinteger(L, i);
+      lua_pushcclosure(L, l_name, 1);
+      lua_setfield(L, -2, NAME_FNS[i]);
+    }
+  }
+  {
+    /* codes.EBUSY == -9, ...: every code this library names */
+    int rc;
+    lua_newtable(L);
+    for (rc = -1; rc >= -64; --rc) {
+      const char *n = simba_code_name(rc);
+      if (strcmp(n, "UNKNOWN") == 0) continue;
+      lua_pushinteger(L, rc);
+      lua_setfield(L, -2, n);
     }
     lua_setfield(L, -2, "codes");
   }

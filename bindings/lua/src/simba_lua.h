@@ -14,7 +14,7 @@
  * binding function that called into libsimba re-raises it with lua_error()
  * once libsimba has returned.
  *
- * Lifetime. The C structs given to libsimba as user data (lclient, lelection,
+ * Lifetime. The C structs given to libsimba as user data (lclient, lhandle,
  * small per-callback records) are malloc'ed, never Lua memory, so that a
  * callback can never reach memory the collector freed. Lua values a callback
  * needs (functions, the election's userdata) are anchored in the client's
@@ -47,6 +47,7 @@
 #define ELECTION_MT "simba.election"
 #define TERM_MT "simba.term"
 #define TASK_MT "simba.task"
+#define OBSERVER_MT "simba.observer"
 #define CONFIG_BOX_MT "simba.config_box"
 #define WEAK_KEY "simba.clients"
 
@@ -85,7 +86,7 @@ typedef struct lclient {
  * thread; freed by the last of them (refs under cl->mu). */
 typedef struct work_req {
   struct work_req *next;
-  struct ltask *task;
+  struct lhandle *task;
   simba_term_t *term; /* retained by the work thread for the run */
   pthread_cond_t cv;
   int finished;    /* the coroutine ended (under mu) */
@@ -104,38 +105,44 @@ typedef struct {
   lua_State *prev;
 } call_t;
 
+/* A lock's, an election's or a task run's term. The reference is kept until
+ * the userdata is collected, so that an ended term stays readable (name,
+ * token, reason; valid false, remaining 0). */
 typedef struct {
-  simba_term_t *t; /* our reference; NULL once dropped */
+  simba_term_t *t; /* our reference, never NULL */
   lclient *cl;
   int is_lock;
+  int released; /* release() was called (a lock: the lease was released) */
 } term_ud;
 
-typedef struct lelection {
-  simba_election_t *e; /* NULL once freed */
+/* Elections, tasks and observers: one handle type and one stop / step-down /
+ * close path (lua_handle.c); a kind says which library functions it calls. */
+typedef struct slua_kind {
+  const char *mt;   /* metatable name */
+  const char *what; /* "election", "task" */
+  int (*stop)(void *h, simba_done_fn done, void *ud);
+  int (*step_down)(void *h, int64_t cooldown, simba_done_fn done, void *ud);
+  void (*free)(void *h); /* simba_election_free, simba_task_close */
+} slua_kind;
+
+typedef struct lhandle {
+  const slua_kind *kind;
+  void *h; /* simba_election_t *, simba_task_t * or simba_observer_t *; NULL once freed */
   lclient *cl;
-  simba_term_t *term; /* the current term (retained), or NULL */
-  int stopped;        /* a stop was requested or the client closed */
-} lelection;
+  simba_term_t *term; /* elections: the current term (retained), or NULL */
+  int stopping;       /* a stop was started */
+  int stop_done;      /* that stop completed (its done ran) */
+} lhandle;
 
 typedef struct {
-  lelection *el;
-} election_ud;
+  lhandle *hd;
+} handle_ud;
 
 /* Completion of stop / step_down: rec anchored to a function (or false). */
 typedef struct {
   lclient *cl;
-  const void *drop; /* for stop: the anchor to drop (its last callback) */
+  lhandle *stop_of; /* for a stop: the handle it stops (its anchor is dropped) */
 } done_rec;
-
-typedef struct ltask {
-  simba_task_t *t; /* NULL once closed */
-  lclient *cl;
-  int stopped;
-} ltask;
-
-typedef struct {
-  ltask *tk;
-} task_ud;
 
 /* Every function below is private to the module: only luaopen_simba is
  * exported (also when built without -fvisibility=hidden, e.g. by LuaRocks). */
@@ -143,17 +150,19 @@ typedef struct {
 #pragma GCC visibility push(hidden)
 #endif
 
-/* lua_common.c: names, results, anchors, calls into libsimba, callbacks */
+/* lua_common.c: names, checked strings, results, anchors, calls into
+ * libsimba, callbacks */
 int64_t slua_now_ms(void);
-const char *slua_code_name(int rc);
-const char *slua_reason_name(simba_revoke_reason_t r);
-const char *slua_event_name(simba_event_type_t t);
-const char *slua_status_name(simba_session_status_t s);
+const char *slua_name(char *buf, size_t n, const char *lib, int v);
+void slua_push_name(lua_State *L, const char *lib, int v);
+void slua_push_code(lua_State *L, int rc);
+void slua_check_nul(lua_State *L, const char *s, size_t len, const char *fn, const char *what);
+const char *slua_check_text(lua_State *L, int i, const char *fn, const char *what);
+const char *slua_check_name(lua_State *L, int i, const char *fn);
 void slua_capture(result_t *r, int rc);
 int slua_push_fail(lua_State *L, const result_t *r);
 int slua_raise_misuse(lua_State *L, const char *what, const result_t *r);
 int slua_fail(lua_State *L, const char *what, const result_t *r);
-lua_Integer slua_check_cooldown(lua_State *L, int i);
 int slua_push_client(lua_State *L, lclient *cl);
 void slua_anchor_set(lua_State *L, int cidx, const void *key);
 void slua_anchor_clear(lua_State *L, lclient *cl, const void *key);
@@ -171,11 +180,6 @@ void slua_keep_error(lua_State *L, lclient *cl);
 lua_State *slua_cb_state(lclient *cl);
 void slua_cb_invoke(lclient *cl, lua_State *L, int nargs);
 void slua_invoke_hook(lclient *cl, const void *key, const char *a, const char *b);
-void slua_tr_done(void *ud, int err);
-done_rec *slua_new_done_for(lua_State *L, lclient *cl, int fidx, const void *drop);
-typedef int (*slua_done_start)(void *h, int64_t cooldown, simba_done_fn done, void *rec);
-int slua_done_call(lua_State *L, lclient *cl, void *h, slua_done_start start, int64_t cooldown,
-                   int fidx, const void *drop, const char *what, int *stopped);
 void slua_push_owner_table(lua_State *L);
 void slua_push_owner_name(lua_State *L);
 
@@ -196,19 +200,25 @@ int slua_term_gc(lua_State *L);
 int slua_term_tostring(lua_State *L);
 int slua_term_eq(lua_State *L);
 
-/* lua_election.c */
-int slua_client_election(lua_State *L);
-int slua_election_stop(lua_State *L);
-int slua_election_stop_wait(lua_State *L);
-int slua_election_step_down(lua_State *L);
-int slua_election_close(lua_State *L);
-int slua_election_term(lua_State *L);
-int slua_election_is_leader(lua_State *L);
-int slua_election_name(lua_State *L);
-int slua_election_gc(lua_State *L);
-int slua_election_tostring(lua_State *L);
+/* lua_loop.c: the host loop's turn (libsimba's ready work, then the leader
+ * work runs as coroutines), waiting on client:fd(), driving until a flag */
+void slua_tr_work(void *ud, simba_term_t *term);
+int64_t slua_next_timeout(lclient *cl);
+int slua_poll_client(lclient *cl, int64_t wait_ms);
+void slua_process_ready(lua_State *L, lclient *cl, result_t *r);
+void slua_turn(lua_State *L, lclient *cl, result_t *r);
+int slua_drive_until(lua_State *L, lclient *cl, const int *flag, int64_t deadline);
+void slua_end_all_runs(lua_State *L, lclient *cl);
+int slua_sleep(lua_State *L);
 
-/* lua_client.c: open, options, the loop, close, orphans */
+/* lua_options.c: the options of simba.open() and the client's hooks */
+int slua_apply_options(lua_State *L, int oidx, simba_config_t *cfg, lclient *cl, result_t *r);
+void slua_anchor_hooks(lua_State *L, int oidx, int cidx);
+int slua_set_on_event(lua_State *L, lclient *cl, int fidx, result_t *r);
+int slua_check_config(lua_State *L);
+int slua_config_box_gc(lua_State *L);
+
+/* lua_client.c: open, the loop driven by the Lua thread, close, orphans */
 client_ud *slua_check_client_ud(lua_State *L, int i);
 lclient *slua_live_client(lua_State *L, int i);
 int slua_open(lua_State *L);
@@ -222,23 +232,40 @@ int slua_client_is_closed(lua_State *L);
 int slua_client_is_closing(lua_State *L);
 int slua_client_foreign(lua_State *L);
 int slua_client_snapshot(lua_State *L);
+int slua_client_metrics(lua_State *L);
 int slua_client_inspect(lua_State *L);
 int slua_client_on_event(lua_State *L);
 int slua_client_close(lua_State *L);
 int slua_client_gc(lua_State *L);
 int slua_client_tostring(lua_State *L);
-int slua_do_close(lua_State *L, lclient *cl, int raise);
-int slua_poll_client(lclient *cl, int64_t wait_ms);
-void slua_process_ready(lua_State *L, lclient *cl, result_t *r);
 void slua_finish_orphans(lua_State *L);
 int slua_orphans(lua_State *L);
 int slua_sentinel_gc(lua_State *L);
 
-/* lua_options.c: the options of simba.open() */
-int slua_apply_options(lua_State *L, int oidx, simba_config_t *cfg, lclient *cl, result_t *r,
-                       int *log_level);
-void slua_anchor_logger(lua_State *L, int oidx, int cidx);
-int slua_config_box_gc(lua_State *L);
+/* lua_handle.c: elections, tasks and observers alike (stop, step_down,
+ * stop_wait, close, name) */
+lhandle *slua_new_handle(lua_State *L, lclient *cl, const slua_kind *kind);
+int slua_start_handle(lua_State *L, lhandle *hd, int top, const char *what,
+                      int (*call)(lua_State *L, lhandle *hd));
+lhandle *slua_check_handle(lua_State *L, int i);
+int slua_handle_stop(lua_State *L);
+int slua_handle_step_down(lua_State *L);
+int slua_handle_stop_wait(lua_State *L);
+int slua_handle_close(lua_State *L);
+int slua_handle_is_closed(lua_State *L);
+int slua_handle_name(lua_State *L);
+int slua_handle_gc(lua_State *L);
+int slua_handle_tostring(lua_State *L);
+
+/* lua_election.c */
+int slua_client_election(lua_State *L);
+int slua_election_term(lua_State *L);
+int slua_election_is_leader(lua_State *L);
+
+/* lua_task.c: leader work (run_while_leader, schedule, join_group) */
+int slua_client_run_while_leader(lua_State *L);
+int slua_client_schedule(lua_State *L);
+int slua_client_join_group(lua_State *L);
 
 /* lua_lock.c */
 int slua_client_lock(lua_State *L);
@@ -247,20 +274,8 @@ int slua_client_unlock(lua_State *L);
 int slua_client_lock_async(lua_State *L);
 int slua_client_bench_c_cycle(lua_State *L);
 
-/* lua_task.c: leader work (runs as coroutines, the pump) and tasks */
-int64_t slua_pump(lua_State *L, lclient *cl);
-int64_t slua_run_due_ms(const work_req *q);
-void slua_end_all_runs(lua_State *L, lclient *cl);
-int slua_client_run_while_leader(lua_State *L);
-int slua_client_schedule(lua_State *L);
-int slua_client_join_group(lua_State *L);
-int slua_task_stop(lua_State *L);
-int slua_task_step_down(lua_State *L);
-int slua_task_close(lua_State *L);
-int slua_task_name(lua_State *L);
-int slua_task_gc(lua_State *L);
-int slua_task_tostring(lua_State *L);
-int slua_sleep(lua_State *L);
+/* lua_observe.c: following a name's holder */
+int slua_client_observe(lua_State *L);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

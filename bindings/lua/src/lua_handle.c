@@ -1,0 +1,248 @@
+/* Elections, tasks and observers of the Lua binding share one handle
+ * (lhandle) and one path to start, stop, step down, wait for a stop, close
+ * and free them; a kind (slua_kind) names the library functions of each (an
+ * observer has no stop: its close only frees it).
+ *
+ * A started handle is anchored in its client (it lives while it contends,
+ * even when the Lua code drops it) until its stop completed or the client
+ * closed; only then can it be collected, and its __gc frees the library
+ * handle. */
+#include "simba_lua.h"
+
+/* A new handle of @p kind, for the client at index 1 and the name at index 2:
+ * its userdata is pushed, then its owner table (for the caller to fill). */
+lhandle *slua_new_handle(lua_State *L, lclient *cl, const slua_kind *kind) {
+  handle_ud *u;
+  lhandle *hd = (lhandle *)calloc(1, sizeof *hd);
+  if (!hd) luaL_error(L, "simba: out of memory");
+  hd->kind = kind;
+  hd->cl = cl;
+  u = (handle_ud *)lua_newuserdatauv(L, sizeof *u, 1);
+  u->hd = hd;
+  luaL_setmetatable(L, kind->mt); /* from here __gc frees hd */
+  slua_push_owner_table(L);
+  return hd;
+}
+
+/* The end of a start: the owner table at the top becomes user value 1 of the
+ * userdata at @p top, which is anchored while the call @p call (made here,
+ * inside the client) runs; returns the userdata, or the failure of @p what. */
+int slua_start_handle(lua_State *L, lhandle *hd, int top, const char *what,
+                      int (*call)(lua_State *L, lhandle *hd)) {
+  result_t r;
+  call_t k;
+  lua_setiuservalue(L, top, 1);
+  lua_pushvalue(L, top);
+  slua_anchor_set(L, 1, hd);
+  k = slua_enter(hd->cl, L);
+  slua_capture(&r, call(L, hd));
+  if (r.rc != SIMBA_OK) hd->h = NULL;
+  return slua_leave_started(L, k, hd, what, &r, top);
+}
+
+lhandle *slua_check_handle(lua_State *L, int i) {
+  handle_ud *u = (handle_ud *)luaL_testudata(L, i, ELECTION_MT);
+  if (!u) u = (handle_ud *)luaL_testudata(L, i, TASK_MT);
+  if (!u) u = (handle_ud *)luaL_testudata(L, i, OBSERVER_MT);
+  if (!u) luaL_typeerror(L, i, "simba.election, simba.task or simba.observer");
+  return u->hd;
+}
+
+static lhandle *live_handle(lua_State *L, int i) {
+  lhandle *hd = slua_check_handle(L, i);
+  if (!hd || !hd->h) luaL_error(L, "simba: %s closed", hd ? hd->kind->what : "handle");
+  return hd;
+}
+
+/* Completion of a stop or a step-down: done(ok, code), if a function was
+ * given. A stop's completion also marks the handle and drops its anchor. */
+static void tr_done(void *ud, int err) {
+  done_rec *rec = (done_rec *)ud;
+  lclient *cl = rec->cl;
+  lua_State *L;
+  if (rec->stop_of) rec->stop_of->stop_done = 1;
+  L = slua_cb_state(cl);
+  if (L && lua_checkstack(L, 6)) {
+    int has_fn = slua_anchor_fn(L, cl, rec);
+    slua_anchor_clear(L, cl, rec);
+    if (rec->stop_of) slua_anchor_clear(L, cl, rec->stop_of); /* nothing more comes */
+    if (has_fn) {
+      if (err == SIMBA_OK) {
+        lua_pushboolean(L, 1);
+        lua_pushnil(L);
+      } else {
+        lua_pushnil(L);
+        slua_push_code(L, err);
+      }
+      slua_cb_invoke(cl, L, 2);
+    }
+  }
+  free(rec);
+}
+
+/* Start a stop (@p cooldown < 0) or a step-down of @p hd whose done calls the
+ * function at @p fidx (if any). */
+static void start_stop(lua_State *L, lhandle *hd, int64_t cooldown, int fidx, result_t *r,
+                       call_t *k) {
+  lclient *cl = hd->cl;
+  done_rec *rec;
+  int rc;
+  if (!lua_isnoneornil(L, fidx)) luaL_checktype(L, fidx, LUA_TFUNCTION);
+  if (!slua_push_client(L, cl)) luaL_error(L, "simba: the client is gone");
+  rec = (done_rec *)malloc(sizeof *rec);
+  if (!rec) luaL_error(L, "simba: out of memory");
+  rec->cl = cl;
+  rec->stop_of = cooldown < 0 ? hd : NULL;
+  if (!lua_isnoneornil(L, fidx)) {
+    lua_pushvalue(L, fidx);
+  } else {
+    lua_pushboolean(L, 0);
+  }
+  slua_anchor_set(L, -2, rec);
+  lua_pop(L, 1);
+  *k = slua_enter(cl, L);
+  rc = cooldown < 0 ? hd->kind->stop(hd->h, tr_done, rec)
+                    : hd->kind->step_down(hd->h, cooldown, tr_done, rec);
+  slua_capture(r, rc);
+  if (rc == SIMBA_OK && cooldown < 0) hd->stopping = 1;
+  if (rc != SIMBA_OK) {
+    slua_anchor_clear(L, cl, rec); /* no done comes */
+    free(rec);
+  }
+}
+
+/* :stop([done]) : starts the stop; done(ok, code) is its last callback. */
+int slua_handle_stop(lua_State *L) {
+  lhandle *hd;
+  result_t r;
+  call_t k;
+  lua_settop(L, 2);
+  hd = live_handle(L, 1);
+  start_stop(L, hd, -1, 2, &r, &k);
+  return slua_leave_result(L, k, "stop", &r);
+}
+
+/* :step_down(cooldown_ms[, done]) */
+int slua_handle_step_down(lua_State *L) {
+  lhandle *hd;
+  lua_Integer cooldown;
+  result_t r;
+  call_t k;
+  lua_settop(L, 3);
+  hd = live_handle(L, 1);
+  cooldown = luaL_checkinteger(L, 2);
+  if (cooldown < 0) luaL_argerror(L, 2, "negative cooldown");
+  start_stop(L, hd, (int64_t)cooldown, 3, &r, &k);
+  return slua_leave_result(L, k, "step_down", &r);
+}
+
+/* True inside a callback or leader work: a wait there would wait for itself. */
+static int inside(lclient *cl) { return cl->depth > 0 || cl->pumping; }
+
+/* Start the stop unless one was started, then drive the client until it
+ * completed (1), the client closed, or @p deadline passed (0). */
+static int stop_and_drive(lua_State *L, lhandle *hd, int64_t deadline) {
+  lclient *cl = hd->cl;
+  if (!cl->c) return 1;
+  if (!hd->stopping) {
+    result_t r;
+    call_t k;
+    lua_settop(L, 1);
+    start_stop(L, hd, -1, 2, &r, &k);
+    slua_leave(L, k);
+    if (r.rc != SIMBA_OK) return 1; /* stopped with the client */
+  }
+  return slua_drive_until(L, cl, &hd->stop_done, deadline) || !cl->c;
+}
+
+/* :stop_wait([timeout_ms]) : stop and drive the client (callbacks, leader
+ * work) until the stop completed: true, or nil, msg, "ETIMEDOUT" (the stop
+ * goes on). */
+int slua_handle_stop_wait(lua_State *L) {
+  lhandle *hd = live_handle(L, 1);
+  lua_Integer ms = luaL_optinteger(L, 2, -1);
+  result_t r;
+  if (hd->cl->c && inside(hd->cl)) {
+    slua_capture(&r, SIMBA_EWOULDBLOCK);
+    snprintf(r.msg, sizeof r.msg, "%s: stop_wait from a callback or leader work waits for itself",
+             simba_strerror(SIMBA_EWOULDBLOCK));
+    return slua_raise_misuse(L, "stop_wait", &r);
+  }
+  if (!stop_and_drive(L, hd, ms < 0 ? INT64_MAX : slua_now_ms() + (int64_t)ms)) {
+    r.rc = SIMBA_ETIMEDOUT;
+    snprintf(r.msg, sizeof r.msg, "%s: the stop goes on", simba_strerror(SIMBA_ETIMEDOUT));
+    return slua_push_fail(L, &r);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* Free the library handle (after its stop, or with its client closed). */
+static void handle_free(lua_State *L, lhandle *hd, int raise) {
+  call_t k = slua_enter(hd->cl, L);
+  hd->kind->free(hd->h);
+  hd->h = NULL;
+  if (hd->term) {
+    simba_term_release(hd->term);
+    hd->term = NULL;
+  }
+  slua_anchor_clear(L, hd->cl, hd);
+  if (raise) {
+    slua_leave(L, k);
+  } else {
+    slua_leave_noraise(k);
+  }
+}
+
+/* :close() : stop, drive the client until the stop completed (every
+ * on_revoked delivered, every run of the work ended, the lease handed over),
+ * free. From a callback or leader work it only starts the stop (the handle
+ * is freed when it is collected, or by a close() outside). Idempotent. */
+int slua_handle_close(lua_State *L) {
+  lhandle *hd = slua_check_handle(L, 1);
+  if (hd && hd->h) {
+    if (!hd->kind->stop) {
+      handle_free(L, hd, 1); /* an observer: nothing to wait for */
+    } else if (hd->cl->c && inside(hd->cl)) {
+      if (!hd->stopping) (void)stop_and_drive(L, hd, 0); /* starts it, drives nothing */
+    } else {
+      (void)stop_and_drive(L, hd, INT64_MAX);
+      handle_free(L, hd, 1);
+    }
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+int slua_handle_gc(lua_State *L) {
+  handle_ud *u = (handle_ud *)lua_touserdata(L, 1);
+  lhandle *hd = u->hd;
+  if (hd) {
+    /* Not anchored any more: its stop completed, or its client closed. */
+    if (hd->h) handle_free(L, hd, 0);
+    slua_drop_pending(L, hd->cl);
+    free(hd);
+    u->hd = NULL;
+  }
+  return 0;
+}
+
+int slua_handle_is_closed(lua_State *L) {
+  lhandle *hd = slua_check_handle(L, 1);
+  lua_pushboolean(L, !hd || !hd->h);
+  return 1;
+}
+
+int slua_handle_name(lua_State *L) {
+  slua_check_handle(L, 1);
+  slua_push_owner_name(L);
+  return 1;
+}
+
+int slua_handle_tostring(lua_State *L) {
+  lhandle *hd = slua_check_handle(L, 1);
+  slua_push_owner_name(L);
+  lua_pushfstring(L, "simba.%s(%s%s)", hd->kind->what, lua_tostring(L, -1),
+                  !hd->h ? ", closed" : (hd->term ? ", leader" : ""));
+  return 1;
+}
