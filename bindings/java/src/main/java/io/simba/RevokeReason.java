@@ -7,33 +7,27 @@ package io.simba;
  */
 public enum RevokeReason {
   /** The election was stopped, the lock released, or the client closed. */
-  STOPPED(1),
+  STOPPED,
   /** The election stepped down. */
-  STEPPED_DOWN(2),
+  STEPPED_DOWN,
   /** The session's local deadline passed without a successful keep-alive. */
-  DEADLINE_PASSED(3),
+  DEADLINE_PASSED,
   /** The backend reported the session expired. */
-  SESSION_EXPIRED(4),
+  SESSION_EXPIRED,
   /** A keep-alive reply no longer lists the lease as owned by this session. */
-  TAKEN_OVER(5),
+  TAKEN_OVER,
   /** A reason this binding does not know (a newer library). */
-  UNKNOWN(-1);
+  UNKNOWN;
 
-  private final int code;
-
-  RevokeReason(int code) {
-    this.code = code;
-  }
-
-  /** The C value (SIMBA_REVOKE_*); -1 for UNKNOWN. */
+  /** The C value (SIMBA_REVOKE_*, pinned: STOPPED is 1, the rest follow); -1 for UNKNOWN. */
   public int code() {
-    return code;
+    return this == UNKNOWN ? -1 : ordinal() + 1;
   }
 
   /** The library's name: "STOPPED", "TAKEN_OVER", ...; "UNKNOWN" for UNKNOWN. */
   @Override
   public String toString() {
-    return this == UNKNOWN ? "UNKNOWN" : Native.name(Native.NAME_REVOKE_REASON, code);
+    return this == UNKNOWN ? "UNKNOWN" : Native.name(Native.NAME_REVOKE_REASON, code());
   }
 
   /** The library's name of any value: "STOPPED" for 1, "UNKNOWN(9)" for a value it does not know either. */
@@ -44,8 +38,7 @@ public enum RevokeReason {
 
   /** From the C value; null for SIMBA_REVOKE_NONE (0), UNKNOWN for a value not listed here. */
   public static RevokeReason of(int code) {
-    if (code == 0) return null;
-    for (RevokeReason r : values()) if (r.code == code) return r;
-    return UNKNOWN;
+    RevokeReason[] v = values();
+    return code == 0 ? null : code > 0 && code < v.length ? v[code - 1] : UNKNOWN;
   }
 }

@@ -6,42 +6,36 @@ package io.simba;
  */
 public enum SessionStatus {
   /** No session yet, or a new one after the last ended. */
-  OPENING(0),
+  OPENING,
   /** The last keep-alive succeeded. */
-  LIVE(1),
+  LIVE,
   /** The last keep-alive failed; the deadline has not passed. */
-  SUSPENDED(2),
+  SUSPENDED,
   /** The client is closed. */
-  CLOSED(3),
+  CLOSED,
   /** A status this binding does not know (a newer library). */
-  UNKNOWN(-1);
+  UNKNOWN;
 
-  private final int code;
-
-  SessionStatus(int code) {
-    this.code = code;
-  }
-
-  /** The C value (SIMBA_SESSION_*); -1 for UNKNOWN. */
+  /** The C value (SIMBA_SESSION_*, pinned: OPENING is 0, the rest follow); -1 for UNKNOWN. */
   public int code() {
-    return code;
+    return this == UNKNOWN ? -1 : ordinal();
   }
 
   /** The library's name: "OPENING", "LIVE", "SUSPENDED", "CLOSED"; "UNKNOWN" for UNKNOWN. */
   @Override
   public String toString() {
-    return this == UNKNOWN ? "UNKNOWN" : Native.name(Native.NAME_SESSION_STATUS, code);
+    return this == UNKNOWN ? "UNKNOWN" : Native.name(Native.NAME_SESSION_STATUS, code());
   }
 
   /** From the C value; UNKNOWN for a value not listed here. */
   public static SessionStatus of(int code) {
-    for (SessionStatus s : values()) if (s.code == code) return s;
-    return UNKNOWN;
+    SessionStatus[] v = values();
+    return code >= 0 && code < v.length - 1 ? v[code] : UNKNOWN;
   }
 
   /** From the library's name (snapshot JSON); UNKNOWN for a name not listed here. */
   static SessionStatus parse(String s) {
-    for (SessionStatus st : values()) if (st.code >= 0 && st.toString().equals(s)) return st;
+    for (SessionStatus st : values()) if (st != UNKNOWN && st.toString().equals(s)) return st;
     return UNKNOWN;
   }
 }

@@ -7,7 +7,9 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Set;
 import java.util.stream.Collectors;
+import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.Executor;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.junit.jupiter.api.Test;
@@ -176,6 +178,20 @@ class ClientTest {
     try (Simba s = Simba.open("redis://127.0.0.1:1", config().build())) {
       assertFalse(s.awaitLive(Duration.ofMillis(300)));
       assertNotEquals(SessionStatus.LIVE, s.status());
+    }
+  }
+
+  /** set("callback.executor", "pool"): callbacks on the library's own (attached) threads, not a Java pool. */
+  @Test
+  void theLibrarysPoolRunsCallbacksWhenAsked() {
+    SimbaConfig cfg = config().set("callback.executor", "pool").set("callback.threads", "1").build();
+    assertEquals("pool", cfg.settings().get("callback.executor"));
+    try (Simba s = open(cfg)) {
+      BlockingQueue<String> threads = new LinkedBlockingQueue<>();
+      Election e = s.election(name("libpool")).start(t -> threads.add(Thread.currentThread().getName()));
+      assertEquals("simba-native", take(threads));
+      get(e.stop());
+      s.lock(name("libpool-lock")).close();
     }
   }
 }
