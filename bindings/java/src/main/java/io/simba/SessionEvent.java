@@ -48,7 +48,7 @@ public sealed interface SessionEvent {
     if (this instanceof SessionExpired) return 3;
     if (this instanceof SessionClosed) return 4;
     if (this instanceof SessionLeaseShortened) return 5;
-    return ((SessionUnknown) this).type();
+    return -1; // not reached: SessionUnknown's own type() answers
   }
 
   /** From the C value; {@link SessionUnknown} for a value not listed here. */

@@ -202,7 +202,7 @@ public final class Simba implements AutoCloseable {
     Objects.requireNonNull(name, "name");
     Objects.requireNonNull(listener, "listener");
     Observer o = new Observer(this, name, listener);
-    synchronized (o) { // its first call may come before started() returns
+    synchronized (o) { // a close() from its first call waits for the handle
       o.started(withHandle(h -> Native.start(Native.OBSERVE, h, name, poll.toMillis(), 0, o)));
       observers.add(o);
     }
@@ -215,9 +215,13 @@ public final class Simba implements AutoCloseable {
    * Never blocks on the backend.
    */
   public String metricsText() {
+    return text(Native.TEXT_METRICS);
+  }
+
+  private String text(int kind) {
     String[] text = new String[1];
     withHandle(h -> {
-      text[0] = Native.clientText(h, Native.TEXT_METRICS);
+      text[0] = Native.clientText(h, kind);
       return 0L;
     });
     return text[0];
@@ -304,12 +308,7 @@ public final class Simba implements AutoCloseable {
 
   /** A snapshot of the session, elections, locks and counters; never blocks on the backend. */
   public Snapshot snapshot() {
-    String[] json = new String[1];
-    withHandle(h -> {
-      json[0] = Native.clientText(h, Native.TEXT_SNAPSHOT);
-      return 0L;
-    });
-    return new Snapshot(json[0]);
+    return new Snapshot(text(Native.TEXT_SNAPSHOT));
   }
 
   /**
