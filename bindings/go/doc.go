@@ -7,7 +7,9 @@
 // LeaderTask, Schedule) and shares partitions with its peers (JoinGroup).
 // Each period of ownership is a *Term: a name, a fencing token to pass with
 // every write to the protected resource, and a validity computed from the
-// local monotonic clock (Valid, Remaining, EnsureValid, Done).
+// local monotonic clock (Valid, Remaining, EnsureValid, Done). Operators'
+// views: Observe (who holds a name, as a channel), Metrics (Prometheus
+// text), Snapshot, Inspect.
 //
 //	c, err := simba.Open("redis://127.0.0.1:6379", nil)
 //	...
@@ -18,11 +20,14 @@
 //	if err := term.EnsureValid(2 * time.Second); err != nil { ... }
 //	store.Write(batch, term.Token())
 //
-// Every call that waits takes a context.Context: a cancelled context ends
-// the wait (with an error matching both ErrCanceled and context.Canceled, or
+// Every call that waits takes a context.Context (Close has CloseContext): a
+// cancelled context ends the wait (with an error matching both ErrCanceled and context.Canceled, or
 // ErrTimeout and context.DeadlineExceeded), never the session. Errors are
 // *Error values carrying the library's code and detail; compare them with
 // errors.Is (ErrBusy, ErrTimeout, ErrClosed, ErrState, ErrTermExpired, ...).
+// A string with a NUL byte (a name, a URL, a config value) is ErrInvalid,
+// never cut short on its way into C. The names of reasons, statuses, events
+// and codes (String) come from libsimba (1.3 or newer).
 //
 // Callbacks (Listener, leader work, Config.OnEvent, Config.Logger) run on
 // library threads. A panic in one is recovered and passed to Config.OnError;
