@@ -61,7 +61,12 @@ Result Client::init(const std::string& url) {
   loop_executor_ = std::make_unique<LoopExecutor>(
       [this](std::function<void()> fn) { return loop_.defer(std::move(fn)); });
   if (cfg_.executor == ExecutorKind::kHost && hooks_.submit) {
-    executor_ = std::make_unique<HostExecutor>(hooks_.submit, hooks_.submit_ctx);
+    // The host's submit() stays on the loop thread while callers borrow the
+    // loop (ADR 0029).
+    executor_ = std::make_unique<HandOffExecutor>(
+        std::make_unique<HostExecutor>(hooks_.submit, hooks_.submit_ctx),
+        [this] { return loop_.borrowed_here(); },
+        [this](std::function<void()> fn) { return loop_.defer(std::move(fn)); });
   } else if (cfg_.executor == ExecutorKind::kPool && !external()) {
     executor_ = std::make_unique<PoolExecutor>(cfg_.callback_threads);
   }

@@ -324,12 +324,18 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   std::optional<TimePoint> next_observer_read() const;
 
   using LoopLease = Loop::Lease;
-  // A caller may borrow the loop (ADR 0014): not for a host's executor, whose
-  // submit() is promised the loop thread (simba.h), nor from a callback, which
-  // should not run the loop's work before it returns.
-  bool may_lend_loop() const {
-    return !(executor_ && cfg_.executor == ExecutorKind::kHost) && !in_callback();
-  }
+  // A caller may borrow the loop (ADR 0014), but not from a callback, which
+  // should not run the loop's work before it returns. A host executor's
+  // submit() is promised the loop thread: a borrower hands it there (ADR 0029).
+  bool may_lend_loop() const { return !in_callback(); }
+  bool host_executor() const { return executor_ && cfg_.executor == ExecutorKind::kHost; }
+  // Runs `fn`, an election's callback hand-off (elected, revoked, stopped,
+  // stepped down), now; or on the loop thread in a later turn when `hand_off`
+  // or when an earlier one of `who` waits there, so that they stay in order.
+  void in_order(ContenderId who, bool hand_off, std::function<void()> fn);
+  // Posts a new term's onElected to its election's queue; a host that rejects
+  // it gets the step-down of ADR 0002.
+  void announce(const std::shared_ptr<Election>& el, Term* t, uint64_t token);
   bool on_loop_thread() const { return loop_.on_loop_thread(); }
   // Runs `fn` on the loop and waits for it: at once where the calling thread
   // owns the loop (the loop thread, or the host's in EXTERNAL mode).
@@ -397,6 +403,8 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   std::map<ContenderId, std::shared_ptr<Election>> elections_;
   std::map<ContenderId, Lock> locks_;
   std::vector<std::shared_ptr<Waiter>> live_waiters_;
+  // Elections with callback hand-offs waiting for the loop thread (in_order).
+  std::map<ContenderId, int> handed_off_;
   std::set<std::shared_ptr<Waiter>> inspect_waiters_;  // finished by teardown
   std::vector<std::shared_ptr<Observer>> observers_;   // loop thread
   std::shared_ptr<SerialQueue> event_queue_;

@@ -138,6 +138,25 @@ void Client::term_ended(ContenderId who, const std::shared_ptr<TermState>& term)
   if (Term** slot = term_slot(who, term.get())) (*slot)->signal_ended();
 }
 
+void Client::in_order(ContenderId who, bool hand_off, std::function<void()> fn) {
+  auto waiting = handed_off_.find(who);
+  if (!hand_off && waiting == handed_off_.end()) {
+    fn();
+    return;
+  }
+  ++handed_off_[who];
+  const bool deferred = loop_.defer([this, who, fn] {
+    fn();
+    if (auto w = handed_off_.find(who); w != handed_off_.end() && --w->second == 0) {
+      handed_off_.erase(w);
+    }
+  });
+  if (deferred) return;
+  // Torn down: only the loop thread runs now, and nothing waits any more.
+  handed_off_.erase(who);
+  fn();
+}
+
 void Client::elected(ContenderId who, const std::shared_ptr<TermState>& term) {
   if (auto e = elections_.find(who); e != elections_.end()) {
     std::shared_ptr<Election> el = e->second;
@@ -148,26 +167,10 @@ void Client::elected(ContenderId who, const std::shared_ptr<TermState>& term) {
       return;
     }
     t->retain();
-    const auto posted = el->queue.post_or_reject([el, t] {
-      if (!el->detached && el->on_elected) el->on_elected(t);
-      t->release();
-    });
-    if (posted == SerialQueue::Posted::kRejected) {
-      // The executor refused onElected: nobody learns of the term. Step down
-      // for one lease duration, and deliver no onRevoked for it either, so
-      // that callbacks stay paired (seed, "Callbacks and Lifecycle").
-      t->release();
-      t->unannounced = true;
-      log(kLogWarn, "the callback executor rejected onElected of " + el->name() + " token " +
-                        std::to_string(term->token()) + ": stepping down for one lease duration");
-      loop_.defer([this, el] {
-        if (loop_.torn_down()) return;
-        std::vector<DoneFn>& dones = el->rare().step_down_dones;
-        dones.push_back(nullptr);  // acknowledged to nobody
-        if (!node_->step_down(el->id, cfg_.lease_duration, now())) dones.pop_back();
-        settle();
-      });
-    }
+    // Whether a host's executor takes onElected is asked on the loop thread
+    // only: a borrower hands the announcement, and what follows it, there.
+    in_order(who, host_executor() && loop_.borrowed_here(),
+             [this, el, t, token = term->token()] { announce(el, t, token); });
     return;
   }
   if (auto l = locks_.find(who); l != locks_.end()) {
@@ -181,25 +184,50 @@ void Client::elected(ContenderId who, const std::shared_ptr<TermState>& term) {
   }
 }
 
+void Client::announce(const std::shared_ptr<Election>& el, Term* t, uint64_t token) {
+  const auto posted = el->queue.post_or_reject([el, t] {
+    if (!el->detached && el->on_elected) el->on_elected(t);
+    t->release();
+  });
+  if (posted != SerialQueue::Posted::kRejected) return;
+  // The executor refused onElected: nobody learns of the term. Step down
+  // for one lease duration, and deliver no onRevoked for it either, so
+  // that callbacks stay paired (seed, "Callbacks and Lifecycle").
+  t->release();
+  t->unannounced = true;
+  log(kLogWarn, "the callback executor rejected onElected of " + el->name() + " token " +
+                    std::to_string(token) + ": stepping down for one lease duration");
+  loop_.defer([this, el] {
+    if (loop_.torn_down()) return;
+    std::vector<DoneFn>& dones = el->rare().step_down_dones;
+    dones.push_back(nullptr);  // acknowledged to nobody
+    if (!node_->step_down(el->id, cfg_.lease_duration, now())) dones.pop_back();
+    settle();
+  });
+}
+
 void Client::revoked(ContenderId who, const std::shared_ptr<TermState>& term, RevokeReason reason) {
   Term** slot = term_slot(who, term.get());
   if (!slot) return;
   Term* t = *slot;
   *slot = nullptr;
   t->signal_ended();
-  std::function<void()> then;
-  if (t->unannounced) {
-    t->release();  // its onElected never ran: no onRevoked either
-    return;
-  }
-  if (auto e = elections_.find(who); e != elections_.end()) {
-    std::shared_ptr<Election> el = e->second;
-    then = [el, t, reason] {
-      if (!el->detached && el->on_revoked) el->on_revoked(t, reason);
-    };
-  }
-  t->deliver_revoked(reason, std::move(then));
-  t->release();
+  std::shared_ptr<Election> el;
+  if (auto e = elections_.find(who); e != elections_.end()) el = e->second;
+  in_order(who, false, [el, t, reason] {
+    if (t->unannounced) {
+      t->release();  // its onElected never ran: no onRevoked either
+      return;
+    }
+    std::function<void()> then;
+    if (el) {
+      then = [el, t, reason] {
+        if (!el->detached && el->on_revoked) el->on_revoked(t, reason);
+      };
+    }
+    t->deliver_revoked(reason, std::move(then));
+    t->release();
+  });
 }
 
 void Client::lock_failed(ContenderId who, LockFailure why) {
@@ -227,7 +255,9 @@ void Client::stopped(ContenderId who) {
       }
       for (auto& w : waiters) w->finish(Code::kOk);
     };
-    if (!el->queue.post(finish)) finish();
+    in_order(who, false, [el, finish] {
+      if (!el->queue.post(finish)) finish();
+    });
     return;
   }
   if (auto l = locks_.find(who); l != locks_.end()) {
@@ -246,8 +276,10 @@ void Client::stepped_down(ContenderId who) {
   DoneFn done = std::move(dones.front());
   dones.erase(dones.begin());
   if (!done) return;
-  el->queue.post([el, done] {
-    if (el->runs_dones()) done(Code::kOk);
+  in_order(who, false, [el, done] {
+    el->queue.post([el, done] {
+      if (el->runs_dones()) done(Code::kOk);
+    });
   });
 }
 

@@ -129,6 +129,13 @@ void HostExecutor::shutdown() {
   shared_->cv.wait(lock, [this] { return shared_->running == 0; });
 }
 
+bool HandOffExecutor::submit(std::function<void()> fn) {
+  if (!away_()) return inner_->submit(std::move(fn));
+  return hand_off_([this, fn = std::move(fn)] {
+    if (!inner_->submit(fn)) fn();  // rejected: the loop thread runs it
+  });
+}
+
 void SerialQueue::wait_for_change(Lock& lock, std::chrono::milliseconds for_at_most) {
   ++waiters_;
   if (for_at_most.count() > 0) {

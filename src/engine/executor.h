@@ -95,6 +95,24 @@ class HostExecutor final : public Executor {
   std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
 };
 
+// A host's executor whose submit() is promised one thread, the loop's: while
+// `away()` holds (a caller borrowed the loop, ADR 0014), a submit is handed to
+// `hand_off`, which makes it on the loop thread in a later turn; a task the
+// host rejects then runs there at once, as the loop executor would (ADR 0029).
+class HandOffExecutor final : public Executor {
+ public:
+  using HandOff = std::function<bool(std::function<void()>)>;
+  HandOffExecutor(std::unique_ptr<Executor> inner, std::function<bool()> away, HandOff hand_off)
+      : inner_(std::move(inner)), away_(std::move(away)), hand_off_(std::move(hand_off)) {}
+  bool submit(std::function<void()> fn) override;
+  void shutdown() override { inner_->shutdown(); }
+
+ private:
+  std::unique_ptr<Executor> inner_;
+  std::function<bool()> away_;
+  HandOff hand_off_;
+};
+
 // Runs tasks on the client's loop thread, after the current loop event: the
 // engine supplies `defer`, which queues a task for the loop.
 class LoopExecutor final : public Executor {

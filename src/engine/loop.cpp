@@ -298,7 +298,12 @@ bool Loop::borrow() {
   if (external_ || on_loop_thread()) return false;
   {
     std::lock_guard<std::mutex> lock(owner_mu_);
-    if (owner_ != Owner::kNone || loop_ended_ || loop_thread_due_) return false;
+    // Torn down or closing: only the loop thread has work left (and a hand-off
+    // to it would find the loop no longer accepting any, ADR 0029).
+    if (owner_ != Owner::kNone || loop_ended_ || loop_thread_due_ || torn_down_ ||
+        needs_loop_thread()) {
+      return false;
+    }
     owner_ = Owner::kCaller;
   }
   loop_owner_ = std::this_thread::get_id();
