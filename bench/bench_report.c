@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bench_cycle.h"
 #include "simba_bench.h"
 
 static double ratio(double a, double b) { return b > 0 ? a / b : NAN; }
@@ -192,6 +193,20 @@ static void print_other_rows(const raw_backend_t *rb, const results_t *r) {
               r->raw.done ? buf : NO_RAW_RTT);
     print_row("diag: snapshot_json (no backend call)", &r->snapshot_hop, NULL);
   }
+  if (r->host_executor_done) {
+    const bench_stats_t *rows[2][2] = {{&r->host_memory_pool, &r->host_memory_host},
+                                       {&r->host_remote_pool, &r->host_remote_host}};
+    const double targets[2] = {TARGET_HOST_EXECUTOR_MEMORY, TARGET_HOST_EXECUTOR_REMOTE};
+    for (int i = 0; i < 2; i++) {
+      const double x = ratio(rows[i][1]->p50_us, rows[i][0]->p50_us);
+      snprintf(label, sizeof label, "diag: cycle%s, default pool", i ? "" : " on memory://");
+      print_row(label, rows[i][0], NULL);
+      snprintf(label, sizeof label, "diag: cycle%s, host executor", i ? "" : " on memory://");
+      snprintf(buf, sizeof buf, "%.2f x the pool (target <= %.2f: %s)", x, targets[i],
+               verdict(x <= targets[i]));
+      print_row(label, rows[i][1], buf);
+    }
+  }
   if (r->alt_done) {
     printf("\n  with %s:\n", r->alt_durability);
     snprintf(label, sizeof label, "%s = RTT", rb->op_label[RAW_OP_WRITE]);
@@ -369,6 +384,18 @@ static void json_phases(bench_json_t *j, const raw_backend_t *rb, const results_
     bench_json_stats(j, "memory_lock_cycle", &r->memory_cycle);
     bench_json_stats(j, "external_loop_lock_cycle", &r->external_cycle);
     bench_json_stats(j, "snapshot_json_call", &r->snapshot_hop);
+    bench_json_end_object(j);
+  }
+  if (r->host_executor_done) {
+    bench_json_begin_object(j, "host_executor_lock_cycle");
+    bench_json_stats(j, "memory_default_pool", &r->host_memory_pool);
+    bench_json_stats(j, "memory_host_executor", &r->host_memory_host);
+    bench_json_double(j, "memory_ratio",
+                      ratio(r->host_memory_host.p50_us, r->host_memory_pool.p50_us));
+    bench_json_stats(j, "backend_default_pool", &r->host_remote_pool);
+    bench_json_stats(j, "backend_host_executor", &r->host_remote_host);
+    bench_json_double(j, "backend_ratio",
+                      ratio(r->host_remote_host.p50_us, r->host_remote_pool.p50_us));
     bench_json_end_object(j);
   }
 }

@@ -146,6 +146,10 @@ typedef struct results {
   bench_stats_t external_cycle; /* loop.mode=external: the caller's thread runs the loop */
   bench_stats_t snapshot_hop;
   int diagnostics_done;
+  /* A client with a host executor (a one-thread queue) against one with the
+   * default pool, in alternating blocks: on memory:// and on the backend. */
+  int host_executor_done;
+  bench_stats_t host_memory_pool, host_memory_host, host_remote_pool, host_remote_host;
   /* The server's own lock (raw_backend_t.native_*): its cycle in blocks
    * alternating with Simba's cycle, and its handover between two processes. */
   int native_cycle_done, native_handover_done;

@@ -20,7 +20,9 @@
 # backend only: its JSON there instead), --no-install, -h.
 # Each backend writes DIR/<backend>-latest.json (redis-latest.json,
 # postgres-latest.json, zookeeper-latest.json) and the table, also on stdout,
-# to its .txt sibling.
+# to its .txt sibling. The bindings' lock cycles against C's:
+# scripts/bench-bindings.sh (it builds nothing; it uses this build's
+# simba_cycle_bench).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -89,8 +91,9 @@ log "configure $BUILD_DIR (Release, SIMBA_BUILD_BENCH=ON)"
 cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DSIMBA_BUILD_BENCH=ON \
   -DSIMBA_BUILD_TESTS=OFF -DSIMBA_BUILD_EXAMPLES=OFF -DSIMBA_BUILD_TOOLS=OFF -DSIMBA_SANITIZE= \
   "${WITH[@]}" >/dev/null
-log "build simba_bench (-j$JOBS)"
-cmake --build "$BUILD_DIR" -j "$JOBS" --target simba_bench
+log "build simba_bench and simba_cycle_bench (-j$JOBS)"
+# simba_cycle_bench: the C figure of scripts/bench-bindings.sh.
+cmake --build "$BUILD_DIR" -j "$JOBS" --target simba_bench simba_cycle_bench
 
 # The servers: the test suite's (scripts/lib/servers.sh), with their files in a
 # temp dir that stop_servers removes. Only their pids are stopped.
