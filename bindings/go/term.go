@@ -223,9 +223,13 @@ func (t *Term) Unlock() error {
 	}
 	// The release drops the library's term: no reference is kept (keeping
 	// one would make its last drop, later on another thread, wake the loop).
-	// Until it returns, Reason reads STOPPED, what a release makes of a term
-	// not revoked before; one revoked before keeps its own reason.
-	t.final = Stopped
+	// Until it returns, Reason reads what the release will leave: the reason
+	// of a term revoked before, else STOPPED. (A revocation racing this read
+	// is corrected from the release's answer below.)
+	t.final = RevokeReason(C.simba_term_revoke_reason(p))
+	if t.final == NotRevoked {
+		t.final = Stopped
+	}
 	t.t = nil
 	t.mu.Unlock()
 	runtime.SetFinalizer(t, nil)
