@@ -81,4 +81,25 @@ function H.recorder()
   return r
 end
 
+-- Start an election on client c and drive c until it leads: the election,
+-- its recorder and the term.
+function H.leader(c, name)
+  local r = H.recorder()
+  local e = c:election(name, r.listener)
+  assert(H.drive({c}, H.LONG, function() return r.elected == 1 end), "not elected")
+  return e, r, r.terms[1]
+end
+
+-- Call call(...) from a callback or leader work that start(fn) starts on
+-- client c (fn gets the callback's arguments); it must raise EWOULDBLOCK:
+-- a blocking call there would wait for itself. The handle is closed.
+function H.would_block(c, start, call)
+  local seen
+  local h = start(function(...) seen = {pcall(call, ...)} end)
+  assert(H.drive({c}, H.LONG, function() return seen ~= nil end), "the callback did not run")
+  assert(seen[1] == false, "the call did not raise")
+  assert(tostring(seen[2]):find("EWOULDBLOCK", 1, true), tostring(seen[2]))
+  h:close()
+end
+
 return H

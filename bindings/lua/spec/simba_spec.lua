@@ -524,15 +524,29 @@ describe("simba (" .. BACKEND .. ")", function()
       assert.is_true(kept:token() > token)
       assert.equals("STOPPED", kept:reason())
       -- an election's term after its stop, and after close()
-      local r = H.recorder()
-      local e = a:election(H.name("ended-e"), r.listener)
-      assert.is_true(H.drive({a}, H.LONG, function() return r.elected == 1 end))
-      local et = e:term()
+      local e, _, et = H.leader(a, H.name("ended-e"))
+      assert.equals(et, e:term())
       e:close()
       assert.equals("STOPPED", et:reason())
       assert.is_false(et:valid())
       assert.is_true(et:release())
       assert.equals(H.name("ended-e"), et:name())
+    end)
+
+    it("wait_revoked drives the client until the term ended", function()
+      local a = open()
+      local e, _, t = H.leader(a, H.name("wait-revoked"))
+      local ok, msg, code = t:wait_revoked(50)
+      assert.is_nil(ok)
+      assert.equals("ETIMEDOUT", code)
+      assert.is_string(msg)
+      assert.is_true(e:step_down(60000))
+      assert.is_true(t:wait_revoked(H.LONG)) -- the step-down's revocation needs the loop
+      assert.equals("STEPPED_DOWN", t:reason())
+      assert.is_true(t:wait_revoked(0)) -- ended already
+      H.would_block(a, function(fn) return a:run_while_leader(H.name("wait-revoked-work"), fn) end,
+                    function(term) return term:wait_revoked(10) end)
+      e:close()
     end)
 
     it("ensure_valid checks the remaining time", function()
@@ -613,11 +627,8 @@ describe("simba (" .. BACKEND .. ")", function()
 
     it("runs on_revoked soon, not inside the call, on a term already revoked", function()
       local a = open()
-      local r = H.recorder()
-      local e = a:election(H.name("late-revoked"), r.listener)
-      assert.is_true(H.drive({a}, H.LONG, function() return r.elected == 1 end))
+      local e, _, term = H.leader(a, H.name("late-revoked"))
       assert.is_true(e:stop_wait(H.LONG))
-      local term = r.terms[1]
       assert.equals("STOPPED", term:reason())
       local got = {}
       assert.is_true(term:on_revoked(function(t, reason) got[#got + 1] = {t, reason} end))
@@ -681,10 +692,7 @@ describe("simba (" .. BACKEND .. ")", function()
 
     it("revokes with STOPPED when the client closes", function()
       local a = open()
-      local r = H.recorder()
-      local e = a:election(H.name("close-revokes"), r.listener)
-      assert.is_true(H.drive({a}, H.LONG, function() return r.elected == 1 end))
-      local term = r.terms[1]
+      local e, r, term = H.leader(a, H.name("close-revokes"))
       local extra
       term:on_revoked(function(t, reason) extra = reason end)
       a:close()
@@ -795,13 +803,9 @@ describe("simba (" .. BACKEND .. ")", function()
       assert.is_true(t:close())
       assert.has_error(function() t:stop_wait() end, "simba: task closed")
       -- from a callback it would wait for itself
-      local seen
       local u = sleeper(a, H.name("stopwait-inner"))
-      local e = a:election(H.name("stopwait-cb"), {on_elected = function() seen = {pcall(u.stop_wait, u)} end})
-      assert.is_true(H.drive({a}, H.LONG, function() return seen ~= nil end))
-      assert.is_false(seen[1])
-      assert.matches("EWOULDBLOCK", seen[2])
-      e:close()
+      H.would_block(a, function(fn) return a:election(H.name("stopwait-cb"), {on_elected = fn}) end,
+                    function() return u:stop_wait() end)
       u:close()
     end)
 

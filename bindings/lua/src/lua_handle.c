@@ -136,8 +136,7 @@ int slua_handle_step_down(lua_State *L) {
   return slua_leave_result(L, k, "step_down", &r);
 }
 
-/* True inside a callback or leader work: a wait there would wait for itself. */
-static int inside(lclient *cl) { return cl->depth > 0 || cl->pumping; }
+static int stop_completed(const void *hd) { return ((const lhandle *)hd)->stop_done; }
 
 /* Start the stop unless one was started, then drive the client until it
  * completed (1), the client closed, or @p deadline passed (0). */
@@ -152,7 +151,7 @@ static int stop_and_drive(lua_State *L, lhandle *hd, int64_t deadline) {
     slua_leave(L, k);
     if (r.rc != SIMBA_OK) return 1; /* stopped with the client */
   }
-  return slua_drive_until(L, cl, &hd->stop_done, deadline) || !cl->c;
+  return slua_drive_until(L, cl, stop_completed, hd, deadline) || !cl->c;
 }
 
 /* :stop_wait([timeout_ms]) : stop and drive the client (callbacks, leader
@@ -162,12 +161,7 @@ int slua_handle_stop_wait(lua_State *L) {
   lhandle *hd = live_handle(L, 1);
   lua_Integer ms = luaL_optinteger(L, 2, -1);
   result_t r;
-  if (hd->cl->c && inside(hd->cl)) {
-    slua_capture(&r, SIMBA_EWOULDBLOCK);
-    snprintf(r.msg, sizeof r.msg, "%s: stop_wait from a callback or leader work waits for itself",
-             simba_strerror(SIMBA_EWOULDBLOCK));
-    return slua_raise_misuse(L, "stop_wait", &r);
-  }
+  slua_check_may_wait(L, hd->cl, "stop_wait");
   if (!stop_and_drive(L, hd, ms < 0 ? INT64_MAX : slua_now_ms() + (int64_t)ms)) {
     r.rc = SIMBA_ETIMEDOUT;
     snprintf(r.msg, sizeof r.msg, "%s: the stop goes on", simba_strerror(SIMBA_ETIMEDOUT));
@@ -203,7 +197,7 @@ int slua_handle_close(lua_State *L) {
   if (hd && hd->h) {
     if (!hd->kind->stop) {
       handle_free(L, hd, 1); /* an observer: nothing to wait for */
-    } else if (hd->cl->c && inside(hd->cl)) {
+    } else if (hd->cl->c && slua_inside(hd->cl)) {
       if (!hd->stopping) (void)stop_and_drive(L, hd, 0); /* starts it, drives nothing */
     } else {
       (void)stop_and_drive(L, hd, INT64_MAX);

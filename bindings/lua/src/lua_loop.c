@@ -298,11 +298,26 @@ void slua_turn(lua_State *L, lclient *cl, result_t *r) {
   if (r->rc == SIMBA_OK) (void)pump(L, cl);
 }
 
-/* Drive the client (turns, waiting on its fd in between) until *flag is set
- * (1), the client closed, a turn failed, or @p deadline (slua_now_ms(),
+/* True inside a callback or leader work, where a wait would wait for itself. */
+int slua_inside(const lclient *cl) { return cl->depth > 0 || cl->pumping; }
+
+/* Raise EWOULDBLOCK misuse for the blocking call @p what when slua_inside(). */
+void slua_check_may_wait(lua_State *L, lclient *cl, const char *what) {
+  if (cl->c && slua_inside(cl)) {
+    result_t r;
+    r.rc = SIMBA_EWOULDBLOCK;
+    snprintf(r.msg, sizeof r.msg, "%s: %s from a callback or leader work would wait for itself",
+             simba_strerror(SIMBA_EWOULDBLOCK), what);
+    slua_raise_misuse(L, what, &r);
+  }
+}
+
+/* Drive the client (turns, waiting on its fd in between) until @p until(arg)
+ * holds (1), the client closed, a turn failed, or @p deadline (slua_now_ms(),
  * INT64_MAX: none) passed (0). */
-int slua_drive_until(lua_State *L, lclient *cl, const int *flag, int64_t deadline) {
-  while (!*flag && cl->c) {
+int slua_drive_until(lua_State *L, lclient *cl, slua_until_fn until, const void *arg,
+                     int64_t deadline) {
+  while (!until(arg) && cl->c) {
     int64_t wait = slua_next_timeout(cl), left = deadline - slua_now_ms();
     result_t r;
     if (deadline != INT64_MAX && left <= 0) break;
@@ -312,7 +327,7 @@ int slua_drive_until(lua_State *L, lclient *cl, const int *flag, int64_t deadlin
     slua_turn(L, cl, &r);
     if (r.rc != SIMBA_OK) break;
   }
-  return *flag;
+  return until(arg);
 }
 
 /* simba.sleep(ms): inside leader work, yield for ms milliseconds. */

@@ -42,10 +42,11 @@ static void observer_free(void *o) { simba_observer_free((simba_observer_t *)o);
 
 static const slua_kind OBSERVER = {OBSERVER_MT, "observer", NULL, NULL, observer_free};
 
+/* name at 2, poll_ms at 4 */
 static int start_observer(lua_State *L, lhandle *ob) {
+  int64_t poll_ms = (int64_t)lua_tointeger(L, 4);
   simba_observer_t *o = NULL;
-  int rc = simba_observe_start(&o, ob->cl->c, lua_tostring(L, 2), (int64_t)lua_tointeger(L, 4),
-                               tr_observe, ob);
+  int rc = simba_observe_start(&o, ob->cl->c, lua_tostring(L, 2), poll_ms, tr_observe, ob);
   ob->h = o;
   return rc;
 }

@@ -79,6 +79,28 @@ int slua_term_revoke_fd(lua_State *L) {
   return 1;
 }
 
+static int term_ended(const void *t) { return !simba_term_is_valid((const simba_term_t *)t); }
+
+/* term:wait_revoked([timeout_ms]) -> true | nil, msg, "ETIMEDOUT": drive the
+ * term's client until the term is revoked or no longer valid (the library's
+ * simba_term_wait_revoked would block the Lua thread, which runs the loop
+ * that revokes it). */
+int slua_term_wait_revoked(lua_State *L) {
+  term_ud *u = slua_check_term(L, 1);
+  lua_Integer ms = luaL_optinteger(L, 2, -1);
+  result_t r;
+  slua_check_may_wait(L, u->cl, "wait_revoked");
+  if (!slua_drive_until(L, u->cl, term_ended, u->t,
+                        ms < 0 ? INT64_MAX : slua_now_ms() + (int64_t)ms)) {
+    r.rc = SIMBA_ETIMEDOUT;
+    snprintf(r.msg, sizeof r.msg, "%s: the term was not revoked within the timeout",
+             simba_strerror(SIMBA_ETIMEDOUT));
+    return slua_push_fail(L, &r);
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
 /* term:on_revoked(fn): fn(term, reason) runs exactly once. */
 typedef struct {
   lclient *cl;

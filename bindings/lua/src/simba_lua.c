@@ -80,6 +80,7 @@ static const luaL_Reg term_methods[] = {
     {"is_lock", slua_term_is_lock},
     {"on_revoked", slua_term_on_revoked},
     {"revoke_fd", slua_term_revoke_fd},
+    {"wait_revoked", slua_term_wait_revoked},
     {"release", slua_term_release},
     {NULL, NULL},
 };

@@ -195,6 +195,7 @@ int slua_term_reason(lua_State *L);
 int slua_term_is_lock(lua_State *L);
 int slua_term_on_revoked(lua_State *L);
 int slua_term_revoke_fd(lua_State *L);
+int slua_term_wait_revoked(lua_State *L);
 int slua_term_release(lua_State *L);
 int slua_term_gc(lua_State *L);
 int slua_term_tostring(lua_State *L);
@@ -207,7 +208,11 @@ int64_t slua_next_timeout(lclient *cl);
 int slua_poll_client(lclient *cl, int64_t wait_ms);
 void slua_process_ready(lua_State *L, lclient *cl, result_t *r);
 void slua_turn(lua_State *L, lclient *cl, result_t *r);
-int slua_drive_until(lua_State *L, lclient *cl, const int *flag, int64_t deadline);
+int slua_inside(const lclient *cl);
+void slua_check_may_wait(lua_State *L, lclient *cl, const char *what);
+typedef int (*slua_until_fn)(const void *arg);
+int slua_drive_until(lua_State *L, lclient *cl, slua_until_fn until, const void *arg,
+                     int64_t deadline);
 void slua_end_all_runs(lua_State *L, lclient *cl);
 int slua_sleep(lua_State *L);
 
