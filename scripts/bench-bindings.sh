@@ -13,8 +13,9 @@
 # round's ratio is the binding's µs per cycle over the mean of the two C
 # figures around it; the script prints each round and the median. It also runs
 # simba_cycle_bench --mode both (a host executor against the default pool).
-# Every figure is a mean per cycle (the bindings' benches time a loop), so the
-# C one is too.
+# Every figure is a mean per cycle over a timed loop, the median of rounds
+# (the bindings' benches time loops), so the C one is too. Lua's is pooled over
+# its rounds.
 #
 # Targets: binding / C <= 1.3 on memory://, <= 1.1 on Redis; host executor /
 # default pool <= 1.3 on memory://, <= 1.05 on Redis.
@@ -77,10 +78,11 @@ esac
 # each) about a millisecond.
 cycles_for() { [[ $1 == memory://* ]] && echo 20000 || echo 1000; }
 
-# The C figure: µs per cycle, the mean over the run (as the bindings measure).
+# The C figure: µs per cycle, the median of five rounds' means (as the
+# bindings' benches measure: the median over rounds of a timed loop).
 c_cycle() {
   "$CYCLE_BENCH" --url "$1" --mode pool --cycles "$2" --warmup $(($2 / 10)) |
-    awk '/^RESULT/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "pool_mean_us") print kv[2] } }'
+    awk '/^RESULT/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "round_mean_us") print kv[2] } }'
 }
 
 # A binding's µs per cycle on URL with CYCLES; empty when it failed.
