@@ -75,7 +75,7 @@ typedef struct lclient {
   pthread_mutex_t mu;
   struct work_req *queued; /* runs not yet picked up by the Lua thread (under mu) */
   struct work_req *active; /* runs whose coroutine exists (Lua thread only) */
-  int pumping;             /* slua_pump() is running (a run is being resumed) */
+  int pumping;             /* lua_loop.c resumes leader work now */
   int shutting;            /* closing: new runs are skipped (under mu) */
   int deferred_close;      /* close() was called from leader work */
   pthread_t host;          /* the Lua thread that opened the client */
@@ -118,11 +118,11 @@ typedef struct {
 /* Elections, tasks and observers: one handle type and one stop / step-down /
  * close path (lua_handle.c); a kind says which library functions it calls. */
 typedef struct slua_kind {
-  const char *mt;   /* metatable name */
-  const char *what; /* "election", "task" */
-  int (*stop)(void *h, simba_done_fn done, void *ud);
+  const char *mt;                                     /* metatable name */
+  const char *what;                                   /* "election", "task", "observer" */
+  int (*stop)(void *h, simba_done_fn done, void *ud); /* NULL: nothing to stop (observer) */
   int (*step_down)(void *h, int64_t cooldown, simba_done_fn done, void *ud);
-  void (*free)(void *h); /* simba_election_free, simba_task_close */
+  void (*free)(void *h); /* simba_election_free, simba_task_close, simba_observer_free */
 } slua_kind;
 
 typedef struct lhandle {
