@@ -23,7 +23,8 @@
  * simba_client_inspect_json(), ...) runs the loop on the calling thread while the
  * loop thread is idle, which spares two thread wake-ups per call; callbacks of
  * the "direct" executor, the logger and a host executor's submit() still run on
- * the loop thread only (a client with a host executor never lends its loop).
+ * the loop thread only (a caller that took in an answer leading to one hands it
+ * to the loop thread; since 1.3 this holds for clients with a host executor too).
  *
  * Callbacks of one election (or lock) run one at a time, in order, on the
  * callback executor: a small pool owned by the client by default, the loop thread
