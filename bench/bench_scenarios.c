@@ -37,12 +37,19 @@ void progress(const char *fmt, ...) {
 
 simba_client_t *open_client_kv(const char *url, const options_t *o, const char *name,
                                const char *key, const char *value) {
+  return open_client_with(url, o, name, key, value, NULL, NULL);
+}
+
+simba_client_t *open_client_with(const char *url, const options_t *o, const char *name,
+                                 const char *key, const char *value, simba_submit_fn submit,
+                                 void *submit_ctx) {
   simba_config_t *cfg = NULL;
   int rc = simba_config_new(&cfg);
   if (rc == SIMBA_OK) rc = simba_config_set_ms(cfg, "session.lease-duration", o->lease_ms);
   if (rc == SIMBA_OK) rc = simba_config_set_ms(cfg, "session.renew-interval", o->renew_ms);
   if (rc == SIMBA_OK) rc = simba_config_set(cfg, "client.name", name);
   if (rc == SIMBA_OK && key) rc = simba_config_set(cfg, key, value);
+  if (rc == SIMBA_OK && submit) rc = simba_config_set_executor(cfg, submit, submit_ctx);
   if (rc != SIMBA_OK) die("config", rc);
   simba_client_t *c = NULL;
   rc = simba_client_open(&c, url, cfg);

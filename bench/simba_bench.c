@@ -158,25 +158,6 @@ static void handover_phase(const options_t *o, const raw_backend_t *rb, results_
   }
 }
 
-/* A client with the benchmark's timing and `q` as its host executor. */
-static simba_client_t *open_host_executor_client(const char *url, const options_t *o,
-                                                 bench_queue_executor_t *q) {
-  simba_config_t *cfg = NULL;
-  int rc = simba_config_new(&cfg);
-  if (rc == SIMBA_OK) rc = simba_config_set_ms(cfg, "session.lease-duration", o->lease_ms);
-  if (rc == SIMBA_OK) rc = simba_config_set_ms(cfg, "session.renew-interval", o->renew_ms);
-  if (rc == SIMBA_OK) rc = simba_config_set(cfg, "client.name", "bench-host-executor");
-  if (rc == SIMBA_OK) rc = simba_config_set_executor(cfg, bench_queue_executor_submit, q);
-  if (rc != SIMBA_OK) die("config", rc);
-  simba_client_t *c = NULL;
-  rc = simba_client_open(&c, url, cfg);
-  simba_config_free(cfg);
-  if (rc != SIMBA_OK) die("simba_client_open", rc);
-  rc = simba_client_wait_live(c, 10000);
-  if (rc != SIMBA_OK) die("simba_client_wait_live", rc);
-  return c;
-}
-
 /* The cycle of a client with a host executor (a one-thread queue, as a
  * binding's callback thread) against the default pool's, alternating in
  * blocks, on memory:// and on the backend (issue 36). */
@@ -194,7 +175,8 @@ static void host_executor_diagnostic(const options_t *o, results_t *r) {
     progress("diagnostic: lock cycle with a host executor against the default pool, %s",
              i ? "on the backend" : "on memory://");
     simba_client_t *pool = open_client(urls[i], o, "bench-pool");
-    simba_client_t *host = open_host_executor_client(urls[i], o, q);
+    simba_client_t *host = open_client_with(urls[i], o, "bench-host-executor", NULL, NULL,
+                                            bench_queue_executor_submit, q);
     rc = bench_cycles_alternating(pool, "bench-cycle-pool", host, "bench-cycle-host",
                                   o->cycle_iterations, o->warmup, 50, outs[i][0], outs[i][1]);
     simba_client_close(host);

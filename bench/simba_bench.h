@@ -177,6 +177,10 @@ void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 simba_client_t *open_client_kv(const char *url, const options_t *o, const char *name,
                                const char *key, const char *value);
 simba_client_t *open_client(const char *url, const options_t *o, const char *name);
+/* The same, with `submit` (if not NULL) as the host executor. */
+simba_client_t *open_client_with(const char *url, const options_t *o, const char *name,
+                                 const char *key, const char *value, simba_submit_fn submit,
+                                 void *submit_ctx);
 
 /* ------------------------------------------------------------------------- */
 /* Scenarios (bench_scenarios.c, bench_handover.c) */

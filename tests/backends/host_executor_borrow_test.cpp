@@ -25,29 +25,8 @@ namespace {
 
 using namespace simba_testing;
 
-// The threads a host's submit() was called on.
-struct SubmitThreads {
-  std::mutex mu;
-  std::set<std::thread::id> threads;
-  int calls = 0;
-  void note() {
-    std::lock_guard<std::mutex> lock(mu);
-    threads.insert(std::this_thread::get_id());
-    ++calls;
-  }
-  bool includes(std::thread::id id) {
-    std::lock_guard<std::mutex> lock(mu);
-    return threads.count(id) != 0;
-  }
-  size_t distinct() {
-    std::lock_guard<std::mutex> lock(mu);
-    return threads.size();
-  }
-  int count() {
-    std::lock_guard<std::mutex> lock(mu);
-    return calls;
-  }
-};
+// The threads a host's submit() was called on: ThreadsSeen (simba_testing.h).
+using SubmitThreads = ThreadsSeen;
 
 // A one-thread queue: the host executor of issue 36's C program.
 class QueueExecutor {

@@ -24,25 +24,7 @@ namespace {
 
 using namespace simba_testing;
 
-// Thread ids seen by callbacks of one kind.
-struct Seen {
-  std::mutex mu;
-  std::set<std::thread::id> threads;
-  int calls = 0;
-  void note() {
-    std::lock_guard<std::mutex> lock(mu);
-    threads.insert(std::this_thread::get_id());
-    ++calls;
-  }
-  bool includes(std::thread::id id) {
-    std::lock_guard<std::mutex> lock(mu);
-    return threads.count(id) != 0;
-  }
-  int count() {
-    std::lock_guard<std::mutex> lock(mu);
-    return calls;
-  }
-};
+using Seen = ThreadsSeen;  // simba_testing.h
 
 class LoopBorrow : public ::testing::Test {
  protected:

@@ -86,6 +86,30 @@ class ThreadGuard {
   std::atomic<bool>& stop_;
 };
 
+// The threads a kind of callback (or a host's submit) was called on, and how often.
+struct ThreadsSeen {
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+  int calls = 0;
+  void note() {
+    std::lock_guard<std::mutex> lock(mu);
+    threads.insert(std::this_thread::get_id());
+    ++calls;
+  }
+  bool includes(std::thread::id id) {
+    std::lock_guard<std::mutex> lock(mu);
+    return threads.count(id) != 0;
+  }
+  size_t distinct() {
+    std::lock_guard<std::mutex> lock(mu);
+    return threads.size();
+  }
+  int count() {
+    std::lock_guard<std::mutex> lock(mu);
+    return calls;
+  }
+};
+
 // ---------------------------------------------------------------------------
 // Unique names, so that tests (and runs against a persistent server) never share
 // a lease name or a memory store.
