@@ -106,19 +106,11 @@ class HostExecutorBorrow : public ::testing::Test {
 
   simba_client_t* Open(simba_submit_fn submit, void* ctx,
                        const std::function<void(simba_config_t*)>& setup = nullptr) {
-    simba_config_t* cfg = nullptr;
-    EXPECT_EQ(simba_config_new(&cfg), SIMBA_OK);
-    EXPECT_EQ(simba_config_set_ms(cfg, "session.lease-duration", 3000), SIMBA_OK);
-    EXPECT_EQ(simba_config_set_ms(cfg, "session.renew-interval", 1000), SIMBA_OK);
-    EXPECT_EQ(simba_config_set_executor(cfg, submit, ctx), SIMBA_OK);
-    if (setup) setup(cfg);
-    simba_client_t* c = nullptr;
-    EXPECT_EQ(simba_client_open(&c, url_.c_str(), cfg), SIMBA_OK) << simba_last_error();
-    simba_config_free(cfg);
-    if (c) {
-      EXPECT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
-      clients_.push_back(c);
-    }
+    simba_client_t* c = open_live(url_, 3000, 1000, [&](simba_config_t* cfg) {
+      EXPECT_EQ(simba_config_set_executor(cfg, submit, ctx), SIMBA_OK);
+      if (setup) setup(cfg);
+    });
+    if (c) clients_.push_back(c);
     return c;
   }
 

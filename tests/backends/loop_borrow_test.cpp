@@ -33,18 +33,8 @@ class LoopBorrow : public ::testing::Test {
   // Opens a THREAD-mode client; `setup` may change the config first.
   simba_client_t* Open(const std::function<void(simba_config_t*)>& setup = nullptr,
                        int64_t lease_ms = 3000, int64_t renew_ms = 1000) {
-    simba_config_t* cfg = nullptr;
-    EXPECT_EQ(simba_config_new(&cfg), SIMBA_OK);
-    EXPECT_EQ(simba_config_set_ms(cfg, "session.lease-duration", lease_ms), SIMBA_OK);
-    EXPECT_EQ(simba_config_set_ms(cfg, "session.renew-interval", renew_ms), SIMBA_OK);
-    if (setup) setup(cfg);
-    simba_client_t* c = nullptr;
-    EXPECT_EQ(simba_client_open(&c, url_.c_str(), cfg), SIMBA_OK) << simba_last_error();
-    simba_config_free(cfg);
-    if (c) {
-      EXPECT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
-      clients_.push_back(c);
-    }
+    simba_client_t* c = open_live(url_, lease_ms, renew_ms, setup);
+    if (c) clients_.push_back(c);
     return c;
   }
 

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -231,6 +232,24 @@ class Client {
  private:
   simba_client_t* c_ = nullptr;
 };
+
+// A client on `url` with that timing, waited live; `setup` may change the
+// config first. Null, after a failed EXPECT, when it did not open.
+inline simba_client_t* open_live(const std::string& url, int64_t lease_ms, int64_t renew_ms,
+                                 const std::function<void(simba_config_t*)>& setup = nullptr) {
+  simba_config_t* cfg = nullptr;
+  EXPECT_EQ(simba_config_new(&cfg), SIMBA_OK);
+  EXPECT_EQ(simba_config_set_ms(cfg, "session.lease-duration", lease_ms), SIMBA_OK);
+  EXPECT_EQ(simba_config_set_ms(cfg, "session.renew-interval", renew_ms), SIMBA_OK);
+  if (setup) setup(cfg);
+  simba_client_t* c = nullptr;
+  EXPECT_EQ(simba_client_open(&c, url.c_str(), cfg), SIMBA_OK) << simba_last_error();
+  simba_config_free(cfg);
+  if (c) {
+    EXPECT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  }
+  return c;
+}
 
 // ---------------------------------------------------------------------------
 // Session events.
