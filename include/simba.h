@@ -327,10 +327,13 @@ SIMBA_API int simba_client_wait_live(simba_client_t *c, int64_t timeout_ms);
  *        STOPPED, in handover order), close the session (the backend frees every
  *        lease at once), stop the loop and free the handle.
  *
- * Blocks until done, at most about one renew period when the backend is
- * unreachable; a close the backend refuses at once (a connection just cut, a
- * reconnect backoff) is sent again within that period, so that the leases free
- * now rather than at the session's expiry. After it returns, no callback of
+ * Blocks until done. A close that fails (a connection just cut, a reconnect
+ * backoff, no answer within the call's timeout) is sent again with backoff
+ * until the session's local deadline, so that the leases free as soon as the
+ * backend answers rather than at the session's expiry: against a backend that
+ * does not answer, it blocks until that deadline (at most the lease duration
+ * after the last successful keep-alive). A client whose session never went
+ * live, or already ended, closes at once. After it returns, no callback of
  * this client or of any of its handles runs or is running (callbacks a host
  * executor had not started run on this thread before it returns). An
  * EXTERNAL-mode client is closed on its host thread: from another thread this
@@ -802,7 +805,9 @@ SIMBA_API int simba_lock_acquire_async(simba_client_t *c, const char *name, int6
 /**
  * @brief Release a lock: revoke the term (STOPPED), release the lease with the
  *        term's token, and drop the caller's reference. Waits for the backend's
- *        answer (at most one renew period), so the lease is free on return, and
+ *        answer (at most one renew period), so the lease is free on return unless
+ *        the release failed (it is then sent again in the background until the
+ *        session's local deadline, ADR 0030), and
  *        for the term's on_revoked callbacks, which have all run by then; except
  *        when called from a callback, leader work or the loop thread, where it
  *        does not wait.

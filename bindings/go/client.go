@@ -413,10 +413,11 @@ func (c *Client) with(op string, f func(h *C.simba_client_t) error) error {
 // Close stops every election, lock, task and observer (terms revoked with
 // STOPPED, in handover order), closes the session (the backend frees every
 // lease at once) and frees the client. After it returns no callback of the
-// client runs; it waits at most about one renew period when the backend is
-// unreachable (CloseContext bounds the wait). Called from a callback or
-// leader work it starts the close and returns. Closing twice is a no-op
-// (the second call does not wait for the first: CloseContext does).
+// client runs. When the backend does not answer it sends the close again until
+// the session's local deadline (ADR 0030), so it may wait up to that long
+// (CloseContext bounds the wait). Called from a callback or leader work it
+// starts the close and returns. Closing twice is a no-op (the second call does
+// not wait for the first: CloseContext does).
 func (c *Client) Close() error {
 	h := c.detach()
 	if h == nil {

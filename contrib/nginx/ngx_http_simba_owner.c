@@ -345,7 +345,8 @@ ngx_http_simba_exit_process(ngx_cycle_t *cycle)
     }
     if (o->client != NULL) {
         /* Revokes the term, releases the lease with its token, closes the session:
-           at most about one renew period when the backend is unreachable. */
+           at most until the session's local deadline when the backend does not
+           answer (ADR 0030). */
         simba_client_close(o->client);
         o->client = NULL;
         ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0, "simba: session closed");

@@ -427,7 +427,8 @@ static int cmd_close(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
 /* --- load, shutdown, unload -------------------------------------------------------------- */
 
 /* Close the client on the main thread: terms revoked (published), leases released,
-   session closed. Blocks at most about one renew period. */
+   session closed. Blocks until the close is answered, at most until the session's local
+   deadline when the backend does not answer (ADR 0030). */
 static void close_client(void) {
   contender_t *c;
   if (g.client == NULL) return;

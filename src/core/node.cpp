@@ -173,6 +173,13 @@ void Node::on_timer(TimePoint now) {
         on_call_timeout(key.id, now);
         break;
       }
+      case TimerKind::kReleaseRetry: {
+        auto it = release_retries_.find(key.id);
+        if (it == release_retries_.end()) break;
+        it->second.timer.reset();
+        on_release_retry(key.id, now);
+        break;
+      }
       case TimerKind::kContender: {
         Contender* c = find(key.id);
         if (!c) break;

@@ -155,7 +155,7 @@ class Node {
   const Config& config() const { return cfg_; }
 
  private:
-  enum class TimerKind { kRenew, kDeadline, kCall, kContender };
+  enum class TimerKind { kRenew, kDeadline, kCall, kContender, kReleaseRetry };
   struct TimerKey {
     TimerKind kind;
     uint64_t id;
@@ -170,6 +170,7 @@ class Node {
     std::string name;           // acquire, release
     uint64_t token = 0;         // release
     ContenderId contender = 0;  // acquire, release of a handover
+    uint64_t retry = 0;         // release: the ReleaseRetry it is a retry of
     TimePoint sent_at;
     bool abandoned = false;  // its answer is no longer awaited (timeout, stop, new session)
     TimerSlot timeout;
@@ -293,8 +294,16 @@ class Node {
   void finish_handover(Contender& c, TimePoint now);
   void after_term(Contender& c, TimePoint now);
   void ack_step_downs(Contender& c);
-  void release_lease(const std::string& session, const std::string& name, uint64_t token,
-                     ContenderId handover, TimePoint now);
+  // `timeout`: the call's (zero: call_timeout()). Returns the call.
+  CallId release_lease(const std::string& session, const std::string& name, uint64_t token,
+                       ContenderId handover, TimePoint now, Duration timeout = Duration::zero());
+  // A release of this session failed: send it again later (ADR 0030).
+  void release_failed(CallId id, const Call& call, const DoneReply& reply, TimePoint now);
+  void on_release_retry(uint64_t id, TimePoint now);
+  // The retry of (name, token); 0 if none.
+  uint64_t find_release_retry(std::string_view name, uint64_t token) const;
+  void drop_release_retry(uint64_t id);
+  void drop_release_retries();
 
   // Calls and timers (node.cpp).
   CallId new_call(CallKind kind, const std::string& session, Duration timeout, TimePoint now);
@@ -328,14 +337,29 @@ class Node {
   // not a reason for this node to attempt at once.
   std::map<std::string, TimePoint> own_release_at_;
 
+  // A release of this session that failed (kError, kTimeout), sent again
+  // with its own token after a backoff until it is answered, the session
+  // ends or closes, or its local deadline passes (ADR 0030).
+  struct ReleaseRetry {
+    std::string name;
+    uint64_t token = 0;
+    CallId first = 0;      // the release that failed first: a keep-alive sent
+                           // after it that no longer lists the lease proves it free
+    CallId in_flight = 0;  // the retry sent, until answered
+    Duration backoff{0};   // the last wait (timing.h, retry_backoff)
+    TimerSlot timer;
+  };
+  std::map<uint64_t, ReleaseRetry> release_retries_;
+  uint64_t next_release_retry_ = 1;
+
   bool closing_ = false;
   bool close_sent_ = false;
   bool holding_close_ = false;
   CallId close_call_ = 0;
-  // A close refused at once is sent again (session_timer_) until this time:
-  // one call timeout after the first.
-  TimePoint close_retry_until_{};
+  // A close that failed is sent again (session_timer_) after close_backoff_,
+  // until the session's local deadline (ADR 0030).
   bool close_retry_armed_ = false;
+  Duration close_backoff_{0};
 
   std::map<CallId, Call> calls_;
   CallId next_call_ = 1;

@@ -5,6 +5,7 @@
 
 #include "core/log_level.h"
 #include "core/node.h"
+#include "core/timing.h"
 
 namespace simba {
 
@@ -104,31 +105,41 @@ void Node::ack_step_downs(Contender& c) {
 // ---------------------------------------------------------------------------
 // Releases
 
-void Node::release_lease(const std::string& session, const std::string& name, uint64_t token,
-                         ContenderId handover, TimePoint now) {
+CallId Node::release_lease(const std::string& session, const std::string& name, uint64_t token,
+                           ContenderId handover, TimePoint now, Duration timeout) {
   if (session == session_id_) {
     uint64_t& high = released_[name];
     high = std::max(high, token);
     own_release_at_[name] = now;
   }
-  const CallId id = new_call(CallKind::kRelease, session, call_timeout(), now);
+  if (timeout <= Duration::zero()) timeout = call_timeout();
+  const CallId id = new_call(CallKind::kRelease, session, timeout, now);
   Call& call = calls_.at(id);
   call.name = name;
   call.token = token;
   call.contender = handover;
   ++releases_;
-  fx_.send_release(id, session, name, token, call_timeout());
+  fx_.send_release(id, session, name, token, timeout);
+  return id;
 }
 
 void Node::on_release(CallId id, const DoneReply& reply, TimePoint now) {
   const std::optional<Call> call = take_call(id);
   if (!call) return;
-  if (reply.outcome != Outcome::kOk && reply.outcome != Outcome::kExpired) {
-    fx_.log(kLogWarn, "release of " + call->name + " token " + std::to_string(call->token) +
-                          " failed (" + outcome_name(reply.outcome) +
-                          "); a later keep-alive frees it, or the session's expiry");
+  const bool done = reply.outcome == Outcome::kOk || reply.outcome == Outcome::kExpired;
+  if (call->abandoned) {
+    // A late answer: the release ran after all, so its retry has nothing to do.
+    if (done) drop_release_retry(find_release_retry(call->name, call->token));
+    return;
   }
-  if (call->abandoned || !call->contender) return;
+  if (done) {
+    drop_release_retry(call->retry);
+  } else {
+    release_failed(id, *call, reply, now);
+  }
+  // The handover does not wait for the retries: the term is revoked already,
+  // and the token keeps a retry from freeing a later term.
+  if (!call->contender) return;
   Contender* c = find(call->contender);
   if (!c || c->state != State::kReleasing) return;
   if (!c->term) {
@@ -136,6 +147,83 @@ void Node::on_release(CallId id, const DoneReply& reply, TimePoint now) {
   } else if (c->term->token() == call->token) {
     finish_handover(*c, now);
   }
+}
+
+// A failed release leaves the lease held until the session expires, turning
+// a handover into a failover: it is sent again, with its token, on a later
+// call (the backends make a fresh connection after a cut or a timeout), while
+// this session may still hold the lease: live, not closing (the close frees
+// every lease), before its local deadline.
+void Node::release_failed(CallId id, const Call& call, const DoneReply& reply, TimePoint now) {
+  const std::string what = "release of " + call.name + " token " + std::to_string(call.token) +
+                           " failed (" + outcome_name(reply.outcome) +
+                           (reply.error.empty() ? "" : ": " + reply.error) + ")";
+  uint64_t rid = call.retry ? call.retry : find_release_retry(call.name, call.token);
+  auto it = release_retries_.find(rid);
+  // Not for another session, nor once the session is no longer usable, nor
+  // for a retry dropped while in flight (the lease was seen free, or closed).
+  if (call.session != session_id_ || !session_usable() ||
+      (call.retry && it == release_retries_.end())) {
+    drop_release_retry(rid);
+    if (call.session == session_id_ && !closing_) {
+      fx_.log(kLogWarn, what + "; its session's expiry frees it");
+    }
+    return;
+  }
+  if (it == release_retries_.end()) {
+    rid = next_release_retry_++;
+    it = release_retries_.emplace(rid, ReleaseRetry{}).first;
+    it->second.name = call.name;
+    it->second.token = call.token;
+    it->second.first = id;
+  }
+  ReleaseRetry& r = it->second;
+  r.in_flight = 0;
+  r.backoff = retry_backoff(cfg_, renew_period_, r.backoff);
+  const TimePoint at = now + r.backoff;
+  if (at >= session_clock_->deadline()) {
+    fx_.log(kLogWarn, what +
+                          "; no time left before the session's local deadline to try again: "
+                          "its expiry frees it");
+    drop_release_retry(rid);
+    return;
+  }
+  fx_.log(r.backoff == cfg_.min_backoff ? kLogWarn : kLogDebug,
+          what + "; trying again in " + std::to_string(to_ms(r.backoff)) + " ms");
+  arm(r.timer, at, {TimerKind::kReleaseRetry, rid});
+}
+
+void Node::on_release_retry(uint64_t id, TimePoint now) {
+  auto it = release_retries_.find(id);
+  if (it == release_retries_.end()) return;
+  const Duration left = session_clock_ ? session_clock_->deadline() - now : Duration::zero();
+  if (!session_usable() || left <= Duration::zero()) {
+    drop_release_retry(id);
+    return;
+  }
+  ReleaseRetry& r = it->second;
+  // Its call ends by the deadline: past it the session may be gone anyway.
+  r.in_flight = release_lease(session_id_, r.name, r.token, 0, now, std::min(call_timeout(), left));
+  calls_.at(r.in_flight).retry = id;
+}
+
+uint64_t Node::find_release_retry(std::string_view name, uint64_t token) const {
+  for (const auto& [id, r] : release_retries_) {
+    if (r.token == token && r.name == name) return id;
+  }
+  return 0;
+}
+
+void Node::drop_release_retry(uint64_t id) {
+  auto it = release_retries_.find(id);
+  if (it == release_retries_.end()) return;
+  disarm(it->second.timer);
+  release_retries_.erase(it);
+}
+
+void Node::drop_release_retries() {
+  for (auto& [id, r] : release_retries_) disarm(r.timer);
+  release_retries_.clear();
 }
 
 }  // namespace simba

@@ -36,6 +36,7 @@ void Node::open_session(TimePoint now) {
   session_id_.clear();
   session_clock_.reset();
   released_.clear();
+  drop_release_retries();
   lease_shortened_ = false;
   renew_period_ = cfg_.renew_interval();
   open_call_ = new_call(CallKind::kOpen, "", call_timeout(), now);
@@ -208,6 +209,13 @@ void Node::reconcile_owned(CallId id, const std::vector<OwnedLease>& listed, Tim
   for (ContenderId cid : lost) {
     if (Contender* c = find(cid)) lose_term(*c, RevokeReason::kTakenOver, now);
   }
+  // A lease whose release failed and that a keep-alive sent after that
+  // release no longer lists is free: its retry has nothing left to do.
+  std::vector<uint64_t> freed;
+  for (const auto& [rid, r] : release_retries_) {
+    if (id > r.first && !owned.count({r.name, r.token})) freed.push_back(rid);
+  }
+  for (uint64_t rid : freed) drop_release_retry(rid);
   // The terms left (taken after the losses, which may free a lost term's
   // name; a lost term was not listed anyway).
   std::set<Held> ours;
@@ -231,7 +239,8 @@ void Node::reconcile_owned(CallId id, const std::vector<OwnedLease>& listed, Tim
         break;
       }
     }
-    if (explained) continue;
+    // A release waiting to be sent again will free it.
+    if (explained || find_release_retry(name, token)) continue;
     const std::string orphan(name);
     fx_.log(kLogInfo, "releasing lease " + orphan + " (token " + std::to_string(token) +
                           ") that this session holds without a term");
@@ -257,10 +266,20 @@ void Node::keep_alive_failed(const KeepAliveReply& reply, TimePoint now) {
 void Node::on_session_timer(TimePoint now) {
   if (closing_) {
     if (close_retry_armed_) {
-      // Within what is left of the first close's call timeout: a close
-      // still takes at most one call timeout in all.
       close_retry_armed_ = false;
-      close_call_ = send_session_close(session_id_, now, close_retry_until_ - now);
+      // Each retry ends by the local deadline: past it the backend may have
+      // expired the session, which frees its leases anyway.
+      const Duration left = session_clock_ && !session_clock_->ended()
+                                ? session_clock_->deadline() - now
+                                : Duration::zero();
+      if (left <= Duration::zero()) {
+        fx_.log(kLogWarn,
+                "closing the session failed until its local deadline; its leases free "
+                "when it expires on the backend");
+        maybe_finish_close(now);
+        return;
+      }
+      close_call_ = send_session_close(session_id_, now, std::min(call_timeout(), left));
     }
     return;
   }
@@ -288,6 +307,7 @@ void Node::session_ended(RevokeReason reason, TimePoint now) {
   if (session_clock_) session_clock_->end();
   disarm(deadline_timer_);
   disarm(session_timer_);
+  drop_release_retries();  // nothing is retried for a session that ended
   if (keep_alive_call_) {
     if (auto it = calls_.find(keep_alive_call_); it != calls_.end()) it->second.abandoned = true;
     keep_alive_call_ = 0;
@@ -330,6 +350,9 @@ void Node::session_ended(RevokeReason reason, TimePoint now) {
 void Node::close(TimePoint now) {
   if (closing_ || status_ == SessionStatus::kClosed) return;
   closing_ = true;
+  // The session's close frees every lease: it supersedes the releases
+  // waiting to be sent again.
+  drop_release_retries();
   std::vector<ContenderId> leaders;
   for (auto& [cid, c] : contenders_) {
     c.stopping = true;
@@ -356,7 +379,7 @@ void Node::maybe_send_close(TimePoint now) {
   }
   close_sent_ = true;
   if (!session_id_.empty() && session_clock_ && !session_clock_->ended()) {
-    close_retry_until_ = now + call_timeout();
+    close_backoff_ = Duration::zero();
     close_call_ = send_session_close(session_id_, now);
     return;
   }
@@ -367,17 +390,22 @@ void Node::on_close(CallId id, const DoneReply& reply, TimePoint now) {
   if (!take_call(id)) return;
   if (id != close_call_) return;
   close_call_ = 0;
-  // Refused at once (a connection just cut, a backend waiting to reconnect):
-  // try again shortly, within one call timeout of the first close and while
-  // the session is live, or its leases stay held until it expires on the
-  // backend. (A close answered late has had its call timeout already.)
-  const TimePoint retry_at = now + cfg_.min_backoff;
-  if (reply.outcome == Outcome::kError && retry_at < close_retry_until_ && session_clock_ &&
-      !session_clock_->ended() && retry_at < session_clock_->deadline()) {
-    fx_.log(kLogDebug, "closing the session failed (" + reply.error + "); trying again");
-    close_retry_armed_ = true;
-    arm(session_timer_, retry_at, {TimerKind::kRenew, 0});
-    return;
+  // Failed (a connection cut, a backend waiting to reconnect, no answer in
+  // time): its leases would stay held until the session expires on the
+  // backend, a failover instead of a handover. Sent again with backoff, on a
+  // fresh connection, until the session's local deadline (ADR 0030).
+  if (reply.outcome == Outcome::kError || reply.outcome == Outcome::kTimeout) {
+    close_backoff_ = retry_backoff(cfg_, renew_period_, close_backoff_);
+    const TimePoint retry_at = now + close_backoff_;
+    if (session_clock_ && !session_clock_->ended() && retry_at < session_clock_->deadline()) {
+      fx_.log(close_backoff_ == cfg_.min_backoff ? kLogInfo : kLogDebug,
+              std::string("closing the session failed (") + outcome_name(reply.outcome) +
+                  (reply.error.empty() ? "" : ": " + reply.error) + "); trying again in " +
+                  std::to_string(to_ms(close_backoff_)) + " ms");
+      close_retry_armed_ = true;
+      arm(session_timer_, retry_at, {TimerKind::kRenew, 0});
+      return;
+    }
   }
   if (reply.outcome != Outcome::kOk && reply.outcome != Outcome::kExpired) {
     fx_.log(kLogWarn, std::string("closing the session failed (") + outcome_name(reply.outcome) +

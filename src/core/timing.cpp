@@ -38,6 +38,11 @@ Duration keep_alive_backoff(const Config& cfg, Duration renew_period, Duration t
   return std::max(std::min(time_left / 2, renew_period), cfg.min_backoff);
 }
 
+Duration retry_backoff(const Config& cfg, Duration renew_period, Duration previous) {
+  if (previous <= Duration::zero()) return cfg.min_backoff;
+  return std::max(std::min(previous * 2, renew_period), cfg.min_backoff);
+}
+
 Duration candidate_retry_delay(const Config& cfg, Duration jitter_draw) {
   return cfg.renew_interval() / 2 + jitter_draw;
 }

@@ -37,6 +37,11 @@ RenewPeriod renew_period(const Config& cfg, Duration validity);
 // capped at the renew period in effect, at least minBackoff.
 Duration keep_alive_backoff(const Config& cfg, Duration renew_period, Duration time_left);
 
+// The wait before sending a failed release or close again (ADR 0030):
+// minBackoff after the first failure, doubling after each next one (`previous`
+// is the last wait, zero before any), capped at the renew period in effect.
+Duration retry_backoff(const Config& cfg, Duration renew_period, Duration previous);
+
 // When a candidate attempts next: renewInterval / 2 plus `jitter_draw`, a
 // random value the caller drew in [0, retryJitter).
 Duration candidate_retry_delay(const Config& cfg, Duration jitter_draw);

@@ -1206,6 +1206,36 @@ TEST(PostgresOwn, StoppedServerPastTheLeaseThenNewSession) {
   EXPECT_EQ(e.pairing_errors(), 0);
 }
 
+// Issue 44 (ADR 0030): a keep-alive gets no answer (the server stopped), so
+// its connection is closed; then the holder stops and closes as `simba run`
+// does on SIGTERM while the server still does not answer. The close is sent
+// again, on a new connection, until the session's local deadline: the lease
+// is freed once the server answers again, not when the session expires.
+TEST(PostgresOwn, AStopAndCloseAfterATimedOutKeepAliveFreeTheLeaseOnceTheServerAnswers) {
+  OWN_SERVER_OR_SKIP(server);
+  const std::string name = "pg.stall." + unique_id();
+  // An 8 s lease; calls time out after 1 s.
+  LoggedClient c(server->admin_url(), Timing{8000, 1000});
+  ASSERT_NE(static_cast<simba_client_t*>(c), nullptr) << simba_last_error();
+  Election e;
+  ASSERT_EQ(e.start(c, name), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(e.wait_elected(1, 10'000 * slow_factor())) << c.logs.all();
+  const std::string holder_sql =
+      "SELECT coalesce(session_id::text, '') FROM simba_lease WHERE name = $1";
+  ASSERT_FALSE(PgSync(server->admin_url()).q(holder_sql, {name}).empty());
+  const int64_t stopped = mono_ms();
+  server->signal(SIGSTOP);
+  ASSERT_TRUE(wait_for([&] { return simba_client_status(c) == SIMBA_SESSION_SUSPENDED; },
+                       4000 * slow_factor(), 1))
+      << c.logs.all();
+  const StopCloseTimes t =
+      stop_and_close_while_stalled(e, c, 3000, [&] { server->signal(SIGCONT); });
+  EXPECT_EQ(PgSync(server->admin_url()).q(holder_sql, {name}), "") << c.logs.all();
+  EXPECT_GE(t.closed_ms, t.resumed_ms) << "the close gave up while the server did not answer";
+  // The session could expire on the server 7 s after the SIGSTOP at the earliest.
+  EXPECT_LT(t.closed_ms - stopped, 7000) << c.logs.all();
+}
+
 // The server restarts (a fast shutdown, then a crash and its recovery): the
 // calls in flight fail, the client reconnects, and tokens keep increasing
 // across the restarts, since lease rows are durable and never deleted. The

@@ -622,6 +622,39 @@ TEST(Redis, ACloseRightAfterACutStillFreesTheLease) {
   EXPECT_EQ(s.cmd({"HGET", "simba:lease:job", "session"}), "") << c.logs.all();
 }
 
+// Issue 44 (ADR 0030): a keep-alive gets no answer (the server stopped), so
+// its connection is dropped; then the holder stops and closes as `simba run`
+// does on SIGTERM while the server still does not answer. The release and
+// the close fail; the close is sent again until the session's local
+// deadline, so the lease is freed once the server answers again, not when
+// the session expires on it.
+TEST(Redis, AStopAndCloseAfterATimedOutKeepAliveFreeTheLeaseOnceTheServerAnswers) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start()) << "cannot start redis-server on " << port;
+  // An 8 s lease; calls time out after 1 s.
+  LoggedClient c(server.url(), Timing{8000, 1000});
+  ASSERT_NE(static_cast<simba_client_t*>(c), nullptr) << simba_last_error();
+  Election e;
+  ASSERT_EQ(e.start(c, "job"), SIMBA_OK);
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor())) << c.logs.all();
+  Sync s("127.0.0.1", port);
+  ASSERT_FALSE(s.cmd({"HGET", "simba:lease:job", "session"}).empty());
+  const int64_t stopped = mono_ms();
+  server.signal(SIGSTOP);
+  ASSERT_TRUE(wait_for([&] { return simba_client_status(c) == SIMBA_SESSION_SUSPENDED; },
+                       4000 * slow_factor(), 1))
+      << c.logs.all();
+  const StopCloseTimes t =
+      stop_and_close_while_stalled(e, c, 3000, [&] { server.signal(SIGCONT); });
+  EXPECT_EQ(s.cmd({"HGET", "simba:lease:job", "session"}), "") << c.logs.all();
+  EXPECT_GE(t.closed_ms, t.resumed_ms) << "the close gave up while the server did not answer";
+  // The session could expire on the server 7 s after the SIGSTOP at the earliest.
+  EXPECT_LT(t.closed_ms - stopped, 7000) << c.logs.all();
+}
+
 // libuv runs timers before it reads sockets, so after a long loop turn a
 // call's timer fires while its answer already waits in the socket. That is a
 // slow loop, not a stuck connection: the answer is read and used, and the

@@ -527,6 +527,36 @@ class LoggedClient {
 };
 
 // ---------------------------------------------------------------------------
+// Issue 44 (ADR 0030): what `simba run` does on SIGTERM, while the backend
+// does not answer: stop the election (its release), then close the client.
+// Both run on a thread, since both may block until the backend answers again;
+// `resume` (SIGCONT of the server) runs `resume_after_ms` later on this one.
+// Returns when the close returned.
+
+struct StopCloseTimes {
+  int64_t resumed_ms = 0;  // mono_ms() of resume()
+  int64_t closed_ms = 0;   // mono_ms() when the close returned
+};
+
+inline StopCloseTimes stop_and_close_while_stalled(Election& e, LoggedClient& c,
+                                                   int64_t resume_after_ms,
+                                                   const std::function<void()>& resume) {
+  StopCloseTimes t;
+  std::atomic<int64_t> closed{0};
+  std::thread closer([&] {
+    e.stop(60'000);
+    c.close();
+    closed = mono_ms();
+  });
+  sleep_ms(resume_after_ms);
+  resume();
+  t.resumed_ms = mono_ms();
+  closer.join();
+  t.closed_ms = closed.load();
+  return t;
+}
+
+// ---------------------------------------------------------------------------
 // GroupProbe: members of one partition group record here which partitions
 // they lead, and every work start checks that no other valid term of the same
 // partition exists at that instant (the group's safety invariant). Every term

@@ -751,6 +751,44 @@ TEST_F(ZookeeperOwn, StoppedServerPastTheTimeoutThenNewSession) {
   EXPECT_EQ(e.pairing_errors(), 0);
 }
 
+// Issue 44 (ADR 0030): a keep-alive gets no answer (the server stopped);
+// then the holder stops and closes as `simba run` does on SIGTERM while the
+// server still does not answer. The release times out; the close is not
+// reported done until the server has closed the session (a handle closed on a
+// connection that does not answer would leave it to expire): it is sent again
+// until the session's local deadline, so the lease node goes once the server
+// answers again, not when the session expires.
+TEST_F(ZookeeperOwn, AStopAndCloseAfterATimedOutKeepAliveFreeTheLeaseOnceTheServerAnswers) {
+  ASSERT_TRUE(big().ready(30'000 * slow_factor())) << "zookeeper did not start";
+  const std::string name = "zk.stall." + unique_id();
+  // A 12 s session; calls time out after 1 s.
+  LoggedClient c(big().url(), Timing{12'000, 1000});
+  ASSERT_NE(static_cast<simba_client_t*>(c), nullptr) << simba_last_error();
+  Election e;
+  ASSERT_EQ(e.start(c, name), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(e.wait_elected(1, 10'000 * slow_factor())) << c.logs.all();
+  const std::string node = "/simba-own/leases/" + name;
+  {
+    RawZk raw(big().hosts());
+    ASSERT_TRUE(raw.connected());
+    struct Stat st {};
+    ASSERT_EQ(raw.exists(node, &st), ZOK);
+  }
+  const int64_t stopped = mono_ms();
+  big().signal(SIGSTOP);
+  ASSERT_TRUE(wait_for([&] { return simba_client_status(c) == SIMBA_SESSION_SUSPENDED; },
+                       4000 * slow_factor(), 1))
+      << c.logs.all();
+  const StopCloseTimes t = stop_and_close_while_stalled(e, c, 3000, [&] { big().signal(SIGCONT); });
+  RawZk raw(big().hosts());
+  ASSERT_TRUE(raw.connected());
+  struct Stat st {};
+  EXPECT_EQ(raw.exists(node, &st), ZNONODE) << c.logs.all();
+  EXPECT_GE(t.closed_ms, t.resumed_ms) << "the close gave up while the server did not answer";
+  // The session could expire on the server 11 s after the SIGSTOP at the earliest.
+  EXPECT_LT(t.closed_ms - stopped, 11'000) << c.logs.all();
+}
+
 // The server is killed and restarted on the same data within the session
 // timeout: the client reconnects to the same session (the server re-arms it
 // from its log), and the term never ends.

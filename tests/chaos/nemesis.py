@@ -643,7 +643,9 @@ class Proxy:
 
     mode 'pass', 'delay' (each chunk held `delay` s before it is forwarded, in
     order), 'blackhole' (nothing forwarded either way; the bytes wait in the
-    kernel and flow, late, when the mode returns to 'pass')."""
+    kernel and flow, late, when the mode returns to 'pass'), 'cut' (as
+    blackhole, and a new connection is closed at once; heal() ends it by
+    closing every connection, so what they held is lost, never late)."""
 
     def __init__(self, targets, bind="127.0.0.1"):
         self.targets = targets
@@ -664,6 +666,9 @@ class Proxy:
                 c, _ = self.sock.accept()
             except OSError:
                 return
+            if self.mode == "cut":
+                c.close()
+                continue
             up = None
             for t in self.targets:
                 try:
@@ -682,12 +687,12 @@ class Proxy:
     def _pump(self, a, b):
         try:
             while not self.closed:
-                while self.mode == "blackhole" and not self.closed:
+                while self.mode in ("blackhole", "cut") and not self.closed:
                     time.sleep(0.01)
                 r, _, _ = select.select([a], [], [], 0.05)
                 if not r:
                     continue
-                if self.mode == "blackhole":
+                if self.mode in ("blackhole", "cut"):
                     continue
                 data = a.recv(65536)
                 if not data:
@@ -714,6 +719,11 @@ class Proxy:
                 c.close()
             except OSError:
                 pass
+
+    def heal(self):
+        """Ends a cut: the connections it held are closed, new ones pass."""
+        self.retarget(self.targets)
+        self.mode = "pass"
 
     def close(self):
         self.closed = True

@@ -226,6 +226,44 @@ case_sigterm_stops_the_command_then_releases() {
   is_free "$n" || fail "the lease was not released on exit"
 }
 
+# Issue 44 (ADR 0030): SIGTERM right after a keep-alive got no answer. The
+# first worker reaches Redis through a proxy that cuts its connections: what
+# it sends during the cut is lost, never delivered late. The release and the
+# close fail while the cut lasts; the close is sent again until the session's
+# local deadline, so the second worker takes over once the cut heals, not when
+# the first worker's session expires on the server.
+case_sigterm_right_after_a_cut_still_hands_over() {
+  local n t0 healed rc lease=6000; n=$(name)
+  local timing=(--lease-duration ${lease}ms --renew-interval 500ms)
+  python3 "$ROOT/tests/support/cut_proxy.py" "$PORT" >"$WORK/cut-port" &
+  local px=$!
+  wait_for 5 test -s "$WORK/cut-port" || { fail "the proxy did not start"; return; }
+  "$SIMBA" -v --backend "redis://127.0.0.1:$(cat "$WORK/cut-port")" "${timing[@]}" \
+    --client-name first run "$n" -- sleep 30 2>"$WORK/cut-first" &
+  local a=$!
+  wait_for 5 held_by "$n" first || fail "first never elected"
+  "$SIMBA" -q "${timing[@]}" --client-name second run "$n" -- sleep 30 &
+  local b=$!
+  sleep 0.3
+  kill -USR1 "$px"; t0=$(now_ms)
+  wait_for 3 grep -q "no answer within the call's timeout" "$WORK/cut-first" ||
+    fail "no keep-alive timed out"
+  kill -TERM "$a"
+  sleep 1.5
+  kill -USR2 "$px"; healed=$(now_ms)
+  wait_for 5 held_by "$n" second || fail "second never took over"
+  local took=$(( $(now_ms) - t0 ))
+  # The last renewal was at most 500 ms before the cut: the first session
+  # could expire on the server 5.5 s after the cut at the earliest.
+  ((took < lease - 1000)) ||
+    fail "taken over ${took} ms after the cut ($(( $(now_ms) - healed )) ms after it healed): at the first session's expiry"
+  echo "    taken over ${took} ms after the cut, $(( $(now_ms) - healed )) ms after it healed"
+  wait "$a"; rc=$?
+  expect_eq "first exits 128+15" $rc 143
+  kill -TERM "$b"; wait "$b"
+  kill -TERM "$px"; wait "$px"
+}
+
 case_kill_9_takes_the_command_along() {
   local n; n=$(name)
   "$SIMBA" -q run "$n" -- sleep 30 &

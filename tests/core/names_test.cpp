@@ -139,7 +139,7 @@ TEST(LeaseName, BadCharacterIsNamedWithItsIndex) {
 TEST(LeaseName, EmbeddedNulIsABadCharacter) {
   std::string err = check_lease_name(std::string_view("ab\0c", 4));
   EXPECT_FALSE(err.empty());
-  EXPECT_TRUE(contains(err, "\\x00")) << err;
+  EXPECT_TRUE(contains(err, "NUL byte")) << err;
   EXPECT_TRUE(contains(err, "index 2")) << err;
   EXPECT_FALSE(check_lease_name(std::string_view("\0", 1)).empty());
   EXPECT_FALSE(check_lease_name(std::string_view("a\0", 2)).empty());

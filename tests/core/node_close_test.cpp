@@ -109,21 +109,35 @@ TEST_F(NodeTest, CloseWhileAHandoverIsInFlight) {
   answer_release(rel);  // late: ignored
 }
 
-TEST_F(NodeTest, CloseCompletesWhenTheCloseCallTimesOut) {
+// A close that gets no answer is sent again (ADR 0030), each call ending by
+// the session's local deadline; at the deadline the close completes (its
+// leases free when the session expires on the backend).
+TEST_F(NodeTest, ATimedOutCloseIsSentAgainUntilTheLocalDeadline) {
+  const TimePoint t0 = now();
   start_live();
   auto [a, ta] = leader("a", 1);
-  const TimePoint closed_at = now();
+  const size_t mark = fx.mark();
   node->close(now());
-  run_until(closed_at + kRenew - k1ns);
+  run_until(t0 + kRenew - k1ns);
   EXPECT_FALSE(fx.closed_seen());
-  run_until(closed_at + kRenew);
+  EXPECT_EQ(fx.count(Fx::kClose, mark), 1u);
+  run_until(t0 + kRenew + kMinBackoff);
+  const auto closes = fx.of(Fx::kClose, mark);
+  ASSERT_EQ(closes.size(), 2u);
+  EXPECT_EQ(closes[1].session, closes[0].session);
+  EXPECT_EQ(closes[1].timeout, kRenew);
+  EXPECT_FALSE(fx.closed_seen());
+  run_until(t0 + kValidity - k1ns);
+  EXPECT_FALSE(fx.closed_seen());
+  for (const FxCall& c : fx.of(Fx::kClose, mark)) EXPECT_LE(c.at + c.timeout, t0 + kValidity);
+  run_until(t0 + kValidity);
   EXPECT_TRUE(fx.closed_seen());
   EXPECT_EQ(fx.revoked_reason(ta), RevokeReason::kStopped);
 }
 
 // The seed: close() frees every lease of the node at once. A close refused
 // at once (its connection just cut, the backend waiting to reconnect) is sent
-// again after the minimum backoff, within one call timeout of the first.
+// again after the minimum backoff.
 TEST_F(NodeTest, ACloseRefusedAtOnceIsSentAgain) {
   start_live();
   auto [a, ta] = leader("a", 1);
@@ -139,7 +153,7 @@ TEST_F(NodeTest, ACloseRefusedAtOnceIsSentAgain) {
   ASSERT_EQ(fx.count(Fx::kClose, mark), 2u);
   const FxCall again = fx.take(Fx::kClose);
   EXPECT_EQ(again.session, fx.of(Fx::kClose, mark)[0].session);
-  EXPECT_EQ(again.timeout, kRenew - ms(100));  // what is left of one call timeout
+  EXPECT_EQ(again.timeout, kRenew);
   EXPECT_FALSE(fx.closed_seen());
   answer_close(again);
   EXPECT_TRUE(fx.closed_seen());
@@ -147,15 +161,17 @@ TEST_F(NodeTest, ACloseRefusedAtOnceIsSentAgain) {
   EXPECT_EQ(node->status(), SessionStatus::kClosed);
 }
 
-// Refused every time: the retries stop one call timeout after the first
-// close, and the close completes (its leases free at the session's expiry).
-TEST_F(NodeTest, ACloseRefusedEveryTimeGivesUpAfterOneCallTimeout) {
+// Refused every time: sent again with a doubling backoff (100 ms, 200 ms, ...,
+// capped at the renew period) while the retry comes before the session's
+// local deadline; then the close completes (its leases free at the session's
+// expiry).
+TEST_F(NodeTest, ACloseRefusedEveryTimeGivesUpAtTheLocalDeadline) {
+  const TimePoint t0 = now();
   start_live();
   auto [a, ta] = leader("a", 1);
-  const TimePoint first = now();
   const size_t mark = fx.mark();
   node->close(now());
-  while (!fx.closed_seen() && now() < first + 2 * kRenew) {
+  while (!fx.closed_seen() && now() < t0 + 2 * kLease) {
     if (fx.count(Fx::kClose, mark) > 0 && !fx.of(Fx::kClose, mark).back().answered) {
       answer_close(fx.of(Fx::kClose, mark).back(), Outcome::kError);
     } else {
@@ -163,15 +179,14 @@ TEST_F(NodeTest, ACloseRefusedEveryTimeGivesUpAfterOneCallTimeout) {
     }
   }
   EXPECT_TRUE(fx.closed_seen());
-  EXPECT_LT(now(), first + kRenew);
-  const auto closes = fx.of(Fx::kClose, mark);
-  EXPECT_EQ(closes.size(), static_cast<size_t>(kRenew / ms(100)));  // at 0, 100, ..., 4900 ms
-  EXPECT_LT(closes.back().at, first + kRenew);
+  EXPECT_LT(now(), t0 + kValidity);
+  std::vector<Duration> at;
+  for (const FxCall& c : fx.of(Fx::kClose, mark)) at.push_back(c.at - t0);
+  // The next wait (5 s from 11.3 s) would pass the deadline (14.8 s).
+  EXPECT_EQ(at, (std::vector<Duration>{ms(0), ms(100), ms(300), ms(700), ms(1500), ms(3100),
+                                       ms(6300), ms(11300)}));
 }
 
-// A close that timed out used its call timeout already: not sent again
-// (CloseCompletesWhenTheCloseCallTimesOut), nor once the session's local
-// deadline is too near.
 TEST_F(NodeTest, ACloseRefusedNearTheDeadlineIsNotSentAgain) {
   const TimePoint t0 = now();
   start_live();

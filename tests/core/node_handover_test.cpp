@@ -172,6 +172,196 @@ TEST_F(NodeTest, StopDeliversRevokedAfterAFailedOrTimedOutRelease) {
   EXPECT_TRUE(fx.finished(b));
 }
 
+// ===========================================================================
+// A failed release is sent again (ADR 0030): a release that fails on a cut or
+// timed-out connection would leave the lease held until the session expires,
+// turning a handover into a failover.
+
+// Keep-alives answered as a store that still holds `owned` for the session.
+std::vector<OwnedLease> still(const std::string& name, uint64_t token) {
+  return {OwnedLease{name, token}};
+}
+
+TEST_F(NodeTest, AFailedReleaseIsSentAgainWithItsTokenAfterABackoff) {
+  start_live();
+  auto [a, ta] = leader("a", 7);
+  const size_t mark = fx.mark();
+  ASSERT_TRUE(node->stop(a, now()));
+  const TimePoint t0 = now();
+  answer_release(take_release(), Outcome::kError);
+  // onRevoked and the stop do not wait for the retries.
+  EXPECT_EQ(fx.revoked_reason(ta), RevokeReason::kStopped);
+  EXPECT_TRUE(fx.finished(a));
+  run_until(t0 + kMinBackoff - k1ns);
+  EXPECT_EQ(releases_since(mark).size(), 1u);
+  run_until(t0 + kMinBackoff);
+  ASSERT_EQ(releases_since(mark).size(), 2u);
+  FxCall again = take_release();
+  EXPECT_EQ(again.name, "a");
+  EXPECT_EQ(again.token, 7u);
+  EXPECT_EQ(again.session, "s1");
+  EXPECT_EQ(again.timeout, kRenew);
+  // Failing again: the wait doubles.
+  answer_release(again, Outcome::kError);
+  run_until(now() + 2 * kMinBackoff - k1ns);
+  EXPECT_EQ(releases_since(mark).size(), 2u);
+  run_until(now() + k1ns);
+  ASSERT_EQ(releases_since(mark).size(), 3u);
+  answer_release(take_release());
+  // Answered: nothing more.
+  run_until(now() + ms(3000));
+  EXPECT_EQ(releases_since(mark).size(), 3u);
+  EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kTermEnded, Fx::kRevoked, Fx::kStopped}));
+}
+
+TEST_F(NodeTest, ATimedOutReleaseIsSentAgain) {
+  start_live();
+  auto [a, ta] = leader("a", 3);
+  const size_t mark = fx.mark();
+  ASSERT_TRUE(node->stop(a, now()));
+  const TimePoint t0 = now();
+  run_until(t0 + kRenew);  // the release's call timeout; a keep-alive goes out
+  EXPECT_EQ(fx.revoked_reason(ta), RevokeReason::kStopped);
+  ka_ok(kLease, still("a", 3));
+  run_until(t0 + kRenew + kMinBackoff);
+  const auto rel = releases_since(mark);
+  ASSERT_EQ(rel.size(), 2u);
+  EXPECT_EQ(rel[1].token, 3u);
+  EXPECT_EQ(rel[1].at, t0 + kRenew + kMinBackoff);
+  // A late answer to the first one is ignored; the retry's counts.
+  answer_release(rel[0]);
+  answer_release(rel[1]);
+  run_until(now() + ms(10000));
+  EXPECT_EQ(releases_since(mark).size(), 2u);
+}
+
+// The retries end at the session's local deadline: each call ends by it, and
+// none is sent at or after it.
+TEST_F(NodeTest, ReleaseRetriesEndAtTheLocalDeadline) {
+  const TimePoint t0 = now();
+  start_live();
+  auto [a, ta] = leader("a", 1);
+  const size_t mark = fx.mark();
+  ASSERT_TRUE(node->stop(a, now()));
+  // Every release and keep-alive fails at once: no renewal, deadline t0 + 14.8 s.
+  while (now() < t0 + kValidity + kRenew) {
+    bool answered = false;
+    for (const FxCall& c : fx.pending(Fx::kRelease)) {
+      answer_release(fx.take(Fx::kRelease), Outcome::kError);
+      EXPECT_LE(c.at + c.timeout, t0 + kValidity);
+      answered = true;
+    }
+    if (!fx.pending(Fx::kKeepAlive).empty()) {
+      ka_fail(Outcome::kError);
+      answered = true;
+    }
+    if (!answered) advance(ms(10));
+  }
+  const auto rel = releases_since(mark);
+  ASSERT_GE(rel.size(), 6u);
+  for (const FxCall& c : rel) {
+    EXPECT_EQ(c.token, 1u);
+    EXPECT_EQ(c.session, "s1");
+    EXPECT_LT(c.at, t0 + kValidity);
+  }
+}
+
+TEST_F(NodeTest, ACloseSupersedesReleaseRetries) {
+  start_live();
+  auto [a, ta] = leader("a", 1);
+  auto [b, tb] = leader("b", 2);
+  ASSERT_TRUE(node->stop(a, now()));
+  answer_release(take_release(), Outcome::kError);
+  const size_t mark = fx.mark();
+  node->close(now());
+  EXPECT_EQ(fx.count(Fx::kClose, mark), 1u);
+  run_until(now() + ms(1000));
+  EXPECT_TRUE(releases_since(mark).empty()) << "the close frees every lease";
+  answer_close(fx.take(Fx::kClose));
+  EXPECT_TRUE(node->closed());
+}
+
+TEST_F(NodeTest, NothingIsRetriedForASessionThatEnded) {
+  const TimePoint t0 = now();
+  start_live();
+  auto [a, ta] = leader("a", 1);
+  ASSERT_TRUE(node->stop(a, now()));
+  answer_release(take_release(), Outcome::kError);
+  run_until(t0 + kMinBackoff);
+  ASSERT_EQ(fx.pending_count(Fx::kRelease), 1u);  // the retry, in flight
+  run_until(t0 + kRenew);                         // the keep-alive goes out
+  const size_t mark = fx.mark();
+  answer_keep_alive(fx.take_last(Fx::kKeepAlive), Outcome::kExpired, Duration::zero());
+  // The retry in flight times out (at t0 + 5.1 s): not sent again.
+  run_until(now() + ms(10000));
+  EXPECT_TRUE(releases_since(mark).empty());
+}
+
+// A retry carries the token of the term it releases: once the election won a
+// later term of the name, the retries never free it.
+TEST_F(NodeTest, AReleaseRetryNeverReleasesALaterTerm) {
+  start_live();
+  auto [a, ta] = leader("a", 1);
+  const size_t mark = fx.mark();
+  ASSERT_TRUE(node->step_down(a, Duration::zero(), now()));
+  answer_release(take_release(), Outcome::kError);
+  EXPECT_EQ(fx.revoked_reason(ta), RevokeReason::kSteppedDown);
+  // The election contends again and wins token 2 before the retry is answered.
+  ASSERT_TRUE(run_until_true([&] { return !fx.pending(Fx::kAcquire).empty(); }, now() + kRenew));
+  auto t2 = win("a", 2);
+  ASSERT_TRUE(t2);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(run_until_true([&] { return !fx.pending(Fx::kRelease).empty(); }, now() + kRenew));
+    answer_release(take_release(), Outcome::kError);
+  }
+  for (const FxCall& c : releases_since(mark)) EXPECT_EQ(c.token, 1u);
+  EXPECT_TRUE(t2->valid());
+}
+
+// A keep-alive that still lists the lease leaves it to the retry (no second
+// release as an orphan); one sent after the failed release that no longer
+// lists it shows it free: the retries stop.
+TEST_F(NodeTest, AKeepAliveThatNoLongerListsTheLeaseEndsItsRetry) {
+  start_live();
+  auto [a, ta] = leader("a", 5);
+  const size_t mark = fx.mark();
+  ASSERT_TRUE(node->stop(a, now()));
+  answer_release(take_release(), Outcome::kTimeout);
+  auto next_call = [&](Fx kind) {
+    EXPECT_TRUE(run_until_true([&] { return fx.pending_count(kind) > 0; }, now() + kRenew))
+        << fx.dump();
+  };
+  // A retry fails and waits; the keep-alive then still lists the lease.
+  next_call(Fx::kKeepAlive);
+  for (const FxCall& c : fx.pending(Fx::kRelease)) answer_release(c, Outcome::kError);
+  const size_t sent = releases_since(mark).size();
+  ka_ok(kLease, still("a", 5));
+  EXPECT_EQ(releases_since(mark).size(), sent) << "released twice";
+  // The next retry goes out; the next keep-alive no longer lists the lease.
+  next_call(Fx::kRelease);
+  const FxCall in_flight = fx.pending(Fx::kRelease).back();
+  next_call(Fx::kKeepAlive);
+  ka_ok(kLease, std::vector<OwnedLease>{});
+  answer_release(in_flight, Outcome::kError);
+  const size_t after = releases_since(mark).size();
+  auto_keep_alive = true;
+  run_until(now() + ms(14000));
+  EXPECT_EQ(releases_since(mark).size(), after);
+}
+
+// The answer to a timed-out release comes late and says it ran: no retry.
+TEST_F(NodeTest, ALateAnswerThatTheReleaseRanEndsItsRetry) {
+  start_live();
+  auto [a, ta] = leader("a", 9);
+  const size_t mark = fx.mark();
+  ASSERT_TRUE(node->stop(a, now()));
+  const FxCall first = fx.of(Fx::kRelease, mark)[0];
+  run_until(now() + kRenew);  // timed out: a retry in 100 ms
+  answer_release(first);      // late, Ok
+  run_until(now() + ms(1000));
+  EXPECT_EQ(releases_since(mark).size(), 1u);
+}
+
 TEST_F(NodeTest, MetricsCountKeepAlivesRevocationsAndHandovers) {
   const TimePoint t0 = now();
   start_live();

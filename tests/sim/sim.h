@@ -37,6 +37,9 @@
 //  5. elected() only inside on_acquire of the contender's current attempt: not
 //     abandoned (stop, step-down, end of its session, close), not timed out,
 //     and at most one attempt in flight per contender;
+//  8. a close that completes more than a renew period (or minBackoff) before
+//     its session's local deadline has freed every lease of the session in
+//     the store: a failed close is sent again until near that deadline (ADR 0030);
 // and in the stretch without faults: every started election's name has a
 // leader at its end (6), no lease stays held by a live session whose node has
 // no term for it for more than 2 leases + 2 renew periods (7), no session ends

@@ -172,6 +172,15 @@ void Sim::close_node(NodeBox& b) {
   if (tr_) T() << node_str(b) << " close\n";
   if (!final_) ++stats_.closes;
   b.closing = true;
+  if (b.session_live) {
+    for (const auto& [id, t] : b.cs) {
+      const TermState* term = t.term ? t.term->term.get() : nullptr;
+      if (term && term->session_id() == b.session && !term->session().ended()) {
+        b.close_session = b.session;
+        b.close_deadline = term->session().deadline();
+      }
+    }
+  }
   for (auto& [call, a] : b.acq) a.abandoned = true;
   for (auto& [id, t] : b.cs) note_handover(b, id);
   b.node->close(now());

@@ -256,6 +256,22 @@ void Sim::fx_closed(NodeBox& b) {
     if (t.term)
       fail("[elected/revoked pairing] closed() with " + term_str(*t.term) + " not revoked");
   }
+  // Invariant 8: a failed close is sent again until near the session's
+  // deadline, so one completed well before it succeeded and freed the leases.
+  const Duration slack = std::max(p_.cfg.renew_interval(), p_.cfg.min_backoff);
+  if (!b.close_session.empty() && now() + slack < b.close_deadline) {
+    for (const std::string& name : p_.lock_names) {
+      observing_ = true;
+      const MemoryStore::LeaseView v = store_->lease(name);
+      observing_ = false;
+      if (v.holder == b.close_session) {
+        fail("[a close frees the leases] " + node_str(b) + " closed() " +
+             std::to_string(to_ms(b.close_deadline - now())) + " ms before the deadline of " +
+             alias(b.close_session) + ", which still holds " + name + " token " +
+             std::to_string(v.token));
+      }
+    }
+  }
   b.closed = true;
   if (!final_) {
     const int slot = b.slot;

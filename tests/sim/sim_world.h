@@ -206,6 +206,10 @@ struct NodeBox {
   TimePoint last_timer_run{};     // the latest `now` given to on_timer
   std::string session;
   bool session_live = false;
+  // The session its close must free, and that session's local deadline at
+  // the close (invariant 8); empty when it held no term then.
+  std::string close_session;
+  TimePoint close_deadline{};
 };
 
 struct SessionRec {

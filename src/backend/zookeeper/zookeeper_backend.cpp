@@ -164,7 +164,29 @@ void ZookeeperBackend::close_session(const std::string& session, Duration timeou
     preset(c, Outcome::kOk, "");
     return;
   }
-  close_session_obj(it->second, c->id);
+  Session* s = it->second;
+  if (s->connected && !s->suspect) {
+    close_session_obj(s, c->id);
+    return;
+  }
+  // Its connection is down or did not answer: closing the handle now would
+  // send nothing, and the session would keep its leases until it expires on
+  // the server. A read on it first: answered, the server hears the close;
+  // not, the call fails and the handle stays, reconnecting to the same
+  // session, for the close the core sends again (ADR 0030).
+  c->session_serial = s->serial;
+  Req* r = new_req(s, c->id, [this](Req& r, int rc) {
+    Session* s = r.s;
+    if (rc == ZOK || rc == ZNONODE) {
+      s->suspect = false;
+      close_session_obj(s, r.call);
+      return;
+    }
+    DoneReply out;
+    fill_error(s, rc, &out.outcome, &out.error);
+    deliver_done(r.call, out);
+  });
+  sent(s, r, zoo_aexists(s->zk->zh(), marker_path(s).c_str(), 0, stat_done, r));
 }
 
 void ZookeeperBackend::inspect(const std::vector<std::string>& names, Duration timeout,

@@ -281,7 +281,8 @@ class ZookeeperBackend final : public Backend {
   // --- close (zookeeper_session.cpp) -----------------------------------------
 
   // Ends the session's handle: the server deletes its ephemeral nodes at once
-  // (unless the connection is suspect: then the session expires on its own).
+  // (unless the connection is suspect: then the session expires on its own;
+  // close_session() checks such a connection with a read first).
   // `call` (if not 0) completes with kOk once the handle is closed.
   void close_session_obj(Session* s, uint64_t call);
 
