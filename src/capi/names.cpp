@@ -1,10 +1,11 @@
 // The names of the ABI's enum values and the lease-name rule, for bindings, tools
 // and host modules, which would otherwise each keep a table of their own.
+#include "core/names.h"
+
 #include <cstring>
 #include <string_view>
 
 #include "capi/capi.h"
-#include "core/names.h"
 #include "core/node.h"
 #include "core/term_state.h"
 
