@@ -789,6 +789,42 @@ TEST_F(ZookeeperOwn, AStopAndCloseAfterATimedOutKeepAliveFreeTheLeaseOnceTheServ
   EXPECT_LT(t.closed_ms - stopped, 11'000) << c.logs.all();
 }
 
+// The server stops answering: the ZooKeeper client drops the connection and
+// the local deadline passes (a 4 s margin puts it well before the server's
+// expiry of the session, 8 s after its last request). The session's one close
+// cannot reach the server. When the server resumes, the handle reconnects to
+// the old session: it must close it then, not keep it alive holding the lease
+// node of a revoked term (for as long as the client lives, since the handle
+// pings it) nor leave it to expire, and the client's new session wins the
+// name at once (ADR 0030).
+TEST_F(ZookeeperOwn, AnOldSessionWhoseCloseFailedIsClosedWhenItReconnects) {
+  ASSERT_TRUE(big().ready(30'000 * slow_factor())) << "zookeeper did not start";
+  const std::string name = "zk.old-session." + unique_id();
+  Timing timing{8000, 1000};
+  timing.margin_ms = 4000;
+  LoggedClient c(big().url(), timing);
+  ASSERT_NE(static_cast<simba_client_t*>(c), nullptr) << simba_last_error();
+  Election e;
+  ASSERT_EQ(e.start(c, name), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(e.wait_elected(1, 10'000 * slow_factor())) << c.logs.all();
+  const std::string sid1 = session_id(c);
+  big().signal(SIGSTOP);
+  const bool revoked = e.wait_revoked(1, 10'000 * slow_factor());
+  const bool dropped =
+      revoked && wait_for([&] { return c.logs.has("connection lost, reconnecting"); },
+                          5000 * slow_factor(), 1);
+  big().signal(SIGCONT);  // before the server could expire the session
+  ASSERT_TRUE(revoked) << c.logs.all();
+  ASSERT_TRUE(dropped) << c.logs.all();
+  EXPECT_EQ(e.last_revoked().reason, SIMBA_REVOKE_DEADLINE_PASSED);
+  const int64_t resumed = mono_ms();
+  ASSERT_TRUE(e.wait_elected(2, 15'000 * slow_factor())) << c.logs.all();
+  EXPECT_NE(session_id(c), sid1);
+  // Before the old session's expiry could have freed the name.
+  EXPECT_LT(mono_ms() - resumed, 2000 * slow_factor()) << c.logs.all();
+  EXPECT_EQ(e.pairing_errors(), 0);
+}
+
 // The server is killed and restarted on the same data within the session
 // timeout: the client reconnects to the same session (the server re-arms it
 // from its log), and the term never ends.

@@ -182,11 +182,30 @@ void ZookeeperBackend::close_session(const std::string& session, Duration timeou
       close_session_obj(s, r.call);
       return;
     }
+    // Even if the core sends no other close (a session whose deadline passed
+    // is closed once), the handle must not keep the session alive: it closes
+    // at its reconnection, or once the server has expired the session.
+    want_close(s);
     DoneReply out;
     fill_error(s, rc, &out.outcome, &out.error);
     deliver_done(r.call, out);
   });
+  r->closes = true;
   sent(s, r, zoo_aexists(s->zk->zh(), marker_path(s).c_str(), 0, stat_done, r));
+}
+
+void ZookeeperBackend::want_close(Session* s) {
+  if (s->close_wanted) return;
+  s->close_wanted = true;
+  // Not reconnected within the negotiated timeout: the server has expired the
+  // session, and the handle is only trying to reach it. A call nobody answers
+  // is the timer.
+  const int timeout_ms = s->zk ? zoo_recv_timeout(s->zk->zh()) : 0;
+  Call* backstop = new_call(Kind::kDone, std::chrono::milliseconds(std::max(timeout_ms, 1)));
+  backstop->done = [this, serial = s->serial](const DoneReply&) {
+    if (handles_.closing()) return;
+    if (Session* s = by_serial(serial)) close_session_obj(s, 0);
+  };
 }
 
 void ZookeeperBackend::inspect(const std::vector<std::string>& names, Duration timeout,

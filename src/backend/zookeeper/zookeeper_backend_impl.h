@@ -68,7 +68,8 @@ struct Session;
 // session until the completion ran (or the session is gone).
 struct Req {
   Session* s = nullptr;
-  uint64_t call = 0;  // the Simba call it answers (0: none)
+  uint64_t call = 0;    // the Simba call it answers (0: none)
+  bool closes = false;  // a close's read: the session closing otherwise also answers it
   std::function<void(Req& r, int rc)> fn;
   struct Stat stat {};
   bool has_stat = false;
@@ -97,6 +98,9 @@ struct Session {
   bool expired = false;  // expired on the server, or authentication failed
   bool dead = false;     // being closed: completions are ignored
   bool suspect = false;  // a request failed on the connection: close without waiting
+  // A close could not reach the server: close as soon as the handle reconnects,
+  // or when the session has expired on the server anyway (ADR 0030).
+  bool close_wanted = false;
   uint64_t open_call = 0;
   int requested_ms = 0;
   int resolving = 0;
@@ -285,6 +289,8 @@ class ZookeeperBackend final : public Backend {
   // close_session() checks such a connection with a read first).
   // `call` (if not 0) completes with kOk once the handle is closed.
   void close_session_obj(Session* s, uint64_t call);
+  // A close could not reach the server: close the handle later (Session::close_wanted).
+  void want_close(Session* s);
 
   // --- inspect (zookeeper_leases.cpp) ----------------------------------------
 

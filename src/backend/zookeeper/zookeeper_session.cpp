@@ -238,6 +238,12 @@ void ZookeeperBackend::on_event(uint64_t serial, int type, int state, const std:
         set_up(s);
       } else {
         log(kLogInfo, "session " + s->id + " reconnected");
+        if (s->close_wanted) {
+          // A close that could not reach the server: the new connection tells it.
+          s->suspect = false;
+          close_session_obj(s, 0);
+          return;
+        }
       }
     } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
       s->expired = true;
@@ -346,7 +352,10 @@ void ZookeeperBackend::close_session_obj(Session* s, uint64_t call) {
     if (it != by_id_.end() && it->second == s) by_id_.erase(it);
   }
   for (auto& [p, r] : s->reqs) {
-    if (r->call) preset(r->call, Outcome::kError, "zookeeper: session closed");
+    // A close still reading the session is answered by this close.
+    if (r->call)
+      preset(r->call, r->closes ? Outcome::kOk : Outcome::kError,
+             r->closes ? "" : "zookeeper: session closed");
   }
   for (auto& [call, name] : s->acquire_queue) {
     preset(call, Outcome::kError, "zookeeper: session closed");
