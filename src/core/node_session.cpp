@@ -380,7 +380,11 @@ void Node::maybe_send_close(TimePoint now) {
   close_sent_ = true;
   if (!session_id_.empty() && session_clock_ && !session_clock_->ended()) {
     close_backoff_ = Duration::zero();
-    close_call_ = send_session_close(session_id_, now);
+    // Ends by the local deadline, as its retries do (after a drain it may be
+    // near); one whose deadline just passed (not yet seen by the deadline
+    // timer) gets a full call timeout.
+    close_call_ = send_session_close(session_id_, now,
+                                     std::min(call_timeout(), session_clock_->deadline() - now));
     return;
   }
   maybe_finish_close(now);

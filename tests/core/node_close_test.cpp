@@ -135,6 +135,27 @@ TEST_F(NodeTest, ATimedOutCloseIsSentAgainUntilTheLocalDeadline) {
   EXPECT_EQ(fx.revoked_reason(ta), RevokeReason::kStopped);
 }
 
+// The first close too ends by the local deadline when that is nearer than a
+// call timeout (keep-alives unanswered, or a close held back by a drain).
+TEST_F(NodeTest, TheFirstCloseEndsByTheLocalDeadlineWhenItIsNear) {
+  const TimePoint t0 = now();
+  start_live();
+  auto [a, ta] = leader("a", 1);
+  run_until(t0 + kValidity - kRenew / 2);  // no keep-alive answered
+  ASSERT_EQ(node->status(), SessionStatus::kSuspended);
+  const size_t mark = fx.mark();
+  node->close(now());
+  ASSERT_EQ(fx.count(Fx::kClose, mark), 1u);
+  const FxCall cl = fx.of(Fx::kClose, mark)[0];
+  EXPECT_EQ(cl.timeout, kRenew / 2);
+  EXPECT_EQ(cl.at + cl.timeout, t0 + kValidity);
+  run_until(t0 + kValidity - k1ns);
+  EXPECT_FALSE(fx.closed_seen());
+  run_until(t0 + kValidity);
+  EXPECT_TRUE(fx.closed_seen());
+  EXPECT_EQ(fx.count(Fx::kClose, mark), 1u);
+}
+
 // The seed: close() frees every lease of the node at once. A close refused
 // at once (its connection just cut, the backend waiting to reconnect) is sent
 // again after the minimum backoff.
