@@ -1236,6 +1236,43 @@ TEST(PostgresOwn, AStopAndCloseAfterATimedOutKeepAliveFreeTheLeaseOnceTheServerA
   EXPECT_LT(t.closed_ms - stopped, 7000) << c.logs.all();
 }
 
+// Issue 44 (ADR 0030): as above, but the holder only stops its election and
+// the client stays open, so no close frees the lease: the failed release is
+// sent again, and the lease is free once the server answers again, by the
+// retry, not by a keep-alive's orphan release nor the session's expiry.
+TEST(PostgresOwn, AStopAfterATimedOutKeepAliveFreesTheLeaseByItsRetryWithoutAClose) {
+  OWN_SERVER_OR_SKIP(server);
+  const std::string name = "pg.stall.stop." + unique_id();
+  // A 20 s lease; keep-alives every 2 s, calls time out after 2 s: twenty
+  // times the first retry's backoff.
+  const Timing timing{20'000, 2000};
+  LoggedClient c(server->admin_url(), timing);
+  ASSERT_NE(static_cast<simba_client_t*>(c), nullptr) << simba_last_error();
+  Election e;
+  ASSERT_EQ(e.start(c, name), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(e.wait_elected(1, 10'000 * slow_factor())) << c.logs.all();
+  const std::string holder_sql =
+      "SELECT coalesce(session_id::text, '') FROM simba_lease WHERE name = $1";
+  ASSERT_FALSE(PgSync(server->admin_url()).q(holder_sql, {name}).empty());
+  const int64_t stopped = mono_ms();
+  server->signal(SIGSTOP);
+  ASSERT_TRUE(wait_for([&] { return simba_client_status(c) == SIMBA_SESSION_SUSPENDED; },
+                       6000 * slow_factor(), 1))
+      << c.logs.all();
+  // Resumed once a retry too got no answer.
+  std::unique_ptr<PgSync> db;
+  const StopOnlyTimes t = stop_while_stalled(
+      e, mono_ms() + 2 * timing.renew_ms + 500, [&] { server->signal(SIGCONT); },
+      [&] {
+        if (!db) db = std::make_unique<PgSync>(server->admin_url());
+        return db->q(holder_sql, {name}).empty();
+      },
+      4 * timing.renew_ms);
+  expect_freed_by_the_retry(t, c, name, timing.renew_ms);
+  // The session could expire on the server 18 s after the SIGSTOP at the earliest.
+  EXPECT_LT(t.freed_ms - stopped, 14'000) << c.logs.all();
+}
+
 // The server restarts (a fast shutdown, then a crash and its recovery): the
 // calls in flight fail, the client reconnects, and tokens keep increasing
 // across the restarts, since lease rows are durable and never deleted. The

@@ -655,6 +655,44 @@ TEST(Redis, AStopAndCloseAfterATimedOutKeepAliveFreeTheLeaseOnceTheServerAnswers
   EXPECT_LT(t.closed_ms - stopped, 7000) << c.logs.all();
 }
 
+// Issue 44 (ADR 0030): as above, but the holder only stops its election and
+// the client stays open, so no close frees the lease: the failed release is
+// sent again (the first is refused or times out while the server is
+// stopped), and the lease is free once the server answers again, by the
+// retry, not by a keep-alive's orphan release nor the session's expiry.
+TEST(Redis, AStopAfterATimedOutKeepAliveFreesTheLeaseByItsRetryWithoutAClose) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start()) << "cannot start redis-server on " << port;
+  // A 20 s lease; keep-alives every 2 s, calls time out after 2 s: twenty
+  // times the first retry's backoff.
+  const Timing timing{20'000, 2000};
+  LoggedClient c(server.url(), timing);
+  ASSERT_NE(static_cast<simba_client_t*>(c), nullptr) << simba_last_error();
+  Election e;
+  ASSERT_EQ(e.start(c, "job"), SIMBA_OK);
+  ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor())) << c.logs.all();
+  Sync s("127.0.0.1", port);
+  ASSERT_FALSE(s.cmd({"HGET", "simba:lease:job", "session"}).empty());
+  const int64_t stopped = mono_ms();
+  server.signal(SIGSTOP);
+  ASSERT_TRUE(wait_for([&] { return simba_client_status(c) == SIMBA_SESSION_SUSPENDED; },
+                       6000 * slow_factor(), 1))
+      << c.logs.all();
+  // Resumed once a retry too got no answer.
+  const StopOnlyTimes t = stop_while_stalled(
+      e, mono_ms() + 2 * timing.renew_ms + 500, [&] { server.signal(SIGCONT); },
+      [&] {
+        return s.cmd({"HGET", "simba:lease:job", "session"}).empty();
+      },
+      4 * timing.renew_ms);
+  expect_freed_by_the_retry(t, c, "job", timing.renew_ms);
+  // The session could expire on the server 18 s after the SIGSTOP at the earliest.
+  EXPECT_LT(t.freed_ms - stopped, 14'000) << c.logs.all();
+}
+
 // libuv runs timers before it reads sockets, so after a long loop turn a
 // call's timer fires while its answer already waits in the socket. That is a
 // slow loop, not a stuck connection: the answer is read and used, and the

@@ -556,6 +556,55 @@ inline StopCloseTimes stop_and_close_while_stalled(Election& e, LoggedClient& c,
   return t;
 }
 
+// Issue 44 (ADR 0030): the holder stops its election while the backend does
+// not answer, and the client stays open: no close frees the lease, so the
+// release sent again must, before a keep-alive finds the lease held without a
+// term and releases it as an orphan (ADR 0005). The stop returns once the
+// first release failed; `resume` (SIGCONT, a heal) runs at `resume_at_ms`
+// (mono_ms) or then, whichever is later; `is_free` (a read on the server) is
+// then polled for up to `wait_ms`.
+struct StopOnlyTimes {
+  int64_t resumed_ms = 0;  // mono_ms() of resume()
+  int64_t freed_ms = 0;    // mono_ms() when is_free() first held; 0: not within wait_ms
+};
+
+inline StopOnlyTimes stop_while_stalled(Election& e, int64_t resume_at_ms,
+                                        const std::function<void()>& resume,
+                                        const std::function<bool()>& is_free, int64_t wait_ms) {
+  StopOnlyTimes t;
+  e.stop(60'000);
+  sleep_ms(std::max<int64_t>(0, resume_at_ms - mono_ms()));
+  resume();
+  t.resumed_ms = mono_ms();
+  if (wait_for(is_free, wait_ms, 10)) t.freed_ms = mono_ms();
+  return t;
+}
+
+// The lease `name` was freed by its release sent again: the first release
+// failed and was retried, no keep-alive released the lease as an orphan (as
+// the next one does without the retry), it was free within a renew period
+// (the retry backoff's cap) and a reconnect of the server answering again,
+// and the session lives on.
+inline void expect_freed_by_the_retry(const StopOnlyTimes& t, LoggedClient& c,
+                                      const std::string& name, int64_t renew_ms) {
+  ASSERT_NE(t.freed_ms, 0) << "the lease stayed held\n" << c.logs.all();
+  bool retried = false;
+  bool orphaned = false;
+  {
+    std::lock_guard<std::mutex> lock(c.logs.mu);
+    for (const std::string& l : c.logs.lines) {
+      retried = retried || (l.find("release of " + name + " token") != std::string::npos &&
+                            l.find("trying again in") != std::string::npos);
+      orphaned = orphaned || l.find("releasing lease " + name + " (") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(retried) << "the failed release was not sent again\n" << c.logs.all();
+  EXPECT_FALSE(orphaned) << "a keep-alive released the lease as an orphan\n" << c.logs.all();
+  EXPECT_LE(t.freed_ms - t.resumed_ms, renew_ms + 1000) << c.logs.all();
+  EXPECT_TRUE(wait_for([&] { return simba_client_status(c) == SIMBA_SESSION_LIVE; }, 3 * renew_ms))
+      << c.logs.all();
+}
+
 // ---------------------------------------------------------------------------
 // GroupProbe: members of one partition group record here which partitions
 // they lead, and every work start checks that no other valid term of the same

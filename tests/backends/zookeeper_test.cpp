@@ -139,6 +139,7 @@ class OwnZk {
       dir_.clear();
     }
   }
+  int port() const { return port_; }
   std::string hosts() const { return "127.0.0.1:" + std::to_string(port_); }
   std::string url() const { return "zookeeper://" + hosts() + "/simba-own"; }
 
@@ -787,6 +788,98 @@ TEST_F(ZookeeperOwn, AStopAndCloseAfterATimedOutKeepAliveFreeTheLeaseOnceTheServ
   EXPECT_GE(t.closed_ms, t.resumed_ms) << "the close gave up while the server did not answer";
   // The session could expire on the server 11 s after the SIGSTOP at the earliest.
   EXPECT_LT(t.closed_ms - stopped, 11'000) << c.logs.all();
+}
+
+// tests/support/cut_proxy.py in front of 127.0.0.1:`target`: cut() stalls
+// the connections open and closes new ones; heal() closes those it stalled,
+// so what they carried is lost (a SIGSTOPped server reads it when resumed),
+// and lets new ones pass.
+class CutProxy {
+ public:
+  explicit CutProxy(int target) {
+    const std::string here = __FILE__;
+    const std::string script = here.substr(0, here.rfind('/')) + "/../support/cut_proxy.py";
+    const std::string port = std::to_string(target);
+    int out[2];
+    if (pipe(out) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(out[1], 1);
+      close(out[0]);
+      close(out[1]);
+      execlp("python3", "python3", script.c_str(), port.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(out[1]);
+    if (FILE* f = fdopen(out[0], "r")) {
+      if (pid_ > 0 && fscanf(f, "%d", &port_) != 1) port_ = 0;
+      fclose(f);
+    } else {
+      close(out[0]);
+    }
+  }
+  ~CutProxy() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+  }
+  CutProxy(const CutProxy&) = delete;
+  CutProxy& operator=(const CutProxy&) = delete;
+  int port() const { return port_; }
+  void cut() { kill(pid_, SIGUSR1); }
+  void heal() { kill(pid_, SIGUSR2); }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+// Issue 44 (ADR 0030): as above, but the holder only stops its election and
+// the client stays open, so no close frees the lease: the release that timed
+// out is sent again. A SIGSTOPped ZooKeeper still runs that release once
+// resumed (it reads what its socket buffered), so the connection is cut by a
+// proxy instead, which loses it: the lease node goes by a retry on the
+// reconnected session, not by a keep-alive's orphan release nor the
+// session's expiry.
+TEST_F(ZookeeperOwn, AStopAfterACutKeepAliveFreesTheLeaseByItsRetryWithoutAClose) {
+  ASSERT_TRUE(big().ready(30'000 * slow_factor())) << "zookeeper did not start";
+  CutProxy proxy(big().port());
+  ASSERT_GT(proxy.port(), 0) << "cannot start tests/support/cut_proxy.py";
+  const std::string name = "zk.cut.stop." + unique_id();
+  // A 16 s session; keep-alives every 2 s, calls time out after 2 s: twenty
+  // times the first retry's backoff.
+  const Timing timing{16'000, 2000};
+  LoggedClient c("zookeeper://127.0.0.1:" + std::to_string(proxy.port()) + "/simba-own", timing);
+  ASSERT_NE(static_cast<simba_client_t*>(c), nullptr) << simba_last_error();
+  Election e;
+  ASSERT_EQ(e.start(c, name), SIMBA_OK) << simba_last_error();
+  ASSERT_TRUE(e.wait_elected(1, 10'000 * slow_factor())) << c.logs.all();
+  const std::string node = "/simba-own/leases/" + name;
+  {
+    RawZk raw(big().hosts());
+    ASSERT_TRUE(raw.connected());
+    struct Stat st {};
+    ASSERT_EQ(raw.exists(node, &st), ZOK);
+  }
+  const int64_t cut = mono_ms();
+  proxy.cut();
+  ASSERT_TRUE(wait_for([&] { return simba_client_status(c) == SIMBA_SESSION_SUSPENDED; },
+                       6000 * slow_factor(), 1))
+      << c.logs.all();
+  std::unique_ptr<RawZk> raw;
+  // Healed once a retry too got no answer, before the handle gives up on
+  // the connection (two thirds of the session timeout).
+  const StopOnlyTimes t = stop_while_stalled(
+      e, mono_ms() + 2 * timing.renew_ms + 500, [&] { proxy.heal(); },
+      [&] {
+        if (!raw) raw = std::make_unique<RawZk>(big().hosts());
+        struct Stat st {};
+        return raw->connected() && raw->exists(node, &st) == ZNONODE;
+      },
+      4 * timing.renew_ms);
+  expect_freed_by_the_retry(t, c, name, timing.renew_ms);
+  // The session could expire on the server 14 s after the cut at the earliest.
+  EXPECT_LT(t.freed_ms - cut, 12'000) << c.logs.all();
 }
 
 // The server stops answering: the ZooKeeper client drops the connection and
