@@ -1,6 +1,5 @@
 package io.simba;
 
-import java.lang.ref.Reference;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
@@ -17,17 +16,23 @@ public final class LockTerm extends Term implements AutoCloseable {
    *     accessors keep answering after the release (an ended term stays readable)
    */
   LockTerm(long ptr, String name) {
-    super(ptr, 2, name);
+    super(ptr, true, name);
   }
 
-  /** Releases the lock; later calls do nothing. */
+  /**
+   * Releases the lock; later calls do nothing. The native term is freed here (or when
+   * a call reading it on another thread returns): its accessors then answer from what
+   * it ended with.
+   */
   @Override
   public void close() {
     if (!released.compareAndSet(false, true)) return;
     try {
-      if (refs.drop()) Native.lockRelease(ptr); // drops the owner reference
+      if (refs.takeLock()) Native.lockRelease(ptr);
     } finally {
-      Reference.reachabilityFence(this);
+      int reason = Native.termReason(ptr); // the accessors' reference keeps it until clean()
+      endReason = reason != 0 ? reason : RevokeReason.STOPPED.code();
+      cleanable.clean(); // deregisters it from the Cleaner and drops that reference
     }
   }
 

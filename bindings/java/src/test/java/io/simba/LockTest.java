@@ -45,6 +45,61 @@ class LockTest {
     }
   }
 
+  /*
+   * close() frees the native term at once (issue 36: not later on the Cleaner's thread), while
+   * calls reading it on other threads keep it until they return: they see the term live or its
+   * end, never freed memory, and an ended lock term answers the same before and after the free.
+   */
+  @Test
+  void accessorsRacingACloseSeeTheTermOrItsEnd() throws Exception {
+    try (Simba s = open()) {
+      String n = name("race");
+      for (int round = 0; round < 200; round++) {
+        LockTerm t = s.lock(n);
+        java.util.concurrent.CountDownLatch go = new java.util.concurrent.CountDownLatch(1);
+        AtomicReference<Throwable> bad = new AtomicReference<>();
+        Thread[] readers = new Thread[2];
+        for (int i = 0; i < readers.length; i++) {
+          readers[i] = new Thread(() -> {
+            try {
+              go.await();
+              for (int k = 0; k < 50; k++) {
+                t.isValid();
+                t.remaining();
+                try {
+                  t.ensureValid(Duration.ZERO);
+                } catch (TermExpiredException e) {
+                  assertTrue(e.getMessage().contains("\"" + n + "\""), e.getMessage());
+                }
+                RevokeReason r = t.revokeReason();
+                assertTrue(r == null || r == RevokeReason.STOPPED, String.valueOf(r));
+                if (r != null) { // ended: it stays so, freed or not
+                  assertFalse(t.isValid(), "valid after its end");
+                  assertEquals(Duration.ZERO, t.remaining());
+                  assertTrue(t.awaitRevoked(Duration.ZERO), "not revoked after its end");
+                }
+              }
+            } catch (Throwable e) {
+              bad.compareAndSet(null, e);
+            }
+          });
+          readers[i].start();
+        }
+        go.countDown();
+        t.close();
+        for (Thread r : readers) r.join();
+        if (bad.get() != null) throw new AssertionError("round " + round, bad.get());
+        assertFalse(t.isValid());
+        assertEquals(Duration.ZERO, t.remaining());
+        assertEquals(RevokeReason.STOPPED, t.revokeReason());
+        assertTrue(t.awaitRevoked(Duration.ZERO));
+        assertEquals(RevokeReason.STOPPED, get(t.revoked()));
+        TermExpiredException e = assertThrows(TermExpiredException.class, t::ensureValid);
+        assertEquals("term of \"" + n + "\" (token " + t.token() + ") is no longer valid", e.getMessage());
+      }
+    }
+  }
+
   @Test
   void tryLockAndTimeoutsAcrossClients() {
     try (Simba a = open(); Simba b = open()) {
