@@ -182,9 +182,10 @@ type Client struct {
 	ownMu sync.Mutex
 	owned map[interface{ Close() error }]struct{} // open elections, tasks, observers
 
-	qmu        sync.Mutex
-	queues     map[string]*lockQueue // Lock calls waiting, per name (lock.go)
-	spareQueue *lockQueue            // an emptied queue, for the next name
+	qmu      sync.Mutex
+	queues   map[string]*lockQueue // Lock calls waiting, per name (lock.go)
+	idle     *lockQueue            // the last queue to empty, still in queues
+	idleName string                // its name
 }
 
 // own keeps an election, task or observer reachable until it is closed (by its own

@@ -10,23 +10,27 @@ import (
 	"context"
 	"errors"
 	"time"
+	"unsafe"
 )
 
 // acquire makes one blocking simba_lock_acquire of at most wait (try: one
 // simba_lock_try_acquire). The name goes to C as a Go string, checked there
 // (simba_lease_name_check refuses a NUL byte) and copied to the C stack, and
-// the token comes back with the term: one cgo call and no C allocation.
+// the token comes back with the term: one cgo call and no C allocation. The
+// handle goes as an integer: cgo would box a C pointer argument (an
+// allocation) to check that it is not a Go pointer.
 func (c *Client) acquire(op string, name string, wait time.Duration, try bool) (*Term, error) {
 	c.mu.RLock()
 	if c.c == nil {
 		c.mu.RUnlock()
 		return nil, closedError(op)
 	}
+	h := C.uintptr_t(uintptr(unsafe.Pointer(c.c)))
 	var r C.s_acquired
 	if try {
-		r = C.s_lock_try_acquire(c.c, name)
+		r = C.s_lock_try_acquire(h, name)
 	} else {
-		r = C.s_lock_acquire(c.c, name, ms(wait.Milliseconds()))
+		r = C.s_lock_acquire(h, name, ms(wait.Milliseconds()))
 	}
 	c.mu.RUnlock()
 	if r.rc < 0 {
@@ -101,6 +105,10 @@ func init() { close(firstWaiter.turn) }
 // waiter whose slice ended would enter the library's queue again behind the
 // waiters that came after it, and the library's first come, first served
 // order would be lost.
+//
+// The last queue to empty stays in the map (c.idle, at most one), so that a
+// name locked again and again is neither deleted nor inserted per cycle; the
+// next name that needs a queue takes its place.
 type lockQueue struct{ waiters []*lockWaiter }
 
 func (c *Client) enqueue(name string) *lockWaiter {
@@ -111,12 +119,16 @@ func (c *Client) enqueue(name string) *lockWaiter {
 	}
 	q := c.queues[name]
 	if q == nil {
-		q = c.spareQueue
-		c.spareQueue = nil
-		if q == nil {
+		q = c.idle
+		if q != nil {
+			delete(c.queues, c.idleName)
+		} else {
 			q = &lockQueue{waiters: make([]*lockWaiter, 0, 4)}
 		}
 		c.queues[name] = q
+	}
+	if q == c.idle {
+		c.idle, c.idleName = nil, ""
 	}
 	w := firstWaiter
 	if len(q.waiters) > 0 {
@@ -142,8 +154,10 @@ func (c *Client) leave(name string, w *lockWaiter) {
 		}
 	}
 	if len(q.waiters) == 0 {
-		delete(c.queues, name)
-		c.spareQueue = q // the next name's queue: no allocation per cycle
+		if c.idle != nil {
+			delete(c.queues, c.idleName)
+		}
+		c.idle, c.idleName = q, name
 	}
 }
 

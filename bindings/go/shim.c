@@ -156,7 +156,8 @@ void s_free(int kind, void *p) {
   else
     simba_task_close(p);
 }
-s_acquired s_lock_acquire(simba_client_t *c, _GoString_ name, int64_t ms) {
+s_acquired s_lock_acquire(uintptr_t h, _GoString_ name, int64_t ms) {
+  simba_client_t *c = (simba_client_t *)h;
   s_acquired r = {NULL, 0, 0, NULL};
   char n[NAME_CAP];
   r.rc = go_name(name, n, &r.msg);
@@ -164,7 +165,8 @@ s_acquired s_lock_acquire(simba_client_t *c, _GoString_ name, int64_t ms) {
   if (r.rc == SIMBA_OK) r.token = simba_term_token(r.term);
   return r;
 }
-s_acquired s_lock_try_acquire(simba_client_t *c, _GoString_ name) {
+s_acquired s_lock_try_acquire(uintptr_t h, _GoString_ name) {
+  simba_client_t *c = (simba_client_t *)h;
   s_acquired r = {NULL, 0, 0, NULL};
   char n[NAME_CAP];
   r.rc = go_name(name, n, &r.msg);
@@ -172,7 +174,9 @@ s_acquired s_lock_try_acquire(simba_client_t *c, _GoString_ name) {
   if (r.rc == SIMBA_OK) r.token = simba_term_token(r.term);
   return r;
 }
-s_released s_lock_release(simba_term_t *t) {
+int s_term_reason(uintptr_t t) { return (int)simba_term_revoke_reason((simba_term_t *)t); }
+s_released s_lock_release(uintptr_t h) {
+  simba_term_t *t = (simba_term_t *)h;
   s_released r = {0, (int)simba_term_revoke_reason(t), NULL};
   r.rc = go_err(simba_lock_release(t), &r.msg);
   return r;

@@ -64,9 +64,12 @@ int s_group_join(simba_task_t **out, simba_client_t *c, const char *group, uint3
 int s_stop(int kind, void *p, uintptr_t h, char **msg);
 int s_step_down(int kind, void *p, int64_t cooldown, uintptr_t h, char **msg);
 void s_free(int kind, void *p);
-s_acquired s_lock_acquire(simba_client_t *c, _GoString_ name, int64_t ms);
-s_acquired s_lock_try_acquire(simba_client_t *c, _GoString_ name);
-s_released s_lock_release(simba_term_t *t);
+/* The lock cycle's shims take the client and the term as integers: cgo boxes
+ * a C pointer argument (an allocation) to check that it is no Go pointer. */
+s_acquired s_lock_acquire(uintptr_t c, _GoString_ name, int64_t ms);
+s_acquired s_lock_try_acquire(uintptr_t c, _GoString_ name);
+int s_term_reason(uintptr_t t); /* simba_term_revoke_reason */
+s_released s_lock_release(uintptr_t t);
 int s_term_on_revoked(simba_term_t *t, uintptr_t h, char **msg);
 int s_term_ensure_valid(simba_term_t *t, int64_t min, char **msg);
 /* The raw C lock cycle the benchmark compares the binding with. */

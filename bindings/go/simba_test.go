@@ -219,6 +219,32 @@ func TestReleasedLockTermFreesTheName(t *testing.T) {
 			runtime.GC()
 			return free(lost)()
 		})
+		// Unlocked terms hand their guard to the next term: dropping them
+		// and collecting them never releases a term that is still held.
+		for i := 0; i < 20; i++ {
+			old, err := a.Lock(context.Background(), uniq("reuse"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := old.Unlock(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		kept := uniq("kept")
+		held, err := a.Lock(context.Background(), kept)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 3; i++ {
+			runtime.GC()
+			time.Sleep(10 * time.Millisecond) // for the finalizers to run
+		}
+		if !held.Valid() || free(kept)() {
+			t.Fatal("a held term was released by the collection of unlocked ones")
+		}
+		if err := held.Unlock(); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 
