@@ -111,13 +111,19 @@ func init() { close(firstWaiter.turn) }
 // next name that needs a queue takes its place.
 type lockQueue struct{ waiters []*lockWaiter }
 
-func (c *Client) enqueue(name string) *lockWaiter {
+// enqueue puts a Lock call of name in its queue, which it returns for leave.
+func (c *Client) enqueue(name string) (*lockQueue, *lockWaiter) {
 	c.qmu.Lock()
 	defer c.qmu.Unlock()
 	if c.queues == nil {
 		c.queues = map[string]*lockQueue{}
 	}
-	q := c.queues[name]
+	var q *lockQueue
+	if c.idle != nil && c.idleName == name {
+		q = c.idle // the name of the last cycle: no map lookup
+	} else {
+		q = c.queues[name]
+	}
 	if q == nil {
 		q = c.idle
 		if q != nil {
@@ -135,13 +141,12 @@ func (c *Client) enqueue(name string) *lockWaiter {
 		w = &lockWaiter{turn: make(chan struct{})}
 	}
 	q.waiters = append(q.waiters, w)
-	return w
+	return q, w
 }
 
-func (c *Client) leave(name string, w *lockWaiter) {
+func (c *Client) leave(name string, q *lockQueue, w *lockWaiter) {
 	c.qmu.Lock()
 	defer c.qmu.Unlock()
-	q := c.queues[name]
 	for i, x := range q.waiters {
 		if x == w {
 			copy(q.waiters[i:], q.waiters[i+1:])
@@ -177,10 +182,12 @@ func (c *Client) Lock(ctx context.Context, name string) (*Term, error) {
 		return nil, ctxError("Lock", ctx)
 	}
 	deadline, _ := ctx.Deadline()
-	w := c.enqueue(name)   // here, so that the order is that of the calls
-	if ctx.Done() == nil { // cannot be cancelled: wait on this goroutine
-		defer c.leave(name, w)
-		<-w.turn
+	q, w := c.enqueue(name) // here, so that the order is that of the calls
+	if ctx.Done() == nil {  // cannot be cancelled: wait on this goroutine
+		defer c.leave(name, q, w)
+		if w != firstWaiter { // firstWaiter's turn is closed already
+			<-w.turn
+		}
 		return c.lockLoop("Lock", name, deadline, func() bool { return false })
 	}
 	if w == firstWaiter {
@@ -194,7 +201,7 @@ func (c *Client) Lock(ctx context.Context, name string) (*Term, error) {
 		if wait > 0 {
 			t, err := c.acquire("Lock", name, wait, false)
 			if err == nil || !errors.Is(err, ErrTimeout) || ctx.Err() != nil {
-				c.leave(name, w)
+				c.leave(name, q, w)
 				if err != nil && ctx.Err() != nil {
 					err = ctxError("Lock", ctx)
 				}
@@ -203,7 +210,7 @@ func (c *Client) Lock(ctx context.Context, name string) (*Term, error) {
 		}
 	}
 	return waitTerm(ctx, "Lock", func(gone <-chan struct{}) (*Term, error) {
-		defer c.leave(name, w)
+		defer c.leave(name, q, w)
 		select {
 		case <-w.turn:
 		case <-gone:
