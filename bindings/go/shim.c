@@ -3,6 +3,7 @@
  * user data of every callback is a runtime/cgo.Handle. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "_cgo_export.h"
 #include "simba_go.h"
@@ -175,10 +176,21 @@ s_acquired s_lock_try_acquire(uintptr_t h, _GoString_ name) {
   return r;
 }
 int s_term_reason(uintptr_t t) { return (int)simba_term_revoke_reason((simba_term_t *)t); }
+/* Whether 2 ms passed since this thread last said so (see s_released.yield). */
+static int yield_due(void) {
+  static __thread int64_t last;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  const int64_t now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+  if (now - last < 2000000) return 0;
+  last = now;
+  return 1;
+}
 s_released s_lock_release(uintptr_t h) {
   simba_term_t *t = (simba_term_t *)h;
-  s_released r = {0, (int)simba_term_revoke_reason(t), NULL};
+  s_released r = {0, (int)simba_term_revoke_reason(t), 0, NULL};
   r.rc = go_err(simba_lock_release(t), &r.msg);
+  r.yield = yield_due();
   return r;
 }
 int s_term_on_revoked(simba_term_t *t, uintptr_t h, char **msg) {

@@ -24,6 +24,11 @@ typedef struct {
 typedef struct {
   int rc;
   int reason; /* the term's revoke reason before the release */
+  /* 1 when the goroutine should yield: Go's sysmon takes the P of a
+   * goroutine that has not been through the scheduler for 10 ms away at its
+   * blocking cgo calls, and the goroutine then waits for a P at their return
+   * (a lock cycle in a loop never goes through the scheduler by itself). */
+  int yield;
   char *msg;
 } s_released;
 

@@ -265,6 +265,9 @@ func (t *Term) Unlock() error {
 	t.mu.Unlock()
 	// Outside t.mu: the release waits for the term's on_revoked callbacks.
 	r := C.s_lock_release(ip)
+	if r.yield != 0 {
+		runtime.Gosched() // every 2 ms at most (simba_go.h says why)
+	}
 	if r.reason != C.SIMBA_REVOKE_NONE {
 		t.mu.Lock()
 		t.final = RevokeReason(r.reason)
