@@ -49,7 +49,7 @@ int simba_schedule(simba_task_t** out, simba_client_t* c, const char* name,
     return start_task(out, c, name, [run, ud, initial_delay_ms, period_ms](simba::engine::Term* t) {
       if (t->wait_revoked(initial_delay_ms)) return;
       for (;;) {
-        if (!t->state->valid()) return;
+        if (!t->valid()) return;
         run(ud, simba::capi::handle_of(t));
         if (t->wait_revoked(period_ms)) return;
       }

@@ -18,17 +18,17 @@ extern "C" {
 
 // The accessors read only atomics and the monotonic clock: no lock, no loop.
 const char* simba_term_name(const simba_term_t* t) {
-  return t ? term_of(t)->state->name().c_str() : nullptr;
+  return t ? term_of(t)->name().c_str() : nullptr;
 }
 
-uint64_t simba_term_token(const simba_term_t* t) { return t ? term_of(t)->state->token() : 0; }
+uint64_t simba_term_token(const simba_term_t* t) { return t ? term_of(t)->token() : 0; }
 
-int simba_term_is_valid(const simba_term_t* t) { return t && term_of(t)->state->valid() ? 1 : 0; }
+int simba_term_is_valid(const simba_term_t* t) { return t && term_of(t)->valid() ? 1 : 0; }
 
 int64_t simba_term_remaining_ms(const simba_term_t* t) {
   if (!t) return 0;
   // Whole milliseconds left; a term with less than 1 ms left reads 0.
-  return simba::to_ms(term_of(t)->state->remaining());
+  return simba::to_ms(term_of(t)->remaining());
 }
 
 int simba_term_ensure_valid(const simba_term_t* t, int64_t min_remaining_ms) {
@@ -36,13 +36,13 @@ int simba_term_ensure_valid(const simba_term_t* t, int64_t min_remaining_ms) {
   if (min_remaining_ms < 0) {
     return fail(SIMBA_EINVAL, "simba_term_ensure_valid: min_remaining_ms is negative");
   }
-  const simba::Duration left = term_of(t)->state->remaining();
+  const simba::Duration left = term_of(t)->remaining();
   if (left <= simba::ms(min_remaining_ms)) {
     return fail(SIMBA_EEXPIRED,
                 left <= simba::Duration::zero()
-                    ? "term of \"" + term_of(t)->state->name() + "\" (token " +
-                          std::to_string(term_of(t)->state->token()) + ") is no longer valid"
-                    : "term of \"" + term_of(t)->state->name() + "\" has " +
+                    ? "term of \"" + term_of(t)->name() + "\" (token " +
+                          std::to_string(term_of(t)->token()) + ") is no longer valid"
+                    : "term of \"" + term_of(t)->name() + "\" has " +
                           std::to_string(simba::to_ms(left)) + " ms left, not more than " +
                           std::to_string(min_remaining_ms));
   }
@@ -50,7 +50,7 @@ int simba_term_ensure_valid(const simba_term_t* t, int64_t min_remaining_ms) {
 }
 
 simba_revoke_reason_t simba_term_revoke_reason(const simba_term_t* t) {
-  return t ? static_cast<simba_revoke_reason_t>(term_of(t)->state->revoked()) : SIMBA_REVOKE_NONE;
+  return t ? static_cast<simba_revoke_reason_t>(term_of(t)->revoked()) : SIMBA_REVOKE_NONE;
 }
 
 int simba_term_on_revoked(simba_term_t* t, simba_revoked_fn fn, void* ud) {

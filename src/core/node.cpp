@@ -3,6 +3,7 @@
 // node_contenders.cpp, terms and handovers in node_handover.cpp.
 #include "core/node.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace simba {
@@ -57,9 +58,14 @@ Node::Node(Config cfg, Effects& fx, const Clock& clock, uint64_t seed)
 
 Node::~Node() = default;
 
-Node::Contender* Node::find(ContenderId id) {
-  auto it = contenders_.find(id);
-  return it == contenders_.end() ? nullptr : &it->second;
+std::vector<Contender*> Node::contenders_in_order() const {
+  std::vector<Contender*> all;
+  all.reserve(contenders_.size());
+  contenders_.for_each([&all](Contender* c) { all.push_back(c); });
+  // Ids grow with each contender added.
+  std::sort(all.begin(), all.end(),
+            [](const Contender* a, const Contender* b) { return a->id < b->id; });
+  return all;
 }
 
 // ---------------------------------------------------------------------------
@@ -202,9 +208,10 @@ NodeView Node::view() const {
   v.remaining = session_clock_ ? session_clock_->remaining() : Duration::zero();
   v.renew_period = renew_period_;
   v.lease_shortened = lease_shortened_;
-  for (const auto& [cid, c] : contenders_) {
+  v.leases_held = 0;
+  for (const Contender* c : contenders_in_order()) {
     const char* state = "candidate";
-    switch (c.state) {
+    switch (c->state) {
       case State::kWaiting:
         state = "waiting";
         break;
@@ -227,16 +234,15 @@ NodeView Node::view() const {
         state = "cooldown";
         break;
     }
-    v.contenders.push_back({cid, c.name.str(), c.kind, state, c.term ? c.term->token() : 0,
-                            c.term ? c.term->remaining() : Duration::zero()});
+    v.contenders.push_back({c->id, c->name.str(), c->kind, state, c->term ? c->term->token() : 0,
+                            c->term ? c->term->remaining() : Duration::zero()});
+    v.leases_held += c->term ? 1 : 0;
   }
   v.sessions_opened = sessions_opened_;
   v.keep_alives = keep_alives_;
   v.acquires = acquires_;
   v.releases = releases_;
   v.terms = terms_;
-  v.leases_held = 0;
-  for (const auto& [cid, c] : contenders_) v.leases_held += c.term ? 1 : 0;
   v.metrics = metrics_;
   return v;
 }

@@ -17,15 +17,14 @@
 
 #include "core/backend_types.h"
 #include "core/config.h"
+#include "core/contender.h"
 #include "core/metrics.h"
 #include "core/name_index.h"
+#include "core/open_table.h"
 #include "core/term_state.h"
 #include "core/time.h"
 
 namespace simba {
-
-using ContenderId = uint64_t;
-using CallId = uint64_t;
 
 enum class SessionStatus { kOpening, kLive, kSuspended, kClosed };
 const char* session_status_name(SessionStatus s);
@@ -33,8 +32,6 @@ const char* session_status_name(SessionStatus s);
 enum class SessionEvent { kOpened, kLive, kSuspended, kExpired, kClosed, kLeaseShortened };
 // "OPENED", "LIVE", ...: for logs and test traces.
 const char* session_event_name(SessionEvent e);
-
-enum class ContenderKind { kElection, kLock };
 
 // Why a lock could not be had.
 enum class LockFailure { kTimeout, kBusy, kBackend, kCanceled };
@@ -57,20 +54,26 @@ class Effects {
                             uint64_t token, Duration timeout) = 0;
   virtual void send_close(CallId call, const std::string& session, Duration timeout) = 0;
 
-  // The term just stopped being valid (its reason is set): wake whoever waits on
-  // it. Delivery of on_revoked to the listener comes later, through revoked().
-  virtual void term_ended(ContenderId who, const std::shared_ptr<TermState>& term) = 0;
+  // A new term of `who` won with `token` on the session of `session`, before
+  // elected(): the owner makes it, with what it keeps per term (the engine's
+  // term is what waits on the revocation; ADR 0035). When the term is revoked
+  // it ends at once (TermState::ended()); onRevoked comes later, through
+  // revoked().
+  virtual TermRef new_term(Contender& who, uint64_t token, std::shared_ptr<SessionClock> session) {
+    return TermRef(new TermState(who.name, token, std::move(session)));
+  }
   // Deliver onElected (election) or complete the acquire (lock).
-  virtual void elected(ContenderId who, const std::shared_ptr<TermState>& term) = 0;
-  // Deliver onRevoked: exactly once per elected(), after it.
-  virtual void revoked(ContenderId who, const std::shared_ptr<TermState>& term,
-                       RevokeReason reason) = 0;
-  // A lock contender gave up; it is forgotten.
-  virtual void lock_failed(ContenderId who, LockFailure why) = 0;
-  // A stop completed, after the contender's last revoked(); it is forgotten.
-  virtual void stopped(ContenderId who) = 0;
+  virtual void elected(Contender& who, const TermRef& term) = 0;
+  // Deliver onRevoked, with the term's reason (term->revoked()): exactly once
+  // per elected(), after it.
+  virtual void revoked(Contender& who, const TermRef& term) = 0;
+  // A lock contender gave up; the node no longer holds it.
+  virtual void lock_failed(Contender& who, LockFailure why) = 0;
+  // A stop completed, after the contender's last revoked(); the node no longer
+  // holds it.
+  virtual void stopped(Contender& who) = 0;
   // One step-down request completed, after the revoked() it caused (if any).
-  virtual void stepped_down(ContenderId who) = 0;
+  virtual void stepped_down(Contender& who) = 0;
 
   virtual void session_event(SessionEvent ev, const std::string& detail_json) = 0;
   // close() completed: the session is closed and every contender stopped.
@@ -110,28 +113,34 @@ class Node {
 
   // Opens the first session.
   void start(TimePoint now);
-  // Starts an election. Returns 0 if the name is already used on this node.
-  // `with_work`: each term runs leader work, and a stop or step-down waits for
+  // Starts the election `c` (kind kElection, not added before). Returns false
+  // if the name is already used on this node or the node closes. `with_work`:
+  // each term runs leader work, and a stop or step-down waits for
   // work_done() (or the session's local deadline at the stop) before it
-  // releases: the seed's handover order.
-  ContenderId add_election(const LeaseName& name, TimePoint now, bool with_work = false);
-  // Starts acquiring a lock, giving up at `give_up_at` (TimePoint::max() never);
-  // `try_once` gives up after the first answer. Returns 0 if an election uses
-  // the name. A lock on a name another lock of this node holds or waits for
-  // queues behind it (a try_once fails with kBusy at once).
-  ContenderId add_lock(const LeaseName& name, TimePoint give_up_at, bool try_once, TimePoint now);
+  // releases: the seed's handover order. Effects about `c` may come before
+  // this returns.
+  bool add_election(Contender& c, TimePoint now, bool with_work = false);
+  // Starts acquiring the lock `c` (kind kLock), giving up at `give_up_at`
+  // (TimePoint::max() never); `try_once` gives up after the first answer.
+  // Returns false if an election uses the name or the node closes. A lock on a
+  // name another lock of this node holds or waits for queues behind it (a
+  // try_once fails with kBusy at once).
+  bool add_lock(Contender& c, TimePoint give_up_at, bool try_once, TimePoint now);
   // Stops an election, releases a lock, or cancels a pending lock (kCanceled).
-  // Returns false if unknown or already stopping.
-  bool stop(ContenderId id, TimePoint now);
-  // Steps an election down for `cooldown`. Returns false if unknown or stopping.
-  bool step_down(ContenderId id, Duration cooldown, TimePoint now);
+  // Returns false if `c` is not added here or already stopping.
+  bool stop(Contender& c, TimePoint now);
+  // Steps an election down for `cooldown`. Returns false if not added here,
+  // not an election, or stopping.
+  bool step_down(Contender& c, Duration cooldown, TimePoint now);
   // Stops everything and closes the session; Effects::closed() at the end.
   // Terms whose work runs are drained first, as by stop().
   void close(TimePoint now);
   // The leader work of the term `token` returned. During a stop or step-down
   // the release goes out now; while still leading, the term is handed over
   // (revoked STEPPED_DOWN, released) and the election contends again.
-  void work_done(ContenderId id, uint64_t token, TimePoint now);
+  void work_done(Contender& c, uint64_t token, TimePoint now);
+  // The contender `id` while it is added; null once reported done.
+  Contender* find(ContenderId id) const { return contenders_.find(id); }
 
   void on_open(CallId call, const OpenReply& reply, TimePoint now);
   void on_keep_alive(CallId call, const KeepAliveReply& reply, TimePoint now);
@@ -146,22 +155,13 @@ class Node {
   // When on_timer should run next; nullopt when nothing is pending.
   std::optional<TimePoint> next_wakeup() const;
 
-  // The id the next add_election/add_lock will return, so the engine can
-  // register the contender before the node reports anything about it.
-  ContenderId next_id() const { return next_contender_; }
   SessionStatus status() const { return status_; }
   bool closed() const { return status_ == SessionStatus::kClosed; }
   NodeView view() const;
   const Config& config() const { return cfg_; }
 
  private:
-  enum class TimerKind { kRenew, kDeadline, kCall, kContender, kReleaseRetry };
-  struct TimerKey {
-    TimerKind kind;
-    uint64_t id;
-  };
-  using Timers = std::multimap<TimePoint, TimerKey>;
-  using TimerSlot = std::optional<Timers::iterator>;
+  using State = ContenderState;
 
   enum class CallKind { kOpen, kKeepAlive, kAcquire, kRelease, kClose };
   struct Call {
@@ -175,50 +175,6 @@ class Node {
     bool abandoned = false;  // its answer is no longer awaited (timeout, stop, new session)
     TimerSlot timeout;
   };
-
-  enum class State {
-    kWaiting,    // a lock queued behind another lock of this node on the same name
-    kCandidate,  // contending: an attempt is scheduled
-    kAcquiring,  // one acquire in flight (also once stopped, until it is answered)
-    kLeader,     // holds a term
-    kDraining,   // handover: term revoked, waiting for its work to exit (or the deadline)
-    kReleasing,  // handover: term revoked, release in flight; or, without a term,
-                 // stopped while acquiring and releasing what that attempt won
-    kCooldown,   // stepped down, not contending until the timer
-  };
-  // The 8-byte members first, the narrow ones packed at the end: one of
-  // these per election and lock (ADR 0024).
-  struct Contender {
-    ContenderId id;
-    LeaseName name;      // shared with its terms and the engine's handle
-    CallId attempt = 0;  // the current acquire call, if kAcquiring
-    std::shared_ptr<TermState> term;
-    CallId adopted_before = 0;     // keep-alives with an id at or above saw the term
-    TimePoint handover_started{};  // when begin_handover revoked the term
-    TimePoint cooldown_until;
-    TimePoint give_up_at = TimePoint::max();  // locks
-    // The given-up acquire of its name (unanswered_by_name_) its next attempt
-    // waits for, so that at most one acquire per name is in flight.
-    CallId unanswered = 0;
-    Contender* next_of_name = nullptr;  // by_name_'s: the next contender of its name
-    TimerSlot timer;
-    ContenderKind kind;
-    State state;
-    RevokeReason handover_reason = RevokeReason::kNone;
-    int pending_step_downs = 0;
-    bool stopping = false;
-    bool with_work = false;     // elections whose terms run leader work
-    bool work_running = false;  // the current term's work has not returned yet
-    bool try_once = false;
-    // A release of the name was broadcast while an acquire was in flight: that
-    // acquire may have run before the release, so a Held answer retries at once.
-    bool released_in_flight = false;
-    bool attempt_queued = false;         // waits in attempt_queue_ for a free slot
-    bool attempt_when_answered = false;  // an attempt came due meanwhile
-  };
-  // With its std::map node (40 bytes) and the allocator's header, 128 bytes
-  // fill a 176-byte block; 8 more would take the next size class.
-  static_assert(sizeof(void*) != 8 || sizeof(Contender) <= 128, "Node::Contender grew past 128");
 
   // Session (node_session.cpp).
   void open_session(TimePoint now);
@@ -282,9 +238,12 @@ class Node {
   ContenderId front_of(std::string_view name) const;
   void list_by_name(Contender& c);
   void unlist_by_name(Contender& c);
-  Contender* find(ContenderId id);
-  // A new contender of `name`, listed last in its name's queue.
-  Contender& new_contender(const LeaseName& name, ContenderKind kind);
+  // Whether `c` is added to this node.
+  bool added(const Contender& c) const { return c.id != 0 && find(c.id) == &c; }
+  // Gives `c` its id and lists it, last in its name's queue.
+  void link(Contender& c);
+  // Every contender added, in the order they were added.
+  std::vector<Contender*> contenders_in_order() const;
 
   // Terms and handovers (node_handover.cpp).
   void adopt(Contender& c, uint64_t token, TimePoint now);
@@ -363,7 +322,11 @@ class Node {
 
   std::map<CallId, Call> calls_;
   CallId next_call_ = 1;
-  std::map<ContenderId, Contender> contenders_;
+  struct IdOf {
+    ContenderId operator()(const Contender* c) const { return c->id; }
+  };
+  // The contenders added and not yet reported done; their owners hold them.
+  OpenTable<Contender, IdOf> contenders_;
   // Per name, its contenders in arrival order: one election, or the locks
   // queued on it. It points at contenders (map nodes never move) and reads
   // their names; a contender leaves it before it is erased (unlist_by_name).

@@ -25,34 +25,27 @@ void Node::unlist_by_name(Contender& c) { by_name_.erase(&c); }
 // ---------------------------------------------------------------------------
 // New contenders
 
-Node::Contender& Node::new_contender(const LeaseName& name, ContenderKind kind) {
-  const ContenderId id = next_contender_++;
-  Contender& c = contenders_[id];
-  c.id = id;
-  c.kind = kind;
-  c.name = name;
+void Node::link(Contender& c) {
+  c.id = next_contender_++;
+  contenders_.insert(&c);
   list_by_name(c);
-  return c;
 }
 
-ContenderId Node::add_election(const LeaseName& name, TimePoint now, bool with_work) {
-  if (closing_ || front_of(name)) return 0;
-  Contender& c = new_contender(name, ContenderKind::kElection);
-  const ContenderId id = c.id;
+bool Node::add_election(Contender& c, TimePoint now, bool with_work) {
+  if (closing_ || c.id != 0 || c.kind != ContenderKind::kElection || front_of(c.name)) return false;
+  link(c);
   c.with_work = with_work;
   c.state = State::kCandidate;
   attempt(c, now);
-  return id;
+  return true;
 }
 
-ContenderId Node::add_lock(const LeaseName& name, TimePoint give_up_at, bool try_once,
-                           TimePoint now) {
-  if (closing_) return 0;
-  const ContenderId front = front_of(name);
+bool Node::add_lock(Contender& c, TimePoint give_up_at, bool try_once, TimePoint now) {
+  if (closing_ || c.id != 0 || c.kind != ContenderKind::kLock) return false;
+  const ContenderId front = front_of(c.name);
   const bool queued = front != 0;
-  if (queued && find(front)->kind == ContenderKind::kElection) return 0;
-  Contender& c = new_contender(name, ContenderKind::kLock);
-  const ContenderId id = c.id;
+  if (queued && find(front)->kind == ContenderKind::kElection) return false;
+  link(c);
   c.give_up_at = give_up_at;
   c.try_once = try_once;
   if (queued) {
@@ -62,11 +55,11 @@ ContenderId Node::add_lock(const LeaseName& name, TimePoint give_up_at, bool try
     } else {
       arm_give_up(c);
     }
-    return id;
+    return true;
   }
   c.state = State::kCandidate;
   attempt(c, now);
-  return id;
+  return true;
 }
 
 // ---------------------------------------------------------------------------
@@ -240,12 +233,12 @@ void Node::acquire_answered_late(CallId id, const Call& call, const AcquireReply
   // the holding session with the current token): that would free a live term.
   if (reply.outcome == Outcome::kOk) {
     bool live_term = false;
-    for (const auto& [cid, other] : contenders_) {
-      if (other.term && other.term->session_id() == call.session &&
-          other.term->name() == call.name && other.term->token() == reply.token) {
+    contenders_.for_each([&](const Contender* other) {
+      if (other->term && other->term->session_id() == call.session &&
+          other->term->name() == call.name && other->term->token() == reply.token) {
         live_term = true;
       }
-    }
+    });
     if (!live_term) release_lease(call.session, call.name, reply.token, 0, now);
   }
   answered_late(call.name, id, now);
@@ -322,10 +315,11 @@ void Node::forget(Contender& c, std::optional<LockFailure> failure, TimePoint no
   const bool was_front = front_of(name) == id;
   unlist_by_name(c);
   contenders_.erase(id);
+  // The node no longer holds `c`: its owner may free it in the report.
   if (failure) {
-    fx_.lock_failed(id, *failure);
+    fx_.lock_failed(c, *failure);
   } else {
-    fx_.stopped(id);
+    fx_.stopped(c);
   }
   if (was_front) activate_next(name, now);
 }
@@ -341,9 +335,10 @@ void Node::activate_next(std::string_view name, TimePoint now) {
 // ---------------------------------------------------------------------------
 // Commands and timers
 
-bool Node::stop(ContenderId id, TimePoint now) {
-  Contender* c = find(id);
-  if (!c || c->stopping || closing_) return false;
+bool Node::stop(Contender& contender, TimePoint now) {
+  if (!added(contender)) return false;
+  Contender* c = &contender;
+  if (c->stopping || closing_) return false;
   c->stopping = true;
   switch (c->state) {
     case State::kLeader:
@@ -373,9 +368,10 @@ bool Node::stop(ContenderId id, TimePoint now) {
   return true;
 }
 
-bool Node::step_down(ContenderId id, Duration cooldown, TimePoint now) {
-  Contender* c = find(id);
-  if (!c || c->stopping || closing_ || c->kind != ContenderKind::kElection) return false;
+bool Node::step_down(Contender& contender, Duration cooldown, TimePoint now) {
+  if (!added(contender)) return false;
+  Contender* c = &contender;
+  if (c->stopping || closing_ || c->kind != ContenderKind::kElection) return false;
   c->cooldown_until = now + cooldown;
   switch (c->state) {
     case State::kLeader:
@@ -390,7 +386,7 @@ bool Node::step_down(ContenderId id, Duration cooldown, TimePoint now) {
       abandon_attempt(*c);
       c->state = State::kCooldown;
       arm(c->timer, c->cooldown_until, {TimerKind::kContender, c->id});
-      fx_.stepped_down(c->id);
+      fx_.stepped_down(*c);
       break;
   }
   return true;

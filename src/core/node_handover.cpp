@@ -11,24 +11,22 @@ namespace simba {
 
 void Node::adopt(Contender& c, uint64_t token, TimePoint now) {
   (void)now;
-  c.term = std::make_shared<TermState>(c.name, token, session_clock_);
+  c.term = fx_.new_term(c, token, session_clock_);
   c.state = State::kLeader;
   c.work_running = c.with_work;
   c.adopted_before = next_call_;
   ++terms_;
   disarm(c.timer);
-  fx_.elected(c.id, c.term);
+  fx_.elected(c, c.term);
 }
 
 // A term lost any other way than a stop or step-down (deadline, take-over,
 // session expiry) is not waited for: it is revoked and reported at once.
 void Node::lose_term(Contender& c, RevokeReason reason, TimePoint now) {
-  std::shared_ptr<TermState> term = std::move(c.term);
-  c.term.reset();
-  term->revoke(reason);
-  fx_.term_ended(c.id, term);
+  TermRef term = std::move(c.term);
+  term->revoke(reason);  // ends it: whoever waits on it wakes now
   ++metrics_.revocations[static_cast<int>(term->revoked())];
-  fx_.revoked(c.id, term, term->revoked());
+  fx_.revoked(c, term);
   after_term(c, now);
 }
 
@@ -36,10 +34,8 @@ void Node::begin_handover(Contender& c, RevokeReason reason, TimePoint now) {
   // The lease stays held for the work at most until the local deadline as it
   // is at the stop: later renewals do not extend the wait.
   const TimePoint deadline_at_stop = session_clock_ ? session_clock_->deadline() : now;
-  c.term->revoke(reason);
-  c.handover_reason = c.term->revoked();
+  c.term->revoke(reason);  // ends it: whoever waits on it wakes now
   c.handover_started = now;
-  fx_.term_ended(c.id, c.term);
   disarm(c.timer);
   if (c.work_running) {
     c.state = State::kDraining;
@@ -61,24 +57,22 @@ void Node::release_term(Contender& c, TimePoint now) {
   release_lease(c.term->session_id(), c.name.str(), c.term->token(), c.id, now);
 }
 
-void Node::work_done(ContenderId id, uint64_t token, TimePoint now) {
-  Contender* c = find(id);
-  if (!c || !c->term || c->term->token() != token || !c->work_running) return;
-  c->work_running = false;
-  if (c->state == State::kDraining) {
-    release_term(*c, now);
-  } else if (c->state == State::kLeader) {
+void Node::work_done(Contender& c, uint64_t token, TimePoint now) {
+  if (!added(c) || !c.term || c.term->token() != token || !c.work_running) return;
+  c.work_running = false;
+  if (c.state == State::kDraining) {
+    release_term(c, now);
+  } else if (c.state == State::kLeader) {
     // The work is done with the lease: hand it over, then contend again.
-    begin_handover(*c, RevokeReason::kSteppedDown, now);
+    begin_handover(c, RevokeReason::kSteppedDown, now);
   }
 }
 
 void Node::finish_handover(Contender& c, TimePoint now) {
-  std::shared_ptr<TermState> term = std::move(c.term);
-  c.term.reset();
-  ++metrics_.revocations[static_cast<int>(c.handover_reason)];
+  TermRef term = std::move(c.term);
+  ++metrics_.revocations[static_cast<int>(term->revoked())];
   metrics_.handover.observe(now - c.handover_started);
-  fx_.revoked(c.id, term, c.handover_reason);
+  fx_.revoked(c, term);
   after_term(c, now);
 }
 
@@ -99,7 +93,7 @@ void Node::after_term(Contender& c, TimePoint now) {
 }
 
 void Node::ack_step_downs(Contender& c) {
-  for (; c.pending_step_downs > 0; --c.pending_step_downs) fx_.stepped_down(c.id);
+  for (; c.pending_step_downs > 0; --c.pending_step_downs) fx_.stepped_down(c);
 }
 
 // ---------------------------------------------------------------------------

@@ -108,9 +108,10 @@ void Node::go_live(const OpenReply& reply, std::shared_ptr<SessionClock> clock, 
   arm_session_timers(sent_at, now);
   // A new session contends again at once.
   std::vector<ContenderId> ids;
-  for (auto& [cid, c] : contenders_) {
-    if (c.state == State::kCandidate) ids.push_back(cid);
-  }
+  contenders_.for_each([&ids](const Contender* c) {
+    if (c->state == State::kCandidate) ids.push_back(c->id);
+  });
+  std::sort(ids.begin(), ids.end());  // in the order they were added
   for (ContenderId cid : ids) {
     if (Contender* c = find(cid)) attempt(*c, now);
   }
@@ -200,12 +201,13 @@ void Node::reconcile_owned(CallId id, const std::vector<OwnedLease>& listed, Tim
   for (const OwnedLease& l : listed) owned.emplace(l.name, l.token);
   // Terms adopted before this keep-alive was sent must be listed as ours.
   std::vector<ContenderId> lost;
-  for (auto& [cid, c] : contenders_) {
-    if (c.term && c.state == State::kLeader && c.adopted_before <= id &&
-        !owned.count({c.term->name(), c.term->token()})) {
-      lost.push_back(cid);
+  contenders_.for_each([&](const Contender* c) {
+    if (c->term && c->state == State::kLeader && c->adopted_before <= id &&
+        !owned.count({c->term->name(), c->term->token()})) {
+      lost.push_back(c->id);
     }
-  }
+  });
+  std::sort(lost.begin(), lost.end());  // in the order they were added
   for (ContenderId cid : lost) {
     if (Contender* c = find(cid)) lose_term(*c, RevokeReason::kTakenOver, now);
   }
@@ -219,9 +221,9 @@ void Node::reconcile_owned(CallId id, const std::vector<OwnedLease>& listed, Tim
   // The terms left (taken after the losses, which may free a lost term's
   // name; a lost term was not listed anyway).
   std::set<Held> ours;
-  for (auto& [cid, c] : contenders_) {
-    if (c.term) ours.emplace(c.term->name(), c.term->token());
-  }
+  contenders_.for_each([&ours](const Contender* c) {
+    if (c->term) ours.emplace(c->term->name(), c->term->token());
+  });
   // A lease the backend lists as ours that no term holds, and that no call
   // in flight can explain, was won by an answer we never adopted: free it.
   for (const auto& [name, token] : owned) {
@@ -317,7 +319,7 @@ void Node::session_ended(RevokeReason reason, TimePoint now) {
                                    ",\"reason\":" + json_quote(revoke_reason_name(reason)) + "}");
 
   std::vector<ContenderId> ids;
-  for (auto& [cid, c] : contenders_) ids.push_back(cid);
+  for (const Contender* c : contenders_in_order()) ids.push_back(c->id);
   for (ContenderId cid : ids) {
     Contender* c = find(cid);
     if (!c) continue;
@@ -354,11 +356,11 @@ void Node::close(TimePoint now) {
   // waiting to be sent again.
   drop_release_retries();
   std::vector<ContenderId> leaders;
-  for (auto& [cid, c] : contenders_) {
-    c.stopping = true;
-    abandon_attempt(c);
-    if (c.state != State::kDraining) disarm(c.timer);
-    if (c.state == State::kLeader) leaders.push_back(cid);
+  for (Contender* c : contenders_in_order()) {
+    c->stopping = true;
+    abandon_attempt(*c);
+    if (c->state != State::kDraining) disarm(c->timer);
+    if (c->state == State::kLeader) leaders.push_back(c->id);
   }
   if (open_call_) {
     if (auto it = calls_.find(open_call_); it != calls_.end()) it->second.abandoned = true;
@@ -367,16 +369,19 @@ void Node::close(TimePoint now) {
   // Closing the session frees every lease at once: it is the release, sent
   // once no term waits for its work any more (handover order).
   holding_close_ = true;  // until every leader is either draining or released
-  for (ContenderId cid : leaders) begin_handover(contenders_.at(cid), RevokeReason::kStopped, now);
+  for (ContenderId cid : leaders) {
+    if (Contender* c = find(cid)) begin_handover(*c, RevokeReason::kStopped, now);
+  }
   holding_close_ = false;
   maybe_send_close(now);
 }
 
 void Node::maybe_send_close(TimePoint now) {
   if (!closing_ || close_sent_ || holding_close_) return;
-  for (const auto& [cid, c] : contenders_) {
-    if (c.state == State::kDraining) return;
-  }
+  bool draining = false;
+  contenders_.for_each(
+      [&draining](const Contender* c) { draining = draining || c->state == State::kDraining; });
+  if (draining) return;
   close_sent_ = true;
   if (!session_id_.empty() && session_clock_ && !session_clock_->ended()) {
     close_backoff_ = Duration::zero();
@@ -422,36 +427,36 @@ void Node::maybe_finish_close(TimePoint now) {
   if (!closing_ || close_call_ || close_retry_armed_ || status_ == SessionStatus::kClosed) return;
   if (session_clock_) session_clock_->end();
   status_ = SessionStatus::kClosed;
-  std::vector<ContenderId> ids;
-  for (auto& [cid, c] : contenders_) ids.push_back(cid);
-  for (ContenderId cid : ids) end_at_close(contenders_.at(cid), now);
-  by_name_.clear();  // before the names it points into
+  // The node lets go of every contender before it reports them done: their
+  // owners may free them then.
+  const std::vector<Contender*> all = contenders_in_order();
+  by_name_.clear();
   contenders_.clear();
+  for (Contender* c : all) c->timer.reset();
   timers_.clear();
   session_timer_.reset();
   deadline_timer_.reset();
   calls_.clear();
+  for (Contender* c : all) end_at_close(*c, now);
   emit(SessionEvent::kClosed, "{\"session\":" + json_quote(session_id_) + "}");
   fx_.closed();
 }
 
 void Node::end_at_close(Contender& c, TimePoint now) {
   if (c.term) {
-    std::shared_ptr<TermState> term = std::move(c.term);
-    c.term.reset();
-    if (term->revoke(RevokeReason::kStopped)) fx_.term_ended(c.id, term);
-    const RevokeReason why =
-        c.handover_reason != RevokeReason::kNone ? c.handover_reason : term->revoked();
-    ++metrics_.revocations[static_cast<int>(why)];
-    if (c.handover_reason != RevokeReason::kNone)
-      metrics_.handover.observe(now - c.handover_started);
-    fx_.revoked(c.id, term, why);
+    TermRef term = std::move(c.term);
+    // A handover under way revoked it already, with its own reason.
+    const bool handing_over = c.state == State::kDraining || c.state == State::kReleasing;
+    term->revoke(RevokeReason::kStopped);
+    ++metrics_.revocations[static_cast<int>(term->revoked())];
+    if (handing_over) metrics_.handover.observe(now - c.handover_started);
+    fx_.revoked(c, term);
   }
   ack_step_downs(c);
   if (c.kind == ContenderKind::kLock && c.state != State::kReleasing) {
-    fx_.lock_failed(c.id, LockFailure::kCanceled);
+    fx_.lock_failed(c, LockFailure::kCanceled);
   } else {
-    fx_.stopped(c.id);
+    fx_.stopped(c);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/lease_name.h"
+#include "core/ref_ptr.h"
 #include "core/time.h"
 
 namespace simba {
@@ -60,12 +61,24 @@ class SessionClock {
 
 // One term: the lease name, its token, and its revocation. Readers combine the
 // sticky revoked reason with the session clock, both sticky, so validity never
-// comes back.
+// comes back. The node makes each through Effects::new_term, so that the
+// engine's term (what waits on it, its C handle) is this same object
+// (ADR 0035). It counts its references itself: the node holds one while the
+// term is its contender's, the engine and the C handles the others.
 class TermState {
  public:
   // The session id is its session's: one copy per session, not per term.
   TermState(LeaseName name, uint64_t token, std::shared_ptr<SessionClock> session)
       : name_(std::move(name)), token_(token), session_(std::move(session)) {}
+  virtual ~TermState() = default;
+  TermState(const TermState&) = delete;
+  TermState& operator=(const TermState&) = delete;
+
+  // Any thread.
+  void retain() const { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release() const {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
 
   const LeaseName& name() const { return name_; }
   uint64_t token() const { return token_; }
@@ -79,18 +92,30 @@ class TermState {
   }
   RevokeReason revoked() const { return static_cast<RevokeReason>(reason_.load()); }
 
-  // Loop thread. The first reason wins; returns false if already revoked.
+  // Loop thread. The first reason wins, and ends the term (ended()); returns
+  // false if already revoked.
   bool revoke(RevokeReason r) {
     int expected = 0;
-    return reason_.compare_exchange_strong(expected, static_cast<int>(r));
+    if (!reason_.compare_exchange_strong(expected, static_cast<int>(r))) return false;
+    ended();
+    return true;
   }
 
+ protected:
+  // Loop thread, once, inside the revoke() that set the reason: the term just
+  // stopped being valid (the engine wakes whoever waits on it). Nothing here
+  // may call into the node.
+  virtual void ended() {}
+
  private:
+  mutable std::atomic<int> refs_{0};
+  std::atomic<int> reason_{0};
   const LeaseName name_;  // its contender's: one block per lease
   const uint64_t token_;
   const std::shared_ptr<SessionClock> session_;
-  std::atomic<int> reason_{0};
 };
+
+using TermRef = RefPtr<TermState>;
 
 }  // namespace simba
 

@@ -13,9 +13,10 @@
 
 namespace simba::engine {
 
-// One election per lease, its queue inside (ADR 0024): with its control block
-// and the allocator's header, 216 bytes take a block of 240.
-static_assert(sizeof(void*) != 8 || sizeof(Election) <= 216, "engine::Election grew past 216");
+// One record per election, its queue and its contender inside (ADR 0024,
+// ADR 0035): with its control block and the allocator's header, 344 bytes
+// take a block of 368.
+static_assert(sizeof(void*) != 8 || sizeof(Election) <= 344, "engine::Election grew past 344");
 
 namespace {
 
@@ -413,8 +414,7 @@ Result Client::process() {
 
 Result Client::start_election(const std::string& name, ElectedFn on_elected, RevokedFn on_revoked,
                               std::shared_ptr<Election>* out, WorkFn work) {
-  auto e = std::make_shared<Election>(queue_executors_);
-  e->name_ = name;
+  auto e = std::make_shared<Election>(queue_executors_, LeaseName(name));
   e->on_elected = std::move(on_elected);
   e->on_revoked = std::move(on_revoked);
   if (work) {
@@ -430,11 +430,9 @@ Result Client::start_election(const std::string& name, ElectedFn on_elected, Rev
       result = {Code::kEClosed, "the client is closed"};
       return;
     }
-    const ContenderId id = node_->next_id();
-    elections_[id] = e;
-    e->id = id;
-    if (node_->add_election(e->name_, now(), e->work() != nullptr) != id) {
-      elections_.erase(id);
+    e->added = e;  // before the node may report anything about it
+    if (!node_->add_election(*e, now(), e->work() != nullptr)) {
+      e->added.reset();
       result = {Code::kEState, "\"" + name + "\" is already started or locked on this client"};
     }
   });
@@ -450,23 +448,23 @@ Result Client::stop_election(const std::shared_ptr<Election>& e, DoneFn done) {
       std::lock_guard<std::mutex> lock(e->mu());
       if (e->stop_requested || e->stopped) {
         result = {Code::kEState,
-                  "the election of \"" + e->name_ + "\" is already stopping or stopped"};
+                  "the election of \"" + e->name() + "\" is already stopping or stopped"};
         return;
       }
       e->stop_requested = true;
     }
     if (done) e->rare().stop_done = std::move(done);
-    if (!node_->stop(e->id, now())) {
+    if (!node_->stop(*e, now())) {
       // The node no longer knows it: the client's close stopped it.
       if (Election::Rare* rare = e->rare_if_made()) rare->stop_done = nullptr;
       result = {Code::kEState,
-                "the election of \"" + e->name_ + "\" was stopped by the client's close"};
+                "the election of \"" + e->name() + "\" was stopped by the client's close"};
     }
   });
   if (r.code == Code::kEClosed) {
     // The client's close stopped every election: the handle stays valid.
     return {Code::kEState,
-            "the election of \"" + e->name_ + "\" was stopped by the client's close"};
+            "the election of \"" + e->name() + "\" was stopped by the client's close"};
   }
   return r.code != Code::kOk ? r : result;
 }
@@ -477,20 +475,20 @@ Result Client::step_down(const std::shared_ptr<Election>& e, Duration cooldown, 
     {
       std::lock_guard<std::mutex> lock(e->mu());
       if (e->stop_requested || e->stopped) {
-        result = {Code::kEState, "the election of \"" + e->name_ + "\" is stopping or stopped"};
+        result = {Code::kEState, "the election of \"" + e->name() + "\" is stopping or stopped"};
         return;
       }
     }
     std::vector<DoneFn>& dones = e->rare().step_down_dones;
     dones.push_back(std::move(done));
-    if (!node_->step_down(e->id, cooldown, now())) {
+    if (!node_->step_down(*e, cooldown, now())) {
       dones.pop_back();
-      result = {Code::kEState, "the election of \"" + e->name_ + "\" is stopped"};
+      result = {Code::kEState, "the election of \"" + e->name() + "\" is stopped"};
     }
   });
   if (r.code == Code::kEClosed) {
     return {Code::kEState,
-            "the election of \"" + e->name_ + "\" was stopped by the client's close"};
+            "the election of \"" + e->name() + "\" was stopped by the client's close"};
   }
   return r.code != Code::kOk ? r : result;
 }
@@ -529,7 +527,7 @@ void Client::detach_election(const std::shared_ptr<Election>& e) {
     e->stop_requested = true;
   }
   auto stop = [this, e] {
-    if (!node_->closed()) node_->stop(e->id, now());
+    if (!node_->closed()) node_->stop(*e, now());
   };
   if (on_loop_thread()) {
     stop();
@@ -623,12 +621,13 @@ Result Client::add_lock(const std::string& name, int64_t timeout_ms, bool try_on
   } else if (timeout_ms >= 0) {
     give_up = t + ms(timeout_ms);
   }
-  const ContenderId id = node_->next_id();
-  Lock& lock = locks_[id];
-  lock.queue = queue;
-  lock.done = std::move(done);
-  if (node_->add_lock(name, give_up, try_once, t) != id) {
-    locks_.erase(id);
+  // Freed by lock_failed() or stopped(), which may come before add_lock returns.
+  auto lock = std::make_unique<Lock>(LeaseName(name));
+  lock->queue = queue;
+  lock->done = std::move(done);
+  if (node_->add_lock(*lock, give_up, try_once, t)) {
+    lock.release();
+  } else {
     return {Code::kEState, "an election of this client uses \"" + name + "\""};
   }
   return Result::ok();
@@ -638,14 +637,15 @@ void Client::lock_release(Term* term, bool wait_for_answer) {
   const ContenderId id = term->contender;
   const bool block = wait_for_answer && may_wait_for_close();
   auto w = std::make_shared<Waiter>();
-  auto stop = [this, id, w, block] {
-    auto l = locks_.find(id);
-    if (node_->closed() || l == locks_.end()) {
+  auto stop = [this, id, term, w, block] {
+    Contender* c = node_->closed() ? nullptr : node_->find(id);
+    // The lock may be done already (revoked, then released), its id reused.
+    if (!c || c->kind != ContenderKind::kLock || lock_of(*c).current != term) {
       w->finish(Code::kOk);
       return;
     }
-    if (block) l->second.released = w;
-    if (!node_->stop(id, now())) w->finish(Code::kOk);
+    if (block) lock_of(*c).released = w;
+    if (!node_->stop(*c, now())) w->finish(Code::kOk);
   };
   // Only a caller that waits for the answer borrows the loop to run it.
   std::optional<LoopLease> lease;

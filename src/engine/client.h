@@ -67,14 +67,18 @@ struct Mailbox {
   bool post(std::function<void(Client&)> fn);
 };
 
-// One election as its handle sees it.
-class Election {
+// One election: the record of its lease (ADR 0035). It holds the core's
+// contender state (the node links it while the election runs), the listener,
+// the callback queue and the current term's engine reference; the C handle and
+// the terms hold it.
+class Election : private simba::Contender {
  public:
-  explicit Election(const QueueExecutors& executors) : queue(executors) {}
+  Election(const QueueExecutors& executors, LeaseName name)
+      : Contender(std::move(name), ContenderKind::kElection), queue(executors) {}
   ~Election() { delete rare_.load(std::memory_order_acquire); }
   Election(const Election&) = delete;
   Election& operator=(const Election&) = delete;
-  const LeaseName& name() const { return name_; }
+  const LeaseName& name() const { return Contender::name; }
   // Blocks until every run of a task's work returned.
   void wait_for_work() const {
     if (Work* w = work()) w->count.wait_idle();
@@ -93,7 +97,6 @@ class Election {
 
  private:
   friend class Client;
-  LeaseName name_;  // the node's contender and its terms share this block
   ElectedFn on_elected;
   RevokedFn on_revoked;
   // Its callbacks' queue, in the election's own block (ADR 0024): whoever
@@ -152,12 +155,13 @@ class Election {
   // threads and the loop, around the stop state; no other lock is taken under it.
   std::mutex& mu() const { return parking_for(this).mu; }
 
-  ContenderId id = 0;  // set once, before the node knows the election
-
   // Loop thread.
+  // Itself, from add_election until stopped(): the node links the election
+  // without owning it.
+  std::shared_ptr<Election> added;
   // The current term's engine reference (elected() to revoked()), if any: an
   // election has at most one term at a time.
-  Term* term = nullptr;
+  Term* current = nullptr;
 };
 
 // One observer of a name's holder (simba_observe_start), as its handle sees it.
@@ -288,25 +292,29 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   void send_release(CallId call, const std::string& session, const std::string& name,
                     uint64_t token, Duration timeout) override;
   void send_close(CallId call, const std::string& session, Duration timeout) override;
-  void term_ended(ContenderId who, const std::shared_ptr<TermState>& term) override;
-  void elected(ContenderId who, const std::shared_ptr<TermState>& term) override;
-  void revoked(ContenderId who, const std::shared_ptr<TermState>& term,
-               RevokeReason reason) override;
-  void lock_failed(ContenderId who, LockFailure why) override;
-  void stopped(ContenderId who) override;
-  void stepped_down(ContenderId who) override;
+  TermRef new_term(Contender& who, uint64_t token, std::shared_ptr<SessionClock> session) override;
+  void elected(Contender& who, const TermRef& term) override;
+  void revoked(Contender& who, const TermRef& term) override;
+  void lock_failed(Contender& who, LockFailure why) override;
+  void stopped(Contender& who) override;
+  void stepped_down(Contender& who) override;
   void session_event(SessionEvent ev, const std::string& detail_json) override;
   void closed() override;
   void log(int level, const std::string& line) override;
 
  private:
   friend struct Mailbox;
-  struct Lock {
+  // One lock acquire or held lock: the record of its lease, made by add_lock
+  // and freed when the node reports it done (lock_failed, stopped).
+  struct Lock : simba::Contender {
+    explicit Lock(LeaseName name) : Contender(std::move(name), ContenderKind::kLock) {}
     LockFn done;  // acquire result (once)
     std::shared_ptr<SerialQueue> queue;
     std::shared_ptr<Waiter> released;  // a blocking simba_lock_release waits here
-    Term* term = nullptr;              // its term's engine reference, as Election::term
+    Term* current = nullptr;           // its term's engine reference, as Election::current
   };
+  static Election& election_of(Contender& c) { return static_cast<Election&>(c); }
+  static Lock& lock_of(Contender& c) { return static_cast<Lock&>(c); }
 
   Client(const Config& cfg, const Hooks& hooks);
   Result init(const std::string& url);
@@ -314,7 +322,7 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   MetricsInput metrics_input(const NodeView& v) const;
   // The slot holding contender `who`'s engine reference to the term of
   // `state`; null when it holds none or another term's.
-  Term** term_slot(ContenderId who, const TermState* state);
+  static Term** term_slot(Contender& who, const TermState* term);
 
   // Observers (observe.cpp), loop thread.
   void read_observed(const std::shared_ptr<Observer>& o);
@@ -350,7 +358,7 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // callback, the loop thread, or leader work, where they would wait for it.
   bool may_wait_for_close() const { return may_block() && !in_work(); }
   // Loop thread: starts the work of a task's new term on its own thread.
-  void start_work(const std::shared_ptr<Election>& el, Term* t, ContenderId who, uint64_t token);
+  void start_work(const std::shared_ptr<Election>& el, Term* t, uint64_t token);
   // Loop thread: registers a lock with the node; `done` gets its outcome.
   Result add_lock(const std::string& name, int64_t timeout_ms, bool try_once,
                   const std::shared_ptr<SerialQueue>& queue, LockFn done);
@@ -400,8 +408,6 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   size_t freed_since_prune_ = 0;  // guarded by queues_mu_
 
   // Loop thread.
-  std::map<ContenderId, std::shared_ptr<Election>> elections_;
-  std::map<ContenderId, Lock> locks_;
   std::vector<std::shared_ptr<Waiter>> live_waiters_;
   // Elections with callback hand-offs waiting for the loop thread (in_order).
   std::map<ContenderId, int> handed_off_;

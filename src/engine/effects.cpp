@@ -124,18 +124,22 @@ void Client::send_close(CallId call, const std::string& session, Duration timeou
   });
 }
 
-Term** Client::term_slot(ContenderId who, const TermState* state) {
-  Term** slot = nullptr;
-  if (auto e = elections_.find(who); e != elections_.end()) {
-    slot = &e->second->term;
-  } else if (auto l = locks_.find(who); l != locks_.end()) {
-    slot = &l->second.term;
-  }
-  return slot && *slot && (*slot)->state.get() == state ? slot : nullptr;
+Term** Client::term_slot(Contender& who, const TermState* term) {
+  Term** slot =
+      who.kind == ContenderKind::kElection ? &election_of(who).current : &lock_of(who).current;
+  return *slot && *slot == term ? slot : nullptr;
 }
 
-void Client::term_ended(ContenderId who, const std::shared_ptr<TermState>& term) {
-  if (Term** slot = term_slot(who, term.get())) (*slot)->signal_ended();
+TermRef Client::new_term(Contender& who, uint64_t token, std::shared_ptr<SessionClock> session) {
+  std::shared_ptr<SerialQueue> queue;
+  if (who.kind == ContenderKind::kElection) {
+    const std::shared_ptr<Election>& el = election_of(who).added;
+    queue = el->queue_ptr(el);
+  } else {
+    queue = lock_of(who).queue;
+  }
+  return TermRef(new Term(who.name, token, std::move(session), std::move(queue), weak_from_this(),
+                          who.id, who.kind == ContenderKind::kLock));
 }
 
 void Client::in_order(ContenderId who, bool hand_off, std::function<void()> fn) {
@@ -157,31 +161,30 @@ void Client::in_order(ContenderId who, bool hand_off, std::function<void()> fn) 
   fn();
 }
 
-void Client::elected(ContenderId who, const std::shared_ptr<TermState>& term) {
-  if (auto e = elections_.find(who); e != elections_.end()) {
-    std::shared_ptr<Election> el = e->second;
-    auto* t = new Term(term, el->queue_ptr(el), weak_from_this(), who, false);
-    el->term = t;  // the engine's reference, dropped at revoked()
+void Client::elected(Contender& who, const TermRef& term) {
+  auto* t = static_cast<Term*>(term.get());  // made by new_term()
+  t->retain();  // the engine's reference (current), dropped at revoked()
+  if (who.kind == ContenderKind::kElection) {
+    std::shared_ptr<Election> el = election_of(who).added;
+    el->current = t;
     if (el->work()) {
-      start_work(el, t, who, term->token());
+      start_work(el, t, term->token());
       return;
     }
     t->retain();
     // Whether a host's executor takes onElected is asked on the loop thread
     // only: a borrower hands the announcement, and what follows it, there.
-    in_order(who, host_executor() && loop_.borrowed_here(),
+    in_order(who.id, host_executor() && loop_.borrowed_here(),
              [this, el, t, token = term->token()] { announce(el, t, token); });
     return;
   }
-  if (auto l = locks_.find(who); l != locks_.end()) {
-    auto* t = new Term(term, l->second.queue, weak_from_this(), who, true);
-    l->second.term = t;
-    t->retain();  // the caller's reference
-    t->caller_refs = 1;
-    LockFn done = std::move(l->second.done);
-    l->second.done = nullptr;
-    if (done) done(Code::kOk, t);
-  }
+  Lock& lock = lock_of(who);
+  lock.current = t;
+  t->retain();  // the caller's reference
+  t->caller_refs = 1;
+  LockFn done = std::move(lock.done);
+  lock.done = nullptr;
+  if (done) done(Code::kOk, t);
 }
 
 void Client::announce(const std::shared_ptr<Election>& el, Term* t, uint64_t token) {
@@ -201,20 +204,20 @@ void Client::announce(const std::shared_ptr<Election>& el, Term* t, uint64_t tok
     if (loop_.torn_down()) return;
     std::vector<DoneFn>& dones = el->rare().step_down_dones;
     dones.push_back(nullptr);  // acknowledged to nobody
-    if (!node_->step_down(el->id, cfg_.lease_duration, now())) dones.pop_back();
+    if (!node_->step_down(*el, cfg_.lease_duration, now())) dones.pop_back();
     settle();
   });
 }
 
-void Client::revoked(ContenderId who, const std::shared_ptr<TermState>& term, RevokeReason reason) {
+void Client::revoked(Contender& who, const TermRef& term) {
   Term** slot = term_slot(who, term.get());
   if (!slot) return;
   Term* t = *slot;
   *slot = nullptr;
-  t->signal_ended();
+  const RevokeReason reason = t->revoked();
   std::shared_ptr<Election> el;
-  if (auto e = elections_.find(who); e != elections_.end()) el = e->second;
-  in_order(who, false, [el, t, reason] {
+  if (who.kind == ContenderKind::kElection) el = election_of(who).added;
+  in_order(who.id, false, [el, t, reason] {
     if (t->unannounced) {
       t->release();  // its onElected never ran: no onRevoked either
       return;
@@ -225,23 +228,20 @@ void Client::revoked(ContenderId who, const std::shared_ptr<TermState>& term, Re
         if (!el->detached && el->on_revoked) el->on_revoked(t, reason);
       };
     }
-    t->deliver_revoked(reason, std::move(then));
+    t->deliver_revoked(std::move(then));
     t->release();
   });
 }
 
-void Client::lock_failed(ContenderId who, LockFailure why) {
-  auto l = locks_.find(who);
-  if (l == locks_.end()) return;
-  LockFn done = std::move(l->second.done);
-  locks_.erase(l);
-  if (done) done(lock_failure_code(why), nullptr);
+void Client::lock_failed(Contender& who, LockFailure why) {
+  std::unique_ptr<Lock> lock(&lock_of(who));  // the node let go of it
+  if (lock->done) lock->done(lock_failure_code(why), nullptr);
 }
 
-void Client::stopped(ContenderId who) {
-  if (auto e = elections_.find(who); e != elections_.end()) {
-    std::shared_ptr<Election> el = e->second;
-    elections_.erase(e);
+void Client::stopped(Contender& who) {
+  if (who.kind == ContenderKind::kElection) {
+    std::shared_ptr<Election> el = std::move(election_of(who).added);  // the node let go of it
+    const ContenderId id = who.id;
     DoneFn done;
     if (Election::Rare* rare = el->rare_if_made()) done.swap(rare->stop_done);
     // Pending step-down completions were acknowledged before stopped().
@@ -255,28 +255,24 @@ void Client::stopped(ContenderId who) {
       }
       for (auto& w : waiters) w->finish(Code::kOk);
     };
-    in_order(who, false, [el, finish] {
+    in_order(id, false, [el, finish] {
       if (!el->queue.post(finish)) finish();
     });
     return;
   }
-  if (auto l = locks_.find(who); l != locks_.end()) {
-    if (l->second.released) l->second.released->finish(Code::kOk);
-    locks_.erase(l);
-  }
+  std::unique_ptr<Lock> lock(&lock_of(who));  // the node let go of it
+  if (lock->released) lock->released->finish(Code::kOk);
 }
 
-void Client::stepped_down(ContenderId who) {
-  auto e = elections_.find(who);
-  if (e == elections_.end()) return;
-  std::shared_ptr<Election> el = e->second;
+void Client::stepped_down(Contender& who) {
+  std::shared_ptr<Election> el = election_of(who).added;
   Election::Rare* rare = el->rare_if_made();
   if (!rare || rare->step_down_dones.empty()) return;
   std::vector<DoneFn>& dones = rare->step_down_dones;
   DoneFn done = std::move(dones.front());
   dones.erase(dones.begin());
   if (!done) return;
-  in_order(who, false, [el, done] {
+  in_order(who.id, false, [el, done] {
     el->queue.post([el, done] {
       if (el->runs_dones()) done(Code::kOk);
     });

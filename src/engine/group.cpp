@@ -148,7 +148,7 @@ void Group::deliver(DoneFn done) {
 // Holds one member lock, GROUP.member.K: the lowest free K. False while this
 // member has none (more members than partitions, or the session is down).
 bool Group::ensure_member_slot() {
-  if (slot_ && slot_->state->valid()) return true;
+  if (slot_ && slot_->valid()) return true;
   if (slot_) {
     // Its session ended: every partition term of it ended too.
     release_slot();

@@ -7,14 +7,16 @@
 
 namespace simba::engine {
 
-// One term per held lease: its members are ordered so that none pads (ADR 0024).
-static_assert(sizeof(void*) != 8 || sizeof(Term) <= 88, "engine::Term grew past 88 bytes");
+// One term per held lease, the core's TermState inside (ADR 0035): its members
+// are ordered so that none pads (ADR 0024); with the allocator's header, 120
+// bytes take a block of 128.
+static_assert(sizeof(void*) != 8 || sizeof(Term) <= 120, "engine::Term grew past 120 bytes");
 
 Term::~Term() {
   if (efd_ >= 0) close(efd_);
 }
 
-void Term::signal_ended() {
+void Term::ended() {
   Parking& p = parking();
   std::lock_guard<std::mutex> lock(p.mu);
   if (ended_) return;
@@ -26,12 +28,12 @@ void Term::signal_ended() {
   p.cv.notify_all();
 }
 
-void Term::deliver_revoked(simba::RevokeReason reason, std::function<void()> then) {
+void Term::deliver_revoked(std::function<void()> then) {
+  const simba::RevokeReason reason = revoked();
   std::vector<RevokedFn> fns;
   {
     std::lock_guard<std::mutex> lock(parking().mu);
     delivered_ = true;
-    reason_ = reason;
     if (callbacks_) fns.swap(*callbacks_);
     callbacks_.reset();
   }
@@ -52,8 +54,8 @@ bool Term::add_on_revoked(RevokedFn fn) {
     callbacks_->push_back(std::move(fn));
     return true;
   }
-  const simba::RevokeReason reason = reason_;
   lock.unlock();
+  const simba::RevokeReason reason = revoked();
   retain();
   const bool posted = queue->post([this, fn = std::move(fn), reason] {
     fn(this, reason);
@@ -71,8 +73,8 @@ bool Term::wait_revoked(int64_t timeout_ms) {
   std::unique_lock<std::mutex> lock(p.mu);
   for (;;) {
     // An invalid term is over even before the loop gets to revoke it.
-    if (ended_ || !state->valid()) return true;
-    const auto left = state->remaining();
+    if (ended_ || !valid()) return true;
+    const auto left = remaining();
     auto wake = steady_clock::now() + duration_cast<steady_clock::duration>(left);
     if (until < wake) wake = until;
     if (steady_clock::now() >= until) return false;

@@ -1,7 +1,7 @@
 // A term as the engine keeps it (the C ABI hands it out as simba_term_t;
-// capi/capi.h converts): the lock-free
-// TermState that accessors read, plus what waits on the revocation (an eventfd,
-// a condition variable, on_revoked callbacks). Reference counted.
+// capi/capi.h converts): the core's TermState, which accessors read lock-free,
+// plus what waits on the revocation (an eventfd, a condition variable,
+// on_revoked callbacks). One object and one reference count (ADR 0035).
 #ifndef SIMBA_ENGINE_TERM_H
 #define SIMBA_ENGINE_TERM_H
 
@@ -20,27 +20,21 @@ namespace simba::engine {
 
 class Client;
 
-struct Term {
+struct Term final : simba::TermState {
   using RevokedFn = std::function<void(Term*, simba::RevokeReason)>;
 
-  Term(std::shared_ptr<simba::TermState> s, std::shared_ptr<simba::engine::SerialQueue> q,
-       std::weak_ptr<simba::engine::Client> client, simba::ContenderId contender, bool is_lock)
-      : state(std::move(s)),
+  Term(simba::LeaseName name, uint64_t token, std::shared_ptr<simba::SessionClock> session,
+       std::shared_ptr<simba::engine::SerialQueue> q, std::weak_ptr<simba::engine::Client> client,
+       simba::ContenderId contender, bool is_lock)
+      : TermState(std::move(name), token, std::move(session)),
         queue(std::move(q)),
         client(std::move(client)),
         contender(contender),
         is_lock(is_lock) {}
-  ~Term();
+  ~Term() override;
 
-  void retain() { refs.fetch_add(1); }
-  void release() {
-    if (refs.fetch_sub(1) == 1) delete this;
-  }
-
-  // Loop thread: the term stopped being valid; wake waiters, make the fd readable.
-  void signal_ended();
   // Loop thread: hand the on_revoked callbacks to the queue, before the listener's.
-  void deliver_revoked(simba::RevokeReason reason, std::function<void()> then);
+  void deliver_revoked(std::function<void()> then);
   // Any thread. False if the client is gone and the term was already delivered.
   bool add_on_revoked(RevokedFn fn);
   // Any thread: true once revoked (or invalid) within the timeout (<0: no bound).
@@ -48,19 +42,18 @@ struct Term {
   // Any thread: the eventfd, made on first use; -1 if it could not be made.
   int revoke_fd();
 
-  // Members in an order that leaves no padding: a term is 88 bytes, a heap
-  // block of 96 (ADR 0024).
-  std::atomic<int> refs{1};
   // Lock terms: the references the caller holds (the one simba_lock_acquire
   // returned, plus simba_term_retain). When the last goes without
   // simba_lock_release, the lock is released all the same (ADR 0015).
   std::atomic<int> caller_refs{0};
-  const std::shared_ptr<simba::TermState> state;
   const std::shared_ptr<simba::engine::SerialQueue> queue;
   const std::weak_ptr<simba::engine::Client> client;
   const simba::ContenderId contender;
 
  private:
+  // Loop thread, inside the node's revoke(): wake waiters, make the fd readable.
+  void ended() override;
+
   // The members below, up to the next section, are guarded by the term's
   // parking lock (engine/parking.h) and waited for on its condition variable: a
   // term is mostly never waited on, and a mutex and a condition variable of its
@@ -68,7 +61,6 @@ struct Term {
   Parking& parking() const { return parking_for(this); }
   // Made by the first simba_term_on_revoked: most terms have none (ADR 0024).
   std::unique_ptr<std::vector<RevokedFn>> callbacks_;
-  simba::RevokeReason reason_ = simba::RevokeReason::kNone;
   int efd_ = -1;
   bool ended_ = false;
   bool delivered_ = false;

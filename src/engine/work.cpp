@@ -32,8 +32,7 @@ bool Mailbox::post(std::function<void(Client&)> fn) {
   return c->loop_.post([c, fn = std::move(fn)] { fn(*c); });
 }
 
-void Client::start_work(const std::shared_ptr<Election>& el, Term* t, ContenderId who,
-                        uint64_t token) {
+void Client::start_work(const std::shared_ptr<Election>& el, Term* t, uint64_t token) {
   t->retain();                        // the work thread's reference
   Election::Work* work = el->work();  // a task's: lives as long as `el`
   work->count.begin();
@@ -43,10 +42,10 @@ void Client::start_work(const std::shared_ptr<Election>& el, Term* t, ContenderI
     std::lock_guard<std::mutex> lock(work_start_hook_mu_);
     hook = work_start_hook_;
   }
-  auto done = [mailbox, who, token] {
+  auto done = [mailbox, el, token] {
     // Back on the loop: the node releases now if a handover waits for this.
-    mailbox->post([who, token](Client& c) {
-      c.node_->work_done(who, token, c.now());
+    mailbox->post([el, token](Client& c) {
+      c.node_->work_done(*el, token, c.now());
       c.settle();
     });
   };
@@ -58,7 +57,7 @@ void Client::start_work(const std::shared_ptr<Election>& el, Term* t, ContenderI
         // The work starts on a valid term only: a stop (or the deadline) that
         // came between the election and this thread's start leaves nothing to
         // run, and the work counts as exited at once, so the handover goes on.
-        if (!el->detached && t->state->valid()) work->fn(t);
+        if (!el->detached && t->valid()) work->fn(t);
       }
       done();
       t->release();
@@ -68,7 +67,7 @@ void Client::start_work(const std::shared_ptr<Election>& el, Term* t, ContenderI
     log(kLogError, "cannot start a thread for the work of " + el->name() + ": " + e.what());
     t->release();
     work->count.end();
-    loop_.post([this, who, token] { node_->work_done(who, token, now()); });
+    loop_.post([this, el, token] { node_->work_done(*el, token, now()); });
   }
 }
 

@@ -20,12 +20,12 @@ TEST_F(NodeTest, CloseRevokesEveryTermWithOneCloseCallAndNoReleases) {
   start_live();
   auto [a, ta] = leader("a", 1);
   auto [b, tb] = leader("b", 2);
-  const ContenderId l = node->add_lock("l", TimePoint::max(), false, now());
+  const ContenderId l = add_lock("l", TimePoint::max(), false, now());
   auto tl = win("l", 3);
-  const ContenderId w = node->add_lock("l", TimePoint::max(), false, now());  // waiting
-  const ContenderId c = node->add_election("c", now());
+  const ContenderId w = add_lock("l", TimePoint::max(), false, now());  // waiting
+  const ContenderId c = add_election("c", now());
   held("c");
-  const ContenderId d = node->add_election("d", now());  // acquiring
+  const ContenderId d = add_election("d", now());  // acquiring
   const FxCall acq_d = take_acquire("d");
   const size_t mark = fx.mark();
   node->close(now());
@@ -43,17 +43,17 @@ TEST_F(NodeTest, CloseRevokesEveryTermWithOneCloseCallAndNoReleases) {
   EXPECT_FALSE(fx.closed_seen());
   EXPECT_FALSE(node->closed());
   // Nothing new starts while closing.
-  EXPECT_EQ(node->add_election("e", now()), 0u);
-  EXPECT_EQ(node->add_lock("e", TimePoint::max(), false, now()), 0u);
-  EXPECT_FALSE(node->stop(a, now()));
-  EXPECT_FALSE(node->step_down(a, ms(1), now()));
+  EXPECT_EQ(add_election("e", now()), 0u);
+  EXPECT_EQ(add_lock("e", TimePoint::max(), false, now()), 0u);
+  EXPECT_FALSE(stop(a, now()));
+  EXPECT_FALSE(step_down(a, ms(1), now()));
   answer_acquire(acq_d, Outcome::kOk, 4);  // the close frees it
   EXPECT_EQ(fx.count(Fx::kElected, mark), 0u);
   advance(ms(300));
   answer_close(fx.take(Fx::kClose));
   // revoked() then stopped() per contender, then closed() last.
   for (const auto& [id, t] :
-       std::vector<std::pair<ContenderId, std::shared_ptr<TermState>>>{{a, ta}, {b, tb}, {l, tl}}) {
+       std::vector<std::pair<ContenderId, TermRef>>{{a, ta}, {b, tb}, {l, tl}}) {
     EXPECT_EQ(kinds_of(id, mark), (std::vector<Fx>{Fx::kTermEnded, Fx::kRevoked, Fx::kStopped}))
         << id;
     EXPECT_EQ(fx.revoked_reason(t), RevokeReason::kStopped);
@@ -77,7 +77,7 @@ TEST_F(NodeTest, CloseRevokesEveryTermWithOneCloseCallAndNoReleases) {
 TEST_F(NodeTest, CloseWhileOpening) {
   make();
   node->start(now());
-  const ContenderId a = node->add_election("a", now());
+  const ContenderId a = add_election("a", now());
   EXPECT_EQ(fx.count(Fx::kAcquire), 0u);  // no session yet
   const FxCall open = fx.pending(Fx::kOpen)[0];
   const size_t mark = fx.mark();
@@ -96,7 +96,7 @@ TEST_F(NodeTest, CloseWhileOpening) {
 TEST_F(NodeTest, CloseWhileAHandoverIsInFlight) {
   start_live();
   auto [a, ta] = leader("a", 1);
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   const FxCall rel = take_release();
   const size_t mark = fx.mark();
   node->close(now());
@@ -240,18 +240,18 @@ TEST_F(NodeTest, SnapshotNamesStatusesAndContenderStates) {
   EXPECT_STREQ(session_status_name(SessionStatus::kClosed), "CLOSED");
   start_live();
   auto [a, ta] = leader("a", 5);
-  const ContenderId b = node->add_election("b", now());
-  const ContenderId c = node->add_election("c", now());
+  const ContenderId b = add_election("b", now());
+  const ContenderId c = add_election("c", now());
   held("c");
-  const ContenderId d = node->add_election("d", now());
+  const ContenderId d = add_election("d", now());
   held("d");
-  ASSERT_TRUE(node->step_down(d, ms(1000), now()));
-  const ContenderId l = node->add_lock("a2", TimePoint::max(), false, now());
+  ASSERT_TRUE(step_down(d, ms(1000), now()));
+  const ContenderId l = add_lock("a2", TimePoint::max(), false, now());
   auto tl = win("a2", 1);
-  const ContenderId w = node->add_lock("a2", TimePoint::max(), false, now());
-  const ContenderId e = node->add_election("e", now());
+  const ContenderId w = add_lock("a2", TimePoint::max(), false, now());
+  const ContenderId e = add_election("e", now());
   auto te = win("e", 2);
-  ASSERT_TRUE(node->stop(e, now()));
+  ASSERT_TRUE(stop(e, now()));
   EXPECT_EQ(view_of(a)->state, "leader");
   EXPECT_EQ(view_of(a)->token, 5u);
   EXPECT_EQ(view_of(a)->remaining, ta->remaining());
@@ -293,15 +293,15 @@ TEST_P(NodeRandomTest, EffectsRulesHold) {
   for (int step = 0; step < 400 && !node->closed(); ++step) {
     const int what = pick(100);
     if (what < 8) {
-      ids.push_back(node->add_election(names[pick(3)], now()));
+      ids.push_back(add_election(names[pick(3)], now()));
     } else if (what < 14) {
       const int mode = pick(3);
       const TimePoint give_up = mode == 0 ? TimePoint::max() : now() + ms(pick(20000));
-      ids.push_back(node->add_lock(names[pick(3)], give_up, mode == 2, now()));
+      ids.push_back(add_lock(names[pick(3)], give_up, mode == 2, now()));
     } else if (what < 18 && !ids.empty()) {
-      node->stop(ids[pick(static_cast<int>(ids.size()))], now());
+      stop(ids[pick(static_cast<int>(ids.size()))], now());
     } else if (what < 21 && !ids.empty()) {
-      node->step_down(ids[pick(static_cast<int>(ids.size()))], ms(pick(10000)), now());
+      step_down(ids[pick(static_cast<int>(ids.size()))], ms(pick(10000)), now());
     } else if (what < 24) {
       node->on_released(names[pick(3)], now());
     } else if (what < 45) {

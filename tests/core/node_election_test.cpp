@@ -18,7 +18,7 @@ namespace {
 TEST_F(NodeTest, CandidateAttemptsAtOnceThenEveryHalfRenewIntervalPlusJitter) {
   start_live();
   auto_keep_alive = true;
-  const ContenderId a = node->add_election("a", now());
+  const ContenderId a = add_election("a", now());
   ASSERT_NE(a, 0u);
   ASSERT_EQ(fx.pending_count(Fx::kAcquire), 1u);
   const FxCall first = fx.pending(Fx::kAcquire)[0];
@@ -52,7 +52,7 @@ TEST_F(NodeTest, RetryJitterZeroMeansExactlyHalfTheRenewInterval) {
   cfg.retry_jitter_set = Duration::zero();
   start_live();
   auto_keep_alive = true;
-  ASSERT_NE(node->add_election("a", now()), 0u);
+  ASSERT_NE(add_election("a", now()), 0u);
   for (int i = 0; i < 5; ++i) {
     held("a");
     const TimePoint answered = now();
@@ -69,7 +69,7 @@ TEST_F(NodeTest, RetryJitterZeroMeansExactlyHalfTheRenewInterval) {
 TEST_F(NodeTest, AtMost64AcquiresInFlightPerNode) {
   start_live();
   const size_t mark = fx.mark();
-  for (int i = 0; i < 100; ++i) node->add_election("b" + std::to_string(i), now());
+  for (int i = 0; i < 100; ++i) add_election("b" + std::to_string(i), now());
   EXPECT_EQ(fx.of(Fx::kAcquire, mark).size(), 64u);
   // Each answer lets one more out.
   held("b0");
@@ -86,7 +86,7 @@ TEST_F(NodeTest, AtMostOneAcquirePerElectionInFlight) {
   start_live();
   auto_keep_alive = true;
   std::vector<ContenderId> ids;
-  for (int i = 0; i < 3; ++i) ids.push_back(node->add_election("e" + std::to_string(i), now()));
+  for (int i = 0; i < 3; ++i) ids.push_back(add_election("e" + std::to_string(i), now()));
   EXPECT_EQ(fx.count(Fx::kAcquire), 3u);
   // Nothing is ever answered: each election's next attempt only after its
   // previous one timed out and went unanswered for two call timeouts (a
@@ -113,7 +113,7 @@ TEST_F(NodeTest, AtMostOneAcquirePerElectionInFlight) {
 TEST_F(NodeTest, AdoptedTermCarriesNameTokenSessionAndTheSessionDeadline) {
   const TimePoint t0 = now();
   start_live();
-  const ContenderId a = node->add_election("report", now());
+  const ContenderId a = add_election("report", now());
   advance(ms(700));
   const size_t mark = fx.mark();
   answer_acquire(take_acquire("report"), Outcome::kOk, 7);
@@ -142,7 +142,7 @@ TEST_F(NodeTest, WinningTheSameNameTwiceGivesTwoTermObjects) {
   start_live();
   auto_keep_alive = true;
   auto [a, t1] = leader("a", 1);
-  ASSERT_TRUE(node->step_down(a, Duration::zero(), now()));
+  ASSERT_TRUE(step_down(a, Duration::zero(), now()));
   answer_release(take_release());
   ASSERT_TRUE(
       run_until_true([&] { return fx.pending_count(Fx::kAcquire) > 0; }, now() + ms(10000)));
@@ -156,7 +156,7 @@ TEST_F(NodeTest, WinningTheSameNameTwiceGivesTwoTermObjects) {
 TEST_F(NodeTest, AcquireReplyAfterTheLocalDeadlineIsNotAdoptedButReleased) {
   const TimePoint t0 = now();
   start_live();
-  ASSERT_NE(node->add_election("a", now()), 0u);
+  ASSERT_NE(add_election("a", now()), 0u);
   const FxCall acq = take_acquire("a");
   // The reply arrives after the deadline, before the loop ran any timer.
   clock.set(t0 + kValidity + ms(1));
@@ -178,7 +178,7 @@ TEST_F(NodeTest, AcquireReplyAfterTheSessionEndedIsReleasedWithItsSession) {
   run_until(t0 + kRenew);
   ka_fail(Outcome::kError);
   run_until(t0 + ms(12000));
-  ASSERT_NE(node->add_election("a", now()), 0u);
+  ASSERT_NE(add_election("a", now()), 0u);
   const FxCall acq = take_acquire("a");
   run_until(t0 + kValidity + ms(10));
   ASSERT_EQ(node->status(), SessionStatus::kOpening);
@@ -200,7 +200,7 @@ TEST_F(NodeTest, TermIsAdoptedOnlyWithATokenAboveEveryTokenThisSessionReleased) 
   start_live();
   auto_keep_alive = true;
   auto [a, t5] = leader("a", 5);
-  ASSERT_TRUE(node->step_down(a, Duration::zero(), now()));
+  ASSERT_TRUE(step_down(a, Duration::zero(), now()));
   const FxCall rel = take_release();
   EXPECT_EQ(rel.token, 5u);
   answer_release(rel);
@@ -229,7 +229,7 @@ TEST_F(NodeTest, TermIsAdoptedOnlyWithATokenAboveEveryTokenThisSessionReleased) 
 
 TEST_F(NodeTest, TokenZeroIsNeverAdopted) {
   start_live();
-  ASSERT_NE(node->add_election("a", now()), 0u);
+  ASSERT_NE(add_election("a", now()), 0u);
   const size_t mark = fx.mark();
   answer_acquire(take_acquire("a"), Outcome::kOk, 0);
   EXPECT_EQ(fx.count(Fx::kElected, mark), 0u);
@@ -238,7 +238,7 @@ TEST_F(NodeTest, TokenZeroIsNeverAdopted) {
 TEST_F(NodeTest, LateReplyToATimedOutAttemptReleasesWhatItWon) {
   start_live();
   auto_keep_alive = true;
-  const ContenderId a = node->add_election("a", now());
+  const ContenderId a = add_election("a", now());
   const FxCall first = fx.pending(Fx::kAcquire)[0];
   run_until(first.at + kRenew);  // timed out
   EXPECT_EQ(view_of(a)->state, "candidate");
@@ -261,14 +261,14 @@ TEST_F(NodeTest, LateReplyToATimedOutAttemptReleasesWhatItWon) {
 
 TEST_F(NodeTest, StopDuringAnAttemptReleasesWhatItWonBeforeItCompletes) {
   start_live();
-  const ContenderId a = node->add_election("a", now());
+  const ContenderId a = add_election("a", now());
   const FxCall acq = take_acquire("a");
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   // Not stopped yet: the attempt may have won the lease on the backend.
   EXPECT_TRUE(kinds_of(a, mark).empty());
-  EXPECT_EQ(node->add_election("a", now()), 0u);
-  EXPECT_FALSE(node->stop(a, now()));
+  EXPECT_EQ(add_election("a", now()), 0u);
+  EXPECT_FALSE(stop(a, now()));
   answer_acquire(acq, Outcome::kOk, 4);
   EXPECT_EQ(fx.count(Fx::kElected, mark), 0u);
   const auto rel = releases_since(mark);
@@ -278,15 +278,15 @@ TEST_F(NodeTest, StopDuringAnAttemptReleasesWhatItWonBeforeItCompletes) {
   // Stopped once the release is answered; the name is free on this node again.
   answer_release(take_release());
   EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kStopped}));
-  EXPECT_NE(node->add_election("a", now()), 0u);
+  EXPECT_NE(add_election("a", now()), 0u);
 }
 
 TEST_F(NodeTest, StopDuringAnAttemptCompletesEvenIfTheReleaseFails) {
   start_live();
-  const ContenderId a = node->add_election("a", now());
+  const ContenderId a = add_election("a", now());
   const FxCall acq = take_acquire("a");
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   answer_acquire(acq, Outcome::kOk, 4);
   answer_release(take_release(), Outcome::kError);
   EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kStopped}));
@@ -294,10 +294,10 @@ TEST_F(NodeTest, StopDuringAnAttemptCompletesEvenIfTheReleaseFails) {
 
 TEST_F(NodeTest, StopDuringAnAttemptThatFindsTheNameHeldCompletesAtTheAnswer) {
   start_live();
-  const ContenderId a = node->add_election("a", now());
+  const ContenderId a = add_election("a", now());
   const FxCall acq = take_acquire("a");
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   answer_acquire(acq, Outcome::kHeld, 0, ms(100));
   EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kStopped}));
   EXPECT_EQ(fx.count(Fx::kRelease, mark), 0u);
@@ -309,11 +309,11 @@ TEST_F(NodeTest, StopDuringAnAttemptThatFindsTheNameHeldCompletesAtTheAnswer) {
 TEST_F(NodeTest, StopDuringAnAttemptNeverAnsweredCompletesAtItsTimeoutAndALateWinIsReleased) {
   start_live();
   auto_keep_alive = true;
-  const ContenderId a = node->add_election("a", now());
+  const ContenderId a = add_election("a", now());
   const FxCall acq = take_acquire("a");
   const TimePoint stopped_at = now();
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   ASSERT_TRUE(run_until_true([&] { return !kinds_of(a, mark).empty(); }, now() + kLease));
   EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kStopped}));
   EXPECT_LE(now() - stopped_at, kRenew);  // within one call timeout
@@ -328,10 +328,10 @@ TEST_F(NodeTest, StopDuringAnAttemptNeverAnsweredCompletesAtItsTimeoutAndALateWi
 
 TEST_F(NodeTest, StopDuringAnAttemptCompletesWhenTheSessionEnds) {
   start_live();
-  const ContenderId a = node->add_election("a", now());
+  const ContenderId a = add_election("a", now());
   take_acquire("a");
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   advance(kRenew);
   ka_fail(Outcome::kExpired);
   EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kStopped}));
@@ -340,10 +340,10 @@ TEST_F(NodeTest, StopDuringAnAttemptCompletesWhenTheSessionEnds) {
 
 TEST_F(NodeTest, StopWhileReleasingWhatAStoppedAttemptWonCompletesWhenTheSessionEnds) {
   start_live();
-  const ContenderId a = node->add_election("a", now());
+  const ContenderId a = add_election("a", now());
   const FxCall acq = take_acquire("a");
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   answer_acquire(acq, Outcome::kOk, 4);
   ASSERT_EQ(releases_since(mark).size(), 1u);
   advance(kRenew);
@@ -409,7 +409,7 @@ TEST_F(NodeTest, AKeepAliveListingALeaseWithNoTermAndNoCallReleasesIt) {
   start_live();
   auto [a, ta] = leader("a", 1);
   advance(ms(1000));
-  ASSERT_NE(node->add_election("b", now()), 0u);  // its acquire is in flight at 5 s
+  ASSERT_NE(add_election("b", now()), 0u);  // its acquire is in flight at 5 s
   run_until(t0 + kRenew);
   const size_t mark = fx.mark();
   ka_ok(kLease, std::vector<OwnedLease>{{"a", 1}, {"x", 9}, {"b", 4}});
@@ -427,7 +427,7 @@ TEST_F(NodeTest, AKeepAliveListingALeaseBeingReleasedDoesNotReleaseItTwice) {
   auto [a, ta] = leader("a", 1);
   run_until(t0 + kRenew);
   const FxCall k = fx.pending(Fx::kKeepAlive)[0];
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   ASSERT_EQ(fx.pending_count(Fx::kRelease), 1u);
   const size_t mark = fx.mark();
   answer_keep_alive(k, Outcome::kOk, kLease, std::vector<OwnedLease>{{"a", 1}});
@@ -443,7 +443,7 @@ TEST_F(NodeTest, AnOrphanFromALostAcquireReplyIsReleasedSoonAfterTheAttemptTimed
   const TimePoint t0 = now();
   start_live();
   advance(ms(1000));
-  ASSERT_NE(node->add_election("a", now()), 0u);
+  ASSERT_NE(add_election("a", now()), 0u);
   const FxCall lost = take_acquire("a");  // applied by the backend (a/3), answer lost
   const std::vector<OwnedLease> listed = {{"a", 3}};
   // Later attempts find the lease held (by this very session).
@@ -484,7 +484,7 @@ TEST_F(NodeTest, ALateReplyWithTheTokenOfTheLiveTermDoesNotReleaseIt) {
   // late reply must not free the live term.
   start_live();
   auto_keep_alive = true;
-  ASSERT_NE(node->add_election("a", now()), 0u);
+  ASSERT_NE(add_election("a", now()), 0u);
   const FxCall first = take_acquire("a");
   run_until(first.at + kRenew);  // timed out, never answered
   ASSERT_TRUE(

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,6 +61,15 @@ class NodeTest : public ::testing::Test {
   Duration grant = kLease;
   int sessions = 0;
 
+  // Declared after `node`, so freed before it: a node does not read its
+  // contenders when it is destroyed.
+  std::map<ContenderId, std::unique_ptr<Contender>> contenders;
+  ContenderId keep(std::unique_ptr<Contender> c) {
+    const ContenderId id = c->id;
+    contenders[id] = std::move(c);
+    return id;
+  }
+
   void TearDown() override {
     if (!node) return;
     if (!node->closed()) {
@@ -90,6 +100,37 @@ class NodeTest : public ::testing::Test {
     node->start(now());
     open_ok(remaining);
     ASSERT_EQ(node->status(), SessionStatus::kLive);
+  }
+
+  // --- Contenders -----------------------------------------------------------------
+  // The node links contenders it does not own: the tests own them here, as the
+  // engine owns its records, and name them by id as the node reports them.
+
+  // 0 when the node refuses it.
+  ContenderId add_election(const std::string& name, TimePoint at, bool with_work = false) {
+    auto c = std::make_unique<Contender>(LeaseName(name), ContenderKind::kElection);
+    if (!node->add_election(*c, at, with_work)) return 0;
+    return keep(std::move(c));
+  }
+  ContenderId add_lock(const std::string& name, TimePoint give_up_at, bool try_once, TimePoint at) {
+    auto c = std::make_unique<Contender>(LeaseName(name), ContenderKind::kLock);
+    if (!node->add_lock(*c, give_up_at, try_once, at)) return 0;
+    return keep(std::move(c));
+  }
+  bool stop(ContenderId id, TimePoint at) {
+    Contender* c = contender(id);
+    return c && node->stop(*c, at);
+  }
+  bool step_down(ContenderId id, Duration cooldown, TimePoint at) {
+    Contender* c = contender(id);
+    return c && node->step_down(*c, cooldown, at);
+  }
+  void work_done(ContenderId id, uint64_t token, TimePoint at) {
+    if (Contender* c = contender(id)) node->work_done(*c, token, at);
+  }
+  Contender* contender(ContenderId id) {
+    auto it = contenders.find(id);
+    return it == contenders.end() ? nullptr : it->second.get();
   }
 
   // --- Time ---------------------------------------------------------------------
@@ -179,7 +220,7 @@ class NodeTest : public ::testing::Test {
     fx.mark_answered(c.call);
     node->on_acquire(c.call, AcquireReply{o, token, holder_remaining, ""}, now());
   }
-  std::shared_ptr<TermState> win(const std::string& name, uint64_t token) {
+  TermRef win(const std::string& name, uint64_t token) {
     const size_t before = fx.elected_terms().size();
     answer_acquire(take_acquire(name), Outcome::kOk, token);
     if (fx.elected_terms().size() != before + 1) {
@@ -195,9 +236,9 @@ class NodeTest : public ::testing::Test {
     answer_acquire(take_acquire(name), Outcome::kHeld, 0, holder_remaining);
   }
   // A new election that wins `token` at once.
-  std::pair<ContenderId, std::shared_ptr<TermState>> leader(const std::string& name, uint64_t token,
-                                                            bool with_work = false) {
-    const ContenderId id = node->add_election(name, now(), with_work);
+  std::pair<ContenderId, TermRef> leader(const std::string& name, uint64_t token,
+                                         bool with_work = false) {
+    const ContenderId id = add_election(name, now(), with_work);
     EXPECT_NE(id, 0u);
     return {id, win(name, token)};
   }

@@ -16,7 +16,7 @@ TEST_F(NodeTest, StopRevokesFirstThenReleasesWithTheTokenThenDeliversRevoked) {
   start_live();
   auto [a, ta] = leader("a", 7);
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   EXPECT_FALSE(ta->valid());
   EXPECT_EQ(ta->revoked(), RevokeReason::kStopped);
   EXPECT_EQ(fx.kinds(mark), (std::vector<Fx>{Fx::kTermEnded, Fx::kRelease}));
@@ -27,7 +27,7 @@ TEST_F(NodeTest, StopRevokesFirstThenReleasesWithTheTokenThenDeliversRevoked) {
   EXPECT_EQ(rel.timeout, kRenew);
   EXPECT_EQ(view_of(a)->state, "releasing");
   // Stopping twice is refused.
-  EXPECT_FALSE(node->stop(a, now()));
+  EXPECT_FALSE(stop(a, now()));
   advance(ms(500));
   EXPECT_FALSE(fx.was_revoked(ta));
   answer_release(fx.take(Fx::kRelease));
@@ -41,7 +41,7 @@ TEST_F(NodeTest, StopRevokesFirstThenReleasesWithTheTokenThenDeliversRevoked) {
   run_until(now() + ms(30000));
   EXPECT_TRUE(fx.for_contender(a, after).empty());
   EXPECT_TRUE(acquires_since(after, "a").empty());
-  EXPECT_FALSE(node->stop(a, now()));
+  EXPECT_FALSE(stop(a, now()));
 }
 
 // Handover order with leader work (seed, "Handover Order"): revoke, wait for
@@ -51,7 +51,7 @@ TEST_F(NodeTest, StopWithWorkWaitsForTheWorkBeforeReleasing) {
   auto_keep_alive = true;
   auto [a, ta] = leader("a", 7, /*with_work=*/true);
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   EXPECT_FALSE(ta->valid());
   EXPECT_EQ(ta->revoked(), RevokeReason::kStopped);
   EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kTermEnded}));
@@ -60,10 +60,10 @@ TEST_F(NodeTest, StopWithWorkWaitsForTheWorkBeforeReleasing) {
   // held, so no other node starts the same work meanwhile.
   run_until(now() + ms(3000));
   EXPECT_TRUE(releases_since(mark).empty());
-  EXPECT_FALSE(node->stop(a, now()));
-  node->work_done(a, 6, now());  // another term's token: ignored
+  EXPECT_FALSE(stop(a, now()));
+  work_done(a, 6, now());  // another term's token: ignored
   EXPECT_TRUE(releases_since(mark).empty());
-  node->work_done(a, 7, now());
+  work_done(a, 7, now());
   ASSERT_EQ(releases_since(mark).size(), 1u);
   EXPECT_EQ(releases_since(mark)[0].token, 7u);
   EXPECT_FALSE(fx.was_revoked(ta));
@@ -81,7 +81,7 @@ TEST_F(NodeTest, StopWithWorkReleasesAtTheDeadlineAsItWasAtTheStop) {
   run_until(now() + ms(2000));
   const TimePoint deadline_at_stop = now() + ta->remaining();
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->step_down(a, ms(0), now()));
+  ASSERT_TRUE(step_down(a, ms(0), now()));
   run_until(deadline_at_stop - k1ns);
   EXPECT_TRUE(releases_since(mark).empty()) << fx.dump();
   EXPECT_GT(fx.of(Fx::kKeepAlive, mark).size(), 0u) << "the session was renewed meanwhile";
@@ -91,7 +91,7 @@ TEST_F(NodeTest, StopWithWorkReleasesAtTheDeadlineAsItWasAtTheStop) {
   EXPECT_EQ(fx.revoked_reason(ta), RevokeReason::kSteppedDown);
   // The late work_done of that term changes nothing.
   const size_t after = fx.mark();
-  node->work_done(a, 3, now());
+  work_done(a, 3, now());
   EXPECT_TRUE(releases_since(after).empty());
 }
 
@@ -112,7 +112,7 @@ TEST_F(NodeTest, WorkReturningWhileLeaderHandsOverAndContendsAgain) {
   start_live();
   auto [a, ta] = leader("a", 9, /*with_work=*/true);
   const size_t mark = fx.mark();
-  node->work_done(a, 9, now());
+  work_done(a, 9, now());
   EXPECT_EQ(ta->revoked(), RevokeReason::kSteppedDown);
   ASSERT_EQ(releases_since(mark).size(), 1u);
   answer_release(take_release());
@@ -141,7 +141,7 @@ TEST_F(NodeTest, CloseWaitsForWorkBeforeClosingTheSession) {
   EXPECT_FALSE(tc->valid());
   EXPECT_TRUE(fx.of(Fx::kClose, mark).empty());
   EXPECT_TRUE(releases_since(mark).empty());
-  node->work_done(a, 1, now());
+  work_done(a, 1, now());
   EXPECT_TRUE(fx.of(Fx::kClose, mark).empty());
   run_until(deadline - k1ns);
   EXPECT_TRUE(fx.of(Fx::kClose, mark).empty());
@@ -158,11 +158,11 @@ TEST_F(NodeTest, StopDeliversRevokedAfterAFailedOrTimedOutRelease) {
   start_live();
   auto [a, ta] = leader("a", 1);
   auto [b, tb] = leader("b", 2);
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   answer_release(take_release(), Outcome::kError);
   EXPECT_EQ(fx.revoked_reason(ta), RevokeReason::kStopped);
   EXPECT_TRUE(fx.finished(a));
-  ASSERT_TRUE(node->stop(b, now()));
+  ASSERT_TRUE(stop(b, now()));
   const TimePoint sent = now();
   auto_keep_alive = true;
   run_until(sent + kRenew - k1ns);
@@ -186,7 +186,7 @@ TEST_F(NodeTest, AFailedReleaseIsSentAgainWithItsTokenAfterABackoff) {
   start_live();
   auto [a, ta] = leader("a", 7);
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   const TimePoint t0 = now();
   answer_release(take_release(), Outcome::kError);
   // onRevoked and the stop do not wait for the retries.
@@ -218,7 +218,7 @@ TEST_F(NodeTest, ATimedOutReleaseIsSentAgain) {
   start_live();
   auto [a, ta] = leader("a", 3);
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   const TimePoint t0 = now();
   run_until(t0 + kRenew);  // the release's call timeout; a keep-alive goes out
   EXPECT_EQ(fx.revoked_reason(ta), RevokeReason::kStopped);
@@ -242,7 +242,7 @@ TEST_F(NodeTest, ReleaseRetriesEndAtTheLocalDeadline) {
   start_live();
   auto [a, ta] = leader("a", 1);
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   // Every release and keep-alive fails at once: no renewal, deadline t0 + 14.8 s.
   while (now() < t0 + kValidity + kRenew) {
     bool answered = false;
@@ -270,7 +270,7 @@ TEST_F(NodeTest, ACloseSupersedesReleaseRetries) {
   start_live();
   auto [a, ta] = leader("a", 1);
   auto [b, tb] = leader("b", 2);
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   answer_release(take_release(), Outcome::kError);
   const size_t mark = fx.mark();
   node->close(now());
@@ -285,7 +285,7 @@ TEST_F(NodeTest, NothingIsRetriedForASessionThatEnded) {
   const TimePoint t0 = now();
   start_live();
   auto [a, ta] = leader("a", 1);
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   answer_release(take_release(), Outcome::kError);
   run_until(t0 + kMinBackoff);
   ASSERT_EQ(fx.pending_count(Fx::kRelease), 1u);  // the retry, in flight
@@ -303,7 +303,7 @@ TEST_F(NodeTest, AReleaseRetryNeverReleasesALaterTerm) {
   start_live();
   auto [a, ta] = leader("a", 1);
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->step_down(a, Duration::zero(), now()));
+  ASSERT_TRUE(step_down(a, Duration::zero(), now()));
   answer_release(take_release(), Outcome::kError);
   EXPECT_EQ(fx.revoked_reason(ta), RevokeReason::kSteppedDown);
   // The election contends again and wins token 2 before the retry is answered.
@@ -325,7 +325,7 @@ TEST_F(NodeTest, AKeepAliveThatNoLongerListsTheLeaseEndsItsRetry) {
   start_live();
   auto [a, ta] = leader("a", 5);
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   answer_release(take_release(), Outcome::kTimeout);
   auto next_call = [&](Fx kind) {
     EXPECT_TRUE(run_until_true([&] { return fx.pending_count(kind) > 0; }, now() + kRenew))
@@ -354,7 +354,7 @@ TEST_F(NodeTest, ALateAnswerThatTheReleaseRanEndsItsRetry) {
   start_live();
   auto [a, ta] = leader("a", 9);
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   const FxCall first = fx.of(Fx::kRelease, mark)[0];
   run_until(now() + kRenew);  // timed out: a retry in 100 ms
   answer_release(first);      // late, Ok
@@ -378,7 +378,7 @@ TEST_F(NodeTest, MetricsCountKeepAlivesRevocationsAndHandovers) {
   run_until(t0 + 2 * kRenew + ms(3));
   ka_fail(Outcome::kError);
   EXPECT_EQ(node->view().metrics.keep_alive_failures, 1u);
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   advance(ms(7));
   answer_release(take_release());
   v = node->view();
@@ -399,16 +399,16 @@ TEST_F(NodeTest, MetricsCountKeepAlivesRevocationsAndHandovers) {
 
 TEST_F(NodeTest, StopOfACandidateElectionStopsAtOnce) {
   start_live();
-  const ContenderId a = node->add_election("a", now());
+  const ContenderId a = add_election("a", now());
   held("a");
   size_t mark = fx.mark();
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(stop(a, now()));
   EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kStopped}));
   auto_keep_alive = true;
   run_until(now() + ms(20000));
   EXPECT_TRUE(acquires_since(mark, "a").empty());
-  EXPECT_FALSE(node->stop(a, now()));
-  EXPECT_FALSE(node->stop(12345, now()));
+  EXPECT_FALSE(stop(a, now()));
+  EXPECT_FALSE(stop(12345, now()));
 }
 
 TEST_F(NodeTest, StepDownRevokesReleasesAcksAndDoesNotContendDuringTheCooldown) {
@@ -418,7 +418,7 @@ TEST_F(NodeTest, StepDownRevokesReleasesAcksAndDoesNotContendDuringTheCooldown) 
   advance(ms(1000));
   const TimePoint stepped = now();
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->step_down(a, ms(20000), now()));
+  ASSERT_TRUE(step_down(a, ms(20000), now()));
   EXPECT_FALSE(ta->valid());
   EXPECT_EQ(ta->revoked(), RevokeReason::kSteppedDown);
   const auto rel = releases_since(mark);
@@ -447,11 +447,11 @@ TEST_F(NodeTest, StepDownRevokesReleasesAcksAndDoesNotContendDuringTheCooldown) 
 TEST_F(NodeTest, StepDownWhenNotLeaderAcksAtOnce) {
   start_live();
   auto_keep_alive = true;
-  const ContenderId a = node->add_election("a", now());
+  const ContenderId a = add_election("a", now());
   held("a");
   const TimePoint stepped = now();
   size_t mark = fx.mark();
-  ASSERT_TRUE(node->step_down(a, ms(12000), now()));
+  ASSERT_TRUE(step_down(a, ms(12000), now()));
   EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kSteppedDown}));
   run_until(stepped + ms(12000) - k1ns);
   EXPECT_TRUE(acquires_since(mark, "a").empty());
@@ -461,38 +461,38 @@ TEST_F(NodeTest, StepDownWhenNotLeaderAcksAtOnce) {
   // released.
   const FxCall acq = take_acquire("a");
   mark = fx.mark();
-  ASSERT_TRUE(node->step_down(a, ms(5000), now()));
+  ASSERT_TRUE(step_down(a, ms(5000), now()));
   EXPECT_EQ(kinds_of(a, mark), (std::vector<Fx>{Fx::kSteppedDown}));
   answer_acquire(acq, Outcome::kOk, 8);
   EXPECT_EQ(fx.count(Fx::kElected, mark), 0u);
   ASSERT_EQ(releases_since(mark).size(), 1u);
   EXPECT_EQ(releases_since(mark)[0].token, 8u);
   // Step-down of a lock is refused.
-  const ContenderId l = node->add_lock("l", TimePoint::max(), false, now());
-  EXPECT_FALSE(node->step_down(l, ms(1000), now()));
-  EXPECT_FALSE(node->step_down(999, ms(1000), now()));
+  const ContenderId l = add_lock("l", TimePoint::max(), false, now());
+  EXPECT_FALSE(step_down(l, ms(1000), now()));
+  EXPECT_FALSE(step_down(999, ms(1000), now()));
 }
 
 TEST_F(NodeTest, StopDuringAStepDownHandover) {
   start_live();
   auto [a, ta] = leader("a", 1);
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->step_down(a, ms(10000), now()));
-  ASSERT_TRUE(node->stop(a, now()));
+  ASSERT_TRUE(step_down(a, ms(10000), now()));
+  ASSERT_TRUE(stop(a, now()));
   EXPECT_EQ(fx.count(Fx::kRelease, mark), 1u);
   answer_release(take_release());
   EXPECT_EQ(kinds_of(a, mark),
             (std::vector<Fx>{Fx::kTermEnded, Fx::kRevoked, Fx::kSteppedDown, Fx::kStopped}));
   EXPECT_EQ(fx.revoked_reason(ta), RevokeReason::kSteppedDown);
-  EXPECT_FALSE(node->step_down(a, ms(1), now()));
+  EXPECT_FALSE(step_down(a, ms(1), now()));
 }
 
 TEST_F(NodeTest, StepDownTwiceDuringAHandoverAcksBoth) {
   start_live();
   auto [a, ta] = leader("a", 1);
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->step_down(a, ms(10000), now()));
-  ASSERT_TRUE(node->step_down(a, ms(10000), now()));
+  ASSERT_TRUE(step_down(a, ms(10000), now()));
+  ASSERT_TRUE(step_down(a, ms(10000), now()));
   EXPECT_EQ(fx.count(Fx::kRelease, mark), 1u);
   answer_release(take_release());
   EXPECT_EQ(kinds_of(a, mark),
@@ -501,17 +501,17 @@ TEST_F(NodeTest, StepDownTwiceDuringAHandoverAcksBoth) {
 
 TEST_F(NodeTest, AddElectionTwiceForTheSameNameReturnsZero) {
   start_live();
-  const ContenderId a = node->add_election("a", now());
+  const ContenderId a = add_election("a", now());
   ASSERT_NE(a, 0u);
   const size_t mark = fx.mark();
-  EXPECT_EQ(node->add_election("a", now()), 0u);
-  EXPECT_EQ(node->add_lock("a", TimePoint::max(), false, now()), 0u);
+  EXPECT_EQ(add_election("a", now()), 0u);
+  EXPECT_EQ(add_lock("a", TimePoint::max(), false, now()), 0u);
   EXPECT_EQ(fx.mark(), mark);
-  const ContenderId l = node->add_lock("l", TimePoint::max(), false, now());
+  const ContenderId l = add_lock("l", TimePoint::max(), false, now());
   ASSERT_NE(l, 0u);
-  EXPECT_EQ(node->add_election("l", now()), 0u);
+  EXPECT_EQ(add_election("l", now()), 0u);
   // Ids are never reused.
-  EXPECT_NE(node->add_election("b", now()), a);
+  EXPECT_NE(add_election("b", now()), a);
 }
 
 // ===========================================================================
@@ -524,7 +524,7 @@ TEST_F(NodeTest, OwnReleaseBroadcastDoesNotTriggerAnAttempt) {
   start_live();
   auto [a, ta] = leader("a", 5);
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->step_down(a, ms(0), now()));
+  ASSERT_TRUE(step_down(a, ms(0), now()));
   answer_release(take_release());
   EXPECT_EQ(view_of(a)->state, "candidate");
   node->on_released("a", now());  // our own release, echoed
@@ -540,7 +540,7 @@ TEST_F(NodeTest, OwnReleaseBroadcastDoesNotTriggerAnAttempt) {
 TEST_F(NodeTest, ReleaseBroadcastTriggersAnImmediateAttempt) {
   start_live();
   auto_keep_alive = true;
-  const ContenderId a = node->add_election("a", now());
+  const ContenderId a = add_election("a", now());
   held("a");
   advance(ms(1000));
   const size_t mark = fx.mark();
@@ -562,7 +562,7 @@ TEST_F(NodeTest, ReleaseBroadcastTriggersAnImmediateAttempt) {
 TEST_F(NodeTest, HeldWithTheHoldersRemainingTimeRetriesRightAfterIt) {
   start_live();
   auto_keep_alive = true;
-  ASSERT_NE(node->add_election("a", now()), 0u);
+  ASSERT_NE(add_election("a", now()), 0u);
   auto next_delay = [&](Duration holder_remaining) {
     held("a", holder_remaining);
     const TimePoint answered = now();

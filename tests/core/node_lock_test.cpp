@@ -14,13 +14,13 @@ namespace {
 
 TEST_F(NodeTest, LockAcquiresAndReleases) {
   start_live();
-  const ContenderId l = node->add_lock("l", TimePoint::max(), false, now());
+  const ContenderId l = add_lock("l", TimePoint::max(), false, now());
   ASSERT_NE(l, 0u);
   auto t = win("l", 4);
   ASSERT_TRUE(t);
   EXPECT_EQ(view_of(l)->kind, ContenderKind::kLock);
   const size_t mark = fx.mark();
-  ASSERT_TRUE(node->stop(l, now()));
+  ASSERT_TRUE(stop(l, now()));
   EXPECT_EQ(fx.kinds(mark), (std::vector<Fx>{Fx::kTermEnded, Fx::kRelease}));
   EXPECT_EQ(fx.of(Fx::kRelease, mark)[0].token, 4u);
   answer_release(take_release());
@@ -31,7 +31,7 @@ TEST_F(NodeTest, LockAcquiresAndReleases) {
 TEST_F(NodeTest, LockRetriesWhileHeldElsewhere) {
   start_live();
   auto_keep_alive = true;
-  const ContenderId l = node->add_lock("l", TimePoint::max(), false, now());
+  const ContenderId l = add_lock("l", TimePoint::max(), false, now());
   held("l");
   ASSERT_TRUE(run_until_true([&] { return fx.pending_count(Fx::kAcquire) > 0; }, now() + ms(5000)));
   auto t = win("l", 2);
@@ -41,12 +41,12 @@ TEST_F(NodeTest, LockRetriesWhileHeldElsewhere) {
 
 TEST_F(NodeTest, LockQueuesBehindAnotherLockOfTheNodeOnTheSameName) {
   start_live();
-  const ContenderId l1 = node->add_lock("l", TimePoint::max(), false, now());
+  const ContenderId l1 = add_lock("l", TimePoint::max(), false, now());
   auto t1 = win("l", 1);
   ASSERT_TRUE(t1);
   size_t mark = fx.mark();
-  const ContenderId l2 = node->add_lock("l", TimePoint::max(), false, now());
-  const ContenderId l3 = node->add_lock("l", TimePoint::max(), false, now());
+  const ContenderId l2 = add_lock("l", TimePoint::max(), false, now());
+  const ContenderId l3 = add_lock("l", TimePoint::max(), false, now());
   ASSERT_NE(l2, 0u);
   ASSERT_NE(l3, 0u);
   EXPECT_EQ(fx.count(Fx::kAcquire, mark), 0u);
@@ -54,7 +54,7 @@ TEST_F(NodeTest, LockQueuesBehindAnotherLockOfTheNodeOnTheSameName) {
   // A broadcast of the name does not wake a waiting lock.
   node->on_released("l", now());
   EXPECT_EQ(fx.count(Fx::kAcquire, mark), 0u);
-  ASSERT_TRUE(node->stop(l1, now()));
+  ASSERT_TRUE(stop(l1, now()));
   EXPECT_EQ(fx.count(Fx::kAcquire, mark), 0u);  // not before l1's revoked()
   answer_release(take_release());
   // l1 revoked and stopped, then l2 (first in line) acquires at once.
@@ -70,7 +70,7 @@ TEST_F(NodeTest, LockQueuesBehindAnotherLockOfTheNodeOnTheSameName) {
   EXPECT_EQ(view_of(l3)->state, "waiting");
   // Cancelling the one in front hands over to the next.
   mark = fx.mark();
-  ASSERT_TRUE(node->stop(l2, now()));
+  ASSERT_TRUE(stop(l2, now()));
   answer_release(take_release());
   EXPECT_EQ(fx.count(Fx::kAcquire, mark), 1u);
   auto t3 = win("l", 3);
@@ -84,25 +84,25 @@ TEST_F(NodeTest, LockQueuesBehindAnotherLockOfTheNodeOnTheSameName) {
 // election, and names that share a prefix stay apart.
 TEST_F(NodeTest, NameQueueKeepsArrivalOrderWhenOneInTheMiddleLeaves) {
   start_live();
-  const ContenderId l1 = node->add_lock("q", TimePoint::max(), false, now());
+  const ContenderId l1 = add_lock("q", TimePoint::max(), false, now());
   auto t1 = win("q", 1);
   ASSERT_TRUE(t1);
-  const ContenderId l2 = node->add_lock("q", TimePoint::max(), false, now());
-  const ContenderId l3 = node->add_lock("q", TimePoint::max(), false, now());
-  const ContenderId l4 = node->add_lock("q", TimePoint::max(), false, now());
-  const ContenderId other = node->add_lock("q.", TimePoint::max(), false, now());
+  const ContenderId l2 = add_lock("q", TimePoint::max(), false, now());
+  const ContenderId l3 = add_lock("q", TimePoint::max(), false, now());
+  const ContenderId l4 = add_lock("q", TimePoint::max(), false, now());
+  const ContenderId other = add_lock("q.", TimePoint::max(), false, now());
   auto t_other = win("q.", 1);  // another name: not queued behind "q"
   ASSERT_TRUE(t_other);
   // An election cannot take a name that locks use, queued or not.
-  EXPECT_EQ(node->add_election("q", now()), 0u);
+  EXPECT_EQ(add_election("q", now()), 0u);
   size_t mark = fx.mark();
-  ASSERT_TRUE(node->stop(l3, now()));  // from the middle of the queue
+  ASSERT_TRUE(stop(l3, now()));  // from the middle of the queue
   EXPECT_EQ(kinds_of(l3, mark), (std::vector<Fx>{Fx::kLockFailed}));
   EXPECT_EQ(fx.count(Fx::kAcquire, mark), 0u);
   ContenderId holder = l1;
   for (ContenderId next : {l2, l4}) {
     mark = fx.mark();
-    ASSERT_TRUE(node->stop(holder, now()));
+    ASSERT_TRUE(stop(holder, now()));
     answer_release(take_release());
     EXPECT_EQ(fx.count(Fx::kAcquire, mark), 1u);
     ASSERT_TRUE(win("q", next == l2 ? 2 : 3));
@@ -111,9 +111,9 @@ TEST_F(NodeTest, NameQueueKeepsArrivalOrderWhenOneInTheMiddleLeaves) {
   }
   EXPECT_FALSE(view_of(l1).has_value());
   // The last lock of "q" leaves: the name is free for an election.
-  ASSERT_TRUE(node->stop(l4, now()));
+  ASSERT_TRUE(stop(l4, now()));
   answer_release(take_release());
-  const ContenderId e = node->add_election("q", now());
+  const ContenderId e = add_election("q", now());
   EXPECT_NE(e, 0u);
   ASSERT_TRUE(win("q", 4));
   EXPECT_EQ(fx.of(Fx::kElected).back().who, e);
@@ -127,10 +127,10 @@ TEST_F(NodeTest, NameQueueKeepsArrivalOrderWhenOneInTheMiddleLeaves) {
 
 TEST_F(NodeTest, TryOnceFailsBusyWhenTheNodeHoldsTheName) {
   start_live();
-  const ContenderId l1 = node->add_lock("l", TimePoint::max(), false, now());
+  const ContenderId l1 = add_lock("l", TimePoint::max(), false, now());
   auto t1 = win("l", 1);
   const size_t mark = fx.mark();
-  const ContenderId l2 = node->add_lock("l", TimePoint::max(), true, now());
+  const ContenderId l2 = add_lock("l", TimePoint::max(), true, now());
   ASSERT_NE(l2, 0u);
   const auto failed = fx.of(Fx::kLockFailed, mark);
   ASSERT_EQ(failed.size(), 1u);
@@ -144,7 +144,7 @@ TEST_F(NodeTest, TryOnceFailsBusyWhenTheNodeHoldsTheName) {
 TEST_F(NodeTest, TryOnceFailsBusyWhenHeldElsewhereAndDoesNotRetry) {
   start_live();
   auto_keep_alive = true;
-  const ContenderId l = node->add_lock("l", TimePoint::max(), true, now());
+  const ContenderId l = add_lock("l", TimePoint::max(), true, now());
   const size_t mark = fx.mark();
   held("l", ms(3000));
   ASSERT_EQ(fx.count(Fx::kLockFailed, mark), 1u);
@@ -156,7 +156,7 @@ TEST_F(NodeTest, TryOnceFailsBusyWhenHeldElsewhereAndDoesNotRetry) {
 
 TEST_F(NodeTest, TryOnceThatWinsHoldsTheLock) {
   start_live();
-  const ContenderId l = node->add_lock("l", TimePoint::max(), true, now());
+  const ContenderId l = add_lock("l", TimePoint::max(), true, now());
   auto t = win("l", 1);
   ASSERT_TRUE(t);
   EXPECT_EQ(view_of(l)->state, "leader");
@@ -166,7 +166,7 @@ TEST_F(NodeTest, LockGivesUpAtGiveUpAtWithTimeout) {
   start_live();
   auto_keep_alive = true;
   const TimePoint give_up = now() + ms(3000);
-  const ContenderId l = node->add_lock("l", give_up, false, now());
+  const ContenderId l = add_lock("l", give_up, false, now());
   // Held elsewhere, again and again.
   ASSERT_TRUE(run_until_true(
       [&] {
@@ -186,7 +186,7 @@ TEST_F(NodeTest, LockGivesUpWhileAcquiringAndALateWinIsReleased) {
   start_live();
   auto_keep_alive = true;
   const TimePoint give_up = now() + ms(1000);
-  const ContenderId l = node->add_lock("l", give_up, false, now());
+  const ContenderId l = add_lock("l", give_up, false, now());
   const FxCall acq = take_acquire("l");
   run_until(give_up - k1ns);
   EXPECT_FALSE(fx.finished(l));
@@ -203,10 +203,10 @@ TEST_F(NodeTest, LockGivesUpWhileAcquiringAndALateWinIsReleased) {
 TEST_F(NodeTest, QueuedLockGivesUpAtGiveUpAt) {
   start_live();
   auto_keep_alive = true;
-  const ContenderId l1 = node->add_lock("l", TimePoint::max(), false, now());
+  const ContenderId l1 = add_lock("l", TimePoint::max(), false, now());
   auto t1 = win("l", 1);
   const TimePoint give_up = now() + ms(2000);
-  const ContenderId l2 = node->add_lock("l", give_up, false, now());
+  const ContenderId l2 = add_lock("l", give_up, false, now());
   run_until(give_up - k1ns);
   EXPECT_FALSE(fx.finished(l2));
   run_until(give_up);
@@ -218,7 +218,7 @@ TEST_F(NodeTest, QueuedLockGivesUpAtGiveUpAt) {
 
 TEST_F(NodeTest, GiveUpAtAlreadyPassedFailsAtOnce) {
   start_live();
-  const ContenderId l = node->add_lock("l", now(), false, now());
+  const ContenderId l = add_lock("l", now(), false, now());
   ASSERT_NE(l, 0u);
   ASSERT_EQ(fx.count(Fx::kLockFailed), 1u);
   EXPECT_EQ(fx.of(Fx::kLockFailed)[0].failure, LockFailure::kTimeout);
@@ -228,7 +228,7 @@ TEST_F(NodeTest, GiveUpAtAlreadyPassedFailsAtOnce) {
 TEST_F(NodeTest, ALockThatGaveUpDuringItsAttemptHoldsBackTheNextAcquireOfTheName) {
   start_live();
   auto_keep_alive = true;
-  node->add_lock("l", now() + ms(300), false, now());
+  add_lock("l", now() + ms(300), false, now());
   const FxCall acq = take_acquire("l");
   size_t mark = fx.mark();
   advance(ms(300));
@@ -237,7 +237,7 @@ TEST_F(NodeTest, ALockThatGaveUpDuringItsAttemptHoldsBackTheNextAcquireOfTheName
   // The given-up acquire may still win on the backend: the next lock of the
   // name waits for its answer instead of finding the name held by itself.
   mark = fx.mark();
-  const ContenderId t = node->add_lock("l", TimePoint::max(), true, now());
+  const ContenderId t = add_lock("l", TimePoint::max(), true, now());
   ASSERT_NE(t, 0u);
   advance(ms(100));
   EXPECT_TRUE(acquires_since(mark, "l").empty());
@@ -251,12 +251,12 @@ TEST_F(NodeTest, ALockThatGaveUpDuringItsAttemptHoldsBackTheNextAcquireOfTheName
   EXPECT_TRUE(term->valid());
 
   // Never answered: the next attempt goes out two call timeouts after it was sent.
-  node->add_lock("m", now() + ms(200), false, now());
+  add_lock("m", now() + ms(200), false, now());
   const FxCall lost = take_acquire("m");
   const TimePoint sent = now();
   advance(ms(200));
   mark = fx.mark();
-  node->add_lock("m", TimePoint::max(), false, now());
+  add_lock("m", TimePoint::max(), false, now());
   ASSERT_TRUE(
       run_until_true([&] { return !acquires_since(mark, "m").empty(); }, sent + 3 * kRenew));
   EXPECT_GE(now(), sent + 2 * kRenew);
@@ -266,39 +266,39 @@ TEST_F(NodeTest, ALockThatGaveUpDuringItsAttemptHoldsBackTheNextAcquireOfTheName
 TEST_F(NodeTest, StopOnAPendingLockCancelsIt) {
   start_live();
   // Acquiring: canceled at once, a late win released.
-  const ContenderId l = node->add_lock("l", TimePoint::max(), false, now());
+  const ContenderId l = add_lock("l", TimePoint::max(), false, now());
   const FxCall acq = take_acquire("l");
   size_t mark = fx.mark();
-  ASSERT_TRUE(node->stop(l, now()));
+  ASSERT_TRUE(stop(l, now()));
   ASSERT_EQ(fx.count(Fx::kLockFailed, mark), 1u);
   EXPECT_EQ(fx.of(Fx::kLockFailed, mark)[0].failure, LockFailure::kCanceled);
   answer_acquire(acq, Outcome::kOk, 2);
   EXPECT_EQ(fx.count(Fx::kElected, mark), 0u);
   EXPECT_EQ(releases_since(mark).size(), 1u);
   // Waiting behind another lock of the node: canceled, the holder untouched.
-  const ContenderId h = node->add_lock("m", TimePoint::max(), false, now());
+  const ContenderId h = add_lock("m", TimePoint::max(), false, now());
   auto th = win("m", 1);
-  const ContenderId w = node->add_lock("m", TimePoint::max(), false, now());
+  const ContenderId w = add_lock("m", TimePoint::max(), false, now());
   mark = fx.mark();
-  ASSERT_TRUE(node->stop(w, now()));
+  ASSERT_TRUE(stop(w, now()));
   EXPECT_EQ(kinds_of(w, mark), (std::vector<Fx>{Fx::kLockFailed}));
   EXPECT_EQ(fx.of(Fx::kLockFailed, mark)[0].failure, LockFailure::kCanceled);
   EXPECT_TRUE(th->valid());
   EXPECT_EQ(view_of(h)->state, "leader");
   // A candidate lock (held elsewhere, waiting to retry): canceled too.
-  const ContenderId c = node->add_lock("n", TimePoint::max(), false, now());
+  const ContenderId c = add_lock("n", TimePoint::max(), false, now());
   held("n");
   mark = fx.mark();
-  ASSERT_TRUE(node->stop(c, now()));
+  ASSERT_TRUE(stop(c, now()));
   EXPECT_EQ(kinds_of(c, mark), (std::vector<Fx>{Fx::kLockFailed}));
 }
 
 TEST_F(NodeTest, LockTermLostToTheDeadlineIsRevokedAndStopped) {
   const TimePoint t0 = now();
   start_live();
-  const ContenderId l = node->add_lock("l", TimePoint::max(), false, now());
+  const ContenderId l = add_lock("l", TimePoint::max(), false, now());
   auto t = win("l", 1);
-  const ContenderId l2 = node->add_lock("l", TimePoint::max(), false, now());
+  const ContenderId l2 = add_lock("l", TimePoint::max(), false, now());
   const size_t mark = fx.mark();
   run_until(t0 + kValidity);
   EXPECT_EQ(kinds_of(l, mark), (std::vector<Fx>{Fx::kTermEnded, Fx::kRevoked, Fx::kStopped}));
@@ -316,7 +316,7 @@ TEST_F(NodeTest, LockTermLostToTheDeadlineIsRevokedAndStopped) {
 TEST_F(NodeTest, LockTermTakenOverIsRevokedAndStopped) {
   const TimePoint t0 = now();
   start_live();
-  const ContenderId l = node->add_lock("l", TimePoint::max(), false, now());
+  const ContenderId l = add_lock("l", TimePoint::max(), false, now());
   auto t = win("l", 1);
   run_until(t0 + kRenew);
   const size_t mark = fx.mark();

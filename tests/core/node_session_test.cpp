@@ -85,9 +85,9 @@ TEST_F(NodeTest, SlowKeepAliveReplyOnlyShortensTheDeadline) {
 TEST_F(NodeTest, OneKeepAlivePerRenewIntervalWhateverTheNumberOfElections) {
   const TimePoint t0 = now();
   start_live();
-  std::vector<std::shared_ptr<TermState>> terms;
+  std::vector<TermRef> terms;
   for (int i = 0; i < 10; ++i) terms.push_back(leader("lead" + std::to_string(i), 1).second);
-  for (int i = 0; i < 10; ++i) ASSERT_NE(node->add_election("cand" + std::to_string(i), now()), 0u);
+  for (int i = 0; i < 10; ++i) ASSERT_NE(add_election("cand" + std::to_string(i), now()), 0u);
   // Candidates keep trying (held elsewhere); keep-alives answered at once.
   auto answer_candidates = [&] {
     for (const FxCall& c : fx.pending(Fx::kAcquire)) {
@@ -186,7 +186,7 @@ TEST_F(NodeTest, DeadlinePassedRevokesEveryTermAtOnceClosesAndOpensANewSession) 
   auto [b, tb] = leader("b", 2);
   auto [c, tc] = leader("c", 3);
   // c is being handed over: its release is in flight when the deadline passes.
-  ASSERT_TRUE(node->stop(c, now()));
+  ASSERT_TRUE(stop(c, now()));
   const FxCall rel_c = take_release();
   // No keep-alive is answered.
   run_until(t0 + kValidity - k1ns);
@@ -256,7 +256,7 @@ TEST_F(NodeTest, KeepAliveExpiredRevokesEveryTermAndOpensANewSession) {
 TEST_F(NodeTest, AcquireAnsweredExpiredEndsTheSession) {
   start_live();
   auto [a, ta] = leader("a", 1);
-  ASSERT_NE(node->add_election("b", now()), 0u);
+  ASSERT_NE(add_election("b", now()), 0u);
   const size_t mark = fx.mark();
   answer_acquire(take_acquire("b"), Outcome::kExpired);
   EXPECT_EQ(fx.revoked_reason(ta), RevokeReason::kSessionExpired);
@@ -353,7 +353,7 @@ TEST_F(NodeTest, KeepAliveThatTimesOutSuspendsAtExactlyTheRenewPeriod) {
 TEST_F(NodeTest, AcquireThatTimesOutIsNoLongerInFlightAtExactlyTheRenewPeriod) {
   start_live();
   const TimePoint sent = now();
-  const ContenderId a = node->add_election("a", now());
+  const ContenderId a = add_election("a", now());
   ASSERT_NE(a, 0u);
   ASSERT_EQ(fx.pending_count(Fx::kAcquire), 1u);
   EXPECT_EQ(fx.pending(Fx::kAcquire)[0].timeout, kRenew);
@@ -377,7 +377,7 @@ TEST_F(NodeTest, ATimedOutAcquireNeverAnsweredBlocksTheNextAttemptForTwoCallTime
   start_live();
   auto_keep_alive = true;
   const TimePoint sent = now();
-  ASSERT_NE(node->add_election("a", now()), 0u);
+  ASSERT_NE(add_election("a", now()), 0u);
   ASSERT_EQ(fx.count(Fx::kAcquire), 1u);
   run_until(sent + 2 * kRenew - k1ns);
   EXPECT_EQ(fx.count(Fx::kAcquire), 1u);
@@ -392,7 +392,7 @@ TEST_F(NodeTest, RetryAtTheHoldersExpiryIsJittered) {
   std::set<int64_t> at;
   for (int i = 0; i < 20; ++i) {
     const std::string name = "h" + std::to_string(i);
-    ASSERT_NE(node->add_election(name, now()), 0u);
+    ASSERT_NE(add_election(name, now()), 0u);
     held(name, ms(100));
   }
   const TimePoint answered = now();
@@ -412,7 +412,7 @@ TEST_F(NodeTest, RetryAtTheHoldersExpiryIsJittered) {
 // at once instead of waiting for the next jittered attempt.
 TEST_F(NodeTest, ReleaseBroadcastDuringAnAcquireRetriesRightAfterItsHeldAnswer) {
   start_live();
-  const ContenderId a = node->add_election("a", now());
+  const ContenderId a = add_election("a", now());
   ASSERT_NE(a, 0u);
   ASSERT_EQ(fx.pending_count(Fx::kAcquire), 1u);
   node->on_released("a", now());
@@ -470,7 +470,7 @@ TEST_F(NodeTest, CallTimeoutsFollowTheShortenedRenewPeriod) {
   start_live(ms(6000));
   const Duration rp = Duration(5'890'000'000 / 3);
   ASSERT_EQ(node->view().renew_period, rp);
-  ASSERT_NE(node->add_election("a", now()), 0u);
+  ASSERT_NE(add_election("a", now()), 0u);
   EXPECT_EQ(fx.pending(Fx::kAcquire)[0].timeout, rp);
   const TimePoint opened = fx.of(Fx::kOpen)[0].at;
   run_until(opened + rp);

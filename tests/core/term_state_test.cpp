@@ -221,7 +221,7 @@ TEST(TermState, RevokeReasonNames) {
 
 struct Round {
   std::shared_ptr<SessionClock> session;
-  std::shared_ptr<TermState> term;
+  TermRef term;
   std::atomic<bool> seen_invalid{false};
 };
 
@@ -249,7 +249,7 @@ StressResult stress(const Clock& clock, FakeClock* fake, std::chrono::millisecon
     rounds[i].session = std::make_shared<SessionClock>(clock, "s" + std::to_string(i));
     rounds[i].session->set_deadline(clock.now() + std::chrono::microseconds(50));
     rounds[i].term =
-        std::make_shared<TermState>("stress", static_cast<uint64_t>(i + 1), rounds[i].session);
+        TermRef(new TermState("stress", static_cast<uint64_t>(i + 1), rounds[i].session));
   };
   make_round(0);
 

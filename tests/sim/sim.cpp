@@ -104,21 +104,44 @@ void SimEffects::send_close(CallId call, const std::string& session, Duration ti
   r.timeout = timeout;
   sim_.fx_send(box_, std::move(r));
 }
-void SimEffects::term_ended(ContenderId who, const std::shared_ptr<TermState>& term) {
-  sim_.fx_term_ended(box_, who, term);
+namespace {
+
+class SimTerm final : public TermState {
+ public:
+  SimTerm(Sim& sim, NodeBox& box, ContenderId who, LeaseName name, uint64_t token,
+          std::shared_ptr<SessionClock> session)
+      : TermState(std::move(name), token, std::move(session)), sim_(sim), box_(box), who_(who) {}
+
+ private:
+  void ended() override { sim_.fx_term_ended(box_, who_, TermRef(this)); }
+  Sim& sim_;
+  NodeBox& box_;  // a term ends only inside its node's calls, while the box lives
+  const ContenderId who_;
+};
+
+}  // namespace
+
+TermRef SimEffects::new_term(Contender& who, uint64_t token,
+                             std::shared_ptr<SessionClock> session) {
+  return TermRef(new SimTerm(sim_, box_, who.id, who.name, token, std::move(session)));
 }
-void SimEffects::elected(ContenderId who, const std::shared_ptr<TermState>& term) {
-  sim_.fx_elected(box_, who, term);
+void SimEffects::elected(Contender& who, const TermRef& term) {
+  sim_.fx_elected(box_, who.id, term);
 }
-void SimEffects::revoked(ContenderId who, const std::shared_ptr<TermState>& term,
-                         RevokeReason reason) {
-  sim_.fx_revoked(box_, who, term, reason);
+void SimEffects::revoked(Contender& who, const TermRef& term) {
+  sim_.fx_revoked(box_, who.id, term, term->revoked());
 }
-void SimEffects::lock_failed(ContenderId who, LockFailure why) {
-  sim_.fx_lock_failed(box_, who, why);
+void SimEffects::lock_failed(Contender& who, LockFailure why) {
+  const ContenderId id = who.id;
+  sim_.fx_lock_failed(box_, id, why);
+  box_.owned.erase(id);  // the node let go of it (inside add_lock: not owned yet)
 }
-void SimEffects::stopped(ContenderId who) { sim_.fx_stopped(box_, who); }
-void SimEffects::stepped_down(ContenderId who) { sim_.fx_stepped_down(box_, who); }
+void SimEffects::stopped(Contender& who) {
+  const ContenderId id = who.id;
+  sim_.fx_stopped(box_, id);
+  box_.owned.erase(id);  // the node let go of it
+}
+void SimEffects::stepped_down(Contender& who) { sim_.fx_stepped_down(box_, who.id); }
 void SimEffects::session_event(SessionEvent ev, const std::string& detail_json) {
   sim_.fx_session_event(box_, ev, detail_json);
 }

@@ -55,7 +55,9 @@ void Sim::add_election(NodeBox& b, const std::string& name) {
   const ContenderId expect = b.next_id;
   b.adding = Adding{expect, name, ContenderKind::kElection};
   const bool with_work = chance(0.5);
-  const ContenderId id = b.node->add_election(name, now(), with_work);
+  auto c = std::make_unique<Contender>(LeaseName(name), ContenderKind::kElection);
+  const ContenderId id = b.node->add_election(*c, now(), with_work) ? c->id : 0;
+  if (id) b.owned[id] = std::move(c);
   b.adding.reset();
   if (tr_) {
     T() << node_str(b) << " add_election " << name << (with_work ? " (with work)" : "") << " -> "
@@ -100,7 +102,8 @@ void Sim::schedule_work_exit(NodeBox& b, ContenderId who, uint64_t token, Durati
       rec.work_running = false;
     }
     if (tr_) T() << node_str(nb) << " work_done contender " << who << " token " << token << "\n";
-    nb.node->work_done(who, token, now());
+    if (auto c = nb.owned.find(who); c != nb.owned.end())
+      nb.node->work_done(*c->second, token, now());
   });
 }
 
@@ -123,7 +126,10 @@ void Sim::add_lock(NodeBox& b, const std::string& name) {
   }
   const ContenderId expect = b.next_id;
   b.adding = Adding{expect, name, ContenderKind::kLock};
-  const ContenderId id = b.node->add_lock(name, give_up, once, now());
+  auto c = std::make_unique<Contender>(LeaseName(name), ContenderKind::kLock);
+  const ContenderId id = b.node->add_lock(*c, give_up, once, now()) ? c->id : 0;
+  // A try_once queued behind another lock is done before add_lock returns.
+  if (id && !(b.cs.count(id) && b.cs.at(id).finished)) b.owned[id] = std::move(c);
   b.adding.reset();
   if (tr_) {
     T() << node_str(b) << " add_lock " << name << (once ? " try_once" : "")
@@ -149,7 +155,8 @@ void Sim::stop(NodeBox& b, ContenderId id) {
   abandon(b, id);
   note_handover(b, id);
   if (tr_) T() << node_str(b) << " stop contender " << id << " (" << t.name << ")\n";
-  if (!b.node->stop(id, now()))
+  auto c = b.owned.find(id);
+  if (c == b.owned.end() || !b.node->stop(*c->second, now()))
     fail(node_str(b) + " stop(" + std::to_string(id) + ") refused a live contender");
 }
 
@@ -163,7 +170,8 @@ void Sim::step_down(NodeBox& b, ContenderId id) {
   if (tr_)
     T() << node_str(b) << " step_down contender " << id << " cooldown " << to_ms(cooldown)
         << " ms\n";
-  if (!b.node->step_down(id, cooldown, now())) {
+  auto c = b.owned.find(id);
+  if (c == b.owned.end() || !b.node->step_down(*c->second, cooldown, now())) {
     fail(node_str(b) + " step_down(" + std::to_string(id) + ") refused a live election");
   }
 }

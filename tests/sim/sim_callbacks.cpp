@@ -35,7 +35,7 @@ void Sim::abandon(NodeBox& b, ContenderId who) {
   }
 }
 
-void Sim::fx_term_ended(NodeBox& b, ContenderId who, const std::shared_ptr<TermState>& term) {
+void Sim::fx_term_ended(NodeBox& b, ContenderId who, const TermRef& term) {
   Track& t = track(b, who, "term_ended");
   if (tr_) {
     T() << node_str(b) << " term_ended contender " << who << " " << term->name() << " token "
@@ -57,7 +57,7 @@ void Sim::fx_term_ended(NodeBox& b, ContenderId who, const std::shared_ptr<TermS
   t.term->term_ended_cb = true;
 }
 
-void Sim::fx_elected(NodeBox& b, ContenderId who, const std::shared_ptr<TermState>& term) {
+void Sim::fx_elected(NodeBox& b, ContenderId who, const TermRef& term) {
   Track& t = track(b, who, "elected");
   if (tr_) {
     T() << node_str(b) << " ELECTED contender " << who << " " << term->name() << " token "
@@ -136,8 +136,7 @@ void Sim::fx_elected(NodeBox& b, ContenderId who, const std::shared_ptr<TermStat
   if (t.kind == ContenderKind::kLock) ++stats_.lock_terms;
 }
 
-void Sim::fx_revoked(NodeBox& b, ContenderId who, const std::shared_ptr<TermState>& term,
-                     RevokeReason reason) {
+void Sim::fx_revoked(NodeBox& b, ContenderId who, const TermRef& term, RevokeReason reason) {
   Track& t = track(b, who, "revoked");
   if (tr_) {
     T() << node_str(b) << " REVOKED contender " << who << " " << term->name() << " token "

@@ -113,7 +113,7 @@ struct Req {
 
 // One elected term, as the checker follows it.
 struct TermRec {
-  std::shared_ptr<TermState> term;
+  TermRef term;
   int slot = 0;
   uint64_t inst = 0;
   ContenderId who = 0;
@@ -172,13 +172,14 @@ class SimEffects final : public Effects {
   void send_release(CallId call, const std::string& session, const std::string& name,
                     uint64_t token, Duration timeout) override;
   void send_close(CallId call, const std::string& session, Duration timeout) override;
-  void term_ended(ContenderId who, const std::shared_ptr<TermState>& term) override;
-  void elected(ContenderId who, const std::shared_ptr<TermState>& term) override;
-  void revoked(ContenderId who, const std::shared_ptr<TermState>& term,
-               RevokeReason reason) override;
-  void lock_failed(ContenderId who, LockFailure why) override;
-  void stopped(ContenderId who) override;
-  void stepped_down(ContenderId who) override;
+  // Terms that report their end (TermState::ended()) to the checker.
+  TermRef new_term(Contender& who, uint64_t token, std::shared_ptr<SessionClock> session) override;
+  void elected(Contender& who, const TermRef& term) override;
+  void revoked(Contender& who, const TermRef& term) override;
+  // These two free the contender, as the engine frees its records there.
+  void lock_failed(Contender& who, LockFailure why) override;
+  void stopped(Contender& who) override;
+  void stepped_down(Contender& who) override;
   void session_event(SessionEvent ev, const std::string& detail_json) override;
   void closed() override;
   void log(int level, const std::string& line) override;
@@ -192,7 +193,9 @@ struct NodeBox {
   int slot = 0;
   uint64_t inst = 0;
   std::unique_ptr<SimEffects> fx;
-  std::unique_ptr<Node> node;  // destroyed before fx
+  // The node's contenders, owned here until the node reports them done.
+  std::map<ContenderId, std::unique_ptr<Contender>> owned;
+  std::unique_ptr<Node> node;  // destroyed before fx and owned
   TimePoint paused_until{};
   std::optional<TimePoint> armed_at;  // earliest timer event queued for the node
   bool closing = false;
@@ -254,10 +257,9 @@ class Sim {
 
   // Effects entry points.
   void fx_send(NodeBox& b, Req r);
-  void fx_term_ended(NodeBox& b, ContenderId who, const std::shared_ptr<TermState>& term);
-  void fx_elected(NodeBox& b, ContenderId who, const std::shared_ptr<TermState>& term);
-  void fx_revoked(NodeBox& b, ContenderId who, const std::shared_ptr<TermState>& term,
-                  RevokeReason reason);
+  void fx_term_ended(NodeBox& b, ContenderId who, const TermRef& term);
+  void fx_elected(NodeBox& b, ContenderId who, const TermRef& term);
+  void fx_revoked(NodeBox& b, ContenderId who, const TermRef& term, RevokeReason reason);
   void fx_lock_failed(NodeBox& b, ContenderId who, LockFailure why);
   void fx_stopped(NodeBox& b, ContenderId who);
   void fx_stepped_down(NodeBox& b, ContenderId who);

@@ -7,7 +7,9 @@
 // log):
 //   * elected(term): the term is new, not revoked, valid, token > 0, and no other
 //     term of the same name is live on this node;
-//   * term_ended(term): once per elected term, the term is revoked and invalid;
+//   * term_ended(term): the term's end (TermState::ended(), inside the node's
+//     revoke(); the terms this Effects makes log it): once per elected term,
+//     the term is revoked and invalid;
 //   * revoked(term, reason): exactly once per elected term, same contender,
 //     after term_ended, reason == term->revoked(), the term is invalid;
 //   * send_release(name, token): never while the term with that name and token
@@ -121,7 +123,7 @@ struct FxCall {
 
   // Contender callbacks.
   ContenderId who = 0;
-  std::shared_ptr<TermState> term;
+  TermRef term;
   RevokeReason reason = RevokeReason::kNone;
   LockFailure failure = LockFailure::kCanceled;
 
@@ -219,7 +221,12 @@ class RecordingEffects final : public Effects {
     check_backend_call(e);
   }
 
-  void term_ended(ContenderId who, const std::shared_ptr<TermState>& term) override {
+  // Terms that log their end.
+  TermRef new_term(Contender& c, uint64_t token, std::shared_ptr<SessionClock> session) override {
+    return TermRef(new RecordingTerm(*this, c.id, c.name, token, std::move(session)));
+  }
+
+  void term_ended(ContenderId who, const TermRef& term) {
     FxCall& e = push(Fx::kTermEnded);
     e.who = who;
     e.term = term;
@@ -236,7 +243,8 @@ class RecordingEffects final : public Effects {
     t->ended = true;
   }
 
-  void elected(ContenderId who, const std::shared_ptr<TermState>& term) override {
+  void elected(Contender& c, const TermRef& term) override {
+    const ContenderId who = c.id;
     FxCall& e = push(Fx::kElected);
     e.who = who;
     e.term = term;
@@ -263,8 +271,9 @@ class RecordingEffects final : public Effects {
     elected_order_.push_back(term);
   }
 
-  void revoked(ContenderId who, const std::shared_ptr<TermState>& term,
-               RevokeReason reason) override {
+  void revoked(Contender& c, const TermRef& term) override {
+    const ContenderId who = c.id;
+    const RevokeReason reason = term->revoked();
     FxCall& e = push(Fx::kRevoked);
     e.who = who;
     e.term = term;
@@ -290,7 +299,8 @@ class RecordingEffects final : public Effects {
     t->reason = reason;
   }
 
-  void lock_failed(ContenderId who, LockFailure why) override {
+  void lock_failed(Contender& c, LockFailure why) override {
+    const ContenderId who = c.id;
     FxCall& e = push(Fx::kLockFailed);
     e.who = who;
     e.failure = why;
@@ -298,14 +308,16 @@ class RecordingEffects final : public Effects {
     finish(who, e);
   }
 
-  void stopped(ContenderId who) override {
+  void stopped(Contender& c) override {
+    const ContenderId who = c.id;
     FxCall& e = push(Fx::kStopped);
     e.who = who;
     check_not_closed(e);
     finish(who, e);
   }
 
-  void stepped_down(ContenderId who) override {
+  void stepped_down(Contender& c) override {
+    const ContenderId who = c.id;
     FxCall& e = push(Fx::kSteppedDown);
     e.who = who;
     check_not_closed(e);
@@ -421,21 +433,19 @@ class RecordingEffects final : public Effects {
   // --- Terms ------------------------------------------------------------------
 
   // Every term elected so far, in order.
-  const std::vector<std::shared_ptr<TermState>>& elected_terms() const { return elected_order_; }
-  std::shared_ptr<TermState> last_term() const {
-    return elected_order_.empty() ? nullptr : elected_order_.back();
-  }
+  const std::vector<TermRef>& elected_terms() const { return elected_order_; }
+  TermRef last_term() const { return elected_order_.empty() ? nullptr : elected_order_.back(); }
   // Elected and not yet revoked().
   size_t live_terms() const {
     size_t n = 0;
     for (const auto& [ptr, t] : terms_) n += t.revoked ? 0 : 1;
     return n;
   }
-  bool was_revoked(const std::shared_ptr<TermState>& term) const {
+  bool was_revoked(const TermRef& term) const {
     auto it = terms_.find(term.get());
     return it != terms_.end() && it->second.revoked;
   }
-  RevokeReason revoked_reason(const std::shared_ptr<TermState>& term) const {
+  RevokeReason revoked_reason(const TermRef& term) const {
     auto it = terms_.find(term.get());
     return it == terms_.end() ? RevokeReason::kNone : it->second.reason;
   }
@@ -461,8 +471,20 @@ class RecordingEffects final : public Effects {
   }
 
  private:
+  class RecordingTerm final : public TermState {
+   public:
+    RecordingTerm(RecordingEffects& fx, ContenderId who, LeaseName name, uint64_t token,
+                  std::shared_ptr<SessionClock> session)
+        : TermState(std::move(name), token, std::move(session)), fx_(fx), who_(who) {}
+
+   private:
+    void ended() override { fx_.term_ended(who_, TermRef(this)); }
+    RecordingEffects& fx_;
+    const ContenderId who_;
+  };
+
   struct TermRecord {
-    std::shared_ptr<TermState> term;
+    TermRef term;
     ContenderId who = 0;
     size_t elected_seq = 0;
     bool ended = false;
@@ -470,7 +492,7 @@ class RecordingEffects final : public Effects {
     RevokeReason reason = RevokeReason::kNone;
   };
 
-  static std::string term_str(const std::shared_ptr<TermState>& t) {
+  static std::string term_str(const TermRef& t) {
     if (!t) return "<null term>";
     return t->name() + "/" + std::to_string(t->token()) + "@" + t->session_id();
   }
@@ -511,7 +533,7 @@ class RecordingEffects final : public Effects {
     }
     finished_.insert(who);
   }
-  TermRecord* record_of(const std::shared_ptr<TermState>& term, const FxCall& e) {
+  TermRecord* record_of(const TermRef& term, const FxCall& e) {
     auto it = terms_.find(term.get());
     if (it == terms_.end()) {
       fail(std::string(fx_name(e.kind)) + " for a term never elected: " + term_str(term));
@@ -523,7 +545,7 @@ class RecordingEffects final : public Effects {
   const Clock* clock_;
   std::vector<FxCall> events_;
   std::map<const TermState*, TermRecord> terms_;
-  std::vector<std::shared_ptr<TermState>> elected_order_;
+  std::vector<TermRef> elected_order_;
   std::set<ContenderId> finished_;
   int closed_count_ = 0;
 };
