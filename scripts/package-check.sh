@@ -157,7 +157,7 @@ for d in "${debs[@]}"; do dpkg-deb -c "$d"; done | awk '{ print $6 }' | sed 's|^
   grep -v '/$' | sort -u >"$tmp/files"
 dpkg --purge "${installed[@]}" >"$tmp/purge.log" 2>&1 || { cat "$tmp/purge.log"; fail "dpkg --purge"; }
 installed=()
-left=$(while read -r f; do [[ -e "$f" || -L "$f" ]] && echo "$f"; done <"$tmp/files")
+left=$(while read -r f; do if [[ -e "$f" || -L "$f" ]]; then echo "$f"; fi; done <"$tmp/files")
 left+=$(ls /etc/nginx/modules-enabled/ 2>/dev/null | grep simba || true)
 left+=$(dpkg -l | awk '$2 ~ /simba/ { print $2 " " $1 }')
 [[ -z "$left" ]] || { echo "$left"; fail "something of simba is left after dpkg --purge"; }

@@ -12,9 +12,11 @@ while IFS='|' read -r page cmd name; do
   [ -n "$page" ] || continue
   help2man --no-info --no-discard-stderr --version-string="$version" --name="$name" \
     --include="$here/see-also.h2m" --output="$out/$page.1.tmp" "$simba${cmd:+ $cmd}"
-  # The title is the page's name (SIMBA-RUN), not the program's.
+  # The title and the NAME line are the page's name (SIMBA-RUN, simba-run), not
+  # the program's ("simba run"): whatis and lintian look the page up by it.
   title=$(echo "$page" | tr '[:lower:]' '[:upper:]')
-  sed "s/^\.TH SIMBA /.TH $title /" "$out/$page.1.tmp" >"$out/$page.1"
+  sed -e "s/^\.TH SIMBA /.TH $title /" -e "/^\.SH NAME/{n;s/^simba${cmd:+ $cmd} \\\\-/$page \\\\-/;}" \
+    "$out/$page.1.tmp" >"$out/$page.1"
   rm -f "$out/$page.1.tmp"
 done <<'PAGES'
 simba||distributed leases and leader election from the shell
