@@ -151,6 +151,64 @@ if command -v nginx >/dev/null; then
   nginx -t 2>&1 || fail "nginx -t with the module"
 fi
 
+# Go and Rust install from source: against the installed libsimba-dev, found by
+# pkg-config alone (no SIMBA_* or CGO_* variables), offline.
+GO=$(command -v go || ls /usr/lib/go*/bin/go 2>/dev/null | head -n 1 || true)
+if [[ -n "$GO" ]]; then
+  step "Go: a module using bindings/go through a replace, cgo flags from pkg-config"
+  mkdir -p "$tmp/go"
+  cat >"$tmp/go/go.mod" <<GOMOD
+module example.com/simbauser
+
+go 1.19
+
+require github.com/simba-project/simba/bindings/go v$version
+
+replace github.com/simba-project/simba/bindings/go => $ROOT/bindings/go
+GOMOD
+  cat >"$tmp/go/main.go" <<'GOMAIN'
+package main
+
+import (
+	"fmt"
+
+	simba "github.com/simba-project/simba/bindings/go"
+)
+
+func main() { fmt.Println(simba.Version()) }
+GOMAIN
+  out=$(cd "$tmp/go" && env -u CGO_CFLAGS -u CGO_LDFLAGS GOPROXY=off GOFLAGS=-mod=mod \
+    GOTOOLCHAIN=local GOCACHE="$tmp/go-cache" GOPATH="$tmp/gopath" CGO_ENABLED=1 \
+    sh -c "'$GO' vet ./... && '$GO' run .") || fail "the Go module did not vet, build or run"
+  [[ "$out" == "$version" ]] || fail "Go: simba.Version() gave '$out'"
+  echo "simba.Version() = $out"
+fi
+CARGO=$(command -v cargo || ls "$HOME"/.cargo/bin/cargo 2>/dev/null || true)
+if [[ -n "$CARGO" ]]; then
+  step "Rust: bindings/rust/tests-downstream links libsimba through pkg-config, no env"
+  cp -r "$ROOT/bindings/rust" "$tmp/rust"
+  rm -rf "$tmp/rust/target" "$tmp/rust/tests-downstream/target"
+  (cd "$tmp/rust" && env -u SIMBA_LIB_DIR -u SIMBA_INCLUDE_DIR -u LD_LIBRARY_PATH \
+    CARGO_HOME="$tmp/cargo-home" CARGO_TARGET_DIR="$tmp/rust-target" \
+    "$CARGO" build --offline --quiet --manifest-path tests-downstream/Cargo.toml) ||
+    fail "the downstream crate did not build"
+  out=$(env -u LD_LIBRARY_PATH "$tmp/rust-target/debug/simba-downstream-check") ||
+    fail "the downstream crate did not run"
+  echo "$out"
+  grep -q "^loaded /usr/lib/.*/libsimba.so.1" <<<"$out" || fail "Rust: not the installed libsimba"
+fi
+
+if command -v luarocks >/dev/null && command -v lua5.4 >/dev/null; then
+  step "Lua: luarocks make of the rockspec against the installed libsimba-dev (no SIMBA_DIR)"
+  cp -r "$ROOT/bindings/lua" "$tmp/lua"
+  (cd "$tmp/lua" && rm -f ./*.so src/*.o &&
+   luarocks --lua-version=5.4 --tree="$tmp/rocks" make "simba-$version-1.rockspec") \
+    >"$tmp/luarocks.log" 2>&1 || { cat "$tmp/luarocks.log"; fail "luarocks make"; }
+  out=$(lua5.4 -e "package.cpath = '$tmp/rocks/lib/lua/5.4/?.so'; print(require('simba').VERSION)")
+  [[ "$out" == "$version" ]] || fail "Lua: the rock's simba.VERSION is '$out'"
+  echo "rock simba $version-1: simba.VERSION = $out"
+fi
+
 # --- 5. remove ----------------------------------------------------------------------
 step "dpkg --purge"
 for d in "${debs[@]}"; do dpkg-deb -c "$d"; done | awk '{ print $6 }' | sed 's|^\./|/|' |
