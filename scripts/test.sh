@@ -149,14 +149,17 @@ configure_and_build() {
 # The package stage: scripts/package-check.sh builds the .debs in a temp dir (no
 # build tree of ours), installs, uses and purges them. Needs root for dpkg -i.
 run_package_stage() {
-  local start=$SECONDS out="$ROOT/$BUILD_DIR-package.log"
+  local start=$SECONDS out="$BUILD_DIR/package-check.log"
   if [[ $(id -u) -ne 0 ]]; then
     record package SKIP 0 0 "needs root (dpkg -i)" 0
     return
   fi
-  log "[package] scripts/package-check.sh (-j$JOBS)"
+  # SIMBA_PACKAGE_DEBS=DIR: check the .debs in DIR instead of building them.
+  local args=(--jobs "$JOBS")
+  [[ -n "${SIMBA_PACKAGE_DEBS:-}" ]] && args=(--debs "$SIMBA_PACKAGE_DEBS")
+  log "[package] scripts/package-check.sh ${args[*]}"
   mkdir -p "$(dirname "$out")"
-  if bash "$ROOT/scripts/package-check.sh" --jobs "$JOBS" 2>&1 | tee "$out"; then
+  if bash "$ROOT/scripts/package-check.sh" "${args[@]}" 2>&1 | tee "$out"; then
     record package PASS 1 0 "built, linted, installed, used, purged (log: $out)" $((SECONDS - start))
   else
     record package FAIL 0 1 "scripts/package-check.sh failed (log: $out)" $((SECONDS - start))
