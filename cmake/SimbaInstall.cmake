@@ -6,10 +6,15 @@ include(CMakePackageConfigHelpers)
 
 set(SIMBA_CMAKE_INSTALL_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/simba")
 
-install(TARGETS simba simba_tck EXPORT simbaTargets
+# The kit has an export set of its own (simbaTckTargets.cmake, included when
+# present): Debian ships it in libsimba-tck-dev, apart from libsimba-dev.
+install(TARGETS simba EXPORT simbaTargets
   LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}"
   ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
   RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}"
+  INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+install(TARGETS simba_tck EXPORT simbaTckTargets
+  LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}"
   INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
 install(TARGETS simba_static
   ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}")
@@ -46,6 +51,10 @@ endforeach()
 install(EXPORT simbaTargets
   NAMESPACE simba::
   FILE simbaTargets.cmake
+  DESTINATION "${SIMBA_CMAKE_INSTALL_DIR}")
+install(EXPORT simbaTckTargets
+  NAMESPACE simba::
+  FILE simbaTckTargets.cmake
   DESTINATION "${SIMBA_CMAKE_INSTALL_DIR}")
 configure_package_config_file(
   "${PROJECT_SOURCE_DIR}/cmake/simbaConfig.cmake.in"

@@ -119,7 +119,10 @@ enum {
  */
 SIMBA_API unsigned simba_version(void);
 
-/** @brief Version as "major.minor.patch"; a static string, never NULL. */
+/**
+ * @brief Version as "major.minor.patch"; a static string, never NULL.
+ * @return "major.minor.patch", a static string, never NULL.
+ */
 SIMBA_API const char *simba_version_string(void);
 
 /**
@@ -141,7 +144,10 @@ SIMBA_API const char *simba_strerror(int err);
  */
 SIMBA_API const char *simba_last_error(void);
 
-/** @brief Free memory the library returned as `char *`. NULL is a no-op. */
+/**
+ * @brief Free memory the library returned as `char *`. NULL is a no-op.
+ * @param[in] p memory the library returned, or NULL.
+ */
 SIMBA_API void simba_free(void *p);
 
 /**
@@ -150,6 +156,7 @@ SIMBA_API void simba_free(void *p);
  *
  * Bindings, tools and host modules take their names from here rather than keep
  * tables of their own, so a code a newer library appends has its name too.
+ * @param[in] err a SIMBA_E* code (or SIMBA_OK).
  * @return a static string, never NULL; "UNKNOWN" for a value this library does not
  *         define.
  */
@@ -199,11 +206,17 @@ SIMBA_API int simba_config_new(simba_config_t **out);
  */
 SIMBA_API int simba_config_copy(simba_config_t **out, const simba_config_t *c);
 
-/** @brief Free a configuration. NULL is a no-op. */
+/**
+ * @brief Free a configuration. NULL is a no-op.
+ * @param[in] c the configuration.
+ */
 SIMBA_API void simba_config_free(simba_config_t *c);
 
 /**
  * @brief Set a key from text ("15s", "0.01", "pool", ...).
+ * @param[in] c the configuration.
+ * @param[in] key a configuration key of this header (e.g. "session.lease-duration").
+ * @param[in] value the value, as text.
  * @return SIMBA_OK; SIMBA_EINVAL for a NULL argument, an unknown key or a bad
  *         value (the detail names which). Cross-field rules are checked by
  *         simba_config_validate() and simba_client_open(), not here.
@@ -212,6 +225,9 @@ SIMBA_API int simba_config_set(simba_config_t *c, const char *key, const char *v
 
 /**
  * @brief Set a duration key in milliseconds.
+ * @param[in] c the configuration.
+ * @param[in] key a configuration key of this header (e.g. "session.lease-duration").
+ * @param[in] ms the value, in milliseconds.
  * @return SIMBA_OK; SIMBA_EINVAL for a NULL argument, a key that is not a duration,
  *         or a negative value.
  */
@@ -220,6 +236,8 @@ SIMBA_API int simba_config_set_ms(simba_config_t *c, const char *key, int64_t ms
 /**
  * @brief Read a duration key in milliseconds, derived defaults included.
  * @param[out] out_ms the value.
+ * @param[in] c the configuration.
+ * @param[in] key a configuration key of this header (e.g. "session.lease-duration").
  * @return SIMBA_OK; SIMBA_EINVAL for a NULL argument or a key that is not a duration.
  */
 SIMBA_API int simba_config_get_ms(const simba_config_t *c, const char *key, int64_t *out_ms);
@@ -227,6 +245,8 @@ SIMBA_API int simba_config_get_ms(const simba_config_t *c, const char *key, int6
 /**
  * @brief Read a numeric key that is not a duration ("session.drift", "callback.threads").
  * @param[out] out the value.
+ * @param[in] c the configuration.
+ * @param[in] key a configuration key of this header (e.g. "session.lease-duration").
  * @return SIMBA_OK; SIMBA_EINVAL for a NULL argument or another key.
  */
 SIMBA_API int simba_config_get_double(const simba_config_t *c, const char *key, double *out);
@@ -251,6 +271,7 @@ typedef int (*simba_submit_fn)(void *ctx, void (*run)(void *arg), void *arg);
  * @brief Use a host's executor for callbacks ("callback.executor" becomes "host").
  * @param[in] submit the executor; NULL restores the default pool.
  * @param[in] ctx passed to every submit call.
+ * @param[in] c the configuration.
  * @return SIMBA_OK, SIMBA_EINVAL (c is NULL).
  */
 SIMBA_API int simba_config_set_executor(simba_config_t *c, simba_submit_fn submit, void *ctx);
@@ -266,6 +287,10 @@ typedef void (*simba_log_fn)(void *ud, int level, const char *msg);
  *
  * The sink is called from the loop thread and must not block. Without a logger,
  * nothing is logged. Passwords never appear in log lines.
+ * @param[in] c the configuration.
+ * @param[in] log the sink, called with each line.
+ * @param[in] ud user data, passed as is to the callback.
+ * @param[in] min_level the least level sent to @p log.
  * @return SIMBA_OK; SIMBA_EINVAL (c is NULL or min_level out of range).
  */
 SIMBA_API int simba_config_set_logger(simba_config_t *c, simba_log_fn log, void *ud, int min_level);
@@ -275,6 +300,7 @@ SIMBA_API int simba_config_set_logger(simba_config_t *c, simba_log_fn log, void 
  *        lease-duration × (1 − drift) − margin > renew-interval; drift in [0, 0.5);
  *        lease-duration, renew-interval and min-backoff positive; margin and
  *        retry-jitter may be 0.
+ * @param[in] c the configuration.
  * @return SIMBA_OK, or SIMBA_EINVAL with a detail naming the rule that failed.
  */
 SIMBA_API int simba_config_validate(const simba_config_t *c);
@@ -317,6 +343,7 @@ SIMBA_API int simba_client_open(simba_client_t **out, const char *backend_url,
  * @brief Wait until the session is LIVE.
  * @param[in] timeout_ms how long to wait; 0 checks without waiting; negative waits
  *            without bound.
+ * @param[in] c the client.
  * @return SIMBA_OK; SIMBA_ETIMEDOUT; SIMBA_ECLOSED; SIMBA_EINVAL (c is NULL);
  *         SIMBA_EWOULDBLOCK (from a callback or the loop thread).
  */
@@ -345,6 +372,7 @@ SIMBA_API int simba_client_wait_live(simba_client_t *c, int64_t timeout_ms);
  * call it again outside simba_client_process() to finish and free. Election
  * handles of the client stay valid until freed, but are stopped; lock terms are
  * revoked.
+ * @param[in] c the client.
  * @return SIMBA_OK (also for NULL); SIMBA_EWOULDBLOCK (see above).
  */
 SIMBA_API int simba_client_close(simba_client_t *c);
@@ -359,18 +387,25 @@ SIMBA_API int simba_client_close(simba_client_t *c);
  * Added in 1.2 (version node SIMBA_1.2): check simba_version() >= 0x010200 when
  * loading libsimba.so.1 with dlopen().
  * @param[in] done may be NULL; the client's last callback.
+ * @param[in] c the client.
+ * @param[in] ud user data, passed as is to the callback.
  * @return SIMBA_OK (done will run); SIMBA_EINVAL (c is NULL, or an EXTERNAL-mode
  *         client, which only simba_client_close() on its host thread closes:
  *         nothing was closed).
  */
 SIMBA_API int simba_client_close_async(simba_client_t *c, void (*done)(void *ud, int err), void *ud);
 
-/** @brief Current session status; SIMBA_SESSION_CLOSED for NULL. Never blocks. */
+/**
+ * @brief Current session status; SIMBA_SESSION_CLOSED for NULL. Never blocks.
+ * @param[in] c the client.
+ * @return the session status; SIMBA_SESSION_CLOSED for NULL.
+ */
 SIMBA_API simba_session_status_t simba_client_status(const simba_client_t *c);
 
 /**
  * @brief The name of a session status, as its constant without the prefix (1.3):
  *        "OPENING", "LIVE", "SUSPENDED", "CLOSED".
+ * @param[in] s a session status.
  * @return a static string, never NULL; "UNKNOWN" for a value this library does not
  *         define.
  */
@@ -380,6 +415,7 @@ SIMBA_API const char *simba_session_status_name(simba_session_status_t s);
  * @brief A JSON snapshot: session (id, status, remaining_ms, renew_period_ms,
  *        lease_shortened), every election and lock (name, state, token,
  *        remaining_ms), and counters (keep_alives, acquires, releases, ...).
+ * @param[in] c the client.
  * @return a string to free with simba_free(), or NULL (c is NULL, out of memory,
  *         client closed; see simba_last_error()). Never blocks on the backend.
  */
@@ -401,6 +437,8 @@ SIMBA_API char *simba_client_snapshot_json(simba_client_t *c);
  *                 leases on a big server)
  * @param timeout_ms how long to wait for the backend, > 0
  * @param out_json on SIMBA_OK, a string to free with simba_free()
+ * @param[in] c the client.
+ * @param[in] n_names how many names @p names holds.
  * @return SIMBA_OK; SIMBA_EINVAL (NULL c or out_json, NULL names with n_names
  *         > 0, a bad lease name, timeout_ms <= 0); SIMBA_ETIMEDOUT;
  *         SIMBA_EBACKEND (unreachable or an error answer); SIMBA_ECLOSED;
@@ -420,6 +458,7 @@ SIMBA_API int simba_client_inspect_json(simba_client_t *c, const char *const *na
  * gauges: session state (label `state`, 1 for the current one), leases held.
  * Every series carries the label `client` (client.name). The same values are in
  * simba_client_snapshot_json() under "metrics".
+ * @param[in] c the client.
  * @return a string to free with simba_free(), or NULL (c is NULL, out of memory,
  *         client closed; see simba_last_error()). Never blocks on the backend.
  */
@@ -450,6 +489,11 @@ typedef void (*simba_observe_fn)(void *ud, const char *name, const char *holder_
  * poll; the last state stays. Each read lists the live sessions too (for the
  * holder's client name): see docs/observability.md for the cost.
  * @param poll_ms how often to read; 0 for the client's renew interval; else >= 10
+ * @param[out] out the observer; free it with simba_observer_free().
+ * @param[in] c the client.
+ * @param[in] name the lease name (simba_lease_name_check() tells whether it is valid).
+ * @param[in] fn called with each change of holder (simba_observe_fn).
+ * @param[in] ud user data, passed as is to the callback.
  * @return SIMBA_OK; SIMBA_EINVAL (NULL out, c or fn, a bad name, poll_ms < 0 or
  *         in 1..9); SIMBA_ECLOSED.
  */
@@ -460,6 +504,7 @@ SIMBA_API int simba_observe_start(simba_observer_t **out, simba_client_t *c, con
  * @brief Stop observing and free the handle. Outside callbacks it waits until no
  *        callback of the observer runs (then @p ud may be freed); from a callback
  *        no further call starts. NULL is a no-op.
+ * @param[in] o the observer.
  */
 SIMBA_API void simba_observer_free(simba_observer_t *o);
 
@@ -479,6 +524,8 @@ typedef void (*simba_event_fn)(void *ud, simba_event_type_t type, const char *de
 /**
  * @brief Receive session events, one at a time, in order, on the callback executor.
  * @param[in] fn the sink; NULL stops delivery. Replaces an earlier sink.
+ * @param[in] c the client.
+ * @param[in] ud user data, passed as is to the callback.
  * @return SIMBA_OK; SIMBA_EINVAL (c is NULL); SIMBA_ECLOSED.
  */
 SIMBA_API int simba_client_on_event(simba_client_t *c, simba_event_fn fn, void *ud);
@@ -486,6 +533,7 @@ SIMBA_API int simba_client_on_event(simba_client_t *c, simba_event_fn fn, void *
 /**
  * @brief The name of a session event, as its constant without the prefix (1.3):
  *        "SESSION_OPENED", "SESSION_LIVE", "SESSION_SUSPENDED", ...
+ * @param[in] type an event type.
  * @return a static string, never NULL; "UNKNOWN" for a value this library does not
  *         define (a sink should pass such an event on, not drop it).
  */
@@ -498,12 +546,15 @@ SIMBA_API const char *simba_event_name(simba_event_type_t type);
  *        rules; simba_client_on_event() replaces it later.
  * @param[in] fn the sink; NULL for none. @p ud must stay valid until the client
  *        is closed (or the sink replaced).
+ * @param[in] cfg the configuration.
+ * @param[in] ud user data, passed as is to the callback.
  * @return SIMBA_OK; SIMBA_EINVAL (cfg is NULL).
  */
 SIMBA_API int simba_config_set_event_sink(simba_config_t *cfg, simba_event_fn fn, void *ud);
 
 /**
  * @brief EXTERNAL mode: a file descriptor to poll for readability.
+ * @param[in] c the client.
  * @return the fd, or -1 (c is NULL or not in EXTERNAL mode).
  */
 SIMBA_API int simba_client_fd(const simba_client_t *c);
@@ -511,6 +562,7 @@ SIMBA_API int simba_client_fd(const simba_client_t *c);
 /**
  * @brief EXTERNAL mode: how long the host may wait before calling
  *        simba_client_process() although the fd is not readable.
+ * @param[in] c the client.
  * @return milliseconds; 0 to process now; -1 when no timer is pending.
  */
 SIMBA_API int64_t simba_client_timeout_ms(const simba_client_t *c);
@@ -526,6 +578,7 @@ SIMBA_API int64_t simba_client_timeout_ms(const simba_client_t *c);
  * themselves until they complete; inside a callback they return SIMBA_EWOULDBLOCK.
  * Calls from other threads are queued and wake the fd, except simba_client_close(),
  * which only the host thread may make.
+ * @param[in] c the client.
  * @return SIMBA_OK; SIMBA_EINVAL (NULL, or not in EXTERNAL mode); SIMBA_ECLOSED;
  *         SIMBA_EWOULDBLOCK (called from one of its own callbacks).
  */
@@ -588,36 +641,59 @@ typedef enum {
   SIMBA_REVOKE_TAKEN_OVER = 5       /**< A keep-alive no longer lists the lease as ours. */
 } simba_revoke_reason_t;
 
-/** @brief The lease name; borrowed for the life of the term; NULL for NULL. */
+/**
+ * @brief The lease name; borrowed for the life of the term; NULL for NULL.
+ * @param[in] t the term.
+ * @return the lease name, borrowed for the life of the term; NULL for NULL.
+ */
 SIMBA_API const char *simba_term_name(const simba_term_t *t);
 
-/** @brief The fencing token: > 0, constant within the term, strictly increasing
- *         across terms of the name. 0 for NULL. */
+/**
+ * @brief The fencing token: > 0, constant within the term, strictly increasing across
+ *        terms of the name. 0 for NULL.
+ * @param[in] t the term.
+ * @return the fencing token; 0 for NULL.
+ */
 SIMBA_API uint64_t simba_term_token(const simba_term_t *t);
 
-/** @brief 1 while not revoked and the session's local deadline has not passed; else 0. */
+/**
+ * @brief 1 while not revoked and the session's local deadline has not passed; else 0.
+ * @param[in] t the term.
+ * @return 1 while valid, else 0.
+ */
 SIMBA_API int simba_term_is_valid(const simba_term_t *t);
 
-/** @brief Milliseconds left before the local deadline; 0 once the term ended (or NULL). */
+/**
+ * @brief Milliseconds left before the local deadline; 0 once the term ended (or NULL).
+ * @param[in] t the term.
+ * @return the milliseconds left; 0 once the term ended or for NULL.
+ */
 SIMBA_API int64_t simba_term_remaining_ms(const simba_term_t *t);
 
 /**
  * @brief ensureValid(minRemaining): succeed only if the term stays valid for more
  *        than @p min_remaining_ms.
+ * @param[in] t the term.
+ * @param[in] min_remaining_ms the least time, in milliseconds, the term must stay valid.
  * @return SIMBA_OK; SIMBA_EEXPIRED (not valid, or not for long enough);
  *         SIMBA_EINVAL (t is NULL or min_remaining_ms negative).
  */
 SIMBA_API int simba_term_ensure_valid(const simba_term_t *t, int64_t min_remaining_ms);
 
-/** @brief Why the term ended; SIMBA_REVOKE_NONE until it is revoked (and for NULL).
- *  A term whose deadline passed reads NONE until the engine revokes it, which it
- *  does at once when its loop runs. */
+/**
+ * @brief Why the term ended; SIMBA_REVOKE_NONE until it is revoked (and for NULL). A term
+ *        whose deadline passed reads NONE until the engine revokes it, which it does at
+ *        once when its loop runs.
+ * @param[in] t the term.
+ * @return the reason; SIMBA_REVOKE_NONE until revoked and for NULL.
+ */
 SIMBA_API simba_revoke_reason_t simba_term_revoke_reason(const simba_term_t *t);
 
 /**
  * @brief The name of a revoke reason, as its constant without the prefix (1.3):
  *        "NONE", "STOPPED", "STEPPED_DOWN", "DEADLINE_PASSED", "SESSION_EXPIRED",
  *        "TAKEN_OVER". The same names appear in snapshots, metrics and logs.
+ * @param[in] reason a revoke reason.
  * @return a static string, never NULL; "UNKNOWN" for a value this library does not
  *         define.
  */
@@ -630,6 +706,9 @@ typedef void (*simba_revoked_fn)(void *ud, simba_term_t *t, simba_revoke_reason_
  * @brief The `revoked` stage: @p fn runs exactly once, when the term is revoked;
  *        soon (never inside this call) if it already was. Several may be registered.
  *        It runs on the callback executor, in order with the term's election callbacks.
+ * @param[in] t the term.
+ * @param[in] fn called once when the term is revoked (simba_revoked_fn).
+ * @param[in] ud user data, passed as is to the callback.
  * @return SIMBA_OK; SIMBA_EINVAL (NULL t or fn); SIMBA_ENOMEM; SIMBA_ECLOSED (the
  *         term was already revoked and its client is closed, so nothing can run it:
  *         read simba_term_revoke_reason() instead).
@@ -641,6 +720,7 @@ SIMBA_API int simba_term_on_revoked(simba_term_t *t, simba_revoked_fn fn, void *
  *        passed, even before the engine revoked it): an interruptible sleep for
  *        leader work.
  * @param[in] timeout_ms negative waits without bound.
+ * @param[in] t the term.
  * @return SIMBA_OK once revoked; SIMBA_ETIMEDOUT; SIMBA_EINVAL (t is NULL).
  */
 SIMBA_API int simba_term_wait_revoked(simba_term_t *t, int64_t timeout_ms);
@@ -648,19 +728,26 @@ SIMBA_API int simba_term_wait_revoked(simba_term_t *t, int64_t timeout_ms);
 /**
  * @brief A file descriptor that becomes readable once the term is revoked (and
  *        stays readable). Owned by the term: do not close or read it.
+ * @param[in] t the term.
  * @return the fd, or -1 (t is NULL, or no fd could be made: see simba_last_error()).
  */
 SIMBA_API int simba_term_revoke_fd(simba_term_t *t);
 
-/** @brief Keep a term beyond the call it was passed to. NULL is a no-op. */
+/**
+ * @brief Keep a term beyond the call it was passed to. NULL is a no-op.
+ * @param[in] t the term.
+ */
 SIMBA_API void simba_term_retain(simba_term_t *t);
 
-/** @brief Drop a reference taken with simba_term_retain() (or owned from a lock).
- *  NULL is a no-op. Dropping a reference of an election's term never revokes it.
- *  Dropping the caller's last reference of a lock term that was not passed to
- *  simba_lock_release() releases the lock: the term is revoked (STOPPED) and the
- *  lease released with its token, without waiting for the backend (a
- *  garbage-collected binding that loses a lock term frees the name; since 1.2). */
+/**
+ * @brief Drop a reference taken with simba_term_retain() (or owned from a lock). NULL is
+ *        a no-op. Dropping a reference of an election's term never revokes it. Dropping
+ *        the caller's last reference of a lock term that was not passed to
+ *        simba_lock_release() releases the lock: the term is revoked (STOPPED) and the
+ *        lease released with its token, without waiting for the backend (a garbage-
+ *        collected binding that loses a lock term frees the name; since 1.2).
+ * @param[in] t the term.
+ */
 SIMBA_API void simba_term_release(simba_term_t *t);
 
 /** @} */
@@ -707,6 +794,8 @@ typedef struct simba_listener {
  *        on_revoked for the same term.
  * @param[out] out the election; free with simba_election_free() after its stop.
  * @param[in] l the listener, copied.
+ * @param[in] c the client.
+ * @param[in] name the lease name (simba_lease_name_check() tells whether it is valid).
  * @return SIMBA_OK; SIMBA_EINVAL (NULL argument, bad lease name); SIMBA_ESTATE
  *         (@p name is already started, or locked, on this client); SIMBA_ECLOSED;
  *         SIMBA_ENOMEM.
@@ -721,6 +810,8 @@ SIMBA_API int simba_election_start(simba_election_t **out, simba_client_t *c, co
  *        for that answer (at most one call timeout) and releases what it won, so
  *        that after done the name is not held for this election on the backend.
  * @param[in] done may be NULL; runs on the callback executor, after the last on_revoked.
+ * @param[in] e the election.
+ * @param[in] ud user data, passed as is to the callback.
  * @return SIMBA_OK; SIMBA_EINVAL (e is NULL); SIMBA_ESTATE (already stopping or
  *         stopped: done is not called).
  */
@@ -730,6 +821,9 @@ SIMBA_API int simba_election_stop(simba_election_t *e, simba_done_fn done, void 
  * @brief Step down: revoke the term (STEPPED_DOWN), release it, and do not contend
  *        for @p cooldown_ms counted from now; the election stays started.
  * @param[in] done may be NULL; runs after the last on_revoked of this step-down.
+ * @param[in] e the election.
+ * @param[in] cooldown_ms how long, in milliseconds, not to contend again after stepping down.
+ * @param[in] ud user data, passed as is to the callback.
  * @return SIMBA_OK; SIMBA_EINVAL (NULL e, negative cooldown); SIMBA_ESTATE (stopped).
  */
 SIMBA_API int simba_election_step_down(simba_election_t *e, int64_t cooldown_ms,
@@ -738,6 +832,8 @@ SIMBA_API int simba_election_step_down(simba_election_t *e, int64_t cooldown_ms,
 /**
  * @brief Blocking stop: simba_election_stop() and wait for its completion.
  *        Stopping an election that is already stopped or stopping waits for that stop.
+ * @param[in] e the election.
+ * @param[in] timeout_ms how long to wait, in milliseconds; negative: without bound.
  * @return SIMBA_OK; SIMBA_ETIMEDOUT (the stop goes on); SIMBA_EINVAL;
  *         SIMBA_EWOULDBLOCK (from a callback or the loop thread).
  */
@@ -758,6 +854,7 @@ SIMBA_API int simba_election_stop_wait(simba_election_t *e, int64_t timeout_ms);
  * registered on its terms still run once each. To know there when the last
  * callback has returned, free in the `done` of simba_election_stop(). NULL is a
  * no-op.
+ * @param[in] e the election.
  */
 SIMBA_API void simba_election_free(simba_election_t *e);
 
@@ -773,6 +870,9 @@ SIMBA_API void simba_election_free(simba_election_t *e);
 /**
  * @brief Acquire a lock, waiting up to @p timeout_ms (negative: without bound).
  * @param[out] out the term, owned by the caller: simba_lock_release() it.
+ * @param[in] c the client.
+ * @param[in] name the lease name (simba_lease_name_check() tells whether it is valid).
+ * @param[in] timeout_ms how long to wait, in milliseconds; negative: without bound.
  * @return SIMBA_OK; SIMBA_ETIMEDOUT; SIMBA_EINVAL (NULL argument, bad name);
  *         SIMBA_ESTATE (an election of this client uses the name); SIMBA_ECLOSED;
  *         SIMBA_EWOULDBLOCK (from a callback or the loop thread).
@@ -786,6 +886,9 @@ SIMBA_API int simba_lock_acquire(simba_term_t **out, simba_client_t *c, const ch
  *        right after an acquire of the name on this client gave up with its
  *        answer outstanding, for that answer first: SIMBA_ETIMEDOUT if it comes
  *        too late).
+ * @param[out] out the term, owned by the caller: simba_lock_release() it.
+ * @param[in] c the client.
+ * @param[in] name the lease name (simba_lease_name_check() tells whether it is valid).
  * @return SIMBA_OK; SIMBA_EBUSY (held by someone else, here or elsewhere);
  *         SIMBA_ETIMEDOUT; SIMBA_EBACKEND; and as simba_lock_acquire().
  */
@@ -797,6 +900,11 @@ typedef void (*simba_lock_fn)(void *ud, int err, simba_term_t *term);
 /**
  * @brief Acquire without blocking: @p cb runs once on the callback executor with
  *        SIMBA_OK and the term, SIMBA_ETIMEDOUT, or SIMBA_ECANCELED (client closed).
+ * @param[in] c the client.
+ * @param[in] name the lease name (simba_lease_name_check() tells whether it is valid).
+ * @param[in] timeout_ms how long to wait, in milliseconds; negative: without bound.
+ * @param[in] cb called once with the outcome (simba_lock_fn).
+ * @param[in] ud user data, passed as is to the callback.
  * @return SIMBA_OK (cb will run); SIMBA_EINVAL; SIMBA_ESTATE; SIMBA_ECLOSED (cb will not run).
  */
 SIMBA_API int simba_lock_acquire_async(simba_client_t *c, const char *name, int64_t timeout_ms,
@@ -812,6 +920,7 @@ SIMBA_API int simba_lock_acquire_async(simba_client_t *c, const char *name, int6
  *        when called from a callback, leader work or the loop thread, where it
  *        does not wait.
  *        Releasing an already revoked lock only drops the reference.
+ * @param[in] term the term.
  * @return SIMBA_OK; SIMBA_EINVAL (NULL, or not a lock term).
  */
 SIMBA_API int simba_lock_release(simba_term_t *term);
@@ -848,6 +957,10 @@ typedef void (*simba_work_fn)(void *ud, simba_term_t *term);
  * revoked: work that ignores revocation delays a stop's handover by up to the
  * term's remaining time, never longer.
  * @param[out] out the task; simba_task_close() it.
+ * @param[in] c the client.
+ * @param[in] name the lease name (simba_lease_name_check() tells whether it is valid).
+ * @param[in] work the leader work (simba_work_fn), run in each term.
+ * @param[in] ud user data, passed as is to the callback.
  * @return SIMBA_OK; SIMBA_EINVAL (NULL argument, bad lease name); SIMBA_ESTATE
  *         (@p name is already started or locked on this client); SIMBA_ECLOSED;
  *         SIMBA_ENOMEM.
@@ -861,6 +974,13 @@ SIMBA_API int simba_run_while_leader(simba_task_t **out, simba_client_t *c, cons
  *        between the end of one run and the start of the next. A run that would
  *        start on a revoked term does not start. Runs of one term are on one
  *        thread; a new term starts again with the initial delay.
+ * @param[out] out the task; close it with simba_task_close().
+ * @param[in] c the client.
+ * @param[in] name the lease name (simba_lease_name_check() tells whether it is valid).
+ * @param[in] initial_delay_ms the delay before the first run, in milliseconds.
+ * @param[in] period_ms the time between runs, in milliseconds.
+ * @param[in] run the work (simba_work_fn), run at each period while leader.
+ * @param[in] ud user data, passed as is to the callback.
  * @return as simba_run_while_leader(); SIMBA_EINVAL also for a negative
  *         @p initial_delay_ms or a @p period_ms <= 0.
  */
@@ -890,6 +1010,12 @@ SIMBA_API int simba_schedule(simba_task_t **out, simba_client_t *c, const char *
  * and simba_task_close() leave it for good. Their done runs on the callback
  * executor, like every callback, once every partition was handed over in
  * handover order and the member lock released.
+ * @param[out] out the task; close it with simba_task_close().
+ * @param[in] c the client.
+ * @param[in] group the group's name: every member joins with the same.
+ * @param[in] partitions how many partitions the group shares among its members.
+ * @param[in] work the leader work (simba_work_fn), run in each term.
+ * @param[in] ud user data, passed as is to the callback.
  * @return SIMBA_OK; SIMBA_EINVAL (NULL argument, @p partitions 0 or above
  *         10000, a group name for which `GROUP.member.N` breaks the lease-name
  *         rule); SIMBA_ECLOSED; SIMBA_ENOMEM.
@@ -901,6 +1027,8 @@ SIMBA_API int simba_group_join(simba_task_t **out, simba_client_t *c, const char
  * @brief Stop the task: revoke the term (STOPPED), wait for its work (handover
  *        order), release the lease with the token, then call @p done.
  * @param[in] done may be NULL; runs on the callback executor.
+ * @param[in] t the task.
+ * @param[in] ud user data, passed as is to the callback.
  * @return SIMBA_OK; SIMBA_EINVAL (t is NULL); SIMBA_ESTATE (already stopping or
  *         stopped: done is not called).
  */
@@ -909,6 +1037,10 @@ SIMBA_API int simba_task_stop(simba_task_t *t, simba_done_fn done, void *ud);
 /**
  * @brief Step down: revoke the term (STEPPED_DOWN), wait for its work, release,
  *        and do not contend for @p cooldown_ms counted from now.
+ * @param[in] t the task.
+ * @param[in] cooldown_ms how long, in milliseconds, not to contend again after stepping down.
+ * @param[in] done called once when done (simba_done_fn); NULL: not called.
+ * @param[in] ud user data, passed as is to the callback.
  * @return SIMBA_OK; SIMBA_EINVAL (NULL t, negative cooldown); SIMBA_ESTATE (stopped).
  */
 SIMBA_API int simba_task_step_down(simba_task_t *t, int64_t cooldown_ms, simba_done_fn done,
@@ -922,6 +1054,7 @@ SIMBA_API int simba_task_step_down(simba_task_t *t, int64_t cooldown_ms, simba_d
  *        at once (waiting there would wait for itself): use the `done` of
  *        simba_task_stop() there to learn when the work has returned. NULL is a
  *        no-op.
+ * @param[in] t the task.
  * @return SIMBA_OK.
  */
 SIMBA_API int simba_task_close(simba_task_t *t);

@@ -3,12 +3,14 @@
 # servers once, runs the test layers with ctest, and prints a summary.
 #
 #   bash scripts/test.sh                      plain build in build/, every layer
-#   bash scripts/test.sh --label core         one layer (core|sim|backends|capi|abi|tck|cli|style,
+#   bash scripts/test.sh --label core         one layer (core|sim|backends|capi|abi|tck|cli|style|package,
 #                                             a binding: go|rust|java|lua; embed: contrib/)
 #   bash scripts/test.sh --sanitize address   ASan+UBSan build in build-address/
 #   bash scripts/test.sh --sanitize thread    TSan build in build-thread/
 #   bash scripts/test.sh --valgrind           the capi tests under valgrind (build/)
-#   bash scripts/test.sh --all                plain, address, thread, valgrind (CI)
+#   bash scripts/test.sh --package            the Debian packages: build, lintian, install,
+#                                             use, purge (scripts/package-check.sh; root)
+#   bash scripts/test.sh --all                plain, address, thread, valgrind, package (CI)
 #
 # Options: --jobs N (default 2), --build-dir DIR (default build; sanitizer builds
 # use DIR-address and DIR-thread), --no-install (never call apt-get), -h.
@@ -42,6 +44,8 @@ SIMBA_APT_PACKAGES=(
   curl libmicrohttpd-dev                      # simba run --listen (label cli)
   python3 redis-tools postgresql zookeeper   # tests/chaos (label chaos)
   clang-format-14                             # tests/style (label style)
+  debhelper dpkg-dev fakeroot lintian man-db  # debian/, scripts/package-check.sh (stage package)
+  help2man doxygen luarocks                   # man pages, the docs target, luarocks make
 )
 # bindings/rust (label rust) uses the machine's cargo: rustup's in ~/.cargo/bin
 # when there is one (Debian's cargo otherwise).
@@ -63,7 +67,8 @@ STAGES=()
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --all) STAGES+=(plain address thread valgrind) ;;
+    --all) STAGES+=(plain address thread valgrind package) ;;
+    --package) STAGES+=(package) ;;
     --sanitize)
       [[ $# -ge 2 ]] || { echo "test.sh: --sanitize needs address|thread" >&2; exit 2; }
       case "$2" in
@@ -93,7 +98,7 @@ done
 [[ ${#STAGES[@]} -gt 0 ]] || STAGES=(plain)
 # Each stage once, in the canonical order.
 ordered=()
-for s in plain address thread valgrind; do
+for s in plain address thread valgrind package; do
   for t in "${STAGES[@]}"; do
     if [[ "$s" == "$t" ]]; then ordered+=("$s"); break; fi
   done
@@ -141,8 +146,29 @@ configure_and_build() {
   CONFIGURED[$dir]=1
 }
 
+# The package stage: scripts/package-check.sh builds the .debs in a temp dir (no
+# build tree of ours), installs, uses and purges them. Needs root for dpkg -i.
+run_package_stage() {
+  local start=$SECONDS out="$BUILD_DIR/package-check.log"
+  if [[ $(id -u) -ne 0 ]]; then
+    record package SKIP 0 0 "needs root (dpkg -i)" 0
+    return
+  fi
+  # SIMBA_PACKAGE_DEBS=DIR: check the .debs in DIR instead of building them.
+  local args=(--jobs "$JOBS")
+  [[ -n "${SIMBA_PACKAGE_DEBS:-}" ]] && args=(--debs "$SIMBA_PACKAGE_DEBS")
+  log "[package] scripts/package-check.sh ${args[*]}"
+  mkdir -p "$(dirname "$out")"
+  if bash "$ROOT/scripts/package-check.sh" "${args[@]}" 2>&1 | tee "$out"; then
+    record package PASS 1 0 "built, linted, installed, used, purged (log: $out)" $((SECONDS - start))
+  else
+    record package FAIL 0 1 "scripts/package-check.sh failed (log: $out)" $((SECONDS - start))
+  fi
+}
+
 run_stage() {
   local stage=$1 dir start=$SECONDS out rc=0 args=()
+  if [[ "$stage" == package ]]; then run_package_stage; return; fi
   dir=$(stage_dir "$stage")
 
   if [[ "$stage" == valgrind && -n "$LABEL" && "$LABEL" != capi && "$LABEL" != valgrind ]]; then

@@ -131,31 +131,59 @@ SIMBA_API int simba_tck_run_fencing_spec(simba_tck_report_t **out,
                                          const simba_tck_resource_t *resource,
                                          const simba_tck_options_t *opts);
 
-/** @brief 1 if every case passed, else 0 (and 0 for NULL). */
+/**
+ * @brief 1 if every case passed, else 0 (and 0 for NULL).
+ * @param[in] r the report.
+ * @return 1 if every case passed, else 0.
+ */
 SIMBA_API int simba_tck_report_passed(const simba_tck_report_t *r);
 
-/** @brief Number of cases in the report (0 for NULL). */
+/**
+ * @brief Number of cases in the report (0 for NULL).
+ * @param[in] r the report.
+ * @return the number of cases.
+ */
 SIMBA_API size_t simba_tck_report_case_count(const simba_tck_report_t *r);
 
-/** @brief Name of case @p i ("equal_token_accepted", ...); NULL when out of range.
- *  Borrowed until simba_tck_report_free(). */
+/**
+ * @brief Name of case @p i ("equal_token_accepted", ...); NULL when out of range.
+ *        Borrowed until simba_tck_report_free().
+ * @param[in] r the report.
+ * @param[in] i the case, from 0 to simba_tck_report_case_count() - 1.
+ * @return the case's name, borrowed for the life of the report.
+ */
 SIMBA_API const char *simba_tck_report_case_name(const simba_tck_report_t *r, size_t i);
 
-/** @brief 1 if case @p i passed, 0 if it failed or is out of range. */
+/**
+ * @brief 1 if case @p i passed, 0 if it failed or is out of range.
+ * @param[in] r the report.
+ * @param[in] i the case, from 0 to simba_tck_report_case_count() - 1.
+ * @return 1 if the case passed, else 0.
+ */
 SIMBA_API int simba_tck_report_case_passed(const simba_tck_report_t *r, size_t i);
 
-/** @brief What case @p i found: empty when it passed, else the first violation
- *  seen; NULL when out of range. Borrowed until simba_tck_report_free(). */
+/**
+ * @brief What case @p i found: empty when it passed, else the first violation seen; NULL
+ *        when out of range. Borrowed until simba_tck_report_free().
+ * @param[in] r the report.
+ * @param[in] i the case, from 0 to simba_tck_report_case_count() - 1.
+ * @return what the case saw, borrowed for the life of the report.
+ */
 SIMBA_API const char *simba_tck_report_case_detail(const simba_tck_report_t *r, size_t i);
 
 /**
  * @brief The whole report as text, one "PASS name" or "FAIL name: detail" line per
  *        case, then a verdict line naming the seed. Borrowed until
  *        simba_tck_report_free(); "" for NULL.
+ * @param[in] r the report.
+ * @return the whole report as text, borrowed for the life of the report.
  */
 SIMBA_API const char *simba_tck_report_text(const simba_tck_report_t *r);
 
-/** @brief Free a report. NULL is a no-op. */
+/**
+ * @brief Free a report. NULL is a no-op.
+ * @param[in] r the report.
+ */
 SIMBA_API void simba_tck_report_free(simba_tck_report_t *r);
 
 #ifdef __cplusplus

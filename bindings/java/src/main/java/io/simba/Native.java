@@ -9,7 +9,11 @@ final class Native {
   /** The least libsimba this binding runs on: 1.3 (simba_code_name, simba_lease_name_check, ...). */
   static final int MIN_VERSION = 0x010300;
 
-  /** Loads libsimba_jni: from the path in system property {@code simba.jni.library}, else the library path. */
+  /**
+   * Loads libsimba_jni: from the path in system property {@code simba.jni.library}, else from
+   * the jar (io/simba/native/linux-x86_64/, in simba-linux-x86_64.jar), else from
+   * java.library.path (Debian's libsimba-java: /usr/lib/x86_64-linux-gnu/jni).
+   */
   static void load() {
     Holder.init();
   }
@@ -19,7 +23,7 @@ final class Native {
       String path = System.getProperty("simba.jni.library");
       if (path != null && !path.isEmpty()) {
         System.load(new java.io.File(path).getAbsolutePath());
-      } else {
+      } else if (!loadFromJar()) {
         System.loadLibrary("simba_jni");
       }
       if (versionNumber() < MIN_VERSION) {
@@ -29,6 +33,29 @@ final class Native {
     }
 
     static void init() {}
+
+    /** The copy in the jar for this platform, extracted to a temporary file; false if none loads. */
+    private static boolean loadFromJar() {
+      String arch = System.getProperty("os.arch", "");
+      if (!System.getProperty("os.name", "").startsWith("Linux")
+          || !(arch.equals("amd64") || arch.equals("x86_64"))) {
+        return false;
+      }
+      try (java.io.InputStream in =
+          Native.class.getResourceAsStream("/io/simba/native/linux-x86_64/libsimba_jni.so")) {
+        if (in == null) {
+          return false;
+        }
+        java.nio.file.Path tmp = java.nio.file.Files.createTempFile("libsimba_jni", ".so");
+        tmp.toFile().deleteOnExit();
+        java.nio.file.Files.copy(in, tmp, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+        System.load(tmp.toAbsolutePath().toString());
+        return true;
+      } catch (java.io.IOException | UnsatisfiedLinkError e) {
+        // e.g. no libsimba.so.1 on the system: java.library.path may still have one.
+        return false;
+      }
+    }
   }
 
   static {
