@@ -10,7 +10,7 @@ const path = require('node:path');
 function loadAddon() {
   const tried = [];
   const candidates = [];
-  if (process.env.SIMBA_NODE_ADDON) candidates.push(process.env.SIMBA_NODE_ADDON);
+  if (process.env.SIMBA_NODE_ADDON) candidates.push(path.resolve(process.env.SIMBA_NODE_ADDON));
   candidates.push(path.join(__dirname, '..', 'build', 'Release', 'simba.node'));
   for (const file of candidates) {
     try {
@@ -262,13 +262,18 @@ class Client extends EventEmitter {
     this._closed = false;
     this._closing = null;
     this._ops = new Set();
+    this._waits = 0;
+    this._lockId = 0;
+    this._locks = new Map();
+    this._abandoned = new Set();
+    this._unrefd = false;
     this._h = native.open(url, keys, values, (kind, type, detail) => {
       let d;
       try { d = JSON.parse(detail); } catch (e) { d = { raw: detail }; }
       if (onEvent) onEvent(kind, d);
       this.emit('session', kind, d);
     }, logger ? (lv, line) => logger(['debug', 'info', 'warn', 'error'][lv] || String(lv), line) : null,
-    level, this);
+    level, this, (id, err, ext) => this._onLock(id, err, ext));
     openClients.add(this);
   }
 
@@ -303,28 +308,45 @@ class Client extends EventEmitter {
       this._check();
       if (signal && signal.aborted) throw signal.reason;
       const h = this._h;
-      let settled = false;
-      const onAbort = () => {
-        if (settled) return;
-        settled = true;
-        native.pending(h, -1);
-        reject(signal.reason);
-      };
-      native.lock(h, name, msOf(timeout, 'timeout'), (err, ext) => {
-        if (settled) {
-          // the wait was abandoned: release what it won at once
-          if (ext) native.termRelease(ext, h);
-          return;
-        }
-        settled = true;
-        native.pending(h, -1);
-        if (signal) signal.removeEventListener('abort', onAbort);
-        if (err) reject(err);
-        else resolve(new Term(ext, this));
-      });
-      native.pending(h, 1);
-      if (signal) signal.addEventListener('abort', onAbort, { once: true });
+      const id = ++this._lockId;
+      native.lock(h, name, msOf(timeout, 'timeout'), id);
+      const w = { resolve, reject, signal, onAbort: null };
+      this._locks.set(id, w);
+      this._waitStart();
+      if (signal) {
+        w.onAbort = () => {
+          if (!this._locks.delete(id)) return;
+          this._abandoned.add(id);
+          this._waitEnd();
+          reject(signal.reason);
+        };
+        signal.addEventListener('abort', w.onAbort, { once: true });
+      }
     });
+  }
+
+  // Every lock result: (id, err, term).
+  _onLock(id, err, ext) {
+    const w = this._locks.get(id);
+    if (!w) {
+      // the wait was abandoned (AbortSignal): release what it won at once
+      this._abandoned.delete(id);
+      if (ext) native.termRelease(ext, this._h);
+      return;
+    }
+    this._locks.delete(id);
+    this._waitEnd();
+    if (w.onAbort) w.signal.removeEventListener('abort', w.onAbort);
+    if (err) w.reject(err);
+    else w.resolve(new Term(ext, this));
+  }
+
+  _waitStart() {
+    if (++this._waits === 1 && this._unrefd) native.pending(this._h, 1);
+  }
+
+  _waitEnd() {
+    if (--this._waits === 0 && this._unrefd && !this._closed) native.pending(this._h, 0);
   }
 
   /** One attempt: the term, or SIMBA_EBUSY when someone holds the name. */
@@ -441,11 +463,14 @@ class Client extends EventEmitter {
 
   /** Do not keep the process alive while idle (no lock wait pending). */
   unref() {
+    this._unrefd = true;
+    native.pending(this._h, this._waits);
     native.setRef(this._h, false);
     return this;
   }
 
   ref() {
+    this._unrefd = false;
     native.setRef(this._h, true);
     return this;
   }

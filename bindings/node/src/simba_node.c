@@ -63,6 +63,7 @@ struct nclient {
   run_t *queued;  /* runs queued by work threads */
   run_t *running; /* runs handed to JavaScript, not finished */
   napi_ref event_fn, log_fn, error;
+  napi_ref lock_fn; /* onLock(id, err, term): one function for every lock result */
   napi_ref resource;
   napi_async_context actx;
   nhandle *handles;
@@ -441,8 +442,9 @@ static int client_close(nclient *cl) {
   if (cl->event_fn) napi_delete_reference(cl->env, cl->event_fn);
   if (cl->log_fn) napi_delete_reference(cl->env, cl->log_fn);
   if (cl->resource) napi_delete_reference(cl->env, cl->resource);
+  if (cl->lock_fn) napi_delete_reference(cl->env, cl->lock_fn);
   napi_async_destroy(cl->env, cl->actx);
-  cl->event_fn = cl->log_fn = cl->resource = NULL;
+  cl->event_fn = cl->log_fn = cl->resource = cl->lock_fn = NULL;
   raise_kept(cl);
   return rc;
 }
@@ -484,9 +486,9 @@ static nclient *get_client(napi_env env, napi_value v) {
 
 static void on_async(uv_async_t *a);
 
-/* open(url, keys[], values[], onEvent, onLog, logLevel, resource) -> client */
+/* open(url, keys[], values[], onEvent, onLog, logLevel, resource, onLock) -> client */
 static napi_value n_open(napi_env env, napi_callback_info info) {
-  napi_value argv[7], out, name;
+  napi_value argv[8], out, name;
   char *url;
   uint32_t n = 0, i;
   simba_config_t *cfg = NULL;
@@ -494,7 +496,7 @@ static napi_value n_open(napi_env env, napi_callback_info info) {
   int rc;
   napi_valuetype t;
   uv_loop_t *loop;
-  if (get_args(env, info, 7, argv)) return NULL;
+  if (get_args(env, info, 8, argv)) return NULL;
   url = get_cstring(env, argv[0], "backend URL");
   if (!url) return NULL;
   cl = (nclient *)calloc(1, sizeof *cl);
@@ -565,6 +567,7 @@ static napi_value n_open(napi_env env, napi_callback_info info) {
   cl->refs = 4;                        /* the JS external + three uv handles */
   uv_poll_start(&cl->poll, UV_READABLE, on_poll);
   napi_create_reference(env, argv[6], 1, &cl->resource);
+  napi_create_reference(env, argv[7], 1, &cl->lock_fn);
   napi_create_string_utf8(env, "simba.client", NAPI_AUTO_LENGTH, &name);
   napi_async_init(env, argv[6], name, &cl->actx);
   napi_add_env_cleanup_hook(env, cleanup_hook, cl);
@@ -599,14 +602,14 @@ static napi_value n_set_ref(napi_env env, napi_callback_info info) {
   return undef(env);
 }
 
-/* pending(client, delta): a JS-visible wait started (+1) or ended (-1). */
+/* pending(client, n): n JS-visible waits (lock) keep an unref'd client alive. */
 static napi_value n_pending(napi_env env, napi_callback_info info) {
   napi_value argv[2];
   nclient *cl;
   if (get_args(env, info, 2, argv)) return NULL;
   cl = (nclient *)get_ptr(env, argv[0]);
   if (!cl || cl->closed) return undef(env);
-  cl->pending += (int)get_i64(env, argv[1], 0);
+  cl->pending = (int)get_i64(env, argv[1], 0);
   update_ref(cl);
   return undef(env);
 }
@@ -753,7 +756,7 @@ TERM_FN(n_term_revoke_fd, {
 
 /* release(term, client): revoke the lock term and release the lease with its
  * token without waiting for the backend (simba_term_release of the last
- * reference), then take a turn so that the release is sent now. */
+ * reference); the next turn sends it. */
 TERM_FN(n_term_release, {
   nclient *cl = (nclient *)get_ptr(env, argv[1]);
   const char *nm;
@@ -767,9 +770,7 @@ TERM_FN(n_term_release, {
   b->released = 1;
   simba_term_release(b->t);
   b->t = NULL;
-  if (cl && cl->c) {
-    drive(cl);
-  }
+  if (cl && cl->c) arm(cl);
   return undef(env);
 })
 
@@ -827,14 +828,14 @@ TERM_FN(n_term_on_revoked, {
 
 typedef struct lock_req {
   nclient *cl;
-  napi_ref cb;
+  double id;
 } lock_req;
 
 static void tr_lock(void *ud, int err, simba_term_t *term) {
   lock_req *q = (lock_req *)ud;
   nclient *cl = q->cl;
   napi_handle_scope hs;
-  napi_value argv[2];
+  napi_value argv[3];
   if (!on_js_thread(cl)) {
     cl->foreign++;
     if (term) simba_term_release(term);
@@ -842,20 +843,21 @@ static void tr_lock(void *ud, int err, simba_term_t *term) {
     return;
   }
   napi_open_handle_scope(cl->env, &hs);
+  argv[0] = num(cl->env, q->id);
   if (err == SIMBA_OK) {
-    napi_get_null(cl->env, &argv[0]);
-    argv[1] = wrap_term(cl->env, term, 1);
-  } else {
-    argv[0] = make_error(cl->env, err, NULL);
     napi_get_null(cl->env, &argv[1]);
+    argv[2] = wrap_term(cl->env, term, 1);
+  } else {
+    argv[1] = make_error(cl->env, err, NULL);
+    napi_get_null(cl->env, &argv[2]);
   }
-  call_ref(cl, q->cb, 2, argv);
-  napi_delete_reference(cl->env, q->cb);
+  call_ref(cl, cl->lock_fn, 3, argv);
   napi_close_handle_scope(cl->env, hs);
   free(q);
 }
 
-/* lock(client, name, timeoutMs, cb(err, term)): simba_lock_acquire_async. */
+/* lock(client, name, timeoutMs, id): simba_lock_acquire_async; the result
+ * goes to the client's onLock(id, err, term). */
 static napi_value n_lock(napi_env env, napi_callback_info info) {
   napi_value argv[4];
   nclient *cl;
@@ -871,12 +873,11 @@ static napi_value n_lock(napi_env env, napi_callback_info info) {
     return throw_simba(env, SIMBA_ENOMEM, "out of memory");
   }
   q->cl = cl;
-  napi_create_reference(env, argv[3], 1, &q->cb);
+  q->id = (double)get_i64(env, argv[3], 0);
   rc = simba_lock_acquire_async(cl->c, name, get_i64(env, argv[2], -1), tr_lock, q);
   free(name);
   if (rc != SIMBA_OK) {
     napi_value e = make_error(env, rc, simba_last_error());
-    napi_delete_reference(env, q->cb);
     free(q);
     napi_throw(env, e);
     return NULL;
