@@ -209,28 +209,37 @@ class Task extends EventEmitter {
     this.name = name;
     this._c = client;
     this._stopped = null;
-    this._h = native.taskStart(client._h, kind, name, a, b, (ext, done) => {
+    this._aborts = new Map();
+    // (id, term, done) starts a run; (id, null, null): its term was revoked.
+    this._h = native.taskStart(client._h, kind, name, a, b, (id, ext, done) => {
+      if (ext === null) {
+        const abort = this._aborts.get(id);
+        if (abort) abort();
+        return;
+      }
       const term = new Term(ext, client);
       const ac = new AbortController();
-      const abort = (reason) => {
+      const abort = (fallback) => {
+        if (ac.signal.aborted) return;
+        const reason = term.reason || fallback || 'STOPPED';
         const e = simbaError(-3, `the term of ${term.name} (token ${term.token}) was revoked: ${reason}`);
         e.reason = reason;
         ac.abort(e);
       };
-      try {
-        term.onRevoked(abort);
-      } catch (e) {
-        abort(term.reason || 'STOPPED');
-      }
-      if (!term.valid && !ac.signal.aborted) abort(term.reason || 'DEADLINE_PASSED');
+      this._aborts.set(id, abort);
+      if (!term.valid) abort('DEADLINE_PASSED');
       let p;
       try {
         p = Promise.resolve(fn(term, ac.signal));
       } catch (e) {
         p = Promise.reject(e);
       }
-      p.then(done, (err) => {
+      const end = () => {
+        this._aborts.delete(id);
         done();
+      };
+      p.then(end, (err) => {
+        end();
         if (!(ac.signal.aborted && err === ac.signal.reason)) this.emit('error', err);
       });
     });

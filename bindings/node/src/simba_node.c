@@ -47,6 +47,9 @@ typedef struct run {
   simba_term_t *term;
   int finished, refs;
   pthread_cond_t cv;
+  double id;
+  int polling;     /* rpoll watches the term's revoke fd (JS thread only) */
+  uv_poll_t rpoll; /* the run's abort: a term's on_revoked would wait for the work */
 } run_t;
 
 struct nclient {
@@ -55,6 +58,8 @@ struct nclient {
   uv_poll_t poll;
   uv_timer_t timer;
   uv_async_t async;
+  uv_loop_t *loop;
+  double run_seq;
   int depth;   /* inside simba_client_process() */
   int unrefd;  /* client.unref() */
   int pending; /* JS-visible waits (lock) that keep an unref'd client alive */
@@ -369,6 +374,11 @@ static void run_unref(nclient *cl, run_t *r) {
   }
 }
 
+static void run_poll_closed(uv_handle_t *h) {
+  run_t *r = (run_t *)h->data;
+  run_unref(r->cl, r);
+}
+
 /* JavaScript is done with run r (or the client closes): wake its work thread. */
 static void run_finish(nclient *cl, run_t *r) {
   run_t **pp;
@@ -386,6 +396,11 @@ static void run_finish(nclient *cl, run_t *r) {
   }
   pthread_cond_signal(&r->cv);
   pthread_mutex_unlock(&cl->mu);
+  if (r->polling) {
+    r->polling = 0;
+    uv_poll_stop(&r->rpoll);
+    uv_close((uv_handle_t *)&r->rpoll, run_poll_closed);
+  }
   if (r->task_ref) {
     r->task_ref = 0;
     handle_unref(cl->env, r->task);
@@ -563,6 +578,7 @@ static napi_value n_open(napi_env env, napi_callback_info info) {
   uv_timer_init(loop, &cl->timer);
   uv_async_init(loop, &cl->async, on_async);
   cl->poll.data = cl->timer.data = cl->async.data = cl;
+  cl->loop = loop;
   uv_unref((uv_handle_t *)&cl->async); /* leader work never keeps the process alive alone */
   cl->refs = 4;                        /* the JS external + three uv handles */
   uv_poll_start(&cl->poll, UV_READABLE, on_poll);
@@ -1299,7 +1315,35 @@ static void run_fn_finalize(napi_env env, void *data, void *hint) {
   run_unref(cl, r);
 }
 
-/* Queued runs: call the task's fn(term, done) for each on the JS thread. */
+/* The term of a run was revoked: the task's fn(id, null, null) aborts the
+ * run's AbortSignal. */
+static void on_run_revoked(uv_poll_t *p, int status, int events) {
+  run_t *r = (run_t *)p->data;
+  nclient *cl = r->cl;
+  napi_env env = cl->env;
+  napi_handle_scope hs;
+  napi_callback_scope cs = NULL;
+  napi_value res, argv[3];
+  (void)status;
+  (void)events;
+  if (!r->polling) return;
+  r->polling = 0;
+  uv_poll_stop(&r->rpoll);
+  uv_close((uv_handle_t *)&r->rpoll, run_poll_closed);
+  if (cl->closed || r->finished || !r->task->fn) return;
+  napi_open_handle_scope(env, &hs);
+  if (napi_get_reference_value(env, cl->resource, &res) == napi_ok && res)
+    napi_open_callback_scope(env, res, cl->actx, &cs);
+  argv[0] = num(env, r->id);
+  napi_get_null(env, &argv[1]);
+  napi_get_null(env, &argv[2]);
+  call_ref(cl, r->task->fn, 3, argv);
+  raise_kept(cl);
+  if (cs) napi_close_callback_scope(env, cs);
+  napi_close_handle_scope(env, hs);
+}
+
+/* Queued runs: call the task's fn(id, term, done) for each on the JS thread. */
 static void on_async(uv_async_t *a) {
   nclient *cl = (nclient *)a->data;
   napi_env env = cl->env;
@@ -1317,7 +1361,7 @@ static void on_async(uv_async_t *a) {
   if (napi_get_reference_value(env, cl->resource, &res) == napi_ok && res)
     napi_open_callback_scope(env, res, cl->actx, &cs);
   while (take) {
-    napi_value argv[2];
+    napi_value argv[3];
     r = take;
     take = r->next;
     pthread_mutex_lock(&cl->mu);
@@ -1331,17 +1375,31 @@ static void on_async(uv_async_t *a) {
     r->task->refs++;
     r->task_ref = 1;
     simba_term_retain(r->term);
-    argv[0] = wrap_term(env, r->term, 0);
+    argv[1] = wrap_term(env, r->term, 0);
     pthread_mutex_lock(&cl->mu);
     r->refs++; /* the done function's */
     pthread_mutex_unlock(&cl->mu);
-    if (napi_create_function(env, "done", NAPI_AUTO_LENGTH, n_run_done, r, &argv[1]) != napi_ok ||
-        napi_add_finalizer(env, argv[1], r, run_fn_finalize, cl, NULL) != napi_ok) {
+    if (napi_create_function(env, "done", NAPI_AUTO_LENGTH, n_run_done, r, &argv[2]) != napi_ok ||
+        napi_add_finalizer(env, argv[2], r, run_fn_finalize, cl, NULL) != napi_ok) {
       run_unref(cl, r);
       run_finish(cl, r);
       continue;
     }
-    call_ref(cl, r->task->fn, 2, argv);
+    r->id = ++cl->run_seq;
+    argv[0] = num(env, r->id);
+    {
+      int fd = simba_term_revoke_fd(r->term);
+      if (fd >= 0 && uv_poll_init(cl->loop, &r->rpoll, fd) == 0) {
+        r->rpoll.data = r;
+        r->polling = 1;
+        pthread_mutex_lock(&cl->mu);
+        r->refs++; /* the poll's, dropped in run_poll_closed */
+        pthread_mutex_unlock(&cl->mu);
+        uv_poll_start(&r->rpoll, UV_READABLE, on_run_revoked);
+        uv_unref((uv_handle_t *)&r->rpoll);
+      }
+    }
+    call_ref(cl, r->task->fn, 3, argv);
   }
   raise_kept(cl);
   if (cs) napi_close_callback_scope(env, cs);
