@@ -118,14 +118,14 @@ static napi_value throw_type(napi_env env, const char *msg) {
   return NULL;
 }
 
-#define CHECK(call)                                                        \
-  do {                                                                     \
-    if ((call) != napi_ok) {                                               \
-      bool pend_ = false;                                                  \
-      napi_is_exception_pending(env, &pend_);                              \
+#define CHECK(call)                                                           \
+  do {                                                                        \
+    if ((call) != napi_ok) {                                                  \
+      bool pend_ = false;                                                     \
+      napi_is_exception_pending(env, &pend_);                                 \
       if (!pend_) napi_throw_error(env, NULL, "simba: Node-API call failed"); \
-      return NULL;                                                         \
-    }                                                                      \
+      return NULL;                                                            \
+    }                                                                         \
   } while (0)
 
 /* Keep the first exception a JS callback threw inside process(); re-raised
@@ -721,13 +721,13 @@ static tbox *get_term(napi_env env, napi_value v) {
   return b;
 }
 
-#define TERM_FN(fname, body)                                    \
+#define TERM_FN(fname, body)                                       \
   static napi_value fname(napi_env env, napi_callback_info info) { \
-    napi_value argv[2];                                         \
-    tbox *b;                                                    \
-    if (get_args(env, info, 2, argv)) return NULL;              \
-    if (!(b = get_term(env, argv[0]))) return NULL;             \
-    body                                                        \
+    napi_value argv[2];                                            \
+    tbox *b;                                                       \
+    if (get_args(env, info, 2, argv)) return NULL;                 \
+    if (!(b = get_term(env, argv[0]))) return NULL;                \
+    body                                                           \
   }
 
 TERM_FN(n_term_name, { return str(env, b->released ? b->name : simba_term_name(b->t)); })
@@ -741,12 +741,10 @@ TERM_FN(n_term_valid, {
   napi_get_boolean(env, !b->released && simba_term_is_valid(b->t), &v);
   return v;
 })
-TERM_FN(n_term_remaining, {
-  return num(env, b->released ? 0 : (double)simba_term_remaining_ms(b->t));
-})
-TERM_FN(n_term_reason, {
-  return num(env, b->released ? b->reason : (int)simba_term_revoke_reason(b->t));
-})
+TERM_FN(n_term_remaining,
+        { return num(env, b->released ? 0 : (double)simba_term_remaining_ms(b->t)); })
+TERM_FN(n_term_reason,
+        { return num(env, b->released ? b->reason : (int)simba_term_revoke_reason(b->t)); })
 TERM_FN(n_term_is_lock, {
   napi_value v;
   napi_get_boolean(env, b->is_lock, &v);
@@ -756,8 +754,7 @@ TERM_FN(n_term_ensure_valid, {
   int64_t ms = get_i64(env, argv[1], 0);
   int rc;
   if (ms < 0) return throw_simba(env, SIMBA_EINVAL, "ensureValid: negative minimum");
-  if (b->released)
-    return throw_simba(env, SIMBA_EEXPIRED, "the term was released");
+  if (b->released) return throw_simba(env, SIMBA_EEXPIRED, "the term was released");
   rc = simba_term_ensure_valid(b->t, ms);
   if (rc != SIMBA_OK) return throw_last(env, rc);
   return undef(env);
@@ -926,8 +923,8 @@ static void pool_exec(napi_env env, void *data) {
   if (o->kind == 1) {
     o->rc = simba_lock_try_acquire(&o->term, o->c, o->name);
   } else if (o->kind == 2) {
-    o->rc = simba_client_inspect_json(o->c, (const char *const *)o->names, o->n_names,
-                                      o->timeout, &o->json);
+    o->rc = simba_client_inspect_json(o->c, (const char *const *)o->names, o->n_names, o->timeout,
+                                      &o->json);
   } else {
     o->rc = simba_client_wait_live(o->c, o->timeout);
   }
@@ -1264,7 +1261,9 @@ static napi_value stop_common(napi_env env, napi_callback_info info, int is_stop
   return undef(env);
 }
 
-static napi_value n_stop(napi_env env, napi_callback_info info) { return stop_common(env, info, 1); }
+static napi_value n_stop(napi_env env, napi_callback_info info) {
+  return stop_common(env, info, 1);
+}
 static napi_value n_step_down(napi_env env, napi_callback_info info) {
   return stop_common(env, info, 0);
 }
@@ -1511,11 +1510,11 @@ static napi_value n_version_string(napi_env env, napi_callback_info info) {
   return str(env, simba_version_string());
 }
 
-#define NAME_FN(fname, call)                                      \
+#define NAME_FN(fname, call)                                       \
   static napi_value fname(napi_env env, napi_callback_info info) { \
-    napi_value argv[1];                                           \
-    if (get_args(env, info, 1, argv)) return NULL;                \
-    return str(env, call((int)get_i64(env, argv[0], 0)));         \
+    napi_value argv[1];                                            \
+    if (get_args(env, info, 1, argv)) return NULL;                 \
+    return str(env, call((int)get_i64(env, argv[0], 0)));          \
   }
 
 static const char *reason_name(int v) { return simba_revoke_reason_name((simba_revoke_reason_t)v); }
