@@ -42,6 +42,7 @@ SIMBA_APT_PACKAGES=(
   curl libmicrohttpd-dev                      # simba run --listen (label cli)
   python3 redis-tools postgresql zookeeper   # tests/chaos (label chaos)
   clang-format-14                             # tests/style (label style)
+  nodejs                                      # bindings/node (label node; Debian's nodejs 18 also needs libnode-dev for headers, which conflicts with nodesource's)
 )
 # bindings/rust (label rust) uses the machine's cargo: rustup's in ~/.cargo/bin
 # when there is one (Debian's cargo otherwise).
