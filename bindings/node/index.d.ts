@@ -1,0 +1,92 @@
+// Type declarations of simba for Node.js (lib/index.js).
+import { EventEmitter } from 'node:events';
+
+export interface OpenOptions {
+  lease?: number | string; renew?: number | string; margin?: number | string;
+  retryJitter?: number | string; minBackoff?: number | string; drift?: number;
+  name?: string;
+  config?: Record<string, string | number>;
+  logger?: (level: 'debug' | 'info' | 'warn' | 'error', line: string) => void;
+  logLevel?: 'debug' | 'info' | 'warn' | 'error';
+  onEvent?: (kind: string, detail: object) => void;
+  /** resolve once the session is live (default true) */
+  wait?: boolean;
+  openTimeout?: number;
+}
+
+export interface SimbaError extends Error { code: string; errno: number; }
+
+export class Term {
+  readonly name: string;
+  readonly token: bigint;
+  readonly valid: boolean;
+  readonly remaining: number;
+  readonly reason: string | null;
+  readonly isLock: boolean;
+  ensureValid(minMs?: number): this;
+  onRevoked(fn: (reason: string) => void): void;
+  revokeFd(): number;
+  release(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export class Election extends EventEmitter {
+  readonly name: string;
+  readonly term: Term | null;
+  readonly isLeader: boolean;
+  stop(): Promise<void>;
+  stepDown(cooldownMs: number): Promise<void>;
+  on(event: 'elected', fn: (term: Term) => void): this;
+  on(event: 'revoked', fn: (term: Term, reason: string) => void): this;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export type Work = (term: Term, signal: AbortSignal) => unknown | Promise<unknown>;
+
+export class Task extends EventEmitter {
+  readonly name: string;
+  stop(): Promise<void>;
+  stepDown(cooldownMs: number): Promise<void>;
+  on(event: 'error', fn: (err: unknown) => void): this;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export interface HolderChange {
+  name: string; holder: string | null; holderClient: string | null; token: bigint; free: boolean;
+}
+
+export class Client extends EventEmitter {
+  readonly status: string;
+  readonly closed: boolean;
+  waitLive(timeoutMs?: number): Promise<void>;
+  lock(name: string, options?: { timeout?: number; signal?: AbortSignal }): Promise<Term>;
+  tryLock(name: string): Promise<Term>;
+  election(name: string): Election;
+  runWhileLeader(name: string, fn: Work): Task;
+  schedule(name: string, options: { initialDelay?: number; period: number }, fn: Work): Task;
+  joinGroup(group: string, partitions: number, fn: Work): Task;
+  observe(name: string, options?: { pollMs?: number; signal?: AbortSignal }): AsyncIterable<HolderChange>;
+  metrics(): string;
+  snapshot(): any;
+  inspect(names?: string[] | null, options?: { timeout?: number }): Promise<any>;
+  unref(): this;
+  ref(): this;
+  close(): Promise<void>;
+  on(event: 'session', fn: (kind: string, detail: object) => void): this;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export function open(url: string, options?: OpenOptions): Promise<Client>;
+export function checkConfig(options?: OpenOptions): {
+  lease: number; renew: number; margin: number; retryJitter: number; minBackoff: number; drift: number;
+};
+export const version: string;
+export const versionNumber: number;
+export const codes: Record<string, number>;
+export function codeName(code: number): string;
+export function reasonName(reason: number): string;
+export function statusName(status: number): string;
+export function eventName(event: number): string;
+export function strerror(code: number): string;
+export function checkName(name: string): void;
+export function schema(url: string): string;

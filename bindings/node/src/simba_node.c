@@ -1,0 +1,1657 @@
+/* simba.node: the Node-API addon under bindings/node (lib/index.js is the API).
+ *
+ * Every client runs in libsimba's EXTERNAL loop mode on Node's own libuv loop
+ * (napi_get_uv_event_loop): a uv_poll_t watches simba_client_fd(), a
+ * uv_timer_t follows simba_client_timeout_ms(), and both call
+ * simba_client_process(), inside which every callback runs on the JS thread
+ * and calls JavaScript directly. No thread is started by the binding. Leader
+ * work (run_while_leader, schedule, group_join) is called by libsimba on a
+ * thread of its own: that thread queues the run (uv_async_t) and waits until
+ * the JavaScript function's promise settled, so the lease is released after
+ * the work ended (handover order). Calls that may wait for the backend
+ * (try-lock, inspect) run on libuv's pool, never on the JS thread.
+ * Design: docs/adr/0033-node-binding-on-nodes-loop.md. */
+#define _POSIX_C_SOURCE 200809L
+#include <node_api.h>
+#include <pthread.h>
+#include <simba.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#define NAME_MAX_BYTES 1024
+
+typedef struct nclient nclient;
+
+/* An election, task or observer (kind), with its JS function. */
+typedef struct nhandle {
+  int kind; /* H_ELECTION, H_TASK, H_OBSERVER */
+  void *h;
+  nclient *cl;
+  napi_ref fn;
+  napi_ref done; /* the JS function of a pending stop */
+  int stopping, freed, refs;
+  struct nhandle *next, *prev;
+} nhandle;
+
+enum { H_ELECTION = 1, H_TASK = 2, H_OBSERVER = 3 };
+
+/* One run of leader work, queued by a library thread. */
+typedef struct run {
+  struct run *next;
+  nclient *cl;
+  nhandle *task;
+  int task_ref; /* the run holds a reference of its task (JS thread only) */
+  simba_term_t *term;
+  int finished, refs;
+  pthread_cond_t cv;
+  double id;
+  int polling;     /* rpoll watches the term's revoke fd (JS thread only) */
+  uv_poll_t rpoll; /* the run's abort: a term's on_revoked would wait for the work */
+} run_t;
+
+struct nclient {
+  napi_env env;
+  simba_client_t *c;
+  uv_poll_t poll;
+  uv_timer_t timer;
+  uv_async_t async;
+  uv_loop_t *loop;
+  double run_seq;
+  int depth;   /* inside simba_client_process() */
+  int unrefd;  /* client.unref() */
+  int pending; /* JS-visible waits (lock) that keep an unref'd client alive */
+  int closed, shutting, refs;
+  pthread_mutex_t mu;
+  run_t *queued;  /* runs queued by work threads */
+  run_t *running; /* runs handed to JavaScript, not finished */
+  napi_ref event_fn, log_fn, error;
+  napi_ref lock_fn; /* onLock(id, err, term): one function for every lock result */
+  napi_ref resource;
+  napi_async_context actx;
+  nhandle *handles;
+  pthread_t main;
+  unsigned long foreign;
+};
+
+/* A term held by JavaScript (one reference). */
+typedef struct tbox {
+  simba_term_t *t;
+  int released, is_lock;
+  /* read at release, so that a released term stays readable */
+  char *name;
+  uint64_t token;
+  int reason;
+} tbox;
+
+/* ------------------------------------------------------------------------- */
+/* Errors */
+
+static napi_value make_error(napi_env env, int rc, const char *msg) {
+  napi_value m, e, code, no;
+  char buf[64];
+  if (!msg || !*msg) msg = simba_strerror(rc);
+  snprintf(buf, sizeof buf, "SIMBA_%s", simba_code_name(rc));
+  napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &m);
+  napi_create_string_utf8(env, buf, NAPI_AUTO_LENGTH, &code);
+  napi_create_error(env, code, m, &e);
+  napi_create_int32(env, rc, &no);
+  napi_set_named_property(env, e, "errno", no);
+  return e;
+}
+
+/* Throw the library's error @p rc with this thread's simba_last_error(). */
+static napi_value throw_last(napi_env env, int rc) {
+  napi_throw(env, make_error(env, rc, simba_last_error()));
+  return NULL;
+}
+
+static napi_value throw_simba(napi_env env, int rc, const char *msg) {
+  napi_throw(env, make_error(env, rc, msg));
+  return NULL;
+}
+
+static napi_value throw_type(napi_env env, const char *msg) {
+  napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", msg);
+  return NULL;
+}
+
+#define CHECK(call)                                                           \
+  do {                                                                        \
+    if ((call) != napi_ok) {                                                  \
+      bool pend_ = false;                                                     \
+      napi_is_exception_pending(env, &pend_);                                 \
+      if (!pend_) napi_throw_error(env, NULL, "simba: Node-API call failed"); \
+      return NULL;                                                            \
+    }                                                                         \
+  } while (0)
+
+/* Keep the first exception a JS callback threw inside process(); re-raised
+ * as an uncaught exception once process() returned (like an EventEmitter). */
+static void keep_error(nclient *cl) {
+  napi_value e;
+  if (napi_get_and_clear_last_exception(cl->env, &e) != napi_ok) return;
+  if (!cl->error) napi_create_reference(cl->env, e, 1, &cl->error);
+}
+
+static void raise_kept(nclient *cl) {
+  napi_value e;
+  if (!cl->error) return;
+  napi_get_reference_value(cl->env, cl->error, &e);
+  napi_delete_reference(cl->env, cl->error);
+  cl->error = NULL;
+  napi_fatal_exception(cl->env, e);
+}
+
+/* Call @p fn (a reference) with argv; an exception is kept (keep_error). */
+static void call_ref(nclient *cl, napi_ref fn, size_t argc, napi_value *argv) {
+  napi_env env = cl->env;
+  napi_value f, recv, res;
+  if (!fn || napi_get_reference_value(env, fn, &f) != napi_ok || !f) return;
+  napi_get_undefined(env, &recv);
+  if (napi_call_function(env, recv, f, argc, argv, &res) != napi_ok) keep_error(cl);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Argument helpers */
+
+static int get_args(napi_env env, napi_callback_info info, size_t n, napi_value *argv) {
+  size_t argc = n;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return -1;
+  for (size_t i = argc; i < n; i++) napi_get_undefined(env, &argv[i]);
+  return 0;
+}
+
+static void *get_ptr(napi_env env, napi_value v) {
+  void *p = NULL;
+  napi_valuetype t;
+  if (napi_typeof(env, v, &t) != napi_ok || t != napi_external) return NULL;
+  napi_get_value_external(env, v, &p);
+  return p;
+}
+
+/* A JS string into a malloc'd buffer; NULL with a TypeError thrown. */
+static char *get_string(napi_env env, napi_value v, const char *what, size_t *len_out) {
+  napi_valuetype t;
+  size_t len = 0;
+  char *s;
+  char msg[160];
+  if (napi_typeof(env, v, &t) != napi_ok || t != napi_string) {
+    snprintf(msg, sizeof msg, "The \"%s\" argument must be of type string", what);
+    throw_type(env, msg);
+    return NULL;
+  }
+  napi_get_value_string_utf8(env, v, NULL, 0, &len);
+  s = (char *)malloc(len + 1);
+  if (!s) {
+    throw_simba(env, SIMBA_ENOMEM, "out of memory");
+    return NULL;
+  }
+  napi_get_value_string_utf8(env, v, s, len + 1, &len);
+  if (len_out) *len_out = len;
+  return s;
+}
+
+/* A string the library takes as a C string: a NUL byte inside is refused. */
+static char *get_cstring(napi_env env, napi_value v, const char *what) {
+  size_t len = 0;
+  char *s = get_string(env, v, what, &len);
+  if (s && strlen(s) != len) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "%s contains a NUL byte at index %zu", what, strlen(s));
+    free(s);
+    throw_simba(env, SIMBA_EINVAL, msg);
+    return NULL;
+  }
+  return s;
+}
+
+/* A lease name, checked with the library's rule on its bytes (NUL included). */
+static char *get_name(napi_env env, napi_value v, const char *what) {
+  size_t len = 0;
+  char *s = get_string(env, v, what, &len);
+  if (!s) return NULL;
+  if (simba_lease_name_check(s, len) != SIMBA_OK) {
+    free(s);
+    throw_last(env, SIMBA_EINVAL);
+    return NULL;
+  }
+  return s;
+}
+
+static int64_t get_i64(napi_env env, napi_value v, int64_t dflt) {
+  napi_valuetype t;
+  double d;
+  if (napi_typeof(env, v, &t) != napi_ok || t != napi_number) return dflt;
+  napi_get_value_double(env, v, &d);
+  if (d != d) return dflt;
+  if (d > 9e15) return INT64_MAX / 2;
+  if (d < -9e15) return -1;
+  return (int64_t)d;
+}
+
+static napi_value str(napi_env env, const char *s) {
+  napi_value v;
+  if (!s) {
+    napi_get_null(env, &v);
+    return v;
+  }
+  napi_create_string_utf8(env, s, NAPI_AUTO_LENGTH, &v);
+  return v;
+}
+
+static napi_value num(napi_env env, double d) {
+  napi_value v;
+  napi_create_double(env, d, &v);
+  return v;
+}
+
+static napi_value undef(napi_env env) {
+  napi_value v;
+  napi_get_undefined(env, &v);
+  return v;
+}
+
+/* ------------------------------------------------------------------------- */
+/* The client on Node's loop */
+
+static void client_unref_struct(nclient *cl) {
+  if (--cl->refs > 0) return;
+  pthread_mutex_destroy(&cl->mu);
+  free(cl);
+}
+
+static void handle_closed(uv_handle_t *h) { client_unref_struct((nclient *)h->data); }
+
+/* Poll and timer keep the process alive unless unref'd and idle. */
+static void update_ref(nclient *cl) {
+  if (cl->closed) return;
+  if (cl->unrefd && cl->pending <= 0) {
+    uv_unref((uv_handle_t *)&cl->poll);
+    uv_unref((uv_handle_t *)&cl->timer);
+  } else {
+    uv_ref((uv_handle_t *)&cl->poll);
+    uv_ref((uv_handle_t *)&cl->timer);
+  }
+}
+
+static void on_timer(uv_timer_t *t);
+
+/* Replace the timer with simba_client_timeout_ms() (the deadline may be earlier). */
+static void arm(nclient *cl) {
+  int64_t ms;
+  if (cl->closed || !cl->c) return;
+  ms = simba_client_timeout_ms(cl->c);
+  if (ms < 0) {
+    uv_timer_stop(&cl->timer);
+  } else {
+    uv_timer_start(&cl->timer, on_timer, (uint64_t)ms, 0);
+  }
+}
+
+/* simba_client_process() on the JS thread, outside callbacks; then re-raise
+ * what a callback threw and re-arm. */
+static void drive(nclient *cl) {
+  if (cl->closed || !cl->c || cl->depth) return;
+  cl->depth++;
+  (void)simba_client_process(cl->c);
+  cl->depth--;
+  arm(cl);
+  raise_kept(cl);
+}
+
+/* A turn from the loop: a handle scope and a callback scope (so that promise
+ * jobs and process.nextTick run after it, as after any I/O callback). */
+static void turn(nclient *cl) {
+  napi_env env = cl->env;
+  napi_handle_scope hs;
+  napi_callback_scope cs = NULL;
+  napi_value res;
+  if (cl->closed) return;
+  napi_open_handle_scope(env, &hs);
+  if (napi_get_reference_value(env, cl->resource, &res) == napi_ok && res)
+    napi_open_callback_scope(env, res, cl->actx, &cs);
+  drive(cl);
+  if (cs) napi_close_callback_scope(env, cs);
+  napi_close_handle_scope(env, hs);
+}
+
+static void on_poll(uv_poll_t *p, int status, int events) {
+  (void)status;
+  (void)events;
+  turn((nclient *)p->data);
+}
+
+static void on_timer(uv_timer_t *t) { turn((nclient *)t->data); }
+
+static int on_js_thread(nclient *cl) { return pthread_equal(pthread_self(), cl->main); }
+
+static void tr_event(void *ud, simba_event_type_t type, const char *detail) {
+  nclient *cl = (nclient *)ud;
+  napi_handle_scope hs;
+  napi_value argv[3];
+  if (!on_js_thread(cl)) {
+    cl->foreign++;
+    return;
+  }
+  if (!cl->event_fn) return;
+  napi_open_handle_scope(cl->env, &hs);
+  argv[0] = str(cl->env, simba_event_name(type));
+  argv[1] = num(cl->env, (double)type);
+  argv[2] = str(cl->env, detail ? detail : "{}");
+  call_ref(cl, cl->event_fn, 3, argv);
+  napi_close_handle_scope(cl->env, hs);
+}
+
+static void tr_log(void *ud, int level, const char *msg) {
+  nclient *cl = (nclient *)ud;
+  napi_handle_scope hs;
+  napi_value argv[2];
+  if (!on_js_thread(cl)) {
+    cl->foreign++;
+    return;
+  }
+  if (!cl->log_fn) return;
+  napi_open_handle_scope(cl->env, &hs);
+  argv[0] = num(cl->env, level);
+  argv[1] = str(cl->env, msg);
+  call_ref(cl, cl->log_fn, 2, argv);
+  napi_close_handle_scope(cl->env, hs);
+}
+
+static void handle_unref(napi_env env, nhandle *h);
+
+static void run_unref(nclient *cl, run_t *r) {
+  int last;
+  pthread_mutex_lock(&cl->mu);
+  last = --r->refs == 0;
+  pthread_mutex_unlock(&cl->mu);
+  if (last) {
+    pthread_cond_destroy(&r->cv);
+    free(r);
+  }
+}
+
+static void run_poll_closed(uv_handle_t *h) {
+  run_t *r = (run_t *)h->data;
+  run_unref(r->cl, r);
+}
+
+/* JavaScript is done with run r (or the client closes): wake its work thread. */
+static void run_finish(nclient *cl, run_t *r) {
+  run_t **pp;
+  pthread_mutex_lock(&cl->mu);
+  if (r->finished) {
+    pthread_mutex_unlock(&cl->mu);
+    return;
+  }
+  r->finished = 1;
+  for (pp = &cl->running; *pp; pp = &(*pp)->next) {
+    if (*pp == r) {
+      *pp = r->next;
+      break;
+    }
+  }
+  pthread_cond_signal(&r->cv);
+  pthread_mutex_unlock(&cl->mu);
+  if (r->polling) {
+    r->polling = 0;
+    uv_poll_stop(&r->rpoll);
+    uv_close((uv_handle_t *)&r->rpoll, run_poll_closed);
+  }
+  if (r->task_ref) {
+    r->task_ref = 0;
+    handle_unref(cl->env, r->task);
+  }
+  run_unref(cl, r);
+}
+
+static void client_free_handles(nclient *cl);
+
+/* Close the client on the JS thread, outside callbacks: runs end first (their
+ * work threads return, so the close does not wait for them), then
+ * simba_client_close() (blocking: one round trip to the backend), then the
+ * uv handles. Returns the close's code. */
+static int client_close(nclient *cl) {
+  run_t *r;
+  int rc;
+  if (!cl->c) return SIMBA_OK;
+  if (cl->depth) return SIMBA_EWOULDBLOCK;
+  pthread_mutex_lock(&cl->mu);
+  cl->shutting = 1;
+  r = cl->queued;
+  cl->queued = NULL;
+  pthread_mutex_unlock(&cl->mu);
+  while (r) {
+    run_t *n = r->next;
+    r->next = NULL;
+    pthread_mutex_lock(&cl->mu);
+    r->refs++; /* run_finish drops the queue's reference */
+    r->next = cl->running;
+    cl->running = r;
+    pthread_mutex_unlock(&cl->mu);
+    run_finish(cl, r);
+    run_unref(cl, r);
+    r = n;
+  }
+  for (;;) {
+    pthread_mutex_lock(&cl->mu);
+    r = cl->running;
+    pthread_mutex_unlock(&cl->mu);
+    if (!r) break;
+    run_finish(cl, r);
+  }
+  cl->depth++; /* callbacks inside close may not re-enter process() */
+  rc = simba_client_close(cl->c);
+  cl->depth--;
+  cl->c = NULL;
+  cl->closed = 1;
+  client_free_handles(cl);
+  uv_poll_stop(&cl->poll);
+  uv_timer_stop(&cl->timer);
+  uv_close((uv_handle_t *)&cl->poll, handle_closed);
+  uv_close((uv_handle_t *)&cl->timer, handle_closed);
+  uv_close((uv_handle_t *)&cl->async, handle_closed);
+  if (cl->event_fn) napi_delete_reference(cl->env, cl->event_fn);
+  if (cl->log_fn) napi_delete_reference(cl->env, cl->log_fn);
+  if (cl->resource) napi_delete_reference(cl->env, cl->resource);
+  if (cl->lock_fn) napi_delete_reference(cl->env, cl->lock_fn);
+  napi_async_destroy(cl->env, cl->actx);
+  cl->event_fn = cl->log_fn = cl->resource = cl->lock_fn = NULL;
+  raise_kept(cl);
+  return rc;
+}
+
+static void cleanup_hook(void *arg) {
+  nclient *cl = (nclient *)arg;
+  if (cl->c) {
+    cl->depth = 0;
+    (void)client_close(cl);
+  }
+}
+
+static void client_finalize(napi_env env, void *data, void *hint) {
+  nclient *cl = (nclient *)data;
+  (void)hint;
+  (void)env;
+  if (cl->c) {
+    /* unreachable while open (the JS side anchors open clients), but be safe */
+    napi_remove_env_cleanup_hook(env, cleanup_hook, cl);
+    (void)client_close(cl);
+  } else {
+    napi_remove_env_cleanup_hook(env, cleanup_hook, cl);
+  }
+  client_unref_struct(cl);
+}
+
+static nclient *get_client(napi_env env, napi_value v) {
+  nclient *cl = (nclient *)get_ptr(env, v);
+  if (!cl) {
+    throw_type(env, "not a simba client");
+    return NULL;
+  }
+  if (!cl->c) {
+    throw_simba(env, SIMBA_ECLOSED, "the client is closed");
+    return NULL;
+  }
+  return cl;
+}
+
+static void on_async(uv_async_t *a);
+
+/* open(url, keys[], values[], onEvent, onLog, logLevel, resource, onLock) -> client */
+static napi_value n_open(napi_env env, napi_callback_info info) {
+  napi_value argv[8], out, name;
+  char *url;
+  uint32_t n = 0, i;
+  simba_config_t *cfg = NULL;
+  nclient *cl;
+  int rc;
+  napi_valuetype t;
+  uv_loop_t *loop;
+  if (get_args(env, info, 8, argv)) return NULL;
+  url = get_cstring(env, argv[0], "backend URL");
+  if (!url) return NULL;
+  cl = (nclient *)calloc(1, sizeof *cl);
+  if (!cl || simba_config_new(&cfg) != SIMBA_OK) {
+    free(url);
+    free(cl);
+    return throw_simba(env, SIMBA_ENOMEM, "out of memory");
+  }
+  cl->env = env;
+  cl->main = pthread_self();
+  pthread_mutex_init(&cl->mu, NULL);
+  rc = simba_config_set(cfg, "loop.mode", "external");
+  napi_get_array_length(env, argv[1], &n);
+  for (i = 0; rc == SIMBA_OK && i < n; i++) {
+    napi_value k, v;
+    char *ks, *vs;
+    napi_get_element(env, argv[1], i, &k);
+    napi_get_element(env, argv[2], i, &v);
+    ks = get_cstring(env, k, "configuration key");
+    vs = ks ? get_cstring(env, v, "configuration value") : NULL;
+    if (!vs) {
+      free(ks);
+      free(url);
+      simba_config_free(cfg);
+      pthread_mutex_destroy(&cl->mu);
+      free(cl);
+      return NULL;
+    }
+    rc = simba_config_set(cfg, ks, vs);
+    free(ks);
+    free(vs);
+  }
+  if (rc == SIMBA_OK) rc = simba_config_set_event_sink(cfg, tr_event, cl);
+  if (rc == SIMBA_OK && napi_typeof(env, argv[4], &t) == napi_ok && t == napi_function) {
+    rc = simba_config_set_logger(cfg, tr_log, cl, (int)get_i64(env, argv[5], SIMBA_LOG_INFO));
+    if (rc == SIMBA_OK) napi_create_reference(env, argv[4], 1, &cl->log_fn);
+  }
+  if (napi_typeof(env, argv[3], &t) == napi_ok && t == napi_function)
+    napi_create_reference(env, argv[3], 1, &cl->event_fn);
+  if (rc == SIMBA_OK) rc = simba_config_validate(cfg);
+  if (rc == SIMBA_OK) {
+    cl->depth++; /* the sink may be called before open returns: queue it */
+    rc = simba_client_open(&cl->c, url, cfg);
+    cl->depth--;
+  }
+  free(url);
+  simba_config_free(cfg);
+  if (rc != SIMBA_OK) {
+    napi_value e = make_error(env, rc, simba_last_error());
+    if (cl->log_fn) napi_delete_reference(env, cl->log_fn);
+    if (cl->event_fn) napi_delete_reference(env, cl->event_fn);
+    pthread_mutex_destroy(&cl->mu);
+    free(cl);
+    napi_throw(env, e);
+    return NULL;
+  }
+  if (napi_get_uv_event_loop(env, &loop) != napi_ok ||
+      uv_poll_init(loop, &cl->poll, simba_client_fd(cl->c)) != 0) {
+    simba_client_close(cl->c);
+    pthread_mutex_destroy(&cl->mu);
+    free(cl);
+    return throw_simba(env, SIMBA_EBACKEND, "could not watch the client's fd on Node's loop");
+  }
+  uv_timer_init(loop, &cl->timer);
+  uv_async_init(loop, &cl->async, on_async);
+  cl->poll.data = cl->timer.data = cl->async.data = cl;
+  cl->loop = loop;
+  uv_unref((uv_handle_t *)&cl->async); /* leader work never keeps the process alive alone */
+  cl->refs = 4;                        /* the JS external + three uv handles */
+  uv_poll_start(&cl->poll, UV_READABLE, on_poll);
+  napi_create_reference(env, argv[6], 1, &cl->resource);
+  napi_create_reference(env, argv[7], 1, &cl->lock_fn);
+  napi_create_string_utf8(env, "simba.client", NAPI_AUTO_LENGTH, &name);
+  napi_async_init(env, argv[6], name, &cl->actx);
+  napi_add_env_cleanup_hook(env, cleanup_hook, cl);
+  arm(cl);
+  CHECK(napi_create_external(env, cl, client_finalize, NULL, &out));
+  return out;
+}
+
+static napi_value n_close(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  nclient *cl;
+  int rc;
+  if (get_args(env, info, 1, argv)) return NULL;
+  cl = (nclient *)get_ptr(env, argv[0]);
+  if (!cl) return throw_type(env, "not a simba client");
+  if (!cl->c) return undef(env);
+  rc = client_close(cl);
+  if (rc == SIMBA_EWOULDBLOCK) return throw_simba(env, rc, "close from inside a callback");
+  return undef(env);
+}
+
+static napi_value n_set_ref(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  nclient *cl;
+  bool b = true;
+  if (get_args(env, info, 2, argv)) return NULL;
+  cl = (nclient *)get_ptr(env, argv[0]);
+  if (!cl || cl->closed) return undef(env);
+  napi_get_value_bool(env, argv[1], &b);
+  cl->unrefd = !b;
+  update_ref(cl);
+  return undef(env);
+}
+
+/* pending(client, n): n JS-visible waits (lock) keep an unref'd client alive. */
+static napi_value n_pending(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  nclient *cl;
+  if (get_args(env, info, 2, argv)) return NULL;
+  cl = (nclient *)get_ptr(env, argv[0]);
+  if (!cl || cl->closed) return undef(env);
+  cl->pending = (int)get_i64(env, argv[1], 0);
+  update_ref(cl);
+  return undef(env);
+}
+
+static napi_value n_status(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  nclient *cl;
+  if (get_args(env, info, 1, argv)) return NULL;
+  cl = (nclient *)get_ptr(env, argv[0]);
+  return num(env, simba_client_status(cl ? cl->c : NULL));
+}
+
+static napi_value n_foreign(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  nclient *cl;
+  if (get_args(env, info, 1, argv)) return NULL;
+  cl = (nclient *)get_ptr(env, argv[0]);
+  return num(env, cl ? (double)cl->foreign : 0);
+}
+
+static napi_value owned_string(napi_env env, char *s, int rc_if_null) {
+  napi_value v;
+  if (!s) return throw_last(env, rc_if_null);
+  v = str(env, s);
+  simba_free(s);
+  return v;
+}
+
+static napi_value n_snapshot(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  nclient *cl;
+  if (get_args(env, info, 1, argv)) return NULL;
+  if (!(cl = get_client(env, argv[0]))) return NULL;
+  return owned_string(env, simba_client_snapshot_json(cl->c), SIMBA_ECLOSED);
+}
+
+static napi_value n_metrics(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  nclient *cl;
+  if (get_args(env, info, 1, argv)) return NULL;
+  if (!(cl = get_client(env, argv[0]))) return NULL;
+  return owned_string(env, simba_client_metrics_text(cl->c), SIMBA_ECLOSED);
+}
+
+static napi_value n_set_event(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  nclient *cl;
+  napi_valuetype t;
+  if (get_args(env, info, 2, argv)) return NULL;
+  if (!(cl = get_client(env, argv[0]))) return NULL;
+  if (cl->event_fn) napi_delete_reference(env, cl->event_fn);
+  cl->event_fn = NULL;
+  if (napi_typeof(env, argv[1], &t) == napi_ok && t == napi_function)
+    napi_create_reference(env, argv[1], 1, &cl->event_fn);
+  return undef(env);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Terms */
+
+static void term_finalize(napi_env env, void *data, void *hint) {
+  tbox *b = (tbox *)data;
+  (void)env;
+  (void)hint;
+  /* The last reference of an unreleased lock term releases the lock, without
+   * waiting and without calling JavaScript (simba_term_release). */
+  if (!b->released) simba_term_release(b->t);
+  free(b->name);
+  free(b);
+}
+
+/* A JS external owning one reference of @p t (taken by the caller). */
+static napi_value wrap_term(napi_env env, simba_term_t *t, int is_lock) {
+  napi_value v;
+  tbox *b = (tbox *)calloc(1, sizeof *b);
+  if (!b) {
+    simba_term_release(t);
+    return undef(env);
+  }
+  b->t = t;
+  b->is_lock = is_lock;
+  if (napi_create_external(env, b, term_finalize, NULL, &v) != napi_ok) {
+    simba_term_release(t);
+    free(b);
+    return undef(env);
+  }
+  return v;
+}
+
+static tbox *get_term(napi_env env, napi_value v) {
+  tbox *b = (tbox *)get_ptr(env, v);
+  if (!b) throw_type(env, "not a simba term");
+  return b;
+}
+
+#define TERM_FN(fname, body)                                       \
+  static napi_value fname(napi_env env, napi_callback_info info) { \
+    napi_value argv[2];                                            \
+    tbox *b;                                                       \
+    if (get_args(env, info, 2, argv)) return NULL;                 \
+    if (!(b = get_term(env, argv[0]))) return NULL;                \
+    body                                                           \
+  }
+
+TERM_FN(n_term_name, { return str(env, b->released ? b->name : simba_term_name(b->t)); })
+TERM_FN(n_term_token, {
+  napi_value v;
+  napi_create_bigint_uint64(env, b->released ? b->token : simba_term_token(b->t), &v);
+  return v;
+})
+TERM_FN(n_term_valid, {
+  napi_value v;
+  napi_get_boolean(env, !b->released && simba_term_is_valid(b->t), &v);
+  return v;
+})
+TERM_FN(n_term_remaining,
+        { return num(env, b->released ? 0 : (double)simba_term_remaining_ms(b->t)); })
+TERM_FN(n_term_reason,
+        { return num(env, b->released ? b->reason : (int)simba_term_revoke_reason(b->t)); })
+TERM_FN(n_term_is_lock, {
+  napi_value v;
+  napi_get_boolean(env, b->is_lock, &v);
+  return v;
+})
+TERM_FN(n_term_ensure_valid, {
+  int64_t ms = get_i64(env, argv[1], 0);
+  int rc;
+  if (ms < 0) return throw_simba(env, SIMBA_EINVAL, "ensureValid: negative minimum");
+  if (b->released) return throw_simba(env, SIMBA_EEXPIRED, "the term was released");
+  rc = simba_term_ensure_valid(b->t, ms);
+  if (rc != SIMBA_OK) return throw_last(env, rc);
+  return undef(env);
+})
+TERM_FN(n_term_revoke_fd, {
+  int fd;
+  if (b->released) return num(env, -1);
+  fd = simba_term_revoke_fd(b->t);
+  if (fd < 0) return throw_last(env, SIMBA_ENOMEM);
+  return num(env, fd);
+})
+
+/* release(term, client): revoke the lock term and release the lease with its
+ * token without waiting for the backend (simba_term_release of the last
+ * reference); the next turn sends it. */
+TERM_FN(n_term_release, {
+  nclient *cl = (nclient *)get_ptr(env, argv[1]);
+  const char *nm;
+  if (b->released) return undef(env);
+  if (!b->is_lock) return throw_simba(env, SIMBA_EINVAL, "release: not a lock term");
+  nm = simba_term_name(b->t);
+  b->name = strdup(nm ? nm : "");
+  b->token = simba_term_token(b->t);
+  b->reason = (int)simba_term_revoke_reason(b->t);
+  if (b->reason == SIMBA_REVOKE_NONE) b->reason = SIMBA_REVOKE_STOPPED;
+  b->released = 1;
+  simba_term_release(b->t);
+  b->t = NULL;
+  if (cl && cl->c) arm(cl);
+  return undef(env);
+})
+
+typedef struct revoked_cb {
+  nclient *cl;
+  napi_ref fn;
+} revoked_cb;
+
+static void tr_term_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t reason) {
+  revoked_cb *r = (revoked_cb *)ud;
+  nclient *cl = r->cl;
+  (void)t;
+  if (on_js_thread(cl) && cl->refs > 0) {
+    napi_handle_scope hs;
+    napi_value argv[1];
+    napi_open_handle_scope(cl->env, &hs);
+    argv[0] = num(cl->env, reason);
+    call_ref(cl, r->fn, 1, argv);
+    napi_close_handle_scope(cl->env, hs);
+    napi_delete_reference(cl->env, r->fn);
+  } else {
+    cl->foreign++; /* the reference leaks rather than touch JS off-thread */
+  }
+  free(r);
+}
+
+/* onRevoked(term, client, fn(reason)): fn runs once, inside a turn. */
+TERM_FN(n_term_on_revoked, {
+  napi_value a[3];
+  nclient *cl;
+  revoked_cb *r;
+  int rc;
+  size_t argc = 3;
+  napi_get_cb_info(env, info, &argc, a, NULL, NULL);
+  if (b->released) return throw_simba(env, SIMBA_ECLOSED, "the term was released");
+  if (!(cl = get_client(env, a[1]))) return NULL;
+  r = (revoked_cb *)calloc(1, sizeof *r);
+  if (!r) return throw_simba(env, SIMBA_ENOMEM, "out of memory");
+  r->cl = cl;
+  napi_create_reference(env, a[2], 1, &r->fn);
+  rc = simba_term_on_revoked(b->t, tr_term_revoked, r);
+  if (rc != SIMBA_OK) {
+    napi_value e = make_error(env, rc, simba_last_error());
+    napi_delete_reference(env, r->fn);
+    free(r);
+    napi_throw(env, e);
+    return NULL;
+  }
+  arm(cl);
+  return undef(env);
+})
+
+/* ------------------------------------------------------------------------- */
+/* Locks */
+
+typedef struct lock_req {
+  nclient *cl;
+  double id;
+} lock_req;
+
+static void tr_lock(void *ud, int err, simba_term_t *term) {
+  lock_req *q = (lock_req *)ud;
+  nclient *cl = q->cl;
+  napi_handle_scope hs;
+  napi_value argv[3];
+  if (!on_js_thread(cl)) {
+    cl->foreign++;
+    if (term) simba_term_release(term);
+    free(q);
+    return;
+  }
+  napi_open_handle_scope(cl->env, &hs);
+  argv[0] = num(cl->env, q->id);
+  if (err == SIMBA_OK) {
+    napi_get_null(cl->env, &argv[1]);
+    argv[2] = wrap_term(cl->env, term, 1);
+  } else {
+    argv[1] = make_error(cl->env, err, NULL);
+    napi_get_null(cl->env, &argv[2]);
+  }
+  call_ref(cl, cl->lock_fn, 3, argv);
+  napi_close_handle_scope(cl->env, hs);
+  free(q);
+}
+
+/* lock(client, name, timeoutMs, id): simba_lock_acquire_async; the result
+ * goes to the client's onLock(id, err, term). */
+static napi_value n_lock(napi_env env, napi_callback_info info) {
+  napi_value argv[4];
+  nclient *cl;
+  char *name;
+  lock_req *q;
+  int rc;
+  if (get_args(env, info, 4, argv)) return NULL;
+  if (!(cl = get_client(env, argv[0]))) return NULL;
+  if (!(name = get_name(env, argv[1], "name"))) return NULL;
+  q = (lock_req *)calloc(1, sizeof *q);
+  if (!q) {
+    free(name);
+    return throw_simba(env, SIMBA_ENOMEM, "out of memory");
+  }
+  q->cl = cl;
+  q->id = (double)get_i64(env, argv[3], 0);
+  rc = simba_lock_acquire_async(cl->c, name, get_i64(env, argv[2], -1), tr_lock, q);
+  free(name);
+  if (rc != SIMBA_OK) {
+    napi_value e = make_error(env, rc, simba_last_error());
+    free(q);
+    napi_throw(env, e);
+    return NULL;
+  }
+  arm(cl);
+  return undef(env);
+}
+
+/* Calls that may wait for the backend run on libuv's pool: the JS thread's
+ * loop answers them meanwhile (EXTERNAL mode queues them to it). */
+typedef struct pool_op {
+  napi_async_work work;
+  nclient *cl;
+  simba_client_t *c;
+  napi_deferred deferred;
+  int kind; /* 1 try-lock, 2 inspect, 3 wait_live */
+  char *name;
+  char **names;
+  size_t n_names;
+  int64_t timeout;
+  int rc;
+  char msg[512];
+  simba_term_t *term;
+  char *json;
+} pool_op;
+
+static void pool_exec(napi_env env, void *data) {
+  pool_op *o = (pool_op *)data;
+  (void)env;
+  if (o->kind == 1) {
+    o->rc = simba_lock_try_acquire(&o->term, o->c, o->name);
+  } else if (o->kind == 2) {
+    o->rc = simba_client_inspect_json(o->c, (const char *const *)o->names, o->n_names, o->timeout,
+                                      &o->json);
+  } else {
+    o->rc = simba_client_wait_live(o->c, o->timeout);
+  }
+  if (o->rc != SIMBA_OK) snprintf(o->msg, sizeof o->msg, "%s", simba_last_error());
+}
+
+static void pool_done(napi_env env, napi_status status, void *data) {
+  pool_op *o = (pool_op *)data;
+  size_t i;
+  if (o->rc != SIMBA_OK) {
+    napi_reject_deferred(env, o->deferred, make_error(env, o->rc, o->msg));
+  } else if (o->kind == 1) {
+    napi_resolve_deferred(env, o->deferred, wrap_term(env, o->term, 1));
+  } else if (o->kind == 2) {
+    napi_resolve_deferred(env, o->deferred, str(env, o->json));
+    simba_free(o->json);
+  } else {
+    napi_resolve_deferred(env, o->deferred, undef(env));
+  }
+  (void)status;
+  napi_delete_async_work(env, o->work);
+  free(o->name);
+  for (i = 0; i < o->n_names; i++) free(o->names[i]);
+  free(o->names);
+  free(o);
+}
+
+static napi_value start_pool(napi_env env, pool_op *o, const char *what) {
+  napi_value promise, name;
+  napi_create_promise(env, &o->deferred, &promise);
+  napi_create_string_utf8(env, what, NAPI_AUTO_LENGTH, &name);
+  napi_create_async_work(env, NULL, name, pool_exec, pool_done, o, &o->work);
+  napi_queue_async_work(env, o->work);
+  return promise;
+}
+
+/* tryLock(client, name) -> Promise<term> */
+static napi_value n_try_lock(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  nclient *cl;
+  pool_op *o;
+  char *name;
+  if (get_args(env, info, 2, argv)) return NULL;
+  if (!(cl = get_client(env, argv[0]))) return NULL;
+  if (!(name = get_name(env, argv[1], "name"))) return NULL;
+  o = (pool_op *)calloc(1, sizeof *o);
+  if (!o) {
+    free(name);
+    return throw_simba(env, SIMBA_ENOMEM, "out of memory");
+  }
+  o->cl = cl;
+  o->c = cl->c;
+  o->kind = 1;
+  o->name = name;
+  return start_pool(env, o, "simba.tryLock");
+}
+
+/* inspect(client, names[]|null, timeoutMs) -> Promise<json> */
+static napi_value n_inspect(napi_env env, napi_callback_info info) {
+  napi_value argv[3];
+  nclient *cl;
+  pool_op *o;
+  bool is_arr = false;
+  uint32_t n = 0, i;
+  if (get_args(env, info, 3, argv)) return NULL;
+  if (!(cl = get_client(env, argv[0]))) return NULL;
+  o = (pool_op *)calloc(1, sizeof *o);
+  if (!o) return throw_simba(env, SIMBA_ENOMEM, "out of memory");
+  napi_is_array(env, argv[1], &is_arr);
+  if (is_arr) napi_get_array_length(env, argv[1], &n);
+  if (n) {
+    o->names = (char **)calloc(n, sizeof *o->names);
+    for (i = 0; i < n; i++) {
+      napi_value v;
+      napi_get_element(env, argv[1], i, &v);
+      if (!(o->names[i] = get_name(env, v, "name"))) {
+        o->n_names = i;
+        pool_done(env, napi_ok, o); /* frees; the deferred is unused */
+        return NULL;
+      }
+    }
+  }
+  o->n_names = n;
+  o->cl = cl;
+  o->c = cl->c;
+  o->kind = 2;
+  o->timeout = get_i64(env, argv[2], 5000);
+  return start_pool(env, o, "simba.inspect");
+}
+
+/* waitLive(client, timeoutMs) -> Promise<void> */
+static napi_value n_wait_live(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  nclient *cl;
+  pool_op *o;
+  if (get_args(env, info, 2, argv)) return NULL;
+  if (!(cl = get_client(env, argv[0]))) return NULL;
+  o = (pool_op *)calloc(1, sizeof *o);
+  if (!o) return throw_simba(env, SIMBA_ENOMEM, "out of memory");
+  o->cl = cl;
+  o->c = cl->c;
+  o->kind = 3;
+  o->timeout = get_i64(env, argv[1], -1);
+  return start_pool(env, o, "simba.waitLive");
+}
+
+/* ------------------------------------------------------------------------- */
+/* Elections, tasks, observers */
+
+static void handle_unref(napi_env env, nhandle *h) {
+  if (--h->refs > 0) return;
+  if (h->fn) napi_delete_reference(env, h->fn);
+  if (h->done) napi_delete_reference(env, h->done);
+  free(h);
+}
+
+static void handle_link(nclient *cl, nhandle *h) {
+  h->next = cl->handles;
+  if (cl->handles) cl->handles->prev = h;
+  cl->handles = h;
+}
+
+static void handle_unlink(nclient *cl, nhandle *h) {
+  if (h->prev) h->prev->next = h->next;
+  if (h->next) h->next->prev = h->prev;
+  if (cl->handles == h) cl->handles = h->next;
+  h->next = h->prev = NULL;
+}
+
+/* Free the library's handle (the stop completed, or the client closed). */
+static void handle_free_native(nhandle *h) {
+  if (h->freed) return;
+  h->freed = 1;
+  if (h->kind == H_ELECTION) {
+    simba_election_free((simba_election_t *)h->h);
+  } else if (h->kind == H_TASK) {
+    (void)simba_task_close((simba_task_t *)h->h);
+  } else {
+    simba_observer_free((simba_observer_t *)h->h);
+  }
+  h->h = NULL;
+  handle_unlink(h->cl, h);
+  handle_unref(h->cl->env, h); /* the client's list */
+}
+
+static void client_free_handles(nclient *cl) {
+  while (cl->handles) {
+    nhandle *h = cl->handles;
+    napi_ref done = h->done;
+    h->done = NULL;
+    handle_free_native(h);
+    if (done) {
+      napi_value argv[1];
+      napi_handle_scope hs;
+      napi_open_handle_scope(cl->env, &hs);
+      napi_get_null(cl->env, &argv[0]);
+      call_ref(cl, done, 1, argv);
+      napi_delete_reference(cl->env, done);
+      napi_close_handle_scope(cl->env, hs);
+    }
+  }
+}
+
+static void handle_js_finalize(napi_env env, void *data, void *hint) {
+  (void)hint;
+  handle_unref(env, (nhandle *)data);
+}
+
+static nhandle *new_handle(napi_env env, nclient *cl, int kind, napi_value fn, napi_value *out) {
+  nhandle *h = (nhandle *)calloc(1, sizeof *h);
+  if (!h) {
+    throw_simba(env, SIMBA_ENOMEM, "out of memory");
+    return NULL;
+  }
+  h->kind = kind;
+  h->cl = cl;
+  h->refs = 1; /* the JS external; the client's list takes one once started */
+  napi_create_reference(env, fn, 1, &h->fn);
+  if (napi_create_external(env, h, handle_js_finalize, NULL, out) != napi_ok) {
+    napi_delete_reference(env, h->fn);
+    free(h);
+    return NULL;
+  }
+  return h;
+}
+
+static void started(nclient *cl, nhandle *h) {
+  h->refs++;
+  handle_link(cl, h);
+  arm(cl);
+}
+
+static void tr_elected(void *ud, simba_term_t *term) {
+  nhandle *h = (nhandle *)ud;
+  nclient *cl = h->cl;
+  napi_handle_scope hs;
+  napi_value argv[3];
+  if (!on_js_thread(cl)) {
+    cl->foreign++;
+    return;
+  }
+  napi_open_handle_scope(cl->env, &hs);
+  simba_term_retain(term);
+  argv[0] = num(cl->env, 1);
+  argv[1] = wrap_term(cl->env, term, 0);
+  argv[2] = num(cl->env, 0);
+  call_ref(cl, h->fn, 3, argv);
+  napi_close_handle_scope(cl->env, hs);
+}
+
+static void tr_revoked(void *ud, simba_term_t *term, simba_revoke_reason_t reason) {
+  nhandle *h = (nhandle *)ud;
+  nclient *cl = h->cl;
+  napi_handle_scope hs;
+  napi_value argv[3];
+  if (!on_js_thread(cl)) {
+    cl->foreign++;
+    return;
+  }
+  napi_open_handle_scope(cl->env, &hs);
+  simba_term_retain(term);
+  argv[0] = num(cl->env, 2);
+  argv[1] = wrap_term(cl->env, term, 0);
+  argv[2] = num(cl->env, reason);
+  call_ref(cl, h->fn, 3, argv);
+  napi_close_handle_scope(cl->env, hs);
+}
+
+/* electionStart(client, name, fn(kind, term, reason)) -> handle */
+static napi_value n_election_start(napi_env env, napi_callback_info info) {
+  napi_value argv[3], out;
+  nclient *cl;
+  nhandle *h;
+  char *name;
+  simba_listener_t l;
+  simba_election_t *e = NULL;
+  int rc;
+  if (get_args(env, info, 3, argv)) return NULL;
+  if (!(cl = get_client(env, argv[0]))) return NULL;
+  if (!(name = get_name(env, argv[1], "name"))) return NULL;
+  if (!(h = new_handle(env, cl, H_ELECTION, argv[2], &out))) {
+    free(name);
+    return NULL;
+  }
+  l.on_elected = tr_elected;
+  l.on_revoked = tr_revoked;
+  l.ud = h;
+  rc = simba_election_start(&e, cl->c, name, &l);
+  free(name);
+  if (rc != SIMBA_OK) return throw_last(env, rc);
+  h->h = e;
+  started(cl, h);
+  return out;
+}
+
+/* The done of a stop or step-down: call the JS done(err|null); after a stop,
+ * free the library's handle (documented as safe in the stop's done). */
+typedef struct done_req {
+  nhandle *h;
+  napi_ref cb;
+  int is_stop;
+} done_req;
+
+static void tr_done(void *ud, int err) {
+  done_req *d = (done_req *)ud;
+  nhandle *h = d->h;
+  nclient *cl = h->cl;
+  napi_handle_scope hs;
+  napi_value argv[1];
+  if (!on_js_thread(cl)) {
+    cl->foreign++;
+    free(d);
+    return;
+  }
+  napi_open_handle_scope(cl->env, &hs);
+  if (d->is_stop) {
+    if (h->done == d->cb) h->done = NULL;
+    handle_free_native(h);
+  }
+  if (err == SIMBA_OK) {
+    napi_get_null(cl->env, &argv[0]);
+  } else {
+    argv[0] = make_error(cl->env, err, NULL);
+  }
+  call_ref(cl, d->cb, 1, argv);
+  napi_delete_reference(cl->env, d->cb);
+  napi_close_handle_scope(cl->env, hs);
+  handle_unref(cl->env, h);
+  free(d);
+}
+
+/* stop(handle, cb) / stepDown(handle, ms, cb) of an election or a task. */
+static napi_value stop_common(napi_env env, napi_callback_info info, int is_stop) {
+  napi_value argv[3], cbv;
+  nhandle *h;
+  done_req *d;
+  int rc;
+  int64_t ms = 0;
+  if (get_args(env, info, 3, argv)) return NULL;
+  h = (nhandle *)get_ptr(env, argv[0]);
+  if (!h) return throw_type(env, "not a simba handle");
+  cbv = is_stop ? argv[1] : argv[2];
+  if (!is_stop) {
+    ms = get_i64(env, argv[1], -1);
+    if (ms < 0) return throw_simba(env, SIMBA_EINVAL, "stepDown: negative cooldown");
+  }
+  if (h->freed || !h->cl->c) return throw_simba(env, SIMBA_ESTATE, "already stopped");
+  if (is_stop && h->stopping) return throw_simba(env, SIMBA_ESTATE, "already stopping");
+  d = (done_req *)calloc(1, sizeof *d);
+  if (!d) return throw_simba(env, SIMBA_ENOMEM, "out of memory");
+  d->h = h;
+  d->is_stop = is_stop;
+  napi_create_reference(env, cbv, 1, &d->cb);
+  if (h->kind == H_ELECTION) {
+    rc = is_stop ? simba_election_stop((simba_election_t *)h->h, tr_done, d)
+                 : simba_election_step_down((simba_election_t *)h->h, ms, tr_done, d);
+  } else {
+    rc = is_stop ? simba_task_stop((simba_task_t *)h->h, tr_done, d)
+                 : simba_task_step_down((simba_task_t *)h->h, ms, tr_done, d);
+  }
+  if (rc != SIMBA_OK) {
+    napi_value e = make_error(env, rc, simba_last_error());
+    napi_delete_reference(env, d->cb);
+    free(d);
+    napi_throw(env, e);
+    return NULL;
+  }
+  h->refs++;
+  if (is_stop) {
+    h->stopping = 1;
+    h->done = d->cb; /* called by client_free_handles if the client closes first */
+  }
+  arm(h->cl);
+  return undef(env);
+}
+
+static napi_value n_stop(napi_env env, napi_callback_info info) {
+  return stop_common(env, info, 1);
+}
+static napi_value n_step_down(napi_env env, napi_callback_info info) {
+  return stop_common(env, info, 0);
+}
+
+/* The work trampoline of every task: queue the run for the JS thread and
+ * wait until JavaScript finished it. */
+static void tr_work(void *ud, simba_term_t *term) {
+  nhandle *h = (nhandle *)ud;
+  nclient *cl = h->cl;
+  run_t *r = (run_t *)calloc(1, sizeof *r);
+  if (!r) return;
+  pthread_cond_init(&r->cv, NULL);
+  r->task = h;
+  r->cl = cl;
+  r->term = term;
+  r->refs = 2; /* this thread, the queue (then the running list) */
+  simba_term_retain(term);
+  pthread_mutex_lock(&cl->mu);
+  if (cl->shutting) {
+    pthread_mutex_unlock(&cl->mu);
+    simba_term_release(term);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+    return;
+  }
+  r->next = cl->queued;
+  cl->queued = r;
+  uv_async_send(&cl->async);
+  while (!r->finished) pthread_cond_wait(&r->cv, &cl->mu);
+  pthread_mutex_unlock(&cl->mu);
+  simba_term_release(term);
+  run_unref(cl, r);
+}
+
+/* done() of a run, called by JavaScript once its promise settled. */
+static napi_value n_run_done(napi_env env, napi_callback_info info) {
+  run_t *r = NULL;
+  size_t argc = 0;
+  napi_get_cb_info(env, info, &argc, NULL, NULL, (void **)&r);
+  if (r) run_finish(r->cl, r);
+  return undef(env);
+}
+
+static void run_fn_finalize(napi_env env, void *data, void *hint) {
+  run_t *r = (run_t *)data;
+  nclient *cl = (nclient *)hint;
+  (void)env;
+  run_unref(cl, r);
+}
+
+/* The term of a run was revoked: the task's fn(id, null, null) aborts the
+ * run's AbortSignal. */
+static void on_run_revoked(uv_poll_t *p, int status, int events) {
+  run_t *r = (run_t *)p->data;
+  nclient *cl = r->cl;
+  napi_env env = cl->env;
+  napi_handle_scope hs;
+  napi_callback_scope cs = NULL;
+  napi_value res, argv[3];
+  (void)status;
+  (void)events;
+  if (!r->polling) return;
+  r->polling = 0;
+  uv_poll_stop(&r->rpoll);
+  uv_close((uv_handle_t *)&r->rpoll, run_poll_closed);
+  if (cl->closed || r->finished || !r->task->fn) return;
+  napi_open_handle_scope(env, &hs);
+  if (napi_get_reference_value(env, cl->resource, &res) == napi_ok && res)
+    napi_open_callback_scope(env, res, cl->actx, &cs);
+  argv[0] = num(env, r->id);
+  napi_get_null(env, &argv[1]);
+  napi_get_null(env, &argv[2]);
+  call_ref(cl, r->task->fn, 3, argv);
+  raise_kept(cl);
+  if (cs) napi_close_callback_scope(env, cs);
+  napi_close_handle_scope(env, hs);
+}
+
+/* Queued runs: call the task's fn(id, term, done) for each on the JS thread. */
+static void on_async(uv_async_t *a) {
+  nclient *cl = (nclient *)a->data;
+  napi_env env = cl->env;
+  napi_handle_scope hs;
+  napi_callback_scope cs = NULL;
+  napi_value res;
+  run_t *take, *r;
+  if (cl->closed) return;
+  pthread_mutex_lock(&cl->mu);
+  take = cl->queued;
+  cl->queued = NULL;
+  pthread_mutex_unlock(&cl->mu);
+  if (!take) return;
+  napi_open_handle_scope(env, &hs);
+  if (napi_get_reference_value(env, cl->resource, &res) == napi_ok && res)
+    napi_open_callback_scope(env, res, cl->actx, &cs);
+  while (take) {
+    napi_value argv[3];
+    r = take;
+    take = r->next;
+    pthread_mutex_lock(&cl->mu);
+    r->next = cl->running;
+    cl->running = r;
+    pthread_mutex_unlock(&cl->mu);
+    if (r->task->freed || !r->task->fn) {
+      run_finish(cl, r);
+      continue;
+    }
+    r->task->refs++;
+    r->task_ref = 1;
+    simba_term_retain(r->term);
+    argv[1] = wrap_term(env, r->term, 0);
+    pthread_mutex_lock(&cl->mu);
+    r->refs++; /* the done function's */
+    pthread_mutex_unlock(&cl->mu);
+    if (napi_create_function(env, "done", NAPI_AUTO_LENGTH, n_run_done, r, &argv[2]) != napi_ok ||
+        napi_add_finalizer(env, argv[2], r, run_fn_finalize, cl, NULL) != napi_ok) {
+      run_unref(cl, r);
+      run_finish(cl, r);
+      continue;
+    }
+    r->id = ++cl->run_seq;
+    argv[0] = num(env, r->id);
+    {
+      int fd = simba_term_revoke_fd(r->term);
+      if (fd >= 0 && uv_poll_init(cl->loop, &r->rpoll, fd) == 0) {
+        r->rpoll.data = r;
+        r->polling = 1;
+        pthread_mutex_lock(&cl->mu);
+        r->refs++; /* the poll's, dropped in run_poll_closed */
+        pthread_mutex_unlock(&cl->mu);
+        uv_poll_start(&r->rpoll, UV_READABLE, on_run_revoked);
+        uv_unref((uv_handle_t *)&r->rpoll);
+      }
+    }
+    call_ref(cl, r->task->fn, 3, argv);
+  }
+  raise_kept(cl);
+  if (cs) napi_close_callback_scope(env, cs);
+  napi_close_handle_scope(env, hs);
+}
+
+/* taskStart(client, kind, name, a, b, fn(term, done)) -> handle; kind 0
+ * run_while_leader, 1 schedule (a: initial delay, b: period), 2 group_join
+ * (a: partitions). */
+static napi_value n_task_start(napi_env env, napi_callback_info info) {
+  napi_value argv[6], out;
+  nclient *cl;
+  nhandle *h;
+  char *name;
+  simba_task_t *t = NULL;
+  int rc, kind;
+  int64_t a, b;
+  if (get_args(env, info, 6, argv)) return NULL;
+  if (!(cl = get_client(env, argv[0]))) return NULL;
+  kind = (int)get_i64(env, argv[1], 0);
+  name = kind == 2 ? get_cstring(env, argv[2], "group name") : get_name(env, argv[2], "name");
+  if (!name) return NULL;
+  a = get_i64(env, argv[3], 0);
+  b = get_i64(env, argv[4], 0);
+  if (kind == 2 && (a < 0 || a > 0xffffffffLL)) {
+    free(name);
+    return throw_simba(env, SIMBA_EINVAL, "partitions out of range");
+  }
+  if (!(h = new_handle(env, cl, H_TASK, argv[5], &out))) {
+    free(name);
+    return NULL;
+  }
+  if (kind == 0) {
+    rc = simba_run_while_leader(&t, cl->c, name, tr_work, h);
+  } else if (kind == 1) {
+    rc = simba_schedule(&t, cl->c, name, a, b, tr_work, h);
+  } else {
+    rc = simba_group_join(&t, cl->c, name, (uint32_t)a, tr_work, h);
+  }
+  free(name);
+  if (rc != SIMBA_OK) return throw_last(env, rc);
+  h->h = t;
+  started(cl, h);
+  return out;
+}
+
+static void tr_observe(void *ud, const char *name, const char *session, const char *client,
+                       uint64_t token) {
+  nhandle *h = (nhandle *)ud;
+  nclient *cl = h->cl;
+  napi_handle_scope hs;
+  napi_value argv[4];
+  if (!on_js_thread(cl)) {
+    cl->foreign++;
+    return;
+  }
+  if (h->freed) return;
+  napi_open_handle_scope(cl->env, &hs);
+  argv[0] = str(cl->env, name);
+  argv[1] = str(cl->env, session);
+  argv[2] = str(cl->env, client);
+  napi_create_bigint_uint64(cl->env, token, &argv[3]);
+  call_ref(cl, h->fn, 4, argv);
+  napi_close_handle_scope(cl->env, hs);
+}
+
+/* observeStart(client, name, pollMs, fn(name, session, client, token)) -> handle */
+static napi_value n_observe_start(napi_env env, napi_callback_info info) {
+  napi_value argv[4], out;
+  nclient *cl;
+  nhandle *h;
+  char *name;
+  simba_observer_t *o = NULL;
+  int rc;
+  if (get_args(env, info, 4, argv)) return NULL;
+  if (!(cl = get_client(env, argv[0]))) return NULL;
+  if (!(name = get_name(env, argv[1], "name"))) return NULL;
+  if (!(h = new_handle(env, cl, H_OBSERVER, argv[3], &out))) {
+    free(name);
+    return NULL;
+  }
+  rc = simba_observe_start(&o, cl->c, name, get_i64(env, argv[2], 0), tr_observe, h);
+  free(name);
+  if (rc != SIMBA_OK) return throw_last(env, rc);
+  h->h = o;
+  started(cl, h);
+  return out;
+}
+
+static napi_value n_observe_stop(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  nhandle *h;
+  if (get_args(env, info, 1, argv)) return NULL;
+  h = (nhandle *)get_ptr(env, argv[0]);
+  if (h && !h->freed && h->kind == H_OBSERVER) handle_free_native(h);
+  return undef(env);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Module functions */
+
+static napi_value n_version(napi_env env, napi_callback_info info) {
+  (void)info;
+  return num(env, simba_version());
+}
+
+static napi_value n_version_string(napi_env env, napi_callback_info info) {
+  (void)info;
+  return str(env, simba_version_string());
+}
+
+#define NAME_FN(fname, call)                                       \
+  static napi_value fname(napi_env env, napi_callback_info info) { \
+    napi_value argv[1];                                            \
+    if (get_args(env, info, 1, argv)) return NULL;                 \
+    return str(env, call((int)get_i64(env, argv[0], 0)));          \
+  }
+
+static const char *reason_name(int v) { return simba_revoke_reason_name((simba_revoke_reason_t)v); }
+static const char *status_name(int v) {
+  return simba_session_status_name((simba_session_status_t)v);
+}
+static const char *event_name(int v) { return simba_event_name((simba_event_type_t)v); }
+
+NAME_FN(n_code_name, simba_code_name)
+NAME_FN(n_strerror, simba_strerror)
+NAME_FN(n_reason_name, reason_name)
+NAME_FN(n_status_name, status_name)
+NAME_FN(n_event_name, event_name)
+
+static napi_value n_check_name(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  char *s;
+  if (get_args(env, info, 1, argv)) return NULL;
+  if (!(s = get_name(env, argv[0], "name"))) return NULL;
+  free(s);
+  return undef(env);
+}
+
+static napi_value n_schema(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  char *url, *out = NULL;
+  int rc;
+  if (get_args(env, info, 1, argv)) return NULL;
+  if (!(url = get_cstring(env, argv[0], "backend URL"))) return NULL;
+  rc = simba_backend_schema(url, &out);
+  free(url);
+  if (rc != SIMBA_OK) return throw_last(env, rc);
+  return owned_string(env, out, SIMBA_ENOMEM);
+}
+
+/* checkConfig(keys[], values[]) -> {durations in ms, drift} */
+static napi_value n_check_config(napi_env env, napi_callback_info info) {
+  static const char *const keys[] = {"session.lease-duration", "session.renew-interval",
+                                     "session.margin", "session.retry-jitter",
+                                     "session.min-backoff"};
+  static const char *const props[] = {"lease", "renew", "margin", "retryJitter", "minBackoff"};
+  napi_value argv[2], out;
+  simba_config_t *cfg = NULL;
+  uint32_t n = 0, i;
+  int rc;
+  double drift = 0;
+  if (get_args(env, info, 2, argv)) return NULL;
+  if (simba_config_new(&cfg) != SIMBA_OK) return throw_simba(env, SIMBA_ENOMEM, "out of memory");
+  napi_get_array_length(env, argv[0], &n);
+  rc = SIMBA_OK;
+  for (i = 0; rc == SIMBA_OK && i < n; i++) {
+    napi_value k, v;
+    char *ks, *vs;
+    napi_get_element(env, argv[0], i, &k);
+    napi_get_element(env, argv[1], i, &v);
+    ks = get_cstring(env, k, "configuration key");
+    vs = ks ? get_cstring(env, v, "configuration value") : NULL;
+    if (!vs) {
+      free(ks);
+      simba_config_free(cfg);
+      return NULL;
+    }
+    rc = simba_config_set(cfg, ks, vs);
+    free(ks);
+    free(vs);
+  }
+  if (rc == SIMBA_OK) rc = simba_config_validate(cfg);
+  if (rc != SIMBA_OK) {
+    napi_value e = make_error(env, rc, simba_last_error());
+    simba_config_free(cfg);
+    napi_throw(env, e);
+    return NULL;
+  }
+  napi_create_object(env, &out);
+  for (i = 0; i < 5; i++) {
+    int64_t ms = 0;
+    simba_config_get_ms(cfg, keys[i], &ms);
+    napi_set_named_property(env, out, props[i], num(env, (double)ms));
+  }
+  simba_config_get_double(cfg, "session.drift", &drift);
+  napi_set_named_property(env, out, "drift", num(env, drift));
+  simba_config_free(cfg);
+  return out;
+}
+
+NAPI_MODULE_INIT() {
+  static const struct {
+    const char *name;
+    napi_callback fn;
+  } fns[] = {{"open", n_open},
+             {"close", n_close},
+             {"setRef", n_set_ref},
+             {"pending", n_pending},
+             {"status", n_status},
+             {"foreign", n_foreign},
+             {"snapshot", n_snapshot},
+             {"metrics", n_metrics},
+             {"setEvent", n_set_event},
+             {"lock", n_lock},
+             {"tryLock", n_try_lock},
+             {"inspect", n_inspect},
+             {"waitLive", n_wait_live},
+             {"termName", n_term_name},
+             {"termToken", n_term_token},
+             {"termValid", n_term_valid},
+             {"termRemaining", n_term_remaining},
+             {"termReason", n_term_reason},
+             {"termIsLock", n_term_is_lock},
+             {"termEnsureValid", n_term_ensure_valid},
+             {"termRevokeFd", n_term_revoke_fd},
+             {"termRelease", n_term_release},
+             {"termOnRevoked", n_term_on_revoked},
+             {"electionStart", n_election_start},
+             {"stop", n_stop},
+             {"stepDown", n_step_down},
+             {"taskStart", n_task_start},
+             {"observeStart", n_observe_start},
+             {"observeStop", n_observe_stop},
+             {"version", n_version},
+             {"versionString", n_version_string},
+             {"codeName", n_code_name},
+             {"strerror", n_strerror},
+             {"reasonName", n_reason_name},
+             {"statusName", n_status_name},
+             {"eventName", n_event_name},
+             {"checkName", n_check_name},
+             {"schema", n_schema},
+             {"checkConfig", n_check_config}};
+  size_t i;
+  if (simba_version() < 0x010300) {
+    napi_throw_error(env, "SIMBA_EUNSUPPORTED", "simba: the loaded libsimba is older than 1.3");
+    return NULL;
+  }
+  for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+    napi_value f;
+    napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &f);
+    napi_set_named_property(env, exports, fns[i].name, f);
+  }
+  return exports;
+}
