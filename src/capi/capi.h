@@ -10,6 +10,7 @@
 #include "core/config.h"
 #include "engine/client.h"
 #include "engine/group.h"
+#include "engine/task.h"
 #include "simba.h"
 
 struct simba_config {
@@ -28,9 +29,7 @@ struct simba_election {
 
 // A task: an election whose terms run leader work, or a partition group.
 struct simba_task {
-  std::shared_ptr<simba::engine::Client> client;
-  std::shared_ptr<simba::engine::Election> impl;  // run_while_leader, schedule
-  std::shared_ptr<simba::engine::Group> group;    // group_join
+  std::shared_ptr<simba::engine::Task> impl;
 };
 
 struct simba_observer {

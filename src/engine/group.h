@@ -33,25 +33,26 @@
 #include <vector>
 
 #include "engine/client.h"
+#include "engine/task.h"
 
 namespace simba::engine {
 
-class Group : public std::enable_shared_from_this<Group> {
+class Group final : public Task, public std::enable_shared_from_this<Group> {
  public:
   // Joins `group` with `partitions` partitions; `work` runs for each partition
   // this member leads. Code::kEInval when the names GROUP.member.K would break the
   // lease-name rule.
   static Result join(const std::shared_ptr<Client>& client, const std::string& group,
                      uint32_t partitions, WorkFn work, std::shared_ptr<Group>* out);
-  ~Group();
+  ~Group() override;
 
   // Hands every partition over (handover order), leaves the group, then `done`.
-  Result stop(DoneFn done);
+  Result stop(DoneFn done) override;
   // The same, then joins again after `cooldown`; `done` once released.
-  Result step_down(Duration cooldown, DoneFn done);
+  Result step_down(Duration cooldown, DoneFn done) override;
   // Blocking: stop, then wait until the manager and every run of the work ended.
   // From a callback, leader work or the loop it only starts the stop.
-  void close();
+  void close() override;
 
  private:
   Group(std::shared_ptr<Client> client, std::string group, uint32_t partitions, WorkFn work);

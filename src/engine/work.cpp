@@ -4,8 +4,57 @@
 
 #include "core/log_level.h"
 #include "engine/client.h"
+#include "engine/task.h"
 
 namespace simba::engine {
+
+namespace {
+
+// A task of one election with work.
+class ElectionTask final : public Task {
+ public:
+  ElectionTask(std::shared_ptr<Client> client, std::shared_ptr<Election> election)
+      : client_(std::move(client)), election_(std::move(election)) {}
+  Result stop(DoneFn done) override { return client_->stop_election(election_, std::move(done)); }
+  Result step_down(Duration cooldown, DoneFn done) override {
+    return client_->step_down(election_, cooldown, std::move(done));
+  }
+  void close() override {
+    // Elsewhere than in a callback, leader work or the loop the free waits for
+    // the stop (the handover waits for the work up to the term's deadline) and
+    // its callbacks; then every run of the work must have returned. Otherwise
+    // it only starts the stop, which finishes on its own (the work's threads
+    // keep what they use alive).
+    if (client_->free_election(election_)) election_->wait_for_work();
+  }
+
+ private:
+  const std::shared_ptr<Client> client_;
+  const std::shared_ptr<Election> election_;
+};
+
+}  // namespace
+
+Result start_leader_task(const std::shared_ptr<Client>& client, const std::string& name,
+                         WorkFn work, std::shared_ptr<Task>* out) {
+  std::shared_ptr<Election> election;
+  Result r = client->start_election(name, nullptr, nullptr, &election, std::move(work));
+  if (r.code == Code::kOk) *out = std::make_shared<ElectionTask>(client, std::move(election));
+  return r;
+}
+
+WorkFn scheduled_work(Duration initial_delay, Duration period, WorkFn run) {
+  const int64_t initial_ms = to_ms(initial_delay);
+  const int64_t period_ms = to_ms(period);
+  return [run = std::move(run), initial_ms, period_ms](Term* t) {
+    if (t->wait_revoked(initial_ms)) return;
+    for (;;) {
+      if (!t->valid()) return;
+      run(t);
+      if (t->wait_revoked(period_ms)) return;
+    }
+  };
+}
 
 void WorkCount::begin() {
   std::lock_guard<std::mutex> lock(mu);
