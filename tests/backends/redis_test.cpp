@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/redis/redis_keys.h"
 #include "backend/redis/redis_url.h"
 #include "backend/redis/uv_hiredis.h"
 #include "backends/redis_servers.h"
@@ -360,6 +361,29 @@ TEST(Redis, UnreachableAtOpenThenRecovers) {
 // AUTH (password only, and user + password), SELECT and the key prefix, on a
 // server that requires a password; a wrong password never goes live and is
 // never shown.
+// The scripts name keys with the Lua functions of redis_keys.h, made from the
+// same parts as RedisKeys: both give the same names (a space in the prefix and
+// a colon in the lease name included), run by the real server's Lua.
+TEST(Redis, ScriptsAndCodeNameTheSameKeys) {
+  const std::string url = shared_url();
+  if (url.empty()) GTEST_SKIP() << "SIMBA_TEST_REDIS_URL not set";
+  std::string host;
+  int port = 0;
+  ASSERT_TRUE(host_port(url, &host, &port));
+  Sync s(host, port);
+  ASSERT_TRUE(s.ok());
+  const simba::RedisKeys keys("my app");
+  const std::string lua =
+      simba::redis_lua_keys() +
+      "return {session_key(ARGV[1], ARGV[2]), session_key(ARGV[1], ARGV[2]) .. LEASES_SUFFIX, "
+      "lease_key(ARGV[1], ARGV[3]), released_channel(ARGV[1], ARGV[3])}";
+  EXPECT_EQ(s.cmd({"EVAL", lua, "0", "my app", "0af1", "jobs:nightly"}),
+            keys.session("0af1") + " " + keys.leases("0af1") + " " + keys.lease("jobs:nightly") +
+                " " + keys.released("jobs:nightly"));
+  EXPECT_EQ(keys.lease("jobs:nightly"), "my app:lease:jobs:nightly");
+  EXPECT_EQ(keys.leases("0af1"), "my app:session:0af1:leases");
+}
+
 TEST(Redis, AuthSelectAndPrefix) {
   if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
   const int port = free_port();

@@ -48,6 +48,7 @@ RedisBackend::RedisBackend(const BackendContext& ctx, RedisUrl url, std::shared_
       log_(ctx.log),
       client_name_(ctx.client_name),
       url_(std::move(url)),
+      keys_(url_.prefix),
       tls_(std::move(tls)),
       calls_(
           loop_, &handles_,

@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "backend/call_table.h"
 #include "backend/open_handles.h"
+#include "backend/redis/redis_keys.h"
 #include "backend/redis/redis_replies.h"
 #include "backend/redis/redis_url.h"
 #include "backend/redis/uv_hiredis.h"
@@ -37,15 +38,8 @@ namespace simba::redis_impl {
 // script, so one round trip (the scripts are loaded with SCRIPT LOAD when a
 // connection opens; a NOSCRIPT answer is retried once with EVAL).
 //
-// Data model ({p} = the URL's prefix, default "simba"):
-//   {p}:session:{sid}          string, PEXPIRE lease; sid = 128 random bits in hex
-//   {p}:session:{sid}:leases   set of the lease names the session won, same expiry
-//                              (a released name stays until the next keep-alive)
-//   {p}:lease:{name}           hash {session, token}; never deleted, so the token
-//                              counts up across terms (+1 per term)
-//   {p}:released:{name}        the channel a release or a close publishes on; a
-//                              second connection SUBSCRIBEs to it while this
-//                              client is a candidate for the name
+// Data model ({p} = the URL's prefix, default "simba"): redis_keys.h, the one
+// place that names the keys, for this code and for the Lua scripts alike.
 // Remaining times are PTTLs, measured by Redis.
 //
 // redis+sentinel:// (ADR 0025): the primary is the address the Sentinels name
@@ -112,12 +106,10 @@ class RedisBackend final : public Backend {
 
   static Done done_parser(DoneCb cb);
 
-  std::string session_key(const std::string& sid) const { return url_.prefix + ":session:" + sid; }
-  std::string leases_key(const std::string& sid) const { return session_key(sid) + ":leases"; }
-  std::string lease_key(const std::string& name) const { return url_.prefix + ":lease:" + name; }
-  std::string released_channel(const std::string& name) const {
-    return url_.prefix + ":released:" + name;
-  }
+  std::string session_key(const std::string& sid) const { return keys_.session(sid); }
+  std::string leases_key(const std::string& sid) const { return keys_.leases(sid); }
+  std::string lease_key(const std::string& name) const { return keys_.lease(name); }
+  std::string released_channel(const std::string& name) const { return keys_.released(name); }
 
   void log(int level, const std::string& line) {
     if (log_) log_(level, "redis " + where_ + ": " + line);
@@ -221,6 +213,7 @@ class RedisBackend final : public Backend {
   LogFn log_;
   std::string client_name_;
   RedisUrl url_;
+  RedisKeys keys_;         // under url_.prefix
   std::string where_;      // host:port, for messages (never the password)
   std::string ip_;         // the last address the host resolved to
   size_t addr_index_ = 0;  // which of the host's addresses to try next

@@ -259,7 +259,7 @@ void RedisBackend::connect_ip(const std::string& ip, int port) {
   // Loads the scripts ahead of the calls on the same connection, so that
   // EVALSHA finds them (NOSCRIPT still falls back to EVAL).
   for (int i = 0; i < kScriptCount; ++i) {
-    const char* argv[] = {"SCRIPT", "LOAD", script(i).body};
+    const char* argv[] = {"SCRIPT", "LOAD", script(i).body.c_str()};
     redisAsyncCommandArgv(a->ac, on_setup_reply, const_cast<char*>("SCRIPT LOAD"), 3, argv,
                           nullptr);
   }

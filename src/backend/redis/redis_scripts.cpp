@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <string>
 
+#include "backend/redis/redis_keys.h"
+
 namespace simba {
 namespace {
 
@@ -24,7 +26,7 @@ if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 0 then return {-1} end
 local out = {redis.call('PTTL', KEYS[1])}
 local names = redis.call('SMEMBERS', KEYS[2])
 for _, n in ipairs(names) do
-  local h = redis.call('HMGET', ARGV[2] .. ':lease:' .. n, 'session', 'token')
+  local h = redis.call('HMGET', lease_key(ARGV[2], n), 'session', 'token')
   if h[1] == ARGV[3] then
     out[#out + 1] = n
     out[#out + 1] = h[2]
@@ -51,7 +53,7 @@ local h = redis.call('HMGET', KEYS[3], 'session', 'token')
 local holder = h[1]
 if holder and holder ~= '' then
   if holder == ARGV[1] then return {0, ttl} end
-  local ht = redis.call('PTTL', ARGV[2] .. ':session:' .. holder)
+  local ht = redis.call('PTTL', session_key(ARGV[2], holder))
   if ht ~= -2 then return {0, ht} end
 end
 local token = (tonumber(h[2]) or 0) + 1
@@ -82,10 +84,10 @@ constexpr char kCloseScript[] = R"lua(
 local names = redis.call('SMEMBERS', KEYS[2])
 local freed = 0
 for _, n in ipairs(names) do
-  local k = ARGV[2] .. ':lease:' .. n
+  local k = lease_key(ARGV[2], n)
   if redis.call('HGET', k, 'session') == ARGV[1] then
     redis.call('HDEL', k, 'session')
-    redis.call('PUBLISH', ARGV[2] .. ':released:' .. n, n)
+    redis.call('PUBLISH', released_channel(ARGV[2], n), n)
     freed = freed + 1
   end
 end
@@ -111,9 +113,9 @@ local function scan(pattern)
   return keys
 end
 local sessions = {}
-local sfrom = string.len(p) + string.len(':session:') + 1
-for _, k in ipairs(scan(ARGV[2] .. ':session:*')) do
-  if string.sub(k, -7) ~= ':leases' then
+local sfrom = string.len(session_key(p, '')) + 1
+for _, k in ipairs(scan(session_key(ARGV[2], '*'))) do
+  if string.sub(k, -string.len(LEASES_SUFFIX)) ~= LEASES_SUFFIX then
     local ttl = redis.call('PTTL', k)
     if ttl ~= -2 then
       sessions[#sessions + 1] = string.sub(k, sfrom)
@@ -126,14 +128,14 @@ local names = {}
 if #ARGV > 2 then
   for i = 3, #ARGV do names[#names + 1] = ARGV[i] end
 else
-  local lfrom = string.len(p) + string.len(':lease:') + 1
-  for _, k in ipairs(scan(ARGV[2] .. ':lease:*')) do names[#names + 1] = string.sub(k, lfrom) end
+  local lfrom = string.len(lease_key(p, '')) + 1
+  for _, k in ipairs(scan(lease_key(ARGV[2], '*'))) do names[#names + 1] = string.sub(k, lfrom) end
 end
 local leases = {}
 for _, n in ipairs(names) do
-  local h = redis.call('HMGET', p .. ':lease:' .. n, 'session', 'token')
+  local h = redis.call('HMGET', lease_key(p, n), 'session', 'token')
   local holder, ttl = h[1] or '', -2
-  if holder ~= '' then ttl = redis.call('PTTL', p .. ':session:' .. holder) end
+  if holder ~= '' then ttl = redis.call('PTTL', session_key(p, holder)) end
   if ttl == -2 then holder = '' end
   leases[#leases + 1] = n
   leases[#leases + 1] = h[2] or '0'
@@ -198,11 +200,36 @@ std::string sha1_hex(const std::string& text) {
   return out;
 }
 
+std::string redis_lua_keys() {
+  using namespace redis_layout;
+  const std::string q = "'";
+  return "local function session_key(p, sid) return p .. " + q + kSession + q +
+         " .. sid end\n"
+         "local LEASES_SUFFIX = " +
+         q + kLeases + q +
+         "\n"
+         "local function lease_key(p, name) return p .. " +
+         q + kLease + q +
+         " .. name end\n"
+         "local function released_channel(p, name) return p .. " +
+         q + kReleased + q + " .. name end\n";
+}
+
+namespace {
+
+RedisScript make_script(const char* body) {
+  RedisScript s;
+  s.body = redis_lua_keys() + body;
+  s.sha = sha1_hex(s.body);
+  return s;
+}
+
+}  // namespace
+
 const RedisScript& script(int which) {
-  static const RedisScript scripts[] = {
-      {kOpenScript, sha1_hex(kOpenScript)},       {kKeepAliveScript, sha1_hex(kKeepAliveScript)},
-      {kAcquireScript, sha1_hex(kAcquireScript)}, {kReleaseScript, sha1_hex(kReleaseScript)},
-      {kCloseScript, sha1_hex(kCloseScript)},     {kInspectScript, sha1_hex(kInspectScript)}};
+  static const RedisScript scripts[] = {make_script(kOpenScript),    make_script(kKeepAliveScript),
+                                        make_script(kAcquireScript), make_script(kReleaseScript),
+                                        make_script(kCloseScript),   make_script(kInspectScript)};
   return scripts[which];
 }
 

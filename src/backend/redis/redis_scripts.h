@@ -1,6 +1,6 @@
 // The Redis backend's Lua scripts (one per operation, so each is one round
 // trip) and the SHA-1 that EVALSHA calls each by. The data model they work on
-// is described at the top of redis_backend.cpp.
+// is written once, in redis_keys.h.
 #ifndef SIMBA_BACKEND_REDIS_REDIS_SCRIPTS_H
 #define SIMBA_BACKEND_REDIS_REDIS_SCRIPTS_H
 
@@ -10,9 +10,10 @@ namespace simba {
 
 enum RedisScriptId { kOpen = 0, kKeepAlive, kAcquire, kRelease, kClose, kInspect, kScriptCount };
 
-// A script and the SHA-1 EVALSHA names it by.
+// A script (its key functions, redis_keys.h, then its body) and the SHA-1
+// EVALSHA names it by.
 struct RedisScript {
-  const char* body;
+  std::string body;
   std::string sha;
 };
 

@@ -99,7 +99,7 @@ void RedisBackend::on_message(redisAsyncContext* ac, void* reply, void*) {
   auto* self = static_cast<RedisBackend*>(ac->data);
   auto* r = static_cast<redisReply*>(reply);
   if (self->handles_.closing() || !r) return;
-  const SubscriberEvent ev = decode_subscriber_message(r, self->url_.prefix + ":released:");
+  const SubscriberEvent ev = decode_subscriber_message(r, self->keys_.released_head());
   if (ev.kind == SubscriberEvent::kReleased) {
     // The core copes with a broadcast that overtakes an acquire's answer.
     if (self->released_fn_) self->released_fn_(ev.name);

@@ -1,0 +1,45 @@
+// The Redis data model's names, written once: the C++ side names keys with
+// RedisKeys, and every Lua script starts with the functions of kLuaKeys, made
+// from the same parts (redis_scripts.cpp). ({p} = the URL's prefix.)
+//   {p}:session:{sid}          string, PEXPIRE lease; sid = 128 random bits in hex
+//   {p}:session:{sid}:leases   set of the lease names the session won, same expiry
+//                              (a released name stays until the next keep-alive)
+//   {p}:lease:{name}           hash {session, token}; never deleted, so the token
+//                              counts up across terms (+1 per term)
+//   {p}:released:{name}        the channel a release or a close publishes on; a
+//                              second connection SUBSCRIBEs to it while this
+//                              client is a candidate for the name
+#ifndef SIMBA_BACKEND_REDIS_REDIS_KEYS_H
+#define SIMBA_BACKEND_REDIS_REDIS_KEYS_H
+
+#include <string>
+
+namespace simba {
+
+namespace redis_layout {
+constexpr char kSession[] = ":session:";
+constexpr char kLeases[] = ":leases";
+constexpr char kLease[] = ":lease:";
+constexpr char kReleased[] = ":released:";
+}  // namespace redis_layout
+
+class RedisKeys {
+ public:
+  explicit RedisKeys(std::string prefix) : p_(std::move(prefix)) {}
+  std::string session(const std::string& sid) const { return p_ + redis_layout::kSession + sid; }
+  std::string leases(const std::string& sid) const { return session(sid) + redis_layout::kLeases; }
+  std::string lease(const std::string& name) const { return p_ + redis_layout::kLease + name; }
+  std::string released(const std::string& name) const { return released_head() + name; }
+  // What every released channel starts with: a message's name follows it.
+  std::string released_head() const { return p_ + redis_layout::kReleased; }
+
+ private:
+  std::string p_;
+};
+
+// The same names as Lua functions of the prefix `p`, for the scripts.
+std::string redis_lua_keys();
+
+}  // namespace simba
+
+#endif
