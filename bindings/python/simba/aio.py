@@ -343,13 +343,14 @@ class AioTask(Task):
     def __init__(self, client: Any, name: str, work: Any, wants: str) -> None:
         super().__init__(client, name, work, wants)
         self._abandoned = threading.Event()
-        self.current: Optional["asyncio.Task[Any]"] = None
+        self._running: "set[asyncio.Task[Any]]" = set()
 
     def _abandon(self) -> None:
+        # A close that cannot wait for the coroutines (from a callback): the
+        # work threads stop waiting; the coroutines are cancelled.
         self._abandoned.set()
-        cur = self.current
-        if cur is not None:
-            self._client._loop.call_soon_threadsafe(cur.cancel)
+        for cur in list(self._running):
+            cur.cancel()
 
     async def stop(self) -> None:  # type: ignore[override]
         """Stop: the running coroutine is cancelled and awaited, then the lease released."""
@@ -369,49 +370,61 @@ class AioTask(Task):
             await self.stop()
         except StateError:
             pass
+        # A stop completes at the term's deadline even if the coroutine still
+        # runs; simba_task_close would then wait for it on this very loop.
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
         Task.close(self)
         if self in self._client._tasks:
             self._client._tasks.remove(self)
 
 
-async def _run_work(task: AioTask, cancel: Cancellation) -> None:
-    task.current = asyncio.current_task()
-    try:
-        await task._work(cancel)
-    except asyncio.CancelledError:
-        pass
-    finally:
-        task.current = None
-
-
 @_lib.WORK_FN
 def _on_aio_work(ud: Optional[int], t: Optional[int]) -> None:
-    # On the library's work thread: hand the coroutine to the loop, cancel it at
-    # the revocation (on_revoked runs on the loop, inside process()), and return
-    # only once it finished, so the lease is released after the work exited.
+    # On the library's work thread: hand the coroutine to the loop, which
+    # cancels it when the term's revoke fd turns readable (a task's on_revoked
+    # only comes after its work returned), and return only once it finished,
+    # so the lease is released after the work exited (handover order).
     task = _lib.lookup(ud)
     if task is None or not t:
         return
     loop = task._client._loop
     term = Term(t, is_lock=False, owned=False)
     cancel = Cancellation(term)
+    finished = threading.Event()
+    holder: List["asyncio.Task[Any]"] = []
+
+    async def runner() -> None:
+        me = asyncio.current_task()
+        assert me is not None
+        holder.append(me)
+        task._running.add(me)
+        fd = term.revoke_fd()
+        watching = [True]
+
+        def revoked() -> None:  # the fd stays readable: cancel once
+            loop.remove_reader(fd)
+            watching[0] = False
+            me.cancel()
+        loop.add_reader(fd, revoked)
+        try:
+            if not cancel.is_set():
+                await task._work(cancel)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            if watching[0]:
+                loop.remove_reader(fd)
+            task._running.discard(me)
+            finished.set()
 
     def run() -> None:
         try:
-            cf = asyncio.run_coroutine_threadsafe(_run_work(task, cancel), loop)
-        except RuntimeError:  # loop closed
+            cf = asyncio.run_coroutine_threadsafe(runner(), loop)
+        except RuntimeError:  # the loop is closed
             return
-
-        def on_revoked(_t: Term, _r: RevokeReason) -> None:
-            cf.cancel()
-        try:
-            term.on_revoked(on_revoked)
-        except Exception:  # noqa: BLE001
-            cf.cancel()
-        while not cf.done():
-            concurrent.futures.wait([cf], timeout=0.1)
-            if task._abandoned.is_set():
-                cf.cancel()
+        while not finished.wait(0.1):
+            if task._abandoned.is_set() or (cf.cancelled() and not holder):
                 return
     _run_guarded(run)
 
