@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from . import _lib
+from . import _errors, _lib
 from ._client import Change, Client, Election, Observer, Task, check_config
 from ._errors import (Backend, Busy, Cancelled, Closed, Code, Event, InvalidArgument, InvalidType,
                       NoMemory, RevokeReason, SessionStatus, SimbaError, StateError, TermExpired,
@@ -67,7 +67,9 @@ def event_name(value: int) -> str:
 def check_name(name: str) -> None:
     """Apply the library's lease-name rule (NUL bytes included); raises
     :class:`InvalidArgument` with the library's message."""
-    _encode_name(name)
+    b = _encode_name(name)
+    if _c.simba_lease_name_check(b, len(b)) != 0:
+        raise _errors.error(-1)
 
 
 def schema(url: str) -> str:

@@ -23,6 +23,7 @@ from ._lib import lib
 from ._term import Cancellation, Term, _run_guarded, to_ms
 
 log = logging.getLogger("simba")
+_lock_acquire = lib.simba_lock_acquire
 
 # Keyword options of Client(...) and the configuration keys they set.
 _OPTIONS: Dict[str, str] = {
@@ -745,15 +746,20 @@ class Client(_BaseClient):
         """
         n = encode_name(name)
         out = c_void_p()
-        check(lib.simba_lock_acquire(byref(out), self._live("lock"), n, to_ms(timeout, "timeout")))
-        return Term(out.value, is_lock=True, owned=True)  # type: ignore[arg-type]
+        h = self._core.h
+        if h is None:
+            h = self._live("lock")
+        rc = _lock_acquire(byref(out), h, n, -1 if timeout is None else to_ms(timeout, "timeout"))
+        if rc:
+            raise error(rc)
+        return Term(out.value, is_lock=True, owned=True, name=name)  # type: ignore[arg-type]
 
     def try_lock(self, name: str) -> Term:
         """One attempt; raises :class:`Busy` when someone else holds it."""
         n = encode_name(name)
         out = c_void_p()
         check(lib.simba_lock_try_acquire(byref(out), self._live("try_lock"), n))
-        return Term(out.value, is_lock=True, owned=True)  # type: ignore[arg-type]
+        return Term(out.value, is_lock=True, owned=True, name=name)  # type: ignore[arg-type]
 
     def lock_async(self, name: str, timeout: Optional[float] = None) -> "concurrent.futures.Future[Term]":
         """Acquire without blocking: a future of the term (or of :class:`Timeout`

@@ -120,10 +120,13 @@ def encode(value: object, what: str) -> bytes:
 def encode_name(value: object, what: str = "lease name") -> bytes:
     """A lease name, checked by the library's own rule on its counted bytes
     (simba_lease_name_check), so a NUL byte is refused with the library's message."""
-    if not isinstance(value, str):
+    if value.__class__ is not str and not isinstance(value, str):
         raise InvalidType(-1, f"{what} must be str, not {type(value).__name__}")
     b = value.encode("utf-8")
-    if lib.simba_lease_name_check(b, len(b)) != 0:
+    # Without a NUL byte the C string is the whole name, and every name-taking
+    # function applies the rule itself; with one, the library's counted check
+    # gives its message (the rule is never copied here).
+    if b"\0" in b and lib.simba_lease_name_check(b, len(b)) != 0:
         raise error(-1)
     return b
 

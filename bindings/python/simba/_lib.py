@@ -213,6 +213,18 @@ def lookup(key: Optional[int]) -> Any:
 _tls = threading.local()
 
 
+# Bumped in a forked child: objects made before the fork belong to the parent
+# (cheaper to compare than os.getpid() on every term).
+fork_generation = [0]
+
+
+def _bump_fork_generation() -> None:
+    fork_generation[0] += 1
+
+
+os.register_at_fork(after_in_child=_bump_fork_generation)
+
+
 def in_callback() -> bool:
     return getattr(_tls, "depth", 0) > 0
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from typing import Any, Callable, List, Optional
 
 from . import _lib
@@ -25,16 +24,6 @@ def to_ms(seconds: Optional[float], what: str, *, none_ms: int = _FOREVER_MS) ->
     return int(round(seconds * 1000))
 
 
-def _drop(h: int, refs: List[int], pid: int) -> None:
-    # Never blocks: simba_term_release does not wait (a lock term whose last
-    # reference goes is released in the background). Skipped in a forked child.
-    if pid != os.getpid():
-        return
-    while refs[0] > 0:
-        refs[0] -= 1
-        lib.simba_term_release(h)
-
-
 class Term:
     """One period of ownership of a lease: a lock term or an election's term.
 
@@ -45,32 +34,47 @@ class Term:
     dropped without :meth:`release` is released when it is garbage-collected.
     """
 
-    __slots__ = ("_h", "_refs", "_is_lock", "_lock", "_finalizer", "_name", "_token", "_pid",
-                 "__weakref__")
+    # _refs: references this object holds (1; 2 once a lock's owned reference
+    # was kept for reading past simba_lock_release). _owned: a one-item list
+    # while the lock's reference is ours to release (list.pop is atomic).
+    __slots__ = ("_h", "_refs", "_owned", "_is_lock", "_name", "_token", "_gen", "__weakref__")
 
-    def __init__(self, h: int, *, is_lock: bool, owned: bool) -> None:
-        # owned: the caller's reference (a lock's) is handed to us. We take one
-        # more reference of our own, so that the term stays readable after
-        # simba_lock_release() dropped the caller's.
-        lib.simba_term_retain(h)
+    def __init__(self, h: int, *, is_lock: bool, owned: bool, name: Optional[str] = None) -> None:
+        if not owned:
+            lib.simba_term_retain(h)  # borrowed (a callback's): keep it
         self._h = h
-        self._refs = [2 if owned else 1]
+        self._refs = 1
+        self._owned = [1] if owned else []
         self._is_lock = is_lock
-        self._lock = threading.Lock()
-        self._name = _lib.text(lib.simba_term_name(h))
-        self._token = int(lib.simba_term_token(h))
-        self._pid = os.getpid()
-        self._finalizer = weakref.finalize(self, _drop, h, self._refs, self._pid)
+        self._name = name
+        self._token: Optional[int] = None
+        self._gen = _lib.fork_generation[0]
+
+    def __del__(self) -> None:
+        # Never blocks: simba_term_release does not wait (a lock term whose last
+        # reference goes is released in the background). Skipped in a forked
+        # child, where the term belongs to the parent.
+        h = getattr(self, "_h", None)
+        if h is None or self._gen != _lib.fork_generation[0]:
+            return
+        for _ in range(self._refs):
+            _release_ref(h)
 
     @property
     def name(self) -> str:
         """The lease name."""
-        return self._name
+        n = self._name
+        if n is None:
+            n = self._name = _lib.text(lib.simba_term_name(self._h))
+        return n
 
     @property
     def token(self) -> int:
         """The fencing token: constant within the term, strictly increasing across terms of the name."""
-        return self._token
+        t = self._token
+        if t is None:
+            t = self._token = int(lib.simba_term_token(self._h))
+        return t
 
     @property
     def valid(self) -> bool:
@@ -132,13 +136,19 @@ class Term:
         again is a no-op. Inside a callback or leader work it does not wait."""
         if not self._is_lock:
             raise error(-1, "release: not a lock term (stop the election instead)")
-        if self._pid != os.getpid():
+        if self._gen != _lib.fork_generation[0]:
             raise error(-6, "release: this lock belongs to the parent process (fork)")
-        with self._lock:
-            if self._refs[0] < 2:
-                return
-            self._refs[0] -= 1
-        check(lib.simba_lock_release(self._h))
+        try:
+            self._owned.pop()
+        except IndexError:
+            return  # released already
+        h = self._h
+        _retain(h)  # our own reference, to read the term after the release
+        self._refs = 2
+        rc = _lock_release(h)
+        self._refs = 1
+        if rc:
+            raise error(rc)
 
     def __enter__(self) -> "Term":
         return self
@@ -148,8 +158,13 @@ class Term:
             self.release()
 
     def __repr__(self) -> str:
-        return (f"<simba.Term {self._name!r} token={self._token} valid={self.valid} "
+        return (f"<simba.Term {self.name!r} token={self.token} valid={self.valid} "
                 f"reason={self.revoke_reason}>")
+
+
+_retain = lib.simba_term_retain
+_release_ref = lib.simba_term_release
+_lock_release = lib.simba_lock_release
 
 
 def _run_guarded(fn: Callable[..., Any], *args: Any) -> None:
