@@ -20,10 +20,11 @@ from . import _lib
 from ._errors import (Closed, Event, InvalidArgument, InvalidType, RevokeReason, SessionStatus,
                       check, encode, encode_name, error)
 from ._lib import lib
-from ._term import Cancellation, Term, _run_guarded, to_ms
+from ._term import Cancellation, Term, _run_guarded, new_lock_term, to_ms
 
 log = logging.getLogger("simba")
-_lock_acquire = lib.simba_lock_acquire
+_lock_acquire = _lib.fast_lock_acquire
+_FOREVER = _lib.FOREVER
 
 # Keyword options of Client(...) and the configuration keys they set.
 _OPTIONS: Dict[str, str] = {
@@ -98,6 +99,7 @@ class _ClientCore:
 
     def __init__(self) -> None:
         self.h: Optional[int] = None
+        self.hv: Optional[c_void_p] = None  # h as a ctypes object, for the fast calls
         self.pid = os.getpid()
         self.keys: List[int] = []  # registry keys of the client's sinks
         self.children: Set["_Handle"] = set()
@@ -120,7 +122,7 @@ def _finalize_client(core: _ClientCore) -> None:
     if core.pid != os.getpid():
         return
     with core.lock:
-        h, core.h = core.h, None
+        h, core.h, core.hv = core.h, None, None
     if h is None:
         return
     key = _lib.register(core.drop_keys)
@@ -153,7 +155,7 @@ def _after_fork_in_child() -> None:
     # The child has none of the library's threads: the parent's clients (and
     # their terms) are unusable there; forget them without touching C.
     for c in list(_live_clients):
-        c._core.h = None
+        c._core.h = c._core.hv = None
         c._core.closed.set()
 
 
@@ -702,6 +704,7 @@ class Client(_BaseClient):
         items = config_items(options, config)
         self._core.h = open_client(self._core, url, items, external=False, executor=executor,
                                    on_event=on_event, logger=logger, log_level=log_level)
+        self._core.hv = c_void_p(self._core.h)
         self._finalizer = weakref.finalize(self, _finalize_client, self._core)
         self._finalizer.atexit = False
         _live_clients.add(self)
@@ -746,13 +749,14 @@ class Client(_BaseClient):
         """
         n = encode_name(name)
         out = c_void_p()
-        h = self._core.h
-        if h is None:
-            h = self._live("lock")
-        rc = _lock_acquire(byref(out), h, n, -1 if timeout is None else to_ms(timeout, "timeout"))
+        hv = self._core.hv
+        if hv is None or self._core.h is None:
+            self._live("lock")
+        rc = _lock_acquire(byref(out), hv, n,
+                           _FOREVER if timeout is None else c_int64(to_ms(timeout, "timeout")))
         if rc:
             raise error(rc)
-        return Term(out.value, is_lock=True, owned=True, name=name)  # type: ignore[arg-type]
+        return new_lock_term(out.value, name)  # type: ignore[arg-type]
 
     def try_lock(self, name: str) -> Term:
         """One attempt; raises :class:`Busy` when someone else holds it."""

@@ -167,6 +167,16 @@ for _name, (_res, _args) in _SIGS.items():
     _f.restype = _res
     _f.argtypes = _args
 
+# The lock cycle's two calls without argtypes (ctypes then skips converting each
+# argument; callers pass c_void_p / c_int64 objects): measured ~0.4 us less per
+# cycle on memory:// (docs/benchmarks.md, "Python binding").
+_fast = ctypes.CDLL(lib._name)
+fast_lock_acquire = _fast.simba_lock_acquire
+fast_lock_acquire.restype = c_int
+fast_lock_release = _fast.simba_lock_release
+fast_lock_release.restype = c_int
+FOREVER = c_int64(-1)
+
 # Every SIMBA_API function, for the README's table and a test that none is missing.
 FUNCTIONS = tuple(_SIGS)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from ctypes import c_void_p
 from typing import Any, Callable, List, Optional
 
 from . import _lib
@@ -145,7 +146,7 @@ class Term:
         h = self._h
         _retain(h)  # our own reference, to read the term after the release
         self._refs = 2
-        rc = _lock_release(h)
+        rc = _fast_release(c_void_p(h))
         self._refs = 1
         if rc:
             raise error(rc)
@@ -164,7 +165,20 @@ class Term:
 
 _retain = lib.simba_term_retain
 _release_ref = lib.simba_term_release
-_lock_release = lib.simba_lock_release
+_fast_release = _lib.fast_lock_release
+
+
+def new_lock_term(h: int, name: str) -> Term:
+    """A lock term whose owned reference is handed to us (the lock cycle's path)."""
+    t = Term.__new__(Term)
+    t._h = h
+    t._refs = 1
+    t._owned = [1]
+    t._is_lock = True
+    t._name = name
+    t._token = None
+    t._gen = _lib.fork_generation[0]
+    return t
 
 
 def _run_guarded(fn: Callable[..., Any], *args: Any) -> None:
