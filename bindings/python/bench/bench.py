@@ -94,52 +94,117 @@ def handover(acquire_a: Callable[[], object], release_a: Callable[[object], None
     return times
 
 
-def simba_handover(url: str, n: int) -> List[float]:
-    with simba.Client(url) as a, simba.Client(url) as b:
-        a.wait_live(10)
-        b.wait_live(10)
-        name = f"pyhandover.{RUN}"
+class SimbaSide:
+    """Simba's Python lock: one client for the cycle, two for the handover."""
+
+    label = "simba"
+
+    def __init__(self, url: str) -> None:
+        self.a, self.b = simba.Client(url), simba.Client(url)
+        self.a.wait_live(10)
+        self.b.wait_live(10)
+        self.name = f"pyside.{RUN}"
+
+    def cycle(self, n: int) -> float:
+        a, name = self.a, self.name
+        return timed_loop(lambda: a.lock(name).release(), n)
+
+    def handover(self, n: int) -> List[float]:
+        a, b, name = self.a, self.b, self.name + ".h"
         return handover(lambda: a.lock(name), lambda t: t.release(),  # type: ignore[attr-defined]
                         lambda: b.lock(name), lambda t: t.release(), n)  # type: ignore[attr-defined]
 
-
-def redis_py(url: str, n: int, n_handover: int, sleep: float) -> Tuple[float, List[float]]:
-    import redis  # Debian's python3-redis
-    r1, r2 = redis.Redis.from_url(url), redis.Redis.from_url(url)
-    name = f"redispy.{RUN}"
-    lk = r1.lock(name, timeout=15)
-
-    def cycle() -> None:
-        lk.acquire(blocking=True)
-        lk.release()
-    cyc = statistics.median(timed_loop(cycle, n) for _ in range(3))
-    la = r1.lock(name + ".h", timeout=15, sleep=sleep, thread_local=False)
-    lb = r2.lock(name + ".h", timeout=15, sleep=sleep, thread_local=False)
-    ho = handover(lambda: la.acquire(blocking=True) and la, lambda l: l.release(),  # type: ignore
-                  lambda: lb.acquire(blocking=True) and lb, lambda l: l.release(), n_handover)  # type: ignore
-    return cyc, ho
+    def close(self) -> None:
+        self.a.close()
+        self.b.close()
 
 
-def kazoo_(hosts: str, n: int, n_handover: int) -> Tuple[float, List[float]]:
-    from kazoo.client import KazooClient  # Debian's python3-kazoo
-    z1, z2 = KazooClient(hosts=hosts), KazooClient(hosts=hosts)
-    z1.start(10)
-    z2.start(10)
-    try:
+class RedisPySide:
+    """redis-py's Lock (Debian's python3-redis): SET NX PX, a script to release;
+    a blocked acquire polls every ``sleep`` seconds (0.1 by default)."""
+
+    def __init__(self, url: str, sleep: float) -> None:
+        import redis
+        self.label = f"redis-py Lock (sleep={sleep:g})"
+        self.r1, self.r2 = redis.Redis.from_url(url), redis.Redis.from_url(url)
+        name = f"redispy.{RUN}"
+        self.lk = self.r1.lock(name, timeout=15)
+        self.la = self.r1.lock(name + ".h", timeout=15, sleep=sleep, thread_local=False)
+        self.lb = self.r2.lock(name + ".h", timeout=15, sleep=sleep, thread_local=False)
+
+    def cycle(self, n: int) -> float:
+        lk = self.lk
+
+        def one() -> None:
+            lk.acquire(blocking=True)
+            lk.release()
+        return timed_loop(one, n)
+
+    def handover(self, n: int) -> List[float]:
+        la, lb = self.la, self.lb
+        return handover(lambda: la.acquire(blocking=True) and la, lambda l: l.release(),  # type: ignore
+                        lambda: lb.acquire(blocking=True) and lb, lambda l: l.release(), n)  # type: ignore
+
+    def close(self) -> None:
+        self.r1.close()
+        self.r2.close()
+
+
+class KazooSide:
+    """kazoo's Lock (Debian's python3-kazoo): a sequential ephemeral znode, a
+    watch on the predecessor."""
+
+    label = "kazoo Lock"
+
+    def __init__(self, hosts: str) -> None:
+        from kazoo.client import KazooClient
+        self.z1, self.z2 = KazooClient(hosts=hosts), KazooClient(hosts=hosts)
+        self.z1.start(10)
+        self.z2.start(10)
         path = f"/kazoo-bench/{RUN}"
-        lk = z1.Lock(path)
+        self.lk = self.z1.Lock(path)
+        self.la, self.lb = self.z1.Lock(path + "h"), self.z2.Lock(path + "h")
 
-        def cycle() -> None:
+    def cycle(self, n: int) -> float:
+        lk = self.lk
+
+        def one() -> None:
             lk.acquire()
             lk.release()
-        cyc = statistics.median(timed_loop(cycle, n) for _ in range(3))
-        la, lb = z1.Lock(path + "h"), z2.Lock(path + "h")
-        ho = handover(lambda: la.acquire() and la, lambda l: l.release(),  # type: ignore
-                      lambda: lb.acquire() and lb, lambda l: l.release(), n_handover)  # type: ignore
-        return cyc, ho
-    finally:
-        z1.stop()
-        z2.stop()
+        return timed_loop(one, n)
+
+    def handover(self, n: int) -> List[float]:
+        la, lb = self.la, self.lb
+        return handover(lambda: la.acquire() and la, lambda l: l.release(),  # type: ignore
+                        lambda: lb.acquire() and lb, lambda l: l.release(), n)  # type: ignore
+
+    def close(self) -> None:
+        self.z1.stop()
+        self.z2.stop()
+
+
+def side_by_side(label: str, sides: list, n: int, n_handover: int, rounds: int) -> List[str]:
+    """Rounds alternate the sides (so that load hits them alike): per round
+    each side's cycle (a timed loop of n) and n_handover handovers."""
+    cyc: dict = {sd.label: [] for sd in sides}
+    ho: dict = {sd.label: [] for sd in sides}
+    for r in range(rounds):
+        order = sides if r % 2 == 0 else list(reversed(sides))
+        for sd in order:
+            cyc[sd.label].append(sd.cycle(n))
+            ho[sd.label].extend(sd.handover(n_handover))
+        print(f"{label:7} round {r + 1}: cycle us " +
+              ", ".join(f"{sd.label} {cyc[sd.label][-1]:.0f}" for sd in sides))
+    for sd in sides:
+        sd.close()
+    out = []
+    base = sides[0].label
+    for sd in sides:
+        ratios = [a / b for a, b in zip(cyc[sd.label], cyc[base])]
+        out.append(f"{label:7} {sd.label:28} cycle p50 {statistics.median(cyc[sd.label]):8.0f} us "
+                   f"(x simba per round: median {statistics.median(ratios):.2f}), handover p50/p90 "
+                   f"{p50(ho[sd.label]):7.0f}/{p90(ho[sd.label]):7.0f} us ({len(ho[sd.label])})")
+    return out
 
 
 def p50(v: List[float]) -> float:
@@ -180,24 +245,13 @@ def main() -> int:
                        f"{max(ratios):.3f}, {len(ratios)} rounds; target <= {target}: "
                        f"{'met' if med <= target else 'MISSED'})")
     if args.redis:
-        n = 1000
-        s_cyc = statistics.median(py_cycle(args.redis, n) for _ in range(3))
-        s_ho = simba_handover(args.redis, args.handovers)
-        r_cyc, r_ho = redis_py(args.redis, n, args.handovers, 0.1)
-        _, r_ho_fast = redis_py(args.redis, 10, args.handovers, 0.001)
-        summary.append(f"redis   cycle us: simba {s_cyc:.1f}, redis-py Lock {r_cyc:.1f}")
-        summary.append(f"redis   handover us p50/p90: simba {p50(s_ho):.0f}/{p90(s_ho):.0f}, redis-py Lock "
-                       f"(sleep=0.1, its default) {p50(r_ho):.0f}/{p90(r_ho):.0f}, "
-                       f"(sleep=0.001) {p50(r_ho_fast):.0f}/{p90(r_ho_fast):.0f}")
+        summary += side_by_side("redis", [SimbaSide(args.redis), RedisPySide(args.redis, 0.1),
+                                          RedisPySide(args.redis, 0.001)],
+                                300, args.handovers // args.rounds, args.rounds)
     if args.zookeeper:
         hosts = args.zookeeper.split("://", 1)[1].split("/", 1)[0]
-        n = 500
-        s_cyc = statistics.median(py_cycle(args.zookeeper, n) for _ in range(3))
-        s_ho = simba_handover(args.zookeeper, args.handovers)
-        k_cyc, k_ho = kazoo_(hosts, n, args.handovers)
-        summary.append(f"zk      cycle us: simba {s_cyc:.1f}, kazoo Lock {k_cyc:.1f}")
-        summary.append(f"zk      handover us p50/p90: simba {p50(s_ho):.0f}/{p90(s_ho):.0f}, kazoo Lock "
-                       f"{p50(k_ho):.0f}/{p90(k_ho):.0f}")
+        summary += side_by_side("zk", [SimbaSide(args.zookeeper), KazooSide(hosts)],
+                                200, args.handovers // args.rounds, args.rounds)
     print("\n== summary")
     print("\n".join(summary))
     return 0
