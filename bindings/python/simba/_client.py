@@ -756,7 +756,7 @@ class Client(_BaseClient):
                            _FOREVER if timeout is None else c_int64(to_ms(timeout, "timeout")))
         if rc:
             raise error(rc)
-        return new_lock_term(out.value, name)  # type: ignore[arg-type]
+        return new_lock_term(out, name)
 
     def try_lock(self, name: str) -> Term:
         """One attempt; raises :class:`Busy` when someone else holds it."""

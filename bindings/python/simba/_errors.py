@@ -117,9 +117,16 @@ def encode(value: object, what: str) -> bytes:
     return value.encode("utf-8")
 
 
+_name_cache: Dict[str, bytes] = {}
+
+
 def encode_name(value: object, what: str = "lease name") -> bytes:
     """A lease name, checked by the library's own rule on its counted bytes
     (simba_lease_name_check), so a NUL byte is refused with the library's message."""
+    if value.__class__ is str:
+        b = _name_cache.get(value)  # type: ignore[arg-type]
+        if b is not None:
+            return b
     if value.__class__ is not str and not isinstance(value, str):
         raise InvalidType(-1, f"{what} must be str, not {type(value).__name__}")
     b = value.encode("utf-8")
@@ -128,6 +135,8 @@ def encode_name(value: object, what: str = "lease name") -> bytes:
     # gives its message (the rule is never copied here).
     if b"\0" in b and lib.simba_lease_name_check(b, len(b)) != 0:
         raise error(-1)
+    if value.__class__ is str and len(_name_cache) < 4096:
+        _name_cache[value] = b  # type: ignore[index]
     return b
 
 

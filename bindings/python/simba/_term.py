@@ -38,12 +38,14 @@ class Term:
     # _refs: references this object holds (1; 2 once a lock's owned reference
     # was kept for reading past simba_lock_release). _owned: a one-item list
     # while the lock's reference is ours to release (list.pop is atomic).
-    __slots__ = ("_h", "_refs", "_owned", "_is_lock", "_name", "_token", "_gen", "__weakref__")
+    __slots__ = ("_h", "_hv", "_refs", "_owned", "_is_lock", "_name", "_token", "_gen",
+                 "__weakref__")
 
     def __init__(self, h: int, *, is_lock: bool, owned: bool, name: Optional[str] = None) -> None:
         if not owned:
             lib.simba_term_retain(h)  # borrowed (a callback's): keep it
         self._h = h
+        self._hv = None
         self._refs = 1
         self._owned = [1] if owned else []
         self._is_lock = is_lock
@@ -146,7 +148,7 @@ class Term:
         h = self._h
         _retain(h)  # our own reference, to read the term after the release
         self._refs = 2
-        rc = _fast_release(c_void_p(h))
+        rc = _fast_release(self._hv or c_void_p(h))
         self._refs = 1
         if rc:
             raise error(rc)
@@ -168,10 +170,11 @@ _release_ref = lib.simba_term_release
 _fast_release = _lib.fast_lock_release
 
 
-def new_lock_term(h: int, name: str) -> Term:
+def new_lock_term(hv: c_void_p, name: str) -> Term:
     """A lock term whose owned reference is handed to us (the lock cycle's path)."""
     t = Term.__new__(Term)
-    t._h = h
+    t._h = hv.value
+    t._hv = hv
     t._refs = 1
     t._owned = [1]
     t._is_lock = True
