@@ -223,7 +223,13 @@ def main() -> int:
     ap.add_argument("--zookeeper", default=os.environ.get("SIMBA_TEST_ZOOKEEPER_URL", ""))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--handovers", type=int, default=100)
+    ap.add_argument("--cycle-only", nargs=2, metavar=("URL", "CYCLES"),
+                    help="only the Python lock cycle (for scripts/bench-bindings.sh)")
     args = ap.parse_args()
+    if args.cycle_only:
+        url, n = args.cycle_only[0], int(args.cycle_only[1])
+        print(f"python binding: {py_cycle(url, n, rounds=5):.2f} us/cycle (median of 5 rounds of {n})")
+        return 0
     print(f"python-bench: {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, load "
           f"{' '.join(open('/proc/loadavg').read().split()[:3])}, libsimba {simba.version_string()}, "
           f"Python {sys.version.split()[0]}")
