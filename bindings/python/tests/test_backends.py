@@ -262,6 +262,8 @@ def test_observe_shows_a_handover(url, name, clients):
     assert all(x.token <= y.token for x, y in zip(changes, changes[1:]))
     tb.release()
     ob.close()
+    rest = list(ob)  # changes queued before the close, then the end
+    assert all(isinstance(c, simba.Change) for c in rest)
     assert ob.get(0.1) is None
 
 
