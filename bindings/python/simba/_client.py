@@ -261,7 +261,11 @@ class _Handle:
     _kind = "handle"
 
     def __init__(self, client: "_BaseClient", name: str) -> None:
-        self._client = client
+        # The registry of callbacks holds handles; a weak reference to a THREAD
+        # client lets an unclosed client be collected (and closed) even while
+        # its elections run. An asyncio client is closed explicitly: strong.
+        self._client: Any = weakref.proxy(client) if client._weak_handles else client
+        self._core = client._core
         self._name = name
         self._h: Optional[int] = None
         self._keys: List[int] = []
@@ -280,7 +284,7 @@ class _Handle:
         # (valid until freed; its stop is done) and drop the callbacks.
         with self._lock:
             h, self._h = self._h, None
-        if h is not None and self._client._core.pid == os.getpid():
+        if h is not None and self._core.pid == os.getpid():
             self._free(h)
         for k in self._keys:
             _lib.unregister(k)
@@ -364,8 +368,8 @@ class _Stoppable(_Handle):
             h, self._h = self._h, None
         if h is None:
             return
-        self._client._core.children.discard(self)
-        if self._client._core.pid != os.getpid():
+        self._core.children.discard(self)
+        if self._core.pid != os.getpid():
             return
         self._free(h)
         if not _lib.in_callback():
@@ -375,7 +379,7 @@ class _Stoppable(_Handle):
         else:
             # A late callback finds no entry and returns; until the client
             # closes, keep them reachable for the running one.
-            self._client._core.children.add(self)
+            self._core.children.add(self)
 
 
 class Election(_Stoppable):
@@ -524,8 +528,8 @@ class Observer(_Handle):
             h, self._h = self._h, None
         if h is None:
             return
-        self._client._core.children.discard(self)
-        if self._client._core.pid != os.getpid():
+        self._core.children.discard(self)
+        if self._core.pid != os.getpid():
             return
         self._free(h)
         if not _lib.in_callback():
@@ -572,6 +576,7 @@ class _BaseClient:
     """What the thread client and the asyncio client share."""
 
     _core: _ClientCore
+    _weak_handles = True
 
     def _live(self, op: str) -> int:
         h = self._core.h

@@ -41,6 +41,8 @@ class Client(_BaseClient):
     loop). Close it with ``await client.close()`` or ``async with``.
     """
 
+    _weak_handles = False
+
     def __init__(self, url: str, *, on_event: Optional[Callable[[Event, str], Any]] = None,
                  logger: Union[None, bool, Callable[[int, str], Any]] = None,
                  log_level: str = "info", config: Optional[Dict[str, Any]] = None,

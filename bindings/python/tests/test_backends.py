@@ -309,3 +309,22 @@ def test_schedule_and_group(url, name, clients):
     assert eventually(lambda: len(parts) == 3)
     g.close()
     assert parts == {f"{name}g.{i}" for i in range(3)}
+
+
+def test_gc_closes_a_dropped_client_with_handles(url, name, clients):
+    b = clients(url)
+    a = simba.Client(url, lease_duration=30.0)
+    a.wait_live(LONG)
+    elected = threading.Event()
+    a.elect(name, lambda t: elected.set())
+    a.observe(name + "o", callback=lambda ch: None)
+    a.run_while_leader(name + "w", lambda cancel: cancel.wait())
+    assert elected.wait(LONG)
+    core = a._core
+    del a
+    gc.collect()
+    # closed on a library thread; its handles are freed in the close's done
+    assert core.closed.wait(LONG) and not core.children
+    got = eventually(lambda: _try(b, name), timeout=10.0)
+    assert got
+    got.release()
