@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 import uuid
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List
 
 import simba
 

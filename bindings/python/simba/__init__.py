@@ -14,8 +14,6 @@ through ``SIMBA_LIBRARY``, pkg-config's libdir, or ``ctypes.util.find_library``.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from . import _errors, _lib
 from ._client import Change, Client, Election, Observer, Task, check_config
 from ._errors import (Backend, Busy, Cancelled, Closed, Code, Event, InvalidArgument, InvalidType,

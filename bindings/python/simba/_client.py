@@ -13,7 +13,7 @@ import threading
 import weakref
 from ctypes import byref, c_char_p, c_double, c_int64, c_void_p
 from dataclasses import dataclass
-from typing import (Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence,
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence,
                     Set, Union)
 
 from . import _lib

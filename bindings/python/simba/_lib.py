@@ -21,7 +21,7 @@ import subprocess
 import threading
 from ctypes import (CFUNCTYPE, POINTER, c_char_p, c_double, c_int, c_int64, c_size_t, c_uint,
                     c_uint32, c_uint64, c_void_p)
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 REQUIRED_VERSION = 0x010300
 REQUIRED_VERSION_STRING = "1.3.0"

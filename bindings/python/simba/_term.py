@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import threading
 from ctypes import c_void_p
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Optional
 
 from . import _lib
 from ._errors import RevokeReason, check, error

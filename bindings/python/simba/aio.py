@@ -17,15 +17,14 @@ coroutine on the loop that will drive it::
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import os
 import threading
 from ctypes import byref, c_void_p
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Generator, List, Optional, Union
 
 from . import _lib
-from ._client import (Change, Election, Observer, Task, _BaseClient, _ClientCore, _on_done,
-                      _on_lock, config_items, open_client)
+from ._client import (Change, Election, Observer, Task, _BaseClient, _ClientCore, _on_lock,
+                      config_items, open_client)
 from ._errors import (Closed, Event, RevokeReason, StateError, check, encode_name, error)
 from ._lib import lib
 from ._term import Cancellation, Term, _run_guarded, to_ms
