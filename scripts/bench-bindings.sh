@@ -3,7 +3,7 @@
 # "Host executor and bindings"). Builds nothing: it runs what a build tree has.
 #
 #   bash scripts/bench-bindings.sh [--build-dir build] [--cycle-bench PATH]
-#        [--lib DIR] [--backend memory|redis|all] [--bindings go,rust,java,lua]
+#        [--lib DIR] [--backend memory|redis|all] [--bindings go,rust,java,lua,python]
 #        [--rounds N]
 #
 # For each backend (memory://, and Redis: $SIMBA_TEST_REDIS_URL, else a
@@ -25,6 +25,7 @@
 #   rust  bindings/rust/target/release/examples/bench URL CYCLES 5
 #   java  bindings/java/{simba.jar,test-classes,libsimba_jni.so}: io.simba.LockBench URL CYCLES 3
 #   lua   bindings/lua/simba.so: lua5.4 bindings/lua/bench/lock_bench.lua URL CYCLES
+#   python  libsimba.so.1: /usr/bin/python3 bindings/python/bench/bench.py --cycle-only URL CYCLES
 # --lib DIR puts DIR first in LD_LIBRARY_PATH, so that binaries linked with a
 # RUNPATH to the build tree load the libsimba.so.1 of DIR instead (the same ABI).
 # --cycle-bench defaults to build-bench/bench/simba_cycle_bench, then
@@ -40,7 +41,7 @@ BUILD_DIR=build
 CYCLE_BENCH=""
 LIB=""
 BACKEND=all
-BINDINGS=go,rust,java,lua
+BINDINGS=go,rust,java,lua,python
 ROUNDS=5
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -106,6 +107,10 @@ binding_cycle() {
     lua)
       LUA_CPATH="$BUILD_DIR/bindings/lua/?.so;;" lua5.4 "$ROOT/bindings/lua/bench/lock_bench.lua" "$url" "$n" |
         awk -F: '/^lua binding/ { split($2, a, " "); print a[1] }' ;;
+    python)
+      SIMBA_LIBRARY="$BUILD_DIR/libsimba.so.1" PYTHONPATH="$ROOT/bindings/python" \
+        /usr/bin/python3 "$ROOT/bindings/python/bench/bench.py" --cycle-only "$url" "$n" |
+        awk -F: '/^python binding/ { split($2, a, " "); print a[1] }' ;;
   esac
 }
 
@@ -115,6 +120,7 @@ built() {
     rust) [[ -x "$BUILD_DIR/bindings/rust/target/release/examples/bench" ]] ;;
     java) [[ -f "$BUILD_DIR/bindings/java/libsimba_jni.so" && -f "$BUILD_DIR/bindings/java/test-classes/io/simba/LockBench.class" ]] && command -v java >/dev/null ;;
     lua) [[ -f "$BUILD_DIR/bindings/lua/simba.so" ]] && command -v lua5.4 >/dev/null ;;
+    python) [[ -e "$BUILD_DIR/libsimba.so.1" && -x /usr/bin/python3 ]] ;;
   esac
 }
 

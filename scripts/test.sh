@@ -4,7 +4,7 @@
 #
 #   bash scripts/test.sh                      plain build in build/, every layer
 #   bash scripts/test.sh --label core         one layer (core|sim|backends|capi|abi|tck|cli|style|package,
-#                                             a binding: go|rust|java|lua; embed: contrib/)
+#                                             a binding: go|rust|java|lua|node|python; embed: contrib/)
 #   bash scripts/test.sh --sanitize address   ASan+UBSan build in build-address/
 #   bash scripts/test.sh --sanitize thread    TSan build in build-thread/
 #   bash scripts/test.sh --valgrind           the capi tests under valgrind (build/)
@@ -38,6 +38,7 @@ SIMBA_APT_PACKAGES=(
   zookeeper libzookeeper-st-dev default-jre-headless
   golang-go                                   # bindings/go (label go)
   lua5.4 liblua5.4-dev lua-busted lua-luv     # bindings/lua (label lua)
+  python3-pytest                              # bindings/python (label python)
   openjdk-17-jdk-headless junit5              # bindings/java (label java)
   clang-14 libclang-rt-14-dev libssl-dev      # scripts/fuzz.sh (libFuzzer); TLS tests (OpenSSL)
   nginx nginx-dev python3                     # contrib (label embed)
