@@ -263,6 +263,11 @@ installed=()
 left=$(while read -r f; do if [[ -e "$f" || -L "$f" ]]; then echo "$f"; fi; done <"$tmp/files")
 left+=$(ls /etc/nginx/modules-enabled/ 2>/dev/null | grep simba || true)
 left+=$(dpkg -l | awk '$2 ~ /simba/ { print $2 " " $1 }')
+# Folders of the modules (py3clean removes the __pycache__ py3compile made).
+for d in /usr/lib/python3/dist-packages/simba /usr/lib/node/simba \
+  "/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/nodejs/simba"; do
+  if [[ -e "$d" || -L "$d" ]]; then left+="$d"; fi
+done
 [[ -z "$left" ]] || { echo "$left"; fail "something of simba is left after dpkg --purge"; }
 echo "purged: no file of the $(wc -l <"$tmp/files") the packages shipped is left"
 
