@@ -10,7 +10,11 @@
 #      CMake find_package(simba CONFIG) project, and runs both;
 #   4. runs `simba --version`, `man -w simba`, loads the Lua and Java bindings and
 #      checks Debian's nginx accepts the module (nginx -t);
-#   5. purges the packages and checks that no file of theirs is left.
+#   5. with the -dev packages purged again (a user's machine: runtime packages
+#      only), takes a memory:// lock with Debian's /usr/bin/python3 (python3-simba)
+#      and with `node -e "require('simba')"` (node-simba), from a folder outside
+#      the tree, with no SIMBA_LIBRARY, PYTHONPATH, NODE_PATH or LD_LIBRARY_PATH;
+#   6. purges the packages and checks that no file of theirs is left.
 # Needs root (dpkg -i). Temp dirs are removed at exit; the packages are purged
 # even when a step fails.
 #
@@ -209,7 +213,48 @@ if command -v luarocks >/dev/null && command -v lua5.4 >/dev/null; then
   echo "rock simba $version-1: simba.VERSION = $out"
 fi
 
-# --- 5. remove ----------------------------------------------------------------------
+# --- 5. Python and Node as a user has them: the runtime packages only ---------------
+step "the runtime packages only: dpkg --purge libsimba-tck-dev libsimba-dev"
+dev=(libsimba-tck-dev libsimba-dev)
+dpkg --purge "${dev[@]}" >"$tmp/purge-dev.log" 2>&1 || { cat "$tmp/purge-dev.log"; fail "dpkg --purge ${dev[*]}"; }
+mapfile -t installed < <(printf '%s\n' "${installed[@]}" | grep -vxF -e "${dev[0]}" -e "${dev[1]}")
+[[ ! -e /usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/libsimba.so ]] || fail "libsimba.so is still there"
+mkdir -p "$tmp/user"
+user_env=(env -u SIMBA_LIBRARY -u PYTHONPATH -u NODE_PATH -u LD_LIBRARY_PATH)
+libdir_re="^/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/libsimba\.so\.$version\$"
+step "python3-simba: /usr/bin/python3 -c 'import simba', a memory:// client and a lock"
+out=$(cd "$tmp/user" && "${user_env[@]}" /usr/bin/python3 -c '
+import simba
+with simba.Client("memory://package-check") as client:
+    with client.lock("report", timeout=5.0) as term:
+        print(simba.__file__, simba.version_string(), "token", term.token)
+print(next(l.split()[-1] for l in open("/proc/self/maps") if "libsimba.so" in l))
+') || fail "python3-simba: the memory:// lock failed"
+echo "$out"
+[[ "$(head -n 1 <<<"$out")" == "/usr/lib/python3/dist-packages/simba/__init__.py $version token 1" ]] ||
+  fail "python3-simba: not the package's simba $version, or no lock"
+grep -q "$libdir_re" <<<"$out" || fail "python3-simba: not the installed libsimba.so.1"
+if command -v node >/dev/null; then
+  step "node-simba: node -e \"require('simba')\", a memory:// client and a lock"
+  out=$(cd "$tmp/user" && "${user_env[@]}" node -e "
+const simba = require('simba');
+(async () => {
+  const client = await simba.open('memory://package-check');
+  const term = await client.lock('report', { timeout: 5000 });
+  console.log(require.resolve('simba'), simba.version, 'token', String(term.token));
+  await term.release();
+  await client.close();
+  const maps = require('fs').readFileSync('/proc/self/maps', 'utf8').split('\\n');
+  console.log(maps.find((l) => l.includes('libsimba.so')).split(/ +/).pop());
+})().catch((e) => { console.error(e); process.exit(1); });
+") || fail "node-simba: the memory:// lock failed"
+  echo "$out"
+  [[ "$(head -n 1 <<<"$out")" == "/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/nodejs/simba/lib/index.js $version token 1" ]] ||
+    fail "node-simba: not the package's simba $version, or no lock"
+  grep -q "$libdir_re" <<<"$out" || fail "node-simba: not the installed libsimba.so.1"
+fi
+
+# --- 6. remove ----------------------------------------------------------------------
 step "dpkg --purge"
 for d in "${debs[@]}"; do dpkg-deb -c "$d"; done | awk '{ print $6 }' | sed 's|^\./|/|' |
   grep -v '/$' | sort -u >"$tmp/files"
@@ -218,6 +263,11 @@ installed=()
 left=$(while read -r f; do if [[ -e "$f" || -L "$f" ]]; then echo "$f"; fi; done <"$tmp/files")
 left+=$(ls /etc/nginx/modules-enabled/ 2>/dev/null | grep simba || true)
 left+=$(dpkg -l | awk '$2 ~ /simba/ { print $2 " " $1 }')
+# Folders of the modules (py3clean removes the __pycache__ py3compile made).
+for d in /usr/lib/python3/dist-packages/simba /usr/lib/node/simba \
+  "/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)/nodejs/simba"; do
+  if [[ -e "$d" || -L "$d" ]]; then left+="$d"; fi
+done
 [[ -z "$left" ]] || { echo "$left"; fail "something of simba is left after dpkg --purge"; }
 echo "purged: no file of the $(wc -l <"$tmp/files") the packages shipped is left"
 

@@ -47,6 +47,7 @@ SIMBA_APT_PACKAGES=(
   clang-format-14                             # tests/style (label style)
   debhelper dpkg-dev fakeroot lintian man-db  # debian/, scripts/package-check.sh (stage package)
   help2man doxygen luarocks                   # man pages, the docs target, luarocks make
+  dh-python python3-all python3-setuptools pybuild-plugin-pyproject  # debian/: python3-simba
   nodejs                                      # bindings/node (label node; Debian's nodejs 18 also needs libnode-dev for headers, which conflicts with nodesource's)
 )
 # bindings/rust (label rust) uses the machine's cargo: rustup's in ~/.cargo/bin

@@ -4,7 +4,10 @@ Nothing here is public. The library is looked up in this order:
 
 1. ``SIMBA_LIBRARY``: a path (or a soname) to load, nothing else is tried;
 2. ``pkg-config --variable=libdir simba``: ``<libdir>/libsimba.so.1``;
-3. ``ctypes.util.find_library("simba")`` (the linker's cache).
+3. ``ctypes.util.find_library("simba")`` (the linker's cache);
+4. the soname ``libsimba.so.1``, as the dynamic linker finds it (LD_LIBRARY_PATH,
+   ld.so.cache, the default directories): Debian's libsimba1 alone, with no
+   pkg-config and no -dev symlink on the machine.
 
 A library older than 1.3 (``simba_version() < 0x010300``) is refused with an
 ImportError naming the version this package needs.
@@ -25,6 +28,7 @@ from typing import Any, Dict, List, Optional
 
 REQUIRED_VERSION = 0x010300
 REQUIRED_VERSION_STRING = "1.3.0"
+SONAME = "libsimba.so.1"
 
 
 def _version_text(v: int) -> str:
@@ -48,6 +52,8 @@ def _candidates() -> List[str]:
     name = ctypes.util.find_library("simba")
     if name:
         found.append(name)
+    if SONAME not in found:
+        found.append(SONAME)
     return found
 
 
@@ -72,7 +78,7 @@ def _load() -> ctypes.CDLL:
                               f"(1.x, simba_version() >= 0x{REQUIRED_VERSION:06x}); "
                               f"{path} is {_version_text(v)}")
         return lib
-    detail = "; ".join(tried) if tried else "not found through SIMBA_LIBRARY, pkg-config or find_library"
+    detail = "; ".join(tried) if tried else "not found through SIMBA_LIBRARY, pkg-config, find_library or the soname"
     raise ImportError(f"simba needs libsimba {REQUIRED_VERSION_STRING} or later "
                       f"(libsimba.so.1): {detail}")
 

@@ -32,6 +32,24 @@ def test_a_missing_library_is_a_clear_import_error():
     assert "ImportError: simba needs libsimba 1.3.0 or later" in r.stderr
 
 
+def test_the_soname_is_tried_last(monkeypatch):
+    monkeypatch.delenv("SIMBA_LIBRARY", raising=False)
+    assert _lib._candidates()[-1] == "libsimba.so.1"
+
+
+def test_found_by_its_soname_without_pkg_config_or_find_library():
+    # Debian's libsimba1 alone: no pkg-config, no gcc, no -dev symlink. The
+    # dynamic linker finds libsimba.so.1 (here through LD_LIBRARY_PATH).
+    built = os.path.realpath(os.environ["SIMBA_LIBRARY"])
+    env = {k: v for k, v in os.environ.items() if k != "SIMBA_LIBRARY"}
+    env.update(PATH="/nonexistent", LD_LIBRARY_PATH=os.path.dirname(built))
+    code = ("import simba, os; print(simba.version_string()); "
+            "print(*{l.split()[-1] for l in open('/proc/self/maps') if 'libsimba.so' in l})")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[1] == built
+
+
 def test_names_from_the_library():
     assert simba.code_name(-9) == "EBUSY" and simba.code_name(0) == "OK"
     assert simba.code_name(-999) == "UNKNOWN"
