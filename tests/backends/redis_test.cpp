@@ -898,11 +898,14 @@ TEST(Redis, EvalshaAndNoscriptFallback) {
 
   Election e;
   Client c;
-  ASSERT_EQ(c.open(server.url(), Timing{1000, 100}), SIMBA_OK) << simba_last_error();
+  // Calls time out after a renew interval: 300 ms, so that a slow machine (a
+  // sanitizer build under load) does not drop the connection, whose successor
+  // would load the scripts again and need no EVAL.
+  ASSERT_EQ(c.open(server.url(), Timing{1500, 300}), SIMBA_OK) << simba_last_error();
   ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
   ASSERT_EQ(e.start(c, "redis.sha." + unique_id()), SIMBA_OK);
   ASSERT_TRUE(e.wait_elected(1, 5000 * slow_factor()));
-  sleep_ms(300);  // a few keep-alives
+  sleep_ms(1000);  // a few keep-alives
   EXPECT_GE(command_calls(s, "evalsha"), 4);
   EXPECT_EQ(command_calls(s, "eval"), 0) << "a SHA-1 did not match: EVALSHA fell back to EVAL";
 
@@ -911,7 +914,7 @@ TEST(Redis, EvalshaAndNoscriptFallback) {
   ASSERT_TRUE(e.wait_elected(2, 5000 * slow_factor())) << snapshot(c);
   EXPECT_GT(e.last_elected().token, e.elected()[0].token);
   EXPECT_GE(command_calls(s, "eval"), 1);
-  sleep_ms(300);  // keep-alives go on
+  sleep_ms(1000);  // keep-alives go on
   EXPECT_TRUE(e.leading());
   EXPECT_EQ(e.revoked_count(), 1);
   EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
