@@ -27,6 +27,9 @@ function loadAddon() {
 }
 
 const native = loadAddon();
+// native.termRelease's second result (the revoke reason), without a second call
+const OUT = new Int32Array(1);
+native.setOut(OUT);
 
 // Clients that are open: an open client is closed by close(), never by the GC.
 const openClients = new Set();
@@ -128,6 +131,7 @@ function sweepYoung() {
 }
 
 const EEXPIRED = -3; // SIMBA_EEXPIRED
+const RESOLVED = Promise.resolve(); // what release() returns: nothing to wait for
 
 /** A period of ownership of a lease: a lock's or an election's. */
 class Term {
@@ -184,14 +188,16 @@ class Term {
   release() {
     try {
       const t = this._t;
-      if (t === null) return Promise.resolve();
+      if (t === null) return RESOLVED;
       if (!this._isLock) throw simbaError(-1, 'release: not a lock term');
       // what stays readable once the reference is gone
       if (this._name === undefined) this._name = native.termName(t);
-      if (this._token === undefined) this._token = native.termToken(t);
       this._t = null;
-      this._reason = native.termRelease(t, this._c._h, this._net);
-      return Promise.resolve();
+      const want = this._token === undefined;
+      const tok = native.termRelease(t, this._c._h, this._net, want);
+      if (want) this._token = tok;
+      this._reason = OUT[0];
+      return RESOLVED;
     } catch (e) {
       return Promise.reject(e);
     }
@@ -387,7 +393,7 @@ class Client extends EventEmitter {
     if (!w) {
       // the wait was abandoned (AbortSignal): release what it won at once
       this._abandoned.delete(id);
-      if (ext) native.termRelease(ext, this._h, null);
+      if (ext) native.termRelease(ext, this._h, null, false);
       return;
     }
     this._locks.delete(id);

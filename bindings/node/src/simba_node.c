@@ -806,20 +806,71 @@ TERM_FN(n_term_net, {
   return v;
 })
 
-/* release(term, client, net|null) -> reason: revoke the lock term and release
- * the lease with its token without waiting for the backend
- * (simba_term_release of the last reference); the next turn sends it. The
- * result is the term's revoke reason (STOPPED unless revoked before). */
-TERM_FN(n_term_release, {
-  nclient *cl = (nclient *)get_ptr(env, argv[1]);
-  tnet *n = (tnet *)get_ptr(env, argv[2]);
-  int reason = (int)simba_term_revoke_reason(t);
+/* Per environment (worker): out[0] of termRelease, a JS Int32Array that
+ * lib/index.js reads after the call (no second native call per release). */
+typedef struct addon_data {
+  napi_ref out_ref;
+  int32_t *out;
+} addon_data;
+
+static void addon_data_free(napi_env env, void *data, void *hint) {
+  addon_data *d = (addon_data *)data;
+  (void)hint;
+  if (d->out_ref) napi_delete_reference(env, d->out_ref);
+  free(d);
+}
+
+/* setOut(int32Array) */
+static napi_value n_set_out(napi_env env, napi_callback_info info) {
+  napi_value argv[1], ab;
+  napi_typedarray_type type;
+  size_t len = 0, off = 0;
+  void *p = NULL;
+  addon_data *d = NULL;
+  if (get_args(env, info, 1, argv)) return NULL;
+  if (napi_get_typedarray_info(env, argv[0], &type, &len, &p, &ab, &off) != napi_ok ||
+      type != napi_int32_array || len < 1)
+    return throw_type(env, "setOut needs an Int32Array");
+  napi_get_instance_data(env, (void **)&d);
+  if (!d) {
+    d = (addon_data *)calloc(1, sizeof *d);
+    if (!d) return throw_simba(env, SIMBA_ENOMEM, "out of memory");
+    napi_set_instance_data(env, d, addon_data_free, NULL);
+  }
+  if (d->out_ref) napi_delete_reference(env, d->out_ref);
+  napi_create_reference(env, argv[0], 1, &d->out_ref);
+  d->out = (int32_t *)p;
+  return undef(env);
+}
+
+/* release(term, client, net|null, wantToken) -> token|undefined: revoke the
+ * lock term and release the lease with its token without waiting for the
+ * backend (simba_term_release of the last reference); the next turn sends it.
+ * The token (bigint) is returned when asked for; the term's revoke reason
+ * (STOPPED unless revoked before) goes to setOut's array. */
+static napi_value n_term_release(napi_env env, napi_callback_info info) {
+  napi_value argv[4], tok;
+  simba_term_t *t;
+  nclient *cl;
+  tnet *n;
+  addon_data *d = NULL;
+  bool want = false;
+  int reason;
+  if (get_args(env, info, 4, argv)) return NULL;
+  if (!(t = get_term(env, argv[0]))) return NULL;
+  cl = (nclient *)get_ptr(env, argv[1]);
+  n = (tnet *)get_ptr(env, argv[2]);
+  napi_get_value_bool(env, argv[3], &want);
+  reason = (int)simba_term_revoke_reason(t);
   if (reason == SIMBA_REVOKE_NONE) reason = SIMBA_REVOKE_STOPPED;
+  napi_get_instance_data(env, (void **)&d);
+  if (d && d->out) d->out[0] = reason;
+  if (want) napi_create_bigint_uint64(env, simba_term_token(t), &tok);
   if (n) n->released = 1;
   simba_term_release(t);
   if (cl && cl->c) arm(cl);
-  return num(env, reason);
-})
+  return want ? tok : undef(env);
+}
 
 typedef struct revoked_cb {
   nclient *cl;
@@ -1697,6 +1748,7 @@ NAPI_MODULE_INIT() {
              {"termRevokeFd", n_term_revoke_fd},
              {"termRelease", n_term_release},
              {"termNet", n_term_net},
+             {"setOut", n_set_out},
              {"termOnRevoked", n_term_on_revoked},
              {"electionStart", n_election_start},
              {"stop", n_stop},
