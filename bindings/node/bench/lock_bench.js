@@ -91,6 +91,7 @@ async function benchBackend(label, url, cycles, withRedlock) {
     redis = new Redis(url);
     rl = new Redlock([redis], { retryCount: -1, retryDelay: 10, retryJitter: 0 });
   }
+  await nodeCycle(c, `bench.node.${process.pid}`, cycles); // JIT warm-up, not counted
   for (let r = 0; r < ROUNDS; r++) {
     const c1 = cCycle(url, cycles);
     const n = await nodeCycle(c, `bench.node.${process.pid}`, cycles);

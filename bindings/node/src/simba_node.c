@@ -169,11 +169,10 @@ static int get_args(napi_env env, napi_callback_info info, size_t n, napi_value 
   return 0;
 }
 
+/* The pointer of an external; NULL for any other value (napi_invalid_arg). */
 static void *get_ptr(napi_env env, napi_value v) {
   void *p = NULL;
-  napi_valuetype t;
-  if (napi_typeof(env, v, &t) != napi_ok || t != napi_external) return NULL;
-  napi_get_value_external(env, v, &p);
+  if (napi_get_value_external(env, v, &p) != napi_ok) return NULL;
   return p;
 }
 
