@@ -60,6 +60,7 @@ struct nclient {
   uv_idle_t idle; /* work due now: once per loop iteration (see arm) */
   uv_async_t async;
   uv_loop_t *loop;
+  uint64_t timer_due; /* the timer's deadline in loop time, while active */
   double run_seq;
   int depth;   /* inside simba_client_process() */
   int unrefd;  /* client.unref() */
@@ -302,7 +303,10 @@ static void arm(nclient *cl) {
   uv_idle_stop(&cl->idle);
   if (ms < 0) {
     uv_timer_stop(&cl->timer);
-  } else {
+  } else if (!uv_is_active((uv_handle_t *)&cl->timer) ||
+             cl->timer_due != uv_now(cl->loop) + (uint64_t)ms) {
+    /* re-armed only when the deadline moved (twice a lock cycle otherwise) */
+    cl->timer_due = uv_now(cl->loop) + (uint64_t)ms;
     uv_timer_start(&cl->timer, on_timer, (uint64_t)ms, 0);
   }
 }
