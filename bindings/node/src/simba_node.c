@@ -84,6 +84,7 @@ struct nclient {
  * released before that never get one (ADR 0036). */
 typedef struct tnet {
   simba_term_t *t;
+  uint32_t h; /* its handle */
   int released;
 } tnet;
 
@@ -731,23 +732,91 @@ static napi_value n_set_event(napi_env env, napi_callback_info info) {
 /* ------------------------------------------------------------------------- */
 /* Terms */
 
-/* A JS external of @p t, owning one reference (taken by the caller). No
- * finalizer: JavaScript drops the reference with release(), or through the
- * net (termNet) it attaches to terms it keeps past a loop turn (ADR 0036). */
+/* Per environment (main thread or worker): the terms JavaScript holds, by
+ * handle (index + 1, a small integer: no V8 object or global handle per term,
+ * and a forged handle reaches no memory but a live term's), and out[0] of
+ * termRelease (a JS Int32Array read after the call). */
+typedef struct addon_data {
+  napi_ref out_ref;
+  int32_t *out;
+  simba_term_t **terms;
+  uint32_t *free_next; /* free list through unused slots (handles, 0 ends) */
+  uint32_t cap, free_head;
+} addon_data;
+
+static addon_data *adata(napi_env env) {
+  addon_data *d = NULL;
+  napi_get_instance_data(env, (void **)&d);
+  return d;
+}
+
+static void addon_data_free(napi_env env, void *data, void *hint) {
+  addon_data *d = (addon_data *)data;
+  (void)hint;
+  if (d->out_ref) napi_delete_reference(env, d->out_ref);
+  free(d->terms);
+  free(d->free_next);
+  free(d);
+}
+
+static uint32_t slot_put(addon_data *d, simba_term_t *t) {
+  uint32_t h;
+  if (!d->free_head) {
+    uint32_t ncap = d->cap ? d->cap * 2 : 64, k;
+    simba_term_t **nt = (simba_term_t **)realloc(d->terms, ncap * sizeof *nt);
+    uint32_t *nn;
+    if (!nt) return 0;
+    d->terms = nt;
+    nn = (uint32_t *)realloc(d->free_next, ncap * sizeof *nn);
+    if (!nn) return 0;
+    d->free_next = nn;
+    for (k = d->cap; k < ncap; k++) {
+      nt[k] = NULL;
+      nn[k] = k + 1 < ncap ? k + 2 : 0;
+    }
+    d->free_head = d->cap + 1;
+    d->cap = ncap;
+  }
+  h = d->free_head;
+  d->free_head = d->free_next[h - 1];
+  d->terms[h - 1] = t;
+  return h;
+}
+
+static void slot_free(addon_data *d, uint32_t h) {
+  d->terms[h - 1] = NULL;
+  d->free_next[h - 1] = d->free_head;
+  d->free_head = h;
+}
+
+/* A handle of @p t, owning one reference (taken by the caller). No finalizer:
+ * JavaScript drops the reference with release(), or through the net
+ * (termNet) it attaches to terms it keeps past a loop turn (ADR 0036). */
 static napi_value wrap_term(napi_env env, simba_term_t *t) {
   napi_value v;
-  if (napi_create_external(env, t, NULL, NULL, &v) != napi_ok) {
+  addon_data *d = adata(env);
+  uint32_t h = d ? slot_put(d, t) : 0;
+  if (!h) {
     simba_term_release(t);
     return undef(env);
   }
+  napi_create_uint32(env, h, &v);
   return v;
 }
 
-static simba_term_t *get_term(napi_env env, napi_value v) {
-  simba_term_t *t = (simba_term_t *)get_ptr(env, v);
-  if (!t) throw_type(env, "not a simba term (or a released one)");
-  return t;
+static simba_term_t *get_term_h(napi_env env, napi_value v, uint32_t *h_out) {
+  addon_data *d = adata(env);
+  uint32_t h = 0;
+  if (!d || napi_get_value_uint32(env, v, &h) != napi_ok || h == 0 || h > d->cap ||
+      !d->terms[h - 1]) {
+    throw_type(env, "not a simba term (or a released one)");
+    return NULL;
+  }
+  if (h_out) *h_out = h;
+  return d->terms[h - 1];
 }
+
+static simba_term_t *get_term(napi_env env, napi_value v) { return get_term_h(env, v, NULL); }
 
 #define TERM_FN(fname, body)                                       \
   static napi_value fname(napi_env env, napi_callback_info info) { \
@@ -787,11 +856,14 @@ TERM_FN(n_term_revoke_fd, {
 
 static void term_net_finalize(napi_env env, void *data, void *hint) {
   tnet *n = (tnet *)data;
-  (void)env;
+  addon_data *d = adata(env);
   (void)hint;
   /* The last reference of an unreleased lock term releases the lock, without
    * waiting and without calling JavaScript (simba_term_release). */
-  if (!n->released) simba_term_release(n->t);
+  if (!n->released) {
+    if (d && n->h <= d->cap && d->terms[n->h - 1] == n->t) slot_free(d, n->h);
+    simba_term_release(n->t);
+  }
   free(n);
 }
 
@@ -802,26 +874,13 @@ TERM_FN(n_term_net, {
   tnet *n = (tnet *)calloc(1, sizeof *n);
   if (!n) return throw_simba(env, SIMBA_ENOMEM, "out of memory");
   n->t = t;
+  napi_get_value_uint32(env, argv[0], &n->h);
   if (napi_create_external(env, n, term_net_finalize, NULL, &v) != napi_ok) {
     free(n);
     return NULL;
   }
   return v;
 })
-
-/* Per environment (worker): out[0] of termRelease, a JS Int32Array that
- * lib/index.js reads after the call (no second native call per release). */
-typedef struct addon_data {
-  napi_ref out_ref;
-  int32_t *out;
-} addon_data;
-
-static void addon_data_free(napi_env env, void *data, void *hint) {
-  addon_data *d = (addon_data *)data;
-  (void)hint;
-  if (d->out_ref) napi_delete_reference(env, d->out_ref);
-  free(d);
-}
 
 /* setOut(int32Array) */
 static napi_value n_set_out(napi_env env, napi_callback_info info) {
@@ -834,12 +893,7 @@ static napi_value n_set_out(napi_env env, napi_callback_info info) {
   if (napi_get_typedarray_info(env, argv[0], &type, &len, &p, &ab, &off) != napi_ok ||
       type != napi_int32_array || len < 1)
     return throw_type(env, "setOut needs an Int32Array");
-  napi_get_instance_data(env, (void **)&d);
-  if (!d) {
-    d = (addon_data *)calloc(1, sizeof *d);
-    if (!d) return throw_simba(env, SIMBA_ENOMEM, "out of memory");
-    napi_set_instance_data(env, d, addon_data_free, NULL);
-  }
+  if (!(d = adata(env))) return throw_simba(env, SIMBA_ENOMEM, "out of memory");
   if (d->out_ref) napi_delete_reference(env, d->out_ref);
   napi_create_reference(env, argv[0], 1, &d->out_ref);
   d->out = (int32_t *)p;
@@ -856,18 +910,19 @@ static napi_value n_term_release(napi_env env, napi_callback_info info) {
   simba_term_t *t;
   nclient *cl;
   tnet *n;
-  addon_data *d = NULL;
+  addon_data *d = adata(env);
   bool want = false;
   int reason;
+  uint32_t h = 0;
   if (get_args(env, info, 4, argv)) return NULL;
-  if (!(t = get_term(env, argv[0]))) return NULL;
+  if (!(t = get_term_h(env, argv[0], &h))) return NULL;
   cl = (nclient *)get_ptr(env, argv[1]);
   n = (tnet *)get_ptr(env, argv[2]);
   napi_get_value_bool(env, argv[3], &want);
   reason = (int)simba_term_revoke_reason(t);
   if (reason == SIMBA_REVOKE_NONE) reason = SIMBA_REVOKE_STOPPED;
-  napi_get_instance_data(env, (void **)&d);
-  if (d && d->out) d->out[0] = reason;
+  if (d->out) d->out[0] = reason;
+  slot_free(d, h);
   if (want) napi_create_bigint_uint64(env, simba_term_token(t), &tok);
   if (n) n->released = 1;
   simba_term_release(t);
@@ -1770,8 +1825,15 @@ NAPI_MODULE_INIT() {
              {"schema", n_schema},
              {"checkConfig", n_check_config}};
   size_t i;
+  addon_data *d;
   if (simba_version() < 0x010300) {
     napi_throw_error(env, "SIMBA_EUNSUPPORTED", "simba: the loaded libsimba is older than 1.3");
+    return NULL;
+  }
+  d = (addon_data *)calloc(1, sizeof *d);
+  if (!d || napi_set_instance_data(env, d, addon_data_free, NULL) != napi_ok) {
+    free(d);
+    napi_throw_error(env, "SIMBA_ENOMEM", "simba: out of memory");
     return NULL;
   }
   for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {
