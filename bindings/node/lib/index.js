@@ -360,9 +360,11 @@ class Client extends EventEmitter {
 
   /** Acquire a lock, waiting up to timeout ms (none: without bound); an
    *  AbortSignal ends the wait with its reason. */
-  lock(name, { timeout, signal } = {}) {
+  lock(name, options) {
     try {
       this._check();
+      const timeout = options == null ? undefined : options.timeout;
+      const signal = options == null ? undefined : options.signal;
       if (signal && signal.aborted) throw signal.reason;
       const id = ++this._lockId;
       // a result the library has at once (memory://) comes back from the call

@@ -228,10 +228,8 @@ static char *get_name(napi_env env, napi_value v, const char *what) {
 }
 
 static int64_t get_i64(napi_env env, napi_value v, int64_t dflt) {
-  napi_valuetype t;
   double d;
-  if (napi_typeof(env, v, &t) != napi_ok || t != napi_number) return dflt;
-  napi_get_value_double(env, v, &d);
+  if (napi_get_value_double(env, v, &d) != napi_ok) return dflt; /* not a number */
   if (d != d) return dflt;
   if (d > 9e15) return INT64_MAX / 2;
   if (d < -9e15) return -1;
