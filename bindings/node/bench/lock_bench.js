@@ -11,8 +11,9 @@
 //
 // Per round: C cycle, Node cycle, C cycle again (the Node figure over the mean
 // of the two C figures around it), then redlock's cycle; the table gives the
-// median of the rounds. Handover: client A holds the name, B waits for it;
-// the time from A's release call to B holding it, 200 times, mean and p50.
+// median of the rounds and, in brackets, the lowest and highest round.
+// Handover: client A holds the name, B waits for it; the time from A's
+// release call to B holding it, 200 times, mean and p50.
 const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
