@@ -48,7 +48,7 @@ SIMBA_APT_PACKAGES=(
   debhelper dpkg-dev fakeroot lintian man-db  # debian/, scripts/package-check.sh (stage package)
   help2man doxygen luarocks                   # man pages, the docs target, luarocks make
   dh-python python3-all python3-setuptools pybuild-plugin-pyproject  # debian/: python3-simba
-  nodejs                                      # bindings/node (label node; Debian's nodejs 18 also needs libnode-dev for headers, which conflicts with nodesource's)
+  nodejs node-typescript                      # bindings/node (label node; + libnode-dev for Debian's nodejs: node_header_packages)
 )
 # bindings/rust (label rust) uses the machine's cargo: rustup's in ~/.cargo/bin
 # when there is one (Debian's cargo otherwise).
@@ -261,6 +261,9 @@ summary() {
 
 [[ $INSTALL -eq 1 ]] || export SIMBA_NO_INSTALL=1
 ensure_packages "${SIMBA_APT_PACKAGES[@]}"
+# Node's headers: libnode-dev for Debian's nodejs only, known once nodejs is installed.
+mapfile -t SIMBA_NODE_HEADER_PACKAGES < <(node_header_packages)
+[[ ${#SIMBA_NODE_HEADER_PACKAGES[@]} -eq 0 ]] || ensure_packages "${SIMBA_NODE_HEADER_PACKAGES[@]}"
 
 trap 'stop_servers' EXIT
 trap 'exit 130' INT

@@ -32,6 +32,24 @@ ensure_packages() {
     apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null
 }
 
+# node_header_packages: prints libnode-dev when the machine's nodejs (the
+# installed one, else apt's candidate) is Debian's: its Node is split into
+# libnodeNNN, and node_api.h is in libnode-dev. Nothing for nodesource's
+# nodejs, which ships its headers and conflicts with libnode-dev.
+node_header_packages() {
+  command -v dpkg-query >/dev/null 2>&1 || return 0
+  local deps cand
+  if [[ "$(dpkg-query -W -f='${db:Status-Status}' nodejs 2>/dev/null || true)" == installed ]]; then
+    deps=$(dpkg-query -W -f='${Depends}' nodejs 2>/dev/null || true)
+  else
+    cand=$(apt-cache policy nodejs 2>/dev/null | awk '/Candidate:/ { print $2 }')
+    [[ -n "$cand" && "$cand" != "(none)" ]] || return 0
+    deps=$(apt-cache show "nodejs=$cand" 2>/dev/null | awk '/^Depends:/ { sub(/^Depends: /, ""); print; exit }')
+  fi
+  if [[ "$deps" =~ (^|[ ,])libnode[0-9]+ ]]; then echo libnode-dev; fi
+  return 0
+}
+
 # What the benchmarks need (scripts/bench.sh, scripts/scale.sh): the build, and
 # the three servers with their client libraries.
 SIMBA_BENCH_PACKAGES=(

@@ -11,10 +11,12 @@
 //
 // Per round: C cycle, Node cycle, C cycle again (the Node figure over the mean
 // of the two C figures around it), then redlock's cycle; the table gives the
-// median of the rounds. Handover: client A holds the name, B waits for it;
-// the time from A's release call to B holding it, 200 times, mean and p50.
+// median of the rounds and, in brackets, the lowest and highest round.
+// Handover: client A holds the name, B waits for it; the time from A's
+// release call to B holding it, 200 times, mean and p50.
 const { execFileSync } = require('node:child_process');
 const fs = require('node:fs');
+const os = require('node:os');
 const path = require('node:path');
 
 const simba = require(path.join(__dirname, '..', 'lib', 'index.js'));
@@ -38,6 +40,9 @@ const median = (xs) => {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 const now = () => Number(process.hrtime.bigint()) / 1000; // µs
+// the median and, in brackets, the lowest and highest round
+const spread = (xs, d = 1) => `${median(xs).toFixed(d)} [${Math.min(...xs).toFixed(d)}-${Math.max(...xs).toFixed(d)}]`;
+const load = () => os.loadavg().map((x) => x.toFixed(2)).join(' ');
 
 function cCycle(url, cycles) {
   const out = execFileSync(CB, ['--mode', 'pool', '--url', url, '--cycles', String(cycles),
@@ -87,6 +92,7 @@ async function benchBackend(label, url, cycles, withRedlock) {
     redis = new Redis(url);
     rl = new Redlock([redis], { retryCount: -1, retryDelay: 10, retryJitter: 0 });
   }
+  await nodeCycle(c, `bench.node.${process.pid}`, cycles); // JIT warm-up, not counted
   for (let r = 0; r < ROUNDS; r++) {
     const c1 = cCycle(url, cycles);
     const n = await nodeCycle(c, `bench.node.${process.pid}`, cycles);
@@ -99,9 +105,9 @@ async function benchBackend(label, url, cycles, withRedlock) {
       ` (${(n / ((c1 + c2) / 2)).toFixed(2)} x)` +
       (rl ? `, redlock ${rows.redlock[r].toFixed(1)} µs` : ''));
   }
-  const res = { label, c: median(rows.c), node: median(rows.node), ratio: median(rows.ratio) };
+  const res = { label, c: spread(rows.c), node: spread(rows.node), ratio: spread(rows.ratio, 2) };
   if (rl) {
-    res.redlock = median(rows.redlock);
+    res.redlock = spread(rows.redlock);
     const b = await simba.open(url, { lease: 15000 });
     const name = `bench.ho.${process.pid}`;
     res.hoSimba = await handover(() => c.lock(name), () => b.lock(name), 200);
@@ -115,13 +121,15 @@ async function benchBackend(label, url, cycles, withRedlock) {
 }
 
 (async () => {
+  console.log(`# load average at start: ${load()}`);
   const results = [await benchBackend('memory://', 'memory://node-bench', CYCLES * 10, false)];
   if (REDIS) results.push(await benchBackend('redis', REDIS, CYCLES, true));
-  console.log('\n| backend | C cycle µs | Node cycle µs | Node / C (median of rounds) | redlock cycle µs | handover Simba mean / p50 µs | handover redlock mean / p50 µs |');
+  console.log(`# load average at end: ${load()}; ${ROUNDS} rounds: median [lowest-highest round]`);
+  console.log('\n| backend | C cycle µs | Node cycle µs | Node / C | redlock cycle µs | handover Simba mean / p50 µs | handover redlock mean / p50 µs |');
   console.log('|---|---|---|---|---|---|---|');
   for (const r of results) {
     const ho = (h) => (h ? `${h.mean.toFixed(0)} / ${h.p50.toFixed(0)}` : '-');
-    console.log(`| ${r.label} | ${r.c.toFixed(1)} | ${r.node.toFixed(1)} | ${r.ratio.toFixed(2)} | ` +
-      `${r.redlock ? r.redlock.toFixed(1) : '-'} | ${ho(r.hoSimba)} | ${ho(r.hoRedlock)} |`);
+    console.log(`| ${r.label} | ${r.c} | ${r.node} | ${r.ratio} | ` +
+      `${r.redlock || '-'} | ${ho(r.hoSimba)} | ${ho(r.hoRedlock)} |`);
   }
 })().catch((e) => { console.error(e); process.exit(1); });

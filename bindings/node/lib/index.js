@@ -27,6 +27,9 @@ function loadAddon() {
 }
 
 const native = loadAddon();
+// native.termRelease's second result (the revoke reason), without a second call
+const OUT = new Int32Array(1);
+native.setOut(OUT);
 
 // Clients that are open: an open client is closed by close(), never by the GC.
 const openClients = new Set();
@@ -114,48 +117,93 @@ function configPairs(options) {
   return [keys, values];
 }
 
+// Terms kept past a loop turn get a GC safety net (native.termNet: a
+// finalizer that drops the term's reference); terms released before never pay
+// for one (ADR 0036). Until then `young` holds them, so none is collected
+// without its net.
+let young = [];
+let sweepQueued = false;
+function sweepYoung() {
+  sweepQueued = false;
+  const terms = young;
+  young = [];
+  for (const t of terms) if (t._t !== null && t._net === null) t._net = native.termNet(t._t);
+}
+
+const EEXPIRED = -3; // SIMBA_EEXPIRED
+const RESOLVED = Promise.resolve(); // what release() returns: nothing to wait for
+
 /** A period of ownership of a lease: a lock's or an election's. */
 class Term {
-  constructor(ext, client) {
-    this._t = ext;
+  constructor(ext, client, isLock, name) {
+    this._t = ext; // null once released
     this._c = client;
+    this._net = null;
+    this._isLock = isLock;
+    this._name = name; // cached: immutable
+    this._token = undefined;
+    this._reason = 0; // the revoke reason at release
+    if (young.push(this) === 1 && !sweepQueued) {
+      sweepQueued = true;
+      setImmediate(sweepYoung);
+    }
   }
-  get name() { return native.termName(this._t); }
+  get name() {
+    if (this._name === undefined) this._name = native.termName(this._t);
+    return this._name;
+  }
   /** The fencing token (bigint): strictly increasing across terms of a name. */
-  get token() { return native.termToken(this._t); }
-  get valid() { return native.termValid(this._t); }
+  get token() {
+    if (this._token === undefined) this._token = native.termToken(this._t);
+    return this._token;
+  }
+  get valid() { return this._t !== null && native.termValid(this._t); }
   /** ms left before the local deadline; 0 once ended. */
-  get remaining() { return native.termRemaining(this._t); }
+  get remaining() { return this._t === null ? 0 : native.termRemaining(this._t); }
   /** null while not revoked, else the library's name ('STOPPED', 'TAKEN_OVER', ...). */
   get reason() {
-    const r = native.termReason(this._t);
+    const r = this._t === null ? this._reason : native.termReason(this._t);
     return r === 0 ? null : reasonText(r);
   }
-  get isLock() { return native.termIsLock(this._t); }
+  get isLock() { return this._isLock; }
   /** Throws SIMBA_EEXPIRED unless the term stays valid for more than minMs. */
   ensureValid(minMs = 0) {
+    if (this._t === null) {
+      if (minMs < 0) throw simbaError(-1, 'ensureValid: negative minimum');
+      throw simbaError(EEXPIRED, 'the term was released');
+    }
     native.termEnsureValid(this._t, minMs);
     return this;
   }
   /** fn(reason) runs once, when the term is revoked. */
   onRevoked(fn) {
     if (typeof fn !== 'function') throw argError('onRevoked needs a function');
+    if (this._t === null) throw simbaError(-6, 'the term was released');
     native.termOnRevoked(this._t, this._c._h, (r) => fn(reasonText(r)));
   }
-  revokeFd() { return native.termRevokeFd(this._t); }
+  revokeFd() { return this._t === null ? -1 : native.termRevokeFd(this._t); }
   /** Release a lock: revoke the term and release the lease with its token
    *  (sent at once; the library resends a failed release, ADR 0030). A no-op
    *  on a released term. */
   release() {
     try {
-      native.termRelease(this._t, this._c._h);
-      return Promise.resolve();
+      const t = this._t;
+      if (t === null) return RESOLVED;
+      if (!this._isLock) throw simbaError(-1, 'release: not a lock term');
+      // what stays readable once the reference is gone
+      if (this._name === undefined) this._name = native.termName(t);
+      this._t = null;
+      const want = this._token === undefined;
+      const tok = native.termRelease(t, this._c._h, this._net, want);
+      if (want) this._token = tok;
+      this._reason = OUT[0];
+      return RESOLVED;
     } catch (e) {
       return Promise.reject(e);
     }
   }
   [Symbol.asyncDispose]() {
-    return this.isLock ? this.release() : Promise.resolve();
+    return this._isLock ? this.release() : Promise.resolve();
   }
   toString() { return `Term(${this.name}, token ${this.token}, ${this.valid ? 'valid' : 'ended'})`; }
 }
@@ -175,7 +223,7 @@ class Election extends EventEmitter {
     this._c = client;
     this._stopped = null;
     this._h = native.electionStart(client._h, name, (kind, ext, reason) => {
-      const term = new Term(ext, client);
+      const term = new Term(ext, client, false, name);
       if (kind === 1) {
         this.term = term;
         this.emit('elected', term);
@@ -217,7 +265,7 @@ class Task extends EventEmitter {
         if (abort) abort();
         return;
       }
-      const term = new Term(ext, client);
+      const term = new Term(ext, client, false, kind === 2 ? undefined : name);
       const ac = new AbortController();
       const abort = (fallback) => {
         if (ac.signal.aborted) return;
@@ -312,26 +360,33 @@ class Client extends EventEmitter {
 
   /** Acquire a lock, waiting up to timeout ms (none: without bound); an
    *  AbortSignal ends the wait with its reason. */
-  lock(name, { timeout, signal } = {}) {
-    return new Promise((resolve, reject) => {
+  lock(name, options) {
+    try {
       this._check();
+      const timeout = options == null ? undefined : options.timeout;
+      const signal = options == null ? undefined : options.signal;
       if (signal && signal.aborted) throw signal.reason;
-      const h = this._h;
       const id = ++this._lockId;
-      native.lock(h, name, msOf(timeout, 'timeout'), id);
-      const w = { resolve, reject, signal, onAbort: null };
-      this._locks.set(id, w);
-      this._waitStart();
-      if (signal) {
-        w.onAbort = () => {
-          if (!this._locks.delete(id)) return;
-          this._abandoned.add(id);
-          this._waitEnd();
-          reject(signal.reason);
-        };
-        signal.addEventListener('abort', w.onAbort, { once: true });
-      }
-    });
+      // a result the library has at once (memory://) comes back from the call
+      const ext = native.lock(this._h, name, msOf(timeout, 'timeout'), id);
+      if (ext !== undefined) return Promise.resolve(new Term(ext, this, true, name));
+      return new Promise((resolve, reject) => {
+        const w = { resolve, reject, signal, onAbort: null, name };
+        this._locks.set(id, w);
+        this._waitStart();
+        if (signal) {
+          w.onAbort = () => {
+            if (!this._locks.delete(id)) return;
+            this._abandoned.add(id);
+            this._waitEnd();
+            reject(signal.reason);
+          };
+          signal.addEventListener('abort', w.onAbort, { once: true });
+        }
+      });
+    } catch (e) {
+      return Promise.reject(e);
+    }
   }
 
   // Every lock result: (id, err, term).
@@ -340,14 +395,14 @@ class Client extends EventEmitter {
     if (!w) {
       // the wait was abandoned (AbortSignal): release what it won at once
       this._abandoned.delete(id);
-      if (ext) native.termRelease(ext, this._h);
+      if (ext) native.termRelease(ext, this._h, null, false);
       return;
     }
     this._locks.delete(id);
     this._waitEnd();
     if (w.onAbort) w.signal.removeEventListener('abort', w.onAbort);
     if (err) w.reject(err);
-    else w.resolve(new Term(ext, this));
+    else w.resolve(new Term(ext, this, true, w.name));
   }
 
   _waitStart() {
@@ -362,7 +417,7 @@ class Client extends EventEmitter {
   tryLock(name) {
     try {
       this._check();
-      return this._op(native.tryLock(this._h, name).then((ext) => new Term(ext, this)));
+      return this._op(native.tryLock(this._h, name).then((ext) => new Term(ext, this, true, name)));
     } catch (e) {
       return Promise.reject(e);
     }

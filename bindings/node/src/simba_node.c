@@ -57,13 +57,16 @@ struct nclient {
   simba_client_t *c;
   uv_poll_t poll;
   uv_timer_t timer;
+  uv_idle_t idle; /* work due now: once per loop iteration (see arm) */
   uv_async_t async;
   uv_loop_t *loop;
+  uint64_t timer_due; /* the timer's deadline in loop time, while active */
   double run_seq;
   int depth;   /* inside simba_client_process() */
   int unrefd;  /* client.unref() */
   int pending; /* JS-visible waits (lock) that keep an unref'd client alive */
   int closed, shutting, refs;
+  int sync_budget; /* see SYNC_BUDGET */
   pthread_mutex_t mu;
   run_t *queued;  /* runs queued by work threads */
   run_t *running; /* runs handed to JavaScript, not finished */
@@ -76,15 +79,19 @@ struct nclient {
   unsigned long foreign;
 };
 
-/* A term held by JavaScript (one reference). */
-typedef struct tbox {
+/* The GC safety net of a term JavaScript kept past a loop turn (termNet):
+ * its finalizer drops the term's reference unless release() did. Terms
+ * released before that never get one (ADR 0036). */
+typedef struct tnet {
   simba_term_t *t;
-  int released, is_lock;
-  /* read at release, so that a released term stays readable */
-  char *name;
-  uint64_t token;
-  int reason;
-} tbox;
+  uint32_t h; /* its handle */
+  int released;
+} tnet;
+
+/* Lock results delivered while lock() drives the client at once: at most this
+ * many per loop turn, so that a loop of lock/release still yields to Node's
+ * loop (memory:// completes without I/O). */
+#define SYNC_BUDGET 16
 
 /* ------------------------------------------------------------------------- */
 /* Errors */
@@ -164,11 +171,10 @@ static int get_args(napi_env env, napi_callback_info info, size_t n, napi_value 
   return 0;
 }
 
+/* The pointer of an external; NULL for any other value (napi_invalid_arg). */
 static void *get_ptr(napi_env env, napi_value v) {
   void *p = NULL;
-  napi_valuetype t;
-  if (napi_typeof(env, v, &t) != napi_ok || t != napi_external) return NULL;
-  napi_get_value_external(env, v, &p);
+  if (napi_get_value_external(env, v, &p) != napi_ok) return NULL;
   return p;
 }
 
@@ -222,10 +228,8 @@ static char *get_name(napi_env env, napi_value v, const char *what) {
 }
 
 static int64_t get_i64(napi_env env, napi_value v, int64_t dflt) {
-  napi_valuetype t;
   double d;
-  if (napi_typeof(env, v, &t) != napi_ok || t != napi_number) return dflt;
-  napi_get_value_double(env, v, &d);
+  if (napi_get_value_double(env, v, &d) != napi_ok) return dflt; /* not a number */
   if (d != d) return dflt;
   if (d > 9e15) return INT64_MAX / 2;
   if (d < -9e15) return -1;
@@ -271,22 +275,37 @@ static void update_ref(nclient *cl) {
   if (cl->unrefd && cl->pending <= 0) {
     uv_unref((uv_handle_t *)&cl->poll);
     uv_unref((uv_handle_t *)&cl->timer);
+    uv_unref((uv_handle_t *)&cl->idle);
   } else {
     uv_ref((uv_handle_t *)&cl->poll);
     uv_ref((uv_handle_t *)&cl->timer);
+    uv_ref((uv_handle_t *)&cl->idle);
   }
 }
 
 static void on_timer(uv_timer_t *t);
+static void on_idle(uv_idle_t *h);
 
-/* Replace the timer with simba_client_timeout_ms() (the deadline may be earlier). */
+/* Follow simba_client_timeout_ms(): a timer for a later deadline; for work due
+ * now an idle handle, which runs once per loop iteration. A 0 ms timer re-armed
+ * from its own callback would run again in the same timers phase (libuv before
+ * 1.47), and a loop of lock/release would never let the loop poll. */
 static void arm(nclient *cl) {
   int64_t ms;
   if (cl->closed || !cl->c) return;
   ms = simba_client_timeout_ms(cl->c);
+  if (ms == 0) {
+    uv_timer_stop(&cl->timer);
+    uv_idle_start(&cl->idle, on_idle);
+    return;
+  }
+  uv_idle_stop(&cl->idle);
   if (ms < 0) {
     uv_timer_stop(&cl->timer);
-  } else {
+  } else if (!uv_is_active((uv_handle_t *)&cl->timer) ||
+             cl->timer_due != uv_now(cl->loop) + (uint64_t)ms) {
+    /* re-armed only when the deadline moved (twice a lock cycle otherwise) */
+    cl->timer_due = uv_now(cl->loop) + (uint64_t)ms;
     uv_timer_start(&cl->timer, on_timer, (uint64_t)ms, 0);
   }
 }
@@ -302,6 +321,15 @@ static void drive(nclient *cl) {
   raise_kept(cl);
 }
 
+/* A turn inside a call from JavaScript (lock()): what a callback threw is
+ * raised by the next loop turn, not inside the caller's call. */
+static void drive_in_call(nclient *cl) {
+  if (cl->closed || !cl->c || cl->depth) return;
+  cl->depth++;
+  (void)simba_client_process(cl->c);
+  cl->depth--;
+}
+
 /* A turn from the loop: a handle scope and a callback scope (so that promise
  * jobs and process.nextTick run after it, as after any I/O callback). */
 static void turn(nclient *cl) {
@@ -309,11 +337,19 @@ static void turn(nclient *cl) {
   napi_handle_scope hs;
   napi_callback_scope cs = NULL;
   napi_value res;
+  int k;
   if (cl->closed) return;
+  cl->sync_budget = SYNC_BUDGET;
   napi_open_handle_scope(env, &hs);
   if (napi_get_reference_value(env, cl->resource, &res) == napi_ok && res)
     napi_open_callback_scope(env, res, cl->actx, &cs);
-  drive(cl);
+  /* what the library has due at once (a reply's callbacks, deferred to its
+   * next turn) in this iteration, as a 0 ms timer did; bounded, so that the
+   * loop still turns (JavaScript's reactions run after the scope) */
+  for (k = 0; k < 4; k++) {
+    drive(cl);
+    if (cl->closed || !cl->c || cl->error || simba_client_timeout_ms(cl->c) != 0) break;
+  }
   if (cs) napi_close_callback_scope(env, cs);
   napi_close_handle_scope(env, hs);
 }
@@ -325,6 +361,11 @@ static void on_poll(uv_poll_t *p, int status, int events) {
 }
 
 static void on_timer(uv_timer_t *t) { turn((nclient *)t->data); }
+
+static void on_idle(uv_idle_t *h) {
+  uv_idle_stop(h);
+  turn((nclient *)h->data);
+}
 
 static int on_js_thread(nclient *cl) { return pthread_equal(pthread_self(), cl->main); }
 
@@ -451,8 +492,10 @@ static int client_close(nclient *cl) {
   client_free_handles(cl);
   uv_poll_stop(&cl->poll);
   uv_timer_stop(&cl->timer);
+  uv_idle_stop(&cl->idle);
   uv_close((uv_handle_t *)&cl->poll, handle_closed);
   uv_close((uv_handle_t *)&cl->timer, handle_closed);
+  uv_close((uv_handle_t *)&cl->idle, handle_closed);
   uv_close((uv_handle_t *)&cl->async, handle_closed);
   if (cl->event_fn) napi_delete_reference(cl->env, cl->event_fn);
   if (cl->log_fn) napi_delete_reference(cl->env, cl->log_fn);
@@ -576,11 +619,12 @@ static napi_value n_open(napi_env env, napi_callback_info info) {
     return throw_simba(env, SIMBA_EBACKEND, "could not watch the client's fd on Node's loop");
   }
   uv_timer_init(loop, &cl->timer);
+  uv_idle_init(loop, &cl->idle);
   uv_async_init(loop, &cl->async, on_async);
-  cl->poll.data = cl->timer.data = cl->async.data = cl;
+  cl->poll.data = cl->timer.data = cl->idle.data = cl->async.data = cl;
   cl->loop = loop;
   uv_unref((uv_handle_t *)&cl->async); /* leader work never keeps the process alive alone */
-  cl->refs = 4;                        /* the JS external + three uv handles */
+  cl->refs = 5;                        /* the JS external + four uv handles */
   uv_poll_start(&cl->poll, UV_READABLE, on_poll);
   napi_create_reference(env, argv[6], 1, &cl->resource);
   napi_create_reference(env, argv[7], 1, &cl->lock_fn);
@@ -686,106 +730,203 @@ static napi_value n_set_event(napi_env env, napi_callback_info info) {
 /* ------------------------------------------------------------------------- */
 /* Terms */
 
-static void term_finalize(napi_env env, void *data, void *hint) {
-  tbox *b = (tbox *)data;
-  (void)env;
-  (void)hint;
-  /* The last reference of an unreleased lock term releases the lock, without
-   * waiting and without calling JavaScript (simba_term_release). */
-  if (!b->released) simba_term_release(b->t);
-  free(b->name);
-  free(b);
+/* Per environment (main thread or worker): the terms JavaScript holds, by
+ * handle (index + 1, a small integer: no V8 object or global handle per term,
+ * and a forged handle reaches no memory but a live term's), and out[0] of
+ * termRelease (a JS Int32Array read after the call). */
+typedef struct addon_data {
+  napi_ref out_ref;
+  int32_t *out;
+  simba_term_t **terms;
+  uint32_t *free_next; /* free list through unused slots (handles, 0 ends) */
+  uint32_t cap, free_head;
+} addon_data;
+
+static addon_data *adata(napi_env env) {
+  addon_data *d = NULL;
+  napi_get_instance_data(env, (void **)&d);
+  return d;
 }
 
-/* A JS external owning one reference of @p t (taken by the caller). */
-static napi_value wrap_term(napi_env env, simba_term_t *t, int is_lock) {
+static void addon_data_free(napi_env env, void *data, void *hint) {
+  addon_data *d = (addon_data *)data;
+  (void)hint;
+  if (d->out_ref) napi_delete_reference(env, d->out_ref);
+  free(d->terms);
+  free(d->free_next);
+  free(d);
+}
+
+static uint32_t slot_put(addon_data *d, simba_term_t *t) {
+  uint32_t h;
+  if (!d->free_head) {
+    uint32_t ncap = d->cap ? d->cap * 2 : 64, k;
+    simba_term_t **nt = (simba_term_t **)realloc(d->terms, ncap * sizeof *nt);
+    uint32_t *nn;
+    if (!nt) return 0;
+    d->terms = nt;
+    nn = (uint32_t *)realloc(d->free_next, ncap * sizeof *nn);
+    if (!nn) return 0;
+    d->free_next = nn;
+    for (k = d->cap; k < ncap; k++) {
+      nt[k] = NULL;
+      nn[k] = k + 1 < ncap ? k + 2 : 0;
+    }
+    d->free_head = d->cap + 1;
+    d->cap = ncap;
+  }
+  h = d->free_head;
+  d->free_head = d->free_next[h - 1];
+  d->terms[h - 1] = t;
+  return h;
+}
+
+static void slot_free(addon_data *d, uint32_t h) {
+  d->terms[h - 1] = NULL;
+  d->free_next[h - 1] = d->free_head;
+  d->free_head = h;
+}
+
+/* A handle of @p t, owning one reference (taken by the caller). No finalizer:
+ * JavaScript drops the reference with release(), or through the net
+ * (termNet) it attaches to terms it keeps past a loop turn (ADR 0036). */
+static napi_value wrap_term(napi_env env, simba_term_t *t) {
   napi_value v;
-  tbox *b = (tbox *)calloc(1, sizeof *b);
-  if (!b) {
+  addon_data *d = adata(env);
+  uint32_t h = d ? slot_put(d, t) : 0;
+  if (!h) {
     simba_term_release(t);
     return undef(env);
   }
-  b->t = t;
-  b->is_lock = is_lock;
-  if (napi_create_external(env, b, term_finalize, NULL, &v) != napi_ok) {
-    simba_term_release(t);
-    free(b);
-    return undef(env);
-  }
+  napi_create_uint32(env, h, &v);
   return v;
 }
 
-static tbox *get_term(napi_env env, napi_value v) {
-  tbox *b = (tbox *)get_ptr(env, v);
-  if (!b) throw_type(env, "not a simba term");
-  return b;
+static simba_term_t *get_term_h(napi_env env, napi_value v, uint32_t *h_out) {
+  addon_data *d = adata(env);
+  uint32_t h = 0;
+  if (!d || napi_get_value_uint32(env, v, &h) != napi_ok || h == 0 || h > d->cap ||
+      !d->terms[h - 1]) {
+    throw_type(env, "not a simba term (or a released one)");
+    return NULL;
+  }
+  if (h_out) *h_out = h;
+  return d->terms[h - 1];
 }
+
+static simba_term_t *get_term(napi_env env, napi_value v) { return get_term_h(env, v, NULL); }
 
 #define TERM_FN(fname, body)                                       \
   static napi_value fname(napi_env env, napi_callback_info info) { \
-    napi_value argv[2];                                            \
-    tbox *b;                                                       \
-    if (get_args(env, info, 2, argv)) return NULL;                 \
-    if (!(b = get_term(env, argv[0]))) return NULL;                \
+    napi_value argv[3];                                            \
+    simba_term_t *t;                                               \
+    if (get_args(env, info, 3, argv)) return NULL;                 \
+    if (!(t = get_term(env, argv[0]))) return NULL;                \
     body                                                           \
   }
 
-TERM_FN(n_term_name, { return str(env, b->released ? b->name : simba_term_name(b->t)); })
+TERM_FN(n_term_name, { return str(env, simba_term_name(t)); })
 TERM_FN(n_term_token, {
   napi_value v;
-  napi_create_bigint_uint64(env, b->released ? b->token : simba_term_token(b->t), &v);
+  napi_create_bigint_uint64(env, simba_term_token(t), &v);
   return v;
 })
 TERM_FN(n_term_valid, {
   napi_value v;
-  napi_get_boolean(env, !b->released && simba_term_is_valid(b->t), &v);
+  napi_get_boolean(env, simba_term_is_valid(t), &v);
   return v;
 })
-TERM_FN(n_term_remaining,
-        { return num(env, b->released ? 0 : (double)simba_term_remaining_ms(b->t)); })
-TERM_FN(n_term_reason,
-        { return num(env, b->released ? b->reason : (int)simba_term_revoke_reason(b->t)); })
-TERM_FN(n_term_is_lock, {
-  napi_value v;
-  napi_get_boolean(env, b->is_lock, &v);
-  return v;
-})
+TERM_FN(n_term_remaining, { return num(env, (double)simba_term_remaining_ms(t)); })
+TERM_FN(n_term_reason, { return num(env, (int)simba_term_revoke_reason(t)); })
 TERM_FN(n_term_ensure_valid, {
   int64_t ms = get_i64(env, argv[1], 0);
   int rc;
   if (ms < 0) return throw_simba(env, SIMBA_EINVAL, "ensureValid: negative minimum");
-  if (b->released) return throw_simba(env, SIMBA_EEXPIRED, "the term was released");
-  rc = simba_term_ensure_valid(b->t, ms);
+  rc = simba_term_ensure_valid(t, ms);
   if (rc != SIMBA_OK) return throw_last(env, rc);
   return undef(env);
 })
 TERM_FN(n_term_revoke_fd, {
-  int fd;
-  if (b->released) return num(env, -1);
-  fd = simba_term_revoke_fd(b->t);
+  int fd = simba_term_revoke_fd(t);
   if (fd < 0) return throw_last(env, SIMBA_ENOMEM);
   return num(env, fd);
 })
 
-/* release(term, client): revoke the lock term and release the lease with its
- * token without waiting for the backend (simba_term_release of the last
- * reference); the next turn sends it. */
-TERM_FN(n_term_release, {
-  nclient *cl = (nclient *)get_ptr(env, argv[1]);
-  const char *nm;
-  if (b->released) return undef(env);
-  if (!b->is_lock) return throw_simba(env, SIMBA_EINVAL, "release: not a lock term");
-  nm = simba_term_name(b->t);
-  b->name = strdup(nm ? nm : "");
-  b->token = simba_term_token(b->t);
-  b->reason = (int)simba_term_revoke_reason(b->t);
-  if (b->reason == SIMBA_REVOKE_NONE) b->reason = SIMBA_REVOKE_STOPPED;
-  b->released = 1;
-  simba_term_release(b->t);
-  b->t = NULL;
-  if (cl && cl->c) arm(cl);
-  return undef(env);
+static void term_net_finalize(napi_env env, void *data, void *hint) {
+  tnet *n = (tnet *)data;
+  addon_data *d = adata(env);
+  (void)hint;
+  /* The last reference of an unreleased lock term releases the lock, without
+   * waiting and without calling JavaScript (simba_term_release). */
+  if (!n->released) {
+    if (d && n->h <= d->cap && d->terms[n->h - 1] == n->t) slot_free(d, n->h);
+    simba_term_release(n->t);
+  }
+  free(n);
+}
+
+/* termNet(term) -> net: an external whose finalizer drops the term's
+ * reference, unless termRelease(term, client, net) was called. */
+TERM_FN(n_term_net, {
+  napi_value v;
+  tnet *n = (tnet *)calloc(1, sizeof *n);
+  if (!n) return throw_simba(env, SIMBA_ENOMEM, "out of memory");
+  n->t = t;
+  napi_get_value_uint32(env, argv[0], &n->h);
+  if (napi_create_external(env, n, term_net_finalize, NULL, &v) != napi_ok) {
+    free(n);
+    return NULL;
+  }
+  return v;
 })
+
+/* setOut(int32Array) */
+static napi_value n_set_out(napi_env env, napi_callback_info info) {
+  napi_value argv[1], ab;
+  napi_typedarray_type type;
+  size_t len = 0, off = 0;
+  void *p = NULL;
+  addon_data *d = NULL;
+  if (get_args(env, info, 1, argv)) return NULL;
+  if (napi_get_typedarray_info(env, argv[0], &type, &len, &p, &ab, &off) != napi_ok ||
+      type != napi_int32_array || len < 1)
+    return throw_type(env, "setOut needs an Int32Array");
+  if (!(d = adata(env))) return throw_simba(env, SIMBA_ENOMEM, "out of memory");
+  if (d->out_ref) napi_delete_reference(env, d->out_ref);
+  napi_create_reference(env, argv[0], 1, &d->out_ref);
+  d->out = (int32_t *)p;
+  return undef(env);
+}
+
+/* release(term, client, net|null, wantToken) -> token|undefined: revoke the
+ * lock term and release the lease with its token without waiting for the
+ * backend (simba_term_release of the last reference); the next turn sends it.
+ * The token (bigint) is returned when asked for; the term's revoke reason
+ * (STOPPED unless revoked before) goes to setOut's array. */
+static napi_value n_term_release(napi_env env, napi_callback_info info) {
+  napi_value argv[4], tok;
+  simba_term_t *t;
+  nclient *cl;
+  tnet *n;
+  addon_data *d = adata(env);
+  bool want = false;
+  int reason;
+  uint32_t h = 0;
+  if (get_args(env, info, 4, argv)) return NULL;
+  if (!(t = get_term_h(env, argv[0], &h))) return NULL;
+  cl = (nclient *)get_ptr(env, argv[1]);
+  n = (tnet *)get_ptr(env, argv[2]);
+  napi_get_value_bool(env, argv[3], &want);
+  reason = (int)simba_term_revoke_reason(t);
+  if (reason == SIMBA_REVOKE_NONE) reason = SIMBA_REVOKE_STOPPED;
+  if (d->out) d->out[0] = reason;
+  slot_free(d, h);
+  if (want) napi_create_bigint_uint64(env, simba_term_token(t), &tok);
+  if (n) n->released = 1;
+  simba_term_release(t);
+  if (cl && cl->c) arm(cl);
+  return want ? tok : undef(env);
+}
 
 typedef struct revoked_cb {
   nclient *cl;
@@ -818,13 +959,12 @@ TERM_FN(n_term_on_revoked, {
   int rc;
   size_t argc = 3;
   napi_get_cb_info(env, info, &argc, a, NULL, NULL);
-  if (b->released) return throw_simba(env, SIMBA_ECLOSED, "the term was released");
   if (!(cl = get_client(env, a[1]))) return NULL;
   r = (revoked_cb *)calloc(1, sizeof *r);
   if (!r) return throw_simba(env, SIMBA_ENOMEM, "out of memory");
   r->cl = cl;
   napi_create_reference(env, a[2], 1, &r->fn);
-  rc = simba_term_on_revoked(b->t, tr_term_revoked, r);
+  rc = simba_term_on_revoked(t, tr_term_revoked, r);
   if (rc != SIMBA_OK) {
     napi_value e = make_error(env, rc, simba_last_error());
     napi_delete_reference(env, r->fn);
@@ -842,6 +982,9 @@ TERM_FN(n_term_on_revoked, {
 typedef struct lock_req {
   nclient *cl;
   double id;
+  int in_call; /* lock() is driving the client: keep the result for it */
+  int done, err;
+  simba_term_t *term;
 } lock_req;
 
 static void tr_lock(void *ud, int err, simba_term_t *term) {
@@ -855,11 +998,17 @@ static void tr_lock(void *ud, int err, simba_term_t *term) {
     free(q);
     return;
   }
+  if (q->in_call) {
+    q->done = 1;
+    q->err = err;
+    q->term = term;
+    return;
+  }
   napi_open_handle_scope(cl->env, &hs);
   argv[0] = num(cl->env, q->id);
   if (err == SIMBA_OK) {
     napi_get_null(cl->env, &argv[1]);
-    argv[2] = wrap_term(cl->env, term, 1);
+    argv[2] = wrap_term(cl->env, term);
   } else {
     argv[1] = make_error(cl->env, err, NULL);
     napi_get_null(cl->env, &argv[2]);
@@ -869,34 +1018,63 @@ static void tr_lock(void *ud, int err, simba_term_t *term) {
   free(q);
 }
 
-/* lock(client, name, timeoutMs, id): simba_lock_acquire_async; the result
+/* lock(client, name, timeoutMs, id) -> term | undefined:
+ * simba_lock_acquire_async. A result the library has ready at once (memory://:
+ * queued to the loop when the call returns) is taken by turns of the client
+ * inside this call and returned (no loop iteration, no JS callback), within
+ * SYNC_BUDGET per loop turn; otherwise undefined, and the result
  * goes to the client's onLock(id, err, term). */
 static napi_value n_lock(napi_env env, napi_callback_info info) {
   napi_value argv[4];
   nclient *cl;
-  char *name;
+  char buf[NAME_MAX_BYTES + 2], *name;
+  size_t len = 0;
   lock_req *q;
-  int rc;
+  napi_valuetype vt;
+  int rc, k;
   if (get_args(env, info, 4, argv)) return NULL;
   if (!(cl = get_client(env, argv[0]))) return NULL;
-  if (!(name = get_name(env, argv[1], "name"))) return NULL;
+  /* the name on the stack when it fits (the common case), else malloc'd */
+  if (napi_typeof(env, argv[1], &vt) == napi_ok && vt == napi_string &&
+      napi_get_value_string_utf8(env, argv[1], buf, sizeof buf, &len) == napi_ok &&
+      len < sizeof buf - 1) {
+    if (simba_lease_name_check(buf, len) != SIMBA_OK) return throw_last(env, SIMBA_EINVAL);
+    name = buf;
+  } else if (!(name = get_name(env, argv[1], "name"))) {
+    return NULL;
+  }
   q = (lock_req *)calloc(1, sizeof *q);
   if (!q) {
-    free(name);
+    if (name != buf) free(name);
     return throw_simba(env, SIMBA_ENOMEM, "out of memory");
   }
   q->cl = cl;
   q->id = (double)get_i64(env, argv[3], 0);
+  q->in_call = !cl->depth && cl->sync_budget > 0;
   rc = simba_lock_acquire_async(cl->c, name, get_i64(env, argv[2], -1), tr_lock, q);
-  free(name);
+  if (name != buf) free(name);
   if (rc != SIMBA_OK) {
     napi_value e = make_error(env, rc, simba_last_error());
     free(q);
     napi_throw(env, e);
     return NULL;
   }
+  /* the result is due when the client has work now (timeout 0); a few turns
+   * bound the cost when it is not (a network backend) */
+  for (k = 0; q->in_call && !q->done && k < 3 && cl->c && simba_client_timeout_ms(cl->c) == 0; k++)
+    drive_in_call(cl);
+  q->in_call = 0;
   arm(cl);
-  return undef(env);
+  if (cl->error) uv_idle_start(&cl->idle, on_idle); /* raised by the next turn */
+  if (!q->done) return undef(env);                  /* tr_lock delivers it later, and frees q */
+  cl->sync_budget--;
+  rc = q->err;
+  {
+    simba_term_t *t = q->term;
+    free(q);
+    if (rc != SIMBA_OK) return throw_simba(env, rc, NULL);
+    return wrap_term(env, t);
+  }
 }
 
 /* Calls that may wait for the backend run on libuv's pool: the JS thread's
@@ -937,7 +1115,7 @@ static void pool_done(napi_env env, napi_status status, void *data) {
   if (o->rc != SIMBA_OK) {
     napi_reject_deferred(env, o->deferred, make_error(env, o->rc, o->msg));
   } else if (o->kind == 1) {
-    napi_resolve_deferred(env, o->deferred, wrap_term(env, o->term, 1));
+    napi_resolve_deferred(env, o->deferred, wrap_term(env, o->term));
   } else if (o->kind == 2) {
     napi_resolve_deferred(env, o->deferred, str(env, o->json));
     simba_free(o->json);
@@ -1129,7 +1307,7 @@ static void tr_elected(void *ud, simba_term_t *term) {
   napi_open_handle_scope(cl->env, &hs);
   simba_term_retain(term);
   argv[0] = num(cl->env, 1);
-  argv[1] = wrap_term(cl->env, term, 0);
+  argv[1] = wrap_term(cl->env, term);
   argv[2] = num(cl->env, 0);
   call_ref(cl, h->fn, 3, argv);
   napi_close_handle_scope(cl->env, hs);
@@ -1147,7 +1325,7 @@ static void tr_revoked(void *ud, simba_term_t *term, simba_revoke_reason_t reaso
   napi_open_handle_scope(cl->env, &hs);
   simba_term_retain(term);
   argv[0] = num(cl->env, 2);
-  argv[1] = wrap_term(cl->env, term, 0);
+  argv[1] = wrap_term(cl->env, term);
   argv[2] = num(cl->env, reason);
   call_ref(cl, h->fn, 3, argv);
   napi_close_handle_scope(cl->env, hs);
@@ -1374,7 +1552,7 @@ static void on_async(uv_async_t *a) {
     r->task->refs++;
     r->task_ref = 1;
     simba_term_retain(r->term);
-    argv[1] = wrap_term(env, r->term, 0);
+    argv[1] = wrap_term(env, r->term);
     pthread_mutex_lock(&cl->mu);
     r->refs++; /* the done function's */
     pthread_mutex_unlock(&cl->mu);
@@ -1622,10 +1800,11 @@ NAPI_MODULE_INIT() {
              {"termValid", n_term_valid},
              {"termRemaining", n_term_remaining},
              {"termReason", n_term_reason},
-             {"termIsLock", n_term_is_lock},
              {"termEnsureValid", n_term_ensure_valid},
              {"termRevokeFd", n_term_revoke_fd},
              {"termRelease", n_term_release},
+             {"termNet", n_term_net},
+             {"setOut", n_set_out},
              {"termOnRevoked", n_term_on_revoked},
              {"electionStart", n_election_start},
              {"stop", n_stop},
@@ -1644,8 +1823,15 @@ NAPI_MODULE_INIT() {
              {"schema", n_schema},
              {"checkConfig", n_check_config}};
   size_t i;
+  addon_data *d;
   if (simba_version() < 0x010300) {
     napi_throw_error(env, "SIMBA_EUNSUPPORTED", "simba: the loaded libsimba is older than 1.3");
+    return NULL;
+  }
+  d = (addon_data *)calloc(1, sizeof *d);
+  if (!d || napi_set_instance_data(env, d, addon_data_free, NULL) != napi_ok) {
+    free(d);
+    napi_throw_error(env, "SIMBA_ENOMEM", "simba: out of memory");
     return NULL;
   }
   for (i = 0; i < sizeof fns / sizeof fns[0]; i++) {

@@ -262,6 +262,38 @@ test('a lock term collected without release is released (GC)', { skip: !global.g
   await got.release();
 });
 
+test('a loop of lock/release yields to the event loop; a term released before its GC net', async () => {
+  // memory:// completes an uncontended lock inside lock() (ADR 0036): at most
+  // a few per loop turn, so that timers and other clients still run.
+  const a = await client();
+  const b = await client();
+  const c = await client();
+  const mine = uniqueName('yield.a');
+  const theirs = uniqueName('yield.b');
+  const held = await c.lock(theirs, { timeout: 5000 });
+  const waiter = b.lock(theirs, { timeout: 5000 });
+  let waited = null;
+  waiter.then((t) => { waited = t; }, () => {});
+  setTimeout(() => held.release(), 5); // a timer, then b's turn: both need the loop
+  let n = 0;
+  while (waited === null && n < 200000) {
+    const t = await a.lock(mine, { timeout: 5000 });
+    await t.release();
+    n++;
+  }
+  assert.ok(waited !== null, `b was served while a looped (${n} cycles)`);
+  const last = await a.lock(mine);
+  await last.release();
+  assert.equal(last.valid, false);
+  assert.equal(last.name, mine);
+  assert.equal(last.reason, 'STOPPED');
+  await waited.release();
+  global.gc?.(); // the loop's terms were released before any GC net: nothing released twice
+  await sleep(20);
+  const again = await a.tryLock(mine);
+  await again.release();
+});
+
 test('NUL bytes and non-string names are refused', async () => {
   const c = await client();
   await assert.rejects(c.lock('jobs\0tenant'), (e) => e.code === 'SIMBA_EINVAL' && /NUL/.test(e.message));
