@@ -20,11 +20,14 @@ from . import _lib
 from ._errors import (Closed, Event, InvalidArgument, InvalidType, RevokeReason, SessionStatus,
                       check, encode, encode_name, error)
 from ._lib import lib
-from ._term import Cancellation, Term, _run_guarded, new_lock_term, to_ms
+from ._errors import _name_cache as _names
+from ._term import Cancellation, Term, _run_guarded, to_ms
 
 log = logging.getLogger("simba")
 _lock_acquire = _lib.fast_lock_acquire
 _FOREVER = _lib.FOREVER
+_gen = _lib.fork_generation
+_new_object = object.__new__
 
 # Keyword options of Client(...) and the configuration keys they set.
 _OPTIONS: Dict[str, str] = {
@@ -727,7 +730,7 @@ class Client(_BaseClient):
         starts the close and returns. Closing again is a no-op."""
         core = self._core
         with core.lock:
-            h, core.h = core.h, None
+            h, core.h, core.hv = core.h, None, None
         if h is None:
             return
         self._finalizer.detach()
@@ -752,16 +755,26 @@ class Client(_BaseClient):
             with client.lock("report", timeout=2.0) as term:
                 write(fencing_token=term.token)
         """
-        n = encode_name(name)
-        out = c_void_p()
+        n = _names.get(name) if name.__class__ is str else None
+        if n is None:
+            n = encode_name(name)
         hv = self._core.hv
-        if hv is None or self._core.h is None:
+        if hv is None:
             self._live("lock")
+        out = c_void_p()
         rc = _lock_acquire(byref(out), hv, n,
                            _FOREVER if timeout is None else c_int64(to_ms(timeout, "timeout")))
         if rc:
             raise error(rc)
-        return new_lock_term(out, name)
+        # Term(...) without its __init__ (one call less on the lock cycle).
+        t = _new_object(Term)
+        t._hv = out
+        t._owned = [1]
+        t._is_lock = True
+        t._name = name
+        t._token = None
+        t._gen = _gen[0]
+        return t
 
     def try_lock(self, name: str) -> Term:
         """One attempt; raises :class:`Busy` when someone else holds it."""
