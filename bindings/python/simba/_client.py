@@ -102,7 +102,9 @@ class _ClientCore:
 
     def __init__(self) -> None:
         self.h: Optional[int] = None
-        self.hv: Optional[c_void_p] = None  # h as a ctypes object, for the fast calls
+        # h as a ctypes argument for the fast calls: from_param's CArgObject,
+        # which ctypes passes as is (a c_void_p is converted at every call).
+        self.hv: Any = None
         self.pid = os.getpid()
         self.keys: List[int] = []  # registry keys of the client's sinks
         self.children: Set["_Handle"] = set()
@@ -712,7 +714,7 @@ class Client(_BaseClient):
         items = config_items(options, config)
         self._core.h = open_client(self._core, url, items, external=False, executor=executor,
                                    on_event=on_event, logger=logger, log_level=log_level)
-        self._core.hv = c_void_p(self._core.h)
+        self._core.hv = c_void_p.from_param(self._core.h)
         self._finalizer = weakref.finalize(self, _finalize_client, self._core)
         self._finalizer.atexit = False
         _live_clients.add(self)
@@ -755,8 +757,9 @@ class Client(_BaseClient):
             with client.lock("report", timeout=2.0) as term:
                 write(fencing_token=term.token)
         """
-        n = _names.get(name) if name.__class__ is str else None
-        if n is None:
+        try:
+            n = _names[name]  # the checked bytes of a str used before
+        except (KeyError, TypeError):
             n = encode_name(name)
         hv = self._core.hv
         if hv is None:
@@ -772,7 +775,6 @@ class Client(_BaseClient):
         t._owned = [1]
         t._is_lock = True
         t._name = name
-        t._token = None
         t._gen = _gen[0]
         return t
 

@@ -168,14 +168,14 @@ for _name, (_res, _args) in _SIGS.items():
     _f.argtypes = _args
 
 # The lock cycle's two calls without argtypes (ctypes then skips converting each
-# argument; callers pass c_void_p / c_int64 objects): measured ~0.4 us less per
+# argument; callers pass ctypes objects): measured ~0.4 us less per
 # cycle on memory:// (docs/benchmarks.md, "Python binding").
 _fast = ctypes.CDLL(lib._name)
 fast_lock_acquire = _fast.simba_lock_acquire
 fast_lock_acquire.restype = c_int
 fast_lock_release = _fast.simba_lock_release
 fast_lock_release.restype = c_int
-FOREVER = c_int64(-1)
+FOREVER = c_int64.from_param(-1)  # passed as is, like Client's handle
 
 # Calls that keep the GIL (PyDLL), without argtypes (callers pass a c_void_p):
 # the term accessors, which read only atomics and the clock (src/capi/term.cpp),

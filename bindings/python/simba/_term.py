@@ -61,7 +61,6 @@ class Term:
         self._owned = [1] if owned else []
         self._is_lock = is_lock
         self._name = name
-        self._token: Optional[int] = None
         self._gen = _gen[0]
 
     def __del__(self) -> None:
@@ -90,10 +89,11 @@ class Term:
     @property
     def token(self) -> int:
         """The fencing token: constant within the term, strictly increasing across terms of the name."""
-        t = self._token
-        if t is None:
+        try:
+            return self._token
+        except AttributeError:  # not read yet (Client.lock leaves it unset)
             t = self._token = _term_token(self._hv)
-        return t
+            return t
 
     @property
     def valid(self) -> bool:
