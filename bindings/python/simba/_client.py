@@ -20,11 +20,14 @@ from . import _lib
 from ._errors import (Closed, Event, InvalidArgument, InvalidType, RevokeReason, SessionStatus,
                       check, encode, encode_name, error)
 from ._lib import lib
-from ._term import Cancellation, Term, _run_guarded, new_lock_term, to_ms
+from ._errors import _name_cache as _names
+from ._term import Cancellation, Term, _run_guarded, to_ms
 
 log = logging.getLogger("simba")
 _lock_acquire = _lib.fast_lock_acquire
 _FOREVER = _lib.FOREVER
+_gen = _lib.fork_generation
+_new_object = object.__new__
 
 # Keyword options of Client(...) and the configuration keys they set.
 _OPTIONS: Dict[str, str] = {
@@ -99,7 +102,9 @@ class _ClientCore:
 
     def __init__(self) -> None:
         self.h: Optional[int] = None
-        self.hv: Optional[c_void_p] = None  # h as a ctypes object, for the fast calls
+        # h as a ctypes argument for the fast calls: from_param's CArgObject,
+        # which ctypes passes as is (a c_void_p is converted at every call).
+        self.hv: Any = None
         self.pid = os.getpid()
         self.keys: List[int] = []  # registry keys of the client's sinks
         self.children: Set["_Handle"] = set()
@@ -709,7 +714,7 @@ class Client(_BaseClient):
         items = config_items(options, config)
         self._core.h = open_client(self._core, url, items, external=False, executor=executor,
                                    on_event=on_event, logger=logger, log_level=log_level)
-        self._core.hv = c_void_p(self._core.h)
+        self._core.hv = c_void_p.from_param(self._core.h)
         self._finalizer = weakref.finalize(self, _finalize_client, self._core)
         self._finalizer.atexit = False
         _live_clients.add(self)
@@ -727,7 +732,7 @@ class Client(_BaseClient):
         starts the close and returns. Closing again is a no-op."""
         core = self._core
         with core.lock:
-            h, core.h = core.h, None
+            h, core.h, core.hv = core.h, None, None
         if h is None:
             return
         self._finalizer.detach()
@@ -752,16 +757,26 @@ class Client(_BaseClient):
             with client.lock("report", timeout=2.0) as term:
                 write(fencing_token=term.token)
         """
-        n = encode_name(name)
-        out = c_void_p()
+        try:
+            n = _names[name]  # the checked bytes of a str used before
+        except (KeyError, TypeError):
+            n = encode_name(name)
         hv = self._core.hv
-        if hv is None or self._core.h is None:
+        if hv is None:
             self._live("lock")
+        out = c_void_p()
         rc = _lock_acquire(byref(out), hv, n,
                            _FOREVER if timeout is None else c_int64(to_ms(timeout, "timeout")))
         if rc:
             raise error(rc)
-        return new_lock_term(out, name)
+        # Term(...) without its __init__ (one call less on the lock cycle).
+        t = _new_object(Term)
+        t._hv = out
+        t._owned = [1]
+        t._is_lock = True
+        t._name = name
+        t._gen = _gen[0]
+        return t
 
     def try_lock(self, name: str) -> Term:
         """One attempt; raises :class:`Busy` when someone else holds it."""

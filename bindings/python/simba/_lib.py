@@ -174,14 +174,36 @@ for _name, (_res, _args) in _SIGS.items():
     _f.argtypes = _args
 
 # The lock cycle's two calls without argtypes (ctypes then skips converting each
-# argument; callers pass c_void_p / c_int64 objects): measured ~0.4 us less per
+# argument; callers pass ctypes objects): measured ~0.4 us less per
 # cycle on memory:// (docs/benchmarks.md, "Python binding").
 _fast = ctypes.CDLL(lib._name)
 fast_lock_acquire = _fast.simba_lock_acquire
 fast_lock_acquire.restype = c_int
 fast_lock_release = _fast.simba_lock_release
 fast_lock_release.restype = c_int
-FOREVER = c_int64(-1)
+FOREVER = c_int64.from_param(-1)  # passed as is, like Client's handle
+
+# Calls that keep the GIL (PyDLL), without argtypes (callers pass a c_void_p):
+# the term accessors, which read only atomics and the clock (src/capi/term.cpp),
+# simba_term_retain (an atomic increment) and simba_term_release of a lock term
+# the binding already released (a decrement; at zero it frees memory and an
+# eventfd, nothing that waits). Releasing the GIL around a call of a few
+# nanoseconds costs more than the call (docs/benchmarks.md, "Python binding").
+_gil = ctypes.PyDLL(lib._name)
+term_name = _gil.simba_term_name
+term_name.restype = c_char_p
+term_token = _gil.simba_term_token
+term_token.restype = c_uint64
+term_is_valid = _gil.simba_term_is_valid
+term_is_valid.restype = c_int
+term_remaining_ms = _gil.simba_term_remaining_ms
+term_remaining_ms.restype = c_int64
+term_revoke_reason = _gil.simba_term_revoke_reason
+term_revoke_reason.restype = c_int
+term_retain = _gil.simba_term_retain
+term_retain.restype = None
+term_drop_released = _gil.simba_term_release
+term_drop_released.restype = None
 
 # Every SIMBA_API function, for the README's table and a test that none is missing.
 FUNCTIONS = tuple(_SIGS)

@@ -23,6 +23,18 @@ def to_ms(seconds: Optional[float], what: str, *, none_ms: int = _FOREVER_MS) ->
     return int(round(seconds * 1000))
 
 
+_gen = _lib.fork_generation
+_retain = _lib.term_retain
+_release_ref = lib.simba_term_release
+_drop_released = _lib.term_drop_released
+_fast_release = _lib.fast_lock_release
+_term_name = _lib.term_name
+_term_token = _lib.term_token
+_term_is_valid = _lib.term_is_valid
+_term_remaining_ms = _lib.term_remaining_ms
+_term_revoke_reason = _lib.term_revoke_reason
+
+
 class Term:
     """One period of ownership of a lease: a lock term or an election's term.
 
@@ -33,65 +45,71 @@ class Term:
     dropped without :meth:`release` is released when it is garbage-collected.
     """
 
-    # _refs: references this object holds (1; 2 once a lock's owned reference
-    # was kept for reading past simba_lock_release). _owned: a one-item list
-    # while the lock's reference is ours to release (list.pop is atomic).
-    __slots__ = ("_h", "_hv", "_refs", "_owned", "_is_lock", "_name", "_token", "_gen",
-                 "__weakref__")
+    # _hv: the handle as a c_void_p (the GIL-keeping calls take it as is). The
+    # object holds one reference, dropped when it is collected: the lock's own
+    # (simba_lock_acquire's) while _owned is [1]; once released (list.pop is
+    # atomic), one retained just before simba_lock_release dropped the lock's,
+    # so that the ended term stays readable; an election's term, one retained
+    # from the callback (_owned empty).
+    __slots__ = ("_hv", "_owned", "_is_lock", "_name", "_token", "_gen", "__weakref__")
 
     def __init__(self, h: int, *, is_lock: bool, owned: bool, name: Optional[str] = None) -> None:
+        hv = c_void_p(h)
         if not owned:
-            lib.simba_term_retain(h)  # borrowed (a callback's): keep it
-        self._h = h
-        self._hv = None
-        self._refs = 1
+            _retain(hv)  # borrowed (a callback's): keep it
+        self._hv = hv
         self._owned = [1] if owned else []
         self._is_lock = is_lock
         self._name = name
-        self._token: Optional[int] = None
-        self._gen = _lib.fork_generation[0]
+        self._gen = _gen[0]
 
     def __del__(self) -> None:
         # Never blocks: simba_term_release does not wait (a lock term whose last
         # reference goes is released in the background). Skipped in a forked
         # child, where the term belongs to the parent.
-        h = getattr(self, "_h", None)
-        if h is None or self._gen != _lib.fork_generation[0]:
+        try:
+            hv = self._hv
+        except AttributeError:
+            return  # __init__ did not run
+        if self._gen != _gen[0]:
             return
-        for _ in range(self._refs):
-            _release_ref(h)
+        if self._is_lock and not self._owned:
+            _drop_released(hv)  # a released lock's: GIL kept (see _lib)
+        else:
+            _release_ref(hv)
 
     @property
     def name(self) -> str:
         """The lease name."""
         n = self._name
         if n is None:
-            n = self._name = _lib.text(lib.simba_term_name(self._h))
+            n = self._name = _lib.text(_term_name(self._hv))
         return n
 
     @property
     def token(self) -> int:
         """The fencing token: constant within the term, strictly increasing across terms of the name."""
-        t = self._token
-        if t is None:
-            t = self._token = int(lib.simba_term_token(self._h))
-        return t
+        try:
+            return self._token
+        except AttributeError:  # not read yet (Client.lock leaves it unset)
+            t = self._token = _term_token(self._hv)
+            return t
 
     @property
     def valid(self) -> bool:
         """True while not revoked and the session's local deadline has not passed.
         Once False, never True again."""
-        return bool(lib.simba_term_is_valid(self._h))
+        return bool(_term_is_valid(self._hv))
 
     @property
     def remaining(self) -> float:
         """Seconds left before the local deadline; 0.0 once the term ended."""
-        return lib.simba_term_remaining_ms(self._h) / 1000.0
+        return _term_remaining_ms(self._hv) / 1000.0
 
     @property
     def revoke_reason(self) -> RevokeReason:
         """Why the term ended; ``RevokeReason.NONE`` until it is revoked."""
-        return RevokeReason(lib.simba_term_revoke_reason(self._h))
+        return RevokeReason(_term_revoke_reason(self._hv))
 
     @property
     def is_lock(self) -> bool:
@@ -101,13 +119,13 @@ class Term:
     def ensure_valid(self, min_remaining: float = 0.0) -> "Term":
         """Return self if the term stays valid for more than ``min_remaining``
         seconds; else raise :class:`TermExpired`."""
-        check(lib.simba_term_ensure_valid(self._h, to_ms(min_remaining, "min_remaining")))
+        check(lib.simba_term_ensure_valid(self._hv, to_ms(min_remaining, "min_remaining")))
         return self
 
     def wait_revoked(self, timeout: Optional[float] = None) -> bool:
         """Sleep until the term is revoked or stops being valid: True, or False
         at ``timeout`` seconds (None: no bound). The GIL is released meanwhile."""
-        rc = lib.simba_term_wait_revoked(self._h, to_ms(timeout, "timeout"))
+        rc = lib.simba_term_wait_revoked(self._hv, to_ms(timeout, "timeout"))
         if rc == -4:
             return False
         check(rc)
@@ -116,7 +134,7 @@ class Term:
     def revoke_fd(self) -> int:
         """A file descriptor that becomes readable once the term is revoked (owned
         by the term: do not read or close it)."""
-        fd = lib.simba_term_revoke_fd(self._h)
+        fd = lib.simba_term_revoke_fd(self._hv)
         if fd < 0:
             raise error(-1)
         return fd
@@ -126,7 +144,7 @@ class Term:
         another thread, if it already is). For a lock, every such function has
         run when :meth:`release` returns."""
         key = _lib.register((fn, self))
-        rc = lib.simba_term_on_revoked(self._h, _on_term_revoked, key)
+        rc = lib.simba_term_on_revoked(self._hv, _on_term_revoked, key)
         if rc < 0:
             _lib.unregister(key)
             check(rc)
@@ -137,17 +155,15 @@ class Term:
         again is a no-op. Inside a callback or leader work it does not wait."""
         if not self._is_lock:
             raise error(-1, "release: not a lock term (stop the election instead)")
-        if self._gen != _lib.fork_generation[0]:
+        if self._gen != _gen[0]:
             raise error(-6, "release: this lock belongs to the parent process (fork)")
         try:
             self._owned.pop()
         except IndexError:
             return  # released already
-        h = self._h
-        _retain(h)  # our own reference, to read the term after the release
-        self._refs = 2
-        rc = _fast_release(self._hv or c_void_p(h))
-        self._refs = 1
+        hv = self._hv
+        _retain(hv)  # our own reference, to read the term after the release
+        rc = _fast_release(hv)  # drops the lock's reference
         if rc:
             raise error(rc)
 
@@ -161,25 +177,6 @@ class Term:
     def __repr__(self) -> str:
         return (f"<simba.Term {self.name!r} token={self.token} valid={self.valid} "
                 f"reason={self.revoke_reason}>")
-
-
-_retain = lib.simba_term_retain
-_release_ref = lib.simba_term_release
-_fast_release = _lib.fast_lock_release
-
-
-def new_lock_term(hv: c_void_p, name: str) -> Term:
-    """A lock term whose owned reference is handed to us (the lock cycle's path)."""
-    t = Term.__new__(Term)
-    t._h = hv.value
-    t._hv = hv
-    t._refs = 1
-    t._owned = [1]
-    t._is_lock = True
-    t._name = name
-    t._token = None
-    t._gen = _lib.fork_generation[0]
-    return t
 
 
 def _run_guarded(fn: Callable[..., Any], *args: Any) -> None:
