@@ -1295,8 +1295,9 @@ static void started(nclient *cl, nhandle *h) {
   arm(cl);
 }
 
-static void tr_elected(void *ud, simba_term_t *term) {
-  nhandle *h = (nhandle *)ud;
+/* An election's callback to its JS listener fn(kind, term, reason): kind 1
+ * elected, 2 revoked. */
+static void deliver_term(nhandle *h, int kind, simba_term_t *term, int reason) {
   nclient *cl = h->cl;
   napi_handle_scope hs;
   napi_value argv[3];
@@ -1306,29 +1307,17 @@ static void tr_elected(void *ud, simba_term_t *term) {
   }
   napi_open_handle_scope(cl->env, &hs);
   simba_term_retain(term);
-  argv[0] = num(cl->env, 1);
-  argv[1] = wrap_term(cl->env, term);
-  argv[2] = num(cl->env, 0);
-  call_ref(cl, h->fn, 3, argv);
-  napi_close_handle_scope(cl->env, hs);
-}
-
-static void tr_revoked(void *ud, simba_term_t *term, simba_revoke_reason_t reason) {
-  nhandle *h = (nhandle *)ud;
-  nclient *cl = h->cl;
-  napi_handle_scope hs;
-  napi_value argv[3];
-  if (!on_js_thread(cl)) {
-    cl->foreign++;
-    return;
-  }
-  napi_open_handle_scope(cl->env, &hs);
-  simba_term_retain(term);
-  argv[0] = num(cl->env, 2);
+  argv[0] = num(cl->env, kind);
   argv[1] = wrap_term(cl->env, term);
   argv[2] = num(cl->env, reason);
   call_ref(cl, h->fn, 3, argv);
   napi_close_handle_scope(cl->env, hs);
+}
+
+static void tr_elected(void *ud, simba_term_t *term) { deliver_term((nhandle *)ud, 1, term, 0); }
+
+static void tr_revoked(void *ud, simba_term_t *term, simba_revoke_reason_t reason) {
+  deliver_term((nhandle *)ud, 2, term, (int)reason);
 }
 
 /* electionStart(client, name, fn(kind, term, reason)) -> handle */
