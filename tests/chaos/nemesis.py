@@ -16,6 +16,11 @@ register, and a nemesis that draws faults from a seeded random generator:
   backend_stop     SIGSTOP of the backend (its process tree) for 0.5-2 x lease
   proxy_delay      one client's proxy holds every chunk 0.2-1 x lease, for 1-3 x lease
   proxy_blackhole  one client's proxy forwards nothing for 0.5-3 x lease
+  proxy_reply_blackhole  one client's proxy forwards its requests but holds every
+                   reply for 0.5-3 x lease (the server sees keep-alives the client
+                   never hears answered)
+  graceful_stop    SIGTERM of a holder (its terms released), restarted: a handover,
+                   not a fault (campaigns use it to measure handovers)
   zk_kill_leader   (zookeeper3) kill -9 of the ensemble leader, restart later
   zk_kill_follower (zookeeper3) kill -9 of one follower, restart later
   redis_failover   (redis_replica) replication cut, a holder killed, primary
@@ -643,7 +648,8 @@ class Proxy:
 
     mode 'pass', 'delay' (each chunk held `delay` s before it is forwarded, in
     order), 'blackhole' (nothing forwarded either way; the bytes wait in the
-    kernel and flow, late, when the mode returns to 'pass'), 'cut' (as
+    kernel and flow, late, when the mode returns to 'pass'), 'reply_blackhole'
+    (as blackhole for the server's bytes only: requests still pass), 'cut' (as
     blackhole, and a new connection is closed at once; heal() ends it by
     closing every connection, so what they held is lost, never late)."""
 
@@ -681,18 +687,21 @@ class Proxy:
                 c.close()
                 continue
             self.conns += [c, up]
-            for a, b in ((c, up), (up, c)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+            for a, b, reply in ((c, up, False), (up, c, True)):
+                threading.Thread(target=self._pump, args=(a, b, reply), daemon=True).start()
 
-    def _pump(self, a, b):
+    def _held(self, reply):
+        return self.mode in ("blackhole", "cut") or (reply and self.mode == "reply_blackhole")
+
+    def _pump(self, a, b, reply):
         try:
             while not self.closed:
-                while self.mode in ("blackhole", "cut") and not self.closed:
+                while self._held(reply) and not self.closed:
                     time.sleep(0.01)
                 r, _, _ = select.select([a], [], [], 0.05)
                 if not r:
                     continue
-                if self.mode in ("blackhole", "cut"):
+                if self._held(reply):
                     continue
                 data = a.recv(65536)
                 if not data:
@@ -913,7 +922,20 @@ class Nemesis:
             for p in procs:
                 p.signal(signal.SIGCONT)
             self.window(kind, self.b.name, t0, now())
-        elif kind in ("proxy_delay", "proxy_blackhole"):
+        elif kind == "graceful_stop":
+            s = self.pick_slot()
+            t0 = now()
+            old = self.w.ids[s]
+            p = self.w.procs[s]
+            p.terminate()
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            self.w.start(s)
+            self.window(kind, old, t0, now(), restarted=self.w.ids[s])
+        elif kind in ("proxy_delay", "proxy_blackhole", "proxy_reply_blackhole"):
             s = 0 if self.a.slow_clock else self.pick_slot()
             px = self.proxies[s]
             t0 = now()
@@ -921,6 +943,9 @@ class Nemesis:
                 px.delay = self.rng.uniform(0.2, 1.0) * self.lease_s
                 px.mode = "delay"
                 self.sleep_lease(1.0, 3.0)
+            elif kind == "proxy_reply_blackhole":
+                px.mode = "reply_blackhole"
+                self.sleep_lease(0.5, 3.0)
             else:
                 px.mode = "blackhole"
                 self.sleep_lease(0.5, 3.0) if not self.a.slow_clock else time.sleep(2.0 * self.lease_s)
@@ -991,6 +1016,15 @@ DEFAULT_FAULTS = {
     "postgres_ha_async": "pg_failover,pause_holder,kill_worker",
 }
 
+# --campaign (scripts/chaos.sh): every fault of the backend plus the reply-only
+# proxy hold on single servers, and graceful stops for handover times. The CI
+# seeds keep DEFAULT_FAULTS, so that their draws do not change.
+CAMPAIGN_FAULTS = dict(DEFAULT_FAULTS)
+for _b in ("redis", "postgres", "zookeeper"):
+    CAMPAIGN_FAULTS[_b] += ",proxy_reply_blackhole,graceful_stop"
+for _b in ("zookeeper3", "postgres_ha_sync", "redis_sentinel", "postgres_ha_async"):
+    CAMPAIGN_FAULTS[_b] += ",graceful_stop"
+
 
 def netns_available():
     if os.getuid() != 0 or not shutil.which("ip"):
@@ -1011,6 +1045,8 @@ def main():
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--names", default="a,b")
     ap.add_argument("--faults", default=None)
+    ap.add_argument("--campaign", action="store_true",
+                    help="default faults of a campaign (CAMPAIGN_FAULTS) rather than of the CI seeds")
     ap.add_argument("--round-robin", action="store_true",
                     help="faults in order instead of drawn, each at least once")
     ap.add_argument("--no-aof", action="store_true", help="redis without persistence (negative control)")
@@ -1024,7 +1060,7 @@ def main():
     if a.seed is None:
         a.seed = random.SystemRandom().randrange(1 << 30)
     if a.faults is None:
-        a.faults = DEFAULT_FAULTS[a.backend]
+        a.faults = (CAMPAIGN_FAULTS if a.campaign else DEFAULT_FAULTS)[a.backend]
     if a.slow_clock and not a.shim:
         ap.error("--slow-clock needs --shim")
     print(f"nemesis: backend {a.backend} seed {a.seed} {a.seconds}s lease {a.lease}ms faults {a.faults}",
