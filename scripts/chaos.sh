@@ -69,7 +69,7 @@ total_windows=0 total_violations=0
 for b in "${backends[@]}"; do
   extra=()
   [[ $b == postgres_ha_async || $b == redis_replica || $b == redis_sentinel_no_wait ]] &&
-    extra=(--expect token_order)
+    extra=(--expect token_order --round-robin)  # round-robin: the failover comes first
   end=$((SECONDS + MINUTES * 60)) began=$SECONDS
   out=${SIMBA_CHAOS_OUT:-$BUILD/chaos-campaign}/$b-$SEED
   [[ -n "${SIMBA_CHAOS_OUT:-}" && ${#backends[@]} -eq 1 ]] && out=$SIMBA_CHAOS_OUT

@@ -373,8 +373,8 @@ def plot(run_dir, png, title=None):
             if iv[0] is not None:
                 f.write(f"{(iv[0] - t0) / 1e9:.3f} {(iv[1] - t0) / 1e9:.3f} {row[(s, n)]} {tok}\n")
     kinds = sorted({fw["kind"] for fw in faults})
-    shade = ["#f4cccc", "#fce5cd", "#fff2cc", "#d9ead3", "#d0e0e3", "#cfe2f3", "#d9d2e9", "#ead1dc",
-             "#e6b8af", "#b6d7a8", "#a2c4c9", "#b4a7d6"]
+    shade = ["#e41a1c", "#ff7f00", "#ffd92f", "#4daf4a", "#17becf", "#377eb8", "#984ea3", "#f781bf",
+             "#a65628", "#999999", "#66c2a5", "#8da0cb"]
     color = {k: shade[i % len(shade)] for i, k in enumerate(kinds)}
     gp = [f"set terminal pngcairo size 1200,{220 + 40 * max(1, len(rows))} font ',9'",
           f"set output '{png}'",
@@ -386,14 +386,17 @@ def plot(run_dir, png, title=None):
           "set ytics (" + ", ".join(f"'{s} {n}' {i}" for (s, n), i in row.items()) + ")",
           "set cblabel 'token'", "set palette rgbformulae 33,13,10", "set key outside right top",
           "set style fill solid 1.0 noborder", "unset grid"]
-    end_s = ((end or heal or t0) - t0) / 1e9
-    gp.append(f"set xrange [0:{max(end_s, 1):.1f}]")
+    end_s = max(((end or heal or t0) - t0) / 1e9, 1.0)
+    gp.append(f"set xrange [0:{end_s:.1f}]")
+    least = end_s / 250  # an instant's window (a kill) stays visible
     for i, fw in enumerate(faults):
-        gp.append(f"set object {i + 1} rect from {(fw['start'] - t0) / 1e9:.3f}, graph 0 to "
-                  f"{max(fw['end'], fw['start'] + 50_000_000) / 1e9 - t0 / 1e9:.3f}, graph 1 "
-                  f"fc rgb '{color[fw['kind']]}' fs solid 0.8 noborder behind")
+        a_ = (fw["start"] - t0) / 1e9
+        gp.append(f"set object {i + 1} rect from {a_:.3f}, graph 0 to "
+                  f"{max((fw['end'] - t0) / 1e9, a_ + least):.3f}, graph 1 "
+                  f"fc rgb '{color[fw['kind']]}' fs transparent solid 0.3 noborder behind")
     # one invisible point per kind for the key
-    keys = ", ".join(f"keyentry with boxes fc rgb '{color[k]}' title '{k}'" for k in kinds)
+    keys = ", ".join(f"keyentry with boxes fc rgb '{color[k]}' fs transparent solid 0.3 title '{k}'"
+                     for k in kinds)
     gp.append(f"plot '{tmp}/terms.dat' using 1:3:1:2:($3-0.3):($3+0.3):4 with boxxyerror "
               f"fc palette notitle" + (", " + keys if keys else ""))
     with open(os.path.join(tmp, "plot.gp"), "w") as f:

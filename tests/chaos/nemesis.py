@@ -768,7 +768,9 @@ class Netns:
         self.ns = f"simba-chaos-{tag}-{slot}"
         self.host_if, self.ns_if = f"sc{tag}h{slot}", f"sc{tag}n{slot}"
         a, b = (os.getpid() >> 8) & 255, os.getpid() & 255
-        self.host_ip, self.ns_ip = f"10.{a}.{b}.{4 * slot + 1}", f"10.{a}.{b}.{4 * slot + 2}"
+        b = (b + slot // 64) % 256  # 64 /30s a /24: the load runs have more slots
+        q = slot % 64
+        self.host_ip, self.ns_ip = f"10.{a}.{b}.{4 * q + 1}", f"10.{a}.{b}.{4 * q + 2}"
         self.made = False
         _ip("netns", "add", self.ns)
         self.made = True
@@ -815,7 +817,8 @@ class Workers:
         pre = ["ip", "netns", "exec", self.netns[slot].ns] if self.netns else []  # ip execs the worker
         argv = pre + [a.worker, "--url", url, "--id", wid,
                 "--names", a.names, "--reg", os.path.join(self.run_dir, "register"),
-                "--log", os.path.join(self.run_dir, "workers", wid + ".log"), "--lease", str(a.lease)]
+                "--log", os.path.join(self.run_dir, "workers", wid + ".log"), "--lease", str(a.lease),
+                *a.worker_arg]
         env = dict(os.environ)
         if slot == 0 and a.slow_clock:
             env["LD_PRELOAD"] = a.shim
@@ -1040,6 +1043,8 @@ def main():
                                                          "redis_sentinel_no_wait"])
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--worker", required=True)
+    ap.add_argument("--worker-arg", action="append", default=[],
+                    help="one more argument for every worker (repeat; --worker-arg=--x for a dash)")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--lease", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=3)
