@@ -12,8 +12,9 @@
 #
 # BACKEND: memory | redis | postgres | zookeeper. Defaults: 10000 leases, 60
 # minutes, the library's lease (15 s; renew every 5 s), a sample every 10 s.
-# Options: --build-dir DIR (default build-chaos), --log FILE (the samples;
-# default a temp file, removed). Environment: SIMBA_CHAOS_JOBS (build
+# Options: --build-dir DIR (default build-chaos), --hold PATH (a chaos_hold
+# already built: nothing is built), --log FILE (the samples; default a temp
+# file, removed). Environment: SIMBA_CHAOS_JOBS (build
 # parallelism, default 2). Exit status 1 when a term was lost, a lease was not
 # held at the end, the fds grew, or a sample interval's keep-alives differ
 # from one per renew interval by more than 1.5.
@@ -25,7 +26,7 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 [[ $# -ge 1 && $1 != -* ]] || { usage; exit 2; }
 BACKEND=$1
 shift
-LEASES=10000 MINUTES=60 LEASE='' SAMPLE=10 BUILD=build-chaos LOG=''
+LEASES=10000 MINUTES=60 LEASE='' SAMPLE=10 BUILD=build-chaos LOG='' HOLD=''
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --leases) LEASES=$2; shift ;;
@@ -34,6 +35,7 @@ while [[ $# -gt 0 ]]; do
     --sample) SAMPLE=$2; shift ;;
     --build-dir) BUILD=$2; shift ;;
     --log) LOG=$2; shift ;;
+    --hold) HOLD=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "soak.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -42,9 +44,12 @@ done
 
 # shellcheck source=scripts/lib/servers.sh
 source "$ROOT/scripts/lib/servers.sh"
-[[ -x "$BUILD/tests/chaos/chaos_hold" ]] ||
-  cmake -S "$ROOT" -B "$BUILD" -DSIMBA_BUILD_TESTS=ON -DSIMBA_BUILD_BINDINGS=OFF >/dev/null
-cmake --build "$BUILD" -j "${SIMBA_CHAOS_JOBS:-2}" --target chaos_hold >/dev/null
+if [[ -z $HOLD ]]; then
+  [[ -x "$BUILD/tests/chaos/chaos_hold" ]] ||
+    cmake -S "$ROOT" -B "$BUILD" -DSIMBA_BUILD_TESTS=ON -DSIMBA_BUILD_BINDINGS=OFF >/dev/null
+  cmake --build "$BUILD" -j "${SIMBA_CHAOS_JOBS:-2}" --target chaos_hold >/dev/null
+  HOLD=$BUILD/tests/chaos/chaos_hold
+fi
 
 pid=
 tmp_log=
@@ -73,7 +78,7 @@ args=(--url "$URL" --id soak --count "$LEASES" --prefix "soak-$$-" --sample "$SA
 [[ -z $LEASE ]] || args+=(--lease "$LEASE")
 echo "soak: $BACKEND, $LEASES leases, $MINUTES min, a sample every $SAMPLE s, $(nproc) cpus," \
   "load $(cut -d' ' -f1-3 /proc/loadavg)"
-"$BUILD/tests/chaos/chaos_hold" "${args[@]}" &
+"$HOLD" "${args[@]}" &
 pid=$!
 end=$((SECONDS + $(awk -v m="$MINUTES" 'BEGIN { printf "%d", m * 60 }')))
 printf 'soak: %8s %9s %5s %8s %7s %6s %7s %5s\n' t_s rss_kb fds cpu_ms keepal ka_fail held lost

@@ -31,12 +31,15 @@ Figures (check()'s result; summarize() adds them up over a campaign's rounds):
 
   failovers_ms     per gap after a term that ended without a clean release (its
                    worker killed, paused, cut off; revoked other than STOPPED or
-                   STEPPED_DOWN) with no backend or network fault in the gap:
-                   the next holder's first valid instant minus the last one of
-                   the name's holders
-  recoveries_ms    the gaps with such a fault: counted from the fault's end, as
-                   the failover bound is
-  handovers_ms     the gaps after a clean release (revoked STOPPED/STEPPED_DOWN)
+                   STEPPED_DOWN) that no fault of the backend overlaps: the
+                   next holder's first valid instant minus the last one of the
+                   name's holders
+  recoveries_ms    the gaps a fault of the backend (kill, stop, ensemble kill,
+                   failover) overlaps: counted from its end when it ended in
+                   the gap, as the failover bound is; raw when the next holder
+                   came while it lasted (a failover the nemesis still waits on)
+  handovers_ms     the other gaps, after a clean release (revoked STOPPED or
+                   STEPPED_DOWN)
   leaderless       the longest stretch without a valid holder of a name, raw
                    (faults not subtracted), between its first and last terms
   terms_lost       revocations DEADLINE_PASSED, SESSION_EXPIRED, TAKEN_OVER; and
@@ -202,6 +205,7 @@ def check(run_dir):
     # without a holder
     slow = {"backend_kill", "backend_stop", "proxy_delay", "proxy_blackhole", "proxy_reply_blackhole",
             "zk_kill_leader", "zk_kill_follower", "pg_failover", "redis_failover", "sentinel_failover"}
+    wide = slow - {"proxy_delay", "proxy_blackhole", "proxy_reply_blackhole"}  # the backend's own
     worst = 0
     failovers, handovers, recoveries = [], [], []
     leaderless = {"ms": 0.0, "name": None, "at_ms": None}
@@ -219,13 +223,13 @@ def check(run_dir):
                 if gap > bound:
                     flag("failover", f"name {n}: no holder for {ms(gap)} ms before {term_s(tm)} "
                                      f"(bound {ms(bound)} ms)", name=n)
-                # the figures: a fault counts only if it ended before the new
-                # holder came (one that came during a fault failed over)
-                fstart = max([cur_end] + [fw["end"] for fw in faults if fw["kind"] in slow and
-                                          cur_end <= fw["end"] <= tm["first"] and fw["start"] <= tm["first"]])
+                # the figures: a fault of the backend over the gap makes it a
+                # recovery, timed from the fault's end if that is in the gap
+                over = [fw for fw in faults if fw["kind"] in wide and fw["start"] <= tm["first"] and
+                        fw["end"] >= cur_end]
+                fstart = max([cur_end] + [fw["end"] for fw in over if fw["end"] <= tm["first"]])
                 clean = cur["revoked"] > 0 and cur["reasons"][-1] in (1, 2)
-                (recoveries if fstart > cur_end else handovers if clean else failovers).append(
-                    ms(tm["first"] - fstart))
+                (recoveries if over else handovers if clean else failovers).append(ms(tm["first"] - fstart))
                 raw = tm["first"] - cur_end
                 if ms(raw) > leaderless["ms"]:
                     leaderless = {"ms": ms(raw), "name": n, "at_ms": ms(cur_end)}
@@ -234,7 +238,6 @@ def check(run_dir):
 
     # Terms lost (the session's doing, not a clean stop), per worker in episodes,
     # and those no fault window explains.
-    wide = slow - {"proxy_delay", "proxy_blackhole", "proxy_reply_blackhole"}
     lost_at = defaultdict(list)
     for wid, lines in workers.items():
         for f in lines:
@@ -333,7 +336,7 @@ def summary_text(s, title=""):
                                             if s["violations"] else ""),
         f"failover: {q(s['failover_ms'])}",
         f"handover: {q(s['handover_ms'])}",
-        f"after a backend or network fault, from its end: {q(s['recovery_ms'])}",
+        f"recovery (a backend fault over the gap; from its end): {q(s['recovery_ms'])}",
         f"longest without a leader: {ll['ms']} ms" + (f" (name {ll['name']}, seed {ll.get('seed')})"
                                                       if ll.get("name") else ""),
         f"terms lost: {s['terms_lost']} in {s['sessions_lost']} session losses, "

@@ -156,6 +156,22 @@ class FiguresTest(unittest.TestCase):
         self.assertEqual(res["leaderless"]["ms"], 6000.0)
         self.assertEqual(res["leaderless"]["name"], "a")
 
+    def test_recovery_during_a_failover_the_nemesis_still_waits_on_is_raw(self):
+        r = Run()
+        r.term("w0.1", 1, 0, 1000, revoked=False)
+        r.term("w1.1", 2, 4000, 20000, revoked=False)
+        fault = {"kind": "sentinel_failover", "target": "x", "start": 500 * MS, "end": 6000 * MS}
+        res = r.write(20000, [fault], result=True)
+        self.assertEqual((res["failovers_ms"], res["recoveries_ms"]), ([], [3000.0]))
+
+    def test_a_proxy_fault_of_the_holder_is_a_failover(self):
+        r = Run()
+        r.term("w0.1", 1, 0, 1000)
+        r.term("w1.1", 2, 1800, 20000, revoked=False)
+        fault = {"kind": "proxy_blackhole", "target": "w0.1", "start": 200 * MS, "end": 2500 * MS}
+        res = r.write(20000, [fault], result=True)
+        self.assertEqual((res["failovers_ms"], res["recoveries_ms"]), ([800.0], []))
+
     def test_longest_stretch_without_a_leader(self):
         r = Run()
         r.term("w0.1", 1, 0, 1000)
