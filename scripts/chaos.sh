@@ -93,7 +93,9 @@ for b in "${backends[@]}"; do
     ok=1
     if [[ -z "$line" || "$line" != *'"ok": true'* ]]; then status=1 ok=0; fi
     if [[ -f "$keep/result.json" ]]; then
-      [[ "$keep" == "$out/rounds/$SEED" ]] || { mkdir -p "$out/rounds/$SEED"; cp "$keep/result.json" "$out/rounds/$SEED/"; }
+      if [[ "$keep" != "$out/rounds/$SEED" ]]; then
+        mkdir -p "$out/rounds/$SEED" && cp "$keep/result.json" "$out/rounds/$SEED/"
+      fi
       # the first round's logs stay for the picture, a failing round's for its replay
       if [[ -n "$first" && $ok -eq 1 && "$keep" == "$out/rounds/$SEED" ]]; then
         find "$keep" -mindepth 1 ! -name result.json -delete
@@ -104,8 +106,12 @@ for b in "${backends[@]}"; do
     v=$(sed -n 's/.*"violations": \([0-9]*\).*/\1/p' <<<"$line")
     windows=$((windows + ${w:-0})) violations=$((violations + ${v:-0}))
     rounds=$((rounds + 1)) SEED=$((SEED + 1))
-    # a round that ran no window (an error, a skip) must not loop forever
-    if ((WINDOWS > 0 && ${w:-0} == 0)); then echo "chaos: $b: a round ran no fault window: stopping" >&2; status=1; break; fi
+    # a round that failed without a window (an error, a skip) must not loop forever
+    if ((WINDOWS > 0 && ${w:-0} == 0 && ok == 0)); then
+      echo "chaos: $b: a round failed without a fault window: stopping" >&2
+      status=1
+      break
+    fi
   done
   elapsed=$((SECONDS - began))
   echo "chaos: $b: $rounds rounds, $windows fault windows, $violations violations, ${elapsed}s" \

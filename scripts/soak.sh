@@ -55,7 +55,7 @@ pid=
 tmp_log=
 cleanup() {
   [[ -z $pid ]] || kill -TERM "$pid" 2>/dev/null || true
-  stop_servers
+  [[ $BACKEND == memory ]] || stop_servers  # servers of our own only
   [[ -z $tmp_log ]] || rm -f "$tmp_log"
 }
 trap cleanup EXIT

@@ -416,7 +416,8 @@ class Postgres:
         # fsync off: a kill -9 of the server loses nothing the OS has; the data dies with the run.
         self.proc = Proc(self.as_ + [f"{self.bindir}/postgres", "-D", f"{self.dir}/data", "-p", str(self.port),
                                      "-k", self.dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
-                                     "-c", "full_page_writes=off"],
+                                     "-c", "full_page_writes=off",
+                                     *(["-c", f"max_connections={4 * CLIENTS + 20}"] if CLIENTS > 20 else [])],
                          os.path.join(d, "postgres.log"))
 
     def start(self):
@@ -564,6 +565,10 @@ class PostgresHA:
                 pr.stop()
 
 
+# Client processes of the run (--workers): the load runs (scripts/load.sh) have
+# many more than the CI seeds' 3, for which the servers' limits are raised.
+CLIENTS = 3
+
 ZK_JAVA = ["java", "-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
 ZK_CP = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
@@ -588,6 +593,8 @@ class ZooKeeper:
                 "clientPortAddress=127.0.0.1", "minSessionTimeout=200", "maxSessionTimeout=30000",
                 "admin.enableServer=false", "4lw.commands.whitelist=ruok,srvr", "preAllocSize=1024",
             ]
+            if CLIENTS > 20:  # every client comes from 127.0.0.1 (the proxies): 60 by default
+                cfg += ["maxClientCnxns=0"]
             if n > 1:
                 cfg += ["initLimit=50", "syncLimit=20", "electionPortBindRetry=100"]
                 cfg += [f"server.{j + 1}=127.0.0.1:{peers[j][0]}:{peers[j][1]}" for j in range(n)]
@@ -595,7 +602,8 @@ class ZooKeeper:
                     f.write(f"{i + 1}\n")
             with open(os.path.join(sd, "zoo.cfg"), "w") as f:
                 f.write("\n".join(cfg) + "\n")
-            self.procs.append(Proc(ZK_JAVA + ["-cp", f"{sd}:{ZK_CP}",
+            java = ZK_JAVA if CLIENTS <= 20 else ["java", "-Xmx256m"] + ZK_JAVA[2:]
+            self.procs.append(Proc(java + ["-cp", f"{sd}:{ZK_CP}",
                                               "org.apache.zookeeper.server.quorum.QuorumPeerMain",
                                               f"{sd}/zoo.cfg"], os.path.join(sd, "zookeeper.log")))
         self.proc = self.procs[0] if n == 1 else None
@@ -1093,6 +1101,8 @@ def main():
         print(f"nemesis: signal {sig}: stopping everything", file=sys.stderr)
         raise SystemExit(128 + sig)  # so that the finally below stops everything
     signal.signal(signal.SIGTERM, on_term)
+    global CLIENTS
+    CLIENTS = a.workers
     run_dir = tempfile.mkdtemp(prefix=f"simba-chaos-{a.backend}.")
     backend = proxies = workers = None
     netns = []
