@@ -13,8 +13,11 @@
 # New corpus entries go to DIR/corpus/<target>/ (the seed corpus in
 # tests/fuzz/corpus/ is read, never written); crashes to DIR/crashes/. A crash
 # fixed becomes a regression entry: copy it to tests/fuzz/corpus/<target>/regress-*.
-# Prints one line per target: executions, seconds, new corpus size, result;
-# exits nonzero if any target crashed.
+# Prints one line per target: executions, seconds, executions per second (over
+# the run, the corpus' replay included), new corpus size, result; then the same
+# as a Markdown table (for docs/testing.md) with the minutes 10 M executions
+# take at that rate; exits
+# nonzero if any target crashed or ran fewer executions than --runs asked.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -71,7 +74,8 @@ fi
 
 mkdir -p "$BUILD_DIR/crashes"
 failed=0
-printf '%-20s %12s %8s %8s  %s\n' target executions seconds corpus result
+printf '%-20s %12s %8s %9s %8s  %s\n' target executions seconds exec/s corpus result
+table=()
 for t in "${TARGETS[@]}"; do
   exe="$BUILD_DIR/tests/fuzz/fuzz_$t"
   [[ -x "$exe" ]] || { echo "fuzz.sh: no target $t in $BUILD_DIR" >&2; failed=1; continue; }
@@ -80,7 +84,7 @@ for t in "${TARGETS[@]}"; do
   log="$BUILD_DIR/fuzz-$t.log"
   limit=(-runs="$RUNS")
   [[ -n "$TIME" ]] && limit=(-max_total_time="$TIME")
-  start=$SECONDS
+  start=$EPOCHREALTIME
   set +e
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     nice -n "$NICE" "$exe" "${limit[@]}" -timeout=10 -rss_limit_mb=1024 -max_len=4096 \
@@ -88,10 +92,20 @@ for t in "${TARGETS[@]}"; do
     "$out" "$ROOT/tests/fuzz/corpus/$t" >"$log" 2>&1
   rc=$?
   set -e
+  secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
   execs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$log" | tail -n 1)
+  rate=$(awk -v n="${execs:-0}" -v s="$secs" 'BEGIN { if (s > 0 && n > 0) printf "%d", n / s }')
   result=clean
   if [[ $rc -ne 0 ]]; then result="CRASH (exit $rc, see $log)"; failed=1; fi
-  printf '%-20s %12s %8s %8s  %s\n' "$t" "${execs:-?}" $((SECONDS - start)) \
-    "$(find "$out" -type f | wc -l)" "$result"
+  # libFuzzer counts the corpus' own inputs too: at least the runs asked for
+  if [[ -z "$TIME" && $rc -eq 0 && ${execs:-0} -lt $RUNS ]]; then result="SHORT ($execs < $RUNS)"; failed=1; fi
+  corpus=$(find "$out" -type f | wc -l)
+  printf '%-20s %12s %8s %9s %8s  %s\n' "$t" "${execs:-?}" "$secs" "${rate:-?}" "$corpus" "$result"
+  table+=("| \`$t\` | ${execs:-?} | $secs | ${rate:-?} | $(awk -v r="${rate:-0}" \
+    'BEGIN { if (r > 0) printf "%.1f", 1e7 / r / 60; else printf "?" }') | $result |")
 done
+echo
+echo "| target | executions | seconds | exec/s | minutes for 10 M | result |"
+echo "|---|---|---|---|---|---|"
+printf '%s\n' "${table[@]}"
 exit $failed

@@ -44,6 +44,7 @@ SIMBA_APT_PACKAGES=(
   nginx nginx-dev python3                     # contrib (label embed)
   curl libmicrohttpd-dev                      # simba run --listen (label cli)
   python3 redis-tools postgresql zookeeper   # tests/chaos (label chaos)
+  gnuplot-nox                                 # tests/chaos: checker_test plot, scripts/chaos.sh terms.png
   clang-format-14                             # tests/style (label style)
   debhelper dpkg-dev fakeroot lintian man-db  # debian/, scripts/package-check.sh (stage package)
   help2man doxygen luarocks                   # man pages, the docs target, luarocks make

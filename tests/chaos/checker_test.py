@@ -31,7 +31,7 @@ class Run:
     def w(self, wid, *lines):
         self.workers.setdefault(wid, []).extend(lines)
 
-    def term(self, wid, token, start_ms, end_ms, revoked=True, writes=True):
+    def term(self, wid, token, start_ms, end_ms, revoked=True, writes=True, reason=3):
         self.w(wid, f"{start_ms * MS} elected a {token} 1")
         t = start_ms
         seq = 0
@@ -43,9 +43,9 @@ class Run:
                 self.reg.append(f"{t * MS + 1} {token} {wid} {seq} 0")
             t += 100
         if revoked:
-            self.w(wid, f"{end_ms * MS + 5} revoked a {token} 3")
+            self.w(wid, f"{end_ms * MS + 5} revoked a {token} {reason}")
 
-    def write(self, end_ms, faults=()):
+    def write(self, end_ms, faults=(), result=False):
         for f in faults:
             self.events.append({"ev": "fault", **f})
         self.events += [{"ev": "heal", "t": (end_ms - 5000) * MS}, {"ev": "end", "t": end_ms * MS}]
@@ -59,9 +59,11 @@ class Run:
         hi = max([int(r.split()[1]) for r in self.reg] or [0])
         with open(os.path.join(self.dir, "register", "a.reg"), "w") as f:
             f.write(f"{hi:020d}\n")
+        if result == "dir":
+            return self.dir
         r = checker.check(self.dir)
         shutil.rmtree(self.dir)
-        return sorted({v["kind"] for v in r["violations"]})
+        return r if result else sorted({v["kind"] for v in r["violations"]})
 
 
 class CheckerTest(unittest.TestCase):
@@ -121,6 +123,120 @@ class CheckerTest(unittest.TestCase):
         r.term("w1.1", 2, 7000, 20000, revoked=False)
         fault = {"kind": "backend_kill", "target": "x", "start": 1000 * MS, "end": 6000 * MS}
         self.assertEqual(r.write(20000, [fault]), [])
+
+
+class FiguresTest(unittest.TestCase):
+    """The campaign figures (failover and handover times, the longest stretch
+    without a leader, terms lost, windows by kind, percentiles, the plot)."""
+
+    def test_failover_time_after_a_term_that_was_not_released(self):
+        r = Run()
+        r.term("w0.1", 1, 0, 1000, revoked=False)  # killed: no revoked line
+        r.term("w1.1", 2, 2500, 10000, revoked=False)
+        res = r.write(10000, result=True)
+        self.assertEqual(res["failovers_ms"], [1500.0])
+        self.assertEqual(res["handovers_ms"], [])
+
+    def test_handover_time_after_a_clean_release(self):
+        r = Run()
+        r.term("w0.1", 1, 0, 1000, reason=1)  # STOPPED
+        r.term("w1.1", 2, 1040, 10000, revoked=False)
+        res = r.write(10000, result=True)
+        self.assertEqual(res["handovers_ms"], [40.0])
+        self.assertEqual(res["failovers_ms"], [])
+
+    def test_recovery_time_counted_from_the_end_of_a_backend_fault(self):
+        r = Run()
+        r.term("w0.1", 1, 0, 1000)
+        r.term("w1.1", 2, 7000, 20000, revoked=False)
+        fault = {"kind": "backend_kill", "target": "x", "start": 1000 * MS, "end": 6000 * MS}
+        res = r.write(20000, [fault], result=True)
+        self.assertEqual((res["failovers_ms"], res["recoveries_ms"]), ([], [1000.0]))
+        # the longest stretch without a leader is raw: the fault is not subtracted
+        self.assertEqual(res["leaderless"]["ms"], 6000.0)
+        self.assertEqual(res["leaderless"]["name"], "a")
+
+    def test_recovery_during_a_failover_the_nemesis_still_waits_on_is_raw(self):
+        r = Run()
+        r.term("w0.1", 1, 0, 1000, revoked=False)
+        r.term("w1.1", 2, 4000, 20000, revoked=False)
+        fault = {"kind": "sentinel_failover", "target": "x", "start": 500 * MS, "end": 6000 * MS}
+        res = r.write(20000, [fault], result=True)
+        self.assertEqual((res["failovers_ms"], res["recoveries_ms"]), ([], [3000.0]))
+
+    def test_a_proxy_fault_of_the_holder_is_a_failover(self):
+        r = Run()
+        r.term("w0.1", 1, 0, 1000)
+        r.term("w1.1", 2, 1800, 20000, revoked=False)
+        fault = {"kind": "proxy_blackhole", "target": "w0.1", "start": 200 * MS, "end": 2500 * MS}
+        res = r.write(20000, [fault], result=True)
+        self.assertEqual((res["failovers_ms"], res["recoveries_ms"]), ([800.0], []))
+
+    def test_longest_stretch_without_a_leader(self):
+        r = Run()
+        r.term("w0.1", 1, 0, 1000)
+        r.term("w1.1", 2, 1300, 3000)
+        r.term("w0.1", 3, 5000, 10000, revoked=False)
+        res = r.write(10000, result=True)
+        self.assertEqual(res["leaderless"]["ms"], 2000.0)
+        self.assertEqual(res["leaderless"]["at_ms"], 3000.0)
+
+    def test_terms_lost_explained_or_not(self):
+        r = Run()
+        r.term("w0.1", 1, 0, 1000)  # revoked DEADLINE_PASSED, no fault: unexplained
+        r.term("w1.1", 2, 1500, 10000, revoked=False)
+        res = r.write(10000, result=True)
+        self.assertEqual((res["terms_lost"], res["sessions_lost"], len(res["losses_unexplained"])), (1, 1, 1))
+        r = Run()
+        r.term("w0.1", 1, 0, 1000)
+        r.term("w1.1", 2, 1500, 10000, revoked=False)
+        pause = {"kind": "pause_holder", "target": "w0.1", "start": 500 * MS, "end": 900 * MS}
+        res = r.write(10000, [pause], result=True)
+        self.assertEqual((res["terms_lost"], len(res["losses_unexplained"])), (1, 0))
+
+    def test_windows_by_kind_and_graceful_stops_not_counted_as_faults(self):
+        r = Run()
+        r.term("w0.1", 1, 0, 10000, revoked=False)
+        fs = [{"kind": "pause_holder", "target": "w9.1", "start": 100 * MS, "end": 200 * MS},
+              {"kind": "pause_holder", "target": "w9.1", "start": 300 * MS, "end": 400 * MS},
+              {"kind": "graceful_stop", "target": "w9.1", "start": 500 * MS, "end": 600 * MS}]
+        res = r.write(10000, fs, result=True)
+        self.assertEqual(res["fault_windows"], 2)
+        s = checker.summarize([res, res])
+        self.assertEqual(s["fault_windows"], 4)
+        self.assertEqual(s["windows_by_kind"], {"graceful_stop": 2, "pause_holder": 4})
+
+    def test_summary_percentiles_and_longest(self):
+        a = {"fault_windows": 3, "faults_by_kind": {"backend_kill": 3}, "violations": [],
+             "failovers_ms": [float(x) for x in range(1, 100)], "handovers_ms": [5.0],
+             "leaderless": {"ms": 700.0, "name": "a", "at_ms": 1.0}, "seed": 1}
+        b = {"fault_windows": 1, "faults_by_kind": {"partition": 1}, "seed": 2,
+             "violations": [{"kind": "overlap", "detail": ""}],
+             "failovers_ms": [1000.0], "handovers_ms": [7.0, 9.0],
+             "leaderless": {"ms": 900.0, "name": "b", "at_ms": 2.0}}
+        s = checker.summarize([a, b])
+        self.assertEqual(s["failover_ms"], {"n": 100, "p50": 50.0, "p99": 99.0, "max": 1000.0})
+        self.assertEqual(s["handover_ms"]["p50"], 7.0)
+        self.assertEqual(s["handover_ms"]["p99"], 9.0)
+        self.assertEqual((s["violations"], s["violations_by_kind"]), (1, {"overlap": 1}))
+        self.assertEqual((s["longest_leaderless"]["ms"], s["longest_leaderless"]["seed"]), (900.0, 2))
+        self.assertIn("failover: p50 50.0 ms, p99 99.0 ms", checker.summary_text(s))
+
+    @unittest.skipUnless(shutil.which("gnuplot"), "gnuplot not installed (apt-get install gnuplot-nox)")
+    def test_plot_writes_a_png(self):
+        r = Run()
+        r.term("w0.1", 1, 0, 3000)
+        r.term("w1.1", 2, 3900, 10000, revoked=False)
+        d = r.write(10000, [{"kind": "backend_stop", "target": "x", "start": 3000 * MS, "end": 3500 * MS}],
+                    result="dir")
+        try:
+            png = os.path.join(d, "t.png")
+            checker.plot(d, png)
+            with open(png, "rb") as f:
+                self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+            self.assertGreater(os.path.getsize(png), 2000)
+        finally:
+            shutil.rmtree(d)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,11 @@ register, and a nemesis that draws faults from a seeded random generator:
   backend_stop     SIGSTOP of the backend (its process tree) for 0.5-2 x lease
   proxy_delay      one client's proxy holds every chunk 0.2-1 x lease, for 1-3 x lease
   proxy_blackhole  one client's proxy forwards nothing for 0.5-3 x lease
+  proxy_reply_blackhole  one client's proxy forwards its requests but holds every
+                   reply for 0.5-3 x lease (the server sees keep-alives the client
+                   never hears answered)
+  graceful_stop    SIGTERM of a holder (its terms released), restarted: a handover,
+                   not a fault (campaigns use it to measure handovers)
   zk_kill_leader   (zookeeper3) kill -9 of the ensemble leader, restart later
   zk_kill_follower (zookeeper3) kill -9 of one follower, restart later
   redis_failover   (redis_replica) replication cut, a holder killed, primary
@@ -411,7 +416,8 @@ class Postgres:
         # fsync off: a kill -9 of the server loses nothing the OS has; the data dies with the run.
         self.proc = Proc(self.as_ + [f"{self.bindir}/postgres", "-D", f"{self.dir}/data", "-p", str(self.port),
                                      "-k", self.dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
-                                     "-c", "full_page_writes=off"],
+                                     "-c", "full_page_writes=off",
+                                     *(["-c", f"max_connections={4 * CLIENTS + 20}"] if CLIENTS > 20 else [])],
                          os.path.join(d, "postgres.log"))
 
     def start(self):
@@ -559,6 +565,10 @@ class PostgresHA:
                 pr.stop()
 
 
+# Client processes of the run (--workers): the load runs (scripts/load.sh) have
+# many more than the CI seeds' 3, for which the servers' limits are raised.
+CLIENTS = 3
+
 ZK_JAVA = ["java", "-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
            "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
 ZK_CP = "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar"
@@ -583,6 +593,8 @@ class ZooKeeper:
                 "clientPortAddress=127.0.0.1", "minSessionTimeout=200", "maxSessionTimeout=30000",
                 "admin.enableServer=false", "4lw.commands.whitelist=ruok,srvr", "preAllocSize=1024",
             ]
+            if CLIENTS > 20:  # every client comes from 127.0.0.1 (the proxies): 60 by default
+                cfg += ["maxClientCnxns=0"]
             if n > 1:
                 cfg += ["initLimit=50", "syncLimit=20", "electionPortBindRetry=100"]
                 cfg += [f"server.{j + 1}=127.0.0.1:{peers[j][0]}:{peers[j][1]}" for j in range(n)]
@@ -590,7 +602,8 @@ class ZooKeeper:
                     f.write(f"{i + 1}\n")
             with open(os.path.join(sd, "zoo.cfg"), "w") as f:
                 f.write("\n".join(cfg) + "\n")
-            self.procs.append(Proc(ZK_JAVA + ["-cp", f"{sd}:{ZK_CP}",
+            java = ZK_JAVA if CLIENTS <= 20 else ["java", "-Xmx256m"] + ZK_JAVA[2:]
+            self.procs.append(Proc(java + ["-cp", f"{sd}:{ZK_CP}",
                                               "org.apache.zookeeper.server.quorum.QuorumPeerMain",
                                               f"{sd}/zoo.cfg"], os.path.join(sd, "zookeeper.log")))
         self.proc = self.procs[0] if n == 1 else None
@@ -643,7 +656,8 @@ class Proxy:
 
     mode 'pass', 'delay' (each chunk held `delay` s before it is forwarded, in
     order), 'blackhole' (nothing forwarded either way; the bytes wait in the
-    kernel and flow, late, when the mode returns to 'pass'), 'cut' (as
+    kernel and flow, late, when the mode returns to 'pass'), 'reply_blackhole'
+    (as blackhole for the server's bytes only: requests still pass), 'cut' (as
     blackhole, and a new connection is closed at once; heal() ends it by
     closing every connection, so what they held is lost, never late)."""
 
@@ -681,18 +695,21 @@ class Proxy:
                 c.close()
                 continue
             self.conns += [c, up]
-            for a, b in ((c, up), (up, c)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+            for a, b, reply in ((c, up, False), (up, c, True)):
+                threading.Thread(target=self._pump, args=(a, b, reply), daemon=True).start()
 
-    def _pump(self, a, b):
+    def _held(self, reply):
+        return self.mode in ("blackhole", "cut") or (reply and self.mode == "reply_blackhole")
+
+    def _pump(self, a, b, reply):
         try:
             while not self.closed:
-                while self.mode in ("blackhole", "cut") and not self.closed:
+                while self._held(reply) and not self.closed:
                     time.sleep(0.01)
                 r, _, _ = select.select([a], [], [], 0.05)
                 if not r:
                     continue
-                if self.mode in ("blackhole", "cut"):
+                if self._held(reply):
                     continue
                 data = a.recv(65536)
                 if not data:
@@ -759,7 +776,9 @@ class Netns:
         self.ns = f"simba-chaos-{tag}-{slot}"
         self.host_if, self.ns_if = f"sc{tag}h{slot}", f"sc{tag}n{slot}"
         a, b = (os.getpid() >> 8) & 255, os.getpid() & 255
-        self.host_ip, self.ns_ip = f"10.{a}.{b}.{4 * slot + 1}", f"10.{a}.{b}.{4 * slot + 2}"
+        b = (b + slot // 64) % 256  # 64 /30s a /24: the load runs have more slots
+        q = slot % 64
+        self.host_ip, self.ns_ip = f"10.{a}.{b}.{4 * q + 1}", f"10.{a}.{b}.{4 * q + 2}"
         self.made = False
         _ip("netns", "add", self.ns)
         self.made = True
@@ -806,7 +825,8 @@ class Workers:
         pre = ["ip", "netns", "exec", self.netns[slot].ns] if self.netns else []  # ip execs the worker
         argv = pre + [a.worker, "--url", url, "--id", wid,
                 "--names", a.names, "--reg", os.path.join(self.run_dir, "register"),
-                "--log", os.path.join(self.run_dir, "workers", wid + ".log"), "--lease", str(a.lease)]
+                "--log", os.path.join(self.run_dir, "workers", wid + ".log"), "--lease", str(a.lease),
+                *a.worker_arg]
         env = dict(os.environ)
         if slot == 0 and a.slow_clock:
             env["LD_PRELOAD"] = a.shim
@@ -913,7 +933,20 @@ class Nemesis:
             for p in procs:
                 p.signal(signal.SIGCONT)
             self.window(kind, self.b.name, t0, now())
-        elif kind in ("proxy_delay", "proxy_blackhole"):
+        elif kind == "graceful_stop":
+            s = self.pick_slot()
+            t0 = now()
+            old = self.w.ids[s]
+            p = self.w.procs[s]
+            p.terminate()
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+            self.w.start(s)
+            self.window(kind, old, t0, now(), restarted=self.w.ids[s])
+        elif kind in ("proxy_delay", "proxy_blackhole", "proxy_reply_blackhole"):
             s = 0 if self.a.slow_clock else self.pick_slot()
             px = self.proxies[s]
             t0 = now()
@@ -921,6 +954,9 @@ class Nemesis:
                 px.delay = self.rng.uniform(0.2, 1.0) * self.lease_s
                 px.mode = "delay"
                 self.sleep_lease(1.0, 3.0)
+            elif kind == "proxy_reply_blackhole":
+                px.mode = "reply_blackhole"
+                self.sleep_lease(0.5, 3.0)
             else:
                 px.mode = "blackhole"
                 self.sleep_lease(0.5, 3.0) if not self.a.slow_clock else time.sleep(2.0 * self.lease_s)
@@ -991,6 +1027,15 @@ DEFAULT_FAULTS = {
     "postgres_ha_async": "pg_failover,pause_holder,kill_worker",
 }
 
+# --campaign (scripts/chaos.sh): every fault of the backend plus the reply-only
+# proxy hold on single servers, and graceful stops for handover times. The CI
+# seeds keep DEFAULT_FAULTS, so that their draws do not change.
+CAMPAIGN_FAULTS = dict(DEFAULT_FAULTS)
+for _b in ("redis", "postgres", "zookeeper"):
+    CAMPAIGN_FAULTS[_b] += ",proxy_reply_blackhole,graceful_stop"
+for _b in ("zookeeper3", "postgres_ha_sync", "redis_sentinel", "postgres_ha_async"):
+    CAMPAIGN_FAULTS[_b] += ",graceful_stop"
+
 
 def netns_available():
     if os.getuid() != 0 or not shutil.which("ip"):
@@ -1006,11 +1051,15 @@ def main():
                                                          "redis_sentinel_no_wait"])
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--worker", required=True)
+    ap.add_argument("--worker-arg", action="append", default=[],
+                    help="one more argument for every worker (repeat; --worker-arg=--x for a dash)")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--lease", type=int, default=1000)
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--names", default="a,b")
     ap.add_argument("--faults", default=None)
+    ap.add_argument("--campaign", action="store_true",
+                    help="default faults of a campaign (CAMPAIGN_FAULTS) rather than of the CI seeds")
     ap.add_argument("--round-robin", action="store_true",
                     help="faults in order instead of drawn, each at least once")
     ap.add_argument("--no-aof", action="store_true", help="redis without persistence (negative control)")
@@ -1024,7 +1073,7 @@ def main():
     if a.seed is None:
         a.seed = random.SystemRandom().randrange(1 << 30)
     if a.faults is None:
-        a.faults = DEFAULT_FAULTS[a.backend]
+        a.faults = (CAMPAIGN_FAULTS if a.campaign else DEFAULT_FAULTS)[a.backend]
     if a.slow_clock and not a.shim:
         ap.error("--slow-clock needs --shim")
     print(f"nemesis: backend {a.backend} seed {a.seed} {a.seconds}s lease {a.lease}ms faults {a.faults}",
@@ -1052,6 +1101,8 @@ def main():
         print(f"nemesis: signal {sig}: stopping everything", file=sys.stderr)
         raise SystemExit(128 + sig)  # so that the finally below stops everything
     signal.signal(signal.SIGTERM, on_term)
+    global CLIENTS
+    CLIENTS = a.workers
     run_dir = tempfile.mkdtemp(prefix=f"simba-chaos-{a.backend}.")
     backend = proxies = workers = None
     netns = []
