@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chaos_common.h"
 #include "simba.h"
 
 typedef struct slot {
@@ -44,29 +45,8 @@ typedef struct slot {
   simba_election_t *election;
 } slot_t;
 
-static int log_fd = 1;
 static volatile sig_atomic_t stopping;
 static atomic_int held, elected, lost;
-
-static int64_t mono_ns(void) {
-  struct timespec ts;
-  syscall(SYS_clock_gettime, CLOCK_MONOTONIC,
-          &ts); /* as chaos_worker: comparable with the nemesis */
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void log_at(int64_t t, const char *fmt, ...) {
-  char buf[512];
-  int n = snprintf(buf, sizeof buf, "%" PRId64 " ", t);
-  va_list ap;
-  va_start(ap, fmt);
-  n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
-  va_end(ap);
-  if (n > (int)sizeof buf - 2) n = (int)sizeof buf - 2;
-  buf[n++] = '\n';
-  ssize_t w = write(log_fd, buf, (size_t)n); /* one write(2) a line: kill -9 loses none */
-  (void)w;
-}
 
 static void on_signal(int sig) {
   (void)sig;
@@ -148,12 +128,6 @@ static void stats(simba_client_t *c, const char *phase) {
          json_int(snap, "keep_alive_failures"), atomic_load(&held), atomic_load(&elected),
          atomic_load(&lost), json_int(snap, "renew_period_ms"));
   simba_free(snap);
-}
-
-static const char *arg(int argc, char **argv, const char *key, const char *dflt) {
-  for (int i = 1; i + 1 < argc; i++)
-    if (strcmp(argv[i], key) == 0) return argv[i + 1];
-  return dflt;
 }
 
 int main(int argc, char **argv) {

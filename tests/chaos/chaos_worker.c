@@ -37,47 +37,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chaos_common.h"
 #include "simba.h"
 
 #define MAX_NAMES 8
 
-static int64_t mono_ns(void) {
-  struct timespec ts;
-  /* The raw syscall, not the vDSO or libc's clock_gettime: the shim cannot touch it. */
-  syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int log_fd = -1;
 static const char *worker_id = "?";
 
-static void logf_line(const char *fmt, ...) {
-  char buf[512];
-  int n = snprintf(buf, sizeof buf, "%" PRId64 " ", mono_ns());
-  va_list ap;
-  va_start(ap, fmt);
-  n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
-  va_end(ap);
-  if (n > (int)sizeof buf - 2) n = (int)sizeof buf - 2;
-  buf[n++] = '\n';
-  /* One write(2) per line on an O_APPEND fd: a kill -9 loses no line written. */
-  ssize_t w = write(log_fd, buf, (size_t)n);
-  (void)w;
-}
-
-/* An atomic logging of a line whose time the caller read. */
-static void log_at(int64_t t, const char *fmt, ...) {
-  char buf[512];
-  int n = snprintf(buf, sizeof buf, "%" PRId64 " ", t);
-  va_list ap;
-  va_start(ap, fmt);
-  n += vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
-  va_end(ap);
-  if (n > (int)sizeof buf - 2) n = (int)sizeof buf - 2;
-  buf[n++] = '\n';
-  ssize_t w = write(log_fd, buf, (size_t)n);
-  (void)w;
-}
+#define logf_line(...) log_at(mono_ns(), __VA_ARGS__)
 
 typedef struct slot {
   const char *name;
@@ -159,12 +126,6 @@ static int register_write(const char *name, uint64_t token, uint64_t seq) {
   flock(fd, LOCK_UN);
   close(fd);
   return rc;
-}
-
-static const char *arg(int argc, char **argv, const char *key, const char *dflt) {
-  for (int i = 1; i + 1 < argc; i++)
-    if (strcmp(argv[i], key) == 0) return argv[i + 1];
-  return dflt;
 }
 
 int main(int argc, char **argv) {
