@@ -52,9 +52,45 @@
  * - everything of a client (event sink, logger, host executor included): after
  *   simba_client_close() returned outside callbacks, or inside the `done` of
  *   simba_client_close_async(), which runs after every other callback returned.
+ * - any handle closed with its *_close_async() (1.4): inside that close's `done`,
+ *   the handle's last callback.
  * A host executor's submit() is never called after simba_client_close()
  * returned; tasks it had not started by then were run on the closing thread,
  * and its later run(arg) of them only frees them.
+ *
+ * @par One close for every handle (1.4, version node SIMBA_1.4)
+ * simba_election_close_async(), simba_task_close_async(),
+ * simba_observer_close_async() and simba_term_close_async() share the shape of
+ * simba_client_close_async(): `int X_close_async(X *h, simba_done_fn done, void *ud)`.
+ * - They may be called from any thread, from any callback of the library (the
+ *   handle's own included), from leader work and from the loop thread; on an
+ *   EXTERNAL-mode client from its callbacks and from other threads as well.
+ *   They never block: they wait neither for the backend, nor for the loop, nor
+ *   for a callback.
+ * - The handle's listener (on_elected/on_revoked, an observer's function) is
+ *   detached at once: none of its calls starts after the close returns; a call
+ *   already running on another thread finishes first. The dones of a stop or
+ *   step-down asked for before the close still run, once each, and on_revoked
+ *   callbacks registered on the handle's terms run once each, as always.
+ * - On SIMBA_OK, `done(ud, SIMBA_OK)` (done may be NULL) runs exactly once, never
+ *   inside the call, on the callback executor (in EXTERNAL mode without a host
+ *   executor: inside simba_client_process() on the host thread), after every
+ *   other callback of the handle returned: it is the handle's last callback, so
+ *   every `ud` the handle was given may be freed inside it. The library then
+ *   frees the handle (for a term: drops the caller's reference); do not use the
+ *   handle after the call. The handle's reference to its client is dropped there
+ *   too, which is never the client's last while its close is pending.
+ * - A close asked for before simba_client_close() has its done run before
+ *   simba_client_close() returns, except a task's whose work has not returned by
+ *   then. A done that falls due after the client's close completed (its callback
+ *   executor is gone) runs on a thread of the library instead.
+ * - A handle is closed once: closing it again, or also with its older free
+ *   function (simba_election_free(), simba_task_close(), simba_observer_free(),
+ *   simba_lock_release()/simba_term_release() for the same reference), is a
+ *   double free.
+ * Bindings close every handle this way, from close() and from finalizers alike
+ * (docs/bindings-contract.md). Check simba_version() >= 0x010400 before calling
+ * them on a libsimba.so.1 loaded with dlopen().
  *
  * @par Ownership
  * The library never frees memory it did not allocate. Strings it returns as
@@ -93,7 +129,7 @@ extern "C" {
 /** @{ */
 
 #define SIMBA_VERSION_MAJOR 1 /**< Bumped only on an ABI break. */
-#define SIMBA_VERSION_MINOR 3 /**< Bumped when functions are added. */
+#define SIMBA_VERSION_MINOR 4 /**< Bumped when functions are added. */
 #define SIMBA_VERSION_PATCH 0 /**< Bumped for fixes. */
 
 /** Error codes. Pinned to their values; new codes are only ever appended. */
@@ -508,6 +544,25 @@ SIMBA_API int simba_observe_start(simba_observer_t **out, simba_client_t *c, con
  */
 SIMBA_API void simba_observer_free(simba_observer_t *o);
 
+/**
+ * @brief Close an observer without waiting, from anywhere (the one close shape,
+ *        see "One close for every handle" above).
+ *
+ * The observer stops reading the backend; no call of its function starts after
+ * this returns (one running on another thread finishes first); then `done` runs,
+ * the observer's last callback, and the handle is freed.
+ *
+ * Added in 1.4 (version node SIMBA_1.4): check simba_version() >= 0x010400 when
+ * loading libsimba.so.1 with dlopen().
+ * @param[in] o the observer; not to be used after the call.
+ * @param[in] done may be NULL; the observer's last callback (a simba_done_fn).
+ * @param[in] ud user data, passed as is to the callback.
+ * @return SIMBA_OK (done will run); SIMBA_EINVAL (o is NULL: nothing happened);
+ *         SIMBA_ENOMEM (nothing happened).
+ */
+SIMBA_API int simba_observer_close_async(simba_observer_t *o, void (*done)(void *ud, int err),
+                                         void *ud);
+
 /** Session events for simba_client_on_event(). */
 typedef enum {
   SIMBA_EVENT_SESSION_OPENED = 0,    /**< A new session id was granted. */
@@ -750,6 +805,33 @@ SIMBA_API void simba_term_retain(simba_term_t *t);
  */
 SIMBA_API void simba_term_release(simba_term_t *t);
 
+/**
+ * @brief Drop the caller's reference to a term without waiting, from anywhere
+ *        (the one close shape, see "One close for every handle" above).
+ *
+ * The reference is the one simba_lock_acquire(), simba_lock_try_acquire() or
+ * simba_lock_acquire_async() handed out, or one taken with simba_term_retain().
+ * - A lock term not yet released (neither simba_lock_release() nor an earlier
+ *   close) is released as simba_lock_release() does: revoked (STOPPED), the lease
+ *   released with its token. `done` runs once the backend answered the release
+ *   (or, when it failed, once it is being sent again in the background until
+ *   the session's local deadline, ADR 0030) and every on_revoked callback of the
+ *   term ran. Other references taken with simba_term_retain() stay readable.
+ * - An election's term, or a lock term already released: `done` runs after the
+ *   callbacks already queued for the term's election or lock (its on_revoked
+ *   callbacks, when it was revoked); it does not wait for a revocation.
+ * The term itself is freed when its last reference goes.
+ *
+ * Added in 1.4 (version node SIMBA_1.4): check simba_version() >= 0x010400 when
+ * loading libsimba.so.1 with dlopen().
+ * @param[in] t the term; the caller's reference is not to be used after the call.
+ * @param[in] done may be NULL; the last callback of this reference (a simba_done_fn).
+ * @param[in] ud user data, passed as is to the callback.
+ * @return SIMBA_OK (done will run); SIMBA_EINVAL (t is NULL: nothing happened);
+ *         SIMBA_ENOMEM (nothing happened).
+ */
+SIMBA_API int simba_term_close_async(simba_term_t *t, void (*done)(void *ud, int err), void *ud);
+
 /** @} */
 
 /* ------------------------------------------------------------------------- */
@@ -857,6 +939,31 @@ SIMBA_API int simba_election_stop_wait(simba_election_t *e, int64_t timeout_ms);
  * @param[in] e the election.
  */
 SIMBA_API void simba_election_free(simba_election_t *e);
+
+/**
+ * @brief Close an election without waiting, from anywhere, its own callbacks
+ *        included (the one close shape, see "One close for every handle" above).
+ *
+ * Stops the election as simba_election_stop() does (the term revoked with
+ * STOPPED and released with its token; an acquire in flight awaited and what it
+ * won released), unless a stop was asked for already (or the client's close
+ * stopped it). The listener is detached at once: it hears nothing more, not even
+ * the on_revoked of the term this close stops (as with simba_election_free());
+ * on_revoked callbacks registered on that term with simba_term_on_revoked() do
+ * run, before `done`. `done` runs once the stop completed (after that, the name
+ * is not held for this election on the backend) and every other callback of the
+ * election returned, the dones of an earlier stop or step-down included; then
+ * the handle is freed.
+ *
+ * Added in 1.4 (version node SIMBA_1.4): check simba_version() >= 0x010400 when
+ * loading libsimba.so.1 with dlopen().
+ * @param[in] e the election; not to be used after the call.
+ * @param[in] done may be NULL; the election's last callback (simba_done_fn).
+ * @param[in] ud user data, passed as is to the callback.
+ * @return SIMBA_OK (done will run); SIMBA_EINVAL (e is NULL: nothing happened);
+ *         SIMBA_ENOMEM (nothing happened).
+ */
+SIMBA_API int simba_election_close_async(simba_election_t *e, simba_done_fn done, void *ud);
 
 /** @} */
 
@@ -1058,6 +1165,30 @@ SIMBA_API int simba_task_step_down(simba_task_t *t, int64_t cooldown_ms, simba_d
  * @return SIMBA_OK.
  */
 SIMBA_API int simba_task_close(simba_task_t *t);
+
+/**
+ * @brief Close a task without waiting, from anywhere, its own leader work
+ *        included (the one close shape, see "One close for every handle" above).
+ *
+ * Stops the task as simba_task_stop() does (handover order: the term revoked,
+ * its work awaited up to the term's deadline, the lease released), unless a stop
+ * was asked for already. `done` runs once that stop completed and every run of
+ * the work returned (called from the work, once that run returned: work that
+ * ignores revocation delays `done`, not the handover), after every other
+ * callback of the task, the dones of an earlier stop or step-down included;
+ * then the handle is freed. For a partition group (simba_group_join()): once
+ * every partition was handed over, the member lock released, and every run of
+ * the work returned.
+ *
+ * Added in 1.4 (version node SIMBA_1.4): check simba_version() >= 0x010400 when
+ * loading libsimba.so.1 with dlopen().
+ * @param[in] t the task; not to be used after the call.
+ * @param[in] done may be NULL; the task's last callback (simba_done_fn).
+ * @param[in] ud user data, passed as is to the callback.
+ * @return SIMBA_OK (done will run); SIMBA_EINVAL (t is NULL: nothing happened);
+ *         SIMBA_ENOMEM (nothing happened).
+ */
+SIMBA_API int simba_task_close_async(simba_task_t *t, simba_done_fn done, void *ud);
 
 /** @} */
 

@@ -688,7 +688,7 @@ func BackendSchema(url string) (string, error) {
 	return C.GoString(out), nil
 }
 
-// Version is the loaded library's version ("1.3.0").
+// Version is the loaded library's version ("1.4.0").
 func Version() string { return C.GoString(C.simba_version_string()) }
 
 // CheckLeaseName checks name against the rule every name-taking call

@@ -31,7 +31,7 @@ function rejectsWith(p, code) {
 test('open: live session, version, names of every code and unknown values', async () => {
   const c = await client();
   assert.equal(c.status, 'LIVE');
-  assert.equal(simba.version, '1.3.0');
+  assert.equal(simba.version, '1.4.0');
   assert.ok(simba.versionNumber >= 0x010300);
   assert.equal(simba.codes.EBUSY, -9);
   assert.equal(simba.codeName(-9), 'EBUSY');
