@@ -82,6 +82,17 @@ inline simba::engine::DoneFn done_fn(simba_done_fn done, void* ud) {
   return [done, ud](simba::engine::Code c) { done(ud, code(c)); };
 }
 
+// A close's last callback (the *_close_async functions, ADR 0041): the user's
+// done, then `free_handle`, which lets go of the handle where done ran (the
+// callback executor; see simba.h: never the client's last reference there).
+template <typename Free>
+simba::engine::LastFn last_fn(simba_done_fn done, void* ud, Free free_handle) {
+  return [done, ud, free_handle]() {
+    if (done) done(ud, SIMBA_OK);
+    free_handle();
+  };
+}
+
 // Checks a lease name; on failure records why and returns false.
 bool valid_name(const char* name);
 

@@ -61,6 +61,14 @@ int simba_election_stop_wait(simba_election_t* e, int64_t timeout_ms) {
   });
 }
 
+int simba_election_close_async(simba_election_t* e, simba_done_fn done, void* ud) {
+  return guarded([&]() -> int {
+    if (!e) return fail(SIMBA_EINVAL, "simba_election_close_async: election is NULL");
+    e->client->close_election(e->impl, simba::capi::last_fn(done, ud, [e] { delete e; }));
+    return SIMBA_OK;
+  });
+}
+
 void simba_election_free(simba_election_t* e) {
   if (!e) return;
   guarded([&]() -> int {

@@ -33,6 +33,14 @@ int simba_observe_start(simba_observer_t** out, simba_client_t* c, const char* n
   });
 }
 
+int simba_observer_close_async(simba_observer_t* o, simba_done_fn done, void* ud) {
+  return guarded([&]() -> int {
+    if (!o) return fail(SIMBA_EINVAL, "simba_observer_close_async: observer is NULL");
+    o->client->close_observer(o->impl, simba::capi::last_fn(done, ud, [o] { delete o; }));
+    return SIMBA_OK;
+  });
+}
+
 void simba_observer_free(simba_observer_t* o) {
   if (!o) return;
   guarded([&]() -> int {

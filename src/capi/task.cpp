@@ -88,6 +88,14 @@ int simba_task_step_down(simba_task_t* t, int64_t cooldown_ms, simba_done_fn don
   });
 }
 
+int simba_task_close_async(simba_task_t* t, simba_done_fn done, void* ud) {
+  return guarded([&]() -> int {
+    if (!t) return fail(SIMBA_EINVAL, "simba_task_close_async: task is NULL");
+    t->impl->close_async(simba::capi::last_fn(done, ud, [t] { delete t; }));
+    return SIMBA_OK;
+  });
+}
+
 int simba_task_close(simba_task_t* t) {
   return guarded([&]() -> int {
     if (!t) return SIMBA_OK;

@@ -111,4 +111,25 @@ void simba_term_release(simba_term_t* t) {
   term->release();
 }
 
+int simba_term_close_async(simba_term_t* t, simba_done_fn done, void* ud) {
+  return guarded([&]() -> int {
+    if (!t) return fail(SIMBA_EINVAL, "simba_term_close_async: term is NULL");
+    simba::engine::Term* term = term_of(t);
+    // The caller's reference goes after done: done may still read the term.
+    simba::engine::LastFn last = simba::capi::last_fn(done, ud, [term] { term->release(); });
+    if (term->is_lock) {
+      term->caller_refs.fetch_sub(1);
+      // A lock not released yet is released as simba_lock_release does.
+      if (!term->release_requested.exchange(true)) {
+        if (auto client = term->client.lock()) {
+          client->lock_release(term, /*wait=*/false, std::move(last));
+          return SIMBA_OK;
+        }
+      }
+    }
+    simba::engine::run_last(*term->queue, std::move(last));
+    return SIMBA_OK;
+  });
+}
+
 }  // extern "C"

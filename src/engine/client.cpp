@@ -42,6 +42,18 @@ const char* lock_failure_text(Code code) {
 
 }  // namespace
 
+void run_last(SerialQueue& q, LastFn fn) {
+  auto held = std::make_shared<LastFn>(std::move(fn));
+  if (q.post([held] { (*held)(); })) return;
+  // The client closed its queues (its executor is gone): a thread of the
+  // library runs it, never the caller, which may hold its own locks.
+  try {
+    std::thread([held] { (*held)(); }).detach();
+  } catch (const std::system_error&) {
+    (*held)();  // no thread to be had: late rather than never
+  }
+}
+
 Client::Client(const Config& cfg, const Hooks& hooks)
     : cfg_(cfg), hooks_(hooks), event_sink_(hooks.events) {}
 
@@ -565,6 +577,49 @@ bool Client::free_election(const std::shared_ptr<Election>& e) {
   return true;
 }
 
+void Client::close_election(const std::shared_ptr<Election>& e, LastFn last) {
+  // The listener hears nothing from here on; the dones of a stop or step-down
+  // asked for earlier still run, before `last` (they are callbacks of the handle).
+  e->freeing_after_stop = true;
+  e->detached = true;
+  election_freed();
+  auto held = std::make_shared<LastFn>(std::move(last));
+  auto close = [this, e, held] {
+    if (!e->added) {
+      // The node reported it stopped (stopped() posted its completion already):
+      // after that completion on the queue.
+      run_last(e->queue, std::move(*held));
+      return;
+    }
+    // Chained after the stop's done, inside stopped()'s completion on the queue:
+    // after the stop completed and every callback queued before it.
+    Election::Rare& rare = e->rare();
+    rare.stop_done = [before = std::move(rare.stop_done), held](Code c) {
+      if (before) before(c);
+      (*held)();
+    };
+    bool start_stop = false;
+    {
+      std::lock_guard<std::mutex> lock(e->mu());
+      start_stop = !e->stop_requested && !e->stopped;
+      e->stop_requested = true;
+    }
+    // A node that is closing stops it on its own (and reports stopped()).
+    if (start_stop && !node_->closed()) node_->stop(*e, now());
+  };
+  if (on_loop_thread()) {
+    if (loop_.torn_down()) {
+      run_last(e->queue, std::move(*held));
+    } else {
+      close();
+      settle();
+    }
+  } else if (!loop_.post(close)) {
+    // Torn down: the node's close reported every election stopped.
+    run_last(e->queue, std::move(*held));
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Locks
 
@@ -633,18 +688,24 @@ Result Client::add_lock(const std::string& name, int64_t timeout_ms, bool try_on
   return Result::ok();
 }
 
-void Client::lock_release(Term* term, bool wait_for_answer) {
+void Client::lock_release(Term* term, bool wait_for_answer, LastFn then) {
   const ContenderId id = term->contender;
-  const bool block = wait_for_answer && may_wait_for_close();
+  const bool block = wait_for_answer && !then && may_wait_for_close();
   auto w = std::make_shared<Waiter>();
-  auto stop = [this, id, term, w, block] {
+  // `then` runs once: from stopped() (after the answer), or here when the
+  // lock is done already.
+  auto then_held = then ? std::make_shared<LastFn>(std::move(then)) : nullptr;
+  auto stop = [this, id, term, w, block, then_held] {
     Contender* c = node_->closed() ? nullptr : node_->find(id);
     // The lock may be done already (revoked, then released), its id reused.
     if (!c || c->kind != ContenderKind::kLock || lock_of(*c).current != term) {
       w->finish(Code::kOk);
+      if (then_held) run_last(*term->queue, std::move(*then_held));
       return;
     }
     if (block) lock_of(*c).released = w;
+    // Already stopping (or the node closing): stopped() comes all the same.
+    if (then_held) lock_of(*c).release_then = std::move(*then_held);
     if (!node_->stop(*c, now())) w->finish(Code::kOk);
   };
   // Only a caller that waits for the answer borrows the loop to run it.
@@ -658,9 +719,16 @@ void Client::lock_release(Term* term, bool wait_for_answer) {
       // wait like any blocking call, running the loop until the release is
       // answered.
       if (block) loop_.wait(*w, SteadyTime::max(), lease ? &*lease : nullptr);
+    } else if (then_held) {
+      run_last(*term->queue, std::move(*then_held));
     }
   } else {
-    if (!loop_.post(stop) || !block) return;
+    if (!loop_.post(stop)) {
+      // Torn down: the close revoked and released every lock.
+      if (then_held) run_last(*term->queue, std::move(*then_held));
+      return;
+    }
+    if (!block) return;
     loop_.wait(*w, SteadyTime::max());  // the node answers within one call timeout
   }
   // The term was revoked before the release was sent: its on_revoked

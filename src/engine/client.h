@@ -36,6 +36,14 @@ using EventFn = std::function<void(SessionEvent, const std::string& detail)>;
 using LockFn = std::function<void(Code code, Term* term)>;
 // Leader work: runs on a thread of its own for each term of a task's election.
 using WorkFn = std::function<void(Term*)>;
+// The last callback of a handle's close (the *_close_async of simba.h): runs
+// once, after every other callback of the handle returned.
+using LastFn = std::function<void()>;
+
+// Runs `fn` on `q` (after every task posted to it so far); once `q` is closed
+// (its client closed), on a thread of its own instead, so that it runs all the
+// same and never inside its caller (ADR 0041).
+void run_last(SerialQueue& q, LastFn fn);
 
 // Host-provided pieces of the configuration that have no text form.
 struct Hooks {
@@ -54,6 +62,7 @@ struct WorkCount {
   std::mutex mu;
   std::condition_variable cv;
   int running = 0;
+  LastFn idle_then;  // guarded by mu: run by the end() that leaves none running
   void begin();
   void end();
   void wait_idle();
@@ -224,7 +233,9 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   Result observe(const std::string& name, Duration poll, Observer::Fn fn,
                  std::shared_ptr<Observer>* out);
   // Stops it; waits (where it may) until no callback of it runs.
-  void free_observer(const std::shared_ptr<Observer>& o);
+  void free_observer(const std::shared_ptr<Observer>& o, bool wait = true);
+  // Stops it without waiting; `last` runs on its queue after its last delivery.
+  void close_observer(const std::shared_ptr<Observer>& o, LastFn last);
 
   // EXTERNAL mode.
   bool external() const { return cfg_.loop_mode == LoopMode::kExternal; }
@@ -246,6 +257,13 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // block, wait until the stop completed and no callback of `e` runs (then its
   // user data may be freed). Returns whether it waited.
   bool free_election(const std::shared_ptr<Election>& e);
+  // simba_election_close_async: detaches the listener, stops `e` unless a stop
+  // was asked for, and never waits; `last` runs on e's queue once the stop
+  // completed, after its done and every other callback of `e` (ADR 0041).
+  void close_election(const std::shared_ptr<Election>& e, LastFn last);
+  // Runs `fn` once no run of e's work is left: at once if none runs, else on
+  // e's queue after the last run returned.
+  void after_work(const std::shared_ptr<Election>& e, LastFn fn);
   // EXTERNAL mode: the thread that opened the client, which alone drives it.
   bool on_host_thread() const { return loop_.on_host_thread(); }
   // False where a blocking close would wait for itself (callback, loop, work).
@@ -269,7 +287,9 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // Revokes the lock's term and releases it with its token. With `wait`,
   // where the caller may block, it waits for the backend's answer (at most one
   // call timeout) and then until every on_revoked callback of the term ran.
-  void lock_release(Term* term, bool wait = true);
+  // With `then` (simba_term_close_async), it never waits: `then` runs on the
+  // term's queue once the release was answered and its on_revoked callbacks ran.
+  void lock_release(Term* term, bool wait = true, LastFn then = nullptr);
 
   // Test hook: how many entries the list of queues to close holds.
   size_t queues_listed() {
@@ -312,6 +332,7 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
     std::shared_ptr<SerialQueue> queue;
     std::shared_ptr<Waiter> released;  // a blocking simba_lock_release waits here
     Term* current = nullptr;           // its term's engine reference, as Election::current
+    LastFn release_then;               // simba_term_close_async's, after the release
   };
   static Election& election_of(Contender& c) { return static_cast<Election&>(c); }
   static Lock& lock_of(Contender& c) { return static_cast<Lock&>(c); }

@@ -262,6 +262,12 @@ void Client::stopped(Contender& who) {
   }
   std::unique_ptr<Lock> lock(&lock_of(who));  // the node let go of it
   if (lock->released) lock->released->finish(Code::kOk);
+  if (lock->release_then) {
+    // In order with the term's on_revoked hand-off, so that it runs after them.
+    in_order(who.id, false, [q = lock->queue, then = std::move(lock->release_then)]() mutable {
+      run_last(*q, std::move(then));
+    });
+  }
 }
 
 void Client::stepped_down(Contender& who) {

@@ -96,6 +96,21 @@ void Group::close() {
   if (queue_->post([w] { w->finish(Code::kOk); })) client_->wait_for(*w);
 }
 
+void Group::close_async(LastFn last) {
+  stop(nullptr);  // Code::kEState when already stopping: fine
+  // Waiting is the manager's and the work's business, not the caller's (a
+  // callback, leader work): a short-lived thread waits, as close() would.
+  std::thread([self = shared_from_this(), last = std::move(last)]() mutable {
+    {
+      std::unique_lock<std::mutex> lock(self->manager_exited_.mu);
+      self->manager_exited_.cv.wait(lock, [&] { return self->manager_exited_.done; });
+    }
+    // The manager exited: elections_ is this thread's to read now.
+    for (const auto& e : self->elections_) e->wait_for_work();
+    run_last(*self->queue_, std::move(last));  // after the stop's done on the same queue
+  }).detach();
+}
+
 void Group::run() {
   std::mt19937_64 rng(std::random_device{}());
   for (;;) {

@@ -53,6 +53,9 @@ class Group final : public Task, public std::enable_shared_from_this<Group> {
   // Blocking: stop, then wait until the manager and every run of the work ended.
   // From a callback, leader work or the loop it only starts the stop.
   void close() override;
+  // Stops; a thread of its own waits for the manager and the work, then posts
+  // `last` after the stop's done.
+  void close_async(LastFn last) override;
 
  private:
   Group(std::shared_ptr<Client> client, std::string group, uint32_t partitions, WorkFn work);

@@ -43,7 +43,13 @@ Result Client::observe(const std::string& name, Duration poll, Observer::Fn fn,
   return Result::ok();
 }
 
-void Client::free_observer(const std::shared_ptr<Observer>& o) {
+void Client::close_observer(const std::shared_ptr<Observer>& o, LastFn last) {
+  free_observer(o, /*wait=*/false);
+  // Its queue runs one delivery at a time: `last` follows the one running.
+  run_last(*o->queue, std::move(last));
+}
+
+void Client::free_observer(const std::shared_ptr<Observer>& o, bool wait) {
   o->detached = true;  // from here on no callback of it starts
   auto remove = [this, o] {
     o->removed = true;
@@ -56,7 +62,7 @@ void Client::free_observer(const std::shared_ptr<Observer>& o) {
   }
   // A callback of it running on another thread finishes before the free returns;
   // from its own callback, the free cannot wait for itself.
-  if (may_wait_for_close()) o->queue->wait_idle();
+  if (wait && may_wait_for_close()) o->queue->wait_idle();
 }
 
 void Client::read_observed(const std::shared_ptr<Observer>& o) {

@@ -24,6 +24,10 @@ class Task {
   // every run of the work returned (then the work's user data may be freed).
   // From a callback, leader work or the loop it only starts the stop.
   virtual void close() = 0;
+  // Stops without waiting (simba_task_close_async): `last` runs on the callback
+  // executor once the stop completed, every run of the work returned and every
+  // other callback of the task ran (ADR 0041).
+  virtual void close_async(LastFn last) = 0;
 };
 
 // A task of one election on `name` whose every term runs `work` on a thread of

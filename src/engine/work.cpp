@@ -19,6 +19,13 @@ class ElectionTask final : public Task {
   Result step_down(Duration cooldown, DoneFn done) override {
     return client_->step_down(election_, cooldown, std::move(done));
   }
+  void close_async(LastFn last) override {
+    // After the stop completed, every run of the work returned: a run that
+    // ignored the revocation may outlive the handover (its term's deadline).
+    client_->close_election(election_, [client = client_, election = election_, last]() mutable {
+      client->after_work(election, std::move(last));
+    });
+  }
   void close() override {
     // Elsewhere than in a callback, leader work or the loop the free waits for
     // the stop (the handover waits for the work up to the term's deadline) and
@@ -62,11 +69,28 @@ void WorkCount::begin() {
 }
 
 void WorkCount::end() {
+  LastFn then;
   {
     std::lock_guard<std::mutex> lock(mu);
-    --running;
+    if (--running == 0) then.swap(idle_then);
   }
   cv.notify_all();
+  if (then) then();
+}
+
+void Client::after_work(const std::shared_ptr<Election>& e, LastFn fn) {
+  Election::Work* work = e->work();
+  if (work) {
+    std::lock_guard<std::mutex> lock(work->count.mu);
+    if (work->count.running > 0) {
+      // From the last run's thread, back onto the queue.
+      work->count.idle_then = [e, fn = std::move(fn)]() mutable {
+        run_last(e->queue, std::move(fn));
+      };
+      return;
+    }
+  }
+  fn();  // none runs: the caller is on e's queue already
 }
 
 void WorkCount::wait_idle() {
