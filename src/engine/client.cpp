@@ -586,9 +586,10 @@ void Client::close_election(const std::shared_ptr<Election>& e, LastFn last) {
   auto held = std::make_shared<LastFn>(std::move(last));
   auto close = [this, e, held] {
     if (!e->added) {
-      // The node reported it stopped (stopped() posted its completion already):
-      // after that completion on the queue.
-      run_last(e->queue, std::move(*held));
+      // The node reported it stopped: after that completion, which stopped()
+      // handed to the queue in order (in_order), perhaps in a later loop turn.
+      const ContenderId id = static_cast<Contender&>(*e).id;
+      in_order(id, false, [e, held] { run_last(e->queue, std::move(*held)); });
       return;
     }
     // Chained after the stop's done, inside stopped()'s completion on the queue:
