@@ -177,41 +177,39 @@ static void test_election_close_runs_term_callbacks_first(void **state) {
   rec_destroy(&r);
 }
 
-/* A close asked for before simba_client_close() has its done run by the time
- * the client's close returns. */
-static void test_election_close_done_before_client_close_returns(void **state) {
-  simba_client_t *c = open_live_client("close-el-5");
+/* A close around the client's close. Asked for before: its done has run by the
+ * time simba_client_close() returns. After (the handle of a closed client):
+ * done still runs, once, on a library thread. */
+static void run_close_around_client_close(const char *store, int close_first) {
+  simba_client_t *c = open_live_client(store);
   simba_election_t *e;
   rec_t r;
   closed_t cl;
-  (void)state;
-  rec_init(&r, "before-client-close");
+  rec_init(&r, store);
   e = rec_start(&r, c, "leader");
   WAIT_ELECTED(&r, 1);
   closed_init(&cl, &r, NULL);
-  CHECK_OK(simba_election_close_async(e, closed_done, &cl));
-  CHECK_OK(simba_client_close(c));
-  assert_int_equal(ald(&cl.done), 1);
-  expect_done_once(&cl);
-  rec_destroy(&r);
-}
-
-/* The handle of a closed client: done still runs, once, on a library thread. */
-static void test_election_close_after_client_close(void **state) {
-  simba_client_t *c = open_live_client("close-el-6");
-  simba_election_t *e;
-  rec_t r;
-  closed_t cl;
-  (void)state;
-  rec_init(&r, "after-client-close");
-  e = rec_start(&r, c, "leader");
-  WAIT_ELECTED(&r, 1);
-  CHECK_OK(simba_client_close(c));
-  closed_init(&cl, &r, NULL);
-  CHECK_OK(simba_election_close_async(e, closed_done, &cl));
+  if (close_first) {
+    CHECK_OK(simba_election_close_async(e, closed_done, &cl));
+    CHECK_OK(simba_client_close(c));
+    assert_int_equal(ald(&cl.done), 1);
+  } else {
+    CHECK_OK(simba_client_close(c));
+    CHECK_OK(simba_election_close_async(e, closed_done, &cl));
+  }
   expect_done_once(&cl);
   assert_int_equal(ald(&cl.on_caller), 0);
   rec_destroy(&r);
+}
+
+static void test_election_close_done_before_client_close_returns(void **state) {
+  (void)state;
+  run_close_around_client_close("close-el-5", 1);
+}
+
+static void test_election_close_after_client_close(void **state) {
+  (void)state;
+  run_close_around_client_close("close-el-6", 0);
 }
 
 /* ------------------------------------------------------------------------- */
