@@ -702,8 +702,9 @@ func checkName(op, name string) error {
 }
 
 func init() {
-	// The names of codes, reasons, statuses and events come from 1.3.
-	if v := uint(C.simba_version()); v < 0x010300 || v>>16 != 1 {
-		panic(fmt.Sprintf("simba: libsimba %s is too old or incompatible: this binding needs 1.x, x >= 3", Version()))
+	// The names of codes, reasons, statuses and events come from 1.3, every
+	// CloseAsync and the observer's close from 1.4 (SIMBA_1.4).
+	if v := uint(C.simba_version()); v < 0x010400 || v>>16 != 1 {
+		panic(fmt.Sprintf("simba: libsimba %s is too old or incompatible: this binding needs 1.x, x >= 4", Version()))
 	}
 }

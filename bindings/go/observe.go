@@ -11,6 +11,7 @@ import (
 	"runtime/cgo"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // Holder is who holds an observed name, as the backend said.
@@ -38,7 +39,8 @@ type observer struct {
 	queue []Holder
 	wake  chan struct{} // a value is queued (capacity 1)
 	once  sync.Once
-	ended chan struct{} // closed by Close
+	ended chan struct{} // closed by Close: the forwarding stops
+	freed chan struct{} // closed in the close's done: no call of the observer comes any more
 }
 
 func (o *observer) push(h Holder) {
@@ -51,20 +53,26 @@ func (o *observer) push(h Holder) {
 	}
 }
 
-// Close frees the library's observer (simba_observer_free waits until no
-// call of it runs) and ends the forwarding. Idempotent.
+// Close ends the forwarding and closes the library's observer without
+// waiting (simba_observer_close_async): its done, the observer's last
+// callback, frees the Go state and lets the channel close. Idempotent.
 func (o *observer) Close() error {
 	o.once.Do(func() {
-		C.simba_observer_free(o.o)
-		o.h.Delete()
-		o.client.disown(o)
 		close(o.ended)
+		_ = closeAsync("Observe", C.S_OBSERVER, unsafe.Pointer(o.o), func(error) {
+			o.h.Delete()
+			o.client.disown(o)
+			close(o.freed)
+		})
 	})
 	return nil
 }
 
 func (o *observer) forward(ctx context.Context, out chan<- Holder) {
-	defer close(out)
+	defer func() {
+		<-o.freed // the channel closes once no call of the observer runs
+		close(out)
+	}()
 	for {
 		o.mu.Lock()
 		batch := o.queue
@@ -94,8 +102,10 @@ func (o *observer) forward(ctx context.Context, out chan<- Holder) {
 // Observe follows who holds name without contending for it
 // (simba_observe_start). The channel receives the state at the start, then
 // every change (another holder, another token, the name freed), in order,
-// until ctx is done or the client closes; then it is closed (values not yet
-// received are dropped). A change shows within one release broadcast (Redis,
+// until ctx is done or the client closes; then it is closed, once the
+// observer's last call returned (values not yet received are dropped).
+// Cancelling ctx never blocks, from any goroutine or callback
+// (simba_observer_close_async). A change shows within one release broadcast (Redis,
 // PostgreSQL, memory://) or one poll: poll is how often the backend is read
 // (0: the client's renew interval; else at least 10 ms). Values wait in a
 // queue for a slow reader, never holding up the library. What it says is
@@ -108,7 +118,8 @@ func (c *Client) Observe(ctx context.Context, name string, poll time.Duration) (
 	if ctx.Err() != nil {
 		return nil, ctxError("Observe", ctx)
 	}
-	o := &observer{client: c, name: name, wake: make(chan struct{}, 1), ended: make(chan struct{})}
+	o := &observer{client: c, name: name, wake: make(chan struct{}, 1), ended: make(chan struct{}),
+		freed: make(chan struct{})}
 	o.h = cgo.NewHandle(o)
 	if err := c.with("Observe", func(h *C.simba_client_t) error {
 		var out *C.simba_observer_t

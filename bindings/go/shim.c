@@ -157,6 +157,13 @@ void s_free(int kind, void *p) {
   else
     simba_task_close(p);
 }
+int s_close_async(int kind, void *p, uintptr_t h, char **msg) {
+  simba_done_fn done = h ? tr_done : NULL;
+  if (kind == S_ELECTION) return go_err(simba_election_close_async(p, done, (void *)h), msg);
+  if (kind == S_TASK) return go_err(simba_task_close_async(p, done, (void *)h), msg);
+  if (kind == S_OBSERVER) return go_err(simba_observer_close_async(p, done, (void *)h), msg);
+  return go_err(simba_term_close_async(p, done, (void *)h), msg);
+}
 s_acquired s_lock_acquire(uintptr_t h, _GoString_ name, int64_t ms) {
   simba_client_t *c = (simba_client_t *)h;
   s_acquired r = {NULL, 0, 0, NULL};

@@ -32,8 +32,9 @@ typedef struct {
   char *msg;
 } s_released;
 
-/* The two kinds of handle that stop, step down and free alike. */
-enum { S_ELECTION = 0, S_TASK = 1 };
+/* The two kinds of handle that stop, step down and free alike; every kind
+ * closes alike (s_close_async, 1.4). */
+enum { S_ELECTION = 0, S_TASK = 1, S_OBSERVER = 2, S_TERM = 3 };
 
 int s_lease_name_check(_GoString_ name, char **msg);
 int s_config_set(simba_config_t *c, const char *k, const char *v, char **msg);
@@ -69,6 +70,8 @@ int s_group_join(simba_task_t **out, simba_client_t *c, const char *group, uint3
 int s_stop(int kind, void *p, uintptr_t h, char **msg);
 int s_step_down(int kind, void *p, int64_t cooldown, uintptr_t h, char **msg);
 void s_free(int kind, void *p);
+/* X_close_async of any kind (SIMBA_1.4); h: the done's cgo.Handle, 0 for none. */
+int s_close_async(int kind, void *p, uintptr_t h, char **msg);
 /* The lock cycle's shims take the client and the term as integers: cgo boxes
  * a C pointer argument (an allocation) to check that it is no Go pointer. */
 s_acquired s_lock_acquire(uintptr_t c, _GoString_ name, int64_t ms);

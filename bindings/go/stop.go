@@ -21,6 +21,7 @@ type doneWaiter struct {
 	delOnce sync.Once
 	ch      chan struct{}
 	err     error
+	then    func(error) // runs once, before ch is closed (closeAsync's done)
 }
 
 func newDoneWaiter() *doneWaiter {
@@ -32,10 +33,19 @@ func newDoneWaiter() *doneWaiter {
 func (w *doneWaiter) release() { w.delOnce.Do(w.h.Delete) }
 
 func (w *doneWaiter) finish(code int) {
+	var err error
+	if code < 0 {
+		err = &Error{Code: Code(code), Op: "done"}
+	}
+	w.finishWith(err)
+}
+
+func (w *doneWaiter) finishWith(err error) {
 	w.release()
 	w.once.Do(func() {
-		if code < 0 {
-			w.err = &Error{Code: Code(code), Op: "done"}
+		w.err = err
+		if w.then != nil {
+			w.then(err)
 		}
 		close(w.ch)
 	})
@@ -50,10 +60,27 @@ func (w *doneWaiter) start(op string, ok Code, f func(h C.uintptr_t, m **C.char)
 		if err.(*Error).Code == ok {
 			err = nil
 		}
-		w.release()
-		w.once.Do(func() { w.err = err; close(w.ch) })
+		w.finishWith(err)
 	}
 	return err
+}
+
+// closeAsync is every handle's X_close_async (SIMBA_1.4): then runs once,
+// inside the close's done (the handle's last callback, on a library thread),
+// or here with the error when the close could not start.
+func closeAsync(op string, kind C.int, p unsafe.Pointer, then func(error)) error {
+	w := newDoneWaiter()
+	w.then = then
+	return w.start(op, 0, func(h C.uintptr_t, m **C.char) C.int { return C.s_close_async(kind, p, h, m) })
+}
+
+// userDone calls a caller's done (nil: none), recovering a panic into report.
+func userDone(done func(error), err error, report func(error), what string) {
+	if done == nil {
+		return
+	}
+	defer guard(report, "CloseAsync done of "+what)
+	done(err)
 }
 
 func (w *doneWaiter) wait(ctx context.Context, op string) error {
@@ -157,10 +184,49 @@ func (s *stopper) StepDown(ctx context.Context, cooldown time.Duration) error {
 	return w.wait(ctx, "StepDown")
 }
 
+// CloseAsync closes it without waiting, from anywhere: its own callbacks and
+// leader work included (simba_election_close_async, simba_task_close_async).
+// It stops it if no stop was asked for; no callback of it starts after the
+// call returns (one running on another thread finishes first); then done
+// (may be nil) runs exactly once on a library thread, as its last callback:
+// after the stop completed (the name released), the dones of an earlier Stop
+// or StepDown, and every run of a task's work returned. Nothing of it is
+// called after done. On a handle already closed (Close, CloseAsync, the
+// client's Close) done runs once that close completed. Always returns nil
+// unless the library could not start the close (then done runs with that
+// error too). Needs libsimba >= 1.4.
+func (s *stopper) CloseAsync(done func(error)) error {
+	s.mu.Lock()
+	if s.freed {
+		s.mu.Unlock()
+		go func() {
+			<-s.ended
+			userDone(done, nil, s.client.report, s.what)
+		}()
+		return nil
+	}
+	s.freed = true
+	w := s.stopW
+	s.mu.Unlock()
+	if s.onStop != nil {
+		s.onStop()
+	}
+	return closeAsync("CloseAsync", s.kind, s.p, func(err error) {
+		s.onFree()
+		s.client.disown(s)
+		if w != nil {
+			w.finish(0) // its done ran before this one
+		}
+		userDone(done, err, s.client.report, s.what)
+		close(s.ended) // after done: a second CloseAsync's done follows it
+	})
+}
+
 // Close stops it if needed, waits until the stop completed, every callback
 // (and every run of a task's work) returned, and frees it: after it returns
 // nothing of it is called again. Called from its own callback or work it
 // starts the stop and returns at once. Idempotent; always returns nil.
+// After CloseAsync it returns at once (CloseAsync's done says when it ended).
 func (s *stopper) Close() error {
 	s.mu.Lock()
 	if s.freed {

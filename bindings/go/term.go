@@ -236,6 +236,33 @@ func (t *Term) Release() {
 	}
 }
 
+// CloseAsync drops this Term's reference without waiting, from anywhere
+// (simba_term_close_async): a lock term not yet unlocked is released as
+// Unlock does (revoked with STOPPED, the lease released with its token), and
+// done (may be nil) runs once the backend answered and every on_revoked of
+// the term ran (Done is closed by then); for an election's term, or one
+// released already, done runs after the callbacks already queued for it.
+// done runs exactly once, on a library thread; on a Term already released
+// (Release, Unlock, CloseAsync) it runs at once on a goroutine. The accessors
+// keep answering (Valid false). Needs libsimba >= 1.4.
+func (t *Term) CloseAsync(done func(error)) error {
+	p := t.drop()
+	if p == nil {
+		go userDone(done, nil, nil, "term")
+		return nil
+	}
+	if t.lock {
+		t.mu.Lock()
+		if t.final == NotRevoked {
+			t.final = Stopped // what the release leaves
+		}
+		t.mu.Unlock()
+	}
+	return closeAsync("CloseAsync", C.S_TERM, unsafe.Pointer(p), func(err error) {
+		userDone(done, err, nil, "term")
+	})
+}
+
 // Unlock releases a lock term: revoke it (STOPPED), release the lease with
 // its token, and wait for the backend's answer (at most one renew period), so
 // the lease is free on return. Done is closed by then. Unlocking twice is a
