@@ -9,7 +9,7 @@ use core::ffi::{c_char, c_int, c_uint, c_void};
 use core::marker::{PhantomData, PhantomPinned};
 
 pub const SIMBA_VERSION_MAJOR: c_uint = 1;
-pub const SIMBA_VERSION_MINOR: c_uint = 3;
+pub const SIMBA_VERSION_MINOR: c_uint = 4;
 pub const SIMBA_VERSION_PATCH: c_uint = 0;
 
 pub const SIMBA_OK: c_int = 0;
@@ -162,6 +162,8 @@ extern "C" {
     ) -> c_int;
     /// Since 1.2.
     pub fn simba_observer_free(o: *mut simba_observer_t);
+    /// Since 1.4.
+    pub fn simba_observer_close_async(o: *mut simba_observer_t, done: simba_done_fn, ud: *mut c_void) -> c_int;
     pub fn simba_client_on_event(c: *mut simba_client_t, f: simba_event_fn, ud: *mut c_void) -> c_int;
     /// Since 1.3.
     pub fn simba_event_name(kind: simba_event_type_t) -> *const c_char;
@@ -185,6 +187,8 @@ extern "C" {
     pub fn simba_term_revoke_fd(t: *mut simba_term_t) -> c_int;
     pub fn simba_term_retain(t: *mut simba_term_t);
     pub fn simba_term_release(t: *mut simba_term_t);
+    /// Since 1.4.
+    pub fn simba_term_close_async(t: *mut simba_term_t, done: simba_done_fn, ud: *mut c_void) -> c_int;
 
     /// Since 1.3: `len` in bytes, or [`SIMBA_NAME_CSTRING`].
     pub fn simba_lease_name_check(name: *const c_char, len: usize) -> c_int;
@@ -204,6 +208,8 @@ extern "C" {
     ) -> c_int;
     pub fn simba_election_stop_wait(e: *mut simba_election_t, timeout_ms: i64) -> c_int;
     pub fn simba_election_free(e: *mut simba_election_t);
+    /// Since 1.4.
+    pub fn simba_election_close_async(e: *mut simba_election_t, done: simba_done_fn, ud: *mut c_void) -> c_int;
 
     pub fn simba_lock_acquire(
         out: *mut *mut simba_term_t,
@@ -248,6 +254,8 @@ extern "C" {
     pub fn simba_task_stop(t: *mut simba_task_t, done: simba_done_fn, ud: *mut c_void) -> c_int;
     pub fn simba_task_step_down(t: *mut simba_task_t, cooldown_ms: i64, done: simba_done_fn, ud: *mut c_void) -> c_int;
     pub fn simba_task_close(t: *mut simba_task_t) -> c_int;
+    /// Since 1.4.
+    pub fn simba_task_close_async(t: *mut simba_task_t, done: simba_done_fn, ud: *mut c_void) -> c_int;
 }
 
 #[cfg(simba_c_glue)]

@@ -48,15 +48,16 @@ pub struct Client {
 unsafe impl Send for Client {}
 unsafe impl Sync for Client {}
 
-/// The oldest library this binding runs on: it takes its names from 1.3.
-const MIN_VERSION: u32 = 0x010300;
+/// The oldest library this binding runs on: it takes its names from 1.3 and
+/// closes every handle with the `X_close_async` of 1.4.
+const MIN_VERSION: u32 = 0x010400;
 
 fn open_raw(url: &str, cfg: Option<&Config>) -> Result<(*mut sys::simba_client_t, Arc<Shared>)> {
     let loaded = unsafe { sys::simba_version() };
     if loaded < MIN_VERSION {
         return Err(Error::with_message(
             sys::SIMBA_EUNSUPPORTED,
-            format!("this binding needs libsimba >= 1.3, loaded {}", crate::version_string()),
+            format!("this binding needs libsimba >= 1.4, loaded {}", crate::version_string()),
         ));
     }
     let u = cstring(url, "backend URL")?;

@@ -86,10 +86,10 @@ unsafe extern "C" fn revoked_tramp(ud: *mut c_void, t: *mut sys::simba_term_t, r
 ///
 /// Dropping it stops it: outside callbacks the drop waits until the stop
 /// completed (term revoked and released) and no callback of it runs, then
-/// frees the listener. Dropped inside a callback or leader work, it stops
-/// without waiting and the listener is freed once its last callback ran (at
-/// the latest when the client is closed); a [`Completion`] of it still pending
-/// then that the library will no longer report completes with `Canceled`.
+/// frees the listener. Dropped inside a callback or leader work, it is closed
+/// as [`Election::close_async`] does (the listener hears nothing more; it is
+/// freed once the election's last callback ran); a [`Completion`] of a stop or
+/// step-down asked for before still completes.
 ///
 /// ```
 /// use std::sync::mpsc;
@@ -111,7 +111,7 @@ pub struct Election {
 
 static ELECTION: Kind = Kind {
     what: "election",
-    stop: Some(|raw, done, ud| unsafe { sys::simba_election_stop(raw.cast(), done, ud) }),
+    close_async: |raw, done, ud| unsafe { sys::simba_election_close_async(raw.cast(), done, ud) },
     free: |raw| unsafe { sys::simba_election_free(raw.cast()) },
 };
 
@@ -166,6 +166,26 @@ impl Election {
     /// contend for `cooldown` from now; the election stays started.
     pub fn step_down(&self, cooldown: Duration) -> Result<Completion> {
         self.h.call(|done, ud| unsafe { sys::simba_election_step_down(self.as_raw(), span_ms(cooldown), done, ud) })
+    }
+
+    /// Closes the election without waiting, from anywhere, its own callbacks
+    /// included (`simba_election_close_async`, libsimba 1.4): stops it unless a
+    /// stop was asked for; the listener is detached at once (no callback of it
+    /// starts after this returns, not even the `on_revoked` of the term this
+    /// stops; `Term::on_revoked` callbacks do run). The completion is done
+    /// exactly once, after the stop completed (the name released), the
+    /// completions of an earlier stop or step-down, and the election's last
+    /// callback, with the listener dropped.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let client = simba::Client::open("memory://doc-election-close")?;
+    /// let election = client.election("doc.close", simba::listener(|_t| {}, |_t, _r| {}))?;
+    /// election.close_async().wait(Duration::from_secs(5))?;
+    /// # Ok::<(), simba::Error>(())
+    /// ```
+    pub fn close_async(self) -> Completion {
+        self.h.close_async()
     }
 }
 

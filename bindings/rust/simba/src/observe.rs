@@ -7,7 +7,7 @@ use simba_sys as sys;
 
 use crate::error::{lease_cstring, Result};
 use crate::shared::{Handle, Kind, Shared};
-use crate::util::{lock, run_callback, span_ms};
+use crate::util::{lock, run_callback, span_ms, Completion};
 
 /// The holder of an observed name, as an observer reports it: history by the
 /// time it arrives (for dashboards and routing, never for deciding who writes).
@@ -50,13 +50,17 @@ unsafe extern "C" fn observe_tramp(
     });
 }
 
-static OBSERVER: Kind =
-    Kind { what: "observer", stop: None, free: |raw| unsafe { sys::simba_observer_free(raw.cast()) } };
+static OBSERVER: Kind = Kind {
+    what: "observer",
+    close_async: |raw, done, ud| unsafe { sys::simba_observer_close_async(raw.cast(), done, ud) },
+    free: |raw| unsafe { sys::simba_observer_free(raw.cast()) },
+};
 
 /// An observer of a name's holder ([`Client::observe`](crate::Client::observe)).
 /// Dropping it stops it: outside callbacks the drop waits until no call of its
 /// closure runs; inside one, no further call starts and the closure is freed
-/// with the client. Closing the client stops it too.
+/// once the running call returned ([`Observer::close_async`]). Closing the
+/// client stops it too.
 pub struct Observer {
     h: Handle<ObserveFn>,
 }
@@ -92,6 +96,15 @@ impl Observer {
     /// Stops observing (what dropping does).
     pub fn close(self) {
         drop(self);
+    }
+
+    /// Stops observing without waiting, from anywhere, its own closure
+    /// included (`simba_observer_close_async`, libsimba 1.4): no call of the
+    /// closure starts after this returns; the completion is done exactly once,
+    /// after the call running on another thread (if any) returned, with the
+    /// closure dropped.
+    pub fn close_async(self) -> Completion {
+        self.h.close_async()
     }
 }
 

@@ -18,23 +18,15 @@ pub(crate) struct SinkSlot {
     registered: bool,
 }
 
-/// The Rust side of a client's logger, executor and event sinks, and the
-/// closures of handles dropped where their callbacks could still run (freed
-/// with this, once the client is closed and every handle dropped).
+/// The Rust side of a client's logger, executor and event sinks.
 pub(crate) struct Shared {
     _hooks: Hooks,
     sink: Mutex<SinkSlot>,
-    graveyard: Mutex<Vec<Box<dyn Send>>>,
 }
 
 impl Shared {
     pub(crate) fn new(hooks: Hooks) -> Arc<Shared> {
-        Arc::new(Shared { _hooks: hooks, sink: Mutex::new(SinkSlot::default()), graveyard: Mutex::new(Vec::new()) })
-    }
-
-    /// Keeps `b` until the client is closed and every handle dropped.
-    fn retire(&self, b: Box<dyn Send>) {
-        lock(&self.graveyard).push(b);
+        Arc::new(Shared { _hooks: hooks, sink: Mutex::new(SinkSlot::default()) })
     }
 
     /// Replaces the client's event sink (`None` stops delivery, also of a
@@ -81,13 +73,14 @@ unsafe extern "C" fn event_tramp(ud: *mut c_void, kind: sys::simba_event_type_t,
     });
 }
 
-/// How one kind of C handle is stopped (with a done) and freed.
+/// How one kind of C handle is closed: without waiting (the one close shape
+/// of 1.4, whose done is the handle's last callback) or, outside callbacks,
+/// by its older free, which waits.
 pub(crate) struct Kind {
     pub(crate) what: &'static str,
-    /// `None`: the handle has no stop with a done (an observer).
-    pub(crate) stop: Option<unsafe fn(*mut c_void, sys::simba_done_fn, *mut c_void) -> c_int>,
+    /// `X_close_async` (SIMBA_1.4): callable anywhere, never blocks.
+    pub(crate) close_async: unsafe fn(*mut c_void, sys::simba_done_fn, *mut c_void) -> c_int,
     /// Outside callbacks: stops, and waits for the stop and running callbacks.
-    /// Inside: frees without waiting.
     pub(crate) free: unsafe fn(*mut c_void),
 }
 
@@ -103,18 +96,16 @@ impl<U> Drop for UserData<U> {
 
 /// A C handle whose callbacks get `*mut U` as user data. Dropped outside
 /// callbacks it frees the handle (which waits for the stop and for running
-/// callbacks), then `U`. Dropped inside a callback, where that wait would wait
-/// for itself, it stops the handle and frees both from the stop's done (its
-/// last callback); if no such done can come (a stop already under way, or a
-/// handle without one), it frees the handle at once and keeps `U` until the
-/// client is gone.
+/// callbacks), then `U`. Closed with [`Handle::close_async`], or dropped
+/// inside a callback (where that wait would wait for itself), it is closed
+/// with its `X_close_async`, and `U` is freed in that close's done, the
+/// handle's last callback (docs/bindings-contract.md).
 pub(crate) struct Handle<U: Send + 'static> {
+    /// Null once closed with `close_async`.
     raw: *mut c_void,
     ud: *mut U,
     kind: &'static Kind,
     shared: Arc<Shared>,
-    /// Completions of stops and step-downs not known to be done.
-    pending: Mutex<Vec<Completion>>,
 }
 
 // SAFETY: the ABI lets every handle function be called from any thread; U is
@@ -137,7 +128,7 @@ impl<U: Send + 'static> Handle<U> {
             drop(UserData(ud));
             return Err(e);
         }
-        Ok(Handle { raw, ud, kind, shared: shared.clone(), pending: Mutex::new(Vec::new()) })
+        Ok(Handle { raw, ud, kind, shared: shared.clone() })
     }
 
     pub(crate) fn raw(&self) -> *mut c_void {
@@ -149,67 +140,75 @@ impl<U: Send + 'static> Handle<U> {
         unsafe { &*self.ud }
     }
 
-    /// Starts an asynchronous stop or step-down; its completion is settled
-    /// with `Canceled` should the handle be dropped where its done cannot come.
+    /// Starts an asynchronous stop or step-down. Its done runs even when the
+    /// handle is closed meanwhile (before the close's done).
     pub(crate) fn call(&self, start: impl FnOnce(sys::simba_done_fn, *mut c_void) -> c_int) -> Result<Completion> {
-        let c = with_completion(start)?;
-        let mut p = lock(&self.pending);
-        p.retain(|x| !x.is_done());
-        p.push(c.clone());
-        Ok(c)
+        with_completion(start)
+    }
+
+    /// Closes the handle without waiting: the completion is done once the
+    /// handle's last callback ran and its user data was dropped.
+    pub(crate) fn close_async(mut self) -> Completion {
+        let c = Completion::new();
+        self.start_close(Some(c.clone()));
+        c
+    }
+
+    fn start_close(&mut self, then: Option<Completion>) {
+        let raw = std::mem::replace(&mut self.raw, std::ptr::null_mut());
+        let closing = Box::into_raw(Box::new(Closing {
+            ud: UserData(self.ud),
+            then,
+            what: self.kind.what,
+            _client: self.shared.clone(),
+        }));
+        let rc = unsafe { (self.kind.close_async)(raw, Some(closed::<U>), closing as *mut c_void) };
+        if rc != sys::SIMBA_OK {
+            // Not started (out of memory): free the handle the old way, and
+            // leak the user data, which its callbacks may still reach.
+            let e = Error::last(rc);
+            let c = unsafe { Box::from_raw(closing) };
+            unsafe { (self.kind.free)(raw) };
+            let Closing { ud, then, .. } = *c;
+            std::mem::forget(ud);
+            if let Some(t) = then {
+                t.complete(Err(e));
+            }
+        }
     }
 }
 
-struct Deferred<U> {
-    raw: *mut c_void,
-    free: unsafe fn(*mut c_void),
-    what: &'static str,
+/// The done of a handle's close: its last callback.
+struct Closing<U> {
     ud: UserData<U>,
+    then: Option<Completion>,
+    what: &'static str,
+    /// Keeps the client's sinks alive as long as the handle.
     _client: Arc<Shared>,
 }
 
-unsafe extern "C" fn deferred_free<U: Send + 'static>(ud: *mut c_void, _err: c_int) {
-    let d = Box::from_raw(ud as *mut Deferred<U>);
-    run_callback(d.what, move || {
-        // Inside the stop's done, the handle's last callback: frees at once.
-        (d.free)(d.raw);
-        drop(d);
+unsafe extern "C" fn closed<U: Send + 'static>(ud: *mut c_void, err: c_int) {
+    let c = Box::from_raw(ud as *mut Closing<U>);
+    run_callback(c.what, move || {
+        let Closing { ud, then, _client, .. } = *c;
+        drop(ud); // no callback of the handle runs any more
+        if let Some(t) = then {
+            t.complete(crate::error::check_async(err));
+        }
     });
 }
 
 impl<U: Send + 'static> Drop for Handle<U> {
     fn drop(&mut self) {
+        if self.raw.is_null() {
+            return; // closed with close_async: its done frees the user data
+        }
+        if in_callback() {
+            self.start_close(None);
+            return;
+        }
         let ud = UserData(self.ud);
-        if !in_callback() {
-            unsafe { (self.kind.free)(self.raw) };
-            return; // `ud` freed here, after the wait
-        }
-        let ud = match self.kind.stop {
-            None => ud,
-            Some(stop) => {
-                let d = Box::into_raw(Box::new(Deferred {
-                    raw: self.raw,
-                    free: self.kind.free,
-                    what: self.kind.what,
-                    ud,
-                    _client: self.shared.clone(),
-                }));
-                if unsafe { stop(self.raw, Some(deferred_free::<U>), d as *mut c_void) } == sys::SIMBA_OK {
-                    return;
-                }
-                unsafe { Box::from_raw(d) }.ud
-            }
-        };
-        // No done will come: free the handle now (it returns at once here),
-        // keep the closure until the client is gone, and settle the
-        // completions the library will no longer report.
         unsafe { (self.kind.free)(self.raw) };
-        self.shared.retire(Box::new(ud));
-        for c in lock(&self.pending).drain(..) {
-            c.complete(Err(Error::with_message(
-                sys::SIMBA_ECANCELED,
-                format!("the {} was dropped inside a callback before this completed", self.kind.what),
-            )));
-        }
+        drop(ud); // after the wait
     }
 }

@@ -64,7 +64,9 @@ fn track(current: &Arc<Mutex<Vec<Term>>>, term: &Term) {
 /// sees it), the engine waits until the work returned (or the term's deadline
 /// passed), then releases the lease. Dropping the task (or [`Task::close`])
 /// stops it and, outside callbacks and leader work, waits until every run of the
-/// work returned; then the closure is freed.
+/// work returned; then the closure is freed. Inside them (or with
+/// [`Task::close_async`]) it does not wait: the closure is freed in the
+/// close's done.
 ///
 /// ```
 /// use std::sync::mpsc;
@@ -86,7 +88,7 @@ pub struct Task {
 
 static TASK: Kind = Kind {
     what: "task",
-    stop: Some(|raw, done, ud| unsafe { sys::simba_task_stop(raw.cast(), done, ud) }),
+    close_async: |raw, done, ud| unsafe { sys::simba_task_close_async(raw.cast(), done, ud) },
     free: |raw| unsafe {
         sys::simba_task_close(raw.cast());
     },
@@ -188,6 +190,18 @@ impl Task {
     pub fn close(self) -> Result<()> {
         drop(self);
         Ok(())
+    }
+
+    /// Closes the task without waiting, from anywhere, its own leader work
+    /// included (`simba_task_close_async`, libsimba 1.4): stops it in handover
+    /// order unless a stop was asked for. The completion is done exactly once,
+    /// after the stop completed, every run of the work returned (work that
+    /// ignores its revocation delays it, never the handover), and the task's
+    /// last callback, with the work closure dropped. For a group: once every
+    /// partition was handed over and the member lock released. What dropping
+    /// does inside a callback or leader work.
+    pub fn close_async(self) -> Completion {
+        self.h.close_async()
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 use simba_sys as sys;
 
 use crate::error::{check, Error, Result};
-use crate::util::{ms_duration, run_callback, span_ms, wait_ms, OneShot};
+use crate::util::{ms_duration, run_callback, span_ms, wait_ms, with_completion, Completion, OneShot};
 
 c_enum! {
     /// Why a term ended. `Display` prints the library's name (`STOPPED`, ...;
@@ -205,6 +205,32 @@ impl std::fmt::Debug for Revoked {
     }
 }
 
+impl Term {
+    /// Drops this reference without waiting, from anywhere
+    /// (`simba_term_close_async`, libsimba 1.4). For an election's term (or a
+    /// lock term already released) the completion is done after the callbacks
+    /// already queued for the term; it never revokes it. The completion is
+    /// done exactly once.
+    pub fn close_async(self) -> Completion {
+        let raw = ManuallyDrop::new(self).raw;
+        term_close_async(raw)
+    }
+}
+
+/// `simba_term_close_async` of one reference; done once it ran.
+fn term_close_async(raw: *mut sys::simba_term_t) -> Completion {
+    match with_completion(|done, ud| unsafe { sys::simba_term_close_async(raw, done, ud) }) {
+        Ok(c) => c,
+        Err(e) => {
+            // Not started (out of memory): drop the reference as before.
+            unsafe { sys::simba_term_release(raw) };
+            let c = Completion::new();
+            c.complete(Err(e));
+            c
+        }
+    }
+}
+
 impl Clone for Term {
     fn clone(&self) -> Term {
         unsafe { sys::simba_term_retain(self.raw) };
@@ -281,6 +307,27 @@ impl LockTerm {
         let raw = self.term.raw;
         std::mem::forget(self);
         check(unsafe { sys::simba_lock_release(raw) })
+    }
+
+    /// Releases the lock without waiting, from anywhere, callbacks included
+    /// (`simba_term_close_async`, libsimba 1.4): the term is revoked
+    /// (`Stopped`) and the lease released with its token. The completion is
+    /// done exactly once, after the backend answered the release (or, when it
+    /// failed, once it is being retried in the background) and every
+    /// `on_revoked` callback of the term ran. Clones of the term stay readable.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let client = simba::Client::open("memory://doc-lock-close")?;
+    /// let held = client.lock("doc.lock.close", Duration::from_secs(5))?;
+    /// held.close_async().wait(Duration::from_secs(5))?;
+    /// client.try_lock("doc.lock.close")?.unlock()?;
+    /// # Ok::<(), simba::Error>(())
+    /// ```
+    pub fn close_async(self) -> Completion {
+        let raw = self.term.raw;
+        std::mem::forget(self);
+        term_close_async(raw)
     }
 }
 
