@@ -61,7 +61,7 @@ static void clear_pending(JNIEnv *env) {
 }
 
 /* The JNIEnv of this thread, attaching it once (as a daemon) if the library made it. */
-static JNIEnv *get_env(void) {
+JNIEnv *get_env(void) {
   JNIEnv *env = NULL;
   jint rc = (*g_vm)->GetEnv(g_vm, (void **)&env, JNI_VERSION_1_8);
   if (rc == JNI_OK) return env;

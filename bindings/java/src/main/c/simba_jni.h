@@ -19,6 +19,8 @@ typedef struct {
   jobject logger;   /* global: logger object, or NULL */
 } jclient_t;
 
+/* The JNIEnv of this thread (a library thread is attached once), or NULL. */
+JNIEnv *get_env(void);
 /* A global reference to `o` (NULL for NULL), counted for Native.liveRefs. */
 jobject new_ref(JNIEnv *env, jobject o);
 void del_ref(JNIEnv *env, jobject r);

@@ -24,6 +24,7 @@ typedef struct {
   simba_task_t *t;
   simba_observer_t *o;
   jobject upcall; /* global: the listener, the work or the observer */
+  jobject closed; /* global: the done of closeAsync, once asked for */
 } jhandle_t;
 
 static const char *const k_name_what[] = {"lease name", "lease name", "lease name", "group name",
@@ -100,6 +101,40 @@ JNIEXPORT void JNICALL Java_io_simba_Native_free(JNIEnv *env, jclass cls, jlong 
   simba_observer_free(jh->o);
   del_ref(env, jh->upcall);
   free(jh);
+}
+
+/* The done of X_close_async: the handle's last callback, so the upcall ref and
+ * jh go here, before Java hears of it. */
+static void tr_handle_closed(void *ud, int err) {
+  jhandle_t *jh = ud;
+  JNIEnv *env = get_env();
+  if (!env) return;
+  jobject done = jh->closed;
+  del_ref(env, jh->upcall);
+  free(jh);
+  tr_done_once(done, err);
+}
+
+/* Close without waiting, from anywhere (SIMBA_1.4): SIMBA_OK and done will run
+ * once, after every other callback of the handle; else nothing happened. */
+JNIEXPORT jint JNICALL Java_io_simba_Native_closeAsync(JNIEnv *env, jclass cls, jlong h,
+                                                       jobject done) {
+  (void)cls;
+  jhandle_t *jh = (jhandle_t *)(intptr_t)h;
+  if (!jh) return SIMBA_EINVAL;
+  jh->closed = new_ref(env, done);
+  int rc;
+  if (jh->e)
+    rc = simba_election_close_async(jh->e, tr_handle_closed, jh);
+  else if (jh->t)
+    rc = simba_task_close_async(jh->t, tr_handle_closed, jh);
+  else
+    rc = simba_observer_close_async(jh->o, tr_handle_closed, jh);
+  if (rc != SIMBA_OK) {
+    del_ref(env, jh->closed);
+    jh->closed = NULL;
+  }
+  return rc;
 }
 
 /* ---------------------------------------------------------------- locks */
@@ -236,6 +271,17 @@ JNIEXPORT void JNICALL Java_io_simba_Native_termRetain(JNIEnv *env, jclass cls, 
   (void)env;
   (void)cls;
   simba_term_retain(TERM(t));
+}
+
+/* Drops one reference without waiting (a lock term's lock reference: releases
+ * the lock); SIMBA_OK and done runs once, else nothing happened. */
+JNIEXPORT jint JNICALL Java_io_simba_Native_termCloseAsync(JNIEnv *env, jclass cls, jlong t,
+                                                           jobject done) {
+  (void)cls;
+  jobject ref = new_ref(env, done);
+  int rc = simba_term_close_async(TERM(t), tr_done_once, ref);
+  if (rc != SIMBA_OK) del_ref(env, ref);
+  return rc;
 }
 
 JNIEXPORT void JNICALL Java_io_simba_Native_termRelease(JNIEnv *env, jclass cls, jlong t) {

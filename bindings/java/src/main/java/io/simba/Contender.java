@@ -17,6 +17,7 @@ abstract class Contender extends Upcall {
   final String name;
   private long handle; // guarded by this; 0 once freed
   private CompletableFuture<Void> stopped; // guarded by this; set by the first stop
+  private CompletableFuture<Void> closing; // guarded by this; set by closeAsync
   volatile Term current;
 
   Contender(Simba simba, String name) {
@@ -125,6 +126,47 @@ abstract class Contender extends Upcall {
       if (rc != 0) throw SimbaException.of(rc, name + ": step-down refused");
     }
     return f.minimalCompletionStage();
+  }
+
+  /**
+   * Closes without waiting, from anywhere: its own callbacks and leader work included
+   * (simba_election_close_async, simba_task_close_async; libsimba 1.4). Stops it unless a
+   * stop was asked for; the listener or work hears nothing more from the call on (a
+   * callback running on another thread finishes first; onRevoked of the term this stops
+   * is not delivered, a term's {@code revoked()} stage is). The returned future completes
+   * exactly once, on a library thread, after the stop completed (the name released),
+   * the stages of an earlier stop or step-down, every run of leader work and every other
+   * callback: it is the last callback, and the native handle and listener reference are
+   * freed before it. Calling it again, or after the handle was freed, returns a future
+   * that completes once that close did.
+   */
+  public CompletableFuture<Void> closeAsync() {
+    CompletableFuture<Void> f;
+    synchronized (this) {
+      if (closing != null) return closing;
+      f = closing = new CompletableFuture<>();
+      if (stopped == null) stopped = f; // stop() after this: the close is the stop
+      long h = handle;
+      handle = 0;
+      if (h != 0) {
+        int rc = Native.closeAsync(h, new Upcall() {
+          @Override
+          void done(int err) { // the last callback: the glue freed the handle first
+            simba.untrack(Contender.this);
+            f.complete(null);
+          }
+        });
+        if (rc == 0) return f;
+        handle = h; // not started (out of memory): nothing happened
+        closing = null;
+        if (stopped == f) stopped = null;
+        f.completeExceptionally(SimbaException.of(rc, name + ": close refused"));
+        return f;
+      }
+    }
+    // freed already (by a stop's done or the client's close): nothing will call back
+    f.complete(null);
+    return f;
   }
 
   /**

@@ -146,6 +146,22 @@ public final class Election implements AutoCloseable {
   }
 
   /**
+   * Closes what was started on this name without waiting, from anywhere, its own callbacks
+   * included (simba_election_close_async; libsimba 1.4): stops it unless a stop was asked
+   * for, and the listener hears nothing more (not even onRevoked of the term this stops).
+   * The future completes exactly once, after the stop completed (the name released), the
+   * stages of an earlier stop or step-down and every other callback: it is the last one.
+   * Not started: completed at once.
+   */
+  public CompletableFuture<Void> closeAsync() {
+    Contender c;
+    synchronized (this) {
+      c = active;
+    }
+    return c == null ? CompletableFuture.completedFuture(null) : c.closeAsync();
+  }
+
+  /**
    * Stops what was started on this name and waits for the stop (as {@link LeaderTask#close()}:
    * from a callback or leader work it starts the stop and returns). Not started: nothing to do.
    */

@@ -1,5 +1,6 @@
 package io.simba;
 
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
@@ -30,10 +31,52 @@ public final class LockTerm extends Term implements AutoCloseable {
     try {
       if (refs.takeLock()) Native.lockRelease(ptr);
     } finally {
-      int reason = Native.termReason(ptr); // the accessors' reference keeps it until clean()
-      endReason = reason != 0 ? reason : RevokeReason.STOPPED.code();
-      cleanable.clean(); // deregisters it from the Cleaner and drops that reference
+      ended();
     }
+  }
+
+  /**
+   * Releases the lock without waiting, from anywhere, callbacks included
+   * (simba_term_close_async; libsimba 1.4): the term is revoked (STOPPED) and the lease
+   * released with its token. The future completes exactly once, on a library thread,
+   * after the backend answered the release (or, when it failed, once it is being retried
+   * in the background) and every {@code revoked()} stage of the term ran; the accessors
+   * then answer from what the term ended with. After {@link #close()} (or a second
+   * call) it is completed at once.
+   */
+  public CompletableFuture<Void> closeAsync() {
+    CompletableFuture<Void> f = new CompletableFuture<>();
+    if (!released.compareAndSet(false, true)) {
+      f.complete(null);
+      return f;
+    }
+    if (!refs.takeLock()) { // cannot happen while this is reachable: the Cleaner takes it
+      ended();
+      f.complete(null);
+      return f;
+    }
+    int rc = Native.termCloseAsync(ptr, new Upcall() {
+      @Override
+      void done(int err) { // the lock reference is gone; the accessors' one is ours
+        ended();
+        f.complete(null);
+      }
+    });
+    if (rc != 0) { // not started (out of memory): release it the blocking way
+      try {
+        Native.lockRelease(ptr);
+      } finally {
+        ended();
+      }
+      f.completeExceptionally(SimbaException.of(rc, name() + ": close refused"));
+    }
+    return f;
+  }
+
+  private void ended() {
+    int reason = Native.termReason(ptr); // the accessors' reference keeps it until clean()
+    endReason = reason != 0 ? reason : RevokeReason.STOPPED.code();
+    cleanable.clean(); // deregisters it from the Cleaner and drops that reference
   }
 
   /** True once {@link #close()} was called. */

@@ -6,8 +6,11 @@ import java.util.concurrent.Executor;
 final class Native {
   private Native() {}
 
-  /** The least libsimba this binding runs on: 1.3 (simba_code_name, simba_lease_name_check, ...). */
-  static final int MIN_VERSION = 0x010300;
+  /**
+   * The least libsimba this binding runs on: 1.4 (the X_close_async of every handle; 1.3:
+   * simba_code_name, simba_lease_name_check, ...).
+   */
+  static final int MIN_VERSION = 0x010400;
 
   /**
    * Loads libsimba_jni: from the path in system property {@code simba.jni.library}, else from
@@ -27,8 +30,8 @@ final class Native {
         System.loadLibrary("simba_jni");
       }
       if (versionNumber() < MIN_VERSION) {
-        throw new UnsatisfiedLinkError("io.simba needs libsimba >= 1.3 (the names of its values, the"
-            + " lease-name check), loaded " + version());
+        throw new UnsatisfiedLinkError("io.simba needs libsimba >= 1.4 (the close of every handle,"
+            + " the names of its values, the lease-name check), loaded " + version());
       }
     }
 
@@ -152,6 +155,8 @@ final class Native {
   /** Stop ({@code ms < 0}) or step down for {@code ms}: the code, 0 when done will run. */
   static native int stop(long x, long ms, Object done);
   static native void free(long x);
+  /** X_close_async (1.4): 0 when done will run (the handle is freed before it), else the code. */
+  static native int closeAsync(long x, Object done);
 
   /** A lock term with two references (the lock's and the accessors'), or 0 on timeout or busy. */
   static native long lockAcquire(long h, String name, long ms, boolean tryOnly);
@@ -171,4 +176,6 @@ final class Native {
   static native boolean termWaitRevoked(long t, long ms);
   static native void termRetain(long t);
   static native void termRelease(long t);
+  /** simba_term_close_async of one reference: 0 when done will run, else the code. */
+  static native int termCloseAsync(long t, Object done);
 }

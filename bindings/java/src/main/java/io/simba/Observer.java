@@ -1,6 +1,7 @@
 package io.simba;
 
 import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
 import java.util.function.Consumer;
 
 /**
@@ -28,6 +29,7 @@ public final class Observer extends Upcall implements AutoCloseable {
   private final String name;
   private final Consumer<? super Holder> listener;
   private long handle; // guarded by this; 0 once freed
+  private CompletableFuture<Void> closing; // guarded by this; set by closeAsync
   private volatile Holder last;
 
   Observer(Simba simba, String name, Consumer<? super Holder> listener) {
@@ -63,11 +65,15 @@ public final class Observer extends Upcall implements AutoCloseable {
 
   /**
    * Stops observing. Outside callbacks it returns when no call of the listener runs;
-   * from a callback it stops the next calls and frees the handle on a thread of its own
-   * (a call running elsewhere cannot be waited for there). Later calls do nothing.
+   * from a callback it is {@link #closeAsync()}: it stops the next calls and the handle
+   * is freed once a call running elsewhere returned. Later calls do nothing.
    */
   @Override
   public void close() {
+    if (Callbacks.inCallback()) {
+      closeAsync();
+      return;
+    }
     long h;
     synchronized (this) {
       h = handle;
@@ -75,12 +81,40 @@ public final class Observer extends Upcall implements AutoCloseable {
     }
     if (h == 0) return;
     simba.untrack(this);
-    if (!Callbacks.inCallback()) {
-      Native.free(h);
-      return;
+    Native.free(h);
+  }
+
+  /**
+   * Stops observing without waiting, from anywhere, the listener included
+   * (simba_observer_close_async; libsimba 1.4): no call of the listener starts after this
+   * returns. The future completes exactly once, on a library thread, after a call running
+   * elsewhere returned: the listener's reference and the handle are freed before it.
+   * Calling it again, or after {@link #close()}, returns a future that completes once
+   * that close did.
+   */
+  public CompletableFuture<Void> closeAsync() {
+    CompletableFuture<Void> f;
+    synchronized (this) {
+      if (closing != null) return closing;
+      f = closing = new CompletableFuture<>();
+      long h = handle;
+      handle = 0;
+      if (h != 0) {
+        int rc = Native.closeAsync(h, new Upcall() {
+          @Override
+          void done(int err) {
+            simba.untrack(Observer.this);
+            f.complete(null);
+          }
+        });
+        if (rc == 0) return f;
+        handle = h; // not started (out of memory): nothing happened
+        closing = null;
+        f.completeExceptionally(SimbaException.of(rc, name + ": close refused"));
+        return f;
+      }
     }
-    Thread t = new Thread(() -> Native.free(h), "simba-observer-free");
-    t.setDaemon(true);
-    t.start();
+    f.complete(null); // closed already, and close() returned after its wait
+    return f;
   }
 }
