@@ -124,10 +124,7 @@ func TestElectionCloseAsync(t *testing.T) {
 			if _, err := el.Await(context.Background()); !errors.Is(err, ErrState) {
 				t.Fatalf("Await after CloseAsync: %v", err)
 			}
-			c.ownMu.Lock()
-			left := len(c.owned)
-			c.ownMu.Unlock()
-			if left != 0 {
+			if left := c.ownedCount(); left != 0 {
 				t.Fatalf("%d handles still owned by the client after done", left)
 			}
 			_ = el.Close() // after CloseAsync: nothing to do
@@ -282,10 +279,7 @@ func TestObserverClosesWithoutWaiting(t *testing.T) {
 	}() {
 		t.Fatal("the observer's state outlived its close")
 	}
-	c.ownMu.Lock()
-	left := len(c.owned)
-	c.ownMu.Unlock()
-	if left != 0 {
+	if left := c.ownedCount(); left != 0 {
 		t.Fatalf("%d handles still owned after the observer's close", left)
 	}
 	if err := c.Close(); err != nil {

@@ -564,12 +564,16 @@ func TestDroppedElectionLivesUntilClientClose(t *testing.T) {
 	default:
 		t.Fatal("OnRevoked had not run when Close returned")
 	}
-	c.ownMu.Lock()
-	n := len(c.owned)
-	c.ownMu.Unlock()
-	if n != 0 {
+	if n := c.ownedCount(); n != 0 {
 		t.Fatalf("%d elections or tasks left after Close", n)
 	}
+}
+
+// ownedCount is how many elections, tasks and observers the client owns.
+func (c *Client) ownedCount() int {
+	c.ownMu.Lock()
+	defer c.ownMu.Unlock()
+	return len(c.owned)
 }
 
 func (c *Client) queued(name string) int {

@@ -184,6 +184,23 @@ func (s *stopper) StepDown(ctx context.Context, cooldown time.Duration) error {
 	return w.wait(ctx, "StepDown")
 }
 
+// take marks it closed for the one close (Close or CloseAsync) that gets ok,
+// returning the stop under way if any; ok is false for every later one.
+func (s *stopper) take() (w *doneWaiter, ok bool) {
+	s.mu.Lock()
+	if s.freed {
+		s.mu.Unlock()
+		return nil, false
+	}
+	s.freed = true
+	w = s.stopW
+	s.mu.Unlock()
+	if s.onStop != nil {
+		s.onStop()
+	}
+	return w, true
+}
+
 // CloseAsync closes it without waiting, from anywhere: its own callbacks and
 // leader work included (simba_election_close_async, simba_task_close_async).
 // It stops it if no stop was asked for; no callback of it starts after the
@@ -196,20 +213,13 @@ func (s *stopper) StepDown(ctx context.Context, cooldown time.Duration) error {
 // unless the library could not start the close (then done runs with that
 // error too). Needs libsimba >= 1.4.
 func (s *stopper) CloseAsync(done func(error)) error {
-	s.mu.Lock()
-	if s.freed {
-		s.mu.Unlock()
+	w, ok := s.take()
+	if !ok {
 		go func() {
 			<-s.ended
 			userDone(done, nil, s.client.report, s.what)
 		}()
 		return nil
-	}
-	s.freed = true
-	w := s.stopW
-	s.mu.Unlock()
-	if s.onStop != nil {
-		s.onStop()
 	}
 	return closeAsync("CloseAsync", s.kind, s.p, func(err error) {
 		s.onFree()
@@ -228,16 +238,9 @@ func (s *stopper) CloseAsync(done func(error)) error {
 // starts the stop and returns at once. Idempotent; always returns nil.
 // After CloseAsync it returns at once (CloseAsync's done says when it ended).
 func (s *stopper) Close() error {
-	s.mu.Lock()
-	if s.freed {
-		s.mu.Unlock()
+	w, ok := s.take()
+	if !ok {
 		return nil
-	}
-	s.freed = true
-	w := s.stopW
-	s.mu.Unlock()
-	if s.onStop != nil {
-		s.onStop()
 	}
 	C.s_free(s.kind, s.p)
 	s.onFree()
