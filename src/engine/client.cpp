@@ -701,7 +701,10 @@ void Client::lock_release(Term* term, bool wait_for_answer, LastFn then) {
     // The lock may be done already (revoked, then released), its id reused.
     if (!c || c->kind != ContenderKind::kLock || lock_of(*c).current != term) {
       w->finish(Code::kOk);
-      if (then_held) run_last(*term->queue, std::move(*then_held));
+      // After its on_revoked callbacks, which may wait for a later loop turn.
+      if (then_held) {
+        in_order(id, false, [term, then_held] { run_last(*term->queue, std::move(*then_held)); });
+      }
       return;
     }
     if (block) lock_of(*c).released = w;
