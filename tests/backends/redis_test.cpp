@@ -16,9 +16,11 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -555,6 +557,101 @@ TEST(Redis, StoppedServerIsCutAtTheCallTimeout) {
       << "no new command connection\n"
       << c.logs.all();
   EXPECT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+}
+
+// ADR 0039, the backend alone, as the core drives it: a call to a server that
+// stopped answering (SIGSTOP) is not ended by a timer of the backend's own,
+// however long its budget passed. Abandoned, as the core abandons a call
+// whose timeout passed, it ends with kError on a later loop turn (never
+// kTimeout, never inside abandon()), its stuck connection is dropped, and
+// once the server answers again the next call on the same session succeeds.
+TEST(Redis, AnAbandonedCallDropsItsStuckConnectionAndTheNextCallSucceeds) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start()) << "cannot start redis-server on " << port;
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  std::vector<std::string> logs;
+  simba::BackendContext ctx;
+  ctx.loop = &loop;
+  ctx.log = [&logs](int, const std::string& line) { logs.push_back(line); };
+  simba::BackendError why = simba::BackendError::kNone;
+  std::string error;
+  std::unique_ptr<simba::Backend> b = simba::make_backend(ctx, server.url(), &why, &error);
+  ASSERT_NE(b, nullptr) << error;
+  // Runs the loop until `done()` or `limit_ms` passed; true when done.
+  uv_timer_t tick;
+  uv_timer_init(&loop, &tick);
+  auto run_until = [&](const std::function<bool()>& done, int64_t limit_ms) {
+    const int64_t until = mono_ns() + limit_ms * kMsNs;
+    while (!done() && mono_ns() < until) {
+      uv_timer_start(
+          &tick, [](uv_timer_t*) {}, 5, 0);
+      uv_run(&loop, UV_RUN_ONCE);
+    }
+    return done();
+  };
+  const simba::Duration budget = simba::ms(200);
+
+  std::string sid;
+  int opened = 0;
+  b->open_session(simba::ms(10000), budget, [&](const simba::OpenReply& r) {
+    ++opened;
+    if (r.outcome == simba::Outcome::kOk) sid = r.session_id;
+  });
+  ASSERT_TRUE(run_until([&] { return opened > 0; }, 5000 * slow_factor()));
+  ASSERT_FALSE(sid.empty());
+
+  server.signal(SIGSTOP);
+  int answers = 0;
+  simba::AcquireReply got;
+  const simba::Backend::CallRef call =
+      b->acquire(sid, "stuck", budget, [&](const simba::AcquireReply& r) {
+        ++answers;
+        got = r;
+      });
+  ASSERT_NE(call, 0u);
+  run_until([&] { return answers > 0; }, 3 * 200);
+  EXPECT_EQ(answers, 0) << "the backend ended a call by a timer of its own";
+  b->abandon(call);
+  EXPECT_EQ(answers, 0) << "ended inside abandon()";
+  ASSERT_TRUE(run_until([&] { return answers > 0; }, 1000 * slow_factor()));
+  EXPECT_EQ(got.outcome, simba::Outcome::kError) << got.error;
+  bool said_why = false;
+  for (const std::string& l : logs)
+    said_why |= l.find("no answer within the call's timeout") != std::string::npos;
+  EXPECT_TRUE(said_why) << "the connection was not dropped as stuck";
+  b->abandon(call);  // already ended: nothing happens
+  run_until([] { return false; }, 50);
+  EXPECT_EQ(answers, 1);
+
+  server.signal(SIGCONT);
+  // The first calls may be refused while the backend waits its reconnect
+  // backoff; then one goes out on a new connection and wins. (Another name:
+  // the server may still run the abandoned acquire it had read, and then
+  // holds "stuck" for this very session, which is why the core waits for an
+  // abandoned acquire's answer before it sends the next of its name.)
+  simba::AcquireReply next;
+  const int64_t until = mono_ns() + 5000 * slow_factor() * kMsNs;
+  while (next.outcome != simba::Outcome::kOk && mono_ns() < until) {
+    int done = 0;
+    b->acquire(sid, "after", simba::ms(2000), [&](const simba::AcquireReply& r) {
+      ++done;
+      next = r;
+    });
+    ASSERT_TRUE(run_until([&] { return done > 0; }, 5000 * slow_factor()));
+    if (next.outcome != simba::Outcome::kOk) run_until([] { return false; }, 50);
+  }
+  EXPECT_EQ(next.outcome, simba::Outcome::kOk) << next.error;
+
+  bool shut = false;
+  b->shutdown([&shut] { shut = true; });
+  uv_close(reinterpret_cast<uv_handle_t*>(&tick), nullptr);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  EXPECT_TRUE(shut);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
 }
 
 // A call that times out drops the connection it went out on, and the other
