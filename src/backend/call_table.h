@@ -91,6 +91,10 @@ class CallTable {
     c->abandoned = true;
     uv_timer_start(&c->timer, on_timer, static_cast<uint64_t>(std::max<int64_t>(0, after_ms)), 0);
   }
+  // Backend::abandon: the call `id`, unless it completed.
+  void abandon(uint64_t id) {
+    if (Call* c = find(id)) abandon(c);
+  }
 
   // Forgets `c`: nothing finds it again. Its memory stays valid until a later
   // loop turn (its timer's close callback), so move its callback out first and

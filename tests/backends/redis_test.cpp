@@ -30,6 +30,7 @@
 #include "backend/redis/redis_keys.h"
 #include "backend/redis/redis_url.h"
 #include "backend/redis/uv_hiredis.h"
+#include "backends/backend_on_loop.h"
 #include "backends/redis_servers.h"
 #include "backends/simba_testing.h"
 #include "simba.h"
@@ -571,28 +572,8 @@ TEST(Redis, AnAbandonedCallDropsItsStuckConnectionAndTheNextCallSucceeds) {
   ASSERT_GT(port, 0);
   OwnServer server(port);
   ASSERT_TRUE(server.start()) << "cannot start redis-server on " << port;
-  uv_loop_t loop;
-  uv_loop_init(&loop);
-  std::vector<std::string> logs;
-  simba::BackendContext ctx;
-  ctx.loop = &loop;
-  ctx.log = [&logs](int, const std::string& line) { logs.push_back(line); };
-  simba::BackendError why = simba::BackendError::kNone;
-  std::string error;
-  std::unique_ptr<simba::Backend> b = simba::make_backend(ctx, server.url(), &why, &error);
-  ASSERT_NE(b, nullptr) << error;
-  // Runs the loop until `done()` or `limit_ms` passed; true when done.
-  uv_timer_t tick;
-  uv_timer_init(&loop, &tick);
-  auto run_until = [&](const std::function<bool()>& done, int64_t limit_ms) {
-    const int64_t until = mono_ns() + limit_ms * kMsNs;
-    while (!done() && mono_ns() < until) {
-      uv_timer_start(
-          &tick, [](uv_timer_t*) {}, 5, 0);
-      uv_run(&loop, UV_RUN_ONCE);
-    }
-    return done();
-  };
+  BackendOnLoop b(server.url());
+  ASSERT_TRUE(b) << b.error();
   const simba::Duration budget = simba::ms(200);
 
   std::string sid;
@@ -601,7 +582,7 @@ TEST(Redis, AnAbandonedCallDropsItsStuckConnectionAndTheNextCallSucceeds) {
     ++opened;
     if (r.outcome == simba::Outcome::kOk) sid = r.session_id;
   });
-  ASSERT_TRUE(run_until([&] { return opened > 0; }, 5000 * slow_factor()));
+  ASSERT_TRUE(b.run_until([&] { return opened > 0; }, 5000 * slow_factor()));
   ASSERT_FALSE(sid.empty());
 
   server.signal(SIGSTOP);
@@ -613,18 +594,16 @@ TEST(Redis, AnAbandonedCallDropsItsStuckConnectionAndTheNextCallSucceeds) {
         got = r;
       });
   ASSERT_NE(call, 0u);
-  run_until([&] { return answers > 0; }, 3 * 200);
+  b.run_until([&] { return answers > 0; }, 3 * 200);
   EXPECT_EQ(answers, 0) << "the backend ended a call by a timer of its own";
   b->abandon(call);
   EXPECT_EQ(answers, 0) << "ended inside abandon()";
-  ASSERT_TRUE(run_until([&] { return answers > 0; }, 1000 * slow_factor()));
+  ASSERT_TRUE(b.run_until([&] { return answers > 0; }, 1000 * slow_factor()));
   EXPECT_EQ(got.outcome, simba::Outcome::kError) << got.error;
-  bool said_why = false;
-  for (const std::string& l : logs)
-    said_why |= l.find("no answer within the call's timeout") != std::string::npos;
-  EXPECT_TRUE(said_why) << "the connection was not dropped as stuck";
+  EXPECT_TRUE(b.logged("no answer within the call's timeout"))
+      << "the connection was not dropped as stuck";
   b->abandon(call);  // already ended: nothing happens
-  run_until([] { return false; }, 50);
+  b.run_for(50);
   EXPECT_EQ(answers, 1);
 
   server.signal(SIGCONT);
@@ -641,17 +620,10 @@ TEST(Redis, AnAbandonedCallDropsItsStuckConnectionAndTheNextCallSucceeds) {
       ++done;
       next = r;
     });
-    ASSERT_TRUE(run_until([&] { return done > 0; }, 5000 * slow_factor()));
-    if (next.outcome != simba::Outcome::kOk) run_until([] { return false; }, 50);
+    ASSERT_TRUE(b.run_until([&] { return done > 0; }, 5000 * slow_factor()));
+    if (next.outcome != simba::Outcome::kOk) b.run_for(50);
   }
   EXPECT_EQ(next.outcome, simba::Outcome::kOk) << next.error;
-
-  bool shut = false;
-  b->shutdown([&shut] { shut = true; });
-  uv_close(reinterpret_cast<uv_handle_t*>(&tick), nullptr);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  EXPECT_TRUE(shut);
-  EXPECT_EQ(uv_loop_close(&loop), 0);
 }
 
 // A call that times out drops the connection it went out on, and the other

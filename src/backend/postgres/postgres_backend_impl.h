@@ -88,9 +88,7 @@ class PostgresBackend final : public Backend {
 
   CallRef inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
 
-  void abandon(CallRef call) override {
-    if (Call* c = calls_.find(call)) calls_.abandon(c);
-  }
+  void abandon(CallRef call) override { calls_.abandon(call); }
   void on_released(ReleasedFn fn) override { released_fn_ = std::move(fn); }
 
   void shutdown(std::function<void()> done) override;

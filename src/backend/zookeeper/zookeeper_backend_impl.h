@@ -156,9 +156,7 @@ class ZookeeperBackend final : public Backend {
                   Duration timeout, DoneCb cb) override;
   CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) override;
   CallRef inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
-  void abandon(CallRef call) override {
-    if (Call* c = calls_.find(call)) calls_.abandon(c);
-  }
+  void abandon(CallRef call) override { calls_.abandon(call); }
   void on_released(ReleasedFn fn) override { released_fn_ = std::move(fn); }
   void shutdown(std::function<void()> done) override;
 
