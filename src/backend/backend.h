@@ -3,11 +3,20 @@
 // retry, when a term ends): that is the core's job.
 //
 // Every method is called on the client's loop thread, and every callback runs
-// on that thread, never inside the call that started it. Each call completes
-// at most once; a backend that gets no answer completes with kTimeout after the
-// call's timeout. The core keeps its own timeouts too and treats an answer that
-// arrives after them safely, so a backend may also deliver a late answer. After
-// shutdown() no completion runs.
+// on that thread, never inside the call that started it. After shutdown() no
+// completion runs.
+//
+// Timeouts (ADR 0039): the caller alone times a call. A backend completes a
+// call exactly once, from what its transport says (an answer, an error, a
+// connection lost), never with kTimeout from a timer of its own. Whoever
+// started a call owns its timeout: the core for the session's calls
+// (Effects::abandon), the engine for the calls it makes itself (inspect).
+// When it gives up, it calls abandon(call): the backend then ends the call on
+// a later loop turn, with the answer if its transport already holds it, else
+// with kError, and drops a connection the unanswered call may have left stuck
+// (its other calls fail with it), as a timeout did before. `timeout` stays the
+// call's budget for what a transport needs one for (a server-side statement
+// timeout, how long WAIT waits); it arms no completion.
 #ifndef SIMBA_BACKEND_BACKEND_H
 #define SIMBA_BACKEND_BACKEND_H
 
@@ -34,27 +43,33 @@ class Backend {
   using DoneCb = std::function<void(const DoneReply&)>;
   using ReleasedFn = std::function<void(const std::string& name)>;
   using InspectCb = std::function<void(const InspectReply&)>;
+  // Names a call the backend started, for abandon(); 0 names none.
+  using CallRef = uint64_t;
 
   virtual ~Backend() = default;
 
   // A new session valid for `lease` on the backend's clock; never reuses an id.
-  virtual void open_session(Duration lease, Duration timeout, OpenCb cb) = 0;
+  virtual CallRef open_session(Duration lease, Duration timeout, OpenCb cb) = 0;
   // Extends a live session and lists every lease it holds; kExpired otherwise.
-  virtual void keep_alive(const std::string& session, Duration lease, Duration timeout,
-                          KeepAliveCb cb) = 0;
+  virtual CallRef keep_alive(const std::string& session, Duration lease, Duration timeout,
+                             KeepAliveCb cb) = 0;
   // kOk with a new token, kHeld (with the holder's remaining time if known), or
   // kExpired when the session is gone.
-  virtual void acquire(const std::string& session, const std::string& name, Duration timeout,
-                       AcquireCb cb) = 0;
+  virtual CallRef acquire(const std::string& session, const std::string& name, Duration timeout,
+                          AcquireCb cb) = 0;
   // Frees the lease only where both session and token match.
-  virtual void release(const std::string& session, const std::string& name, uint64_t token,
-                       Duration timeout, DoneCb cb) = 0;
+  virtual CallRef release(const std::string& session, const std::string& name, uint64_t token,
+                          Duration timeout, DoneCb cb) = 0;
   // Frees every lease of the session at once and ends it.
-  virtual void close_session(const std::string& session, Duration timeout, DoneCb cb) = 0;
+  virtual CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) = 0;
   // Reads every live session and the leases `names` (every lease the backend
   // knows when empty), for operators. Not one of the session's calls: it may
   // take more than one round trip and never changes anything.
-  virtual void inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) = 0;
+  virtual CallRef inspect(const std::vector<std::string>& names, Duration timeout,
+                          InspectCb cb) = 0;
+  // The caller gave up on `call` (see the top of this file); a call that
+  // already completed is ignored. Never completes anything inside itself.
+  virtual void abandon(CallRef call) = 0;
   // Optional release broadcast: `fn(name)` when any node releases `name`.
   virtual void on_released(ReleasedFn fn) = 0;
   // Stops all I/O and closes every handle; `done` runs once nothing of the

@@ -1,10 +1,12 @@
 // The calls a backend has started and not yet completed: the plumbing the
 // Redis, PostgreSQL and ZooKeeper backends share. Each call completes exactly
-// once: by its answer, by a preset outcome (known before any I/O, or its
+// once: by its answer, or by a preset outcome (known before any I/O, or its
 // connection is gone; delivered on a later loop turn, never inside the call
-// that started it), or by its timer. A completed call is never found again,
-// so an answer that comes later finds nothing and is dropped (a late reply is
-// never adopted).
+// that started it). No call times out here: the caller owns the timeout and
+// abandons the call (backend.h, ADR 0039), and the backend's `abandoned` hook
+// ends it on a later loop turn. A completed call is never found again, so an
+// answer that comes later finds nothing and is dropped (a late reply is never
+// adopted).
 #ifndef SIMBA_BACKEND_CALL_TABLE_H
 #define SIMBA_BACKEND_CALL_TABLE_H
 
@@ -27,7 +29,8 @@ namespace simba {
 // sends and whom it answers.
 struct CallBase {
   uint64_t id = 0;
-  int64_t timeout_ms = 0;  // its timer, each time it is (re)started
+  int64_t timeout_ms = 0;  // the caller's budget, for what a transport needs one for
+  bool abandoned = false;  // the caller gave up: its timer runs the `abandoned` hook
   bool preset = false;     // its timer fires at once and completes it with:
   Outcome preset_outcome = Outcome::kError;
   std::string preset_error;
@@ -40,9 +43,10 @@ template <typename Call>
 class CallTable {
  public:
   struct Hooks {
-    // The timer of a call fired with no answer and nothing preset: the
-    // backend drops what the call went out on and completes it (kTimeout).
-    std::function<void(Call*)> timed_out;
+    // The caller abandoned the call and nothing is preset: the backend ends
+    // it (with an answer its transport already holds, else kError) and drops
+    // what the call may have left stuck.
+    std::function<void(Call*)> abandoned;
     // A preset outcome is due: the backend completes the call with it.
     std::function<void(Call*, Outcome, const std::string&)> preset_due;
   };
@@ -53,7 +57,7 @@ class CallTable {
   CallTable(const CallTable&) = delete;
   CallTable& operator=(const CallTable&) = delete;
 
-  // A new call whose timer runs `timeout` (at least 1 ms) from now.
+  // A new call with the budget `timeout` (at least 1 ms); no timer runs.
   Call* start(Duration timeout) {
     auto* c = new Call;
     c->id = ++next_id_;
@@ -63,7 +67,6 @@ class CallTable {
     c->timer.data = c;
     open_handles_->opened();
     calls_[c->id] = c;
-    restart_timer(c);
     return c;
   }
 
@@ -81,11 +84,17 @@ class CallTable {
     uv_timer_start(&c->timer, on_timer, 0, 0);
   }
 
-  // Its timeout counts from now (a call that waited in a queue goes on the wire).
-  void restart_timer(Call* c) {
-    uv_timer_start(&c->timer, on_timer, static_cast<uint64_t>(c->timeout_ms), 0);
+  // The caller gave up on `c`: the `abandoned` hook runs on a later loop turn
+  // (`after_ms` from now), unless a preset outcome completes it first.
+  void abandon(Call* c, int64_t after_ms = 0) {
+    if (c->preset || c->finished) return;
+    c->abandoned = true;
+    uv_timer_start(&c->timer, on_timer, static_cast<uint64_t>(std::max<int64_t>(0, after_ms)), 0);
   }
-  void stop_timer(Call* c) { uv_timer_stop(&c->timer); }
+  // Backend::abandon: the call `id`, unless it completed.
+  void abandon(uint64_t id) {
+    if (Call* c = find(id)) abandon(c);
+  }
 
   // Forgets `c`: nothing finds it again. Its memory stays valid until a later
   // loop turn (its timer's close callback), so move its callback out first and
@@ -124,8 +133,8 @@ class CallTable {
     if (c->finished) return;
     if (c->preset) {
       table->hooks_.preset_due(c, c->preset_outcome, c->preset_error);
-    } else {
-      table->hooks_.timed_out(c);
+    } else if (c->abandoned) {
+      table->hooks_.abandoned(c);
     }
   }
 

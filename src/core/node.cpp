@@ -14,6 +14,9 @@ namespace {
 // acquire reply can release what it won.
 Duration tombstone_life(const Config& cfg) { return cfg.lease_duration * 2; }
 
+// What a call that timed out reports (the backends' logs say the same).
+constexpr const char* kNoAnswer = "no answer within the call's timeout";
+
 }  // namespace
 
 const char* session_status_name(SessionStatus s) {
@@ -93,6 +96,11 @@ std::optional<Node::Call> Node::take_call(CallId id) {
 void Node::on_call_timeout(CallId id, TimePoint now) {
   auto it = calls_.find(id);
   if (it == calls_.end()) return;
+  if (!it->second.timed_out) {
+    // The one timeout of a call (ADR 0039): the backend hears of it.
+    it->second.timed_out = true;
+    fx_.abandon(id);
+  }
   if (it->second.abandoned) {
     // Keep the tombstone of an abandoned call a while, so that a late answer is
     // still recognised (a late acquire releases what it won), then forget it.
@@ -122,19 +130,19 @@ void Node::on_call_timeout(CallId id, TimePoint now) {
 void Node::answer_timed_out(CallId id, CallKind kind, TimePoint now) {
   switch (kind) {
     case CallKind::kOpen:
-      on_open(id, OpenReply{Outcome::kTimeout, {}, {}, "timed out"}, now);
+      on_open(id, OpenReply{Outcome::kTimeout, {}, {}, kNoAnswer}, now);
       break;
     case CallKind::kKeepAlive:
-      on_keep_alive(id, KeepAliveReply{Outcome::kTimeout, {}, {}, "timed out"}, now);
+      on_keep_alive(id, KeepAliveReply{Outcome::kTimeout, {}, {}, kNoAnswer}, now);
       break;
     case CallKind::kAcquire:
-      on_acquire(id, AcquireReply{Outcome::kTimeout, 0, Duration(-1), "timed out"}, now);
+      on_acquire(id, AcquireReply{Outcome::kTimeout, 0, Duration(-1), kNoAnswer}, now);
       break;
     case CallKind::kRelease:
-      on_release(id, DoneReply{Outcome::kTimeout, "timed out"}, now);
+      on_release(id, DoneReply{Outcome::kTimeout, kNoAnswer}, now);
       break;
     case CallKind::kClose:
-      on_close(id, DoneReply{Outcome::kTimeout, "timed out"}, now);
+      on_close(id, DoneReply{Outcome::kTimeout, kNoAnswer}, now);
       break;
   }
 }

@@ -43,8 +43,9 @@ class Effects {
   virtual ~Effects() = default;
 
   // Backend calls. Each is answered once through the matching Node::on_*
-  // method with the same call id; an answer that never comes is handled by the
-  // node's own timeout.
+  // method with the same call id. The node alone times them (ADR 0039): an
+  // answer that does not come in time is handled by its own timeout, which
+  // then calls abandon().
   virtual void send_open(CallId call, Duration lease, Duration timeout) = 0;
   virtual void send_keep_alive(CallId call, const std::string& session, Duration lease,
                                Duration timeout) = 0;
@@ -53,6 +54,10 @@ class Effects {
   virtual void send_release(CallId call, const std::string& session, const std::string& name,
                             uint64_t token, Duration timeout) = 0;
   virtual void send_close(CallId call, const std::string& session, Duration timeout) = 0;
+  // The timeout of `call` passed unanswered (whether or not the node still
+  // wanted its answer): the backend may drop what the call left stuck. The
+  // call is still answered once; the node takes that answer as a late one.
+  virtual void abandon(CallId call) = 0;
 
   // A new term of `who` won with `token` on the session of `session`, before
   // elected(): the owner makes it, with what it keeps per term (the engine's
@@ -173,6 +178,7 @@ class Node {
     uint64_t retry = 0;         // release: the ReleaseRetry it is a retry of
     TimePoint sent_at;
     bool abandoned = false;  // its answer is no longer awaited (timeout, stop, new session)
+    bool timed_out = false;  // its timeout passed: Effects::abandon() was called
     TimerSlot timeout;
   };
 

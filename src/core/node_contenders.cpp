@@ -104,8 +104,8 @@ void Node::attempt(Contender& c, TimePoint now) {
 bool Node::wait_for_unanswered(Contender& c, TimePoint now) {
   // An acquire of this name that this node gave up on (timed out, or its
   // contender stopped or gave up) may still run on the backend: wait for its
-  // answer (every backend answers a call by its own timeout, or fails it when
-  // the connection resets; a late win is released then) before sending
+  // answer (a backend ends a call the node abandoned at its timeout, or fails
+  // it when the connection resets; a late win is released then) before sending
   // another, but not past two call timeouts after it was sent. Otherwise the
   // new acquire could find the name held by this very session.
   c.unanswered = 0;

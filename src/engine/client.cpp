@@ -341,7 +341,7 @@ Result Client::inspect(const std::vector<std::string>& names, int64_t timeout_ms
       return;
     }
     inspect_waiters_.insert(w);
-    backend_->inspect(names, ms(timeout_ms), [this, w, reply, own](const InspectReply& answer) {
+    inspect_backend(names, ms(timeout_ms), [this, w, reply, own](const InspectReply& answer) {
       inspect_waiters_.erase(w);
       // The session may have opened while the read was on its way.
       *own = node_->view().session_id;
@@ -351,7 +351,7 @@ Result Client::inspect(const std::vector<std::string>& names, int64_t timeout_ms
   });
   if (r.code != Code::kOk) return r;
   if (result.code != Code::kOk) return result;
-  // The backend answers by the timeout; teardown finishes the waiter at close.
+  // Answered by the timeout (inspect_backend); teardown finishes the waiter at close.
   if (loop_.wait(*w, SteadyTime::max(), &lease) != Code::kOk || w->code != Code::kOk) {
     return {Code::kEClosed, "the client closed before the backend answered"};
   }

@@ -16,6 +16,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
@@ -312,6 +313,7 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   void send_release(CallId call, const std::string& session, const std::string& name,
                     uint64_t token, Duration timeout) override;
   void send_close(CallId call, const std::string& session, Duration timeout) override;
+  void abandon(CallId call) override;
   TermRef new_term(Contender& who, uint64_t token, std::shared_ptr<SessionClock> session) override;
   void elected(Contender& who, const TermRef& term) override;
   void revoked(Contender& who, const TermRef& term) override;
@@ -351,6 +353,13 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   void poll_observers();
   void observed_release(const std::string& name);
   std::optional<TimePoint> next_observer_read() const;
+
+  // Backend calls the engine makes itself (effects.cpp): it owns their
+  // timeout as the node owns its calls' (backend.h, ADR 0039). `done` gets
+  // the answer, or kTimeout once `timeout` passed (the call is abandoned).
+  using InspectDone = std::function<void(const InspectReply&)>;
+  void inspect_backend(const std::vector<std::string>& names, Duration timeout, InspectDone done);
+  void expire_own_calls(TimePoint now);
 
   using LoopLease = Loop::Lease;
   // A caller may borrow the loop (ADR 0014), but not from a callback, which
@@ -433,7 +442,19 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // Elections with callback hand-offs waiting for the loop thread (in_order).
   std::map<ContenderId, int> handed_off_;
   std::set<std::shared_ptr<Waiter>> inspect_waiters_;  // finished by teardown
-  std::vector<std::shared_ptr<Observer>> observers_;   // loop thread
+  // The backend call behind each node call in flight, for abandon().
+  std::unordered_map<CallId, Backend::CallRef> backend_calls_;
+  // The engine's own calls in flight by a number of its own, and their
+  // deadlines in order.
+  struct OwnCall {
+    TimePoint deadline;
+    Backend::CallRef ref = 0;
+    InspectDone done;
+  };
+  std::map<uint64_t, OwnCall> own_calls_;
+  std::set<std::pair<TimePoint, uint64_t>> own_deadlines_;
+  uint64_t next_own_call_ = 0;
+  std::vector<std::shared_ptr<Observer>> observers_;  // loop thread
   std::shared_ptr<SerialQueue> event_queue_;
   EventFn event_sink_;  // guarded by event_mu_
   std::mutex event_mu_;

@@ -44,6 +44,9 @@ void Client::settle() {
   }
   std::optional<TimePoint> next = node_->next_wakeup();
   if (auto read = next_observer_read(); read && (!next || *read < *next)) next = read;
+  if (!own_deadlines_.empty() && (!next || own_deadlines_.begin()->first < *next)) {
+    next = own_deadlines_.begin()->first;
+  }
   if (next) {
     const int64_t delay = std::max<int64_t>(0, to_ms_ceil(*next - now()));
     loop_.start_timer(static_cast<uint64_t>(delay));
@@ -54,6 +57,7 @@ void Client::settle() {
 
 void Client::timer_fired() {
   node_->on_timer(now());
+  expire_own_calls(now());
   poll_observers();
   settle();
 }
@@ -75,6 +79,8 @@ void Client::teardown() {
   inspect_waiters_.clear();
   for (const auto& o : observers_) o->removed = true;
   observers_.clear();
+  own_calls_.clear();  // the backend drops them unanswered
+  own_deadlines_.clear();
   backend_->shutdown([this] { loop_.close_handles(); });
 }
 
@@ -87,7 +93,8 @@ void Client::emit_log(int level, const std::string& line) {
 }
 
 void Client::send_open(CallId call, Duration lease, Duration timeout) {
-  backend_->open_session(lease, timeout, [this, call](const OpenReply& r) {
+  backend_calls_[call] = backend_->open_session(lease, timeout, [this, call](const OpenReply& r) {
+    backend_calls_.erase(call);
     node_->on_open(call, r, now());
     settle();
   });
@@ -95,33 +102,86 @@ void Client::send_open(CallId call, Duration lease, Duration timeout) {
 
 void Client::send_keep_alive(CallId call, const std::string& session, Duration lease,
                              Duration timeout) {
-  backend_->keep_alive(session, lease, timeout, [this, call](const KeepAliveReply& r) {
-    node_->on_keep_alive(call, r, now());
-    settle();
-  });
+  backend_calls_[call] =
+      backend_->keep_alive(session, lease, timeout, [this, call](const KeepAliveReply& r) {
+        backend_calls_.erase(call);
+        node_->on_keep_alive(call, r, now());
+        settle();
+      });
 }
 
 void Client::send_acquire(CallId call, const std::string& session, const std::string& name,
                           Duration timeout) {
-  backend_->acquire(session, name, timeout, [this, call](const AcquireReply& r) {
-    node_->on_acquire(call, r, now());
-    settle();
-  });
+  backend_calls_[call] =
+      backend_->acquire(session, name, timeout, [this, call](const AcquireReply& r) {
+        backend_calls_.erase(call);
+        node_->on_acquire(call, r, now());
+        settle();
+      });
 }
 
 void Client::send_release(CallId call, const std::string& session, const std::string& name,
                           uint64_t token, Duration timeout) {
-  backend_->release(session, name, token, timeout, [this, call](const DoneReply& r) {
-    node_->on_release(call, r, now());
-    settle();
-  });
+  backend_calls_[call] =
+      backend_->release(session, name, token, timeout, [this, call](const DoneReply& r) {
+        backend_calls_.erase(call);
+        node_->on_release(call, r, now());
+        settle();
+      });
 }
 
 void Client::send_close(CallId call, const std::string& session, Duration timeout) {
-  backend_->close_session(session, timeout, [this, call](const DoneReply& r) {
-    node_->on_close(call, r, now());
-    settle();
+  backend_calls_[call] =
+      backend_->close_session(session, timeout, [this, call](const DoneReply& r) {
+        backend_calls_.erase(call);
+        node_->on_close(call, r, now());
+        settle();
+      });
+}
+
+// The node's timeout of `call` passed: the backend ends it (on a later loop
+// turn, never inside this effect) and its answer reaches the node as a late one.
+void Client::abandon(CallId call) {
+  auto it = backend_calls_.find(call);
+  if (it == backend_calls_.end()) return;
+  const Backend::CallRef ref = it->second;
+  backend_calls_.erase(it);
+  backend_->abandon(ref);
+}
+
+void Client::inspect_backend(const std::vector<std::string>& names, Duration timeout,
+                             InspectDone done) {
+  const uint64_t own = ++next_own_call_;
+  OwnCall& call = own_calls_[own];
+  call.deadline = now() + timeout;
+  call.done = std::move(done);
+  own_deadlines_.emplace(call.deadline, own);
+  // The backend never answers inside the call, so `call` is still there.
+  call.ref = backend_->inspect(names, timeout, [this, own](const InspectReply& r) {
+    auto it = own_calls_.find(own);
+    if (it == own_calls_.end()) return;  // abandoned: its answer is dropped
+    InspectDone fn = std::move(it->second.done);
+    own_deadlines_.erase({it->second.deadline, own});
+    own_calls_.erase(it);
+    fn(r);
   });
+}
+
+void Client::expire_own_calls(TimePoint now) {
+  while (!own_deadlines_.empty() && own_deadlines_.begin()->first <= now) {
+    const uint64_t own = own_deadlines_.begin()->second;
+    own_deadlines_.erase(own_deadlines_.begin());
+    auto it = own_calls_.find(own);
+    if (it == own_calls_.end()) continue;
+    const Backend::CallRef ref = it->second.ref;
+    InspectDone fn = std::move(it->second.done);
+    own_calls_.erase(it);
+    backend_->abandon(ref);
+    InspectReply timed_out;
+    timed_out.outcome = Outcome::kTimeout;
+    timed_out.error = "no answer within the call's timeout";
+    fn(timed_out);
+  }
 }
 
 Term** Client::term_slot(Contender& who, const TermState* term) {

@@ -69,7 +69,7 @@ void Client::read_observed(const std::shared_ptr<Observer>& o) {
   if (o->removed || o->reading || loop_.torn_down()) return;
   o->reading = true;
   o->reread = false;
-  backend_->inspect({o->name}, cfg_.renew_interval(), [this, o](const InspectReply& reply) {
+  inspect_backend({o->name}, cfg_.renew_interval(), [this, o](const InspectReply& reply) {
     observed(o, reply);
     settle();
   });

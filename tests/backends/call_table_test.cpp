@@ -1,8 +1,9 @@
 // backend/call_table.h and backend/open_handles.h on a libuv loop of their
-// own: each call completes exactly once (answer, preset outcome or timeout),
-// never inside the call that started it, a finished call is never found again
-// (so a late answer is dropped), and shutdown's done runs after the last
-// call's timer closed.
+// own: each call completes exactly once (answer, preset outcome, or the
+// backend's hook once its caller abandoned it), never inside the call that
+// started it nor inside abandon(); no call ends by a timer of its own (ADR
+// 0039); a finished call is never found again (so a late answer is dropped),
+// and shutdown's done runs after the last call's timer closed.
 #include "backend/call_table.h"
 
 #include <gtest/gtest.h>
@@ -30,7 +31,7 @@ class CallTableTest : public ::testing::Test {
     table_ = std::make_unique<CallTable<TestCall>>(
         &loop_, &handles_,
         CallTable<TestCall>::Hooks{[this](TestCall* c) {
-                                     events_.push_back("timeout " + c->what);
+                                     events_.push_back("abandoned " + c->what);
                                      table_->finish(c);
                                    },
                                    [this](TestCall* c, Outcome o, const std::string& err) {
@@ -71,29 +72,52 @@ TEST_F(CallTableTest, APresetOutcomeIsDeliveredOnALaterLoopTurnOnce) {
   EXPECT_EQ(events_.size(), 1u);
 }
 
-TEST_F(CallTableTest, AnUnansweredCallTimesOutOnceAndAnAnsweredOneNever) {
-  TestCall* slow = table_->start(ms(5));
+// The caller owns the timeout: a call whose budget passed still waits for its
+// answer until its caller abandons it; then the hook runs once, on a later
+// loop turn. Abandoning a call that was answered does nothing.
+TEST_F(CallTableTest, ACallEndsByAbandonNotByItsBudgetAndOnlyOnce) {
+  TestCall* slow = table_->start(ms(1));
   slow->what = "slow";
-  TestCall* answered = table_->start(ms(5));
+  TestCall* answered = table_->start(ms(1));
   answered->what = "answered";
+  const uint64_t slow_id = slow->id;
   const uint64_t answered_id = answered->id;
-  // Its answer came: the backend finishes it, and its timer never fires.
+  uv_sleep(20);  // both budgets passed
+  uv_run(&loop_, UV_RUN_NOWAIT);
+  EXPECT_TRUE(events_.empty()) << "a call ended by a timer of its own";
+  EXPECT_EQ(table_->find(slow_id), slow);
+  // Its answer came: the backend finishes it; an abandon after finds nothing.
   table_->finish(answered);
   table_->finish(answered);  // a second finish does nothing
   EXPECT_EQ(table_->find(answered_id), nullptr);
+  table_->abandon(slow);
+  EXPECT_TRUE(events_.empty()) << "ended inside abandon()";
+  table_->abandon(slow);  // twice: still once
   drain();
-  EXPECT_EQ(events_, std::vector<std::string>{"timeout slow"});
+  EXPECT_EQ(events_, std::vector<std::string>{"abandoned slow"});
+  EXPECT_EQ(table_->find(slow_id), nullptr);
 }
 
-TEST_F(CallTableTest, AStoppedTimerWaitsForItsRestart) {
-  TestCall* c = table_->start(ms(1));
+// An abandon may wait (PostgreSQL: a call abandoned in its connection's queue
+// is judged a budget after it went on the wire); a preset outcome due first
+// completes the call instead, once.
+TEST_F(CallTableTest, ADelayedAbandonWaitsAndAPresetOutcomeWinsOverIt) {
+  TestCall* c = table_->start(ms(10'000));
   c->what = "queued";
-  table_->stop_timer(c);  // queued behind other statements: not timing out meanwhile
+  table_->abandon(c, 30);
   uv_run(&loop_, UV_RUN_NOWAIT);
-  EXPECT_TRUE(events_.empty());
-  table_->restart_timer(c);  // on the wire: its timeout counts from now
+  EXPECT_TRUE(events_.empty()) << "a delayed abandon ran at once";
   drain();
-  EXPECT_EQ(events_, std::vector<std::string>{"timeout queued"});
+  EXPECT_EQ(events_, std::vector<std::string>{"abandoned queued"});
+  events_.clear();
+  TestCall* p = table_->start(ms(10'000));
+  p->what = "preset";
+  table_->preset(p, Outcome::kError, "gone");
+  table_->abandon(p);
+  drain();
+  ASSERT_EQ(events_.size(), 1u);
+  EXPECT_EQ(events_[0],
+            "preset preset " + std::to_string(static_cast<int>(Outcome::kError)) + " gone");
 }
 
 TEST_F(CallTableTest, ForEachSeesPendingCallsInTheOrderTheyStarted) {

@@ -42,6 +42,7 @@
 #include "backend/backend.h"
 #include "backend/postgres/postgres_schema.h"
 #include "backend/postgres/postgres_url.h"
+#include "backends/backend_on_loop.h"
 #include "backends/simba_testing.h"
 #include "simba.h"
 
@@ -950,6 +951,68 @@ TEST_F(PostgresShared, HungStatementIsCutAtTheCallTimeout) {
   ASSERT_TRUE(e.wait_elected(2, 5000 * slow_factor())) << snapshot(c);
   EXPECT_NE(session_id(c), sid);
   EXPECT_GT(e.last_elected().token, e.elected()[0].token);
+}
+
+// ADR 0039, the backend alone, as the core drives it: a statement that hangs
+// on a row lock is ended by what the transport says, never by a timer of the
+// backend's own. With a short budget the server cancels it (statement_timeout,
+// SQLSTATE 57014); with a long one, the caller abandons it once it waited
+// long enough: its connection is dropped (it ends with kError), and once the
+// lock is gone the next call, on a new connection, succeeds.
+TEST_F(PostgresShared, AHungStatementEndsByTheServerOrByAbandon) {
+  BackendOnLoop b(url_);
+  ASSERT_TRUE(b) << b.error();
+  std::string sid;
+  int opened = 0;
+  b->open_session(simba::ms(10000), simba::ms(2000), [&](const simba::OpenReply& r) {
+    ++opened;
+    if (r.outcome == simba::Outcome::kOk) sid = r.session_id;
+  });
+  ASSERT_TRUE(b.run_until([&] { return opened > 0; }, 5000 * slow_factor()));
+  ASSERT_FALSE(sid.empty());
+  PgSync locker(url_);
+  ASSERT_TRUE(locker.ok()) << locker.error();
+  ASSERT_EQ(locker.q("BEGIN"), "");
+  ASSERT_EQ(
+      locker.q("SELECT id::text FROM public.simba_session WHERE id = $1::uuid FOR UPDATE", {sid}),
+      sid);
+
+  int answers = 0;
+  simba::KeepAliveReply got;
+  auto keep_alive = [&](int64_t budget_ms) {
+    return b->keep_alive(sid, simba::ms(10000), simba::ms(budget_ms),
+                         [&](const simba::KeepAliveReply& r) {
+                           ++answers;
+                           got = r;
+                         });
+  };
+  keep_alive(300);
+  ASSERT_TRUE(b.run_until([&] { return answers > 0; }, 3000 * slow_factor()));
+  EXPECT_EQ(got.outcome, simba::Outcome::kError);
+  EXPECT_NE(got.error.find("57014"), std::string::npos) << got.error;
+
+  answers = 0;
+  const simba::Backend::CallRef call = keep_alive(10000);
+  b.run_for(400);
+  EXPECT_EQ(answers, 0) << got.error;
+  b->abandon(call);
+  EXPECT_EQ(answers, 0) << "ended inside abandon()";
+  ASSERT_TRUE(b.run_until([&] { return answers > 0; }, 2000 * slow_factor()));
+  EXPECT_EQ(got.outcome, simba::Outcome::kError) << got.error;
+  EXPECT_TRUE(b.logged("no answer within the call's timeout"))
+      << "the connection was not dropped as stuck";
+  ASSERT_EQ(locker.q("ROLLBACK"), "");
+
+  // The first calls may be refused during the reconnect's backoff.
+  got = simba::KeepAliveReply{};
+  const int64_t until = mono_ns() + 5000 * slow_factor() * kMsNs;
+  while (got.outcome != simba::Outcome::kOk && mono_ns() < until) {
+    answers = 0;
+    keep_alive(2000);
+    ASSERT_TRUE(b.run_until([&] { return answers > 0; }, 5000 * slow_factor()));
+    if (got.outcome != simba::Outcome::kOk) b.run_for(50);
+  }
+  EXPECT_EQ(got.outcome, simba::Outcome::kOk) << got.error;
 }
 
 // libuv runs timers before it reads sockets, so after a long loop turn a

@@ -16,9 +16,11 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,6 +30,7 @@
 #include "backend/redis/redis_keys.h"
 #include "backend/redis/redis_url.h"
 #include "backend/redis/uv_hiredis.h"
+#include "backends/backend_on_loop.h"
 #include "backends/redis_servers.h"
 #include "backends/simba_testing.h"
 #include "simba.h"
@@ -555,6 +558,72 @@ TEST(Redis, StoppedServerIsCutAtTheCallTimeout) {
       << "no new command connection\n"
       << c.logs.all();
   EXPECT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+}
+
+// ADR 0039, the backend alone, as the core drives it: a call to a server that
+// stopped answering (SIGSTOP) is not ended by a timer of the backend's own,
+// however long its budget passed. Abandoned, as the core abandons a call
+// whose timeout passed, it ends with kError on a later loop turn (never
+// kTimeout, never inside abandon()), its stuck connection is dropped, and
+// once the server answers again the next call on the same session succeeds.
+TEST(Redis, AnAbandonedCallDropsItsStuckConnectionAndTheNextCallSucceeds) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start()) << "cannot start redis-server on " << port;
+  BackendOnLoop b(server.url());
+  ASSERT_TRUE(b) << b.error();
+  const simba::Duration budget = simba::ms(200);
+
+  std::string sid;
+  int opened = 0;
+  b->open_session(simba::ms(10000), budget, [&](const simba::OpenReply& r) {
+    ++opened;
+    if (r.outcome == simba::Outcome::kOk) sid = r.session_id;
+  });
+  ASSERT_TRUE(b.run_until([&] { return opened > 0; }, 5000 * slow_factor()));
+  ASSERT_FALSE(sid.empty());
+
+  server.signal(SIGSTOP);
+  int answers = 0;
+  simba::AcquireReply got;
+  const simba::Backend::CallRef call =
+      b->acquire(sid, "stuck", budget, [&](const simba::AcquireReply& r) {
+        ++answers;
+        got = r;
+      });
+  ASSERT_NE(call, 0u);
+  b.run_until([&] { return answers > 0; }, 3 * 200);
+  EXPECT_EQ(answers, 0) << "the backend ended a call by a timer of its own";
+  b->abandon(call);
+  EXPECT_EQ(answers, 0) << "ended inside abandon()";
+  ASSERT_TRUE(b.run_until([&] { return answers > 0; }, 1000 * slow_factor()));
+  EXPECT_EQ(got.outcome, simba::Outcome::kError) << got.error;
+  EXPECT_TRUE(b.logged("no answer within the call's timeout"))
+      << "the connection was not dropped as stuck";
+  b->abandon(call);  // already ended: nothing happens
+  b.run_for(50);
+  EXPECT_EQ(answers, 1);
+
+  server.signal(SIGCONT);
+  // The first calls may be refused while the backend waits its reconnect
+  // backoff; then one goes out on a new connection and wins. (Another name:
+  // the server may still run the abandoned acquire it had read, and then
+  // holds "stuck" for this very session, which is why the core waits for an
+  // abandoned acquire's answer before it sends the next of its name.)
+  simba::AcquireReply next;
+  const int64_t until = mono_ns() + 5000 * slow_factor() * kMsNs;
+  while (next.outcome != simba::Outcome::kOk && mono_ns() < until) {
+    int done = 0;
+    b->acquire(sid, "after", simba::ms(2000), [&](const simba::AcquireReply& r) {
+      ++done;
+      next = r;
+    });
+    ASSERT_TRUE(b.run_until([&] { return done > 0; }, 5000 * slow_factor()));
+    if (next.outcome != simba::Outcome::kOk) b.run_for(50);
+  }
+  EXPECT_EQ(next.outcome, simba::Outcome::kOk) << next.error;
 }
 
 // A call that times out drops the connection it went out on, and the other

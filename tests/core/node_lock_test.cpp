@@ -263,6 +263,28 @@ TEST_F(NodeTest, ALockThatGaveUpDuringItsAttemptHoldsBackTheNextAcquireOfTheName
   (void)lost;
 }
 
+// ADR 0039: the node's timeout is a call's only one. A call is abandoned
+// (Effects::abandon) once, when its timeout passes unanswered, even when its
+// contender gave up before (its late answer is still awaited until then, so
+// a late win is released); a call answered in time never is.
+TEST_F(NodeTest, ACallIsAbandonedOnceWhenItsTimeoutPasses) {
+  start_live();
+  auto_keep_alive = true;
+  add_lock("l", now() + ms(300), false, now());
+  const FxCall acq = take_acquire("l");
+  const TimePoint sent = now();
+  advance(ms(300));
+  ASSERT_EQ(fx.count(Fx::kLockFailed), 1u);
+  EXPECT_TRUE(fx.abandoned().empty()) << "abandoned when its contender gave up";
+  run_until(sent + kRenew - k1ns);
+  EXPECT_TRUE(fx.abandoned().empty());
+  run_until(sent + kRenew);
+  EXPECT_EQ(fx.abandoned(), std::vector<CallId>{acq.call});
+  advance(3 * kLease);  // the tombstone's life, keep-alives answered meanwhile
+  EXPECT_EQ(fx.abandoned(), std::vector<CallId>{acq.call});
+  EXPECT_GT(fx.count(Fx::kKeepAlive), 2u);
+}
+
 TEST_F(NodeTest, StopOnAPendingLockCancelsIt) {
   start_live();
   // Acquiring: canceled at once, a late win released.

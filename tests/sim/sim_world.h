@@ -172,6 +172,9 @@ class SimEffects final : public Effects {
   void send_release(CallId call, const std::string& session, const std::string& name,
                     uint64_t token, Duration timeout) override;
   void send_close(CallId call, const std::string& session, Duration timeout) override;
+  // The simulated store answers every call anyway, late if the node gave up:
+  // the worst case for the node's late-answer rules.
+  void abandon(CallId) override {}
   // Terms that report their end (TermState::ended()) to the checker.
   TermRef new_term(Contender& who, uint64_t token, std::shared_ptr<SessionClock> session) override;
   void elected(Contender& who, const TermRef& term) override;

@@ -220,6 +220,18 @@ class RecordingEffects final : public Effects {
     e.timeout = timeout;
     check_backend_call(e);
   }
+  // Kept apart from the events, so that every order check reads as before.
+  void abandon(CallId call) override {
+    bool sent = false;
+    for (const FxCall& e : events_) sent = sent || (e.call == call && e.kind != Fx::kLog);
+    if (!sent) fail("abandon of call " + std::to_string(call) + ", never sent");
+    for (CallId a : abandoned_) {
+      if (a == call) fail("abandon of call " + std::to_string(call) + " twice");
+    }
+    abandoned_.push_back(call);
+  }
+  // The calls the node abandoned (Effects::abandon), in order.
+  const std::vector<CallId>& abandoned() const { return abandoned_; }
 
   // Terms that log their end.
   TermRef new_term(Contender& c, uint64_t token, std::shared_ptr<SessionClock> session) override {
@@ -544,6 +556,7 @@ class RecordingEffects final : public Effects {
 
   const Clock* clock_;
   std::vector<FxCall> events_;
+  std::vector<CallId> abandoned_;
   std::map<const TermState*, TermRecord> terms_;
   std::vector<TermRef> elected_order_;
   std::set<ContenderId> finished_;

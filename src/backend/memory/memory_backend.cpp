@@ -35,29 +35,39 @@ class MemoryBackend final : public Backend {
 
   ~MemoryBackend() override = default;
 
-  void open_session(Duration lease, Duration timeout, OpenCb cb) override {
-    run([this, lease] { return store_->open_session(lease, client_name_); }, timeout,
-        std::move(cb));
+  CallRef open_session(Duration lease, Duration timeout, OpenCb cb) override {
+    return run([this, lease] { return store_->open_session(lease, client_name_); }, timeout,
+               std::move(cb));
   }
-  void keep_alive(const std::string& session, Duration lease, Duration timeout,
-                  KeepAliveCb cb) override {
-    run([this, session, lease] { return store_->keep_alive(session, lease); }, timeout,
-        std::move(cb));
+  CallRef keep_alive(const std::string& session, Duration lease, Duration timeout,
+                     KeepAliveCb cb) override {
+    return run([this, session, lease] { return store_->keep_alive(session, lease); }, timeout,
+               std::move(cb));
   }
-  void acquire(const std::string& session, const std::string& name, Duration timeout,
-               AcquireCb cb) override {
-    run([this, session, name] { return store_->acquire(session, name); }, timeout, std::move(cb));
+  CallRef acquire(const std::string& session, const std::string& name, Duration timeout,
+                  AcquireCb cb) override {
+    return run([this, session, name] { return store_->acquire(session, name); }, timeout,
+               std::move(cb));
   }
-  void release(const std::string& session, const std::string& name, uint64_t token,
-               Duration timeout, DoneCb cb) override {
-    run([this, session, name, token] { return store_->release(session, name, token); }, timeout,
-        std::move(cb));
+  CallRef release(const std::string& session, const std::string& name, uint64_t token,
+                  Duration timeout, DoneCb cb) override {
+    return run([this, session, name, token] { return store_->release(session, name, token); },
+               timeout, std::move(cb));
   }
-  void close_session(const std::string& session, Duration timeout, DoneCb cb) override {
-    run([this, session] { return store_->close_session(session); }, timeout, std::move(cb));
+  CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) override {
+    return run([this, session] { return store_->close_session(session); }, timeout, std::move(cb));
   }
-  void inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override {
-    run([this, names] { return store_->inspect(names); }, timeout, std::move(cb));
+  CallRef inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override {
+    return run([this, names] { return store_->inspect(names); }, timeout, std::move(cb));
+  }
+  // A call the faults hold (hang, drop_replies) ends now; an answer on its
+  // way (reply_delay) still comes at its time, late.
+  void abandon(CallRef call) override {
+    auto it = stuck_.find(call);
+    if (it == stuck_.end()) return;
+    std::function<void()> fn = std::move(it->second);
+    stuck_.erase(it);
+    schedule(Duration::zero(), std::move(fn));
   }
   void on_released(ReleasedFn fn) override { released_fn_ = std::move(fn); }
 
@@ -68,6 +78,7 @@ class MemoryBackend final : public Backend {
       sink_->async = nullptr;
     }
     pending_.clear();
+    stuck_.clear();
     released_fn_ = nullptr;
     shutdown_done_ = std::move(done);
     closing_ = 2;
@@ -84,34 +95,37 @@ class MemoryBackend final : public Backend {
 
  private:
   // Applies `op` now (unless the faults say otherwise) and schedules its answer.
+  // A call the faults hold never answers: abandon() ends it with kError.
   template <typename Op, typename Cb>
-  void run(Op op, Duration timeout, Cb cb) {
+  CallRef run(Op op, Duration, Cb cb) {
     using Reply = decltype(op());
+    const CallRef call = ++next_call_;
     faults_->loop_runner = std::this_thread::get_id();
     if (faults_->hang.load()) {
       Reply r;
-      r.outcome = Outcome::kTimeout;
+      r.outcome = Outcome::kError;
       r.error = "memory backend: call hung (fault)";
-      schedule(timeout, [cb = std::move(cb), r] { cb(r); });
-      return;
+      stuck_.emplace(call, [cb = std::move(cb), r] { cb(r); });
+      return call;
     }
     if (faults_->unreachable.load()) {
       Reply r;
       r.outcome = Outcome::kError;
       r.error = "memory backend: unreachable (fault)";
       schedule(Duration::zero(), [cb = std::move(cb), r] { cb(r); });
-      return;
+      return call;
     }
     Reply r = op();
     if (faults_->drop_replies.load()) {
       Reply lost;
-      lost.outcome = Outcome::kTimeout;
+      lost.outcome = Outcome::kError;
       lost.error = "memory backend: answer lost (fault)";
-      schedule(timeout, [cb = std::move(cb), lost] { cb(lost); });
-      return;
+      stuck_.emplace(call, [cb = std::move(cb), lost] { cb(lost); });
+      return call;
     }
     schedule(Duration(faults_->reply_delay_ns.load()),
              [cb = std::move(cb), r = std::move(r)] { cb(r); });
+    return call;
   }
 
   void schedule(Duration delay, std::function<void()> fn) {
@@ -170,6 +184,9 @@ class MemoryBackend final : public Backend {
   // Answers in order of due time (loop ms), then of sending.
   std::map<std::pair<uint64_t, uint64_t>, std::function<void()>> pending_;
   uint64_t seq_ = 0;
+  // Calls the faults hold, until abandoned.
+  std::map<CallRef, std::function<void()>> stuck_;
+  CallRef next_call_ = 0;
   int closing_ = 0;
   std::function<void()> shutdown_done_;
 };

@@ -13,14 +13,14 @@
 // The schema is checked on the first connection (one query) and created or
 // migrated when needed (create=true), under an advisory lock.
 //
-// Timeouts: a call that gets no answer within its timeout completes with
-// kTimeout and its connection is closed, so nothing it returns later is
-// adopted; the other calls pending on that connection complete with kError,
-// each exactly once. The server cancels the abandoned statement itself: the
-// connection's statement_timeout follows the calls' timeout (PQcancel would
-// block the loop on libpq 15, see ADR 0008). A timer that fires while the
-// answer already waits in the socket (after a long loop turn) is not a
-// timeout: the answer is read first.
+// Timeouts (ADR 0039): a call its caller abandons (its timeout passed,
+// backend.h) closes its connection once it is on the wire, so nothing it
+// returns later is adopted; it and the other calls pending on that connection
+// complete with kError, each exactly once. The server cancels the abandoned
+// statement itself: the connection's statement_timeout follows the calls'
+// timeout (PQcancel would block the loop on libpq 15, see ADR 0008). An
+// answer that already waits in the socket (after a long loop turn) is read
+// first: then the connection was not stuck.
 #include "backend/postgres/postgres_backend.h"
 
 #include <arpa/inet.h>
@@ -110,7 +110,7 @@ PostgresBackend::PostgresBackend(const BackendContext& ctx, PostgresUrl url)
       channel_(pg_released_channel(url_.schema)),
       calls_(
           loop_, &handles_,
-          {[this](Call* c) { timed_out(c); },
+          {[this](Call* c) { abandoned(c); },
            [this](Call* c, Outcome o, const std::string& err) { complete(c, nullptr, o, err); }}) {
   where_ = url_.where();
   uv_timer_init(loop_, &listen_timer_);
@@ -118,31 +118,30 @@ PostgresBackend::PostgresBackend(const BackendContext& ctx, PostgresUrl url)
   handles_.opened(1);
 }
 
-void PostgresBackend::open_session(Duration lease, Duration timeout, OpenCb cb) {
+Backend::CallRef PostgresBackend::open_session(Duration lease, Duration timeout, OpenCb cb) {
   std::string sid;
   try {
     sid = uuid_text(random_session_id());
   } catch (const std::exception& e) {
     OpenReply r;
     r.error = std::string("no random source for a session id: ") + e.what();
-    fail_later(timeout, [cb, r] { cb(r); });
-    return;
+    return fail_later(timeout, [cb, r] { cb(r); });
   }
-  start(stmts_.open, {sid, lease_ms(lease), client_name_}, timeout,
-        [cb, sid](const PGresult* r, Outcome o, const std::string& err) {
-          OpenReply out;
-          if (failed(r, o, err, &out)) {
-            cb(out);
-            return;
-          }
-          cb(decode_pg_open(r, sid));
-        });
+  return start(stmts_.open, {sid, lease_ms(lease), client_name_}, timeout,
+               [cb, sid](const PGresult* r, Outcome o, const std::string& err) {
+                 OpenReply out;
+                 if (failed(r, o, err, &out)) {
+                   cb(out);
+                   return;
+                 }
+                 cb(decode_pg_open(r, sid));
+               });
 }
 
-void PostgresBackend::keep_alive(const std::string& session, Duration lease, Duration timeout,
-                                 KeepAliveCb cb) {
+Backend::CallRef PostgresBackend::keep_alive(const std::string& session, Duration lease,
+                                             Duration timeout, KeepAliveCb cb) {
   // Urgent: a keep-alive must not wait behind a burst of acquires.
-  start(
+  return start(
       stmts_.keep_alive, {session, lease_ms(lease)}, timeout,
       [cb](const PGresult* r, Outcome o, const std::string& err) {
         KeepAliveReply out;
@@ -155,44 +154,46 @@ void PostgresBackend::keep_alive(const std::string& session, Duration lease, Dur
       /*urgent=*/true);
 }
 
-void PostgresBackend::acquire(const std::string& session, const std::string& name, Duration timeout,
-                              AcquireCb cb) {
-  start(stmts_.acquire, {session, name}, timeout,
-        [cb](const PGresult* r, Outcome o, const std::string& err) {
-          AcquireReply out;
-          if (failed(r, o, err, &out)) {
-            cb(out);
-            return;
-          }
-          cb(decode_pg_acquire(r));
-        });
+Backend::CallRef PostgresBackend::acquire(const std::string& session, const std::string& name,
+                                          Duration timeout, AcquireCb cb) {
+  return start(stmts_.acquire, {session, name}, timeout,
+               [cb](const PGresult* r, Outcome o, const std::string& err) {
+                 AcquireReply out;
+                 if (failed(r, o, err, &out)) {
+                   cb(out);
+                   return;
+                 }
+                 cb(decode_pg_acquire(r));
+               });
 }
 
-void PostgresBackend::release(const std::string& session, const std::string& name, uint64_t token,
-                              Duration timeout, DoneCb cb) {
-  start(stmts_.release, {session, name, std::to_string(token)}, timeout, done_parser(std::move(cb)),
-        /*urgent=*/true);
+Backend::CallRef PostgresBackend::release(const std::string& session, const std::string& name,
+                                          uint64_t token, Duration timeout, DoneCb cb) {
+  return start(stmts_.release, {session, name, std::to_string(token)}, timeout,
+               done_parser(std::move(cb)),
+               /*urgent=*/true);
 }
 
-void PostgresBackend::close_session(const std::string& session, Duration timeout, DoneCb cb) {
-  start(stmts_.close, {session}, timeout, done_parser(std::move(cb)), /*urgent=*/true);
+Backend::CallRef PostgresBackend::close_session(const std::string& session, Duration timeout,
+                                                DoneCb cb) {
+  return start(stmts_.close, {session}, timeout, done_parser(std::move(cb)), /*urgent=*/true);
 }
 
-void PostgresBackend::inspect(const std::vector<std::string>& names, Duration timeout,
-                              InspectCb cb) {
+Backend::CallRef PostgresBackend::inspect(const std::vector<std::string>& names, Duration timeout,
+                                          InspectCb cb) {
   // Lease names hold no quote, backslash, comma or brace: a plain array literal.
   std::string array = "{";
   for (size_t i = 0; i < names.size(); ++i) array += (i ? ",\"" : "\"") + names[i] + "\"";
   array += "}";
-  start(stmts_.inspect, {array}, timeout,
-        [cb](const PGresult* r, Outcome o, const std::string& err) {
-          InspectReply out;
-          if (failed(r, o, err, &out)) {
-            cb(out);
-            return;
-          }
-          cb(decode_pg_inspect(r));
-        });
+  return start(stmts_.inspect, {array}, timeout,
+               [cb](const PGresult* r, Outcome o, const std::string& err) {
+                 InspectReply out;
+                 if (failed(r, o, err, &out)) {
+                   cb(out);
+                   return;
+                 }
+                 cb(decode_pg_inspect(r));
+               });
 }
 
 void PostgresBackend::shutdown(std::function<void()> done) {
@@ -237,27 +238,29 @@ PostgresBackend::Call* PostgresBackend::new_call(std::string statement,
   return c;
 }
 
-void PostgresBackend::start(const std::string& statement, std::vector<std::string> params,
-                            Duration timeout, Done done, bool urgent) {
+Backend::CallRef PostgresBackend::start(const std::string& statement,
+                                        std::vector<std::string> params, Duration timeout,
+                                        Done done, bool urgent) {
   Call* c = new_call(statement, std::move(params), timeout, std::move(done));
   c->urgent = urgent;
   if (cmd_ready_) {
     dispatch(c);
-    return;
+    return c->id;
   }
   if (cmd_ || resolving_) {
     unsent_.push_back(c->id);
-    return;
+    return c->id;
   }
   uv_update_time(loop_);
   if (failures_ > 0 && uv_now(loop_) < retry_at_) {
     calls_.preset(c, Outcome::kError,
                   prefixed("unreachable (" + last_error_ + "); reconnecting in " +
                            std::to_string(retry_at_ - uv_now(loop_)) + " ms"));
-    return;
+    return c->id;
   }
   unsent_.push_back(c->id);
   connect();
+  return c->id;
 }
 
 void PostgresBackend::dispatch(Call* c) {
@@ -271,17 +274,18 @@ void PostgresBackend::dispatch(Call* c) {
     }
   }
   c->gen = cmd_gen_;
-  // Queued behind other statements (one at a time on a connection): its
-  // timer starts again when it goes on the wire (call_sent), so that waiting
-  // in the queue is never taken for a connection that stopped answering.
-  // The caller keeps its own timeout meanwhile (the core's).
-  calls_.stop_timer(c);
   cmd_->send(c->id, c->statement, c->params, UvPq::Mode::kPrepared, c->urgent);
 }
 
+// Queued behind other statements (one at a time on a connection), a call
+// goes on the wire later than it was sent: waiting in the queue is never
+// taken for a connection that stopped answering. One abandoned while queued
+// judges the connection a call's timeout after it went on the wire.
 void PostgresBackend::call_sent(uint64_t tag) {
   Call* c = calls_.find(tag);
-  if (c && !c->preset) calls_.restart_timer(c);
+  if (!c || c->preset) return;
+  c->on_wire = true;
+  if (c->abandoned) calls_.abandon(c, c->timeout_ms);
 }
 
 void PostgresBackend::complete(Call* c, const PGresult* r, Outcome o, const std::string& err) {
@@ -304,43 +308,40 @@ void PostgresBackend::fail_calls(uint64_t gen, bool unsent, const std::string& w
   for (Call* c : victims) calls_.preset(c, Outcome::kError, why);
 }
 
-void PostgresBackend::timed_out(Call* c) {
-  if (c->gen != 0 && cmd_ && c->gen == cmd_gen_) {
-    // Its answer may be in the socket already (uv_pq.h, read_now): if so it
-    // completes the call now, and the connection is not stuck.
-    const uint64_t id = c->id;
+// The caller gave up on `c` (backend.h): it ends with its answer if the
+// socket already holds one (uv_pq.h, read_now). Otherwise, once it is on the
+// wire, the connection is stuck: it is closed, so that a late answer can
+// never be delivered (`c` and the other calls on it complete with kError),
+// and remade after a backoff; the server cancels the statement at its own
+// statement_timeout.
+void PostgresBackend::abandoned(Call* c) {
+  const uint64_t id = c->id;
+  const bool on_cmd = c->gen != 0 && cmd_ && c->gen == cmd_gen_;
+  if (on_cmd) {
     cmd_->read_now();
     if (!calls_.find(id)) return;
+    if (!c->on_wire) return;  // queued: judged from when it goes out (call_sent)
   }
-  // Forgotten first, so that failing its connection's calls below does not
-  // complete it too.
-  Done done = std::move(c->done);
-  calls_.finish(c);
-  // No answer in time: close the connection it went out on (or the one it
-  // waited for), so that a late answer can never be delivered, and reconnect
-  // after a backoff. The server cancels the statement at its own
-  // statement_timeout.
   // A connection still being made is given longer (a server forks a process
   // per connection, which can take a while on a busy host): the calls
-  // waiting for it time out, but it goes on until kConnectGraceMs passed.
+  // waiting for it end, but it goes on until kConnectGraceMs passed.
   uv_update_time(loop_);
   const bool connect_hung =
       c->gen == 0 && !cmd_ready_ &&
       uv_now(loop_) - connect_started_ >=
           static_cast<uint64_t>(std::max<int64_t>(kConnectGraceMs, c->timeout_ms));
-  // Sent calls time out only once on the wire (call_sent): then the
-  // connection is stuck.
-  if (cmd_ && ((c->gen != 0 && c->gen == cmd_gen_) || connect_hung)) {
+  if (cmd_ && (on_cmd || connect_hung)) {
     const uint64_t gen = cmd_gen_;
-    const std::string why = c->gen != 0 ? "no answer within the call's timeout"
-                                        : "connecting took longer than the call's timeout";
+    const std::string why = on_cmd ? "no answer within the call's timeout"
+                                   : "connecting took longer than the call's timeout";
     note_failure(why);
     drop_cmd();
     fail_calls(gen, true, prefixed("connection reset: " + why));
   }
-  unsent_.erase(std::remove(unsent_.begin(), unsent_.end(), c->id), unsent_.end());
-  if (done && !handles_.closing())
-    done(nullptr, Outcome::kTimeout, prefixed("no answer within the call's timeout"));
+  unsent_.erase(std::remove(unsent_.begin(), unsent_.end(), id), unsent_.end());
+  if (Call* left = calls_.find(id); left && !left->preset) {
+    complete(left, nullptr, Outcome::kError, prefixed("no answer within the call's timeout"));
+  }
 }
 
 void PostgresBackend::note_failure(const std::string& why) {

@@ -35,8 +35,8 @@ inline constexpr uint64_t kTagListen = kTagInternal + 4;
 inline constexpr uint64_t kTagSyncCommit = kTagInternal + 5;
 inline constexpr uint64_t kTagPrepare = kTagInternal + 6;
 
-// How long a command connection may take to connect and set up before the
-// timeout of a call waiting for it also gives up on the connection.
+// How long a command connection may take to connect and set up before a call
+// waiting for it, abandoned, also gives up on the connection.
 inline constexpr int64_t kConnectGraceMs = 1000;
 
 // A commit with synchronous_commit=off is acknowledged before its WAL is
@@ -73,21 +73,22 @@ class PostgresBackend final : public Backend {
 
   ~PostgresBackend() override = default;
 
-  void open_session(Duration lease, Duration timeout, OpenCb cb) override;
+  CallRef open_session(Duration lease, Duration timeout, OpenCb cb) override;
 
-  void keep_alive(const std::string& session, Duration lease, Duration timeout,
-                  KeepAliveCb cb) override;
+  CallRef keep_alive(const std::string& session, Duration lease, Duration timeout,
+                     KeepAliveCb cb) override;
 
-  void acquire(const std::string& session, const std::string& name, Duration timeout,
-               AcquireCb cb) override;
+  CallRef acquire(const std::string& session, const std::string& name, Duration timeout,
+                  AcquireCb cb) override;
 
-  void release(const std::string& session, const std::string& name, uint64_t token,
-               Duration timeout, DoneCb cb) override;
+  CallRef release(const std::string& session, const std::string& name, uint64_t token,
+                  Duration timeout, DoneCb cb) override;
 
-  void close_session(const std::string& session, Duration timeout, DoneCb cb) override;
+  CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) override;
 
-  void inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
+  CallRef inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
 
+  void abandon(CallRef call) override { calls_.abandon(call); }
   void on_released(ReleasedFn fn) override { released_fn_ = std::move(fn); }
 
   void shutdown(std::function<void()> done) override;
@@ -98,6 +99,7 @@ class PostgresBackend final : public Backend {
   struct Call : CallBase {
     uint64_t gen = 0;       // the command connection it was sent on (0: not sent)
     bool urgent = false;    // goes ahead of queued calls (keep-alive, close)
+    bool on_wire = false;   // out of its connection's queue (call_sent)
     std::string statement;  // the name of a statement its connection prepared
     std::vector<std::string> params;
     Done done;
@@ -128,17 +130,18 @@ class PostgresBackend final : public Backend {
 
   // An answer that is known before any I/O: delivered on a later loop turn.
   template <typename Fn>
-  void fail_later(Duration timeout, Fn fn) {
+  CallRef fail_later(Duration timeout, Fn fn) {
     Call* c =
         new_call({}, {}, timeout, [fn](const PGresult*, Outcome, const std::string&) { fn(); });
     calls_.preset(c, Outcome::kError, "");
+    return c->id;
   }
 
   Call* new_call(std::string statement, std::vector<std::string> params, Duration timeout,
                  Done done);
 
-  void start(const std::string& statement, std::vector<std::string> params, Duration timeout,
-             Done done, bool urgent = false);
+  CallRef start(const std::string& statement, std::vector<std::string> params, Duration timeout,
+                Done done, bool urgent = false);
 
   // Sends `c` on the ready command connection, after a SET when the calls'
   // timeout changed, so the server cuts a statement we have given up on.
@@ -155,8 +158,8 @@ class PostgresBackend final : public Backend {
   // waiting for a connection when `unsent` is set.
   void fail_calls(uint64_t gen, bool unsent, const std::string& why);
 
-  // A call's timer fired with no answer yet.
-  void timed_out(Call* c);
+  // The caller abandoned `c` (backend.h).
+  void abandoned(Call* c);
 
   void note_failure(const std::string& why);
 

@@ -62,8 +62,9 @@ class UvPq {
 
   // Reads what the socket already holds and delivers it, as a readable event
   // would. libuv runs timers before it polls, so after a long loop turn a
-  // call's timer can fire while its answer waits in the socket: reading first
-  // tells an answer that is late from one that never came.
+  // call can be abandoned (its caller's timer) while its answer waits in the
+  // socket: reading first tells an answer that is late from one that never
+  // came.
   void read_now() {
     if (state_ == State::kReady) io(true, false);
   }

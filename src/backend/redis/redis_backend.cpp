@@ -52,7 +52,7 @@ RedisBackend::RedisBackend(const BackendContext& ctx, RedisUrl url, std::shared_
       tls_(std::move(tls)),
       calls_(
           loop_, &handles_,
-          {[this](Call* c) { timed_out(c); },
+          {[this](Call* c) { abandoned(c); },
            [this](Call* c, Outcome o, const std::string& err) { complete(c, nullptr, o, err); }}) {
   where_ = url_.sentinel ? "master " + url_.master_name + " (Sentinel)"
                          : url_.host + ":" + std::to_string(url_.port);
@@ -71,87 +71,90 @@ RedisBackend::RedisBackend(const BackendContext& ctx, RedisUrl url, std::shared_
   handles_.opened(4);
 }
 
-void RedisBackend::open_session(Duration lease, Duration timeout, OpenCb cb) {
+Backend::CallRef RedisBackend::open_session(Duration lease, Duration timeout, OpenCb cb) {
   std::string sid;
   try {
     sid = random_session_id();
   } catch (const std::exception& e) {
     OpenReply r;
     r.error = std::string("no random source for a session id: ") + e.what();
-    fail_later(timeout, [cb, r] { cb(r); });
-    return;
+    return fail_later(timeout, [cb, r] { cb(r); });
   }
   const std::string lease_ms = std::to_string(std::max<int64_t>(1, to_ms_ceil(lease)));
-  start({"EVALSHA", script(kOpen).sha, "1", session_key(sid), lease_ms,
-         client_name_.empty() ? std::string("simba") : client_name_},
-        timeout, kReplicated, [cb, sid](const redisReply* r, Outcome o, const std::string& err) {
-          OpenReply out;
-          if (failed(r, o, err, &out)) {
-            cb(out);
-            return;
-          }
-          cb(decode_open_reply(r, sid));
-        });
+  return start({"EVALSHA", script(kOpen).sha, "1", session_key(sid), lease_ms,
+                client_name_.empty() ? std::string("simba") : client_name_},
+               timeout, kReplicated,
+               [cb, sid](const redisReply* r, Outcome o, const std::string& err) {
+                 OpenReply out;
+                 if (failed(r, o, err, &out)) {
+                   cb(out);
+                   return;
+                 }
+                 cb(decode_open_reply(r, sid));
+               });
 }
 
-void RedisBackend::keep_alive(const std::string& session, Duration lease, Duration timeout,
-                              KeepAliveCb cb) {
+Backend::CallRef RedisBackend::keep_alive(const std::string& session, Duration lease,
+                                          Duration timeout, KeepAliveCb cb) {
   sweep_watches(timeout);
   const std::string lease_ms = std::to_string(std::max<int64_t>(1, to_ms_ceil(lease)));
-  start({"EVALSHA", script(kKeepAlive).sha, "2", session_key(session), leases_key(session),
-         lease_ms, url_.prefix, session},
-        timeout, kReplicated, [cb](const redisReply* r, Outcome o, const std::string& err) {
-          KeepAliveReply out;
-          if (failed(r, o, err, &out)) {
-            cb(out);
-            return;
-          }
-          cb(decode_keep_alive_reply(r));
-        });
+  return start({"EVALSHA", script(kKeepAlive).sha, "2", session_key(session), leases_key(session),
+                lease_ms, url_.prefix, session},
+               timeout, kReplicated, [cb](const redisReply* r, Outcome o, const std::string& err) {
+                 KeepAliveReply out;
+                 if (failed(r, o, err, &out)) {
+                   cb(out);
+                   return;
+                 }
+                 cb(decode_keep_alive_reply(r));
+               });
 }
 
-void RedisBackend::acquire(const std::string& session, const std::string& name, Duration timeout,
-                           AcquireCb cb) {
-  start({"EVALSHA", script(kAcquire).sha, "3", session_key(session), leases_key(session),
-         lease_key(name), session, url_.prefix, name},
-        timeout, kReplicated,
-        [this, name, cb](const redisReply* r, Outcome o, const std::string& err) {
-          AcquireReply out;
-          if (failed(r, o, err, &out)) {
-            cb(out);
-            return;
-          }
-          out = decode_acquire_reply(r);
-          if (out.outcome == Outcome::kHeld) watch(name);
-          cb(out);
-        });
+Backend::CallRef RedisBackend::acquire(const std::string& session, const std::string& name,
+                                       Duration timeout, AcquireCb cb) {
+  return start({"EVALSHA", script(kAcquire).sha, "3", session_key(session), leases_key(session),
+                lease_key(name), session, url_.prefix, name},
+               timeout, kReplicated,
+               [this, name, cb](const redisReply* r, Outcome o, const std::string& err) {
+                 AcquireReply out;
+                 if (failed(r, o, err, &out)) {
+                   cb(out);
+                   return;
+                 }
+                 out = decode_acquire_reply(r);
+                 if (out.outcome == Outcome::kHeld) watch(name);
+                 cb(out);
+               });
 }
 
-void RedisBackend::release(const std::string& session, const std::string& name, uint64_t token,
-                           Duration timeout, DoneCb cb) {
-  start({"EVALSHA", script(kRelease).sha, "1", lease_key(name), session, std::to_string(token),
-         name, released_channel(name)},
-        timeout, done_parser(std::move(cb)));
+Backend::CallRef RedisBackend::release(const std::string& session, const std::string& name,
+                                       uint64_t token, Duration timeout, DoneCb cb) {
+  return start({"EVALSHA", script(kRelease).sha, "1", lease_key(name), session,
+                std::to_string(token), name, released_channel(name)},
+               timeout, done_parser(std::move(cb)));
 }
 
-void RedisBackend::close_session(const std::string& session, Duration timeout, DoneCb cb) {
-  start({"EVALSHA", script(kClose).sha, "2", session_key(session), leases_key(session), session,
-         url_.prefix},
-        timeout, done_parser(std::move(cb)));
+Backend::CallRef RedisBackend::close_session(const std::string& session, Duration timeout,
+                                             DoneCb cb) {
+  return start({"EVALSHA", script(kClose).sha, "2", session_key(session), leases_key(session),
+                session, url_.prefix},
+               timeout, done_parser(std::move(cb)));
 }
 
-void RedisBackend::inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) {
+Backend::CallRef RedisBackend::inspect(const std::vector<std::string>& names, Duration timeout,
+                                       InspectCb cb) {
   std::vector<std::string> argv = {"EVALSHA", script(kInspect).sha, "0", url_.prefix,
                                    glob_escape(url_.prefix)};
   argv.insert(argv.end(), names.begin(), names.end());
-  start(std::move(argv), timeout, [cb](const redisReply* r, Outcome o, const std::string& err) {
-    InspectReply out;
-    if (failed(r, o, err, &out)) {
-      cb(out);
-      return;
-    }
-    cb(decode_inspect_reply(r));
-  });
+  return start(std::move(argv), timeout,
+               [cb](const redisReply* r, Outcome o, const std::string& err) {
+                 InspectReply out;
+                 if (failed(r, o, err, &out)) {
+                   cb(out);
+                   return;
+                 }
+                 cb(decode_inspect_reply(r));
+               });
 }
 
 void RedisBackend::shutdown(std::function<void()> done) {
@@ -194,35 +197,34 @@ RedisBackend::Call* RedisBackend::new_call(std::vector<std::string> argv, Durati
   return c;
 }
 
-RedisBackend::Call* RedisBackend::start(std::vector<std::string> argv, Duration timeout,
-                                        Done done) {
+Backend::CallRef RedisBackend::start(std::vector<std::string> argv, Duration timeout, Done done) {
   return start(std::move(argv), timeout, false, std::move(done));
 }
 
-RedisBackend::Call* RedisBackend::start(std::vector<std::string> argv, Duration timeout,
-                                        bool replicated, Done done) {
+Backend::CallRef RedisBackend::start(std::vector<std::string> argv, Duration timeout,
+                                     bool replicated, Done done) {
   Call* c = new_call(std::move(argv), timeout, std::move(done));
   c->replicated = replicated && url_.wait_replicas > 0;
   ensure_sub();
   ensure_sentinel_sub();
   if (cmd_ && cmd_ready_) {
     send(c);
-    return c;
+    return c->id;
   }
   if (cmd_ || resolving_ || discovering_) {
     unsent_.push_back(c->id);
-    return c;
+    return c->id;
   }
   uv_update_time(loop_);
   if (failures_ > 0 && uv_now(loop_) < retry_at_) {
     calls_.preset(c, Outcome::kError,
                   "redis " + where_ + " unreachable (" + last_error_ + "); reconnecting in " +
                       std::to_string(retry_at_ - uv_now(loop_)) + " ms");
-    return c;
+    return c->id;
   }
   unsent_.push_back(c->id);
   connect();
-  return c;
+  return c->id;
 }
 
 void RedisBackend::send(Call* c) {
@@ -234,7 +236,7 @@ void RedisBackend::send(Call* c) {
   }
   if (c->replicated) {
     // Half the call's timeout by default: too few acknowledgements fail
-    // the call before its timer would drop the connection.
+    // the call before its caller abandons it, which drops the connection.
     const int64_t t =
         url_.wait_timeout_ms > 0 ? url_.wait_timeout_ms : std::max<int64_t>(1, c->timeout_ms / 2);
     wait_timeout_ms_ = wait_batch_.empty() ? t : std::min(wait_timeout_ms_, t);
@@ -282,9 +284,9 @@ void RedisBackend::complete(Call* c, const redisReply* r, Outcome o, const std::
 
 // Reads what the command connection's socket already holds and delivers it,
 // as a readable event would; never blocks (a zero-timeout poll). libuv runs
-// timers before it polls, so after a long loop turn a call's timer can fire
-// while its answer waits in the socket: reading first tells an answer that
-// is late from one that never came. hiredis reads at most 16 KiB at a time,
+// timers before it polls, so after a long loop turn a call can be abandoned
+// (its caller's timer) while its answer waits in the socket: reading first
+// tells an answer that is late from one that never came. hiredis reads at most 16 KiB at a time,
 // hence the loop; it may complete calls, or drop the connection (every call
 // on it then completes with kError), and the adapter outlives this turn.
 void RedisBackend::read_now() {
@@ -296,36 +298,33 @@ void RedisBackend::read_now() {
   }
 }
 
-// A call's timer fired with no answer yet.
-void RedisBackend::timed_out(Call* c) {
+// The caller gave up on `c` (backend.h): it ends now, with its answer if the
+// socket already holds one (read_now). Otherwise the connection it went out
+// on is stuck: it is dropped, so that a late answer can never be delivered
+// (`c` and the other calls on it complete with kError), and remade after a
+// backoff.
+void RedisBackend::abandoned(Call* c) {
+  const uint64_t id = c->id;
   if (c->gen != 0 && c->gen == cmd_gen_ && cmd_) {
-    // Its answer may be in the socket already (read_now): if so it
-    // completes the call now, and the connection is not stuck.
-    const uint64_t id = c->id;
     read_now();
     if (!calls_.find(id)) return;
-  }
-  // Forgotten first, so that dropping its connection below (whose calls
-  // complete with kError) does not complete it too.
-  Done done = std::move(c->done);
-  calls_.finish(c);
-  if (c->gen == 0 && cmd_ && !cmd_ready_) {
+    const std::string why = "no answer within the call's timeout";
+    if (failures_ == 0) log(kLogWarn, why);
+    note_failure(why);
+    drop_conn(&cmd_, "connection dropped: another call on it got " + why);
+    if (!calls_.find(id)) return;
+  } else if (c->gen == 0 && cmd_ && !cmd_ready_) {
     // A connection whose ROLE never answered is as stuck as one whose call
     // did not: drop it, so the next call asks the Sentinels again.
     note_failure("no answer to ROLE within the call's timeout");
     drop_conn(&cmd_);
   }
-  // No answer in time: drop the connection it went out on, so that a late
-  // answer can never be delivered (the other calls on it complete with
-  // kError), and reconnect after a backoff.
-  if (c->gen != 0 && c->gen == cmd_gen_ && cmd_) {
-    const std::string why = "no answer within the call's timeout";
-    if (failures_ == 0) log(kLogWarn, why);
-    note_failure(why);
-    drop_conn(&cmd_, "connection dropped: another call on it got " + why);
+  // Never sent, or its connection is gone already.
+  unsent_.erase(std::remove(unsent_.begin(), unsent_.end(), id), unsent_.end());
+  if (Call* left = calls_.find(id)) {
+    complete(left, nullptr, Outcome::kError,
+             "redis " + where_ + ": no answer within the call's timeout");
   }
-  if (done && !handles_.closing())
-    done(nullptr, Outcome::kTimeout, "redis " + where_ + ": no answer within the call's timeout");
 }
 
 void RedisBackend::on_reply(redisAsyncContext* ac, void* reply, void* privdata) {

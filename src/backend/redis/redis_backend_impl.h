@@ -53,26 +53,27 @@ namespace simba::redis_impl {
 //
 // Connections: one command connection, made on demand and remade after a drop
 // (with backoff after failures), and one subscriber connection. Host names are
-// resolved with uv_getaddrinfo (hiredis' own lookup blocks). A call that gets no
-// answer within its timeout completes with kTimeout and the command connection is
-// torn down, so its late answer can never be delivered; the other calls pending
-// on it complete with kError, each exactly once. A timer that fires while the
-// answer already waits in the socket (after a long loop turn) is not a
-// timeout: the answer is read first.
+// resolved with uv_getaddrinfo (hiredis' own lookup blocks). A call its caller
+// abandons (its timeout passed, backend.h) drops the command connection it
+// went out on, so its late answer can never be delivered; it and the other
+// calls pending on it complete with kError, each exactly once. An answer that
+// already waits in the socket (after a long loop turn) is read first: then
+// the connection was not stuck.
 class RedisBackend final : public Backend {
  public:
   RedisBackend(const BackendContext& ctx, RedisUrl url, std::shared_ptr<SSL_CTX> tls);
   ~RedisBackend() override = default;
 
-  void open_session(Duration lease, Duration timeout, OpenCb cb) override;
-  void keep_alive(const std::string& session, Duration lease, Duration timeout,
-                  KeepAliveCb cb) override;
-  void acquire(const std::string& session, const std::string& name, Duration timeout,
-               AcquireCb cb) override;
-  void release(const std::string& session, const std::string& name, uint64_t token,
-               Duration timeout, DoneCb cb) override;
-  void close_session(const std::string& session, Duration timeout, DoneCb cb) override;
-  void inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
+  CallRef open_session(Duration lease, Duration timeout, OpenCb cb) override;
+  CallRef keep_alive(const std::string& session, Duration lease, Duration timeout,
+                     KeepAliveCb cb) override;
+  CallRef acquire(const std::string& session, const std::string& name, Duration timeout,
+                  AcquireCb cb) override;
+  CallRef release(const std::string& session, const std::string& name, uint64_t token,
+                  Duration timeout, DoneCb cb) override;
+  CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) override;
+  CallRef inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
+  void abandon(CallRef call) override { calls_.abandon(call); }
   void on_released(ReleasedFn fn) override { released_fn_ = std::move(fn); }
   void shutdown(std::function<void()> done) override;
 
@@ -117,21 +118,22 @@ class RedisBackend final : public Backend {
 
   // An answer that is known before any I/O: delivered on a later loop turn.
   template <typename Fn>
-  void fail_later(Duration timeout, Fn fn) {
+  CallRef fail_later(Duration timeout, Fn fn) {
     Call* c = new_call({}, timeout, [fn](const redisReply*, Outcome, const std::string&) { fn(); });
     calls_.preset(c, Outcome::kError, "");
+    return c->id;
   }
 
   // --- calls (redis_backend.cpp) ---------------------------------------------
 
   Call* new_call(std::vector<std::string> argv, Duration timeout, Done done);
-  Call* start(std::vector<std::string> argv, Duration timeout, Done done);
-  Call* start(std::vector<std::string> argv, Duration timeout, bool replicated, Done done);
+  CallRef start(std::vector<std::string> argv, Duration timeout, Done done);
+  CallRef start(std::vector<std::string> argv, Duration timeout, bool replicated, Done done);
   void send(Call* c);
   void send_wait();
   void complete(Call* c, const redisReply* r, Outcome o, const std::string& err);
   void read_now();
-  void timed_out(Call* c);
+  void abandoned(Call* c);
   static void on_reply(redisAsyncContext* ac, void* reply, void* privdata);
   static void on_wait_reply(redisAsyncContext* ac, void* reply, void* privdata);
   static int command(redisAsyncContext* ac, redisCallbackFn* fn, void* privdata,

@@ -24,7 +24,7 @@ ZookeeperBackend::ZookeeperBackend(const BackendContext& ctx, ZookeeperUrl url)
       client_name_(ctx.client_name),
       url_(std::move(url)),
       calls_(loop_, &handles_,
-             {[this](Call* c) { timed_out(c); },
+             {[this](Call* c) { abandoned(c); },
               [this](Call* c, Outcome o, const std::string& err) { fail(c->id, o, err); }}) {
   for (size_t i = 0; i < url_.hosts.size(); ++i) {
     where_ += (i ? "," : "") + url_.hosts[i].host + ":" + std::to_string(url_.hosts[i].port);
@@ -52,7 +52,7 @@ ZookeeperBackend::ZookeeperBackend(const BackendContext& ctx, ZookeeperUrl url)
 
 // --- the session's operations ----------------------------------------------
 
-void ZookeeperBackend::open_session(Duration lease, Duration timeout, OpenCb cb) {
+Backend::CallRef ZookeeperBackend::open_session(Duration lease, Duration timeout, OpenCb cb) {
   Call* c = new_call(Kind::kOpen, timeout);
   c->open = std::move(cb);
   auto owned = std::make_unique<Session>();
@@ -63,16 +63,17 @@ void ZookeeperBackend::open_session(Duration lease, Duration timeout, OpenCb cb)
   c->session_serial = s->serial;
   sessions_[s->serial] = std::move(owned);
   resolve(s);
+  return c->id;
 }
 
-void ZookeeperBackend::keep_alive(const std::string& session, Duration, Duration timeout,
-                                  KeepAliveCb cb) {
+Backend::CallRef ZookeeperBackend::keep_alive(const std::string& session, Duration,
+                                              Duration timeout, KeepAliveCb cb) {
   Call* c = new_call(Kind::kKeepAlive, timeout);
   c->keep_alive = std::move(cb);
   Session* s = usable(session);
   if (!s) {
     preset(c, Outcome::kExpired, "zookeeper: no such session");
-    return;
+    return c->id;
   }
   c->session_serial = s->serial;
   const uint64_t call = c->id;
@@ -95,41 +96,43 @@ void ZookeeperBackend::keep_alive(const std::string& session, Duration, Duration
     deliver_keep_alive(r.call, out);
   });
   sent(s, r, zoo_aexists(s->zk->zh(), marker_path(s).c_str(), 0, stat_done, r));
+  return c->id;
 }
 
-void ZookeeperBackend::acquire(const std::string& session, const std::string& name,
-                               Duration timeout, AcquireCb cb) {
+Backend::CallRef ZookeeperBackend::acquire(const std::string& session, const std::string& name,
+                                           Duration timeout, AcquireCb cb) {
   Call* c = new_call(Kind::kAcquire, timeout);
   c->acquire = std::move(cb);
   Session* s = usable(session);
   if (!s) {
     preset(c, Outcome::kExpired, "zookeeper: no such session");
-    return;
+    return c->id;
   }
   c->session_serial = s->serial;
   if (s->acquires_in_flight >= kMaxAcquiresInFlight) {
     s->acquire_queue.emplace_back(c->id, name);
-    return;
+    return c->id;
   }
   send_acquire(s, c->id, name, 2);
+  return c->id;
 }
 
-void ZookeeperBackend::release(const std::string& session, const std::string& name, uint64_t token,
-                               Duration timeout, DoneCb cb) {
+Backend::CallRef ZookeeperBackend::release(const std::string& session, const std::string& name,
+                                           uint64_t token, Duration timeout, DoneCb cb) {
   Call* c = new_call(Kind::kDone, timeout);
   c->done = std::move(cb);
   Session* s = usable(session);
   if (!s) {
     // Its lease nodes went with it.
     preset(c, Outcome::kExpired, "zookeeper: no such session");
-    return;
+    return c->id;
   }
   c->session_serial = s->serial;
   auto it = s->owned.find(name);
   if (it == s->owned.end() || it->second.token != token) {
     // Not ours (any more): nothing to free.
     preset(c, Outcome::kOk, "");
-    return;
+    return c->id;
   }
   const Owned o = it->second;
   Req* r = new_req(s, c->id, [this, name, token](Req& r, int rc) {
@@ -154,20 +157,22 @@ void ZookeeperBackend::release(const std::string& session, const std::string& na
   zoo_check_op_init(&r->ops[0], r->paths[0].c_str(), o.version);
   zoo_delete_op_init(&r->ops[1], r->paths[1].c_str(), -1);
   sent(s, r, zoo_amulti(s->zk->zh(), 2, r->ops.data(), r->results.data(), void_done, r));
+  return c->id;
 }
 
-void ZookeeperBackend::close_session(const std::string& session, Duration timeout, DoneCb cb) {
+Backend::CallRef ZookeeperBackend::close_session(const std::string& session, Duration timeout,
+                                                 DoneCb cb) {
   Call* c = new_call(Kind::kDone, timeout);
   c->done = std::move(cb);
   auto it = by_id_.find(session);
   if (it == by_id_.end()) {
     preset(c, Outcome::kOk, "");
-    return;
+    return c->id;
   }
   Session* s = it->second;
   if (s->connected && !s->suspect) {
     close_session_obj(s, c->id);
-    return;
+    return c->id;
   }
   // Its connection is down or did not answer: closing the handle now would
   // send nothing, and the session would keep its leases until it expires on
@@ -192,6 +197,7 @@ void ZookeeperBackend::close_session(const std::string& session, Duration timeou
   });
   r->closes = true;
   sent(s, r, zoo_aexists(s->zk->zh(), marker_path(s).c_str(), 0, stat_done, r));
+  return c->id;
 }
 
 void ZookeeperBackend::want_close(Session* s) {
@@ -206,10 +212,11 @@ void ZookeeperBackend::want_close(Session* s) {
     if (handles_.closing()) return;
     if (Session* s = by_serial(serial)) close_session_obj(s, 0);
   };
+  calls_.abandon(backstop, std::max(timeout_ms, 1));
 }
 
-void ZookeeperBackend::inspect(const std::vector<std::string>& names, Duration timeout,
-                               InspectCb cb) {
+Backend::CallRef ZookeeperBackend::inspect(const std::vector<std::string>& names, Duration timeout,
+                                           InspectCb cb) {
   Call* c = new_call(Kind::kInspect, timeout);
   c->inspect = std::move(cb);
   // Any connection will do: the newest one (an opening session queues the
@@ -220,7 +227,7 @@ void ZookeeperBackend::inspect(const std::vector<std::string>& names, Duration t
   }
   if (!s) {
     preset(c, Outcome::kError, "zookeeper " + where_ + ": not connected");
-    return;
+    return c->id;
   }
   auto st = std::make_shared<InspectState>();
   st->call = c->id;
@@ -240,6 +247,7 @@ void ZookeeperBackend::inspect(const std::vector<std::string>& names, Duration t
   } else {
     for (const std::string& n : names) inspect_name(s, st, n);
   }
+  return c->id;
 }
 
 void ZookeeperBackend::shutdown(std::function<void()> done) {
@@ -268,16 +276,18 @@ void ZookeeperBackend::preset(uint64_t id, Outcome o, const std::string& err) {
   if (Call* c = calls_.find(id)) calls_.preset(c, o, err);
 }
 
-void ZookeeperBackend::timed_out(Call* c) {
+// The caller gave up on `c` (backend.h): it ends now with kError, and its
+// answer, should it still come, finds nothing. ZooKeeper's client library
+// judges the connection itself (its receive timeout), so none is dropped.
+void ZookeeperBackend::abandoned(Call* c) {
   auto it = sessions_.find(c->session_serial);
   if (it != sessions_.end()) {
-    // The answer may still come (the core copes with late answers' effects);
-    // a connection that sat on a request is not waited for at close.
+    // A connection that sat on a request is not waited for at close.
     it->second->suspect = true;
     // Nobody waits for a session whose open timed out.
     if (c->kind == Kind::kOpen && !it->second->ready) close_session_obj(it->second.get(), 0);
   }
-  fail(c->id, Outcome::kTimeout, "zookeeper " + where_ + ": no answer within the call's timeout");
+  fail(c->id, Outcome::kError, "zookeeper " + where_ + ": no answer within the call's timeout");
 }
 
 ZookeeperBackend::Call* ZookeeperBackend::take(uint64_t id) {

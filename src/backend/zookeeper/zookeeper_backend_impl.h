@@ -147,19 +147,21 @@ class ZookeeperBackend final : public Backend {
 
   // --- the session's operations (zookeeper_backend.cpp) ----------------------
 
-  void open_session(Duration lease, Duration timeout, OpenCb cb) override;
-  void keep_alive(const std::string& session, Duration, Duration timeout, KeepAliveCb cb) override;
-  void acquire(const std::string& session, const std::string& name, Duration timeout,
-               AcquireCb cb) override;
-  void release(const std::string& session, const std::string& name, uint64_t token,
-               Duration timeout, DoneCb cb) override;
-  void close_session(const std::string& session, Duration timeout, DoneCb cb) override;
-  void inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
+  CallRef open_session(Duration lease, Duration timeout, OpenCb cb) override;
+  CallRef keep_alive(const std::string& session, Duration, Duration timeout,
+                     KeepAliveCb cb) override;
+  CallRef acquire(const std::string& session, const std::string& name, Duration timeout,
+                  AcquireCb cb) override;
+  CallRef release(const std::string& session, const std::string& name, uint64_t token,
+                  Duration timeout, DoneCb cb) override;
+  CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) override;
+  CallRef inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
+  void abandon(CallRef call) override { calls_.abandon(call); }
   void on_released(ReleasedFn fn) override { released_fn_ = std::move(fn); }
   void shutdown(std::function<void()> done) override;
 
  private:
-  // --- calls: each completes exactly once, by answer, preset or timeout ------
+  // --- calls: each completes exactly once, by answer, preset or abandon ------
   // (zookeeper_backend.cpp)
 
   enum class Kind { kOpen, kKeepAlive, kAcquire, kDone, kInspect };
@@ -180,8 +182,8 @@ class ZookeeperBackend final : public Backend {
   void preset(Call* c, Outcome o, const std::string& err) { calls_.preset(c, o, err); }
   void preset(uint64_t id, Outcome o, const std::string& err);
 
-  // A call's timer fired with no answer yet.
-  void timed_out(Call* c);
+  // The caller abandoned `c` (backend.h).
+  void abandoned(Call* c);
 
   // The call `id`, forgotten (call_table.h), or nullptr if it completed.
   Call* take(uint64_t id);

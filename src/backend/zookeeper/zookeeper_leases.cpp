@@ -177,7 +177,7 @@ void ZookeeperBackend::inspect_sent(Session* s, const std::shared_ptr<InspectSta
   if (rc != ZOK) {
     s->reqs.erase(r);
     inspect_failed(st, s, rc);
-    // Answered on a later turn by the call's timer.
+    // Answered on a later turn (the preset outcome).
     preset(st->call, Outcome::kError, st->error);
     return;
   }
