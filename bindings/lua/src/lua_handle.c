@@ -73,16 +73,7 @@ static void tr_done(void *ud, int err) {
     if (rec->stop_of && rec->stop_of->close_after_stop) close_after_stop(L, rec->stop_of);
     /* nothing more comes, unless a close is pending (its done drops it) */
     if (rec->stop_of && !rec->stop_of->closing) slua_anchor_clear(L, cl, rec->stop_of);
-    if (has_fn) {
-      if (err == SIMBA_OK) {
-        lua_pushboolean(L, 1);
-        lua_pushnil(L);
-      } else {
-        lua_pushnil(L);
-        slua_push_code(L, err);
-      }
-      slua_cb_invoke(cl, L, 2);
-    }
+    if (has_fn) slua_cb_invoke_done(cl, L, err);
   }
   free(rec);
 }
@@ -202,16 +193,7 @@ static void tr_close_done(void *ud, int err) {
     rec->stop_of->close_done = 1;
     slua_anchor_clear(L, cl, rec);
     slua_anchor_clear(L, cl, rec->stop_of);
-    if (has_fn) {
-      if (err == SIMBA_OK) {
-        lua_pushboolean(L, 1);
-        lua_pushnil(L);
-      } else {
-        lua_pushnil(L);
-        slua_push_code(L, err);
-      }
-      slua_cb_invoke(cl, L, 2);
-    }
+    if (has_fn) slua_cb_invoke_done(cl, L, err);
   }
   free(rec);
 }

@@ -183,6 +183,7 @@ void slua_drop_pending(lua_State *L, lclient *cl);
 void slua_keep_error(lua_State *L, lclient *cl);
 lua_State *slua_cb_state(lclient *cl);
 void slua_cb_invoke(lclient *cl, lua_State *L, int nargs);
+void slua_cb_invoke_done(lclient *cl, lua_State *L, int err);
 void slua_invoke_hook(lclient *cl, const void *key, const char *a, const char *b);
 void slua_push_owner_table(lua_State *L);
 void slua_push_owner_name(lua_State *L);

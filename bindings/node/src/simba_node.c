@@ -115,6 +115,16 @@ static napi_value throw_last(napi_env env, int rc) {
   return NULL;
 }
 
+/* A call given a callback record failed, so its callback never comes: drop
+ * the record's JS reference and the record, throw the call's error. */
+static napi_value throw_dropped(napi_env env, int rc, napi_ref ref, void *rec) {
+  napi_value e = make_error(env, rc, simba_last_error());
+  napi_delete_reference(env, ref);
+  free(rec);
+  napi_throw(env, e);
+  return NULL;
+}
+
 static napi_value throw_simba(napi_env env, int rc, const char *msg) {
   napi_throw(env, make_error(env, rc, msg));
   return NULL;
@@ -985,13 +995,7 @@ static napi_value n_term_close_async(napi_env env, napi_callback_info info) {
   rc = (int)simba_term_revoke_reason(t);
   if (d->out) d->out[0] = rc == SIMBA_REVOKE_NONE ? SIMBA_REVOKE_STOPPED : rc;
   rc = simba_term_close_async(t, tr_term_close_done, r);
-  if (rc != SIMBA_OK) {
-    napi_value e = make_error(env, rc, simba_last_error());
-    napi_delete_reference(env, r->fn);
-    free(r);
-    napi_throw(env, e);
-    return NULL;
-  }
+  if (rc != SIMBA_OK) return throw_dropped(env, rc, r->fn, r);
   slot_free(d, h);
   if (n) n->released = 1;
   arm(cl);
@@ -1030,13 +1034,7 @@ TERM_FN(n_term_on_revoked, {
   r->cl = cl;
   napi_create_reference(env, a[2], 1, &r->fn);
   rc = simba_term_on_revoked(t, tr_term_revoked, r);
-  if (rc != SIMBA_OK) {
-    napi_value e = make_error(env, rc, simba_last_error());
-    napi_delete_reference(env, r->fn);
-    free(r);
-    napi_throw(env, e);
-    return NULL;
-  }
+  if (rc != SIMBA_OK) return throw_dropped(env, rc, r->fn, r);
   arm(cl);
   return undef(env);
 })
@@ -1467,13 +1465,7 @@ static napi_value stop_common(napi_env env, napi_callback_info info, int is_stop
     rc = is_stop ? simba_task_stop((simba_task_t *)h->h, tr_done, d)
                  : simba_task_step_down((simba_task_t *)h->h, ms, tr_done, d);
   }
-  if (rc != SIMBA_OK) {
-    napi_value e = make_error(env, rc, simba_last_error());
-    napi_delete_reference(env, d->cb);
-    free(d);
-    napi_throw(env, e);
-    return NULL;
-  }
+  if (rc != SIMBA_OK) return throw_dropped(env, rc, d->cb, d);
   h->refs++;
   if (is_stop) {
     h->stopping = 1;
@@ -1754,13 +1746,7 @@ static napi_value n_close_async(napi_env env, napi_callback_info info) {
   } else {
     rc = simba_observer_close_async((simba_observer_t *)h->h, tr_close_done, d);
   }
-  if (rc != SIMBA_OK) {
-    napi_value e = make_error(env, rc, simba_last_error());
-    napi_delete_reference(env, d->cb);
-    free(d);
-    napi_throw(env, e);
-    return NULL;
-  }
+  if (rc != SIMBA_OK) return throw_dropped(env, rc, d->cb, d);
   h->freed = 1; /* the library frees it after done; an earlier stop's done skips it */
   h->h = NULL;
   handle_unlink(h->cl, h);
