@@ -81,8 +81,9 @@
  *   handle after the call. The handle's reference to its client is dropped there
  *   too, which is never the client's last while its close is pending.
  * - A close asked for before simba_client_close() has its done run before
- *   simba_client_close() returns, except a task's whose work has not returned by
- *   then. A done that falls due after the client's close completed (its callback
+ *   simba_client_close() returns, except a task's: it also waits for the task's
+ *   work (and a group's own thread), which the client's close does not wait for.
+ *   A done that falls due after the client's close completed (its callback
  *   executor is gone) runs on a thread of the library instead.
  * - A handle is closed once: closing it again, or also with its older free
  *   function (simba_election_free(), simba_task_close(), simba_observer_free(),

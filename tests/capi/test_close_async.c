@@ -253,7 +253,8 @@ static void run_task_close(const char *store, int from_work, int group) {
     CHECK_OK(simba_run_while_leader(&task, c, "job", revoked_then_late_return, &w));
   }
   astp((void **)&w.task, task);
-  ASSERT_EVENTUALLY(ald(&w.started) >= (group ? 2 : 1));
+  /* From its work, the first run closes the group: the other partition may never start. */
+  ASSERT_EVENTUALLY(ald(&w.started) >= (group && !from_work ? 2 : 1));
   if (!from_work) CHECK_OK(simba_task_close_async(task, closed_done, &cl));
   expect_done_once(&cl);
   if (from_work) assert_int_equal(ald(&w.close_rc), SIMBA_OK);
