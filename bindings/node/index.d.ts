@@ -27,6 +27,10 @@ export class Term {
   onRevoked(fn: (reason: string) => void): void;
   revokeFd(): number;
   release(): Promise<void>;
+  /** Drop the term without waiting (libsimba 1.4): a lock term is released and
+   *  the promise resolves after its onRevoked functions and the backend's
+   *  answer; the term then reads as released. */
+  closeAsync(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
 
@@ -36,6 +40,9 @@ export class Election extends EventEmitter {
   readonly isLeader: boolean;
   stop(): Promise<void>;
   stepDown(cooldownMs: number): Promise<void>;
+  /** Close without waiting, from anywhere (libsimba 1.4): no event after the
+   *  call; resolves after the election's last callback (name released). */
+  closeAsync(): Promise<void>;
   on(event: 'elected', fn: (term: Term) => void): this;
   on(event: 'revoked', fn: (term: Term, reason: string) => void): this;
   [Symbol.asyncDispose](): Promise<void>;
@@ -47,12 +54,22 @@ export class Task extends EventEmitter {
   readonly name: string;
   stop(): Promise<void>;
   stepDown(cooldownMs: number): Promise<void>;
+  /** Close without waiting, from anywhere (its own work included, libsimba
+   *  1.4): resolves once every run of the work settled, the task's last callback. */
+  closeAsync(): Promise<void>;
   on(event: 'error', fn: (err: unknown) => void): this;
   [Symbol.asyncDispose](): Promise<void>;
 }
 
 export interface HolderChange {
   name: string; holder: string | null; holderClient: string | null; token: bigint; free: boolean;
+}
+
+/** What client.observe() returns: an async iterable of changes that closes. */
+export interface Observation extends AsyncIterable<HolderChange> {
+  /** End the iteration; resolves after the observer's last callback (libsimba 1.4). */
+  closeAsync(): Promise<void>;
+  [Symbol.asyncIterator](): AsyncIterator<HolderChange> & { closeAsync(): Promise<void> };
 }
 
 export class Client extends EventEmitter {
@@ -65,7 +82,7 @@ export class Client extends EventEmitter {
   runWhileLeader(name: string, fn: Work): Task;
   schedule(name: string, options: { initialDelay?: number; period: number }, fn: Work): Task;
   joinGroup(group: string, partitions: number, fn: Work): Task;
-  observe(name: string, options?: { pollMs?: number; signal?: AbortSignal }): AsyncIterable<HolderChange>;
+  observe(name: string, options?: { pollMs?: number; signal?: AbortSignal }): Observation;
   metrics(): string;
   snapshot(): any;
   inspect(names?: string[] | null, options?: { timeout?: number }): Promise<any>;

@@ -203,6 +203,33 @@ describe("simba.luv on " .. URL:match("^%a+"), function()
     e:close()
   end)
 
+  it("awaits close_async of an election, a lock term and an observer inside the loop", function()
+    local a = H.open(URL)
+    local d = attach(a)
+    local r = H.recorder()
+    local name = H.name("luv.close_async")
+    local e = a:election(name, r.listener)
+    local log, finished = {}, false
+    d:spawn(function()
+      while r.elected == 0 do d:sleep(5) end
+      local ok = d:await(function(done) return e:close_async(done) end)
+      log[#log + 1] = ok and "e" or "?"
+      local t = assert(d:lock(name, H.LONG)) -- the close released the name
+      t:on_revoked(function() log[#log + 1] = "R" end)
+      ok = d:await(function(done) return t:close_async(done) end)
+      log[#log + 1] = ok and "t" or "?"
+      local ob
+      ob = a:observe(name, function()
+        if not ob:is_closed() then
+          ob:close_async(function() log[#log + 1] = "o"; finished = true end)
+        end
+      end, 20)
+    end)
+    assert.is_true(run_until(H.LONG, function() return finished end))
+    assert.equals("eRto", table.concat(log))
+    assert.equals("E", r.str()) -- close_async detaches the listener
+  end)
+
   it("detaches when a callback closes the client", function()
     local a = H.open(URL)
     local closed

@@ -346,6 +346,183 @@ describe("simba (" .. BACKEND .. ")", function()
     end)
   end)
 
+  describe("close_async (libsimba 1.4)", function()
+    -- A done that records its calls in log, after whatever else the test logs.
+    local function done_rec(log)
+      local d = {n = 0}
+      d.fn = function(ok, code)
+        d.n = d.n + 1
+        d.ok, d.code = ok, code
+        log[#log + 1] = "D"
+      end
+      return d
+    end
+
+    it("closes an election from outside: done once, last, the name released", function()
+      local a, b = open(), open()
+      local log = {}
+      local name = H.name("ca-election")
+      local e = a:election(name, {
+        on_elected = function() log[#log + 1] = "E" end,
+        on_revoked = function() log[#log + 1] = "R" end})
+      assert.is_true(H.drive({a}, H.LONG, function() return #log == 1 end))
+      local d = done_rec(log)
+      assert.is_true(e:close_async(d.fn))
+      assert.is_true(e:is_closed())
+      assert.equals(0, d.n) -- never inside the call
+      assert.has_error(function() e:close_async() end, "simba: election closed")
+      assert.is_true(H.drive({a}, H.LONG, function() return d.n > 0 end))
+      H.drive({a}, 50)
+      assert.equals(1, d.n)
+      assert.is_true(d.ok)
+      assert.equals("ED", table.concat(log)) -- detached: no on_revoked
+      local _, r = H.leader(b, name) -- released on the backend
+      assert.equals(1, r.elected)
+      assert.is_true(e:close()) -- closed already: a no-op
+    end)
+
+    it("closes an election from its own on_elected: done after it returned", function()
+      local a = open()
+      local log, e = {}, nil
+      local d = done_rec(log)
+      e = a:election(H.name("ca-election-cb"), {
+        on_elected = function()
+          log[#log + 1] = "E<"
+          assert.is_true(e:close_async(d.fn))
+          log[#log + 1] = ">"
+        end,
+        on_revoked = function() log[#log + 1] = "R" end})
+      assert.is_true(H.drive({a}, H.LONG, function() return d.n > 0 end))
+      H.drive({a}, 50)
+      assert.equals(1, d.n)
+      assert.equals("E<>D", table.concat(log))
+      collectgarbage() -- the handle may go now: nothing of it runs any more
+    end)
+
+    it("runs an earlier stop's done first", function()
+      local a = open()
+      local e = H.leader(a, H.name("ca-stop-first"))
+      local log = {}
+      local d = done_rec(log)
+      assert.is_true(e:stop(function() log[#log + 1] = "S" end))
+      assert.is_true(e:close_async(d.fn))
+      assert.is_true(H.drive({a}, H.LONG, function() return d.n > 0 end))
+      assert.equals("SD", table.concat(log))
+    end)
+
+    it("closes a task from its own work: done once the work returned", function()
+      local a = open()
+      local log, t = {}, nil
+      local d = done_rec(log)
+      t = a:run_while_leader(H.name("ca-task"), function()
+        local _ <close> = setmetatable({}, {__close = function() log[#log + 1] = "X" end})
+        log[#log + 1] = "W"
+        assert.is_true(t:close_async(d.fn))
+        while true do simba.sleep(10) end
+      end)
+      assert.is_true(H.drive({a}, H.LONG, function() return d.n > 0 end))
+      H.drive({a}, 50)
+      assert.equals(1, d.n)
+      assert.equals("WXD", table.concat(log))
+      assert.is_true(t:is_closed())
+    end)
+
+    it("closes a task from outside while its work runs", function()
+      local a = open()
+      local log, started = {}, false
+      local t = a:run_while_leader(H.name("ca-task-out"), function()
+        started = true
+        local _ <close> = setmetatable({}, {__close = function() log[#log + 1] = "X" end})
+        while true do simba.sleep(10) end
+      end)
+      assert.is_true(H.drive({a}, H.LONG, function() return started end))
+      local d = done_rec(log)
+      assert.is_true(t:close_async(d.fn))
+      assert.is_true(H.drive({a}, H.LONG, function() return d.n > 0 end))
+      H.drive({a}, 50)
+      assert.equals("XD", table.concat(log))
+    end)
+
+    it("closes an observer from its own function and from outside", function()
+      local w = open_live()
+      local log, ob = {}, nil
+      local d = done_rec(log)
+      ob = w:observe(H.name("ca-observed"), function()
+        log[#log + 1] = "O"
+        assert.is_true(ob:close_async(d.fn))
+      end, 20)
+      assert.is_true(H.drive({w}, H.LONG, function() return d.n > 0 end))
+      H.drive({w}, 100)
+      assert.equals(1, d.n)
+      assert.equals("OD", table.concat(log))
+      local log2, seen = {}, 0
+      local d2 = done_rec(log2)
+      local ob2 = w:observe(H.name("ca-observed2"), function() seen = seen + 1 end, 20)
+      assert.is_true(H.drive({w}, H.LONG, function() return seen > 0 end))
+      assert.is_true(ob2:close_async(d2.fn))
+      local n = seen
+      assert.is_true(H.drive({w}, H.LONG, function() return d2.n > 0 end))
+      H.drive({w}, 100)
+      assert.equals(n, seen)
+      assert.equals(1, d2.n)
+    end)
+
+    it("releases a lock term: its on_revoked first, then done", function()
+      local a = open()
+      local name = H.name("ca-lock")
+      local t = assert(a:lock(name, H.LONG))
+      local log = {}
+      local d = done_rec(log)
+      t:on_revoked(function(_, reason) log[#log + 1] = "R" .. reason end)
+      assert.is_true(t:close_async(d.fn))
+      assert.equals(0, d.n)
+      assert.is_true(H.drive({a}, H.LONG, function() return d.n > 0 end))
+      H.drive({a}, 50)
+      assert.equals(1, d.n)
+      assert.equals("RSTOPPEDD", table.concat(log))
+      assert.is_false(t:valid()) -- still readable
+      assert.equals(name, t:name())
+      local t2 = assert(a:try_lock(name)) -- released
+      assert.is_true(t2:token() > t:token())
+      -- an election's term: only a reference goes, from the term's callback
+      local e, _, et = H.leader(a, H.name("ca-eterm"))
+      local d2 = done_rec(log)
+      assert.is_true(et:close_async(d2.fn))
+      assert.is_true(H.drive({a}, H.LONG, function() return d2.n > 0 end))
+      assert.is_true(et:valid())
+      assert.is_true(e:is_leader())
+      t2:release()
+    end)
+
+    it("refuses with ECLOSED once the client closed", function()
+      local a = open()
+      local e = a:election(H.name("ca-closed"), {})
+      local t = assert(a:lock(H.name("ca-closed-lock"), H.LONG))
+      a:close()
+      local ok, _, code = e:close_async(function() error("no loop runs this") end)
+      assert.is_nil(ok)
+      assert.equals("ECLOSED", code)
+      assert.is_true(e:is_closed())
+      ok, _, code = t:close_async()
+      assert.is_nil(ok)
+      assert.equals("ECLOSED", code)
+    end)
+
+    it("lets close() from a callback complete without a close() outside", function()
+      local a, b = open(), open()
+      local name = H.name("ca-close-cb")
+      local log, e = {}, nil
+      e = a:election(name, {
+        on_elected = function() log[#log + 1] = "E"; assert.is_true(e:close()) end,
+        on_revoked = function(_, reason) log[#log + 1] = reason end})
+      assert.is_true(H.drive({a}, H.LONG, function() return e:is_closed() end))
+      assert.equals("ESTOPPED", table.concat(log)) -- close() stops first, as before
+      local _, r = H.leader(b, name)
+      assert.equals(1, r.elected)
+      collectgarbage()
+    end)
+  end)
+
   describe("metrics", function()
     it("count what happened", function()
       local c = open_live({name = "metrics-node"})

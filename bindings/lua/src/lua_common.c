@@ -260,6 +260,19 @@ void slua_cb_invoke(lclient *cl, lua_State *L, int nargs) {
   if (rc != LUA_OK) slua_keep_error(L, cl);
 }
 
+/* A completion: the function at the top of @p L called as fn(true, nil) on
+ * SIMBA_OK, else fn(nil, code). Never raises. */
+void slua_cb_invoke_done(lclient *cl, lua_State *L, int err) {
+  if (err == SIMBA_OK) {
+    lua_pushboolean(L, 1);
+    lua_pushnil(L);
+  } else {
+    lua_pushnil(L);
+    slua_push_code(L, err);
+  }
+  slua_cb_invoke(cl, L, 2);
+}
+
 /* Keep the error at the top of @p L (popped) for slua_leave() to raise,
  * unless an earlier one is kept already. */
 void slua_keep_error(lua_State *L, lclient *cl) {

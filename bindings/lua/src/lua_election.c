@@ -59,8 +59,12 @@ static int election_step_down(void *e, int64_t cooldown, simba_done_fn done, voi
 
 static void election_free(void *e) { simba_election_free((simba_election_t *)e); }
 
-static const slua_kind ELECTION = {ELECTION_MT, "election", election_stop, election_step_down,
-                                   election_free};
+static int election_close_async(void *e, simba_done_fn done, void *ud) {
+  return simba_election_close_async((simba_election_t *)e, done, ud);
+}
+
+static const slua_kind ELECTION = {ELECTION_MT,        "election",    election_stop,
+                                   election_step_down, election_free, election_close_async};
 
 static lhandle *check_election(lua_State *L, int i) {
   return ((handle_ud *)luaL_checkudata(L, i, ELECTION_MT))->hd;

@@ -1,12 +1,14 @@
 /* Elections, tasks and observers of the Lua binding share one handle
  * (lhandle) and one path to start, stop, step down, wait for a stop, close
  * and free them; a kind (slua_kind) names the library functions of each (an
- * observer has no stop: its close only frees it).
+ * observer has no stop).
  *
  * A started handle is anchored in its client (it lives while it contends,
- * even when the Lua code drops it) until its stop completed or the client
- * closed; only then can it be collected, and its __gc frees the library
- * handle. */
+ * even when the Lua code drops it) until its stop or its close completed or
+ * the client closed; only then can it be collected. Closing goes through the
+ * library's one close shape (X_close_async, libsimba 1.4): close(),
+ * close_async() and __gc alike; the lhandle the library's callbacks reach is
+ * freed once nothing can reach it (a close's done, or __gc after it). */
 #include "simba_lua.h"
 
 /* A new handle of @p kind, for the client at index 1 and the name at index 2:
@@ -54,8 +56,11 @@ static lhandle *live_handle(lua_State *L, int i) {
   return hd;
 }
 
+static void close_after_stop(lua_State *L, lhandle *hd);
+
 /* Completion of a stop or a step-down: done(ok, code), if a function was
- * given. A stop's completion also marks the handle and drops its anchor. */
+ * given. A stop's completion also marks the handle and drops its anchor, or
+ * starts the close that close() asked for. */
 static void tr_done(void *ud, int err) {
   done_rec *rec = (done_rec *)ud;
   lclient *cl = rec->cl;
@@ -65,17 +70,10 @@ static void tr_done(void *ud, int err) {
   if (L && lua_checkstack(L, 6)) {
     int has_fn = slua_anchor_fn(L, cl, rec);
     slua_anchor_clear(L, cl, rec);
-    if (rec->stop_of) slua_anchor_clear(L, cl, rec->stop_of); /* nothing more comes */
-    if (has_fn) {
-      if (err == SIMBA_OK) {
-        lua_pushboolean(L, 1);
-        lua_pushnil(L);
-      } else {
-        lua_pushnil(L);
-        slua_push_code(L, err);
-      }
-      slua_cb_invoke(cl, L, 2);
-    }
+    if (rec->stop_of && rec->stop_of->close_after_stop) close_after_stop(L, rec->stop_of);
+    /* nothing more comes, unless a close is pending (its done drops it) */
+    if (rec->stop_of && !rec->stop_of->closing) slua_anchor_clear(L, cl, rec->stop_of);
+    if (has_fn) slua_cb_invoke_done(cl, L, err);
   }
   free(rec);
 }
@@ -171,8 +169,8 @@ int slua_handle_stop_wait(lua_State *L) {
   return 1;
 }
 
-/* Free the library handle (after its stop, or with its client closed). */
-static void handle_free(lua_State *L, lhandle *hd, int raise) {
+/* Free the library handle with its client closed (nothing waits any more). */
+static void handle_free(lua_State *L, lhandle *hd) {
   call_t k = slua_enter(hd->cl, L);
   hd->kind->free(hd->h);
   hd->h = NULL;
@@ -181,42 +179,156 @@ static void handle_free(lua_State *L, lhandle *hd, int raise) {
     hd->term = NULL;
   }
   slua_anchor_clear(L, hd->cl, hd);
-  if (raise) {
-    slua_leave(L, k);
+  slua_leave(L, k);
+}
+
+/* The done of a close: the handle's last callback. done(ok, code) if a
+ * function was given; the handle's anchor goes (it may be collected). */
+static void tr_close_done(void *ud, int err) {
+  done_rec *rec = (done_rec *)ud;
+  lclient *cl = rec->cl;
+  lua_State *L = slua_cb_state(cl);
+  if (L && lua_checkstack(L, 6)) {
+    int has_fn = slua_anchor_fn(L, cl, rec);
+    rec->stop_of->close_done = 1;
+    slua_anchor_clear(L, cl, rec);
+    slua_anchor_clear(L, cl, rec->stop_of);
+    if (has_fn) slua_cb_invoke_done(cl, L, err);
+  }
+  free(rec);
+}
+
+/* Start the close of @p hd (live client; its userdata at @p uidx) whose done
+ * calls the function at @p fidx (0: none). The handle stays anchored until
+ * that done. Raises nothing (it also runs inside a stop's done). */
+static void start_close(lua_State *L, lhandle *hd, int uidx, int fidx, result_t *r, call_t *k) {
+  lclient *cl = hd->cl;
+  done_rec *rec;
+  *k = slua_enter(cl, L);
+  uidx = lua_absindex(L, uidx);
+  rec = (done_rec *)malloc(sizeof *rec);
+  if (!rec || !lua_checkstack(L, 4) || !slua_push_client(L, cl)) {
+    free(rec);
+    slua_capture(r, SIMBA_ENOMEM);
+    return;
+  }
+  rec->cl = cl;
+  rec->stop_of = hd;
+  if (fidx && !lua_isnoneornil(L, fidx)) {
+    lua_pushvalue(L, fidx);
   } else {
-    slua_leave_noraise(k);
+    lua_pushboolean(L, 0);
+  }
+  slua_anchor_set(L, -2, rec);
+  lua_pushvalue(L, uidx);
+  slua_anchor_set(L, -2, hd); /* an earlier stop's done may have dropped it */
+  lua_pop(L, 1);
+  slua_capture(r, hd->kind->close_async(hd->h, tr_close_done, rec));
+  if (r->rc != SIMBA_OK) {
+    slua_anchor_clear(L, cl, rec); /* no done comes; the handle is as it was */
+    free(rec);
+    return;
+  }
+  hd->closing = 1;
+  hd->h = NULL; /* the library frees it after done */
+  if (hd->term) {
+    simba_term_release(hd->term); /* the listener is detached: nothing sets it again */
+    hd->term = NULL;
   }
 }
 
-/* :close() : stop, drive the client until the stop completed (every
- * on_revoked delivered, every run of the work ended, the lease handed over),
- * free. From a callback or leader work it only starts the stop (the handle
- * is freed when it is collected, or by a close() outside). Idempotent. */
+/* The close ran its done (or never started: a stop's close out of memory). */
+static int close_completed(const void *p) {
+  const lhandle *hd = (const lhandle *)p;
+  return hd->close_done || (!hd->closing && !hd->close_after_stop);
+}
+
+/* The stop close() started completed (inside its done): now the close. */
+static void close_after_stop(lua_State *L, lhandle *hd) {
+  result_t r;
+  call_t k;
+  hd->close_after_stop = 0;
+  if (!hd->h || hd->closing || !hd->cl->c) return;
+  slua_anchor_get(L, hd->cl, hd);
+  if (!lua_isnil(L, -1)) {
+    start_close(L, hd, -1, 0, &r, &k);
+    slua_leave_noraise(k); /* inside a callback: nothing may unwind */
+  }
+  lua_pop(L, 1);
+}
+
+/* :close_async([done]) : close without waiting, from anywhere (a callback of
+ * the handle, leader work, the luv loop): true, then done(ok, code) runs once,
+ * the handle's last callback (after every other one, the done of an earlier
+ * stop included), inside a later process()/run(). With the client closed there
+ * is no loop to run done: the handle is freed, and nil, msg, "ECLOSED" comes
+ * back instead. A second close is an error. */
+int slua_handle_close_async(lua_State *L) {
+  lhandle *hd;
+  result_t r;
+  call_t k;
+  lua_settop(L, 2);
+  hd = live_handle(L, 1);
+  if (!hd->cl->c) {
+    handle_free(L, hd);
+    slua_capture(&r, SIMBA_ECLOSED);
+    return slua_fail(L, "close_async", &r);
+  }
+  if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TFUNCTION);
+  start_close(L, hd, 1, 2, &r, &k);
+  return slua_leave_result(L, k, "close_async", &r);
+}
+
+/* :close() : stop (the listener hears the STOPPED revocation, as before
+ * 1.4), then close_async from the stop's done; outside callbacks and leader
+ * work, drive the client until the close's done ran (every on_revoked
+ * delivered, every run of the work ended, the lease handed over). From a
+ * callback or leader work it returns at once; the close completes in a
+ * later process()/run(). Idempotent. */
 int slua_handle_close(lua_State *L) {
   lhandle *hd = slua_check_handle(L, 1);
-  if (hd && hd->h) {
-    if (!hd->kind->stop) {
-      handle_free(L, hd, 1); /* an observer: nothing to wait for */
-    } else if (hd->cl->c && slua_inside(hd->cl)) {
-      if (!hd->stopping) (void)stop_and_drive(L, hd, 0); /* starts it, drives nothing */
-    } else {
-      (void)stop_and_drive(L, hd, INT64_MAX);
-      handle_free(L, hd, 1);
+  result_t r;
+  call_t k;
+  lua_settop(L, 1);
+  if (hd && hd->h && !hd->cl->c) {
+    handle_free(L, hd);
+  } else if (hd && hd->h && !hd->closing && !hd->close_after_stop) {
+    if (hd->kind->stop && !hd->stop_done) {
+      hd->close_after_stop = 1;
+      if (!hd->stopping) {
+        start_stop(L, hd, -1, 2, &r, &k);
+        slua_leave(L, k);
+        if (r.rc != SIMBA_OK) hd->close_after_stop = 0; /* stopped already: close now */
+      }
+    }
+    if (!hd->close_after_stop) {
+      start_close(L, hd, 1, 0, &r, &k);
+      slua_leave(L, k);
+      if (r.rc != SIMBA_OK) return slua_fail(L, "close", &r);
     }
   }
+  if (hd && (hd->closing || hd->close_after_stop) && !slua_inside(hd->cl))
+    (void)slua_drive_until(L, hd->cl, close_completed, hd, INT64_MAX);
   lua_pushboolean(L, 1);
   return 1;
 }
+
+/* The done of a close from __gc: the lhandle is ours alone, nothing else. */
+static void tr_gc_done(void *ud, int err) { free(ud); }
 
 int slua_handle_gc(lua_State *L) {
   handle_ud *u = (handle_ud *)lua_touserdata(L, 1);
   lhandle *hd = u->hd;
   if (hd) {
-    /* Not anchored any more: its stop completed, or its client closed. */
-    if (hd->h) handle_free(L, hd, 0);
-    slua_drop_pending(L, hd->cl);
-    free(hd);
+    /* Not anchored any more: its stop or close completed, or its client
+     * closed. Its listener or work may still hold hd: free it in done. */
     u->hd = NULL;
+    slua_drop_pending(L, hd->cl);
+    if (hd->term) simba_term_release(hd->term);
+    if (!hd->h || hd->kind->close_async(hd->h, tr_gc_done, hd) != SIMBA_OK) {
+      if (hd->h) hd->kind->free(hd->h); /* out of memory: the blocking way */
+      free(hd);
+    }
   }
   return 0;
 }

@@ -40,7 +40,12 @@ static void tr_observe(void *ud, const char *name, const char *session, const ch
  * a callback no further call starts. */
 static void observer_free(void *o) { simba_observer_free((simba_observer_t *)o); }
 
-static const slua_kind OBSERVER = {OBSERVER_MT, "observer", NULL, NULL, observer_free};
+static int observer_close_async(void *o, simba_done_fn done, void *ud) {
+  return simba_observer_close_async((simba_observer_t *)o, done, ud);
+}
+
+static const slua_kind OBSERVER = {OBSERVER_MT, "observer",    NULL,
+                                   NULL,        observer_free, observer_close_async};
 
 /* name at 2, poll_ms at 4 */
 static int start_observer(lua_State *L, lhandle *ob) {

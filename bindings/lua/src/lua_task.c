@@ -14,7 +14,12 @@ static int task_step_down(void *t, int64_t cooldown, simba_done_fn done, void *u
 
 static void task_free(void *t) { (void)simba_task_close((simba_task_t *)t); }
 
-static const slua_kind TASK = {TASK_MT, "task", task_stop, task_step_down, task_free};
+static int task_close_async(void *t, simba_done_fn done, void *ud) {
+  return simba_task_close_async((simba_task_t *)t, done, ud);
+}
+
+static const slua_kind TASK = {TASK_MT,        "task",    task_stop,
+                               task_step_down, task_free, task_close_async};
 
 /* A task for the client at 1 and the name at 2 whose work is the function at
  * @p fidx, started by @p call. */

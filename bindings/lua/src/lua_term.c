@@ -123,18 +123,31 @@ static void tr_term_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t rea
   free(rec);
 }
 
+/* A callback record of @p u's client, the function at @p fidx (or false when
+ * none) anchored under it. */
+static revoked_rec *anchored_rec(lua_State *L, term_ud *u, int fidx) {
+  revoked_rec *rec;
+  if (!slua_push_client(L, u->cl)) luaL_error(L, "simba: the term's client is gone");
+  rec = (revoked_rec *)malloc(sizeof *rec);
+  if (!rec) luaL_error(L, "simba: out of memory");
+  rec->cl = u->cl;
+  if (lua_isnil(L, fidx)) {
+    lua_pushboolean(L, 0);
+  } else {
+    lua_pushvalue(L, fidx);
+  }
+  slua_anchor_set(L, -2, rec);
+  lua_pop(L, 1);
+  return rec;
+}
+
 int slua_term_on_revoked(lua_State *L) {
   term_ud *u = slua_check_term(L, 1);
   revoked_rec *rec;
   result_t r;
   call_t k;
   luaL_checktype(L, 2, LUA_TFUNCTION);
-  if (!slua_push_client(L, u->cl)) return luaL_error(L, "simba: the term's client is gone");
-  rec = (revoked_rec *)malloc(sizeof *rec);
-  if (!rec) return luaL_error(L, "simba: out of memory");
-  rec->cl = u->cl;
-  lua_pushvalue(L, 2);
-  slua_anchor_set(L, -2, rec);
+  rec = anchored_rec(L, u, 2);
   k = slua_enter(u->cl, L);
   slua_capture(&r, simba_term_on_revoked(u->t, tr_term_revoked, rec));
   return slua_leave_rec_result(L, k, rec, "on_revoked", &r);
@@ -158,14 +171,61 @@ int slua_term_release(lua_State *L) {
   return slua_leave_result(L, k, "release", &r);
 }
 
+/* The done of term:close_async: done(ok, code), if a function was given. */
+static void tr_term_close_done(void *ud, int err) {
+  revoked_rec *rec = (revoked_rec *)ud;
+  lclient *cl = rec->cl;
+  lua_State *L = slua_cb_state(cl);
+  if (L && lua_checkstack(L, 6)) {
+    int has_fn = slua_anchor_fn(L, cl, rec);
+    slua_anchor_clear(L, cl, rec);
+    if (has_fn) slua_cb_invoke_done(cl, L, err);
+  }
+  free(rec);
+}
+
+/* term:close_async([done]) : the one close shape (libsimba 1.4), from
+ * anywhere, never waiting. A lock term not released yet is released (as
+ * release() does, revoked STOPPED); done(ok, code) runs once the backend
+ * answered and every on_revoked of the term ran, inside a later
+ * process()/run(). Any other term: done follows the callbacks already queued
+ * for it. The term stays readable (the userdata keeps its own reference). */
+int slua_term_close_async(lua_State *L) {
+  term_ud *u = slua_check_term(L, 1);
+  revoked_rec *rec;
+  result_t r;
+  call_t k;
+  lua_settop(L, 2);
+  if (!lua_isnil(L, 2)) luaL_checktype(L, 2, LUA_TFUNCTION);
+  if (!u->cl->c) {
+    slua_capture(&r, SIMBA_ECLOSED); /* no loop left to run done */
+    return slua_fail(L, "close_async", &r);
+  }
+  rec = anchored_rec(L, u, 2);
+  /* A lock's close releases it once; later ones (and other terms') only drop
+   * the extra reference taken here. */
+  simba_term_retain(u->t);
+  k = slua_enter(u->cl, L);
+  slua_capture(&r, simba_term_close_async(u->t, tr_term_close_done, rec));
+  if (r.rc == SIMBA_OK) {
+    u->released = 1;
+  } else {
+    simba_term_release(u->t);
+  }
+  return slua_leave_rec_result(L, k, rec, "close_async", &r);
+}
+
 int slua_term_gc(lua_State *L) {
   term_ud *u = slua_check_term(L, 1);
   if (u->t) {
-    /* The last reference of a held lock term releases it (asynchronously). */
-    call_t k = slua_enter(u->cl, L);
-    simba_term_release(u->t);
+    /* The last reference of a held lock term releases it (asynchronously);
+     * done has nothing to free. */
+    if (simba_term_close_async(u->t, NULL, NULL) != SIMBA_OK) {
+      call_t k = slua_enter(u->cl, L);
+      simba_term_release(u->t); /* out of memory: the 1.3 way */
+      slua_leave_noraise(k);
+    }
     u->t = NULL;
-    slua_leave_noraise(k);
   }
   return 0;
 }

@@ -79,6 +79,7 @@ static const luaL_Reg term_methods[] = {
     {"reason", slua_term_reason},
     {"is_lock", slua_term_is_lock},
     {"on_revoked", slua_term_on_revoked},
+    {"close_async", slua_term_close_async},
     {"revoke_fd", slua_term_revoke_fd},
     {"wait_revoked", slua_term_wait_revoked},
     {"release", slua_term_release},
@@ -91,6 +92,8 @@ static const luaL_Reg election_methods[] = {
     {"stop_wait", slua_handle_stop_wait},
     {"step_down", slua_handle_step_down},
     {"close", slua_handle_close},
+    {"close_async", slua_handle_close_async},
+    {"is_closed", slua_handle_is_closed},
     {"name", slua_handle_name},
     {"term", slua_election_term},
     {"is_leader", slua_election_is_leader},
@@ -98,13 +101,19 @@ static const luaL_Reg election_methods[] = {
 };
 
 static const luaL_Reg task_methods[] = {
-    {"stop", slua_handle_stop},           {"stop_wait", slua_handle_stop_wait},
-    {"step_down", slua_handle_step_down}, {"close", slua_handle_close},
-    {"name", slua_handle_name},           {NULL, NULL},
+    {"stop", slua_handle_stop},
+    {"stop_wait", slua_handle_stop_wait},
+    {"step_down", slua_handle_step_down},
+    {"close", slua_handle_close},
+    {"close_async", slua_handle_close_async},
+    {"is_closed", slua_handle_is_closed},
+    {"name", slua_handle_name},
+    {NULL, NULL},
 };
 
 static const luaL_Reg observer_methods[] = {
     {"close", slua_handle_close},
+    {"close_async", slua_handle_close_async},
     {"name", slua_handle_name},
     {"is_closed", slua_handle_is_closed},
     {NULL, NULL},
@@ -200,9 +209,10 @@ __attribute__((visibility("default")))
 #endif
 int luaopen_simba(lua_State *L) {
   unsigned v = simba_version();
-  /* 1.3: the names (simba_*_name) and simba_lease_name_check */
-  if ((v >> 16) != SIMBA_VERSION_MAJOR || v < 0x010300u)
-    return luaL_error(L, "simba: libsimba %s is too old (need 1.3 or later)",
+  /* 1.3: the names (simba_*_name) and simba_lease_name_check; 1.4: the
+   * closes (X_close_async) */
+  if ((v >> 16) != SIMBA_VERSION_MAJOR || v < 0x010400u)
+    return luaL_error(L, "simba: libsimba %s is too old (need 1.4 or later)",
                       simba_version_string());
   lua_newtable(L);
   lua_createtable(L, 0, 1);

@@ -123,15 +123,19 @@ typedef struct slua_kind {
   int (*stop)(void *h, simba_done_fn done, void *ud); /* NULL: nothing to stop (observer) */
   int (*step_down)(void *h, int64_t cooldown, simba_done_fn done, void *ud);
   void (*free)(void *h); /* simba_election_free, simba_task_close, simba_observer_free */
+  int (*close_async)(void *h, simba_done_fn done, void *ud); /* the SIMBA_1.4 close */
 } slua_kind;
 
 typedef struct lhandle {
   const slua_kind *kind;
   void *h; /* simba_election_t *, simba_task_t * or simba_observer_t *; NULL once freed */
   lclient *cl;
-  simba_term_t *term; /* elections: the current term (retained), or NULL */
-  int stopping;       /* a stop was started */
-  int stop_done;      /* that stop completed (its done ran) */
+  simba_term_t *term;   /* elections: the current term (retained), or NULL */
+  int stopping;         /* a stop was started */
+  int stop_done;        /* that stop completed (its done ran) */
+  int closing;          /* close_async was called: h is the library's now */
+  int close_done;       /* that close's done ran (the handle's last callback) */
+  int close_after_stop; /* close() waits for the stop: its done starts the close */
 } lhandle;
 
 typedef struct {
@@ -179,6 +183,7 @@ void slua_drop_pending(lua_State *L, lclient *cl);
 void slua_keep_error(lua_State *L, lclient *cl);
 lua_State *slua_cb_state(lclient *cl);
 void slua_cb_invoke(lclient *cl, lua_State *L, int nargs);
+void slua_cb_invoke_done(lclient *cl, lua_State *L, int err);
 void slua_invoke_hook(lclient *cl, const void *key, const char *a, const char *b);
 void slua_push_owner_table(lua_State *L);
 void slua_push_owner_name(lua_State *L);
@@ -197,6 +202,7 @@ int slua_term_on_revoked(lua_State *L);
 int slua_term_revoke_fd(lua_State *L);
 int slua_term_wait_revoked(lua_State *L);
 int slua_term_release(lua_State *L);
+int slua_term_close_async(lua_State *L);
 int slua_term_gc(lua_State *L);
 int slua_term_tostring(lua_State *L);
 int slua_term_eq(lua_State *L);
@@ -257,6 +263,7 @@ int slua_handle_stop(lua_State *L);
 int slua_handle_step_down(lua_State *L);
 int slua_handle_stop_wait(lua_State *L);
 int slua_handle_close(lua_State *L);
+int slua_handle_close_async(lua_State *L);
 int slua_handle_is_closed(lua_State *L);
 int slua_handle_name(lua_State *L);
 int slua_handle_gc(lua_State *L);

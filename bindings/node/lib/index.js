@@ -202,6 +202,22 @@ class Term {
       return Promise.reject(e);
     }
   }
+  /** Drop this term without waiting (libsimba 1.4, simba_term_close_async):
+   *  a lock term not released yet is released (revoked STOPPED, the lease
+   *  released with its token), and the promise resolves once the backend
+   *  answered and every onRevoked function ran; any other term resolves after
+   *  the callbacks already queued for it. Callable from any callback. The term
+   *  stays readable as a released one (valid false); again: resolves at once. */
+  closeAsync() {
+    const t = this._t;
+    if (t === null || this._c._closed) return this.release();
+    if (this._name === undefined) this._name = native.termName(t);
+    return new Promise((resolve, reject) => {
+      this._t = null;
+      this._token = native.termCloseAsync(t, this._c._h, this._net, (err) => (err ? reject(err) : resolve()));
+      this._reason = OUT[0];
+    });
+  }
   [Symbol.asyncDispose]() {
     return this._isLock ? this.release() : Promise.resolve();
   }
@@ -214,6 +230,15 @@ function stopPromise(start) {
   });
 }
 
+// closeAsync of an election, task or observer handle (libsimba 1.4): resolves
+// in the close's done, the handle's last callback; at once when there is
+// nothing left to close (its stop completed, or the client closed).
+function closePromise(client, h) {
+  return new Promise((resolve, reject) => {
+    if (client._closed || !native.closeAsync(h, (err) => (err ? reject(err) : resolve()))) resolve();
+  });
+}
+
 /** An election: 'elected' (term) and 'revoked' (term, reason) events. */
 class Election extends EventEmitter {
   constructor(client, name) {
@@ -222,6 +247,7 @@ class Election extends EventEmitter {
     this.term = null;
     this._c = client;
     this._stopped = null;
+    this._closing = null;
     this._h = native.electionStart(client._h, name, (kind, ext, reason) => {
       const term = new Term(ext, client, false, name);
       if (kind === 1) {
@@ -246,6 +272,15 @@ class Election extends EventEmitter {
   stepDown(cooldownMs) {
     return stopPromise((done) => native.stepDown(this._h, cooldownMs, done));
   }
+  /** Close without waiting, from anywhere ('elected' and 'revoked' handlers
+   *  included): stop as stop() does unless stopped already; no event is
+   *  emitted once this returns (not even the 'revoked' of the term it stops).
+   *  Resolves after the election's last callback (an earlier stop's or
+   *  step-down's included): the name is released then. Again: the same promise. */
+  closeAsync() {
+    if (!this._closing) this._closing = closePromise(this._c, this._h);
+    return this._closing;
+  }
   [Symbol.asyncDispose]() { return this.stop(); }
 }
 
@@ -257,6 +292,7 @@ class Task extends EventEmitter {
     this.name = name;
     this._c = client;
     this._stopped = null;
+    this._closing = null;
     this._aborts = new Map();
     // (id, term, done) starts a run; (id, null, null): its term was revoked.
     this._h = native.taskStart(client._h, kind, name, a, b, (id, ext, done) => {
@@ -301,6 +337,14 @@ class Task extends EventEmitter {
   }
   stepDown(cooldownMs) {
     return stopPromise((done) => native.stepDown(this._h, cooldownMs, done));
+  }
+  /** Close without waiting, from anywhere (the task's own work included):
+   *  stop as stop() does unless stopped already; resolves once every run of
+   *  the work settled and the lease was handed over, after the task's last
+   *  callback. Again: the same promise. */
+  closeAsync() {
+    if (!this._closing) this._closing = closePromise(this._c, this._h);
+    return this._closing;
   }
   [Symbol.asyncDispose]() { return this.stop(); }
 }
@@ -449,28 +493,39 @@ class Client extends EventEmitter {
     return new Task(this, 2, group, partitions, 0, fn);
   }
 
-  /** for await (const change of client.observe(name)): who holds name. */
+  /** for await (const change of client.observe(name)): who holds name.
+   *  closeAsync() (on the iterable or its iterator; also from inside the loop
+   *  body) ends the iteration and resolves after the observer's last callback. */
   observe(name, { pollMs = 0, signal } = {}) {
     this._check();
     native.checkName(name);
     const client = this;
+    const closers = [];
     return {
+      closeAsync() {
+        return Promise.all(closers.map((close) => close())).then(() => undefined);
+      },
       [Symbol.asyncIterator]() {
         const queue = [];
         let wake = null;
         let done = false;
         let failure = null;
+        let closing = null;
         const h = native.observeStart(client._h, name, pollMs, (n, holder, holderClient, token) => {
           queue.push({ name: n, holder, holderClient, token, free: holder === null });
           if (wake) wake();
         });
+        // every end (return(), closeAsync(), abort, the client's close) closes
+        // the observer with simba_observer_close_async
         const finish = () => {
-          if (done) return;
+          if (closing) return closing;
           done = true;
-          native.observeStop(h);
+          closing = closePromise(client, h);
           if (signal) signal.removeEventListener('abort', onAbort);
           if (wake) wake();
+          return closing;
         };
+        closers.push(finish);
         const onAbort = () => {
           failure = signal.reason;
           finish();
@@ -497,6 +552,7 @@ class Client extends EventEmitter {
             finish();
             return { value: undefined, done: true };
           },
+          closeAsync: finish,
           [Symbol.asyncIterator]() { return this; },
         };
       },

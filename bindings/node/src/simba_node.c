@@ -115,6 +115,16 @@ static napi_value throw_last(napi_env env, int rc) {
   return NULL;
 }
 
+/* A call given a callback record failed, so its callback never comes: drop
+ * the record's JS reference and the record, throw the call's error. */
+static napi_value throw_dropped(napi_env env, int rc, napi_ref ref, void *rec) {
+  napi_value e = make_error(env, rc, simba_last_error());
+  napi_delete_reference(env, ref);
+  free(rec);
+  napi_throw(env, e);
+  return NULL;
+}
+
 static napi_value throw_simba(napi_env env, int rc, const char *msg) {
   napi_throw(env, make_error(env, rc, msg));
   return NULL;
@@ -159,6 +169,21 @@ static void call_ref(nclient *cl, napi_ref fn, size_t argc, napi_value *argv) {
   if (!fn || napi_get_reference_value(env, fn, &f) != napi_ok || !f) return;
   napi_get_undefined(env, &recv);
   if (napi_call_function(env, recv, f, argc, argv, &res) != napi_ok) keep_error(cl);
+}
+
+/* Call a completion's JS done(err|null) once, then drop its reference. */
+static void call_done(nclient *cl, napi_ref cb, int err) {
+  napi_handle_scope hs;
+  napi_value argv[1];
+  napi_open_handle_scope(cl->env, &hs);
+  if (err == SIMBA_OK) {
+    napi_get_null(cl->env, &argv[0]);
+  } else {
+    argv[0] = make_error(cl->env, err, NULL);
+  }
+  call_ref(cl, cb, 1, argv);
+  napi_delete_reference(cl->env, cb);
+  napi_close_handle_scope(cl->env, hs);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -933,6 +958,50 @@ typedef struct revoked_cb {
   napi_ref fn;
 } revoked_cb;
 
+/* The done of termCloseAsync: JS's done(null), once. */
+static void tr_term_close_done(void *ud, int err) {
+  revoked_cb *r = (revoked_cb *)ud;
+  nclient *cl = r->cl;
+  if (on_js_thread(cl) && cl->refs > 0) {
+    call_done(cl, r->fn, err);
+  } else {
+    cl->foreign++; /* the reference leaks rather than touch JS off-thread */
+  }
+  free(r);
+}
+
+/* termCloseAsync(term, client, net|null, done(err|null)) -> token (bigint):
+ * drop the term's reference with simba_term_close_async (a lock not released
+ * yet is released: done once the backend answered and its on_revoked ran);
+ * the revoke reason goes to setOut's array, as with termRelease. */
+static napi_value n_term_close_async(napi_env env, napi_callback_info info) {
+  napi_value argv[4], tok;
+  simba_term_t *t;
+  nclient *cl;
+  tnet *n;
+  revoked_cb *r;
+  addon_data *d = adata(env);
+  uint32_t h = 0;
+  int rc;
+  if (get_args(env, info, 4, argv)) return NULL;
+  if (!(t = get_term_h(env, argv[0], &h))) return NULL;
+  if (!(cl = get_client(env, argv[1]))) return NULL;
+  n = (tnet *)get_ptr(env, argv[2]);
+  r = (revoked_cb *)calloc(1, sizeof *r);
+  if (!r) return throw_simba(env, SIMBA_ENOMEM, "out of memory");
+  r->cl = cl;
+  napi_create_reference(env, argv[3], 1, &r->fn);
+  napi_create_bigint_uint64(env, simba_term_token(t), &tok);
+  rc = (int)simba_term_revoke_reason(t);
+  if (d->out) d->out[0] = rc == SIMBA_REVOKE_NONE ? SIMBA_REVOKE_STOPPED : rc;
+  rc = simba_term_close_async(t, tr_term_close_done, r);
+  if (rc != SIMBA_OK) return throw_dropped(env, rc, r->fn, r);
+  slot_free(d, h);
+  if (n) n->released = 1;
+  arm(cl);
+  return tok;
+}
+
 static void tr_term_revoked(void *ud, simba_term_t *t, simba_revoke_reason_t reason) {
   revoked_cb *r = (revoked_cb *)ud;
   nclient *cl = r->cl;
@@ -965,13 +1034,7 @@ TERM_FN(n_term_on_revoked, {
   r->cl = cl;
   napi_create_reference(env, a[2], 1, &r->fn);
   rc = simba_term_on_revoked(t, tr_term_revoked, r);
-  if (rc != SIMBA_OK) {
-    napi_value e = make_error(env, rc, simba_last_error());
-    napi_delete_reference(env, r->fn);
-    free(r);
-    napi_throw(env, e);
-    return NULL;
-  }
+  if (rc != SIMBA_OK) return throw_dropped(env, rc, r->fn, r);
   arm(cl);
   return undef(env);
 })
@@ -1359,26 +1422,16 @@ static void tr_done(void *ud, int err) {
   done_req *d = (done_req *)ud;
   nhandle *h = d->h;
   nclient *cl = h->cl;
-  napi_handle_scope hs;
-  napi_value argv[1];
   if (!on_js_thread(cl)) {
     cl->foreign++;
     free(d);
     return;
   }
-  napi_open_handle_scope(cl->env, &hs);
   if (d->is_stop) {
     if (h->done == d->cb) h->done = NULL;
     handle_free_native(h);
   }
-  if (err == SIMBA_OK) {
-    napi_get_null(cl->env, &argv[0]);
-  } else {
-    argv[0] = make_error(cl->env, err, NULL);
-  }
-  call_ref(cl, d->cb, 1, argv);
-  napi_delete_reference(cl->env, d->cb);
-  napi_close_handle_scope(cl->env, hs);
+  call_done(cl, d->cb, err);
   handle_unref(cl->env, h);
   free(d);
 }
@@ -1412,13 +1465,7 @@ static napi_value stop_common(napi_env env, napi_callback_info info, int is_stop
     rc = is_stop ? simba_task_stop((simba_task_t *)h->h, tr_done, d)
                  : simba_task_step_down((simba_task_t *)h->h, ms, tr_done, d);
   }
-  if (rc != SIMBA_OK) {
-    napi_value e = make_error(env, rc, simba_last_error());
-    napi_delete_reference(env, d->cb);
-    free(d);
-    napi_throw(env, e);
-    return NULL;
-  }
+  if (rc != SIMBA_OK) return throw_dropped(env, rc, d->cb, d);
   h->refs++;
   if (is_stop) {
     h->stopping = 1;
@@ -1655,13 +1702,57 @@ static napi_value n_observe_start(napi_env env, napi_callback_info info) {
   return out;
 }
 
-static napi_value n_observe_stop(napi_env env, napi_callback_info info) {
-  napi_value argv[1];
+/* The done of closeAsync: the handle's last callback (libsimba 1.4). JS's
+ * done(null); the done's reference of the handle goes. */
+static void tr_close_done(void *ud, int err) {
+  done_req *d = (done_req *)ud;
+  nhandle *h = d->h;
+  nclient *cl = h->cl;
+  if (!on_js_thread(cl)) {
+    cl->foreign++; /* h and the reference leak rather than touch JS off-thread */
+    free(d);
+    return;
+  }
+  call_done(cl, d->cb, err);
+  handle_unref(cl->env, h);
+  free(d);
+}
+
+/* closeAsync(handle, done(err|null)) -> true, or false when there is nothing
+ * to close (the stop completed, or the client closed: the library handle is
+ * freed already). An election, task or observer: the one close shape
+ * (X_close_async), callable from its own callbacks; done is its last callback.
+ * The client's list lets go of the handle; its reference passes to done. */
+static napi_value n_close_async(napi_env env, napi_callback_info info) {
+  napi_value argv[2], res;
   nhandle *h;
-  if (get_args(env, info, 1, argv)) return NULL;
+  done_req *d;
+  int rc;
+  if (get_args(env, info, 2, argv)) return NULL;
   h = (nhandle *)get_ptr(env, argv[0]);
-  if (h && !h->freed && h->kind == H_OBSERVER) handle_free_native(h);
-  return undef(env);
+  if (!h) return throw_type(env, "not a simba handle");
+  if (h->freed || !h->cl->c) {
+    napi_get_boolean(env, false, &res);
+    return res;
+  }
+  d = (done_req *)calloc(1, sizeof *d);
+  if (!d) return throw_simba(env, SIMBA_ENOMEM, "out of memory");
+  d->h = h;
+  napi_create_reference(env, argv[1], 1, &d->cb);
+  if (h->kind == H_ELECTION) {
+    rc = simba_election_close_async((simba_election_t *)h->h, tr_close_done, d);
+  } else if (h->kind == H_TASK) {
+    rc = simba_task_close_async((simba_task_t *)h->h, tr_close_done, d);
+  } else {
+    rc = simba_observer_close_async((simba_observer_t *)h->h, tr_close_done, d);
+  }
+  if (rc != SIMBA_OK) return throw_dropped(env, rc, d->cb, d);
+  h->freed = 1; /* the library frees it after done; an earlier stop's done skips it */
+  h->h = NULL;
+  handle_unlink(h->cl, h);
+  arm(h->cl);
+  napi_get_boolean(env, true, &res);
+  return res;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -1792,6 +1883,8 @@ NAPI_MODULE_INIT() {
              {"termEnsureValid", n_term_ensure_valid},
              {"termRevokeFd", n_term_revoke_fd},
              {"termRelease", n_term_release},
+             {"termCloseAsync", n_term_close_async},
+             {"closeAsync", n_close_async},
              {"termNet", n_term_net},
              {"setOut", n_set_out},
              {"termOnRevoked", n_term_on_revoked},
@@ -1800,7 +1893,6 @@ NAPI_MODULE_INIT() {
              {"stepDown", n_step_down},
              {"taskStart", n_task_start},
              {"observeStart", n_observe_start},
-             {"observeStop", n_observe_stop},
              {"version", n_version},
              {"versionString", n_version_string},
              {"codeName", n_code_name},
@@ -1813,8 +1905,8 @@ NAPI_MODULE_INIT() {
              {"checkConfig", n_check_config}};
   size_t i;
   addon_data *d;
-  if (simba_version() < 0x010300) {
-    napi_throw_error(env, "SIMBA_EUNSUPPORTED", "simba: the loaded libsimba is older than 1.3");
+  if (simba_version() < 0x010400) { /* 1.4: the closes (X_close_async) */
+    napi_throw_error(env, "SIMBA_EUNSUPPORTED", "simba: the loaded libsimba is older than 1.4");
     return NULL;
   }
   d = (addon_data *)calloc(1, sizeof *d);

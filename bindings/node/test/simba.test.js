@@ -430,3 +430,98 @@ test('worker_threads each get their own client', async () => {
   for (const t of tokens) assert.match(t, /^\d+$/);
   assert.notEqual(tokens[0], tokens[1]);
 });
+
+// libsimba 1.4: closeAsync, the one close of every handle. Each records its
+// callbacks in order; 'D' is the close's promise settling (its done).
+test('closeAsync: an election from outside and from its own elected handler', async () => {
+  const a = await client();
+  const b = await client({ name: 'node-b' });
+  const name = uniqueName('close-e');
+  const log = [];
+  const e = a.election(name);
+  e.on('elected', () => log.push('E')).on('revoked', () => log.push('R'));
+  await until(() => e.isLeader, 5000, 'elected');
+  const p = e.closeAsync();
+  assert.equal(e.closeAsync(), p); // again: the same promise
+  let dones = 0;
+  await p.then(() => { dones += 1; log.push('D'); });
+  await sleep(50);
+  assert.equal(dones, 1);
+  assert.deepEqual(log, ['E', 'D']); // detached: no 'revoked'
+  const eb = b.election(name); // the name was released
+  await until(() => eb.isLeader, 5000, 'b elected');
+
+  const log2 = [];
+  let inner = null;
+  const e2 = a.election(uniqueName('close-e-cb'));
+  e2.on('elected', () => {
+    log2.push('E<');
+    inner = e2.closeAsync().then(() => log2.push('D'));
+    log2.push('>');
+  }).on('revoked', () => log2.push('R'));
+  await until(() => inner !== null, 5000, 'elected');
+  await inner;
+  await sleep(50);
+  assert.deepEqual(log2, ['E<', '>', 'D']);
+  await eb.closeAsync();
+});
+
+test('closeAsync: an earlier stop settles first', async () => {
+  const a = await client();
+  const e = a.election(uniqueName('close-stop'));
+  await until(() => e.isLeader, 5000, 'elected');
+  const log = [];
+  const s = e.stop().then(() => log.push('S'));
+  await e.closeAsync().then(() => log.push('D'));
+  await s;
+  assert.deepEqual(log, ['S', 'D']);
+  await e.closeAsync(); // stopped and closed: resolves at once
+});
+
+test('closeAsync: a task from its own work settles after the work', async () => {
+  const a = await client();
+  const log = [];
+  let closed = null;
+  const t = a.runWhileLeader(uniqueName('close-t'), async (term, signal) => {
+    log.push('W');
+    closed = t.closeAsync().then(() => log.push('D'));
+    await new Promise((r) => signal.addEventListener('abort', r, { once: true }));
+    await sleep(20);
+    log.push('X');
+  });
+  await until(() => closed !== null, 5000, 'the work');
+  await closed;
+  await sleep(50);
+  assert.deepEqual(log, ['W', 'X', 'D']);
+});
+
+test('closeAsync: an observer from inside its loop, a lock term after its onRevoked', async () => {
+  const a = await client();
+  const name = uniqueName('close-o');
+  const log = [];
+  const ob = a.observe(name, { pollMs: 20 });
+  for await (const ch of ob) {
+    log.push('O');
+    assert.equal(ch.free, true);
+    await ob.closeAsync();
+    log.push('D');
+  }
+  assert.deepEqual(log, ['O', 'D']); // the iteration ended
+  const it = a.observe(name)[Symbol.asyncIterator]();
+  await it.closeAsync();
+  assert.deepEqual(await it.next(), { value: undefined, done: true });
+
+  const t = await a.lock(name, { timeout: 5000 });
+  const tlog = [];
+  t.onRevoked((why) => tlog.push(why));
+  const tok = t.token;
+  await t.closeAsync().then(() => tlog.push('D'));
+  assert.deepEqual(tlog, ['STOPPED', 'D']);
+  assert.equal(t.valid, false);
+  assert.equal(t.reason, 'STOPPED');
+  assert.equal(t.token, tok); // still readable
+  const t2 = await a.tryLock(name); // released
+  assert.ok(t2.token > tok);
+  await t2.closeAsync();
+  await t2.closeAsync(); // released: resolves at once
+});

@@ -21,7 +21,7 @@ from ._errors import (Closed, Event, InvalidArgument, InvalidType, RevokeReason,
                       check, encode, encode_name, error)
 from ._lib import lib
 from ._errors import _name_cache as _names
-from ._term import Cancellation, Term, _run_guarded, to_ms
+from ._term import Cancellation, Term, _on_done, _run_guarded, to_ms
 
 log = logging.getLogger("simba")
 _lock_acquire = _lib.fast_lock_acquire
@@ -298,6 +298,74 @@ class _Handle:
     def _free(self, h: int) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def _c_close_async(self, h: int, key: int) -> int:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def _after_close(self) -> None:
+        """Run in the close's done, before the user's callback."""
+
+    def close_async(self, callback: Optional[Callable[[], Any]] = None
+                    ) -> "concurrent.futures.Future[None]":
+        """Close without waiting, from anywhere: a callback of this handle, leader
+        work, another thread (libsimba 1.4, ``simba_*_close_async``).
+
+        No callback of the handle starts once this returns (an election's
+        ``on_revoked`` for the term this close stops included); an election or
+        task is stopped as :meth:`stop` does, unless it was already. Then
+        ``callback()`` runs once, on the callback executor, the handle's last
+        callback (after the completions of an earlier stop or step-down, after a
+        task's every run of its work returned), and the returned future
+        completes. Closing a closed handle raises :class:`Closed`."""
+        with self._lock:
+            h, self._h = self._h, None
+        if h is None:
+            raise Closed(-6, f"close_async: the {self._kind} {self._name!r} is closed")
+        return self._start_close(h, callback)
+
+    def _start_close(self, h: int, callback: Optional[Callable[[], Any]]
+                     ) -> "concurrent.futures.Future[None]":
+        fut: "concurrent.futures.Future[None]" = concurrent.futures.Future()
+        self._core.children.discard(self)
+        if self._core.pid != os.getpid():
+            fut.set_result(None)  # the parent's handle (fork): not ours to close
+            return fut
+        keys, self._keys = self._keys, []
+
+        def done(err: int) -> None:
+            # The handle's last callback: nothing of the library reaches its
+            # trampolines' registry entries any more.
+            for k in keys:
+                _lib.unregister(k)
+            try:
+                self._after_close()
+                if callback is not None:
+                    callback()
+            finally:
+                fut.set_result(None)
+        key = _lib.register(done)
+        rc = self._c_close_async(h, key)
+        if rc < 0:  # ENOMEM: nothing happened
+            _lib.unregister(key)
+            self._keys = keys
+            self._h = h
+            self._core.children.add(self)
+            check(rc)
+        kick = getattr(self._client, "_kick", None)
+        if kick is not None:
+            kick()  # an asyncio client: process soon, where done runs
+        return fut
+
+    def _close_and_wait(self) -> None:
+        """close(): close_async, then wait for its done outside callbacks on a
+        thread-driven client (on an asyncio client done runs on the loop)."""
+        with self._lock:
+            h, self._h = self._h, None
+        if h is None:
+            return
+        fut = self._start_close(h, None)
+        if not _lib.in_callback() and not self._client._external:
+            fut.result()
+
     def _live(self, op: str) -> int:
         h = self._h
         if h is None:
@@ -323,13 +391,6 @@ def _done_future(fut: "concurrent.futures.Future[None]") -> int:
         else:
             fut.set_exception(error(err, f"stop failed ({err})"))
     return _lib.register(done)
-
-
-@_lib.DONE_FN
-def _on_done(ud: Optional[int], err: int) -> None:
-    fn = _lib._registry.pop(ud, None) if ud else None
-    if fn is not None:
-        _run_guarded(fn, err)
 
 
 class _Stoppable(_Handle):
@@ -365,26 +426,10 @@ class _Stoppable(_Handle):
         return fut
 
     def close(self) -> None:
-        """Stop and free. Outside callbacks it waits until the stop completed and
-        no callback runs; inside a callback or leader work it starts the stop and
-        returns (the callbacks are dropped once the client closes). Closing again
-        is a no-op."""
-        with self._lock:
-            h, self._h = self._h, None
-        if h is None:
-            return
-        self._core.children.discard(self)
-        if self._core.pid != os.getpid():
-            return
-        self._free(h)
-        if not _lib.in_callback():
-            for k in self._keys:
-                _lib.unregister(k)
-            self._keys.clear()
-        else:
-            # A late callback finds no entry and returns; until the client
-            # closes, keep them reachable for the running one.
-            self._core.children.add(self)
+        """Stop and free (:meth:`close_async`). Outside callbacks it waits until
+        the stop completed and no callback runs; inside a callback or leader work
+        it starts the close and returns. Closing again is a no-op."""
+        self._close_and_wait()
 
 
 class Election(_Stoppable):
@@ -415,6 +460,9 @@ class Election(_Stoppable):
 
     def _free(self, h: int) -> None:
         lib.simba_election_free(h)
+
+    def _c_close_async(self, h: int, key: int) -> int:
+        return lib.simba_election_close_async(h, _on_done, key)
 
     def _c_stop(self, h: int, key: int) -> int:
         return lib.simba_election_stop(h, _on_done, key)
@@ -484,6 +532,9 @@ class Task(_Stoppable):
     def _free(self, h: int) -> None:
         lib.simba_task_close(h)
 
+    def _c_close_async(self, h: int, key: int) -> int:
+        return lib.simba_task_close_async(h, _on_done, key)
+
     def _c_stop(self, h: int, key: int) -> int:
         return lib.simba_task_stop(h, _on_done, key)
 
@@ -526,21 +577,17 @@ class Observer(_Handle):
         lib.simba_observer_free(h)
         self._queue.put(self._END)
 
+    def _c_close_async(self, h: int, key: int) -> int:
+        return lib.simba_observer_close_async(h, _on_done, key)
+
+    def _after_close(self) -> None:
+        self._queue.put(self._END)
+
     def close(self) -> None:
-        """Stop observing. Outside callbacks it waits until no callback of the
-        observer runs; from its own callback no further call starts."""
-        with self._lock:
-            h, self._h = self._h, None
-        if h is None:
-            return
-        self._core.children.discard(self)
-        if self._core.pid != os.getpid():
-            return
-        self._free(h)
-        if not _lib.in_callback():
-            for k in self._keys:
-                _lib.unregister(k)
-            self._keys.clear()
+        """Stop observing (:meth:`close_async`). Outside callbacks it waits until
+        no callback of the observer runs; from its own callback no further call
+        starts. Closing again is a no-op."""
+        self._close_and_wait()
 
     def get(self, timeout: Optional[float] = None) -> Optional[Change]:
         """The next change, waiting up to ``timeout`` seconds (None: no bound);
@@ -582,6 +629,7 @@ class _BaseClient:
 
     _core: _ClientCore
     _weak_handles = True
+    _external = False  # EXTERNAL mode: callbacks run inside process() on the host loop
 
     def _live(self, op: str) -> int:
         h = self._core.h

@@ -9,7 +9,8 @@ Nothing here is public. The library is looked up in this order:
    ld.so.cache, the default directories): Debian's libsimba1 alone, with no
    pkg-config and no -dev symlink on the machine.
 
-A library older than 1.3 (``simba_version() < 0x010300``) is refused with an
+A library older than 1.4 (``simba_version() < 0x010400``: the closes
+``simba_*_close_async`` of version node SIMBA_1.4) is refused with an
 ImportError naming the version this package needs.
 """
 
@@ -26,8 +27,8 @@ from ctypes import (CFUNCTYPE, POINTER, c_char_p, c_double, c_int, c_int64, c_si
                     c_uint32, c_uint64, c_void_p)
 from typing import Any, Dict, List, Optional
 
-REQUIRED_VERSION = 0x010300
-REQUIRED_VERSION_STRING = "1.3.0"
+REQUIRED_VERSION = 0x010400
+REQUIRED_VERSION_STRING = "1.4.0"
 SONAME = "libsimba.so.1"
 
 
@@ -132,6 +133,7 @@ _SIGS: Dict[str, Any] = {
     "simba_client_metrics_text": (_P, [_P]),
     "simba_observe_start": (c_int, [POINTER(_P), _P, c_char_p, c_int64, OBSERVE_FN, _P]),
     "simba_observer_free": (None, [_P]),
+    "simba_observer_close_async": (c_int, [_P, DONE_FN, _P]),
     "simba_client_on_event": (c_int, [_P, EVENT_FN, _P]),
     "simba_event_name": (c_char_p, [c_int]),
     "simba_client_fd": (c_int, [_P]),
@@ -150,12 +152,14 @@ _SIGS: Dict[str, Any] = {
     "simba_term_revoke_fd": (c_int, [_P]),
     "simba_term_retain": (None, [_P]),
     "simba_term_release": (None, [_P]),
+    "simba_term_close_async": (c_int, [_P, DONE_FN, _P]),
     "simba_lease_name_check": (c_int, [c_char_p, c_size_t]),
     "simba_election_start": (c_int, [POINTER(_P), _P, c_char_p, POINTER(Listener)]),
     "simba_election_stop": (c_int, [_P, DONE_FN, _P]),
     "simba_election_step_down": (c_int, [_P, c_int64, DONE_FN, _P]),
     "simba_election_stop_wait": (c_int, [_P, c_int64]),
     "simba_election_free": (None, [_P]),
+    "simba_election_close_async": (c_int, [_P, DONE_FN, _P]),
     "simba_lock_acquire": (c_int, [POINTER(_P), _P, c_char_p, c_int64]),
     "simba_lock_try_acquire": (c_int, [POINTER(_P), _P, c_char_p]),
     "simba_lock_acquire_async": (c_int, [_P, c_char_p, c_int64, LOCK_FN, _P]),
@@ -166,6 +170,7 @@ _SIGS: Dict[str, Any] = {
     "simba_task_stop": (c_int, [_P, DONE_FN, _P]),
     "simba_task_step_down": (c_int, [_P, c_int64, DONE_FN, _P]),
     "simba_task_close": (c_int, [_P]),
+    "simba_task_close_async": (c_int, [_P, DONE_FN, _P]),
 }
 
 for _name, (_res, _args) in _SIGS.items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 from ctypes import c_void_p
 from typing import Any, Callable, Optional
 
@@ -167,6 +168,44 @@ class Term:
         if rc:
             raise error(rc)
 
+    def close_async(self, callback: Optional[Callable[[], Any]] = None
+                    ) -> "concurrent.futures.Future[None]":
+        """Drop this term without waiting, from anywhere (libsimba 1.4,
+        ``simba_term_close_async``). A lock term not released yet is released as
+        :meth:`release` does (revoked STOPPED, the lease released with its
+        token); ``callback()`` then runs once the backend answered and every
+        :meth:`on_revoked` function of the term ran. Any other term: it runs
+        after the callbacks already queued for the term. The returned future
+        completes after ``callback``. The term stays readable."""
+        if self._gen != _gen[0]:
+            raise error(-6, "close_async: this term belongs to the parent process (fork)")
+        fut: "concurrent.futures.Future[None]" = concurrent.futures.Future()
+
+        def done(err: int) -> None:
+            try:
+                if callback is not None:
+                    callback()
+            finally:
+                fut.set_result(None)
+        key = _lib.register(done)
+        hv = self._hv
+        _retain(hv)  # ours, to read the term afterwards; the close drops one
+        try:
+            self._owned.pop()  # the lock's reference goes with this close
+        except IndexError:
+            pass
+        rc = lib.simba_term_close_async(hv, _on_done, key)
+        if rc < 0:  # ENOMEM: nothing happened
+            _lib.unregister(key)
+            _release_ref(hv)
+            raise error(rc)
+        return fut
+
+    async def aclose(self, callback: Optional[Callable[[], Any]] = None) -> None:
+        """:meth:`close_async`, awaited (asyncio): returns after ``callback``."""
+        import asyncio
+        await asyncio.wrap_future(self.close_async(callback))
+
     def __enter__(self) -> "Term":
         return self
 
@@ -249,3 +288,11 @@ class Cancellation:
 
     def __repr__(self) -> str:
         return f"<simba.Cancellation {self.term.name!r} token={self.token} set={self.is_set()}>"
+
+
+@_lib.DONE_FN
+def _on_done(ud: Optional[int], err: int) -> None:
+    """The done trampoline: the registered function, once, with err."""
+    fn = _lib._registry.pop(ud, None) if ud else None
+    if fn is not None:
+        _run_guarded(fn, err)

@@ -41,6 +41,7 @@ class Client(_BaseClient):
     """
 
     _weak_handles = False
+    _external = True
 
     def __init__(self, url: str, *, on_event: Optional[Callable[[Event, str], Any]] = None,
                  logger: Union[None, bool, Callable[[int, str], Any]] = None,
@@ -326,16 +327,25 @@ class AioElection(Election):
         await asyncio.wrap_future(fut)
 
     async def close(self) -> None:  # type: ignore[override]
-        """Stop (awaited) and free."""
+        """Stop (awaited: the listener hears the STOPPED revocation, a task's
+        coroutine is cancelled and awaited), then :meth:`aclose`. Closing again
+        is a no-op."""
         if self._h is None:
             return
         try:
             await self.stop()
         except StateError:
             pass
-        Election.close(self)
+        if self._h is not None:
+            await self.aclose()
+
+    async def aclose(self, callback: Optional[Callable[[], Any]] = None) -> None:
+        """:meth:`close_async`, awaited: returns after the election's last
+        callback (its stop completed). Raises :class:`Closed` if closed already."""
+        fut = self.close_async(callback)
         if self._client.elections.get(self._name) is self:
             del self._client.elections[self._name]
+        await asyncio.wrap_future(fut)
 
 
 class AioTask(Task):
@@ -365,19 +375,26 @@ class AioTask(Task):
         await asyncio.wrap_future(fut)
 
     async def close(self) -> None:  # type: ignore[override]
+        """Stop (awaited: the listener hears the STOPPED revocation, a task's
+        coroutine is cancelled and awaited), then :meth:`aclose`. Closing again
+        is a no-op."""
         if self._h is None:
             return
         try:
             await self.stop()
         except StateError:
             pass
-        # A stop completes at the term's deadline even if the coroutine still
-        # runs; simba_task_close would then wait for it on this very loop.
-        if self._running:
-            await asyncio.gather(*self._running, return_exceptions=True)
-        Task.close(self)
+        if self._h is not None:
+            await self.aclose()
+
+    async def aclose(self, callback: Optional[Callable[[], Any]] = None) -> None:
+        """:meth:`close_async`, awaited: returns once the stop completed and
+        every run of the work (its coroutine) returned. Raises :class:`Closed`
+        if closed already."""
+        fut = self.close_async(callback)
         if self in self._client._tasks:
             self._client._tasks.remove(self)
+        await asyncio.wrap_future(fut)
 
 
 @_lib.WORK_FN
@@ -443,6 +460,14 @@ class AioObserver(Observer):
     def _free(self, h: int) -> None:
         lib.simba_observer_free(h)
         self._aq.put_nowait(self._END)
+
+    def _after_close(self) -> None:
+        self._aq.put_nowait(self._END)
+
+    async def aclose(self, callback: Optional[Callable[[], Any]] = None) -> None:
+        """:meth:`close_async`, awaited: returns after the observer's last
+        callback. Raises :class:`Closed` if closed already."""
+        await asyncio.wrap_future(self.close_async(callback))
 
     def __aiter__(self) -> AsyncIterator[Change]:
         return self

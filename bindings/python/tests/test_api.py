@@ -15,7 +15,7 @@ HEADER = os.path.join(HERE, "..", "..", "..", "include", "simba.h")
 
 
 def test_version_is_checked():
-    assert simba.version() >= 0x010300
+    assert simba.version() >= 0x010400
     assert simba.version_string().startswith("1.")
 
 
@@ -25,11 +25,21 @@ def test_every_abi_function_is_declared():
     assert declared == set(_lib.FUNCTIONS)
 
 
+def test_every_abi_function_is_in_the_readme_table():
+    with open(HEADER) as f:
+        declared = set(re.findall(r"SIMBA_API [^;(]*?\b(simba_\w+)\s*\(", f.read()))
+    with open(os.path.join(HERE, "..", "README.md")) as f:
+        table = f.read().split("## simba.h → Python", 1)[1]
+    rows = {n for line in table.splitlines() if line.startswith("| `simba_")
+            for n in re.findall(r"`(simba_\w+)`", line.split(" | ")[0])}
+    assert declared - rows == set()
+
+
 def test_a_missing_library_is_a_clear_import_error():
     env = dict(os.environ, SIMBA_LIBRARY="/nonexistent/libsimba.so.1")
     r = subprocess.run([sys.executable, "-c", "import simba"], env=env, capture_output=True, text=True)
     assert r.returncode != 0
-    assert "ImportError: simba needs libsimba 1.3.0 or later" in r.stderr
+    assert "ImportError: simba needs libsimba 1.4.0 or later" in r.stderr
 
 
 def test_the_soname_is_tried_last(monkeypatch):

@@ -17,6 +17,8 @@ async function main(): Promise<void> {
   const fd: number = t.revokeFd();
   await t.release();
   await t[Symbol.asyncDispose]();
+  const closedTerm: Promise<void> = t.closeAsync();
+  await closedTerm;
   const t2 = await c.tryLock('b');
   await t2.release();
 
@@ -25,6 +27,7 @@ async function main(): Promise<void> {
   const leader: boolean = e.isLeader && e.term !== null;
   await e.stepDown(100);
   await e[Symbol.asyncDispose]();
+  await e.closeAsync();
 
   const w: simba.Task = c.runWhileLeader('w', async (term, signal) => {
     term.ensureValid(10);
@@ -34,6 +37,7 @@ async function main(): Promise<void> {
   const s = c.schedule('s', { initialDelay: 0, period: 1000 }, (term) => term.valid);
   const g = c.joinGroup('g', 4, async () => undefined);
   await Promise.all([w.stop(), s.stepDown(10), g[Symbol.asyncDispose]()]);
+  await Promise.all([w.closeAsync(), s.closeAsync(), g.closeAsync()]);
 
   for await (const ch of c.observe('a', { pollMs: 100, signal: new AbortController().signal })) {
     const h: string | null = ch.holder;
@@ -41,6 +45,13 @@ async function main(): Promise<void> {
     void [h, free, ch.token + 1n];
     break;
   }
+  const ob: simba.Observation = c.observe('a');
+  for await (const ch of ob) {
+    await ob.closeAsync();
+    void ch.holderClient;
+  }
+  const it = c.observe('b')[Symbol.asyncIterator]();
+  await it.closeAsync();
   const text: string = c.metrics() + c.status;
   void [c.snapshot(), await c.inspect(['a'], { timeout: 100 }), await c.inspect()];
   c.on('session', (kind, detail) => void [kind, detail]).unref().ref();

@@ -10,5 +10,7 @@ async function wrong(c: simba.Client): Promise<void> {
   const e = c.election('e');
   e.on('elected', (term: simba.Term) => term.nope); // ERROR: no such property
   void [tok, t[Symbol.asyncDispose]().then((x: string) => x)]; // ERROR: resolves void
+  e.closeAsync(() => 1); // ERROR: no argument
+  void e.closeAsync().then((x: number) => x); // ERROR: resolves void
 }
 void wrong;
