@@ -54,6 +54,14 @@ class Effects {
                             uint64_t token, Duration timeout) = 0;
   virtual void send_close(CallId call, const std::string& session, Duration timeout) = 0;
 
+  // Release broadcasts of `name` are wanted from now on (watch) or no longer
+  // (unwatch). A contender watches its name from an acquire answered Held
+  // until it leads, cools down or leaves; a lock queue shares one watch
+  // (ADR 0040). Balanced per name: a watched name is not watched again, and
+  // every watch is unwatched before closed().
+  virtual void watch(const std::string& name) = 0;
+  virtual void unwatch(const std::string& name) = 0;
+
   // A new term of `who` won with `token` on the session of `session`, before
   // elected(): the owner makes it, with what it keeps per term (the engine's
   // term is what waits on the revocation; ADR 0035). When the term is revoked
@@ -211,6 +219,10 @@ class Node {
   // Whether `c` waits for the answer of an acquire of its name this node gave
   // up on (the attempt is then scheduled for when that wait ends).
   bool wait_for_unanswered(Contender& c, TimePoint now);
+  // `c` wants (or no longer wants) release broadcasts of its name: the node's
+  // one watch of it (Effects::watch), which `c`'s name queue shares.
+  void start_watching(Contender& c);
+  void stop_watching(Contender& c);
   // `c` is not contending right now: only its give-up time (locks) stays armed.
   void arm_give_up(Contender& c);
   // The timed-out acquire `call` of `name` is answered or forgotten.

@@ -11,6 +11,7 @@ namespace simba {
 
 void Node::adopt(Contender& c, uint64_t token, TimePoint now) {
   (void)now;
+  stop_watching(c);  // a leader needs no broadcast of its own name
   c.term = fx_.new_term(c, token, session_clock_);
   c.state = State::kLeader;
   c.work_running = c.with_work;
