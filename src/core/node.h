@@ -268,6 +268,8 @@ class Node {
   // `timeout`: the call's (zero: call_timeout()). Returns the call.
   CallId release_lease(const std::string& session, const std::string& name, uint64_t token,
                        ContenderId handover, TimePoint now, Duration timeout = Duration::zero());
+  // Drops the own releases too old to be echoed, once there are many.
+  void forget_old_own_releases(TimePoint now);
   // A release of this session failed: send it again later (ADR 0030).
   void release_failed(CallId id, const Call& call, const DoneReply& reply, TimePoint now);
   void on_release_retry(uint64_t id, TimePoint now);
@@ -307,6 +309,7 @@ class Node {
   // When this node last sent a release of a name: the broadcast it causes is
   // not a reason for this node to attempt at once.
   std::map<std::string, TimePoint> own_release_at_;
+  size_t own_release_prune_at_ = 64;  // forget_old_own_releases() runs from this size
 
   // A release of this session that failed (kError, kTimeout), sent again
   // with its own token after a backoff until it is answered, the session
