@@ -70,8 +70,19 @@ class Backend {
   // The caller gave up on `call` (see the top of this file); a call that
   // already completed is ignored. Never completes anything inside itself.
   virtual void abandon(CallRef call) = 0;
-  // Optional release broadcast: `fn(name)` when any node releases `name`.
+  // Release broadcast: `fn(name)` when any node releases a watched `name`.
+  // Best effort (the core's retry schedule is the safety net), and it may
+  // come more than once, or for an unwatched name that was watched a moment
+  // ago; a backend never delivers it for a name nobody here ever watched.
   virtual void on_released(ReleasedFn fn) = 0;
+  // The client wants release broadcasts of `name` from now on (watch), or no
+  // longer (unwatch). The client decides (the core for its contenders, the
+  // engine for its observers; ADR 0040) and calls them balanced, once per
+  // name: the backend keeps no count and infers nothing. A backend that
+  // cannot rule out a release between the caller's last look at the name and
+  // the watch taking effect reports `fn(name)` once after watch().
+  virtual void watch(const std::string& name) = 0;
+  virtual void unwatch(const std::string& name) = 0;
   // Stops all I/O and closes every handle; `done` runs once nothing of the
   // backend is left on the loop. Pending calls are dropped without completion.
   virtual void shutdown(std::function<void()> done) = 0;

@@ -79,6 +79,9 @@ struct Contender {
   bool released_in_flight = false;
   bool attempt_queued = false;         // waits in attempt_queue_ for a free slot
   bool attempt_when_answered = false;  // an attempt came due meanwhile
+  // Holds the node's watch of its name (Effects::watch): set from an acquire
+  // answered Held until it leads, cools down or leaves (ADR 0040).
+  bool watching = false;
 };
 static_assert(sizeof(void*) != 8 || sizeof(Contender) <= 128, "Contender grew past 128");
 

@@ -59,6 +59,14 @@ class Effects {
   // call is still answered once; the node takes that answer as a late one.
   virtual void abandon(CallId call) = 0;
 
+  // Release broadcasts of `name` are wanted from now on (watch) or no longer
+  // (unwatch). A contender watches its name from an acquire answered Held
+  // until it leads, cools down or leaves; a lock queue shares one watch
+  // (ADR 0040). Balanced per name: a watched name is not watched again, and
+  // every watch is unwatched before closed().
+  virtual void watch(const std::string& name) = 0;
+  virtual void unwatch(const std::string& name) = 0;
+
   // A new term of `who` won with `token` on the session of `session`, before
   // elected(): the owner makes it, with what it keeps per term (the engine's
   // term is what waits on the revocation; ADR 0035). When the term is revoked
@@ -217,6 +225,10 @@ class Node {
   // Whether `c` waits for the answer of an acquire of its name this node gave
   // up on (the attempt is then scheduled for when that wait ends).
   bool wait_for_unanswered(Contender& c, TimePoint now);
+  // `c` wants (or no longer wants) release broadcasts of its name: the node's
+  // one watch of it (Effects::watch), which `c`'s name queue shares.
+  void start_watching(Contender& c);
+  void stop_watching(Contender& c);
   // `c` is not contending right now: only its give-up time (locks) stays armed.
   void arm_give_up(Contender& c);
   // The timed-out acquire `call` of `name` is answered or forgotten.
@@ -262,6 +274,8 @@ class Node {
   // `timeout`: the call's (zero: call_timeout()). Returns the call.
   CallId release_lease(const std::string& session, const std::string& name, uint64_t token,
                        ContenderId handover, TimePoint now, Duration timeout = Duration::zero());
+  // Drops the own releases too old to be echoed, once there are many.
+  void forget_old_own_releases(TimePoint now);
   // A release of this session failed: send it again later (ADR 0030).
   void release_failed(CallId id, const Call& call, const DoneReply& reply, TimePoint now);
   void on_release_retry(uint64_t id, TimePoint now);
@@ -301,6 +315,7 @@ class Node {
   // When this node last sent a release of a name: the broadcast it causes is
   // not a reason for this node to attempt at once.
   std::map<std::string, TimePoint> own_release_at_;
+  size_t own_release_prune_at_ = 64;  // forget_old_own_releases() runs from this size
 
   // A release of this session that failed (kError, kTimeout), sent again
   // with its own token after a backoff until it is answered, the session

@@ -124,6 +124,24 @@ bool Node::wait_for_unanswered(Contender& c, TimePoint now) {
   return false;
 }
 
+void Node::start_watching(Contender& c) {
+  for (const Contender* o = by_name_.first(c.name); o; o = o->next_of_name) {
+    if (o->watching) return;  // the name's queue watches it already
+  }
+  c.watching = true;
+  const std::string name = c.name.str();
+  // A release of this node's before the watch is echoed to nobody here: the
+  // next broadcast heard is someone else's (ADR 0040).
+  own_release_at_.erase(name);
+  fx_.watch(name);
+}
+
+void Node::stop_watching(Contender& c) {
+  if (!c.watching) return;
+  c.watching = false;
+  fx_.unwatch(c.name.str());
+}
+
 void Node::arm_give_up(Contender& c) {
   disarm(c.timer);
   if (c.give_up_at != TimePoint::max()) arm(c.timer, c.give_up_at, {TimerKind::kContender, c.id});
@@ -205,7 +223,10 @@ void Node::handle_acquire(CallId id, const AcquireReply& reply, TimePoint now) {
     case Outcome::kHeld:
       if (c->try_once) {
         fail_lock(*c, LockFailure::kBusy, now);
-      } else if (released) {
+        return;
+      }
+      start_watching(*c);  // until it leads, cools down or leaves
+      if (released) {
         attempt(*c, now);  // the release may have come after this acquire ran
       } else {
         schedule_retry(*c, now, reply.holder_remaining);
@@ -315,6 +336,15 @@ void Node::forget(Contender& c, std::optional<LockFailure> failure, TimePoint no
   const bool was_front = front_of(name) == id;
   unlist_by_name(c);
   contenders_.erase(id);
+  if (c.watching) {
+    // The next lock queued on the name inherits the watch: it contends now.
+    c.watching = false;
+    if (Contender* next = by_name_.first(name)) {
+      next->watching = true;
+    } else {
+      fx_.unwatch(name.str());
+    }
+  }
   // The node no longer holds `c`: its owner may free it in the report.
   if (failure) {
     fx_.lock_failed(c, *failure);
@@ -384,6 +414,7 @@ bool Node::step_down(Contender& contender, Duration cooldown, TimePoint now) {
       break;
     default:
       abandon_attempt(*c);
+      stop_watching(*c);
       c->state = State::kCooldown;
       arm(c->timer, c->cooldown_until, {TimerKind::kContender, c->id});
       fx_.stepped_down(*c);

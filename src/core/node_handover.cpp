@@ -1,6 +1,7 @@
 // The Node's terms: adoption, loss, and the handover order of a stop or
 // step-down (revoke, wait for the work, release with the token, onRevoked).
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "core/log_level.h"
@@ -11,6 +12,7 @@ namespace simba {
 
 void Node::adopt(Contender& c, uint64_t token, TimePoint now) {
   (void)now;
+  stop_watching(c);  // a leader needs no broadcast of its own name
   c.term = fx_.new_term(c, token, session_clock_);
   c.state = State::kLeader;
   c.work_running = c.with_work;
@@ -105,6 +107,7 @@ CallId Node::release_lease(const std::string& session, const std::string& name, 
     uint64_t& high = released_[name];
     high = std::max(high, token);
     own_release_at_[name] = now;
+    forget_old_own_releases(now);
   }
   if (timeout <= Duration::zero()) timeout = call_timeout();
   const CallId id = new_call(CallKind::kRelease, session, timeout, now);
@@ -115,6 +118,16 @@ CallId Node::release_lease(const std::string& session, const std::string& name, 
   ++releases_;
   fx_.send_release(id, session, name, token, timeout);
   return id;
+}
+
+void Node::forget_old_own_releases(TimePoint now) {
+  // The echo comes only to a node that watches the name (ADR 0040): most
+  // entries are never taken back by one. Past a call timeout none is an echo.
+  if (own_release_at_.size() < own_release_prune_at_) return;
+  for (auto it = own_release_at_.begin(); it != own_release_at_.end();) {
+    it = now - it->second > call_timeout() ? own_release_at_.erase(it) : std::next(it);
+  }
+  own_release_prune_at_ = std::max<size_t>(64, 2 * own_release_at_.size());
 }
 
 void Node::on_release(CallId id, const DoneReply& reply, TimePoint now) {

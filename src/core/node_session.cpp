@@ -453,6 +453,7 @@ void Node::end_at_close(Contender& c, TimePoint now) {
     fx_.revoked(c, term);
   }
   ack_step_downs(c);
+  stop_watching(c);
   if (c.kind == ContenderKind::kLock && c.state != State::kReleasing) {
     fx_.lock_failed(c, LockFailure::kCanceled);
   } else {

@@ -314,6 +314,8 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
                     uint64_t token, Duration timeout) override;
   void send_close(CallId call, const std::string& session, Duration timeout) override;
   void abandon(CallId call) override;
+  void watch(const std::string& name) override;
+  void unwatch(const std::string& name) override;
   TermRef new_term(Contender& who, uint64_t token, std::shared_ptr<SessionClock> session) override;
   void elected(Contender& who, const TermRef& term) override;
   void revoked(Contender& who, const TermRef& term) override;
@@ -455,6 +457,11 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   std::set<std::pair<TimePoint, uint64_t>> own_deadlines_;
   uint64_t next_own_call_ = 0;
   std::vector<std::shared_ptr<Observer>> observers_;  // loop thread
+  // Per watched name, its watchers (the node's watch, each observer): the
+  // backend watches a name while it has one (ADR 0040). Loop thread.
+  std::map<std::string, int, std::less<>> watchers_;
+  void add_watcher(const std::string& name);
+  void drop_watcher(const std::string& name);
   std::shared_ptr<SerialQueue> event_queue_;
   EventFn event_sink_;  // guarded by event_mu_
   std::mutex event_mu_;

@@ -184,6 +184,23 @@ void Client::expire_own_calls(TimePoint now) {
   }
 }
 
+void Client::watch(const std::string& name) { add_watcher(name); }
+
+void Client::unwatch(const std::string& name) { drop_watcher(name); }
+
+// The backend hears of the first watcher of a name and of its last.
+void Client::add_watcher(const std::string& name) {
+  if (++watchers_[name] == 1) backend_->watch(name);
+}
+
+void Client::drop_watcher(const std::string& name) {
+  auto it = watchers_.find(name);
+  if (it == watchers_.end()) return;
+  if (--it->second > 0) return;
+  watchers_.erase(it);
+  backend_->unwatch(name);
+}
+
 Term** Client::term_slot(Contender& who, const TermState* term) {
   Term** slot =
       who.kind == ContenderKind::kElection ? &election_of(who).current : &lock_of(who).current;

@@ -35,6 +35,7 @@ Result Client::observe(const std::string& name, Duration poll, Observer::Fn fn,
     }
     o->next_read = now();
     observers_.push_back(o);
+    add_watcher(o->name);  // its name's release broadcasts trigger a read
     read_observed(o);
   });
   if (r.code != Code::kOk) return r;
@@ -52,6 +53,7 @@ void Client::close_observer(const std::shared_ptr<Observer>& o, LastFn last) {
 void Client::free_observer(const std::shared_ptr<Observer>& o, bool wait) {
   o->detached = true;  // from here on no callback of it starts
   auto remove = [this, o] {
+    if (!o->removed) drop_watcher(o->name);
     o->removed = true;
     observers_.erase(std::remove(observers_.begin(), observers_.end(), o), observers_.end());
   };

@@ -1,6 +1,8 @@
 // Backend conformance: the same behaviour on every backend, through the public
-// C API only (simba.h), so that every assertion here holds for memory://,
-// redis://, postgresql:// and zookeeper:// alike.
+// C API (simba.h), so that every assertion here holds for memory://,
+// redis://, postgresql:// and zookeeper:// alike; the backend contract's
+// watches, which the C API does not expose, through the internal Backend
+// (watching_backend.h).
 //
 // One suite, parameterized by backend. memory:// always runs; a real server runs
 // when its URL is in the environment (scripts/test.sh starts the servers and sets
@@ -33,6 +35,7 @@
 #include <vector>
 
 #include "backends/simba_testing.h"
+#include "backends/watching_backend.h"
 #include "simba.h"
 
 namespace {
@@ -1158,6 +1161,60 @@ TEST_P(Conformance, AnExternalHostLoopSeesEveryWatchChange) {
   ASSERT_EQ(e.start(c, lease("host")), SIMBA_OK) << simba_last_error();
   EXPECT_TRUE(host_loop_until([&] { return e.elected_count() == 1; }));
   EXPECT_EQ(e.stop(5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+}
+
+// --- The backend contract's watches (ADR 0040) ----------------------------------
+// Below the C API: two Backends of the URL (WatchingBackend), one holding names,
+// the other finding them Held and watching some. The broadcast a backend may
+// send right after a watch (a release it cannot rule out) is let pass first.
+
+// A release of a watched name is delivered.
+TEST_P(Conformance, AWatchedNamesReleaseIsDelivered) {
+  WatchingBackend holder(url()), watcher(url());
+  ASSERT_TRUE(holder.ok() && watcher.ok()) << holder.error << watcher.error;
+  const std::string hs = holder.open(), ws = watcher.open();
+  ASSERT_FALSE(hs.empty() || ws.empty());
+  const std::string name = lease("watched");
+  const simba::AcquireReply won = holder.acquire(hs, name);
+  ASSERT_EQ(won.outcome, simba::Outcome::kOk);
+  ASSERT_EQ(watcher.acquire(ws, name).outcome, simba::Outcome::kHeld);
+  watcher.backend().watch(name);
+  watcher.run_for(300);
+  watcher.heard.clear();
+  ASSERT_EQ(holder.release(hs, name, won.token), simba::Outcome::kOk);
+  EXPECT_TRUE(watcher.run_until([&] { return watcher.heard_of(name); }, 3000 * slow_factor()))
+      << "the release of a watched name was not delivered";
+}
+
+// A release of a name never watched, or watched and then unwatched, is not:
+// both are released before a watched one, whose delivery proves the others'
+// would have come by then (one connection, in order).
+TEST_P(Conformance, AnUnwatchedNamesReleaseIsNotDelivered) {
+  WatchingBackend holder(url()), watcher(url());
+  ASSERT_TRUE(holder.ok() && watcher.ok()) << holder.error << watcher.error;
+  const std::string hs = holder.open(), ws = watcher.open();
+  ASSERT_FALSE(hs.empty() || ws.empty());
+  const std::string never = lease("never"), unwatched = lease("unwatched"),
+                    watched = lease("watched");
+  std::map<std::string, uint64_t> tokens;
+  for (const std::string& n : {never, unwatched, watched}) {
+    const simba::AcquireReply won = holder.acquire(hs, n);
+    ASSERT_EQ(won.outcome, simba::Outcome::kOk) << n;
+    tokens[n] = won.token;
+    ASSERT_EQ(watcher.acquire(ws, n).outcome, simba::Outcome::kHeld) << n;
+  }
+  watcher.backend().watch(unwatched);
+  watcher.backend().watch(watched);
+  watcher.run_for(300);
+  watcher.backend().unwatch(unwatched);
+  watcher.heard.clear();
+  for (const std::string& n : {never, unwatched, watched}) {
+    ASSERT_EQ(holder.release(hs, n, tokens[n]), simba::Outcome::kOk) << n;
+  }
+  ASSERT_TRUE(watcher.run_until([&] { return watcher.heard_of(watched); }, 3000 * slow_factor()));
+  watcher.run_for(100);
+  EXPECT_FALSE(watcher.heard_of(never)) << "a name never watched was delivered";
+  EXPECT_FALSE(watcher.heard_of(unwatched)) << "an unwatched name was delivered";
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(ConformanceBackends()),

@@ -338,6 +338,39 @@ TEST_F(MemoryStoreTest, SubscribersRunForEveryReleaseAndStopAfterUnsubscribe) {
   EXPECT_EQ(second, (std::vector<std::string>{"x", "y"}));
 }
 
+// A subscriber of watched names only (memory:// clients, ADR 0040) hears the
+// releases of the names it watches, once per watch, and nothing else; watch()
+// tells whether the name is free at that moment (a release it may have missed).
+TEST_F(MemoryStoreTest, AWatchingSubscriberHearsOnlyTheNamesItWatches) {
+  record_releases();
+  const std::string a = open();
+  std::vector<std::string> w1, w2;
+  const uint64_t id1 = store.subscribe([&](const std::string& n) { w1.push_back(n); }, false);
+  const uint64_t id2 = store.subscribe([&](const std::string& n) { w2.push_back(n); }, false);
+  const uint64_t x = acquire_ok(a, "x"), y = acquire_ok(a, "y");
+  EXPECT_FALSE(store.watch(id1, "x"));  // held
+  EXPECT_FALSE(store.watch(id2, "x"));
+  EXPECT_FALSE(store.watch(id2, "y"));
+  EXPECT_TRUE(store.watch(id1, "z"));  // free
+  store.unwatch(id2, "x");
+  store.release(a, "x", x);
+  store.release(a, "y", y);
+  EXPECT_EQ(w1, std::vector<std::string>{"x"});
+  EXPECT_EQ(w2, std::vector<std::string>{"y"});
+  // Unsubscribe drops every watch of its id.
+  store.unsubscribe(id1);
+  store.release(a, "z", acquire_ok(a, "z"));
+  EXPECT_EQ(w1, std::vector<std::string>{"x"});
+  EXPECT_EQ(take_released(), (std::vector<std::string>{"x", "y", "z"}));  // every name
+  // A holder whose session expired counts as free.
+  const std::string b = open(ms(100));
+  acquire_ok(b, "e");
+  EXPECT_FALSE(store.watch(id2, "e"));
+  store.unwatch(id2, "e");
+  clock.advance(ms(200));
+  EXPECT_TRUE(store.watch(id2, "e"));
+}
+
 TEST_F(MemoryStoreTest, SubscriberMayCallBackIntoTheStore) {
   const std::string a = open();
   const std::string b = open();

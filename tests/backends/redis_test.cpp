@@ -33,6 +33,7 @@
 #include "backends/backend_on_loop.h"
 #include "backends/redis_servers.h"
 #include "backends/simba_testing.h"
+#include "backends/watching_backend.h"
 #include "simba.h"
 
 namespace {
@@ -1095,11 +1096,11 @@ TEST(Redis, AcquireAndReleaseAreOneWriteEach) {
 }
 
 // Release broadcasts reach only candidates: a client subscribes to a name's
-// channel once an acquire of it is answered Held, attempts once more when the
-// subscription is confirmed (a release just before it reached nobody), does so
-// again on a new subscriber connection, hears the release at once, and
-// unsubscribes 4 renew periods after its last Held answer. An uncontended lock
-// subscribes to nothing.
+// channel once an acquire of it is answered Held (the core watches it), attempts
+// once more when the subscription is confirmed (a release just before it
+// reached nobody), does so again on a new subscriber connection, hears the
+// release at once, and unsubscribes as soon as it leads or stops (ADR 0040).
+// An uncontended lock subscribes to nothing.
 TEST(Redis, OnlyCandidatesSubscribeToReleases) {
   if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
   const int port = free_port();
@@ -1144,17 +1145,61 @@ TEST(Redis, OnlyCandidatesSubscribeToReleases) {
   ASSERT_EQ(simba_lock_release(held), SIMBA_OK);
   ASSERT_TRUE(e.wait_elected(1, 1500));
   EXPECT_LT(e.elected()[0].at_ns - t0, 1500 * kMsNs) << "not taken over through the broadcast";
+  // The leader needs no broadcast of its own name.
+  EXPECT_TRUE(wait_for([&] { return subscribers() == channel + " 0"; }, 1500 * slow_factor()));
 
-  // A candidate that stops unsubscribes after 4 renew periods.
+  // A candidate that stops unsubscribes at once (no idle sweep).
   Client c;
   ASSERT_EQ(c.open(server.url(), Timing{1000, 200}), SIMBA_OK) << simba_last_error();
   ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
   {
     Election waiting;
     ASSERT_EQ(waiting.start(c, name), SIMBA_OK);
-    ASSERT_TRUE(wait_for([&] { return subscribers() == channel + " 2"; }, 1500 * slow_factor()));
+    ASSERT_TRUE(wait_for([&] { return subscribers() == channel + " 1"; }, 1500 * slow_factor()));
   }
-  EXPECT_TRUE(wait_for([&] { return subscribers() == channel + " 1"; }, 5000 * slow_factor()));
+  EXPECT_TRUE(wait_for([&] { return subscribers() == channel + " 0"; }, 1500 * slow_factor()));
+}
+
+// The backend contract below the core: a watched name is SUBSCRIBEd, again on
+// a new subscriber connection (whose confirmation reports the name once: a
+// release meanwhile reached nobody), its release is delivered, and unwatch
+// UNSUBSCRIBEs at once.
+TEST(Redis, AWatchIsSubscribedAgainAfterTheSubscriberReconnects) {
+  if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  OwnServer server(port);
+  ASSERT_TRUE(server.start());
+  Sync s("127.0.0.1", port);
+  ASSERT_TRUE(s.ok());
+  const std::string name = "redis.watch." + unique_id();
+  const std::string channel = "simba:released:" + name;
+  const auto subscribed = [&](int n) {
+    return s.cmd({"PUBSUB", "NUMSUB", channel}) == channel + " " + std::to_string(n);
+  };
+  WatchingBackend holder(server.url()), watcher(server.url());
+  ASSERT_TRUE(holder.ok() && watcher.ok());
+  const std::string hs = holder.open(), ws = watcher.open();
+  ASSERT_FALSE(hs.empty() || ws.empty());
+  const simba::AcquireReply won = holder.acquire(hs, name);
+  ASSERT_EQ(won.outcome, simba::Outcome::kOk);
+  ASSERT_EQ(watcher.acquire(ws, name).outcome, simba::Outcome::kHeld);
+  EXPECT_TRUE(subscribed(0)) << "subscribed without a watch";
+  watcher.backend().watch(name);
+  ASSERT_TRUE(watcher.run_until([&] { return subscribed(1); }, 1500 * slow_factor()));
+
+  EXPECT_NE(s.cmd({"CLIENT", "KILL", "TYPE", "pubsub"}), "0");
+  watcher.heard.clear();
+  ASSERT_TRUE(watcher.run_until([&] { return subscribed(1) && watcher.heard_of(name); },
+                                3000 * slow_factor()))
+      << "not subscribed again, or its confirmation not reported";
+  watcher.heard.clear();
+  ASSERT_EQ(holder.release(hs, name, won.token), simba::Outcome::kOk);
+  EXPECT_TRUE(watcher.run_until([&] { return watcher.heard_of(name); }, 1500 * slow_factor()))
+      << "the release after the reconnect was not delivered";
+
+  watcher.backend().unwatch(name);
+  EXPECT_TRUE(watcher.run_until([&] { return subscribed(0); }, 1500 * slow_factor()));
 }
 
 // Renewal costs one backend call per renew interval whatever the number of

@@ -146,6 +146,8 @@ void SimEffects::session_event(SessionEvent ev, const std::string& detail_json) 
   sim_.fx_session_event(box_, ev, detail_json);
 }
 void SimEffects::closed() { sim_.fx_closed(box_); }
+void SimEffects::watch(const std::string& name) { sim_.fx_watch(box_, name, true); }
+void SimEffects::unwatch(const std::string& name) { sim_.fx_watch(box_, name, false); }
 void SimEffects::log(int level, const std::string& line) { sim_.fx_log(box_, level, line); }
 
 // ---------------------------------------------------------------------------

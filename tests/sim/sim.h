@@ -13,7 +13,8 @@
 //    the store, the answer travels back. Each leg may be dropped, slow but in
 //    time, or late (beyond the call timeout); the store may answer an error
 //    before or after applying the request. Release broadcasts reach every node
-//    after a delay (or get lost);
+//    that watches the name when it is released (Effects::watch), after a
+//    delay (or get lost); watches are balanced and none is left at closed();
 //  * a node may pause (no timers, no messages) for up to 2.5 leases; its loop
 //    may take messages before timers already due;
 //  * hooks: expire_session ends a live session early, hand_over gives a lease to

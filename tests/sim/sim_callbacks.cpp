@@ -246,9 +246,22 @@ void Sim::fx_session_event(NodeBox& b, SessionEvent ev, const std::string& detai
   }
 }
 
+void Sim::fx_watch(NodeBox& b, const std::string& name, bool on) {
+  if (b.closed) fail(node_str(b) + (on ? " watch" : " unwatch") + " after closed()");
+  if (tr_) T() << node_str(b) << (on ? " watch " : " unwatch ") << name << "\n";
+  const bool changed = on ? b.watched.insert(name).second : b.watched.erase(name) == 1;
+  if (!changed) {
+    fail("[balanced watches] " + node_str(b) + (on ? " watch of " : " unwatch of ") + name +
+         (on ? ", watched already" : ", not watched"));
+  }
+}
+
 void Sim::fx_closed(NodeBox& b) {
   if (b.closed) fail(node_str(b) + " closed() twice");
   if (tr_) T() << node_str(b) << " CLOSED\n";
+  if (!b.watched.empty()) {
+    fail("[balanced watches] " + node_str(b) + " closed() still watching " + *b.watched.begin());
+  }
   for (const auto& [id, t] : b.cs) {
     if (!t.finished)
       fail(node_str(b) + " closed() with contender " + std::to_string(id) + " not finished");

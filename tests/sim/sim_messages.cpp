@@ -1,6 +1,6 @@
 // The simulator's messages: every backend call is a request that reaches the
 // store after a delay (or is lost) and an answer that travels back; release
-// broadcasts reach every node. See sim.h for the faults.
+// broadcasts reach every node that watches the name. See sim.h for the faults.
 #include <algorithm>
 #include <type_traits>
 #include <utility>
@@ -245,6 +245,7 @@ void Sim::on_broadcast(const std::string& name) {
   for (auto& bp : slots_) {
     if (!bp || bp->closed) continue;
     if (faults_ && chance(p_.p_bcast_drop)) continue;
+    if (!bp->watched.count(name)) continue;  // only to the nodes that watch it
     to_node(now() + between(p_.dmin, p_.dmax), bp->slot, bp->inst, [this, name](NodeBox& b) {
       if (tr_) T() << node_str(b) << " <- released " << name << "\n";
       b.node->on_released(name, now());

@@ -16,6 +16,7 @@
 #include <ostream>
 #include <queue>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -175,6 +176,8 @@ class SimEffects final : public Effects {
   // The simulated store answers every call anyway, late if the node gave up:
   // the worst case for the node's late-answer rules.
   void abandon(CallId) override {}
+  void watch(const std::string& name) override;
+  void unwatch(const std::string& name) override;
   // Terms that report their end (TermState::ended()) to the checker.
   TermRef new_term(Contender& who, uint64_t token, std::shared_ptr<SessionClock> session) override;
   void elected(Contender& who, const TermRef& term) override;
@@ -201,6 +204,8 @@ struct NodeBox {
   std::unique_ptr<Node> node;  // destroyed before fx and owned
   TimePoint paused_until{};
   std::optional<TimePoint> armed_at;  // earliest timer event queued for the node
+  // The names it watches: the store's broadcasts reach only these (ADR 0040).
+  std::set<std::string> watched;
   bool closing = false;
   bool closed = false;
   int target_elections = 1;
@@ -268,6 +273,7 @@ class Sim {
   void fx_stepped_down(NodeBox& b, ContenderId who);
   void fx_session_event(NodeBox& b, SessionEvent ev, const std::string& detail);
   void fx_closed(NodeBox& b);
+  void fx_watch(NodeBox& b, const std::string& name, bool on);
   void fx_log(NodeBox& b, int level, const std::string& line);
 
  private:

@@ -18,6 +18,8 @@
 //   * stopped(who) / lock_failed(who): the contender has no live term, and
 //     nothing is delivered for it afterwards;
 //   * closed(): once, every elected term revoked, nothing but logs afterwards;
+//   * watch(name) / unwatch(name): balanced per name, nothing watched at
+//     closed() (kept apart, in watches(), not in events());
 //   * every backend call has a positive timeout.
 // expect_all_revoked() checks the pairing "every elected() is followed by
 // exactly one revoked()" at a point where the test knows every term ended.
@@ -233,6 +235,19 @@ class RecordingEffects final : public Effects {
   // The calls the node abandoned (Effects::abandon), in order.
   const std::vector<CallId>& abandoned() const { return abandoned_; }
 
+  // Watches go to their own log (watches()), not events(): the event
+  // sequences the tests assert stay as they were.
+  void watch(const std::string& name) override {
+    watches_.push_back("+" + name);
+    if (closed_count_ > 0) fail("watch of " + name + " after closed()");
+    if (!watched_.insert(name).second) fail("watch of " + name + ", watched already");
+  }
+  void unwatch(const std::string& name) override {
+    watches_.push_back("-" + name);
+    if (closed_count_ > 0) fail("unwatch of " + name + " after closed()");
+    if (watched_.erase(name) == 0) fail("unwatch of " + name + ", not watched");
+  }
+
   // Terms that log their end.
   TermRef new_term(Contender& c, uint64_t token, std::shared_ptr<SessionClock> session) override {
     return TermRef(new RecordingTerm(*this, c.id, c.name, token, std::move(session)));
@@ -346,6 +361,7 @@ class RecordingEffects final : public Effects {
   void closed() override {
     FxCall& e = push(Fx::kClosed);
     if (closed_count_++ > 0) fail("closed() twice");
+    for (const std::string& n : watched_) fail("closed() with " + n + " still watched");
     for (const auto& [ptr, t] : terms_) {
       if (!t.revoked) fail("closed() with " + term_str(t.term) + " not revoked");
     }
@@ -441,6 +457,16 @@ class RecordingEffects final : public Effects {
     }
     return std::nullopt;
   }
+
+  // --- Watches ----------------------------------------------------------------
+
+  // Every watch ("+name") and unwatch ("-name") so far, in order.
+  const std::vector<std::string>& watches() const { return watches_; }
+  std::vector<std::string> watches_since(size_t mark) const {
+    return {watches_.begin() + static_cast<std::ptrdiff_t>(std::min(mark, watches_.size())),
+            watches_.end()};
+  }
+  bool watching(const std::string& name) const { return watched_.count(name) != 0; }
 
   // --- Terms ------------------------------------------------------------------
 
@@ -560,6 +586,8 @@ class RecordingEffects final : public Effects {
   std::map<const TermState*, TermRecord> terms_;
   std::vector<TermRef> elected_order_;
   std::set<ContenderId> finished_;
+  std::vector<std::string> watches_;
+  std::set<std::string> watched_;
   int closed_count_ = 0;
 };
 

@@ -23,14 +23,18 @@ class MemoryBackend final : public Backend {
                   [](uv_async_t* a) { static_cast<MemoryBackend*>(a->data)->drain_released(); });
     released_async_.data = this;
     sink_->async = &released_async_;
-    subscription_ = store_->subscribe([sink = sink_](const std::string& name) {
-      // Runs on whichever thread released: hand the name to our loop. The sink
-      // outlives this backend, so a broadcast racing shutdown finds it detached.
-      std::lock_guard<std::mutex> lock(sink->mu);
-      if (!sink->async) return;
-      sink->names.push_back(name);
-      uv_async_send(sink->async);
-    });
+    // Only the names this client watches wake its loop (ADR 0040).
+    subscription_ = store_->subscribe(
+        [sink = sink_](const std::string& name) {
+          // Runs on whichever thread released: hand the name to our loop. The
+          // sink outlives this backend, so a broadcast racing shutdown finds it
+          // detached.
+          std::lock_guard<std::mutex> lock(sink->mu);
+          if (!sink->async) return;
+          sink->names.push_back(name);
+          uv_async_send(sink->async);
+        },
+        false);
   }
 
   ~MemoryBackend() override = default;
@@ -70,6 +74,16 @@ class MemoryBackend final : public Backend {
     schedule(Duration::zero(), std::move(fn));
   }
   void on_released(ReleasedFn fn) override { released_fn_ = std::move(fn); }
+  void watch(const std::string& name) override {
+    // Free already: its release may have come after the caller's Held answer
+    // and before this watch, heard by nobody. Say so, on a later loop turn.
+    if (store_->watch(subscription_, name)) {
+      schedule(Duration::zero(), [this, name] {
+        if (released_fn_) released_fn_(name);
+      });
+    }
+  }
+  void unwatch(const std::string& name) override { store_->unwatch(subscription_, name); }
 
   void shutdown(std::function<void()> done) override {
     store_->unsubscribe(subscription_);

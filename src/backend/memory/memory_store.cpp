@@ -115,14 +115,24 @@ void MemoryStore::expire_locked(const std::string& session, std::vector<std::str
 // may call back into the store (acquire the freed lease, unsubscribe itself).
 void MemoryStore::broadcast(const std::vector<std::string>& names) {
   if (names.empty()) return;
-  std::vector<std::function<void(const std::string&)>> subscribers;
+  // Per name, who hears it: the subscribers of every name, then its watchers.
+  std::vector<std::vector<std::function<void(const std::string&)>>> hearers(names.size());
   {
     std::lock_guard<std::mutex> lock(mu_);
-    subscribers.reserve(subscribers_.size());
-    for (const auto& entry : subscribers_) subscribers.push_back(entry.second);
+    for (size_t i = 0; i < names.size(); ++i) {
+      for (const auto& [id, sub] : subscribers_) {
+        if (sub.all_names) hearers[i].push_back(sub.fn);
+      }
+      auto w = watchers_.find(names[i]);
+      if (w == watchers_.end()) continue;
+      for (uint64_t id : w->second) {
+        auto sub = subscribers_.find(id);
+        if (sub != subscribers_.end()) hearers[i].push_back(sub->second.fn);
+      }
+    }
   }
-  for (const std::string& name : names) {
-    for (const auto& fn : subscribers) fn(name);
+  for (size_t i = 0; i < names.size(); ++i) {
+    for (const auto& fn : hearers[i]) fn(names[i]);
   }
 }
 
@@ -288,16 +298,37 @@ InspectReply MemoryStore::inspect(const std::vector<std::string>& names) {
   return reply;
 }
 
-uint64_t MemoryStore::subscribe(std::function<void(const std::string& name)> fn) {
+uint64_t MemoryStore::subscribe(std::function<void(const std::string& name)> fn, bool all_names) {
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t id = next_subscriber_++;
-  if (fn) subscribers_.emplace(id, std::move(fn));
+  if (fn) subscribers_.emplace(id, Subscriber{std::move(fn), all_names});
   return id;
 }
 
 void MemoryStore::unsubscribe(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   subscribers_.erase(id);
+  for (auto w = watchers_.begin(); w != watchers_.end();) {
+    w->second.erase(std::remove(w->second.begin(), w->second.end(), id), w->second.end());
+    w = w->second.empty() ? watchers_.erase(w) : std::next(w);
+  }
+}
+
+bool MemoryStore::watch(uint64_t id, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  watchers_[name].push_back(id);
+  const Lease* lease = find_lease(name);
+  if (!lease || !lease->holder) return true;
+  return !lease->holder->foreign && lease->holder->expires_at <= clock_.now();
+}
+
+void MemoryStore::unwatch(uint64_t id, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto w = watchers_.find(name);
+  if (w == watchers_.end()) return;
+  auto it = std::find(w->second.begin(), w->second.end(), id);
+  if (it != w->second.end()) w->second.erase(it);
+  if (w->second.empty()) watchers_.erase(w);
 }
 
 void MemoryStore::expire_session(const std::string& session) {

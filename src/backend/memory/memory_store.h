@@ -49,9 +49,15 @@ class MemoryStore {
   InspectReply inspect(const std::vector<std::string>& names);
 
   // Release broadcast: `fn(name)` runs synchronously, without the store's lock,
-  // for every release. Returns an id for unsubscribe.
-  uint64_t subscribe(std::function<void(const std::string& name)> fn);
+  // for every release (`all_names`), or only for the releases of the names
+  // the subscriber watches (watch()). Returns an id for unsubscribe.
+  uint64_t subscribe(std::function<void(const std::string& name)> fn, bool all_names = true);
   void unsubscribe(uint64_t id);
+  // The subscriber `id` hears the releases of `name` from now on (ADR 0040).
+  // Returns whether `name` is free now: a release the subscriber may have
+  // missed just before. unwatch() undoes one watch().
+  bool watch(uint64_t id, const std::string& name);
+  void unwatch(uint64_t id, const std::string& name);
 
   // Test hooks.
   // Ends the session now, as if it had expired on the backend.
@@ -133,8 +139,15 @@ class MemoryStore {
   char* names_free_ = nullptr;
   size_t names_left_ = 0;
   uint64_t next_session_ = 1;
-  std::map<uint64_t, std::function<void(const std::string&)>> subscribers_;
+  struct Subscriber {
+    std::function<void(const std::string&)> fn;
+    bool all_names = true;
+  };
+  std::map<uint64_t, Subscriber> subscribers_;
   uint64_t next_subscriber_ = 1;
+  // Per watched name, the subscribers (not all_names) that watch it: a release
+  // wakes only these, not every client of the store.
+  std::map<std::string, std::vector<uint64_t>, std::less<>> watchers_;
 };
 
 }  // namespace simba

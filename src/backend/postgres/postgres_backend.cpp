@@ -115,7 +115,9 @@ PostgresBackend::PostgresBackend(const BackendContext& ctx, PostgresUrl url)
   where_ = url_.where();
   uv_timer_init(loop_, &listen_timer_);
   listen_timer_.data = this;
-  handles_.opened(1);
+  uv_timer_init(loop_, &replay_timer_);
+  replay_timer_.data = this;
+  handles_.opened(2);
 }
 
 Backend::CallRef PostgresBackend::open_session(Duration lease, Duration timeout, OpenCb cb) {
@@ -204,8 +206,10 @@ void PostgresBackend::shutdown(std::function<void()> done) {
   drop_cmd();
   drop_listen();
   if (resolving_) uv_cancel(reinterpret_cast<uv_req_t*>(resolving_));
-  uv_close(reinterpret_cast<uv_handle_t*>(&listen_timer_),
-           [](uv_handle_t* h) { static_cast<PostgresBackend*>(h->data)->handles_.closed(); });
+  for (uv_timer_t* t : {&listen_timer_, &replay_timer_}) {
+    uv_close(reinterpret_cast<uv_handle_t*>(t),
+             [](uv_handle_t* h) { static_cast<PostgresBackend*>(h->data)->handles_.closed(); });
+  }
 }
 
 PostgresBackend::Done PostgresBackend::done_parser(DoneCb cb) {

@@ -9,7 +9,9 @@
 #include <uv.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -90,6 +92,8 @@ class PostgresBackend final : public Backend {
 
   void abandon(CallRef call) override { calls_.abandon(call); }
   void on_released(ReleasedFn fn) override { released_fn_ = std::move(fn); }
+  void watch(const std::string& name) override;
+  void unwatch(const std::string& name) override;
 
   void shutdown(std::function<void()> done) override;
 
@@ -254,6 +258,19 @@ class PostgresBackend final : public Backend {
   bool listening_ = false;           // the LISTEN succeeded on listen_
   bool waiting_for_listen_ = false;  // the command connection waits for it
   ReleasedFn released_fn_;
+
+  // Release broadcasts (postgres_connect.cpp): the one LISTEN hears every
+  // release; only the watched names' are delivered (ADR 0040). A release of
+  // an unwatched name is kept kHeardMs: a watch that follows (the caller's
+  // Held answer came after the notification) gets it, on a later loop turn.
+  static constexpr uint64_t kHeardMs = 1000;
+  static constexpr size_t kHeardMax = 1024;
+  void heard(const std::string& name);
+  void replay_heard();
+  std::set<std::string, std::less<>> watches_;
+  std::deque<std::pair<std::string, uint64_t>> heard_;  // name, loop ms
+  std::vector<std::string> replay_;                     // due on replay_timer_
+  uv_timer_t replay_timer_;
 
   OpenHandles handles_;  // our handles, requests and connections still open on the loop
   CallTable<Call> calls_;

@@ -343,6 +343,10 @@ void PostgresBackend::ensure_listen() {
   };
   h.on_notify = [this, gen](const std::string& channel, const std::string& payload) {
     if (gen != listen_gen_ || channel != channel_ || payload.empty()) return;
+    if (!watches_.count(payload)) {
+      heard(payload);
+      return;
+    }
     // The core copes with a broadcast that overtakes an acquire's answer.
     if (released_fn_) released_fn_(payload);
   };
@@ -357,6 +361,39 @@ void PostgresBackend::ensure_listen() {
   if (!listen_) {
     log(kLogDebug, "listener: " + why);
     schedule_listen();
+  }
+}
+
+void PostgresBackend::watch(const std::string& name) {
+  watches_.insert(name);
+  const uint64_t now = uv_now(loop_);
+  for (const auto& [n, at] : heard_) {
+    if (n != name || now - at > kHeardMs) continue;
+    replay_.push_back(name);
+    uv_timer_start(
+        &replay_timer_,
+        [](uv_timer_t* t) { static_cast<PostgresBackend*>(t->data)->replay_heard(); }, 0, 0);
+    return;
+  }
+}
+
+void PostgresBackend::unwatch(const std::string& name) { watches_.erase(name); }
+
+void PostgresBackend::heard(const std::string& name) {
+  const uint64_t now = uv_now(loop_);
+  while (!heard_.empty() &&
+         (heard_.size() >= kHeardMax || now - heard_.front().second > kHeardMs)) {
+    heard_.pop_front();
+  }
+  heard_.emplace_back(name, now);
+}
+
+void PostgresBackend::replay_heard() {
+  std::vector<std::string> names;
+  names.swap(replay_);
+  for (const std::string& n : names) {
+    if (handles_.closing() || !released_fn_) return;
+    if (watches_.count(n)) released_fn_(n);
   }
 }
 

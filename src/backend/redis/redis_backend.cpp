@@ -96,7 +96,6 @@ Backend::CallRef RedisBackend::open_session(Duration lease, Duration timeout, Op
 
 Backend::CallRef RedisBackend::keep_alive(const std::string& session, Duration lease,
                                           Duration timeout, KeepAliveCb cb) {
-  sweep_watches(timeout);
   const std::string lease_ms = std::to_string(std::max<int64_t>(1, to_ms_ceil(lease)));
   return start({"EVALSHA", script(kKeepAlive).sha, "2", session_key(session), leases_key(session),
                 lease_ms, url_.prefix, session},
@@ -115,15 +114,13 @@ Backend::CallRef RedisBackend::acquire(const std::string& session, const std::st
   return start({"EVALSHA", script(kAcquire).sha, "3", session_key(session), leases_key(session),
                 lease_key(name), session, url_.prefix, name},
                timeout, kReplicated,
-               [this, name, cb](const redisReply* r, Outcome o, const std::string& err) {
+               [cb](const redisReply* r, Outcome o, const std::string& err) {
                  AcquireReply out;
                  if (failed(r, o, err, &out)) {
                    cb(out);
                    return;
                  }
-                 out = decode_acquire_reply(r);
-                 if (out.outcome == Outcome::kHeld) watch(name);
-                 cb(out);
+                 cb(decode_acquire_reply(r));
                });
 }
 

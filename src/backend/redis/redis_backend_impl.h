@@ -75,6 +75,8 @@ class RedisBackend final : public Backend {
   CallRef inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
   void abandon(CallRef call) override { calls_.abandon(call); }
   void on_released(ReleasedFn fn) override { released_fn_ = std::move(fn); }
+  void watch(const std::string& name) override;
+  void unwatch(const std::string& name) override;
   void shutdown(std::function<void()> done) override;
 
  private:
@@ -193,20 +195,15 @@ class RedisBackend final : public Backend {
 
   // --- release broadcast (redis_watch.cpp) -----------------------------------
 
-  // Candidates only: a name is watched from an acquire answered Held until no
-  // acquire of it was answered Held for kWatchIdlePeriods renew periods (the
-  // election stopped, or this client leads it). So no client hears the
-  // releases of names it does not wait for, its own included: an uncontended
-  // lock costs nothing on the subscriber connection.
-  static constexpr int64_t kWatchIdlePeriods = 4;
+  // The names the client watches (Backend::watch, decided by the core and the
+  // engine; ADR 0040), each SUBSCRIBEd on the subscriber connection. So no
+  // client hears the releases of names it does not wait for, its own
+  // included: an uncontended lock costs nothing on the subscriber connection.
   struct Watch {
     bool confirmed = false;  // the server's "subscribe" answer came
-    uint64_t last_held_ms = 0;
   };
 
   void ensure_sub();
-  void watch(const std::string& name);
-  void sweep_watches(Duration period);
   void send_sub(const char* verb, const std::vector<std::string>& names);
   void schedule_sub();
   static void on_message(redisAsyncContext* ac, void* reply, void*);

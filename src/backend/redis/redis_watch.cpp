@@ -1,11 +1,10 @@
 // The Redis backend's release-broadcast subscriber: the second connection,
-// SUBSCRIBEd to the released channels of the names this client is a candidate
-// for (the watches), and the released messages it hears.
+// SUBSCRIBEd to the released channels of the names this client watches
+// (Backend::watch), and the released messages it hears.
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <uv.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -56,25 +55,13 @@ void RedisBackend::ensure_sub() {
 }
 
 void RedisBackend::watch(const std::string& name) {
-  auto [it, added] = watches_.try_emplace(name);
-  it->second.last_held_ms = uv_now(loop_);
-  if (added) send_sub("SUBSCRIBE", {name});
+  ensure_sub();  // without a connection, the next one subscribes every watch
+  if (watches_.try_emplace(name).second) send_sub("SUBSCRIBE", {name});
 }
 
-void RedisBackend::sweep_watches(Duration period) {
-  const uint64_t idle =
-      static_cast<uint64_t>(kWatchIdlePeriods * std::max<int64_t>(1, to_ms_ceil(period)));
-  const uint64_t now = uv_now(loop_);
-  std::vector<std::string> stale;
-  for (auto it = watches_.begin(); it != watches_.end();) {
-    if (now - it->second.last_held_ms > idle) {
-      stale.push_back(it->first);
-      it = watches_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  send_sub("UNSUBSCRIBE", stale);
+void RedisBackend::unwatch(const std::string& name) {
+  if (watches_.erase(name) == 0) return;
+  send_sub("UNSUBSCRIBE", {name});
 }
 
 // One (UN)SUBSCRIBE of the names' channels, on the subscriber connection if
@@ -101,6 +88,8 @@ void RedisBackend::on_message(redisAsyncContext* ac, void* reply, void*) {
   if (self->handles_.closing() || !r) return;
   const SubscriberEvent ev = decode_subscriber_message(r, self->keys_.released_head());
   if (ev.kind == SubscriberEvent::kReleased) {
+    // An UNSUBSCRIBE may still be on its way: only watched names go up.
+    if (!self->watches_.count(ev.name)) return;
     // The core copes with a broadcast that overtakes an acquire's answer.
     if (self->released_fn_) self->released_fn_(ev.name);
   } else if (ev.kind == SubscriberEvent::kSubscribed) {

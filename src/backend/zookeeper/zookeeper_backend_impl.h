@@ -158,6 +158,12 @@ class ZookeeperBackend final : public Backend {
   CallRef inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
   void abandon(CallRef call) override { calls_.abandon(call); }
   void on_released(ReleasedFn fn) override { released_fn_ = std::move(fn); }
+  // The exists-watches stay as they are (set with every acquire: the holder
+  // needs them too); only the watched names' deletions are delivered
+  // (ADR 0040). A Held answer comes before its exists-watch's answer and
+  // events, so a watch that follows it misses nothing.
+  void watch(const std::string& name) override { watches_.insert(name); }
+  void unwatch(const std::string& name) override { watches_.erase(name); }
   void shutdown(std::function<void()> done) override;
 
  private:
@@ -328,7 +334,13 @@ class ZookeeperBackend final : public Backend {
   std::set<std::string> tokens_known_;  // names whose token node exists
   std::set<Resolve*> resolves_;         // host name lookups under way
 
+  // `name`'s lease node is gone: released_fn_ if the client watches it.
+  void released(const std::string& name) {
+    if (released_fn_ && watches_.count(name)) released_fn_(name);
+  }
+
   ReleasedFn released_fn_;
+  std::set<std::string, std::less<>> watches_;  // Backend::watch
   uv_timer_t anchor_;
   OpenHandles handles_;  // our handles, requests and UvZk objects still open on the loop
   CallTable<Call> calls_;

@@ -127,7 +127,7 @@ void ZookeeperBackend::watch(Session* s, const std::string& name, std::shared_pt
       // there: no news (and no retry storm).
       const bool ours = it != s->owned.end();
       if (ours) s->owned.erase(it);
-      if ((ours || !held || *held) && released_fn_) released_fn_(name);
+      if (ours || !held || *held) released(name);
     }
   });
   r->paths = {lease_path(name)};

@@ -269,7 +269,7 @@ void ZookeeperBackend::on_event(uint64_t serial, int type, int state, const std:
     // Our own release, the end of another session, or someone deleting our
     // node: in every case the node is gone, and a candidate may try now.
     s->owned.erase(name);
-    if (released_fn_) released_fn_(name);
+    released(name);
   } else if (type == ZOO_CREATED_EVENT || type == ZOO_CHANGED_EVENT) {
     watch(s, name);  // a watch fires once: keep watching the new holder
   }
