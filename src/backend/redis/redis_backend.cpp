@@ -113,8 +113,7 @@ Backend::CallRef RedisBackend::acquire(const std::string& session, const std::st
                                        Duration timeout, AcquireCb cb) {
   return start({"EVALSHA", script(kAcquire).sha, "3", session_key(session), leases_key(session),
                 lease_key(name), session, url_.prefix, name},
-               timeout, kReplicated,
-               [cb](const redisReply* r, Outcome o, const std::string& err) {
+               timeout, kReplicated, [cb](const redisReply* r, Outcome o, const std::string& err) {
                  AcquireReply out;
                  if (failed(r, o, err, &out)) {
                    cb(out);
