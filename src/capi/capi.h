@@ -93,6 +93,18 @@ inline const engine::Term* term_of(const simba_term_t* t) {
 }
 inline simba_term_t* handle_of(engine::Term* t) { return reinterpret_cast<simba_term_t*>(t); }
 
+// Calls a simba_listener_t kept as an engine::Listener: its functions
+// converted back to their own types.
+inline const engine::ListenerCalls listener_calls = {
+    [](const engine::Listener& l, engine::Term* t) {
+      reinterpret_cast<void (*)(void*, simba_term_t*)>(l.elected)(l.ud, handle_of(t));
+    },
+    [](const engine::Listener& l, engine::Term* t, RevokeReason why) {
+      reinterpret_cast<void (*)(void*, simba_term_t*, simba_revoke_reason_t)>(l.revoked)(
+          l.ud, handle_of(t), static_cast<simba_revoke_reason_t>(why));
+    },
+};
+
 }  // namespace simba::capi
 
 #endif

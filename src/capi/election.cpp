@@ -14,24 +14,15 @@ int simba_election_start(simba_election_t** out, simba_client_t* c, const char* 
     *out = nullptr;
     if (!c || !l) return fail(SIMBA_EINVAL, "simba_election_start: NULL argument");
     if (!simba::capi::valid_name(name)) return SIMBA_EINVAL;
-    // Each callback captures its function and the user data only: two
-    // pointers fit in std::function's own storage, where the whole listener
-    // (three) took a heap block per callback per election (ADR 0024).
-    simba::engine::ElectedFn on_elected;
-    simba::engine::RevokedFn on_revoked;
-    void* const ud = l->ud;
-    if (auto* fn = l->on_elected) {
-      on_elected = [fn, ud](simba::engine::Term* t) { fn(ud, simba::capi::handle_of(t)); };
-    }
-    if (auto* fn = l->on_revoked) {
-      on_revoked = [fn, ud](simba::engine::Term* t, simba::RevokeReason r) {
-        fn(ud, simba::capi::handle_of(t), static_cast<simba_revoke_reason_t>(r));
-      };
-    }
+    // The listener's three words, kept as given (ADR 0042); the client
+    // calls them through simba::capi::listener_calls.
+    simba::engine::Listener listener;
+    listener.elected = reinterpret_cast<void (*)()>(l->on_elected);
+    listener.revoked = reinterpret_cast<void (*)()>(l->on_revoked);
+    listener.ud = l->ud;
     auto handle = std::make_unique<simba_election>();
     handle->client = c->impl;
-    const int rc = result(
-        c->impl->start_election(name, std::move(on_elected), std::move(on_revoked), &handle->impl));
+    const int rc = result(c->impl->start_election(name, listener, &handle->impl));
     if (rc != SIMBA_OK) return rc;
     *out = handle.release();
     return SIMBA_OK;

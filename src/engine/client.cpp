@@ -412,11 +412,13 @@ Result Client::process() {
 // ---------------------------------------------------------------------------
 // Elections
 
-Result Client::start_election(const std::string& name, ElectedFn on_elected, RevokedFn on_revoked,
+Result Client::start_election(const std::string& name, const Listener& listener,
                               std::shared_ptr<Election>* out, WorkFn work) {
+  if ((listener.elected || listener.revoked) && !hooks_.listener_calls) {
+    return {Code::kEInval, "a listener needs Hooks::listener_calls"};
+  }
   auto e = std::make_shared<Election>(queue_executors_, LeaseName(name));
-  e->on_elected = std::move(on_elected);
-  e->on_revoked = std::move(on_revoked);
+  e->listener = listener;
   if (work) {
     auto& w = e->rare().work = std::make_unique<Election::Work>();
     w->fn = std::move(work);

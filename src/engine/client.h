@@ -30,12 +30,25 @@
 namespace simba::engine {
 
 using DoneFn = std::function<void(Code code)>;
-using ElectedFn = std::function<void(Term*)>;
-using RevokedFn = std::function<void(Term*, RevokeReason)>;
 using EventFn = std::function<void(SessionEvent, const std::string& detail)>;
 using LockFn = std::function<void(Code code, Term* term)>;
 // Leader work: runs on a thread of its own for each term of a task's election.
 using WorkFn = std::function<void(Term*)>;
+
+// An election's listener in three words, as the C ABI's (ADR 0042): the
+// caller's functions, kept as given, and their user data. Two std::functions
+// were 64 bytes of every election.
+struct Listener {
+  void (*elected)() = nullptr;
+  void (*revoked)() = nullptr;
+  void* ud = nullptr;
+};
+// How a client calls its elections' listeners: each function converted back
+// to the type it was given as. One table per client, not per election.
+struct ListenerCalls {
+  void (*elected)(const Listener& l, Term* t);
+  void (*revoked)(const Listener& l, Term* t, RevokeReason why);
+};
 
 // Host-provided pieces of the configuration that have no text form.
 struct Hooks {
@@ -44,6 +57,7 @@ struct Hooks {
   std::function<void(int level, const std::string&)> log;
   int log_min_level = 0;
   EventFn events;  // the sink a client starts with (simba_config_set_event_sink)
+  const ListenerCalls* listener_calls = nullptr;  // static; needed for a Listener
   // memory:// only: the client's test-only fault switches, made by the C API
   // (the engine knows no backend's types).
   std::shared_ptr<MemoryFaults> memory_faults;
@@ -97,8 +111,7 @@ class Election : private simba::Contender {
 
  private:
   friend class Client;
-  ElectedFn on_elected;
-  RevokedFn on_revoked;
+  Listener listener;
   // Its callbacks' queue, in the election's own block (ADR 0024): whoever
   // holds the queue (a term, a drain) holds the election through the
   // aliasing constructor, as the queue's self does.
@@ -236,7 +249,7 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // With `work`, each term runs it on a thread of its own, and a stop or
   // step-down waits for it to return (or the term's deadline) before the
   // release: the handover order.
-  Result start_election(const std::string& name, ElectedFn on_elected, RevokedFn on_revoked,
+  Result start_election(const std::string& name, const Listener& listener,
                         std::shared_ptr<Election>* out, WorkFn work = nullptr);
   Result stop_election(const std::shared_ptr<Election>& e, DoneFn done);
   Result step_down(const std::shared_ptr<Election>& e, Duration cooldown, DoneFn done);

@@ -188,8 +188,8 @@ void Client::elected(Contender& who, const TermRef& term) {
 }
 
 void Client::announce(const std::shared_ptr<Election>& el, Term* t, uint64_t token) {
-  const auto posted = el->queue.post_or_reject([el, t] {
-    if (!el->detached && el->on_elected) el->on_elected(t);
+  const auto posted = el->queue.post_or_reject([el, t, calls = hooks_.listener_calls] {
+    if (!el->detached && el->listener.elected) calls->elected(el->listener, t);
     t->release();
   });
   if (posted != SerialQueue::Posted::kRejected) return;
@@ -217,15 +217,15 @@ void Client::revoked(Contender& who, const TermRef& term) {
   const RevokeReason reason = t->revoked();
   std::shared_ptr<Election> el;
   if (who.kind == ContenderKind::kElection) el = election_of(who).added;
-  in_order(who.id, false, [el, t, reason] {
+  in_order(who.id, false, [el, t, reason, calls = hooks_.listener_calls] {
     if (t->unannounced) {
       t->release();  // its onElected never ran: no onRevoked either
       return;
     }
     std::function<void()> then;
     if (el) {
-      then = [el, t, reason] {
-        if (!el->detached && el->on_revoked) el->on_revoked(t, reason);
+      then = [el, t, reason, calls] {
+        if (!el->detached && el->listener.revoked) calls->revoked(el->listener, t, reason);
       };
     }
     t->deliver_revoked(std::move(then));

@@ -214,7 +214,7 @@ void Group::round() {
   for (size_t j = 0; j < plan.candidates.size() && want > 0; ++j) {
     const uint32_t i = plan.candidates[j];
     std::shared_ptr<Election> e;
-    const Result s = client_->start_election(partition_name(i), nullptr, nullptr, &e, work_);
+    const Result s = client_->start_election(partition_name(i), Listener{}, &e, work_);
     if (s.code != Code::kOk) continue;  // still stopping from an earlier term: next round
     pursued_[i] = e;
     elections_.push_back(e);

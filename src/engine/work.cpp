@@ -38,7 +38,7 @@ class ElectionTask final : public Task {
 Result start_leader_task(const std::shared_ptr<Client>& client, const std::string& name,
                          WorkFn work, std::shared_ptr<Task>* out) {
   std::shared_ptr<Election> election;
-  Result r = client->start_election(name, nullptr, nullptr, &election, std::move(work));
+  Result r = client->start_election(name, Listener{}, &election, std::move(work));
   if (r.code == Code::kOk) *out = std::make_shared<ElectionTask>(client, std::move(election));
   return r;
 }
