@@ -71,7 +71,7 @@ Result Client::init(const std::string& url) {
   } else if (cfg_.executor == ExecutorKind::kPool && !external()) {
     executor_ = std::make_unique<PoolExecutor>(cfg_.callback_threads);
   }
-  queue_executors_ = {executor_ ? executor_.get() : loop_executor_.get(), loop_executor_.get()};
+  queue_executors_->set(executor_ ? executor_.get() : loop_executor_.get(), loop_executor_.get());
   event_queue_ = new_queue();
 
   BackendContext ctx;
@@ -139,45 +139,7 @@ Result Client::run_sync(const std::function<void()>& fn) {
   return Result::ok();
 }
 
-std::shared_ptr<SerialQueue> Client::new_queue() {
-  auto q = SerialQueue::make(queue_executors_);
-  register_queue(q);
-  return q;
-}
-
-void Client::register_queue(const std::shared_ptr<SerialQueue>& q) {
-  std::lock_guard<std::mutex> lock(queues_mu_);
-  // Pruned when the list doubled since the last pruning: amortized O(1) per
-  // queue, where pruning every time cost each lock acquire a scan of every
-  // election's queue.
-  if (queues_.size() >= prune_queues_at_) prune_queues();
-  queues_.push_back(q);
-}
-
-void Client::prune_queues() {
-  queues_.erase(std::remove_if(queues_.begin(), queues_.end(),
-                               [](const std::weak_ptr<SerialQueue>& w) { return w.expired(); }),
-                queues_.end());
-  prune_queues_at_ = std::max<size_t>(64, 2 * queues_.size());
-  freed_since_prune_ = 0;
-}
-
-void Client::election_freed() {
-  // An expired entry still keeps its election's block allocated (the weak_ptr
-  // shares the make_shared block): once handles let go of as many elections as
-  // half the entries, the list is pruned, so that the blocks of stopped
-  // elections do not wait for new queues to be freed. Amortized O(1) per free.
-  std::lock_guard<std::mutex> lock(queues_mu_);
-  if (++freed_since_prune_ * 2 >= queues_.size()) prune_queues();
-}
-
-void Client::close_queues() {
-  std::lock_guard<std::mutex> lock(queues_mu_);
-  for (auto& w : queues_) {
-    if (auto q = w.lock()) q->close();
-  }
-  queues_.clear();
-}
+std::shared_ptr<SerialQueue> Client::new_queue() { return SerialQueue::make(queue_executors_); }
 
 // ---------------------------------------------------------------------------
 // Client API
@@ -210,7 +172,7 @@ Code Client::close() {
     loop_.post([this] { node_->close(now()); });
     loop_.wait_ended();
   }
-  close_queues();
+  queue_executors_->close();
   if (executor_) executor_->shutdown();
   status_ = static_cast<int>(SessionStatus::kClosed);
   finished_ = true;
@@ -425,7 +387,6 @@ Result Client::start_election(const std::string& name, const Listener& listener,
   }
   const std::shared_ptr<SerialQueue> queue = e->queue_ptr(e);
   e->queue.set_self(queue);
-  register_queue(queue);
   Result result;
   Result r = run_sync([&] {
     if (close_requested_ || node_->closed()) {
@@ -547,7 +508,6 @@ bool Client::free_election(const std::shared_ptr<Election>& e) {
   const bool waits = may_wait_for_close();
   if (waits) e->freeing_after_stop = true;
   detach_election(e);
-  election_freed();
   if (!waits) return false;
   if (external()) {
     // The stop needs the loop: the host thread runs it while it waits, another

@@ -87,7 +87,7 @@ struct Mailbox {
 // the terms hold it.
 class Election : private simba::Contender {
  public:
-  Election(const QueueExecutors& executors, LeaseName name)
+  Election(const RefPtr<QueueExecutors>& executors, LeaseName name)
       : Contender(std::move(name), ContenderKind::kElection), queue(executors) {}
   ~Election() { delete rare_.load(std::memory_order_acquire); }
   Election(const Election&) = delete;
@@ -284,11 +284,8 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // call timeout) and then until every on_revoked callback of the term ran.
   void lock_release(Term* term, bool wait = true);
 
-  // Test hook: how many entries the list of queues to close holds.
-  size_t queues_listed() {
-    std::lock_guard<std::mutex> lock(queues_mu_);
-    return queues_.size();
-  }
+  // Test hook: how many queues the client's close has to close.
+  size_t queues_listed() const { return queue_executors_->queues(); }
   // Test hook: the memory:// fault switches of this client.
   std::shared_ptr<MemoryFaults> memory_faults() const { return hooks_.memory_faults; }
   const Config& config() const { return cfg_; }
@@ -387,13 +384,6 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   bool closing() const override { return node_closed_; }
   void tear_down() override { teardown(); }
   std::shared_ptr<SerialQueue> new_queue();
-  // Lists `q` for close_queues().
-  void register_queue(const std::shared_ptr<SerialQueue>& q);
-  // queues_ without the entries whose queue is gone; queues_mu_ held.
-  void prune_queues();
-  // A handle let go of its election (simba_election_free, simba_task_close).
-  void election_freed();
-  void close_queues();
   void emit_log(int level, const std::string& line);
 
   Config cfg_;
@@ -408,17 +398,12 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<LoopExecutor> loop_executor_;
   // Every queue's: the callback executor (the loop's when there is none), and
-  // the loop's when it rejects.
-  QueueExecutors queue_executors_{nullptr, nullptr};
+  // the loop's when it rejects. Its close() closes them all.
+  const RefPtr<QueueExecutors> queue_executors_ = QueueExecutors::make(nullptr, nullptr);
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Node> node_;
 
   std::shared_ptr<Mailbox> mailbox_ = std::make_shared<Mailbox>();
-
-  std::mutex queues_mu_;
-  std::vector<std::weak_ptr<SerialQueue>> queues_;
-  size_t prune_queues_at_ = 64;   // guarded by queues_mu_
-  size_t freed_since_prune_ = 0;  // guarded by queues_mu_
 
   // Loop thread.
   std::vector<std::shared_ptr<Waiter>> live_waiters_;

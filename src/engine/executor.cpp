@@ -146,21 +146,44 @@ void SerialQueue::wait_for_change(Lock& lock, std::chrono::milliseconds for_at_m
   --waiters_;
 }
 
-std::shared_ptr<SerialQueue> SerialQueue::make(const QueueExecutors& executors) {
+bool QueueExecutors::enter() {
+  submitting_.fetch_add(1);
+  if (!closed_.load()) return true;
+  leave();
+  return false;
+}
+
+void QueueExecutors::close() {
+  closed_.store(true);
+  // Seq-cst with enter(): a post either saw closed_ or counts in submitting_.
+  while (submitting_.load() > 0) std::this_thread::yield();
+}
+
+std::shared_ptr<SerialQueue> SerialQueue::make(const RefPtr<QueueExecutors>& executors) {
   auto q = std::make_shared<SerialQueue>(executors);
   q->set_self(q);
   return q;
 }
 
+namespace {
+// A post between QueueExecutors::enter() and leave().
+struct Submitting {
+  explicit Submitting(QueueExecutors& e) : e(e) {}
+  ~Submitting() { e.leave(); }
+  QueueExecutors& e;
+};
+}  // namespace
+
 bool SerialQueue::post(std::function<void()> task) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  if (closed_) return false;
+  if (closed_ || !executors_->enter()) return false;
+  const Submitting submitting(*executors_);
   tasks_.push_back(std::move(task));
   if (scheduled_) return true;
   scheduled_ = true;
   std::shared_ptr<SerialQueue> self(self_);  // throws if set_self() was missed
-  if (!executors_.ex->submit([self] { self->drain(); }) &&
-      !executors_.fallback->submit([self] { self->drain(); })) {
+  if (!executors_->ex_->submit([self] { self->drain(); }) &&
+      !executors_->fallback_->submit([self] { self->drain(); })) {
     scheduled_ = false;  // nobody will drain: the tasks stay queued
   }
   return true;
@@ -168,18 +191,19 @@ bool SerialQueue::post(std::function<void()> task) {
 
 SerialQueue::Posted SerialQueue::post_or_reject(std::function<void()> task) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  if (closed_) return Posted::kClosed;
+  if (closed_ || !executors_->enter()) return Posted::kClosed;
+  const Submitting submitting(*executors_);
   tasks_.push_back(std::move(task));
   if (scheduled_) return Posted::kQueued;  // a drain already accepted will run it
   scheduled_ = true;
   std::shared_ptr<SerialQueue> self(self_);  // throws if set_self() was missed
-  if (executors_.ex->submit([self] { self->drain(); })) return Posted::kQueued;
+  if (executors_->ex_->submit([self] { self->drain(); })) return Posted::kQueued;
   tasks_.pop_back();
   scheduled_ = false;
   // Earlier tasks left waiting by a failed submit still need a drain.
   if (has_tasks()) {
     scheduled_ = true;
-    if (!executors_.fallback->submit([self] { self->drain(); })) scheduled_ = false;
+    if (!executors_->fallback_->submit([self] { self->drain(); })) scheduled_ = false;
   }
   return Posted::kRejected;
 }

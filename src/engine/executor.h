@@ -4,6 +4,7 @@
 #ifndef SIMBA_ENGINE_EXECUTOR_H
 #define SIMBA_ENGINE_EXECUTOR_H
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -13,6 +14,8 @@
 #include <set>
 #include <thread>
 #include <vector>
+
+#include "core/ref_ptr.h"
 
 namespace simba::engine {
 
@@ -127,11 +130,45 @@ class LoopExecutor final : public Executor {
 };
 
 // Where a SerialQueue's drains run: `ex`, or `fallback` when `ex` rejects.
-// Every queue of a client shares one pair (one pointer per queue, not two:
-// ADR 0024); it must outlive them.
-struct QueueExecutors {
-  Executor* ex;
-  Executor* fallback;
+// Every queue of a client shares one (one pointer per queue: ADR 0024), and
+// holds a reference to it, since a queue may outlive its client (a term the
+// user retains). close() closes every queue of the client at once, so that the
+// client keeps no list of its queues (ADR 0042).
+class QueueExecutors {
+ public:
+  static RefPtr<QueueExecutors> make(Executor* ex, Executor* fallback) {
+    return RefPtr<QueueExecutors>(new QueueExecutors(ex, fallback));
+  }
+  QueueExecutors(const QueueExecutors&) = delete;
+  QueueExecutors& operator=(const QueueExecutors&) = delete;
+  // Set before the first queue is made.
+  void set(Executor* ex, Executor* fallback) {
+    ex_ = ex;
+    fallback_ = fallback;
+  }
+  // Rejects every post from now on, and returns once no post is submitting:
+  // no executor's submit() starts after it (tasks already posted still run).
+  void close();
+  // How many queues use it (a test hook: the queues left to close).
+  size_t queues() const { return queues_.load(); }
+  // A post about to submit: false once closed. Pair with leave().
+  bool enter();
+  void leave() { submitting_.fetch_sub(1); }
+
+  void retain() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+ private:
+  friend class SerialQueue;
+  QueueExecutors(Executor* ex, Executor* fallback) : ex_(ex), fallback_(fallback) {}
+  Executor* ex_;
+  Executor* fallback_;
+  std::atomic<int> refs_{0};
+  std::atomic<int> submitting_{0};
+  std::atomic<bool> closed_{false};
+  std::atomic<size_t> queues_{0};
 };
 
 // Runs its tasks one at a time, in order, on an executor, holding no lock
@@ -139,14 +176,14 @@ struct QueueExecutors {
 class SerialQueue {
  public:
   // A queue of its own.
-  static std::shared_ptr<SerialQueue> make(const QueueExecutors& executors);
-  // The queue keeps a reference: a temporary pair would dangle.
-  static std::shared_ptr<SerialQueue> make(QueueExecutors&&) = delete;
+  static std::shared_ptr<SerialQueue> make(const RefPtr<QueueExecutors>& executors);
   // A queue embedded in another object (an election): set_self() must give it
   // a shared_ptr that owns that object (the aliasing constructor) before the
   // first post; its drains hold it.
-  explicit SerialQueue(const QueueExecutors& executors) : executors_(executors) {}
-  explicit SerialQueue(QueueExecutors&&) = delete;
+  explicit SerialQueue(RefPtr<QueueExecutors> executors) : executors_(std::move(executors)) {
+    executors_->queues_.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~SerialQueue() { executors_->queues_.fetch_sub(1, std::memory_order_relaxed); }
   SerialQueue(const SerialQueue&) = delete;
   SerialQueue& operator=(const SerialQueue&) = delete;
   void set_self(const std::shared_ptr<SerialQueue>& self) { self_ = self; }
@@ -157,7 +194,8 @@ class SerialQueue {
   // Like post(), but when the executor rejects the task (a host's submit said
   // no), the task is dropped instead of falling back: kRejected.
   Posted post_or_reject(std::function<void()> task);
-  // Rejects tasks posted from now on; tasks already posted still run.
+  // Rejects tasks posted from now on; tasks already posted still run (its
+  // client's close does it for all: QueueExecutors::close).
   void close();
   // Blocks until no task of this queue is running on another thread (the
   // caller's own task, if it runs one, does not count). Tasks still queued may
@@ -183,7 +221,7 @@ class SerialQueue {
   // this queue's waiters_; `for_at_most` bounds the wait (zero: no bound).
   void wait_for_change(Lock& lock, std::chrono::milliseconds for_at_most);
   bool has_tasks() const { return head_ < tasks_.size(); }
-  const QueueExecutors& executors_;
+  const RefPtr<QueueExecutors> executors_;
   // What a submitted drain holds, so that the queue outlives it.
   std::weak_ptr<SerialQueue> self_;
   // Submitting happens under the lock so that close() cannot slip between a

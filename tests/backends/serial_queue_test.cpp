@@ -21,7 +21,7 @@ using namespace std::chrono_literals;
 TEST(SerialQueueTest, ABurstPostedWhileDrainingRunsOnceEachInOrder) {
   PoolExecutor pool(2);
   PoolExecutor fallback(1);
-  const QueueExecutors executors{&pool, &fallback};
+  const auto executors = QueueExecutors::make(&pool, &fallback);
   auto q = SerialQueue::make(executors);
   std::mutex mu;
   std::vector<int> order;
@@ -55,7 +55,7 @@ TEST(SerialQueueTest, ABurstPostedWhileDrainingRunsOnceEachInOrder) {
 TEST(SerialQueueTest, AWaiterIsNotReleasedByAnotherQueuesDrains) {
   PoolExecutor pool(2);
   PoolExecutor fallback(1);
-  const QueueExecutors executors{&pool, &fallback};
+  const auto executors = QueueExecutors::make(&pool, &fallback);
   auto slow = SerialQueue::make(executors);
   auto busy = SerialQueue::make(executors);
   std::atomic<bool> release{false}, slow_done{false}, started{false};
@@ -102,7 +102,7 @@ TEST(SerialQueueTest, WaitDrainedRunsQueuedTasksHereWhenNobodyElseDoes) {
     std::vector<std::function<void()>> held;
   };
   Idle ex, fallback;
-  const QueueExecutors executors{&ex, &fallback};
+  const auto executors = QueueExecutors::make(&ex, &fallback);
   auto q = SerialQueue::make(executors);
   int ran = 0;
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(q->post([&] { ++ran; }));
@@ -120,7 +120,7 @@ TEST(SerialQueueTest, WaitDrainedRunsQueuedTasksHereWhenNobodyElseDoes) {
 // a task of its queue is queued or running.
 TEST(SerialQueueTest, AnEmbeddedQueuesDrainKeepsItsOwnerAlive) {
   struct Owner {
-    Owner(const QueueExecutors& executors, std::atomic<int>& destroyed)
+    Owner(const RefPtr<QueueExecutors>& executors, std::atomic<int>& destroyed)
         : queue(executors), destroyed(destroyed) {}
     ~Owner() { ++destroyed; }
     SerialQueue queue;
@@ -128,7 +128,7 @@ TEST(SerialQueueTest, AnEmbeddedQueuesDrainKeepsItsOwnerAlive) {
   };
   PoolExecutor pool(1);
   PoolExecutor fallback(1);
-  const QueueExecutors executors{&pool, &fallback};
+  const auto executors = QueueExecutors::make(&pool, &fallback);
   std::atomic<int> destroyed{0};
   std::atomic<bool> go{false}, ran{false};
   {
