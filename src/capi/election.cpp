@@ -3,7 +3,19 @@
 using simba::capi::done_fn;
 using simba::capi::fail;
 using simba::capi::guarded;
+using simba::capi::impl_of;
 using simba::capi::result;
+
+namespace {
+
+// What a call on an election whose client is gone answers: the client's
+// close stopped it (as the engine answers once the client closed).
+int client_gone(const simba::engine::Election& e) {
+  return fail(SIMBA_ESTATE,
+              "the election of \"" + e.name().str() + "\" was stopped by the client's close");
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -20,11 +32,11 @@ int simba_election_start(simba_election_t** out, simba_client_t* c, const char* 
     listener.elected = reinterpret_cast<void (*)()>(l->on_elected);
     listener.revoked = reinterpret_cast<void (*)()>(l->on_revoked);
     listener.ud = l->ud;
-    auto handle = std::make_unique<simba_election>();
-    handle->client = c->impl;
-    const int rc = result(c->impl->start_election(name, listener, &handle->impl));
+    simba::engine::ElectionRef e;
+    const int rc = result(c->impl->start_election(name, listener, &e));
     if (rc != SIMBA_OK) return rc;
-    *out = handle.release();
+    e->retain();  // the handle's reference
+    *out = simba::capi::handle_of(e.get());
     return SIMBA_OK;
   });
 }
@@ -32,7 +44,10 @@ int simba_election_start(simba_election_t** out, simba_client_t* c, const char* 
 int simba_election_stop(simba_election_t* e, simba_done_fn done, void* ud) {
   return guarded([&]() -> int {
     if (!e) return fail(SIMBA_EINVAL, "simba_election_stop: election is NULL");
-    return result(e->client->stop_election(e->impl, done_fn(done, ud)));
+    const simba::engine::ElectionRef el(impl_of(e));
+    const auto client = el->client();
+    if (!client) return client_gone(*el);
+    return result(client->stop_election(el, done_fn(done, ud)));
   });
 }
 
@@ -41,22 +56,30 @@ int simba_election_step_down(simba_election_t* e, int64_t cooldown_ms, simba_don
   return guarded([&]() -> int {
     if (!e) return fail(SIMBA_EINVAL, "simba_election_step_down: election is NULL");
     if (cooldown_ms < 0) return fail(SIMBA_EINVAL, "simba_election_step_down: negative cooldown");
-    return result(e->client->step_down(e->impl, simba::ms(cooldown_ms), done_fn(done, ud)));
+    const simba::engine::ElectionRef el(impl_of(e));
+    const auto client = el->client();
+    if (!client) return client_gone(*el);
+    return result(client->step_down(el, simba::ms(cooldown_ms), done_fn(done, ud)));
   });
 }
 
 int simba_election_stop_wait(simba_election_t* e, int64_t timeout_ms) {
   return guarded([&]() -> int {
     if (!e) return fail(SIMBA_EINVAL, "simba_election_stop_wait: election is NULL");
-    return result(e->client->stop_election_wait(e->impl, timeout_ms));
+    const simba::engine::ElectionRef el(impl_of(e));
+    const auto client = el->client();
+    // The client's close completed the stop before the client went.
+    if (!client) return el->is_stopped() ? SIMBA_OK : client_gone(*el);
+    return result(client->stop_election_wait(el, timeout_ms));
   });
 }
 
 void simba_election_free(simba_election_t* e) {
   if (!e) return;
   guarded([&]() -> int {
-    e->client->free_election(e->impl);
-    delete e;
+    const simba::engine::ElectionRef el(impl_of(e));
+    el->release();  // the handle's reference
+    if (const auto client = el->client()) client->free_election(el);
     return SIMBA_OK;
   });
 }

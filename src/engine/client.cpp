@@ -48,6 +48,7 @@ Client::Client(const Config& cfg, const Hooks& hooks)
 Result Client::open(const std::string& url, const Config& cfg, const Hooks& hooks,
                     std::shared_ptr<Client>* out) {
   std::shared_ptr<Client> c(new Client(cfg, hooks));
+  c->queue_executors_->set_client(c);  // how an election's handle finds its client
   Result r = c->init(url);
   if (r.code != Code::kOk) return r;
   *out = std::move(c);
@@ -139,7 +140,7 @@ Result Client::run_sync(const std::function<void()>& fn) {
   return Result::ok();
 }
 
-std::shared_ptr<SerialQueue> Client::new_queue() { return SerialQueue::make(queue_executors_); }
+QueueRef Client::new_queue() { return SerialQueue::make(queue_executors_); }
 
 // ---------------------------------------------------------------------------
 // Client API
@@ -374,19 +375,17 @@ Result Client::process() {
 // ---------------------------------------------------------------------------
 // Elections
 
-Result Client::start_election(const std::string& name, const Listener& listener,
-                              std::shared_ptr<Election>* out, WorkFn work) {
+Result Client::start_election(const std::string& name, const Listener& listener, ElectionRef* out,
+                              WorkFn work) {
   if ((listener.elected || listener.revoked) && !hooks_.listener_calls) {
     return {Code::kEInval, "a listener needs Hooks::listener_calls"};
   }
-  auto e = std::make_shared<Election>(queue_executors_, LeaseName(name));
+  ElectionRef e(new Election(queue_executors_, LeaseName(name)));
   e->listener = listener;
   if (work) {
     auto& w = e->rare().work = std::make_unique<Election::Work>();
     w->fn = std::move(work);
   }
-  const std::shared_ptr<SerialQueue> queue = e->queue_ptr(e);
-  e->queue.set_self(queue);
   Result result;
   Result r = run_sync([&] {
     if (close_requested_ || node_->closed()) {
@@ -404,7 +403,7 @@ Result Client::start_election(const std::string& name, const Listener& listener,
   return result;
 }
 
-Result Client::stop_election(const std::shared_ptr<Election>& e, DoneFn done) {
+Result Client::stop_election(const ElectionRef& e, DoneFn done) {
   Result result;
   Result r = run_sync([&] {
     {
@@ -432,7 +431,7 @@ Result Client::stop_election(const std::shared_ptr<Election>& e, DoneFn done) {
   return r.code != Code::kOk ? r : result;
 }
 
-Result Client::step_down(const std::shared_ptr<Election>& e, Duration cooldown, DoneFn done) {
+Result Client::step_down(const ElectionRef& e, Duration cooldown, DoneFn done) {
   Result result;
   Result r = run_sync([&] {
     {
@@ -456,7 +455,7 @@ Result Client::step_down(const std::shared_ptr<Election>& e, Duration cooldown, 
   return r.code != Code::kOk ? r : result;
 }
 
-Result Client::stop_election_wait(const std::shared_ptr<Election>& e, int64_t timeout_ms) {
+Result Client::stop_election_wait(const ElectionRef& e, int64_t timeout_ms) {
   if (!may_block()) {
     return {Code::kEWouldBlock,
             "simba_election_stop_wait would wait for itself here (callback or loop thread)"};
@@ -482,7 +481,7 @@ Result Client::stop_election_wait(const std::shared_ptr<Election>& e, int64_t ti
   return Result::ok();
 }
 
-void Client::detach_election(const std::shared_ptr<Election>& e) {
+void Client::detach_election(const ElectionRef& e) {
   e->detached = true;
   {
     std::lock_guard<std::mutex> lock(e->mu());
@@ -500,7 +499,7 @@ void Client::detach_election(const std::shared_ptr<Election>& e) {
   }
 }
 
-bool Client::free_election(const std::shared_ptr<Election>& e) {
+bool Client::free_election(const ElectionRef& e) {
   // The listener hears nothing from the free on. A free that waits still runs a
   // stop's or step-down's done asked for before it (their ud is the caller's to
   // free once it returns); one that cannot wait (in a callback) drops them:
@@ -516,14 +515,14 @@ bool Client::free_election(const std::shared_ptr<Election>& e) {
   } else {
     // The loop thread completes the stop; its last callbacks may wait for an
     // executor that only this thread drains (a host's): run them here then.
-    e->queue.wait_until(
+    e->queue().wait_until(
         [&e] {
           std::lock_guard<std::mutex> lock(e->mu());
           return e->stopped;
         },
         may_run_callbacks_here());
   }
-  e->queue.wait_idle();
+  e->queue().wait_idle();
   return true;
 }
 
@@ -574,7 +573,7 @@ Result Client::lock_acquire_async(const std::string& name, int64_t timeout_ms, b
 }
 
 Result Client::add_lock(const std::string& name, int64_t timeout_ms, bool try_once,
-                        const std::shared_ptr<SerialQueue>& queue, LockFn done) {
+                        const QueueRef& queue, LockFn done) {
   if (close_requested_ || node_->closed()) return {Code::kEClosed, "the client is closed"};
   const TimePoint t = now();
   TimePoint give_up = TimePoint::max();

@@ -83,16 +83,23 @@ struct Mailbox {
 
 // One election: the record of its lease (ADR 0035). It holds the core's
 // contender state (the node links it while the election runs), the listener,
-// the callback queue and the current term's engine reference; the C handle and
-// the terms hold it.
-class Election : private simba::Contender {
+// the callback queue and the current term's engine reference. It counts its
+// own references (ADR 0042): the C handle (simba_election_t is this object),
+// the node's link (`added`), its queue's drains and terms (the queue is its
+// base and counts the election's references), and the engine's captures.
+class Election final : private simba::Contender, private SerialQueue {
  public:
   Election(const RefPtr<QueueExecutors>& executors, LeaseName name)
-      : Contender(std::move(name), ContenderKind::kElection), queue(executors) {}
-  ~Election() { delete rare_.load(std::memory_order_acquire); }
+      : Contender(std::move(name), ContenderKind::kElection), SerialQueue(executors) {}
   Election(const Election&) = delete;
   Election& operator=(const Election&) = delete;
+  void retain() override { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release() override {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
   const LeaseName& name() const { return Contender::name; }
+  // Its client; empty once the client is gone (closed, its handle freed).
+  std::shared_ptr<Client> client() const { return executors()->client(); }
   // Blocks until every run of a task's work returned.
   void wait_for_work() const {
     if (Work* w = work()) w->count.wait_idle();
@@ -108,17 +115,20 @@ class Election : private simba::Contender {
     std::lock_guard<std::mutex> lock(w->count.mu);
     return w->count.running == 0;
   }
+  // Set once its stop completed (read under its parking lock).
+  bool is_stopped() const {
+    std::lock_guard<std::mutex> lock(mu());
+    return stopped;
+  }
 
  private:
   friend class Client;
+  ~Election() override { delete rare_.load(std::memory_order_acquire); }
   Listener listener;
-  // Its callbacks' queue, in the election's own block (ADR 0024): whoever
-  // holds the queue (a term, a drain) holds the election through the
-  // aliasing constructor, as the queue's self does.
-  SerialQueue queue;
-  std::shared_ptr<SerialQueue> queue_ptr(const std::shared_ptr<Election>& self) {
-    return std::shared_ptr<SerialQueue>(self, &queue);
-  }
+  // Its callbacks' queue is its base, in the election's own block (ADR 0024):
+  // whoever holds the queue (a term, a drain) holds the election.
+  SerialQueue& queue() { return *this; }
+  QueueRef queue_ref() { return QueueRef(static_cast<SerialQueue*>(this)); }
 
   // What most elections never use, in one block made on first use (ADR 0024).
   struct Work {
@@ -164,6 +174,7 @@ class Election : private simba::Contender {
   // Guarded by mu() (beside the atomics above: no padding between them).
   bool stop_requested = false;
   bool stopped = false;  // the stop completed (done ran)
+  std::atomic<uint32_t> refs_{0};
   // The election's parking lock (engine/parking.h): taken briefly, by API
   // threads and the loop, around the stop state; no other lock is taken under it.
   std::mutex& mu() const { return parking_for(this).mu; }
@@ -171,7 +182,7 @@ class Election : private simba::Contender {
   // Loop thread.
   // Itself, from add_election until stopped(): the node links the election
   // without owning it.
-  std::shared_ptr<Election> added;
+  RefPtr<Election> added;
   // The current term's engine reference (elected() to revoked()), if any: an
   // election has at most one term at a time.
   Term* current = nullptr;
@@ -192,7 +203,7 @@ class Observer {
   std::string name;
   Duration poll{0};
   Fn fn;
-  std::shared_ptr<SerialQueue> queue;
+  QueueRef queue;
   std::atomic<bool> detached{false};  // freed: deliver nothing more
 
   // Loop thread.
@@ -206,6 +217,8 @@ class Observer {
   bool client_known = false;
   uint64_t token = 0;
 };
+
+using ElectionRef = RefPtr<Election>;
 
 class Client : public Effects, private Loop::Host, public std::enable_shared_from_this<Client> {
  public:
@@ -249,23 +262,23 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // With `work`, each term runs it on a thread of its own, and a stop or
   // step-down waits for it to return (or the term's deadline) before the
   // release: the handover order.
-  Result start_election(const std::string& name, const Listener& listener,
-                        std::shared_ptr<Election>* out, WorkFn work = nullptr);
-  Result stop_election(const std::shared_ptr<Election>& e, DoneFn done);
-  Result step_down(const std::shared_ptr<Election>& e, Duration cooldown, DoneFn done);
-  Result stop_election_wait(const std::shared_ptr<Election>& e, int64_t timeout_ms);
-  void detach_election(const std::shared_ptr<Election>& e);
+  Result start_election(const std::string& name, const Listener& listener, ElectionRef* out,
+                        WorkFn work = nullptr);
+  Result stop_election(const ElectionRef& e, DoneFn done);
+  Result step_down(const ElectionRef& e, Duration cooldown, DoneFn done);
+  Result stop_election_wait(const ElectionRef& e, int64_t timeout_ms);
+  void detach_election(const ElectionRef& e);
   // simba_election_free and simba_task_close: detach, and where the caller may
   // block, wait until the stop completed and no callback of `e` runs (then its
   // user data may be freed). Returns whether it waited.
-  bool free_election(const std::shared_ptr<Election>& e);
+  bool free_election(const ElectionRef& e);
   // EXTERNAL mode: the thread that opened the client, which alone drives it.
   bool on_host_thread() const { return loop_.on_host_thread(); }
   // False where a blocking close would wait for itself (callback, loop, work).
   bool may_close_block() const { return may_wait_for_close(); }
   // A serial queue over the callback executor, for callbacks of objects built
   // on the client (partition groups); closed when the client closes.
-  std::shared_ptr<SerialQueue> callback_queue() { return new_queue(); }
+  QueueRef callback_queue() { return new_queue(); }
   // Blocks until `w` is done (in EXTERNAL mode on the host thread, running the
   // loop meanwhile). Only where the caller may block.
   void wait_for(Waiter& w) { loop_.wait(w, Loop::SteadyTime::max()); }
@@ -319,7 +332,7 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   struct Lock : simba::Contender {
     explicit Lock(LeaseName name) : Contender(std::move(name), ContenderKind::kLock) {}
     LockFn done;  // acquire result (once)
-    std::shared_ptr<SerialQueue> queue;
+    QueueRef queue;
     std::shared_ptr<Waiter> released;  // a blocking simba_lock_release waits here
     Term* current = nullptr;           // its term's engine reference, as Election::current
   };
@@ -353,7 +366,7 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   void in_order(ContenderId who, bool hand_off, std::function<void()> fn);
   // Posts a new term's onElected to its election's queue; a host that rejects
   // it gets the step-down of ADR 0002.
-  void announce(const std::shared_ptr<Election>& el, Term* t, uint64_t token);
+  void announce(const ElectionRef& el, Term* t, uint64_t token);
   bool on_loop_thread() const { return loop_.on_loop_thread(); }
   // Runs `fn` on the loop and waits for it: at once where the calling thread
   // owns the loop (the loop thread, or the host's in EXTERNAL mode).
@@ -368,10 +381,10 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // callback, the loop thread, or leader work, where they would wait for it.
   bool may_wait_for_close() const { return may_block() && !in_work(); }
   // Loop thread: starts the work of a task's new term on its own thread.
-  void start_work(const std::shared_ptr<Election>& el, Term* t, uint64_t token);
+  void start_work(const ElectionRef& el, Term* t, uint64_t token);
   // Loop thread: registers a lock with the node; `done` gets its outcome.
-  Result add_lock(const std::string& name, int64_t timeout_ms, bool try_once,
-                  const std::shared_ptr<SerialQueue>& queue, LockFn done);
+  Result add_lock(const std::string& name, int64_t timeout_ms, bool try_once, const QueueRef& queue,
+                  LockFn done);
 
   TimePoint now() const { return MonotonicClock::instance().now(); }
   // After every event the Node saw: re-arm the timer, publish the status.
@@ -383,7 +396,7 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   void timer_fired() override;
   bool closing() const override { return node_closed_; }
   void tear_down() override { teardown(); }
-  std::shared_ptr<SerialQueue> new_queue();
+  QueueRef new_queue();
   void emit_log(int level, const std::string& line);
 
   Config cfg_;
@@ -411,7 +424,7 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   std::map<ContenderId, int> handed_off_;
   std::set<std::shared_ptr<Waiter>> inspect_waiters_;  // finished by teardown
   std::vector<std::shared_ptr<Observer>> observers_;   // loop thread
-  std::shared_ptr<SerialQueue> event_queue_;
+  QueueRef event_queue_;
   EventFn event_sink_;  // guarded by event_mu_
   std::mutex event_mu_;
 

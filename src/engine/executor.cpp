@@ -159,10 +159,22 @@ void QueueExecutors::close() {
   while (submitting_.load() > 0) std::this_thread::yield();
 }
 
-std::shared_ptr<SerialQueue> SerialQueue::make(const RefPtr<QueueExecutors>& executors) {
-  auto q = std::make_shared<SerialQueue>(executors);
-  q->set_self(q);
-  return q;
+namespace {
+class OwnQueue final : public SerialQueue {
+ public:
+  explicit OwnQueue(RefPtr<QueueExecutors> executors) : SerialQueue(std::move(executors)) {}
+  void retain() override { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release() override {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+ private:
+  std::atomic<int> refs_{0};
+};
+}  // namespace
+
+QueueRef SerialQueue::make(const RefPtr<QueueExecutors>& executors) {
+  return QueueRef(new OwnQueue(executors));
 }
 
 namespace {
@@ -181,7 +193,7 @@ bool SerialQueue::post(std::function<void()> task) {
   tasks_.push_back(std::move(task));
   if (scheduled_) return true;
   scheduled_ = true;
-  std::shared_ptr<SerialQueue> self(self_);  // throws if set_self() was missed
+  const QueueRef self(this);
   if (!executors_->ex_->submit([self] { self->drain(); }) &&
       !executors_->fallback_->submit([self] { self->drain(); })) {
     scheduled_ = false;  // nobody will drain: the tasks stay queued
@@ -196,7 +208,7 @@ SerialQueue::Posted SerialQueue::post_or_reject(std::function<void()> task) {
   tasks_.push_back(std::move(task));
   if (scheduled_) return Posted::kQueued;  // a drain already accepted will run it
   scheduled_ = true;
-  std::shared_ptr<SerialQueue> self(self_);  // throws if set_self() was missed
+  const QueueRef self(this);
   if (executors_->ex_->submit([self] { self->drain(); })) return Posted::kQueued;
   tasks_.pop_back();
   scheduled_ = false;

@@ -19,6 +19,11 @@
 
 namespace simba::engine {
 
+class Client;
+class SerialQueue;
+// A queue counts its own references (an election's queue counts its election's).
+using QueueRef = RefPtr<SerialQueue>;
+
 // True while this thread runs a simba callback (blocking calls then refuse).
 bool in_callback();
 
@@ -149,6 +154,9 @@ class QueueExecutors {
   // Rejects every post from now on, and returns once no post is submitting:
   // no executor's submit() starts after it (tasks already posted still run).
   void close();
+  // The client whose queues these are: empty once it is gone.
+  std::shared_ptr<Client> client() const { return client_.lock(); }
+  void set_client(std::weak_ptr<Client> c) { client_ = std::move(c); }
   // How many queues use it (a test hook: the queues left to close).
   size_t queues() const { return queues_.load(); }
   // A post about to submit: false once closed. Pair with leave().
@@ -165,6 +173,7 @@ class QueueExecutors {
   QueueExecutors(Executor* ex, Executor* fallback) : ex_(ex), fallback_(fallback) {}
   Executor* ex_;
   Executor* fallback_;
+  std::weak_ptr<Client> client_;
   std::atomic<int> refs_{0};
   std::atomic<int> submitting_{0};
   std::atomic<bool> closed_{false};
@@ -173,20 +182,19 @@ class QueueExecutors {
 
 // Runs its tasks one at a time, in order, on an executor, holding no lock
 // while a task runs. If the executor rejects, the fallback runs them instead.
+// It counts references as its owner does: a queue of its own (make) counts
+// itself; a queue that is the base of another object (an election, ADR 0042)
+// counts that object's. A submitted drain holds one, so that the queue (and
+// its owner) outlives it.
 class SerialQueue {
  public:
   // A queue of its own.
-  static std::shared_ptr<SerialQueue> make(const RefPtr<QueueExecutors>& executors);
-  // A queue embedded in another object (an election): set_self() must give it
-  // a shared_ptr that owns that object (the aliasing constructor) before the
-  // first post; its drains hold it.
-  explicit SerialQueue(RefPtr<QueueExecutors> executors) : executors_(std::move(executors)) {
-    executors_->queues_.fetch_add(1, std::memory_order_relaxed);
-  }
-  ~SerialQueue() { executors_->queues_.fetch_sub(1, std::memory_order_relaxed); }
+  static QueueRef make(const RefPtr<QueueExecutors>& executors);
   SerialQueue(const SerialQueue&) = delete;
   SerialQueue& operator=(const SerialQueue&) = delete;
-  void set_self(const std::shared_ptr<SerialQueue>& self) { self_ = self; }
+  virtual void retain() = 0;
+  virtual void release() = 0;
+  const RefPtr<QueueExecutors>& executors() const { return executors_; }
   // False once closed: the task will not run. A task the executor rejects
   // runs on the fallback executor.
   bool post(std::function<void()> task);
@@ -211,6 +219,12 @@ class SerialQueue {
   // Blocks until every task posted so far has run (as wait_until).
   void wait_drained(bool may_run_here);
 
+ protected:
+  explicit SerialQueue(RefPtr<QueueExecutors> executors) : executors_(std::move(executors)) {
+    executors_->queues_.fetch_add(1, std::memory_order_relaxed);
+  }
+  virtual ~SerialQueue() { executors_->queues_.fetch_sub(1, std::memory_order_relaxed); }
+
  private:
   using Lock = std::unique_lock<std::recursive_mutex>;
   void drain();
@@ -222,8 +236,6 @@ class SerialQueue {
   void wait_for_change(Lock& lock, std::chrono::milliseconds for_at_most);
   bool has_tasks() const { return head_ < tasks_.size(); }
   const RefPtr<QueueExecutors> executors_;
-  // What a submitted drain holds, so that the queue outlives it.
-  std::weak_ptr<SerialQueue> self_;
   // Submitting happens under the lock so that close() cannot slip between a
   // post's check and its submit (the executor is gone after the client closed).
   // Recursive, so a host executor that wrongly runs a task inline cannot deadlock.

@@ -24,7 +24,7 @@ struct Term final : simba::TermState {
   using RevokedFn = std::function<void(Term*, simba::RevokeReason)>;
 
   Term(simba::LeaseName name, uint64_t token, std::shared_ptr<simba::SessionClock> session,
-       std::shared_ptr<simba::engine::SerialQueue> q, std::weak_ptr<simba::engine::Client> client,
+       simba::engine::QueueRef q, std::weak_ptr<simba::engine::Client> client,
        simba::ContenderId contender, bool is_lock)
       : TermState(std::move(name), token, std::move(session)),
         queue(std::move(q)),
@@ -46,7 +46,7 @@ struct Term final : simba::TermState {
   // returned, plus simba_term_retain). When the last goes without
   // simba_lock_release, the lock is released all the same (ADR 0015).
   std::atomic<int> caller_refs{0};
-  const std::shared_ptr<simba::engine::SerialQueue> queue;
+  const simba::engine::QueueRef queue;
   const std::weak_ptr<simba::engine::Client> client;
   const simba::ContenderId contender;
 

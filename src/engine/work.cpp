@@ -13,7 +13,7 @@ namespace {
 // A task of one election with work.
 class ElectionTask final : public Task {
  public:
-  ElectionTask(std::shared_ptr<Client> client, std::shared_ptr<Election> election)
+  ElectionTask(std::shared_ptr<Client> client, ElectionRef election)
       : client_(std::move(client)), election_(std::move(election)) {}
   Result stop(DoneFn done) override { return client_->stop_election(election_, std::move(done)); }
   Result step_down(Duration cooldown, DoneFn done) override {
@@ -30,14 +30,14 @@ class ElectionTask final : public Task {
 
  private:
   const std::shared_ptr<Client> client_;
-  const std::shared_ptr<Election> election_;
+  const ElectionRef election_;
 };
 
 }  // namespace
 
 Result start_leader_task(const std::shared_ptr<Client>& client, const std::string& name,
                          WorkFn work, std::shared_ptr<Task>* out) {
-  std::shared_ptr<Election> election;
+  ElectionRef election;
   Result r = client->start_election(name, Listener{}, &election, std::move(work));
   if (r.code == Code::kOk) *out = std::make_shared<ElectionTask>(client, std::move(election));
   return r;
@@ -81,7 +81,7 @@ bool Mailbox::post(std::function<void(Client&)> fn) {
   return c->loop_.post([c, fn = std::move(fn)] { fn(*c); });
 }
 
-void Client::start_work(const std::shared_ptr<Election>& el, Term* t, uint64_t token) {
+void Client::start_work(const ElectionRef& el, Term* t, uint64_t token) {
   t->retain();                        // the work thread's reference
   Election::Work* work = el->work();  // a task's: lives as long as `el`
   work->count.begin();

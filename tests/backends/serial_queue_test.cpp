@@ -115,15 +115,21 @@ TEST(SerialQueueTest, WaitDrainedRunsQueuedTasksHereWhenNobodyElseDoes) {
   EXPECT_FALSE(q->post([&] { ++ran; }));
 }
 
-// An election embeds its queue (ADR 0024): the drain the executor holds keeps
-// the whole owner alive, so the owner may lose its last other reference while
-// a task of its queue is queued or running.
+// An election is its queue's owner (ADR 0024, ADR 0042): the drain the
+// executor holds keeps the whole owner alive, so the owner may lose its last
+// other reference while a task of its queue is queued or running.
 TEST(SerialQueueTest, AnEmbeddedQueuesDrainKeepsItsOwnerAlive) {
-  struct Owner {
+  // As engine::Election: the queue is a base, and counts the owner's references.
+  struct Owner final : SerialQueue {
     Owner(const RefPtr<QueueExecutors>& executors, std::atomic<int>& destroyed)
-        : queue(executors), destroyed(destroyed) {}
-    ~Owner() { ++destroyed; }
-    SerialQueue queue;
+        : SerialQueue(executors), destroyed(destroyed) {}
+    ~Owner() override { ++destroyed; }
+    void retain() override { ++refs; }
+    void release() override {
+      if (--refs == 0) delete this;
+    }
+    SerialQueue& queue() { return *this; }
+    std::atomic<int> refs{0};
     std::atomic<int>& destroyed;
   };
   PoolExecutor pool(1);
@@ -132,12 +138,11 @@ TEST(SerialQueueTest, AnEmbeddedQueuesDrainKeepsItsOwnerAlive) {
   std::atomic<int> destroyed{0};
   std::atomic<bool> go{false}, ran{false};
   {
-    auto owner = std::make_shared<Owner>(executors, destroyed);
-    owner->queue.set_self(std::shared_ptr<SerialQueue>(owner, &owner->queue));
-    ASSERT_TRUE(owner->queue.post([&] {
+    RefPtr<Owner> owner(new Owner(executors, destroyed));
+    ASSERT_TRUE(owner->queue().post([&] {
       while (!go) std::this_thread::sleep_for(1ms);
     }));
-    ASSERT_TRUE(owner->queue.post([&] { ran = true; }));
+    ASSERT_TRUE(owner->queue().post([&] { ran = true; }));
   }  // the last reference but the drain's
   EXPECT_EQ(destroyed, 0);
   go = true;
