@@ -104,7 +104,7 @@ void simba_term_release(simba_term_t* t) {
     // held until the session ends.
     if (term->is_lock && term->caller_refs.fetch_sub(1) == 1 &&
         !term->release_requested.exchange(true)) {
-      if (auto client = term->client.lock()) client->lock_release(term, /*wait=*/false);
+      if (auto client = term->client()) client->lock_release(term, /*wait=*/false);
     }
     return SIMBA_OK;
   });

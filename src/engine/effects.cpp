@@ -137,8 +137,8 @@ TermRef Client::new_term(Contender& who, uint64_t token, std::shared_ptr<Session
   } else {
     queue = lock_of(who).queue;
   }
-  return TermRef(new Term(who.name, token, std::move(session), std::move(queue), weak_from_this(),
-                          who.id, who.kind == ContenderKind::kLock));
+  return TermRef(new Term(who.name, token, std::move(session), std::move(queue), who.id,
+                          who.kind == ContenderKind::kLock));
 }
 
 void Client::in_order(ContenderId who, bool hand_off, std::function<void()> fn) {

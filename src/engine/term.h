@@ -24,11 +24,9 @@ struct Term final : simba::TermState {
   using RevokedFn = std::function<void(Term*, simba::RevokeReason)>;
 
   Term(simba::LeaseName name, uint64_t token, std::shared_ptr<simba::SessionClock> session,
-       simba::engine::QueueRef q, std::weak_ptr<simba::engine::Client> client,
-       simba::ContenderId contender, bool is_lock)
+       simba::engine::QueueRef q, simba::ContenderId contender, bool is_lock)
       : TermState(std::move(name), token, std::move(session)),
         queue(std::move(q)),
-        client(std::move(client)),
         contender(contender),
         is_lock(is_lock) {}
   ~Term() override;
@@ -47,7 +45,8 @@ struct Term final : simba::TermState {
   // simba_lock_release, the lock is released all the same (ADR 0015).
   std::atomic<int> caller_refs{0};
   const simba::engine::QueueRef queue;
-  const std::weak_ptr<simba::engine::Client> client;
+  // Its client, found through its queue (ADR 0042); empty once it is gone.
+  std::shared_ptr<Client> client() const { return queue->executors()->client(); }
   const simba::ContenderId contender;
 
  private:
