@@ -190,7 +190,7 @@ bool SerialQueue::post(std::function<void()> task) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (closed_ || !executors_->enter()) return false;
   const Submitting submitting(*executors_);
-  tasks_.push_back(std::move(task));
+  push(std::move(task));
   if (scheduled_) return true;
   scheduled_ = true;
   const QueueRef self(this);
@@ -205,12 +205,13 @@ SerialQueue::Posted SerialQueue::post_or_reject(std::function<void()> task) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
   if (closed_ || !executors_->enter()) return Posted::kClosed;
   const Submitting submitting(*executors_);
-  tasks_.push_back(std::move(task));
+  push(std::move(task));
   if (scheduled_) return Posted::kQueued;  // a drain already accepted will run it
   scheduled_ = true;
   const QueueRef self(this);
   if (executors_->ex_->submit([self] { self->drain(); })) return Posted::kQueued;
-  tasks_.pop_back();
+  if (has_tasks()) pending_->tasks.pop_back();
+  if (!has_tasks()) pending_.reset();
   scheduled_ = false;
   // Earlier tasks left waiting by a failed submit still need a drain.
   if (has_tasks()) {
@@ -256,19 +257,22 @@ void SerialQueue::wait_drained(bool may_run_here) {
   wait_until([this] { return !has_tasks(); }, may_run_here);
 }
 
+void SerialQueue::push(std::function<void()> task) {
+  if (!pending_) pending_ = std::make_unique<Pending>();
+  pending_->tasks.push_back(std::move(task));
+}
+
 void SerialQueue::run_queued(Lock& lock) {
   draining_ = std::this_thread::get_id();
   while (has_tasks()) {
-    std::function<void()> task = std::move(tasks_[head_++]);
-    if (!has_tasks()) {
-      // Empty: give the storage back (an idle queue holds no heap block).
-      // Not `tasks_ = {}`, which assigns an empty list and keeps the capacity.
-      std::vector<std::function<void()>>().swap(tasks_);
-      head_ = 0;
-    } else if (head_ >= 32 && 2 * head_ >= tasks_.size()) {
+    Pending& p = *pending_;
+    std::function<void()> task = std::move(p.tasks[p.head++]);
+    if (p.head == p.tasks.size()) {
+      pending_.reset();  // empty: give the storage back (an idle queue holds none)
+    } else if (p.head >= 32 && 2 * p.head >= p.tasks.size()) {
       // A queue that never empties does not grow without bound.
-      tasks_.erase(tasks_.begin(), tasks_.begin() + static_cast<std::ptrdiff_t>(head_));
-      head_ = 0;
+      p.tasks.erase(p.tasks.begin(), p.tasks.begin() + static_cast<std::ptrdiff_t>(p.head));
+      p.head = 0;
     }
     lock.unlock();
     {

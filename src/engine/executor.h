@@ -234,17 +234,23 @@ class SerialQueue {
   // Waits on the condition variable every queue shares (below), as one of
   // this queue's waiters_; `for_at_most` bounds the wait (zero: no bound).
   void wait_for_change(Lock& lock, std::chrono::milliseconds for_at_most);
-  bool has_tasks() const { return head_ < tasks_.size(); }
+  bool has_tasks() const { return pending_ && pending_->head < pending_->tasks.size(); }
+  void push(std::function<void()> task);
   const RefPtr<QueueExecutors> executors_;
   // Submitting happens under the lock so that close() cannot slip between a
   // post's check and its submit (the executor is gone after the client closed).
   // Recursive, so a host executor that wrongly runs a task inline cannot deadlock.
   std::recursive_mutex mu_;
-  // Tasks not yet run are tasks_[head_...]. A vector freed whenever the queue
-  // empties, not a deque: every election has a queue, mostly idle, and an
-  // empty libstdc++ deque holds 576 bytes (ADR 0024).
-  std::vector<std::function<void()>> tasks_;
-  size_t head_ = 0;
+  // Tasks not yet run are tasks[head...]. A vector, not a deque: every
+  // election has a queue, mostly idle, and an empty libstdc++ deque holds 576
+  // bytes (ADR 0024); in a block of its own, made when a task comes and freed
+  // whenever the queue empties, so that an idle queue holds one pointer, not
+  // 32 bytes (ADR 0042).
+  struct Pending {
+    std::vector<std::function<void()>> tasks;
+    size_t head = 0;
+  };
+  std::unique_ptr<Pending> pending_;
   // Threads waiting for a drain to end. They wait on one condition variable
   // shared by every queue of the process (waiting is rare: a free, a release,
   // a drain that found another thread running the tasks), which the end of a
