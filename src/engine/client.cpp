@@ -15,8 +15,8 @@ namespace simba::engine {
 
 // One record per election, its queue and its contender inside (ADR 0024,
 // ADR 0035), counting its own references and being the C handle (ADR 0042):
-// with the allocator's header, 256 bytes take a block of 272.
-static_assert(sizeof(void*) != 8 || sizeof(Election) <= 256, "engine::Election grew past 256");
+// with the allocator's header, 248 bytes take a block of 256.
+static_assert(sizeof(void*) != 8 || sizeof(Election) <= 248, "engine::Election grew past 248");
 
 namespace {
 
@@ -392,9 +392,9 @@ Result Client::start_election(const std::string& name, const Listener& listener,
       result = {Code::kEClosed, "the client is closed"};
       return;
     }
-    e->added = e;  // before the node may report anything about it
+    e->retain();  // the node's link, before the node may report anything about it
     if (!node_->add_election(*e, now(), e->work() != nullptr)) {
-      e->added.reset();
+      e->release();
       result = {Code::kEState, "\"" + name + "\" is already started or locked on this client"};
     }
   });

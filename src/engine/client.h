@@ -85,8 +85,9 @@ struct Mailbox {
 // contender state (the node links it while the election runs), the listener,
 // the callback queue and the current term's engine reference. It counts its
 // own references (ADR 0042): the C handle (simba_election_t is this object),
-// the node's link (`added`), its queue's drains and terms (the queue is its
-// base and counts the election's references), and the engine's captures.
+// the node's link (one from add_election until stopped()), its queue's
+// drains and terms (the queue is its base and counts the election's
+// references), and the engine's captures.
 class Election final : private simba::Contender, private SerialQueue {
  public:
   Election(const RefPtr<QueueExecutors>& executors, LeaseName name)
@@ -180,9 +181,6 @@ class Election final : private simba::Contender, private SerialQueue {
   std::mutex& mu() const { return parking_for(this).mu; }
 
   // Loop thread.
-  // Itself, from add_election until stopped(): the node links the election
-  // without owning it.
-  RefPtr<Election> added;
   // The current term's engine reference (elected() to revoked()), if any: an
   // election has at most one term at a time.
   Term* current = nullptr;

@@ -164,7 +164,7 @@ void Client::elected(Contender& who, const TermRef& term) {
   auto* t = static_cast<Term*>(term.get());  // made by new_term()
   t->retain();  // the engine's reference (current), dropped at revoked()
   if (who.kind == ContenderKind::kElection) {
-    ElectionRef el = election_of(who).added;
+    ElectionRef el(&election_of(who));
     el->current = t;
     if (el->work()) {
       start_work(el, t, term->token());
@@ -215,7 +215,7 @@ void Client::revoked(Contender& who, const TermRef& term) {
   *slot = nullptr;
   const RevokeReason reason = t->revoked();
   ElectionRef el;
-  if (who.kind == ContenderKind::kElection) el = election_of(who).added;
+  if (who.kind == ContenderKind::kElection) el = ElectionRef(&election_of(who));
   in_order(who.id, false, [el, t, reason, calls = hooks_.listener_calls] {
     if (t->unannounced) {
       t->release();  // its onElected never ran: no onRevoked either
@@ -239,7 +239,8 @@ void Client::lock_failed(Contender& who, LockFailure why) {
 
 void Client::stopped(Contender& who) {
   if (who.kind == ContenderKind::kElection) {
-    ElectionRef el = std::move(election_of(who).added);  // the node let go of it
+    ElectionRef el(&election_of(who));
+    election_of(who).release();  // the node let go of it: its link's reference
     const ContenderId id = who.id;
     DoneFn done;
     if (Election::Rare* rare = el->rare_if_made()) done.swap(rare->stop_done);
