@@ -22,11 +22,6 @@ struct simba_client {
   std::shared_ptr<simba::engine::Client> impl;
 };
 
-struct simba_election {
-  std::shared_ptr<simba::engine::Client> client;
-  std::shared_ptr<simba::engine::Election> impl;
-};
-
 // A task: an election whose terms run leader work, or a partition group.
 struct simba_task {
   std::shared_ptr<simba::engine::Task> impl;
@@ -103,6 +98,27 @@ inline const engine::Term* term_of(const simba_term_t* t) {
   return reinterpret_cast<const engine::Term*>(t);
 }
 inline simba_term_t* handle_of(engine::Term* t) { return reinterpret_cast<simba_term_t*>(t); }
+
+// simba_election_t is the engine's Election (ADR 0042), as simba_term_t is the
+// Term: the handle holds one of its references, from start to free.
+inline engine::Election* impl_of(simba_election_t* e) {
+  return reinterpret_cast<engine::Election*>(e);
+}
+inline simba_election_t* handle_of(engine::Election* e) {
+  return reinterpret_cast<simba_election_t*>(e);
+}
+
+// Calls a simba_listener_t kept as an engine::Listener: its functions
+// converted back to their own types.
+inline const engine::ListenerCalls listener_calls = {
+    [](const engine::Listener& l, engine::Term* t) {
+      reinterpret_cast<void (*)(void*, simba_term_t*)>(l.elected)(l.ud, handle_of(t));
+    },
+    [](const engine::Listener& l, engine::Term* t, RevokeReason why) {
+      reinterpret_cast<void (*)(void*, simba_term_t*, simba_revoke_reason_t)>(l.revoked)(
+          l.ud, handle_of(t), static_cast<simba_revoke_reason_t>(why));
+    },
+};
 
 }  // namespace simba::capi
 

@@ -30,6 +30,7 @@ int simba_client_open(simba_client_t** out, const char* backend_url, const simba
     // engine includes no backend's header.
     simba::engine::Hooks hooks = c.hooks;
     hooks.memory_faults = std::make_shared<simba::MemoryFaults>();
+    hooks.listener_calls = &simba::capi::listener_calls;
     const int rc = result(simba::engine::Client::open(backend_url, c.cfg, hooks, &handle->impl));
     if (rc != SIMBA_OK) return rc;
     *out = handle.release();

@@ -3,7 +3,19 @@
 using simba::capi::done_fn;
 using simba::capi::fail;
 using simba::capi::guarded;
+using simba::capi::impl_of;
 using simba::capi::result;
+
+namespace {
+
+// What a call on an election whose client is gone answers: the client's
+// close stopped it (as the engine answers once the client closed).
+int client_gone(const simba::engine::Election& e) {
+  return fail(SIMBA_ESTATE,
+              "the election of \"" + e.name().str() + "\" was stopped by the client's close");
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -14,26 +26,17 @@ int simba_election_start(simba_election_t** out, simba_client_t* c, const char* 
     *out = nullptr;
     if (!c || !l) return fail(SIMBA_EINVAL, "simba_election_start: NULL argument");
     if (!simba::capi::valid_name(name)) return SIMBA_EINVAL;
-    // Each callback captures its function and the user data only: two
-    // pointers fit in std::function's own storage, where the whole listener
-    // (three) took a heap block per callback per election (ADR 0024).
-    simba::engine::ElectedFn on_elected;
-    simba::engine::RevokedFn on_revoked;
-    void* const ud = l->ud;
-    if (auto* fn = l->on_elected) {
-      on_elected = [fn, ud](simba::engine::Term* t) { fn(ud, simba::capi::handle_of(t)); };
-    }
-    if (auto* fn = l->on_revoked) {
-      on_revoked = [fn, ud](simba::engine::Term* t, simba::RevokeReason r) {
-        fn(ud, simba::capi::handle_of(t), static_cast<simba_revoke_reason_t>(r));
-      };
-    }
-    auto handle = std::make_unique<simba_election>();
-    handle->client = c->impl;
-    const int rc = result(
-        c->impl->start_election(name, std::move(on_elected), std::move(on_revoked), &handle->impl));
+    // The listener's three words, kept as given (ADR 0042); the client
+    // calls them through simba::capi::listener_calls.
+    simba::engine::Listener listener;
+    listener.elected = reinterpret_cast<void (*)()>(l->on_elected);
+    listener.revoked = reinterpret_cast<void (*)()>(l->on_revoked);
+    listener.ud = l->ud;
+    simba::engine::ElectionRef e;
+    const int rc = result(c->impl->start_election(name, listener, &e));
     if (rc != SIMBA_OK) return rc;
-    *out = handle.release();
+    e->retain();  // the handle's reference
+    *out = simba::capi::handle_of(e.get());
     return SIMBA_OK;
   });
 }
@@ -41,7 +44,10 @@ int simba_election_start(simba_election_t** out, simba_client_t* c, const char* 
 int simba_election_stop(simba_election_t* e, simba_done_fn done, void* ud) {
   return guarded([&]() -> int {
     if (!e) return fail(SIMBA_EINVAL, "simba_election_stop: election is NULL");
-    return result(e->client->stop_election(e->impl, done_fn(done, ud)));
+    const simba::engine::ElectionRef el(impl_of(e));
+    const auto client = el->client();
+    if (!client) return client_gone(*el);
+    return result(client->stop_election(el, done_fn(done, ud)));
   });
 }
 
@@ -50,21 +56,37 @@ int simba_election_step_down(simba_election_t* e, int64_t cooldown_ms, simba_don
   return guarded([&]() -> int {
     if (!e) return fail(SIMBA_EINVAL, "simba_election_step_down: election is NULL");
     if (cooldown_ms < 0) return fail(SIMBA_EINVAL, "simba_election_step_down: negative cooldown");
-    return result(e->client->step_down(e->impl, simba::ms(cooldown_ms), done_fn(done, ud)));
+    const simba::engine::ElectionRef el(impl_of(e));
+    const auto client = el->client();
+    if (!client) return client_gone(*el);
+    return result(client->step_down(el, simba::ms(cooldown_ms), done_fn(done, ud)));
   });
 }
 
 int simba_election_stop_wait(simba_election_t* e, int64_t timeout_ms) {
   return guarded([&]() -> int {
     if (!e) return fail(SIMBA_EINVAL, "simba_election_stop_wait: election is NULL");
-    return result(e->client->stop_election_wait(e->impl, timeout_ms));
+    const simba::engine::ElectionRef el(impl_of(e));
+    const auto client = el->client();
+    // The client's close completed the stop before the client went.
+    if (!client) return el->is_stopped() ? SIMBA_OK : client_gone(*el);
+    return result(client->stop_election_wait(el, timeout_ms));
   });
 }
 
 int simba_election_close_async(simba_election_t* e, simba_done_fn done, void* ud) {
   return guarded([&]() -> int {
     if (!e) return fail(SIMBA_EINVAL, "simba_election_close_async: election is NULL");
-    e->client->close_election(e->impl, simba::capi::last_fn(done, ud, [e] { delete e; }));
+    simba::engine::Election* el = impl_of(e);
+    // The handle's reference goes after done, where done ran (ADR 0041).
+    simba::engine::LastFn last = simba::capi::last_fn(done, ud, [el] { el->release(); });
+    const simba::engine::ElectionRef ref(el);
+    if (const auto client = ref->client()) {
+      client->close_election(ref, std::move(last));
+    } else {
+      // The client's close stopped it: nothing of it is left to wait for.
+      ref->run_last_on_queue(std::move(last));
+    }
     return SIMBA_OK;
   });
 }
@@ -72,8 +94,9 @@ int simba_election_close_async(simba_election_t* e, simba_done_fn done, void* ud
 void simba_election_free(simba_election_t* e) {
   if (!e) return;
   guarded([&]() -> int {
-    e->client->free_election(e->impl);
-    delete e;
+    const simba::engine::ElectionRef el(impl_of(e));
+    el->release();  // the handle's reference
+    if (const auto client = el->client()) client->free_election(el);
     return SIMBA_OK;
   });
 }

@@ -55,7 +55,7 @@ int simba_lock_release(simba_term_t* handle) {
       return fail(SIMBA_EINVAL, "simba_lock_release: not a lock term (an election's term?)");
     }
     if (!term->release_requested.exchange(true)) {
-      if (auto client = term->client.lock()) client->lock_release(term);
+      if (auto client = term->client()) client->lock_release(term);
     }
     term->caller_refs.fetch_sub(1);
     term->release();

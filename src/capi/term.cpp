@@ -104,7 +104,7 @@ void simba_term_release(simba_term_t* t) {
     // held until the session ends.
     if (term->is_lock && term->caller_refs.fetch_sub(1) == 1 &&
         !term->release_requested.exchange(true)) {
-      if (auto client = term->client.lock()) client->lock_release(term, /*wait=*/false);
+      if (auto client = term->client()) client->lock_release(term, /*wait=*/false);
     }
     return SIMBA_OK;
   });
@@ -121,7 +121,7 @@ int simba_term_close_async(simba_term_t* t, simba_done_fn done, void* ud) {
       term->caller_refs.fetch_sub(1);
       // A lock not released yet is released as simba_lock_release does.
       if (!term->release_requested.exchange(true)) {
-        if (auto client = term->client.lock()) {
+        if (auto client = term->client()) {
           client->lock_release(term, /*wait=*/false, std::move(last));
           return SIMBA_OK;
         }

@@ -14,9 +14,9 @@
 namespace simba::engine {
 
 // One record per election, its queue and its contender inside (ADR 0024,
-// ADR 0035): with its control block and the allocator's header, 344 bytes
-// take a block of 368.
-static_assert(sizeof(void*) != 8 || sizeof(Election) <= 344, "engine::Election grew past 344");
+// ADR 0035), counting its own references and being the C handle (ADR 0042):
+// with the allocator's header, 248 bytes take a block of 256.
+static_assert(sizeof(void*) != 8 || sizeof(Election) <= 248, "engine::Election grew past 248");
 
 namespace {
 
@@ -60,6 +60,7 @@ Client::Client(const Config& cfg, const Hooks& hooks)
 Result Client::open(const std::string& url, const Config& cfg, const Hooks& hooks,
                     std::shared_ptr<Client>* out) {
   std::shared_ptr<Client> c(new Client(cfg, hooks));
+  c->queue_executors_->set_client(c);  // how an election's handle finds its client
   Result r = c->init(url);
   if (r.code != Code::kOk) return r;
   *out = std::move(c);
@@ -83,7 +84,7 @@ Result Client::init(const std::string& url) {
   } else if (cfg_.executor == ExecutorKind::kPool && !external()) {
     executor_ = std::make_unique<PoolExecutor>(cfg_.callback_threads);
   }
-  queue_executors_ = {executor_ ? executor_.get() : loop_executor_.get(), loop_executor_.get()};
+  queue_executors_->set(executor_ ? executor_.get() : loop_executor_.get(), loop_executor_.get());
   event_queue_ = new_queue();
 
   BackendContext ctx;
@@ -151,45 +152,7 @@ Result Client::run_sync(const std::function<void()>& fn) {
   return Result::ok();
 }
 
-std::shared_ptr<SerialQueue> Client::new_queue() {
-  auto q = SerialQueue::make(queue_executors_);
-  register_queue(q);
-  return q;
-}
-
-void Client::register_queue(const std::shared_ptr<SerialQueue>& q) {
-  std::lock_guard<std::mutex> lock(queues_mu_);
-  // Pruned when the list doubled since the last pruning: amortized O(1) per
-  // queue, where pruning every time cost each lock acquire a scan of every
-  // election's queue.
-  if (queues_.size() >= prune_queues_at_) prune_queues();
-  queues_.push_back(q);
-}
-
-void Client::prune_queues() {
-  queues_.erase(std::remove_if(queues_.begin(), queues_.end(),
-                               [](const std::weak_ptr<SerialQueue>& w) { return w.expired(); }),
-                queues_.end());
-  prune_queues_at_ = std::max<size_t>(64, 2 * queues_.size());
-  freed_since_prune_ = 0;
-}
-
-void Client::election_freed() {
-  // An expired entry still keeps its election's block allocated (the weak_ptr
-  // shares the make_shared block): once handles let go of as many elections as
-  // half the entries, the list is pruned, so that the blocks of stopped
-  // elections do not wait for new queues to be freed. Amortized O(1) per free.
-  std::lock_guard<std::mutex> lock(queues_mu_);
-  if (++freed_since_prune_ * 2 >= queues_.size()) prune_queues();
-}
-
-void Client::close_queues() {
-  std::lock_guard<std::mutex> lock(queues_mu_);
-  for (auto& w : queues_) {
-    if (auto q = w.lock()) q->close();
-  }
-  queues_.clear();
-}
+QueueRef Client::new_queue() { return SerialQueue::make(queue_executors_); }
 
 // ---------------------------------------------------------------------------
 // Client API
@@ -222,7 +185,7 @@ Code Client::close() {
     loop_.post([this] { node_->close(now()); });
     loop_.wait_ended();
   }
-  close_queues();
+  queue_executors_->close();
   if (executor_) executor_->shutdown();
   status_ = static_cast<int>(SessionStatus::kClosed);
   finished_ = true;
@@ -424,27 +387,26 @@ Result Client::process() {
 // ---------------------------------------------------------------------------
 // Elections
 
-Result Client::start_election(const std::string& name, ElectedFn on_elected, RevokedFn on_revoked,
-                              std::shared_ptr<Election>* out, WorkFn work) {
-  auto e = std::make_shared<Election>(queue_executors_, LeaseName(name));
-  e->on_elected = std::move(on_elected);
-  e->on_revoked = std::move(on_revoked);
+Result Client::start_election(const std::string& name, const Listener& listener, ElectionRef* out,
+                              WorkFn work) {
+  if ((listener.elected || listener.revoked) && !hooks_.listener_calls) {
+    return {Code::kEInval, "a listener needs Hooks::listener_calls"};
+  }
+  ElectionRef e(new Election(queue_executors_, LeaseName(name)));
+  e->listener = listener;
   if (work) {
     auto& w = e->rare().work = std::make_unique<Election::Work>();
     w->fn = std::move(work);
   }
-  const std::shared_ptr<SerialQueue> queue = e->queue_ptr(e);
-  e->queue.set_self(queue);
-  register_queue(queue);
   Result result;
   Result r = run_sync([&] {
     if (close_requested_ || node_->closed()) {
       result = {Code::kEClosed, "the client is closed"};
       return;
     }
-    e->added = e;  // before the node may report anything about it
+    e->retain();  // the node's link, before the node may report anything about it
     if (!node_->add_election(*e, now(), e->work() != nullptr)) {
-      e->added.reset();
+      e->release();
       result = {Code::kEState, "\"" + name + "\" is already started or locked on this client"};
     }
   });
@@ -453,7 +415,7 @@ Result Client::start_election(const std::string& name, ElectedFn on_elected, Rev
   return result;
 }
 
-Result Client::stop_election(const std::shared_ptr<Election>& e, DoneFn done) {
+Result Client::stop_election(const ElectionRef& e, DoneFn done) {
   Result result;
   Result r = run_sync([&] {
     {
@@ -481,7 +443,7 @@ Result Client::stop_election(const std::shared_ptr<Election>& e, DoneFn done) {
   return r.code != Code::kOk ? r : result;
 }
 
-Result Client::step_down(const std::shared_ptr<Election>& e, Duration cooldown, DoneFn done) {
+Result Client::step_down(const ElectionRef& e, Duration cooldown, DoneFn done) {
   Result result;
   Result r = run_sync([&] {
     {
@@ -505,7 +467,7 @@ Result Client::step_down(const std::shared_ptr<Election>& e, Duration cooldown, 
   return r.code != Code::kOk ? r : result;
 }
 
-Result Client::stop_election_wait(const std::shared_ptr<Election>& e, int64_t timeout_ms) {
+Result Client::stop_election_wait(const ElectionRef& e, int64_t timeout_ms) {
   if (!may_block()) {
     return {Code::kEWouldBlock,
             "simba_election_stop_wait would wait for itself here (callback or loop thread)"};
@@ -531,7 +493,7 @@ Result Client::stop_election_wait(const std::shared_ptr<Election>& e, int64_t ti
   return Result::ok();
 }
 
-void Client::detach_election(const std::shared_ptr<Election>& e) {
+void Client::detach_election(const ElectionRef& e) {
   e->detached = true;
   {
     std::lock_guard<std::mutex> lock(e->mu());
@@ -549,7 +511,7 @@ void Client::detach_election(const std::shared_ptr<Election>& e) {
   }
 }
 
-bool Client::free_election(const std::shared_ptr<Election>& e) {
+bool Client::free_election(const ElectionRef& e) {
   // The listener hears nothing from the free on. A free that waits still runs a
   // stop's or step-down's done asked for before it (their ud is the caller's to
   // free once it returns); one that cannot wait (in a callback) drops them:
@@ -557,7 +519,6 @@ bool Client::free_election(const std::shared_ptr<Election>& e) {
   const bool waits = may_wait_for_close();
   if (waits) e->freeing_after_stop = true;
   detach_election(e);
-  election_freed();
   if (!waits) return false;
   if (external()) {
     // The stop needs the loop: the host thread runs it while it waits, another
@@ -566,30 +527,29 @@ bool Client::free_election(const std::shared_ptr<Election>& e) {
   } else {
     // The loop thread completes the stop; its last callbacks may wait for an
     // executor that only this thread drains (a host's): run them here then.
-    e->queue.wait_until(
+    e->queue().wait_until(
         [&e] {
           std::lock_guard<std::mutex> lock(e->mu());
           return e->stopped;
         },
         may_run_callbacks_here());
   }
-  e->queue.wait_idle();
+  e->queue().wait_idle();
   return true;
 }
 
-void Client::close_election(const std::shared_ptr<Election>& e, LastFn last) {
+void Client::close_election(const ElectionRef& e, LastFn last) {
   // The listener hears nothing from here on; the dones of a stop or step-down
   // asked for earlier still run, before `last` (they are callbacks of the handle).
   e->freeing_after_stop = true;
   e->detached = true;
-  election_freed();
   auto held = std::make_shared<LastFn>(std::move(last));
   auto close = [this, e, held] {
-    if (!e->added) {
+    Contender& c = *e;
+    if (node_->find(c.id) != &c) {
       // The node reported it stopped: after that completion, which stopped()
       // handed to the queue in order (in_order), perhaps in a later loop turn.
-      const ContenderId id = static_cast<Contender&>(*e).id;
-      in_order(id, false, [e, held] { run_last(e->queue, std::move(*held)); });
+      in_order(c.id, false, [e, held] { run_last(e->queue(), std::move(*held)); });
       return;
     }
     // Chained after the stop's done, inside stopped()'s completion on the queue:
@@ -610,14 +570,14 @@ void Client::close_election(const std::shared_ptr<Election>& e, LastFn last) {
   };
   if (on_loop_thread()) {
     if (loop_.torn_down()) {
-      run_last(e->queue, std::move(*held));
+      run_last(e->queue(), std::move(*held));
     } else {
       close();
       settle();
     }
   } else if (!loop_.post(close)) {
     // Torn down: the node's close reported every election stopped.
-    run_last(e->queue, std::move(*held));
+    run_last(e->queue(), std::move(*held));
   }
 }
 
@@ -668,7 +628,7 @@ Result Client::lock_acquire_async(const std::string& name, int64_t timeout_ms, b
 }
 
 Result Client::add_lock(const std::string& name, int64_t timeout_ms, bool try_once,
-                        const std::shared_ptr<SerialQueue>& queue, LockFn done) {
+                        const QueueRef& queue, LockFn done) {
   if (close_requested_ || node_->closed()) return {Code::kEClosed, "the client is closed"};
   const TimePoint t = now();
   TimePoint give_up = TimePoint::max();

@@ -31,8 +31,6 @@
 namespace simba::engine {
 
 using DoneFn = std::function<void(Code code)>;
-using ElectedFn = std::function<void(Term*)>;
-using RevokedFn = std::function<void(Term*, RevokeReason)>;
 using EventFn = std::function<void(SessionEvent, const std::string& detail)>;
 using LockFn = std::function<void(Code code, Term* term)>;
 // Leader work: runs on a thread of its own for each term of a task's election.
@@ -46,6 +44,21 @@ using LastFn = std::function<void()>;
 // same and never inside its caller (ADR 0041).
 void run_last(SerialQueue& q, LastFn fn);
 
+// An election's listener in three words, as the C ABI's (ADR 0042): the
+// caller's functions, kept as given, and their user data. Two std::functions
+// were 64 bytes of every election.
+struct Listener {
+  void (*elected)() = nullptr;
+  void (*revoked)() = nullptr;
+  void* ud = nullptr;
+};
+// How a client calls its elections' listeners: each function converted back
+// to the type it was given as. One table per client, not per election.
+struct ListenerCalls {
+  void (*elected)(const Listener& l, Term* t);
+  void (*revoked)(const Listener& l, Term* t, RevokeReason why);
+};
+
 // Host-provided pieces of the configuration that have no text form.
 struct Hooks {
   HostExecutor::SubmitFn submit = nullptr;
@@ -53,6 +66,7 @@ struct Hooks {
   std::function<void(int level, const std::string&)> log;
   int log_min_level = 0;
   EventFn events;  // the sink a client starts with (simba_config_set_event_sink)
+  const ListenerCalls* listener_calls = nullptr;  // static; needed for a Listener
   // memory:// only: the client's test-only fault switches, made by the C API
   // (the engine knows no backend's types).
   std::shared_ptr<MemoryFaults> memory_faults;
@@ -79,16 +93,26 @@ struct Mailbox {
 
 // One election: the record of its lease (ADR 0035). It holds the core's
 // contender state (the node links it while the election runs), the listener,
-// the callback queue and the current term's engine reference; the C handle and
-// the terms hold it.
-class Election : private simba::Contender {
+// the callback queue and the current term's engine reference. It counts its
+// own references (ADR 0042): the C handle (simba_election_t is this object),
+// the node's link (one from add_election until stopped()), its queue's
+// drains and terms (the queue is its base and counts the election's
+// references), and the engine's captures.
+class Election final : private simba::Contender, private SerialQueue {
  public:
-  Election(const QueueExecutors& executors, LeaseName name)
-      : Contender(std::move(name), ContenderKind::kElection), queue(executors) {}
-  ~Election() { delete rare_.load(std::memory_order_acquire); }
+  Election(const RefPtr<QueueExecutors>& executors, LeaseName name)
+      : Contender(std::move(name), ContenderKind::kElection), SerialQueue(executors) {}
   Election(const Election&) = delete;
   Election& operator=(const Election&) = delete;
+  void retain() override { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release() override {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
   const LeaseName& name() const { return Contender::name; }
+  // Its client; empty once the client is gone (closed, its handle freed).
+  std::shared_ptr<Client> client() const { return executors()->client(); }
+  // Runs `fn` on its queue after every callback queued so far (run_last).
+  void run_last_on_queue(LastFn fn) { run_last(*this, std::move(fn)); }
   // Blocks until every run of a task's work returned.
   void wait_for_work() const {
     if (Work* w = work()) w->count.wait_idle();
@@ -104,18 +128,20 @@ class Election : private simba::Contender {
     std::lock_guard<std::mutex> lock(w->count.mu);
     return w->count.running == 0;
   }
+  // Set once its stop completed (read under its parking lock).
+  bool is_stopped() const {
+    std::lock_guard<std::mutex> lock(mu());
+    return stopped;
+  }
 
  private:
   friend class Client;
-  ElectedFn on_elected;
-  RevokedFn on_revoked;
-  // Its callbacks' queue, in the election's own block (ADR 0024): whoever
-  // holds the queue (a term, a drain) holds the election through the
-  // aliasing constructor, as the queue's self does.
-  SerialQueue queue;
-  std::shared_ptr<SerialQueue> queue_ptr(const std::shared_ptr<Election>& self) {
-    return std::shared_ptr<SerialQueue>(self, &queue);
-  }
+  ~Election() override { delete rare_.load(std::memory_order_acquire); }
+  Listener listener;
+  // Its callbacks' queue is its base, in the election's own block (ADR 0024):
+  // whoever holds the queue (a term, a drain) holds the election.
+  SerialQueue& queue() { return *this; }
+  QueueRef queue_ref() { return QueueRef(static_cast<SerialQueue*>(this)); }
 
   // What most elections never use, in one block made on first use (ADR 0024).
   struct Work {
@@ -161,14 +187,12 @@ class Election : private simba::Contender {
   // Guarded by mu() (beside the atomics above: no padding between them).
   bool stop_requested = false;
   bool stopped = false;  // the stop completed (done ran)
+  std::atomic<uint32_t> refs_{0};
   // The election's parking lock (engine/parking.h): taken briefly, by API
   // threads and the loop, around the stop state; no other lock is taken under it.
   std::mutex& mu() const { return parking_for(this).mu; }
 
   // Loop thread.
-  // Itself, from add_election until stopped(): the node links the election
-  // without owning it.
-  std::shared_ptr<Election> added;
   // The current term's engine reference (elected() to revoked()), if any: an
   // election has at most one term at a time.
   Term* current = nullptr;
@@ -189,7 +213,7 @@ class Observer {
   std::string name;
   Duration poll{0};
   Fn fn;
-  std::shared_ptr<SerialQueue> queue;
+  QueueRef queue;
   std::atomic<bool> detached{false};  // freed: deliver nothing more
 
   // Loop thread.
@@ -203,6 +227,8 @@ class Observer {
   bool client_known = false;
   uint64_t token = 0;
 };
+
+using ElectionRef = RefPtr<Election>;
 
 class Client : public Effects, private Loop::Host, public std::enable_shared_from_this<Client> {
  public:
@@ -248,30 +274,30 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // With `work`, each term runs it on a thread of its own, and a stop or
   // step-down waits for it to return (or the term's deadline) before the
   // release: the handover order.
-  Result start_election(const std::string& name, ElectedFn on_elected, RevokedFn on_revoked,
-                        std::shared_ptr<Election>* out, WorkFn work = nullptr);
-  Result stop_election(const std::shared_ptr<Election>& e, DoneFn done);
-  Result step_down(const std::shared_ptr<Election>& e, Duration cooldown, DoneFn done);
-  Result stop_election_wait(const std::shared_ptr<Election>& e, int64_t timeout_ms);
-  void detach_election(const std::shared_ptr<Election>& e);
+  Result start_election(const std::string& name, const Listener& listener, ElectionRef* out,
+                        WorkFn work = nullptr);
+  Result stop_election(const ElectionRef& e, DoneFn done);
+  Result step_down(const ElectionRef& e, Duration cooldown, DoneFn done);
+  Result stop_election_wait(const ElectionRef& e, int64_t timeout_ms);
+  void detach_election(const ElectionRef& e);
   // simba_election_free and simba_task_close: detach, and where the caller may
   // block, wait until the stop completed and no callback of `e` runs (then its
   // user data may be freed). Returns whether it waited.
-  bool free_election(const std::shared_ptr<Election>& e);
+  bool free_election(const ElectionRef& e);
   // simba_election_close_async: detaches the listener, stops `e` unless a stop
   // was asked for, and never waits; `last` runs on e's queue once the stop
   // completed, after its done and every other callback of `e` (ADR 0041).
-  void close_election(const std::shared_ptr<Election>& e, LastFn last);
+  void close_election(const ElectionRef& e, LastFn last);
   // Runs `fn` once no run of e's work is left: at once if none runs, else on
   // e's queue after the last run returned.
-  void after_work(const std::shared_ptr<Election>& e, LastFn fn);
+  void after_work(const ElectionRef& e, LastFn fn);
   // EXTERNAL mode: the thread that opened the client, which alone drives it.
   bool on_host_thread() const { return loop_.on_host_thread(); }
   // False where a blocking close would wait for itself (callback, loop, work).
   bool may_close_block() const { return may_wait_for_close(); }
   // A serial queue over the callback executor, for callbacks of objects built
   // on the client (partition groups); closed when the client closes.
-  std::shared_ptr<SerialQueue> callback_queue() { return new_queue(); }
+  QueueRef callback_queue() { return new_queue(); }
   // Blocks until `w` is done (in EXTERNAL mode on the host thread, running the
   // loop meanwhile). Only where the caller may block.
   void wait_for(Waiter& w) { loop_.wait(w, Loop::SteadyTime::max()); }
@@ -292,11 +318,8 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // term's queue once the release was answered and its on_revoked callbacks ran.
   void lock_release(Term* term, bool wait = true, LastFn then = nullptr);
 
-  // Test hook: how many entries the list of queues to close holds.
-  size_t queues_listed() {
-    std::lock_guard<std::mutex> lock(queues_mu_);
-    return queues_.size();
-  }
+  // Test hook: how many queues the client's close has to close.
+  size_t queues_listed() const { return queue_executors_->queues(); }
   // Test hook: the memory:// fault switches of this client.
   std::shared_ptr<MemoryFaults> memory_faults() const { return hooks_.memory_faults; }
   const Config& config() const { return cfg_; }
@@ -333,7 +356,7 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   struct Lock : simba::Contender {
     explicit Lock(LeaseName name) : Contender(std::move(name), ContenderKind::kLock) {}
     LockFn done;  // acquire result (once)
-    std::shared_ptr<SerialQueue> queue;
+    QueueRef queue;
     std::shared_ptr<Waiter> released;  // a blocking simba_lock_release waits here
     Term* current = nullptr;           // its term's engine reference, as Election::current
     LastFn release_then;               // simba_term_close_async's, after the release
@@ -375,7 +398,7 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   void in_order(ContenderId who, bool hand_off, std::function<void()> fn);
   // Posts a new term's onElected to its election's queue; a host that rejects
   // it gets the step-down of ADR 0002.
-  void announce(const std::shared_ptr<Election>& el, Term* t, uint64_t token);
+  void announce(const ElectionRef& el, Term* t, uint64_t token);
   bool on_loop_thread() const { return loop_.on_loop_thread(); }
   // Runs `fn` on the loop and waits for it: at once where the calling thread
   // owns the loop (the loop thread, or the host's in EXTERNAL mode).
@@ -390,10 +413,10 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // callback, the loop thread, or leader work, where they would wait for it.
   bool may_wait_for_close() const { return may_block() && !in_work(); }
   // Loop thread: starts the work of a task's new term on its own thread.
-  void start_work(const std::shared_ptr<Election>& el, Term* t, uint64_t token);
+  void start_work(const ElectionRef& el, Term* t, uint64_t token);
   // Loop thread: registers a lock with the node; `done` gets its outcome.
-  Result add_lock(const std::string& name, int64_t timeout_ms, bool try_once,
-                  const std::shared_ptr<SerialQueue>& queue, LockFn done);
+  Result add_lock(const std::string& name, int64_t timeout_ms, bool try_once, const QueueRef& queue,
+                  LockFn done);
 
   TimePoint now() const { return MonotonicClock::instance().now(); }
   // After every event the Node saw: re-arm the timer, publish the status.
@@ -405,14 +428,7 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   void timer_fired() override;
   bool closing() const override { return node_closed_; }
   void tear_down() override { teardown(); }
-  std::shared_ptr<SerialQueue> new_queue();
-  // Lists `q` for close_queues().
-  void register_queue(const std::shared_ptr<SerialQueue>& q);
-  // queues_ without the entries whose queue is gone; queues_mu_ held.
-  void prune_queues();
-  // A handle let go of its election (simba_election_free, simba_task_close).
-  void election_freed();
-  void close_queues();
+  QueueRef new_queue();
   void emit_log(int level, const std::string& line);
 
   Config cfg_;
@@ -427,17 +443,12 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<LoopExecutor> loop_executor_;
   // Every queue's: the callback executor (the loop's when there is none), and
-  // the loop's when it rejects.
-  QueueExecutors queue_executors_{nullptr, nullptr};
+  // the loop's when it rejects. Its close() closes them all.
+  const RefPtr<QueueExecutors> queue_executors_ = QueueExecutors::make(nullptr, nullptr);
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Node> node_;
 
   std::shared_ptr<Mailbox> mailbox_ = std::make_shared<Mailbox>();
-
-  std::mutex queues_mu_;
-  std::vector<std::weak_ptr<SerialQueue>> queues_;
-  size_t prune_queues_at_ = 64;   // guarded by queues_mu_
-  size_t freed_since_prune_ = 0;  // guarded by queues_mu_
 
   // Loop thread.
   std::vector<std::shared_ptr<Waiter>> live_waiters_;
@@ -462,7 +473,7 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   std::map<std::string, int, std::less<>> watchers_;
   void add_watcher(const std::string& name);
   void drop_watcher(const std::string& name);
-  std::shared_ptr<SerialQueue> event_queue_;
+  QueueRef event_queue_;
   EventFn event_sink_;  // guarded by event_mu_
   std::mutex event_mu_;
 

@@ -208,15 +208,14 @@ Term** Client::term_slot(Contender& who, const TermState* term) {
 }
 
 TermRef Client::new_term(Contender& who, uint64_t token, std::shared_ptr<SessionClock> session) {
-  std::shared_ptr<SerialQueue> queue;
+  QueueRef queue;
   if (who.kind == ContenderKind::kElection) {
-    const std::shared_ptr<Election>& el = election_of(who).added;
-    queue = el->queue_ptr(el);
+    queue = election_of(who).queue_ref();
   } else {
     queue = lock_of(who).queue;
   }
-  return TermRef(new Term(who.name, token, std::move(session), std::move(queue), weak_from_this(),
-                          who.id, who.kind == ContenderKind::kLock));
+  return TermRef(new Term(who.name, token, std::move(session), std::move(queue), who.id,
+                          who.kind == ContenderKind::kLock));
 }
 
 void Client::in_order(ContenderId who, bool hand_off, std::function<void()> fn) {
@@ -242,7 +241,7 @@ void Client::elected(Contender& who, const TermRef& term) {
   auto* t = static_cast<Term*>(term.get());  // made by new_term()
   t->retain();  // the engine's reference (current), dropped at revoked()
   if (who.kind == ContenderKind::kElection) {
-    std::shared_ptr<Election> el = election_of(who).added;
+    ElectionRef el(&election_of(who));
     el->current = t;
     if (el->work()) {
       start_work(el, t, term->token());
@@ -264,9 +263,9 @@ void Client::elected(Contender& who, const TermRef& term) {
   if (done) done(Code::kOk, t);
 }
 
-void Client::announce(const std::shared_ptr<Election>& el, Term* t, uint64_t token) {
-  const auto posted = el->queue.post_or_reject([el, t] {
-    if (!el->detached && el->on_elected) el->on_elected(t);
+void Client::announce(const ElectionRef& el, Term* t, uint64_t token) {
+  const auto posted = el->queue().post_or_reject([el, t, calls = hooks_.listener_calls] {
+    if (!el->detached && el->listener.elected) calls->elected(el->listener, t);
     t->release();
   });
   if (posted != SerialQueue::Posted::kRejected) return;
@@ -292,17 +291,17 @@ void Client::revoked(Contender& who, const TermRef& term) {
   Term* t = *slot;
   *slot = nullptr;
   const RevokeReason reason = t->revoked();
-  std::shared_ptr<Election> el;
-  if (who.kind == ContenderKind::kElection) el = election_of(who).added;
-  in_order(who.id, false, [el, t, reason] {
+  ElectionRef el;
+  if (who.kind == ContenderKind::kElection) el = ElectionRef(&election_of(who));
+  in_order(who.id, false, [el, t, reason, calls = hooks_.listener_calls] {
     if (t->unannounced) {
       t->release();  // its onElected never ran: no onRevoked either
       return;
     }
     std::function<void()> then;
     if (el) {
-      then = [el, t, reason] {
-        if (!el->detached && el->on_revoked) el->on_revoked(t, reason);
+      then = [el, t, reason, calls] {
+        if (!el->detached && el->listener.revoked) calls->revoked(el->listener, t, reason);
       };
     }
     t->deliver_revoked(std::move(then));
@@ -317,7 +316,8 @@ void Client::lock_failed(Contender& who, LockFailure why) {
 
 void Client::stopped(Contender& who) {
   if (who.kind == ContenderKind::kElection) {
-    std::shared_ptr<Election> el = std::move(election_of(who).added);  // the node let go of it
+    ElectionRef el(&election_of(who));
+    election_of(who).release();  // the node let go of it: its link's reference
     const ContenderId id = who.id;
     DoneFn done;
     if (Election::Rare* rare = el->rare_if_made()) done.swap(rare->stop_done);
@@ -333,7 +333,7 @@ void Client::stopped(Contender& who) {
       for (auto& w : waiters) w->finish(Code::kOk);
     };
     in_order(id, false, [el, finish] {
-      if (!el->queue.post(finish)) finish();
+      if (!el->queue().post(finish)) finish();
     });
     return;
   }
@@ -348,15 +348,15 @@ void Client::stopped(Contender& who) {
 }
 
 void Client::stepped_down(Contender& who) {
-  std::shared_ptr<Election> el = election_of(who).added;
-  Election::Rare* rare = el->rare_if_made();
+  Election& e = election_of(who);
+  Election::Rare* rare = e.rare_if_made();
   if (!rare || rare->step_down_dones.empty()) return;
   std::vector<DoneFn>& dones = rare->step_down_dones;
   DoneFn done = std::move(dones.front());
   dones.erase(dones.begin());
   if (!done) return;
-  in_order(who.id, false, [el, done] {
-    el->queue.post([el, done] {
+  in_order(who.id, false, [el = ElectionRef(&e), done] {
+    el->queue().post([el, done] {
       if (el->runs_dones()) done(Code::kOk);
     });
   });

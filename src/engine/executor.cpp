@@ -146,21 +146,56 @@ void SerialQueue::wait_for_change(Lock& lock, std::chrono::milliseconds for_at_m
   --waiters_;
 }
 
-std::shared_ptr<SerialQueue> SerialQueue::make(const QueueExecutors& executors) {
-  auto q = std::make_shared<SerialQueue>(executors);
-  q->set_self(q);
-  return q;
+bool QueueExecutors::enter() {
+  submitting_.fetch_add(1);
+  if (!closed_.load()) return true;
+  leave();
+  return false;
 }
+
+void QueueExecutors::close() {
+  closed_.store(true);
+  // Seq-cst with enter(): a post either saw closed_ or counts in submitting_.
+  while (submitting_.load() > 0) std::this_thread::yield();
+}
+
+namespace {
+class OwnQueue final : public SerialQueue {
+ public:
+  explicit OwnQueue(RefPtr<QueueExecutors> executors) : SerialQueue(std::move(executors)) {}
+  void retain() override { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release() override {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+ private:
+  std::atomic<int> refs_{0};
+};
+}  // namespace
+
+QueueRef SerialQueue::make(const RefPtr<QueueExecutors>& executors) {
+  return QueueRef(new OwnQueue(executors));
+}
+
+namespace {
+// A post between QueueExecutors::enter() and leave().
+struct Submitting {
+  explicit Submitting(QueueExecutors& e) : e(e) {}
+  ~Submitting() { e.leave(); }
+  QueueExecutors& e;
+};
+}  // namespace
 
 bool SerialQueue::post(std::function<void()> task) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  if (closed_) return false;
-  tasks_.push_back(std::move(task));
+  if (closed_ || !executors_->enter()) return false;
+  const Submitting submitting(*executors_);
+  push(std::move(task));
   if (scheduled_) return true;
   scheduled_ = true;
-  std::shared_ptr<SerialQueue> self(self_);  // throws if set_self() was missed
-  if (!executors_.ex->submit([self] { self->drain(); }) &&
-      !executors_.fallback->submit([self] { self->drain(); })) {
+  const QueueRef self(this);
+  if (!executors_->ex_->submit([self] { self->drain(); }) &&
+      !executors_->fallback_->submit([self] { self->drain(); })) {
     scheduled_ = false;  // nobody will drain: the tasks stay queued
   }
   return true;
@@ -168,18 +203,20 @@ bool SerialQueue::post(std::function<void()> task) {
 
 SerialQueue::Posted SerialQueue::post_or_reject(std::function<void()> task) {
   std::lock_guard<std::recursive_mutex> lock(mu_);
-  if (closed_) return Posted::kClosed;
-  tasks_.push_back(std::move(task));
+  if (closed_ || !executors_->enter()) return Posted::kClosed;
+  const Submitting submitting(*executors_);
+  push(std::move(task));
   if (scheduled_) return Posted::kQueued;  // a drain already accepted will run it
   scheduled_ = true;
-  std::shared_ptr<SerialQueue> self(self_);  // throws if set_self() was missed
-  if (executors_.ex->submit([self] { self->drain(); })) return Posted::kQueued;
-  tasks_.pop_back();
+  const QueueRef self(this);
+  if (executors_->ex_->submit([self] { self->drain(); })) return Posted::kQueued;
+  if (has_tasks()) pending_->tasks.pop_back();
+  if (!has_tasks()) pending_.reset();
   scheduled_ = false;
   // Earlier tasks left waiting by a failed submit still need a drain.
   if (has_tasks()) {
     scheduled_ = true;
-    if (!executors_.fallback->submit([self] { self->drain(); })) scheduled_ = false;
+    if (!executors_->fallback_->submit([self] { self->drain(); })) scheduled_ = false;
   }
   return Posted::kRejected;
 }
@@ -220,19 +257,22 @@ void SerialQueue::wait_drained(bool may_run_here) {
   wait_until([this] { return !has_tasks(); }, may_run_here);
 }
 
+void SerialQueue::push(std::function<void()> task) {
+  if (!pending_) pending_ = std::make_unique<Pending>();
+  pending_->tasks.push_back(std::move(task));
+}
+
 void SerialQueue::run_queued(Lock& lock) {
   draining_ = std::this_thread::get_id();
   while (has_tasks()) {
-    std::function<void()> task = std::move(tasks_[head_++]);
-    if (!has_tasks()) {
-      // Empty: give the storage back (an idle queue holds no heap block).
-      // Not `tasks_ = {}`, which assigns an empty list and keeps the capacity.
-      std::vector<std::function<void()>>().swap(tasks_);
-      head_ = 0;
-    } else if (head_ >= 32 && 2 * head_ >= tasks_.size()) {
+    Pending& p = *pending_;
+    std::function<void()> task = std::move(p.tasks[p.head++]);
+    if (p.head == p.tasks.size()) {
+      pending_.reset();  // empty: give the storage back (an idle queue holds none)
+    } else if (p.head >= 32 && 2 * p.head >= p.tasks.size()) {
       // A queue that never empties does not grow without bound.
-      tasks_.erase(tasks_.begin(), tasks_.begin() + static_cast<std::ptrdiff_t>(head_));
-      head_ = 0;
+      p.tasks.erase(p.tasks.begin(), p.tasks.begin() + static_cast<std::ptrdiff_t>(p.head));
+      p.head = 0;
     }
     lock.unlock();
     {

@@ -4,6 +4,7 @@
 #ifndef SIMBA_ENGINE_EXECUTOR_H
 #define SIMBA_ENGINE_EXECUTOR_H
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -14,7 +15,14 @@
 #include <thread>
 #include <vector>
 
+#include "core/ref_ptr.h"
+
 namespace simba::engine {
+
+class Client;
+class SerialQueue;
+// A queue counts its own references (an election's queue counts its election's).
+using QueueRef = RefPtr<SerialQueue>;
 
 // True while this thread runs a simba callback (blocking calls then refuse).
 bool in_callback();
@@ -127,29 +135,66 @@ class LoopExecutor final : public Executor {
 };
 
 // Where a SerialQueue's drains run: `ex`, or `fallback` when `ex` rejects.
-// Every queue of a client shares one pair (one pointer per queue, not two:
-// ADR 0024); it must outlive them.
-struct QueueExecutors {
-  Executor* ex;
-  Executor* fallback;
+// Every queue of a client shares one (one pointer per queue: ADR 0024), and
+// holds a reference to it, since a queue may outlive its client (a term the
+// user retains). close() closes every queue of the client at once, so that the
+// client keeps no list of its queues (ADR 0042).
+class QueueExecutors {
+ public:
+  static RefPtr<QueueExecutors> make(Executor* ex, Executor* fallback) {
+    return RefPtr<QueueExecutors>(new QueueExecutors(ex, fallback));
+  }
+  QueueExecutors(const QueueExecutors&) = delete;
+  QueueExecutors& operator=(const QueueExecutors&) = delete;
+  // Set before the first queue is made.
+  void set(Executor* ex, Executor* fallback) {
+    ex_ = ex;
+    fallback_ = fallback;
+  }
+  // Rejects every post from now on, and returns once no post is submitting:
+  // no executor's submit() starts after it (tasks already posted still run).
+  void close();
+  // The client whose queues these are: empty once it is gone.
+  std::shared_ptr<Client> client() const { return client_.lock(); }
+  void set_client(std::weak_ptr<Client> c) { client_ = std::move(c); }
+  // How many queues use it (a test hook: the queues left to close).
+  size_t queues() const { return queues_.load(); }
+  // A post about to submit: false once closed. Pair with leave().
+  bool enter();
+  void leave() { submitting_.fetch_sub(1); }
+
+  void retain() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+ private:
+  friend class SerialQueue;
+  QueueExecutors(Executor* ex, Executor* fallback) : ex_(ex), fallback_(fallback) {}
+  Executor* ex_;
+  Executor* fallback_;
+  std::weak_ptr<Client> client_;
+  std::atomic<int> refs_{0};
+  std::atomic<int> submitting_{0};
+  std::atomic<bool> closed_{false};
+  std::atomic<size_t> queues_{0};
 };
 
 // Runs its tasks one at a time, in order, on an executor, holding no lock
 // while a task runs. If the executor rejects, the fallback runs them instead.
+// It counts references as its owner does: a queue of its own (make) counts
+// itself; a queue that is the base of another object (an election, ADR 0042)
+// counts that object's. A submitted drain holds one, so that the queue (and
+// its owner) outlives it.
 class SerialQueue {
  public:
   // A queue of its own.
-  static std::shared_ptr<SerialQueue> make(const QueueExecutors& executors);
-  // The queue keeps a reference: a temporary pair would dangle.
-  static std::shared_ptr<SerialQueue> make(QueueExecutors&&) = delete;
-  // A queue embedded in another object (an election): set_self() must give it
-  // a shared_ptr that owns that object (the aliasing constructor) before the
-  // first post; its drains hold it.
-  explicit SerialQueue(const QueueExecutors& executors) : executors_(executors) {}
-  explicit SerialQueue(QueueExecutors&&) = delete;
+  static QueueRef make(const RefPtr<QueueExecutors>& executors);
   SerialQueue(const SerialQueue&) = delete;
   SerialQueue& operator=(const SerialQueue&) = delete;
-  void set_self(const std::shared_ptr<SerialQueue>& self) { self_ = self; }
+  virtual void retain() = 0;
+  virtual void release() = 0;
+  const RefPtr<QueueExecutors>& executors() const { return executors_; }
   // False once closed: the task will not run. A task the executor rejects
   // runs on the fallback executor.
   bool post(std::function<void()> task);
@@ -157,7 +202,8 @@ class SerialQueue {
   // Like post(), but when the executor rejects the task (a host's submit said
   // no), the task is dropped instead of falling back: kRejected.
   Posted post_or_reject(std::function<void()> task);
-  // Rejects tasks posted from now on; tasks already posted still run.
+  // Rejects tasks posted from now on; tasks already posted still run (its
+  // client's close does it for all: QueueExecutors::close).
   void close();
   // Blocks until no task of this queue is running on another thread (the
   // caller's own task, if it runs one, does not count). Tasks still queued may
@@ -173,6 +219,12 @@ class SerialQueue {
   // Blocks until every task posted so far has run (as wait_until).
   void wait_drained(bool may_run_here);
 
+ protected:
+  explicit SerialQueue(RefPtr<QueueExecutors> executors) : executors_(std::move(executors)) {
+    executors_->queues_.fetch_add(1, std::memory_order_relaxed);
+  }
+  virtual ~SerialQueue() { executors_->queues_.fetch_sub(1, std::memory_order_relaxed); }
+
  private:
   using Lock = std::unique_lock<std::recursive_mutex>;
   void drain();
@@ -182,19 +234,23 @@ class SerialQueue {
   // Waits on the condition variable every queue shares (below), as one of
   // this queue's waiters_; `for_at_most` bounds the wait (zero: no bound).
   void wait_for_change(Lock& lock, std::chrono::milliseconds for_at_most);
-  bool has_tasks() const { return head_ < tasks_.size(); }
-  const QueueExecutors& executors_;
-  // What a submitted drain holds, so that the queue outlives it.
-  std::weak_ptr<SerialQueue> self_;
+  bool has_tasks() const { return pending_ && pending_->head < pending_->tasks.size(); }
+  void push(std::function<void()> task);
+  const RefPtr<QueueExecutors> executors_;
   // Submitting happens under the lock so that close() cannot slip between a
   // post's check and its submit (the executor is gone after the client closed).
   // Recursive, so a host executor that wrongly runs a task inline cannot deadlock.
   std::recursive_mutex mu_;
-  // Tasks not yet run are tasks_[head_...]. A vector freed whenever the queue
-  // empties, not a deque: every election has a queue, mostly idle, and an
-  // empty libstdc++ deque holds 576 bytes (ADR 0024).
-  std::vector<std::function<void()>> tasks_;
-  size_t head_ = 0;
+  // Tasks not yet run are tasks[head...]. A vector, not a deque: every
+  // election has a queue, mostly idle, and an empty libstdc++ deque holds 576
+  // bytes (ADR 0024); in a block of its own, made when a task comes and freed
+  // whenever the queue empties, so that an idle queue holds one pointer, not
+  // 32 bytes (ADR 0042).
+  struct Pending {
+    std::vector<std::function<void()>> tasks;
+    size_t head = 0;
+  };
+  std::unique_ptr<Pending> pending_;
   // Threads waiting for a drain to end. They wait on one condition variable
   // shared by every queue of the process (waiting is rare: a free, a release,
   // a drain that found another thread running the tasks), which the end of a

@@ -189,7 +189,7 @@ bool Group::ensure_member_slot() {
 void Group::round() {
   // Forget elections that are over (stopped, work returned).
   elections_.erase(std::remove_if(elections_.begin(), elections_.end(),
-                                  [this](const std::shared_ptr<Election>& e) {
+                                  [this](const ElectionRef& e) {
                                     if (!e->finished()) return false;
                                     client_->detach_election(e);
                                     return true;
@@ -228,8 +228,8 @@ void Group::round() {
   size_t want = plan.want;
   for (size_t j = 0; j < plan.candidates.size() && want > 0; ++j) {
     const uint32_t i = plan.candidates[j];
-    std::shared_ptr<Election> e;
-    const Result s = client_->start_election(partition_name(i), nullptr, nullptr, &e, work_);
+    ElectionRef e;
+    const Result s = client_->start_election(partition_name(i), Listener{}, &e, work_);
     if (s.code != Code::kOk) continue;  // still stopping from an earlier term: next round
     pursued_[i] = e;
     elections_.push_back(e);

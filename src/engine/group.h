@@ -80,7 +80,7 @@ class Group final : public Task, public std::enable_shared_from_this<Group> {
   const std::string group_;
   const uint32_t n_;
   const WorkFn work_;
-  const std::shared_ptr<SerialQueue> queue_;  // the dones, on the callback executor
+  const QueueRef queue_;  // the dones, on the callback executor
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -96,9 +96,9 @@ class Group final : public Task, public std::enable_shared_from_this<Group> {
   // Manager thread only.
   Term* slot_ = nullptr;
   uint32_t slot_index_ = 0;
-  std::map<uint32_t, std::shared_ptr<Election>> pursued_;  // contending or leading
-  std::set<uint32_t> handing_over_;                   // stopped by us; held until their work exits
-  std::vector<std::shared_ptr<Election>> elections_;  // every one started (close waits)
+  std::map<uint32_t, ElectionRef> pursued_;  // contending or leading
+  std::set<uint32_t> handing_over_;          // stopped by us; held until their work exits
+  std::vector<ElectionRef> elections_;       // every one started (close waits)
 };
 
 }  // namespace simba::engine

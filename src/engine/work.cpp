@@ -13,7 +13,7 @@ namespace {
 // A task of one election with work.
 class ElectionTask final : public Task {
  public:
-  ElectionTask(std::shared_ptr<Client> client, std::shared_ptr<Election> election)
+  ElectionTask(std::shared_ptr<Client> client, ElectionRef election)
       : client_(std::move(client)), election_(std::move(election)) {}
   Result stop(DoneFn done) override { return client_->stop_election(election_, std::move(done)); }
   Result step_down(Duration cooldown, DoneFn done) override {
@@ -37,15 +37,15 @@ class ElectionTask final : public Task {
 
  private:
   const std::shared_ptr<Client> client_;
-  const std::shared_ptr<Election> election_;
+  const ElectionRef election_;
 };
 
 }  // namespace
 
 Result start_leader_task(const std::shared_ptr<Client>& client, const std::string& name,
                          WorkFn work, std::shared_ptr<Task>* out) {
-  std::shared_ptr<Election> election;
-  Result r = client->start_election(name, nullptr, nullptr, &election, std::move(work));
+  ElectionRef election;
+  Result r = client->start_election(name, Listener{}, &election, std::move(work));
   if (r.code == Code::kOk) *out = std::make_shared<ElectionTask>(client, std::move(election));
   return r;
 }
@@ -78,14 +78,14 @@ void WorkCount::end() {
   if (then) then();
 }
 
-void Client::after_work(const std::shared_ptr<Election>& e, LastFn fn) {
+void Client::after_work(const ElectionRef& e, LastFn fn) {
   Election::Work* work = e->work();
   if (work) {
     std::lock_guard<std::mutex> lock(work->count.mu);
     if (work->count.running > 0) {
       // From the last run's thread, back onto the queue.
       work->count.idle_then = [e, fn = std::move(fn)]() mutable {
-        run_last(e->queue, std::move(fn));
+        run_last(e->queue(), std::move(fn));
       };
       return;
     }
@@ -105,7 +105,7 @@ bool Mailbox::post(std::function<void(Client&)> fn) {
   return c->loop_.post([c, fn = std::move(fn)] { fn(*c); });
 }
 
-void Client::start_work(const std::shared_ptr<Election>& el, Term* t, uint64_t token) {
+void Client::start_work(const ElectionRef& el, Term* t, uint64_t token) {
   t->retain();                        // the work thread's reference
   Election::Work* work = el->work();  // a task's: lives as long as `el`
   work->count.begin();

@@ -1,7 +1,6 @@
-// The client's list of callback queues to close (engine/client.cpp): an
-// election's queue lives in the election's block (ADR 0024), and an expired
-// entry of the list keeps that block allocated, so the list is pruned as
-// handles let go of their elections, not only as new queues come.
+// The callback queues a client's close has to close (engine/client.cpp): an
+// election's queue lives in the election's block (ADR 0024); the client keeps
+// no list of them (ADR 0042), so a freed election leaves nothing behind.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -21,7 +21,7 @@ using namespace std::chrono_literals;
 TEST(SerialQueueTest, ABurstPostedWhileDrainingRunsOnceEachInOrder) {
   PoolExecutor pool(2);
   PoolExecutor fallback(1);
-  const QueueExecutors executors{&pool, &fallback};
+  const auto executors = QueueExecutors::make(&pool, &fallback);
   auto q = SerialQueue::make(executors);
   std::mutex mu;
   std::vector<int> order;
@@ -55,7 +55,7 @@ TEST(SerialQueueTest, ABurstPostedWhileDrainingRunsOnceEachInOrder) {
 TEST(SerialQueueTest, AWaiterIsNotReleasedByAnotherQueuesDrains) {
   PoolExecutor pool(2);
   PoolExecutor fallback(1);
-  const QueueExecutors executors{&pool, &fallback};
+  const auto executors = QueueExecutors::make(&pool, &fallback);
   auto slow = SerialQueue::make(executors);
   auto busy = SerialQueue::make(executors);
   std::atomic<bool> release{false}, slow_done{false}, started{false};
@@ -102,7 +102,7 @@ TEST(SerialQueueTest, WaitDrainedRunsQueuedTasksHereWhenNobodyElseDoes) {
     std::vector<std::function<void()>> held;
   };
   Idle ex, fallback;
-  const QueueExecutors executors{&ex, &fallback};
+  const auto executors = QueueExecutors::make(&ex, &fallback);
   auto q = SerialQueue::make(executors);
   int ran = 0;
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(q->post([&] { ++ran; }));
@@ -115,29 +115,34 @@ TEST(SerialQueueTest, WaitDrainedRunsQueuedTasksHereWhenNobodyElseDoes) {
   EXPECT_FALSE(q->post([&] { ++ran; }));
 }
 
-// An election embeds its queue (ADR 0024): the drain the executor holds keeps
-// the whole owner alive, so the owner may lose its last other reference while
-// a task of its queue is queued or running.
+// An election is its queue's owner (ADR 0024, ADR 0042): the drain the
+// executor holds keeps the whole owner alive, so the owner may lose its last
+// other reference while a task of its queue is queued or running.
 TEST(SerialQueueTest, AnEmbeddedQueuesDrainKeepsItsOwnerAlive) {
-  struct Owner {
-    Owner(const QueueExecutors& executors, std::atomic<int>& destroyed)
-        : queue(executors), destroyed(destroyed) {}
-    ~Owner() { ++destroyed; }
-    SerialQueue queue;
+  // As engine::Election: the queue is a base, and counts the owner's references.
+  struct Owner final : SerialQueue {
+    Owner(const RefPtr<QueueExecutors>& executors, std::atomic<int>& destroyed)
+        : SerialQueue(executors), destroyed(destroyed) {}
+    ~Owner() override { ++destroyed; }
+    void retain() override { ++refs; }
+    void release() override {
+      if (--refs == 0) delete this;
+    }
+    SerialQueue& queue() { return *this; }
+    std::atomic<int> refs{0};
     std::atomic<int>& destroyed;
   };
   PoolExecutor pool(1);
   PoolExecutor fallback(1);
-  const QueueExecutors executors{&pool, &fallback};
+  const auto executors = QueueExecutors::make(&pool, &fallback);
   std::atomic<int> destroyed{0};
   std::atomic<bool> go{false}, ran{false};
   {
-    auto owner = std::make_shared<Owner>(executors, destroyed);
-    owner->queue.set_self(std::shared_ptr<SerialQueue>(owner, &owner->queue));
-    ASSERT_TRUE(owner->queue.post([&] {
+    RefPtr<Owner> owner(new Owner(executors, destroyed));
+    ASSERT_TRUE(owner->queue().post([&] {
       while (!go) std::this_thread::sleep_for(1ms);
     }));
-    ASSERT_TRUE(owner->queue.post([&] { ran = true; }));
+    ASSERT_TRUE(owner->queue().post([&] { ran = true; }));
   }  // the last reference but the drain's
   EXPECT_EQ(destroyed, 0);
   go = true;
