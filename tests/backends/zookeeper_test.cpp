@@ -554,6 +554,35 @@ TEST_F(ZookeeperShared, ThousandElectionsKeepTheSession) {
   for (auto& e : many) EXPECT_TRUE(e->all_revoked_once()) << e->name();
 }
 
+// A close while requests are in flight (elections just started) frees the
+// lease at once, not when the session expires: zookeeper_close() waits for
+// the close's answer only until anything is readable, so closing the handle
+// with answers still due reset the connection, and the server could drop it
+// before it read the close (the session, 30 s here, then kept the lease).
+TEST_F(ZookeeperShared, CloseWithRequestsInFlightFreesTheLeaseAtOnce) {
+  RawZk raw(hosts_);
+  ASSERT_TRUE(raw.connected());
+  for (int round = 0; round < 10; ++round) {
+    std::vector<std::unique_ptr<Election>> many(20);
+    Election held;
+    Client c;
+    ASSERT_EQ(c.open(url_, Timing{30000, 5000}), SIMBA_OK) << simba_last_error();
+    ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+    const std::string name = "zk.closebusy." + unique_id();
+    ASSERT_EQ(held.start(c, name), SIMBA_OK) << simba_last_error();
+    ASSERT_TRUE(held.wait_elected(1, 5000 * slow_factor()));
+    for (size_t i = 0; i < many.size(); ++i) {
+      many[i] = std::make_unique<Election>();
+      ASSERT_EQ(many[i]->start(c, name + "." + std::to_string(i)), SIMBA_OK);
+    }
+    c.close();
+    struct Stat st {};
+    EXPECT_TRUE(wait_for([&] { return raw.exists(lease_path(name), &st) == ZNONODE; },
+                         2000 * slow_factor()))
+        << "round " << round << ": the lease node outlived its session's close";
+  }
+}
+
 // A host name goes through uv_getaddrinfo (the client library would resolve
 // it with a blocking call): "localhost" works like 127.0.0.1 (the server
 // listens on 127.0.0.1 only, so an IPv6 address of the name fails and the

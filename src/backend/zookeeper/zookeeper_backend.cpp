@@ -170,21 +170,42 @@ Backend::CallRef ZookeeperBackend::close_session(const std::string& session, Dur
     return c->id;
   }
   Session* s = it->second;
-  if (s->connected && !s->suspect) {
+  if (s->connected && !s->suspect && s->reqs.empty()) {
     close_session_obj(s, c->id);
     return c->id;
   }
-  // Its connection is down or did not answer: closing the handle now would
-  // send nothing, and the session would keep its leases until it expires on
-  // the server. A read on it first: answered, the server hears the close;
-  // not, the call fails and the handle stays, reconnecting to the same
-  // session, for the close the core sends again (ADR 0030).
   c->session_serial = s->serial;
-  Req* r = new_req(s, c->id, [this](Req& r, int rc) {
+  close_after_answers(s, c->id);
+  return c->id;
+}
+
+// Its connection is down or did not answer: closing the handle now would send
+// nothing, and the session would keep its leases until it expires on the
+// server. Or answers are still due: zookeeper_close() waits for the close's
+// answer only until anything is readable, then closes the socket on unread
+// answers (a reset), and the server, failing to write them, may drop the
+// connection before it reads the close (same result). A read first: its answer
+// comes after every earlier one, and then the close goes out on a quiet
+// connection; no answer, the call fails and the handle stays, reconnecting to
+// the same session, for the close the core sends again (ADR 0030).
+void ZookeeperBackend::close_after_answers(Session* s, uint64_t call) {
+  Req* r = new_req(s, call, [this](Req& r, int rc) {
     Session* s = r.s;
     if (rc == ZOK || rc == ZNONODE) {
       s->suspect = false;
-      close_session_obj(s, r.call);
+      if (s->reqs.empty()) {
+        close_session_obj(s, r.call);
+        return;
+      }
+      // Sent after the read (a watch set again on an event, the read of a
+      // close sent again): the last answer closes.
+      s->on_quiet = [this, s, call = r.call] {
+        if (s->connected && !s->suspect) {
+          close_session_obj(s, call);
+        } else {
+          close_after_answers(s, call);
+        }
+      };
       return;
     }
     // Even if the core sends no other close (a session whose deadline passed
@@ -197,7 +218,6 @@ Backend::CallRef ZookeeperBackend::close_session(const std::string& session, Dur
   });
   r->closes = true;
   sent(s, r, zoo_aexists(s->zk->zh(), marker_path(s).c_str(), 0, stat_done, r));
-  return c->id;
 }
 
 void ZookeeperBackend::want_close(Session* s) {

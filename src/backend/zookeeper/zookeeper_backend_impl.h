@@ -101,6 +101,8 @@ struct Session {
   // A close could not reach the server: close as soon as the handle reconnects,
   // or when the session has expired on the server anyway (ADR 0030).
   bool close_wanted = false;
+  // Runs once no request is in flight any more (a close waiting for answers).
+  std::function<void()> on_quiet;
   uint64_t open_call = 0;
   int requested_ms = 0;
   int resolving = 0;
@@ -299,6 +301,9 @@ class ZookeeperBackend final : public Backend {
   void close_session_obj(Session* s, uint64_t call);
   // A close could not reach the server: close the handle later (Session::close_wanted).
   void want_close(Session* s);
+  // Closes the session once every request sent on it is answered (a read's
+  // answer follows theirs); completes `call` as close_session() does.
+  void close_after_answers(Session* s, uint64_t call);
 
   // --- inspect (zookeeper_leases.cpp) ----------------------------------------
 

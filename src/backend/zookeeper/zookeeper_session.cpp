@@ -46,6 +46,11 @@ void finish_req(Req* r, int rc) {
   s->reqs.erase(it);
   auto fn = std::move(own->fn);
   if (fn) fn(*own, rc);
+  if (s->on_quiet && s->reqs.empty() && !s->dead) {
+    auto quiet = std::move(s->on_quiet);
+    s->on_quiet = nullptr;
+    quiet();
+  }
 }
 
 void stat_done(int rc, const struct Stat* st, const void* data) {
