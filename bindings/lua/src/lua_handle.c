@@ -325,8 +325,11 @@ int slua_handle_gc(lua_State *L) {
     u->hd = NULL;
     slua_drop_pending(L, hd->cl);
     if (hd->term) simba_term_release(hd->term);
-    if (!hd->h || hd->kind->close_async(hd->h, tr_gc_done, hd) != SIMBA_OK) {
-      if (hd->h) hd->kind->free(hd->h); /* out of memory: the blocking way */
+    /* With its client closed the free waits for nothing, and a close's done
+     * would run on a thread of the library, maybe after this module is
+     * unloaded (lua_close at exit): free it here. */
+    if (!hd->h || !hd->cl->c || hd->kind->close_async(hd->h, tr_gc_done, hd) != SIMBA_OK) {
+      if (hd->h) hd->kind->free(hd->h); /* closed client, or out of memory: the blocking way */
       free(hd);
     }
   }

@@ -218,13 +218,12 @@ int slua_term_close_async(lua_State *L) {
 int slua_term_gc(lua_State *L) {
   term_ud *u = slua_check_term(L, 1);
   if (u->t) {
-    /* The last reference of a held lock term releases it (asynchronously);
-     * done has nothing to free. */
-    if (simba_term_close_async(u->t, NULL, NULL) != SIMBA_OK) {
-      call_t k = slua_enter(u->cl, L);
-      simba_term_release(u->t); /* out of memory: the 1.3 way */
-      slua_leave_noraise(k);
-    }
+    /* The last reference of a held lock term releases it without waiting.
+     * Not simba_term_close_async: with the client closed its done would run
+     * on a thread of the library, maybe after lua_close unloaded us. */
+    call_t k = slua_enter(u->cl, L);
+    simba_term_release(u->t);
+    slua_leave_noraise(k);
     u->t = NULL;
   }
   return 0;
