@@ -51,13 +51,14 @@ int simba_lock_release(simba_term_t* handle) {
   return guarded([&]() -> int {
     if (!handle) return fail(SIMBA_EINVAL, "simba_lock_release: term is NULL");
     simba::engine::Term* term = term_of(handle);
-    if (!term->is_lock) {
+    simba::engine::LockTerm* lock = term->as_lock();
+    if (!lock) {
       return fail(SIMBA_EINVAL, "simba_lock_release: not a lock term (an election's term?)");
     }
-    if (!term->release_requested.exchange(true)) {
+    if (!lock->release_requested.exchange(true)) {
       if (auto client = term->client()) client->lock_release(term);
     }
-    term->caller_refs.fetch_sub(1);
+    lock->caller_refs.fetch_sub(1);
     term->release();
     return SIMBA_OK;
   });

@@ -92,7 +92,7 @@ void simba_term_retain(simba_term_t* t) {
   if (!t) return;
   simba::engine::Term* term = term_of(t);
   term->retain();
-  if (term->is_lock) term->caller_refs.fetch_add(1);
+  if (simba::engine::LockTerm* lock = term->as_lock()) lock->caller_refs.fetch_add(1);
 }
 
 void simba_term_release(simba_term_t* t) {
@@ -102,8 +102,8 @@ void simba_term_release(simba_term_t* t) {
     // The caller's last reference of a lock it never released: release the
     // lock now (with its token, without waiting), rather than leave the name
     // held until the session ends.
-    if (term->is_lock && term->caller_refs.fetch_sub(1) == 1 &&
-        !term->release_requested.exchange(true)) {
+    simba::engine::LockTerm* lock = term->as_lock();
+    if (lock && lock->caller_refs.fetch_sub(1) == 1 && !lock->release_requested.exchange(true)) {
       if (auto client = term->client()) client->lock_release(term, /*wait=*/false);
     }
     return SIMBA_OK;
@@ -117,10 +117,10 @@ int simba_term_close_async(simba_term_t* t, simba_done_fn done, void* ud) {
     simba::engine::Term* term = term_of(t);
     // The caller's reference goes after done: done may still read the term.
     simba::engine::LastFn last = simba::capi::last_fn(done, ud, [term] { term->release(); });
-    if (term->is_lock) {
-      term->caller_refs.fetch_sub(1);
+    if (simba::engine::LockTerm* lock = term->as_lock()) {
+      lock->caller_refs.fetch_sub(1);
       // A lock not released yet is released as simba_lock_release does.
-      if (!term->release_requested.exchange(true)) {
+      if (!lock->release_requested.exchange(true)) {
         if (auto client = term->client()) {
           client->lock_release(term, /*wait=*/false, std::move(last));
           return SIMBA_OK;

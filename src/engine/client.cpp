@@ -392,7 +392,7 @@ Result Client::start_election(const std::string& name, const Listener& listener,
   if ((listener.elected || listener.revoked) && !hooks_.listener_calls) {
     return {Code::kEInval, "a listener needs Hooks::listener_calls"};
   }
-  ElectionRef e(new Election(queue_executors_, LeaseName(name)));
+  ElectionRef e = Election::make(queue_executors_, name);
   e->listener = listener;
   if (work) {
     auto& w = e->rare().work = std::make_unique<Election::Work>();
@@ -650,7 +650,7 @@ Result Client::add_lock(const std::string& name, int64_t timeout_ms, bool try_on
 }
 
 void Client::lock_release(Term* term, bool wait_for_answer, LastFn then) {
-  const ContenderId id = term->contender;
+  const ContenderId id = term->as_lock()->contender;
   const bool block = wait_for_answer && !then && may_wait_for_close();
   auto w = std::make_shared<Waiter>();
   // `then` runs once: from stopped() (after the answer), or here when the

@@ -100,8 +100,19 @@ struct Mailbox {
 // references), and the engine's captures.
 class Election final : private simba::Contender, private SerialQueue {
  public:
-  Election(const RefPtr<QueueExecutors>& executors, LeaseName name)
-      : Contender(std::move(name), ContenderKind::kElection), SerialQueue(executors) {}
+  // Its name's characters live in its own block, after the object (ADR 0043):
+  // its terms borrow them, and each term holds the election (its queue).
+  static RefPtr<Election> make(const RefPtr<QueueExecutors>& executors, std::string_view name) {
+    void* p = ::operator new(sizeof(Election) + LeaseName::inline_bytes(name));
+    try {
+      return RefPtr<Election>(new (p) Election(
+          executors, LeaseName::make_inline(static_cast<char*>(p) + sizeof(Election), name)));
+    } catch (...) {
+      ::operator delete(p);
+      throw;
+    }
+  }
+  static void operator delete(void* p) { ::operator delete(p); }
   Election(const Election&) = delete;
   Election& operator=(const Election&) = delete;
   void retain() override { refs_.fetch_add(1, std::memory_order_relaxed); }
@@ -136,6 +147,8 @@ class Election final : private simba::Contender, private SerialQueue {
 
  private:
   friend class Client;
+  Election(const RefPtr<QueueExecutors>& executors, LeaseName name)
+      : Contender(std::move(name), ContenderKind::kElection), SerialQueue(executors) {}
   ~Election() override { delete rare_.load(std::memory_order_acquire); }
   Listener listener;
   // Its callbacks' queue is its base, in the election's own block (ADR 0024):

@@ -208,14 +208,13 @@ Term** Client::term_slot(Contender& who, const TermState* term) {
 }
 
 TermRef Client::new_term(Contender& who, uint64_t token, std::shared_ptr<SessionClock> session) {
-  QueueRef queue;
   if (who.kind == ContenderKind::kElection) {
-    queue = election_of(who).queue_ref();
-  } else {
-    queue = lock_of(who).queue;
+    // Its name is the election's, inside the election's block, which the
+    // term holds through its queue.
+    return TermRef(new Term(LeaseName::borrow(who.name), token, std::move(session),
+                            election_of(who).queue_ref()));
   }
-  return TermRef(new Term(who.name, token, std::move(session), std::move(queue), who.id,
-                          who.kind == ContenderKind::kLock));
+  return TermRef(new LockTerm(who.name, token, std::move(session), lock_of(who).queue, who.id));
 }
 
 void Client::in_order(ContenderId who, bool hand_off, std::function<void()> fn) {
@@ -257,7 +256,7 @@ void Client::elected(Contender& who, const TermRef& term) {
   Lock& lock = lock_of(who);
   lock.current = t;
   t->retain();  // the caller's reference
-  t->caller_refs = 1;
+  t->as_lock()->caller_refs = 1;
   LockFn done = std::move(lock.done);
   lock.done = nullptr;
   if (done) done(Code::kOk, t);

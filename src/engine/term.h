@@ -19,17 +19,19 @@
 namespace simba::engine {
 
 class Client;
+struct LockTerm;
 
-struct Term final : simba::TermState {
+struct Term : simba::TermState {
   using RevokedFn = std::function<void(Term*, simba::RevokeReason)>;
 
+  // An election's term (a lock's is a LockTerm, below).
   Term(simba::LeaseName name, uint64_t token, std::shared_ptr<simba::SessionClock> session,
-       simba::engine::QueueRef q, simba::ContenderId contender, bool is_lock)
-      : TermState(std::move(name), token, std::move(session)),
-        queue(std::move(q)),
-        contender(contender),
-        is_lock(is_lock) {}
+       simba::engine::QueueRef q)
+      : Term(std::move(name), token, std::move(session), std::move(q), false) {}
   ~Term() override;
+
+  // The lock's part of a lock's term; null for an election's.
+  LockTerm* as_lock();
 
   // Loop thread: hand the on_revoked callbacks to the queue, before the listener's.
   void deliver_revoked(std::function<void()> then);
@@ -43,7 +45,6 @@ struct Term final : simba::TermState {
   const simba::engine::QueueRef queue;
   // Its client, found through its queue (ADR 0042); empty once it is gone.
   std::shared_ptr<Client> client() const { return queue->executors()->client(); }
-  const simba::ContenderId contender;
 
  private:
   // Loop thread, inside the node's revoke(): wake waiters, make the fd readable.
@@ -61,17 +62,34 @@ struct Term final : simba::TermState {
   bool delivered_ = false;
 
  public:
-  // Lock terms: the references the caller holds (the one simba_lock_acquire
-  // returned, plus simba_term_retain). When the last goes without
-  // simba_lock_release, the lock is released all the same (ADR 0015). Here,
-  // beside the narrow members, so that none pads: 88 bytes, a block of 96.
-  std::atomic<int> caller_refs{0};
-  std::atomic<bool> release_requested{false};
   const bool is_lock;
   // Loop thread: its onElected was rejected by the executor, so its onRevoked
   // is not delivered either.
   bool unannounced = false;
+
+ protected:
+  Term(simba::LeaseName name, uint64_t token, std::shared_ptr<simba::SessionClock> session,
+       simba::engine::QueueRef q, bool is_lock)
+      : TermState(std::move(name), token, std::move(session)), queue(std::move(q)), is_lock(is_lock) {}
 };
+
+// A lock's term: what only a lock needs, so that an election's term, one per
+// held lease, stays 72 bytes (a block of 80; ADR 0043).
+struct LockTerm final : Term {
+  LockTerm(simba::LeaseName name, uint64_t token, std::shared_ptr<simba::SessionClock> session,
+           simba::engine::QueueRef q, simba::ContenderId contender)
+      : Term(std::move(name), token, std::move(session), std::move(q), true), contender(contender) {}
+
+  // Its lock's id in the node (the lock is found by it at the release).
+  const simba::ContenderId contender;
+  // The references the caller holds (the one simba_lock_acquire returned,
+  // plus simba_term_retain). When the last goes without simba_lock_release,
+  // the lock is released all the same (ADR 0015).
+  std::atomic<int> caller_refs{0};
+  std::atomic<bool> release_requested{false};
+};
+
+inline LockTerm* Term::as_lock() { return is_lock ? static_cast<LockTerm*>(this) : nullptr; }
 
 }  // namespace simba::engine
 
