@@ -15,8 +15,8 @@ namespace simba::engine {
 
 // One record per election, its queue and its contender inside (ADR 0024,
 // ADR 0035), counting its own references and being the C handle (ADR 0042):
-// with the allocator's header, 248 bytes take a block of 256.
-static_assert(sizeof(void*) != 8 || sizeof(Election) <= 248, "engine::Election grew past 248");
+// its name after it in the same block (ADR 0043).
+static_assert(sizeof(void*) != 8 || sizeof(Election) <= 240, "engine::Election grew past 240");
 
 namespace {
 
@@ -659,7 +659,7 @@ void Client::lock_release(Term* term, bool wait_for_answer, LastFn then) {
   auto stop = [this, id, term, w, block, then_held] {
     Contender* c = node_->closed() ? nullptr : node_->find(id);
     // The lock may be done already (revoked, then released), its id reused.
-    if (!c || c->kind != ContenderKind::kLock || lock_of(*c).current != term) {
+    if (!c || c->kind != ContenderKind::kLock || c->term.get() != term) {
       w->finish(Code::kOk);
       // After its on_revoked callbacks, which may wait for a later loop turn.
       if (then_held) {

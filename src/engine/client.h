@@ -204,11 +204,6 @@ class Election final : private simba::Contender, private SerialQueue {
   // The election's parking lock (engine/parking.h): taken briefly, by API
   // threads and the loop, around the stop state; no other lock is taken under it.
   std::mutex& mu() const { return parking_for(this).mu; }
-
-  // Loop thread.
-  // The current term's engine reference (elected() to revoked()), if any: an
-  // election has at most one term at a time.
-  Term* current = nullptr;
 };
 
 // One observer of a name's holder (simba_observe_start), as its handle sees it.
@@ -371,7 +366,6 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
     LockFn done;  // acquire result (once)
     QueueRef queue;
     std::shared_ptr<Waiter> released;  // a blocking simba_lock_release waits here
-    Term* current = nullptr;           // its term's engine reference, as Election::current
     LastFn release_then;               // simba_term_close_async's, after the release
   };
   static Election& election_of(Contender& c) { return static_cast<Election&>(c); }
@@ -381,9 +375,6 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   Result init(const std::string& url);
 
   MetricsInput metrics_input(const NodeView& v) const;
-  // The slot holding contender `who`'s engine reference to the term of
-  // `state`; null when it holds none or another term's.
-  static Term** term_slot(Contender& who, const TermState* term);
 
   // Observers (observe.cpp), loop thread.
   void read_observed(const std::shared_ptr<Observer>& o);

@@ -201,12 +201,6 @@ void Client::drop_watcher(const std::string& name) {
   backend_->unwatch(name);
 }
 
-Term** Client::term_slot(Contender& who, const TermState* term) {
-  Term** slot =
-      who.kind == ContenderKind::kElection ? &election_of(who).current : &lock_of(who).current;
-  return *slot && *slot == term ? slot : nullptr;
-}
-
 TermRef Client::new_term(Contender& who, uint64_t token, std::shared_ptr<SessionClock> session) {
   if (who.kind == ContenderKind::kElection) {
     // Its name is the election's, inside the election's block, which the
@@ -238,10 +232,11 @@ void Client::in_order(ContenderId who, bool hand_off, std::function<void()> fn) 
 
 void Client::elected(Contender& who, const TermRef& term) {
   auto* t = static_cast<Term*>(term.get());  // made by new_term()
-  t->retain();  // the engine's reference (current), dropped at revoked()
+  // The engine's reference, dropped at revoked(): the node reports each
+  // term once to each (its contender's `term` is this one meanwhile).
+  t->retain();
   if (who.kind == ContenderKind::kElection) {
     ElectionRef el(&election_of(who));
-    el->current = t;
     if (el->work()) {
       start_work(el, t, term->token());
       return;
@@ -254,7 +249,6 @@ void Client::elected(Contender& who, const TermRef& term) {
     return;
   }
   Lock& lock = lock_of(who);
-  lock.current = t;
   t->retain();  // the caller's reference
   t->as_lock()->caller_refs = 1;
   LockFn done = std::move(lock.done);
@@ -285,10 +279,7 @@ void Client::announce(const ElectionRef& el, Term* t, uint64_t token) {
 }
 
 void Client::revoked(Contender& who, const TermRef& term) {
-  Term** slot = term_slot(who, term.get());
-  if (!slot) return;
-  Term* t = *slot;
-  *slot = nullptr;
+  auto* t = static_cast<Term*>(term.get());  // elected() holds a reference
   const RevokeReason reason = t->revoked();
   ElectionRef el;
   if (who.kind == ContenderKind::kElection) el = ElectionRef(&election_of(who));
