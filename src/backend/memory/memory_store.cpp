@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <functional>
+#include <stdexcept>
 #include <utility>
 
 #include "backend/backend_parts.h"
@@ -26,55 +28,107 @@ constexpr char kBadLease[] = "lease duration must be positive";
 
 MemoryStore::MemoryStore(const Clock& clock) : clock_(clock) {}
 
-MemoryStore::Lease* MemoryStore::find_lease(std::string_view name) const {
-  return index_.first(name);
+std::string_view MemoryStore::name_of(const Lease& lease) {
+  // The length in 7-bit groups, low first (one byte below 128), then the characters.
+  const char* p = lease.name;
+  size_t size = 0;
+  for (unsigned shift = 0;; shift += 7) {
+    const auto byte = static_cast<unsigned char>(*p++);
+    size |= static_cast<size_t>(byte & 0x7f) << shift;
+    if (byte < 0x80) break;
+  }
+  return std::string_view(p, size);
 }
 
-MemoryStore::Lease& MemoryStore::record(std::string_view name) {
-  if (Lease* found = find_lease(name)) return *found;
-  // The name's characters, packed into blocks of 64 KiB (a longer name gets
-  // a block of its own).
+uint32_t MemoryStore::find(std::string_view name) const {
+  if (index_.empty()) return kNone;
+  const size_t mask = index_.size() - 1;
+  for (size_t slot = std::hash<std::string_view>{}(name)&mask;; slot = (slot + 1) & mask) {
+    if (index_[slot] == 0) return kNone;
+    if (name_of(at(index_[slot] - 1)) == name) return index_[slot] - 1;
+  }
+}
+
+MemoryStore::Lease* MemoryStore::find_lease(std::string_view name) const {
+  const uint32_t i = find(name);
+  return i == kNone ? nullptr : &at(i);
+}
+
+void MemoryStore::place(uint32_t i) {
+  const size_t mask = index_.size() - 1;
+  size_t slot = std::hash<std::string_view>{}(name_of(at(i))) & mask;
+  while (index_[slot] != 0) slot = (slot + 1) & mask;
+  index_[slot] = i + 1;
+}
+
+const char* MemoryStore::store_name(std::string_view name) {
+  char prefix[10];
+  size_t prefix_size = 0;
+  for (size_t size = name.size();; size >>= 7) {
+    prefix[prefix_size++] = static_cast<char>((size & 0x7f) | (size > 0x7f ? 0x80 : 0));
+    if (size <= 0x7f) break;
+  }
+  const size_t need = prefix_size + name.size();
+  // Packed into blocks of 64 KiB (a longer name gets a block of its own).
   constexpr size_t kNameBlock = 64 * 1024;
-  if (name.size() > names_left_) {
-    const size_t size = std::max(kNameBlock, name.size());
+  if (need > names_left_) {
+    const size_t size = std::max(kNameBlock, need);
     name_blocks_.push_back(std::make_unique<char[]>(size));
     names_free_ = name_blocks_.back().get();
     names_left_ = size;
   }
-  std::copy(name.begin(), name.end(), names_free_);
-  Lease& lease = leases_.emplace_back();
-  lease.name = std::string_view(names_free_, name.size());
-  names_free_ += name.size();
-  names_left_ -= name.size();
-  index_.insert(&lease);
-  return lease;
+  char* stored = names_free_;
+  std::copy(name.begin(), name.end(), std::copy(prefix, prefix + prefix_size, stored));
+  names_free_ += need;
+  names_left_ -= need;
+  return stored;
 }
 
-void MemoryStore::link(Lease& lease, Session& s) {
+uint32_t MemoryStore::record(std::string_view name) {
+  const uint32_t found = find(name);
+  if (found != kNone) return found;
+  // kNone itself is no index; index_ holds index + 1 in 32 bits.
+  if (leases_ == kNone) throw std::length_error("memory:// store: too many lease names");
+  constexpr uint32_t kChunk = 1u << kChunkBits;
+  if (leases_ % kChunk == 0) chunks_.push_back(std::make_unique<Lease[]>(kChunk));
+  const uint32_t i = leases_++;
+  at(i).name = store_name(name);
+  if (size_t{leases_} * 4 > index_.size() * 3) {
+    // Grows by doubling (16 slots first) and places every record again.
+    index_.assign(index_.empty() ? 16 : index_.size() * 2, 0);
+    for (uint32_t j = 0; j < leases_; ++j) place(j);
+  } else {
+    place(i);
+  }
+  return i;
+}
+
+void MemoryStore::link(uint32_t i, Session& s) {
+  Lease& lease = at(i);
   lease.holder = &s;
-  lease.prev = nullptr;
+  lease.prev = kNone;
   lease.next = s.leases;
-  if (s.leases) s.leases->prev = &lease;
-  s.leases = &lease;
+  if (s.leases != kNone) at(s.leases).prev = i;
+  s.leases = i;
 }
 
 void MemoryStore::unlink(Lease& lease) {
   if (lease.holder == nullptr) return;
-  if (lease.prev) {
-    lease.prev->next = lease.next;
+  if (lease.prev != kNone) {
+    at(lease.prev).next = lease.next;
   } else {
     lease.holder->leases = lease.next;
   }
-  if (lease.next) lease.next->prev = lease.prev;
+  if (lease.next != kNone) at(lease.next).prev = lease.prev;
   lease.holder = nullptr;
-  lease.prev = lease.next = nullptr;
+  lease.prev = lease.next = kNone;
 }
 
-std::vector<MemoryStore::Lease*> MemoryStore::sorted_leases(const Session& s) {
+std::vector<MemoryStore::Lease*> MemoryStore::sorted_leases(const Session& s) const {
   std::vector<Lease*> sorted;
-  for (Lease* lease = s.leases; lease; lease = lease->next) sorted.push_back(lease);
+  for (uint32_t i = s.leases; i != kNone; i = at(i).next) sorted.push_back(&at(i));
   std::sort(sorted.begin(), sorted.end(),
-            [](const Lease* a, const Lease* b) { return a->name < b->name; });
+            [](const Lease* a, const Lease* b) { return name_of(*a) < name_of(*b); });
   return sorted;
 }
 
@@ -105,7 +159,7 @@ void MemoryStore::expire_locked(const std::string& session, std::vector<std::str
   auto it = sessions_.find(session);
   if (it == sessions_.end()) return;
   for (Lease* lease : sorted_leases(it->second)) {
-    freed->push_back(std::string(lease->name));
+    freed->push_back(std::string(name_of(*lease)));
     unlink(*lease);
   }
   sessions_.erase(it);
@@ -182,7 +236,7 @@ KeepAliveReply MemoryStore::keep_alive(const std::string& session, Duration leas
         const std::vector<Lease*> leases = sorted_leases(s);
         reply.owned.reserve(leases.size());
         for (const Lease* lease : leases) {
-          reply.owned.push_back(OwnedLease{std::string(lease->name), lease->token});
+          reply.owned.push_back(OwnedLease{std::string(name_of(*lease)), lease->token});
         }
       },
       // Never revived: an expired session stays expired, its leases freed.
@@ -195,7 +249,8 @@ AcquireReply MemoryStore::acquire(const std::string& session, const std::string&
   with_session(
       session,
       [&](TimePoint now, std::vector<std::string>* freed) {
-        Lease& lease = record(name);  // A new one: token 0.
+        const uint32_t i = record(name);  // A new one: token 0.
+        Lease& lease = at(i);
         Session& s = sessions_.find(session)->second;
         // A holder that is no session of this store (set by hand_over) stands
         // for a foreign node whose session never expires here.
@@ -206,7 +261,7 @@ AcquireReply MemoryStore::acquire(const std::string& session, const std::string&
         }
         if (!lease.holder) {
           ++lease.token;
-          link(lease, s);
+          link(i, s);
           reply.outcome = Outcome::kOk;
           reply.token = lease.token;
           // Freed and taken in one step: nobody could have acquired it, so
@@ -286,11 +341,11 @@ InspectReply MemoryStore::inspect(const std::vector<std::string>& names) {
   };
   if (names.empty()) {
     std::vector<const Lease*> all;
-    all.reserve(leases_.size());
-    for (const Lease& lease : leases_) all.push_back(&lease);
+    all.reserve(leases_);
+    for (uint32_t i = 0; i < leases_; ++i) all.push_back(&at(i));
     std::sort(all.begin(), all.end(),
-              [](const Lease* a, const Lease* b) { return a->name < b->name; });
-    for (const Lease* lease : all) describe(lease->name, lease);
+              [](const Lease* a, const Lease* b) { return name_of(*a) < name_of(*b); });
+    for (const Lease* lease : all) describe(name_of(*lease), lease);
   } else {
     for (const std::string& name : names) describe(name, find_lease(name));
   }
@@ -342,7 +397,8 @@ void MemoryStore::expire_session(const std::string& session) {
 
 uint64_t MemoryStore::hand_over(const std::string& name, const std::string& session) {
   std::lock_guard<std::mutex> lock(mu_);
-  Lease& lease = record(name);
+  const uint32_t i = record(name);
+  Lease& lease = at(i);
   unlink(lease);
   ++lease.token;
   // A session of this store (even one whose expiry is not yet noticed) lists
@@ -350,12 +406,12 @@ uint64_t MemoryStore::hand_over(const std::string& name, const std::string& sess
   // "" leaves it free.
   auto next = sessions_.find(session);
   if (next != sessions_.end()) {
-    link(lease, next->second);
+    link(i, next->second);
   } else if (!session.empty()) {
     auto foreign = foreign_.try_emplace(session).first;
     foreign->second.id = &foreign->first;
     foreign->second.foreign = true;
-    link(lease, foreign->second);
+    link(i, foreign->second);
   }
   return lease.token;
 }
