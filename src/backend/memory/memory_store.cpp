@@ -28,9 +28,9 @@ constexpr char kBadLease[] = "lease duration must be positive";
 
 MemoryStore::MemoryStore(const Clock& clock) : clock_(clock) {}
 
-std::string_view MemoryStore::name_of(const Lease& lease) {
+std::string_view MemoryStore::name_of(const Lease& lease) const {
   // The length in 7-bit groups, low first (one byte below 128), then the characters.
-  const char* p = lease.name;
+  const char* p = name_blocks_[lease.name >> 16].get() + (lease.name & 0xffff);
   size_t size = 0;
   for (unsigned shift = 0;; shift += 7) {
     const auto byte = static_cast<unsigned char>(*p++);
@@ -61,7 +61,7 @@ void MemoryStore::place(uint32_t i) {
   index_[slot] = i + 1;
 }
 
-const char* MemoryStore::store_name(std::string_view name) {
+uint32_t MemoryStore::store_name(std::string_view name) {
   char prefix[10];
   size_t prefix_size = 0;
   for (size_t size = name.size();; size >>= 7) {
@@ -69,19 +69,19 @@ const char* MemoryStore::store_name(std::string_view name) {
     if (size <= 0x7f) break;
   }
   const size_t need = prefix_size + name.size();
-  // Packed into blocks of 64 KiB (a longer name gets a block of its own).
   constexpr size_t kNameBlock = 64 * 1024;
   if (need > names_left_) {
+    if (name_blocks_.size() == kNameBlock) throw std::length_error("memory:// store: names full");
     const size_t size = std::max(kNameBlock, need);
     name_blocks_.push_back(std::make_unique<char[]>(size));
     names_free_ = name_blocks_.back().get();
     names_left_ = size;
   }
-  char* stored = names_free_;
-  std::copy(name.begin(), name.end(), std::copy(prefix, prefix + prefix_size, stored));
+  const auto offset = static_cast<uint32_t>(names_free_ - name_blocks_.back().get());
+  std::copy(name.begin(), name.end(), std::copy(prefix, prefix + prefix_size, names_free_));
   names_free_ += need;
   names_left_ -= need;
-  return stored;
+  return static_cast<uint32_t>(name_blocks_.size() - 1) << 16 | offset;
 }
 
 uint32_t MemoryStore::record(std::string_view name) {
@@ -105,7 +105,7 @@ uint32_t MemoryStore::record(std::string_view name) {
 
 void MemoryStore::link(uint32_t i, Session& s) {
   Lease& lease = at(i);
-  lease.holder = &s;
+  lease.holder = s.slot + 1;
   lease.prev = kNone;
   lease.next = s.leases;
   if (s.leases != kNone) at(s.leases).prev = i;
@@ -113,14 +113,15 @@ void MemoryStore::link(uint32_t i, Session& s) {
 }
 
 void MemoryStore::unlink(Lease& lease) {
-  if (lease.holder == nullptr) return;
+  Session* holder = holder_of(lease);
+  if (holder == nullptr) return;
   if (lease.prev != kNone) {
     at(lease.prev).next = lease.next;
   } else {
-    lease.holder->leases = lease.next;
+    holder->leases = lease.next;
   }
   if (lease.next != kNone) at(lease.next).prev = lease.prev;
-  lease.holder = nullptr;
+  lease.holder = 0;
   lease.prev = lease.next = kNone;
 }
 
@@ -128,8 +129,25 @@ std::vector<MemoryStore::Lease*> MemoryStore::sorted_leases(const Session& s) co
   std::vector<Lease*> sorted;
   for (uint32_t i = s.leases; i != kNone; i = at(i).next) sorted.push_back(&at(i));
   std::sort(sorted.begin(), sorted.end(),
-            [](const Lease* a, const Lease* b) { return name_of(*a) < name_of(*b); });
+            [this](const Lease* a, const Lease* b) { return name_of(*a) < name_of(*b); });
   return sorted;
+}
+
+void MemoryStore::add_holder(Session& s) {
+  if (free_holders_.empty()) {
+    // Slot + 1 is a Lease::holder; kNone - 1 slots are more sessions than memory holds.
+    s.slot = static_cast<uint32_t>(holders_.size());
+    holders_.push_back(&s);
+  } else {
+    s.slot = free_holders_.back();
+    free_holders_.pop_back();
+    holders_[s.slot] = &s;
+  }
+}
+
+void MemoryStore::drop_holder(const Session& s) {
+  holders_[s.slot] = nullptr;
+  free_holders_.push_back(s.slot);
 }
 
 std::shared_ptr<MemoryStore> MemoryStore::named(const std::string& name) {
@@ -162,6 +180,7 @@ void MemoryStore::expire_locked(const std::string& session, std::vector<std::str
     freed->push_back(std::string(name_of(*lease)));
     unlink(*lease);
   }
+  drop_holder(it->second);
   sessions_.erase(it);
 }
 
@@ -214,6 +233,7 @@ OpenReply MemoryStore::open_session(Duration lease_duration, const std::string& 
   s.id = &entry->first;
   s.expires_at = expiry_after(clock_.now(), lease_duration);
   s.client_name = client_name;
+  add_holder(s);
   reply.outcome = Outcome::kOk;
   reply.session_id = std::move(id);
   reply.remaining = lease_duration;
@@ -254,12 +274,13 @@ AcquireReply MemoryStore::acquire(const std::string& session, const std::string&
         Session& s = sessions_.find(session)->second;
         // A holder that is no session of this store (set by hand_over) stands
         // for a foreign node whose session never expires here.
-        if (lease.holder && lease.holder != &s && !lease.holder->foreign &&
-            lease.holder->expires_at <= now) {
-          const std::string expired = *lease.holder->id;  // expire_locked erases the session.
+        const Session* holder = holder_of(lease);
+        if (holder && holder != &s && !holder->foreign && holder->expires_at <= now) {
+          const std::string expired = *holder->id;  // expire_locked erases the session.
           expire_locked(expired, freed);
+          holder = nullptr;
         }
-        if (!lease.holder) {
+        if (!holder) {
           ++lease.token;
           link(i, s);
           reply.outcome = Outcome::kOk;
@@ -276,7 +297,7 @@ AcquireReply MemoryStore::acquire(const std::string& session, const std::string&
           // Held by another live session, a foreign holder, or this session
           // itself (never two terms of one name for one session).
           reply.outcome = Outcome::kHeld;
-          if (!lease.holder->foreign) reply.holder_remaining = lease.holder->expires_at - now;
+          if (!holder->foreign) reply.holder_remaining = holder->expires_at - now;
         }
       },
       [&] { reply.outcome = Outcome::kExpired; });
@@ -291,7 +312,8 @@ DoneReply MemoryStore::release(const std::string& session, const std::string& na
         Lease* lease = find_lease(name);
         // Both must match: a late release carrying an older term's token must
         // not free a later term of the same session or of another one.
-        if (lease && lease->holder == &sessions_.find(session)->second && lease->token == token) {
+        if (lease && holder_of(*lease) == &sessions_.find(session)->second &&
+            lease->token == token) {
           unlink(*lease);
           freed->push_back(name);
         }
@@ -327,8 +349,8 @@ InspectReply MemoryStore::inspect(const std::vector<std::string>& names) {
   auto describe = [&](std::string_view name, const Lease* lease) {
     LeaseInfo info;
     info.name = std::string(name);
-    if (lease && lease->holder) {
-      const Session& holder = *lease->holder;
+    if (const Session* held_by = lease ? holder_of(*lease) : nullptr) {
+      const Session& holder = *held_by;
       if (holder.foreign) {
         info.holder = *holder.id;  // a foreign holder (hand_over): never expires here
       } else if (holder.expires_at > now) {
@@ -344,7 +366,7 @@ InspectReply MemoryStore::inspect(const std::vector<std::string>& names) {
     all.reserve(leases_);
     for (uint32_t i = 0; i < leases_; ++i) all.push_back(&at(i));
     std::sort(all.begin(), all.end(),
-              [](const Lease* a, const Lease* b) { return name_of(*a) < name_of(*b); });
+              [this](const Lease* a, const Lease* b) { return name_of(*a) < name_of(*b); });
     for (const Lease* lease : all) describe(name_of(*lease), lease);
   } else {
     for (const std::string& name : names) describe(name, find_lease(name));
@@ -373,8 +395,9 @@ bool MemoryStore::watch(uint64_t id, const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   watchers_[name].push_back(id);
   const Lease* lease = find_lease(name);
-  if (!lease || !lease->holder) return true;
-  return !lease->holder->foreign && lease->holder->expires_at <= clock_.now();
+  const Session* holder = lease ? holder_of(*lease) : nullptr;
+  if (!holder) return true;
+  return !holder->foreign && holder->expires_at <= clock_.now();
 }
 
 void MemoryStore::unwatch(uint64_t id, const std::string& name) {
@@ -410,6 +433,7 @@ uint64_t MemoryStore::hand_over(const std::string& name, const std::string& sess
   } else if (!session.empty()) {
     auto foreign = foreign_.try_emplace(session).first;
     foreign->second.id = &foreign->first;
+    if (!foreign->second.foreign) add_holder(foreign->second);
     foreign->second.foreign = true;
     link(i, foreign->second);
   }
@@ -422,11 +446,13 @@ MemoryStore::LeaseView MemoryStore::lease(const std::string& name) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (const Lease* lease = find_lease(name)) {
-      if (lease->holder && !lease->holder->foreign && lease->holder->expires_at <= clock_.now()) {
-        const std::string expired = *lease->holder->id;  // expire_locked erases the session.
+      const Session* holder = holder_of(*lease);
+      if (holder && !holder->foreign && holder->expires_at <= clock_.now()) {
+        const std::string expired = *holder->id;  // expire_locked erases the session.
         expire_locked(expired, &freed);
+        holder = nullptr;
       }
-      if (lease->holder) view.holder = *lease->holder->id;
+      if (holder) view.holder = *holder->id;
       view.token = lease->token;
     }
   }

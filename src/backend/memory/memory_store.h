@@ -76,16 +76,17 @@ class MemoryStore {
  private:
   struct Session;
   static constexpr uint32_t kNone = UINT32_MAX;  // no record
-  // A lease record: 32 bytes. Records are never erased (a token never resets),
-  // so they live in chunks that never move and name each other by index; a
-  // session links the records it holds (unlinking one is O(1) however many it
-  // holds). Per name ever leased, about 62 bytes at 100,000 names with its
-  // characters and its index slots, where the deque of 56-byte records with a
-  // NameIndex cost 97 (ADR 0024 for the std::map before).
+  // A lease record: 24 bytes. Records are never erased (a token never resets),
+  // so they live in chunks that never move, and refer to each other, their
+  // names and their holders by 32-bit numbers; a session links the records it
+  // holds (unlinking one is O(1) however many it holds). Per name ever leased,
+  // about 55 bytes at 100,000 names with its characters and its index slots,
+  // where 56-byte records in a deque with a NameIndex cost 99 (ADR 0024 for
+  // the std::map before).
   struct Lease {
-    const char* name = nullptr;  // in name_blocks_, length-prefixed (name_of)
-    Session* holder = nullptr;   // null when free
     uint64_t token = 0;
+    uint32_t name = 0;      // where in name_blocks_ (name_of)
+    uint32_t holder = 0;    // the holder's slot in holders_ + 1; 0 when free
     uint32_t prev = kNone;  // the holder's other records
     uint32_t next = kNone;
   };
@@ -94,20 +95,28 @@ class MemoryStore {
     TimePoint expires_at = TimePoint::max();
     std::string client_name;
     uint32_t leases = kNone;  // the records it holds, linked through prev/next
+    uint32_t slot = 0;        // in holders_
     bool foreign = false;     // a hand_over holder that is no session: never expires
   };
   // 2048 records (64 KiB) a chunk: a power of two, so at() is a shift and a mask.
   static constexpr unsigned kChunkBits = 11;
   Lease& at(uint32_t i) const { return chunks_[i >> kChunkBits][i & ((1u << kChunkBits) - 1)]; }
-  static std::string_view name_of(const Lease& lease);
+  std::string_view name_of(const Lease& lease) const;
+  // The session holding `lease`; null when it is free.
+  Session* holder_of(const Lease& lease) const {
+    return lease.holder ? holders_[lease.holder - 1] : nullptr;
+  }
+  // Gives `s` a slot in holders_; drop_holder() frees it.
+  void add_holder(Session& s);
+  void drop_holder(const Session& s);
   // The index of `name`'s record; kNone when it never was leased.
   uint32_t find(std::string_view name) const;
   // The record of `name`; null when it never was leased.
   Lease* find_lease(std::string_view name) const;
   // The index of `name`'s record, made (free, token 0) on first use.
   uint32_t record(std::string_view name);
-  // Copies `name` into name_blocks_, length-prefixed.
-  const char* store_name(std::string_view name);
+  // Copies `name` into name_blocks_, length-prefixed; where it is for Lease::name.
+  uint32_t store_name(std::string_view name);
   // Puts record `i` in index_, which has room.
   void place(uint32_t i);
   // Gives record `i` (free) to `s`; unlink() frees it from its holder.
@@ -147,7 +156,12 @@ class MemoryStore {
   // holding a record's index + 1 (0: empty), 3/8 to 3/4 full. 4-byte slots,
   // where an OpenTable of pointers costs 8; nothing is ever erased.
   std::vector<uint32_t> index_;
-  // The records' names, packed in blocks.
+  // The sessions and foreign holders by slot (null: a free slot, listed in
+  // free_holders_), for Lease::holder.
+  std::vector<Session*> holders_;
+  std::vector<uint32_t> free_holders_;
+  // The records' names, packed in blocks of 64 KiB (a longer name gets a
+  // block of its own); a name's place is its block << 16 | its offset.
   std::vector<std::unique_ptr<char[]>> name_blocks_;
   char* names_free_ = nullptr;
   size_t names_left_ = 0;
