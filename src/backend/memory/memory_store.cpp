@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <functional>
+#include <stdexcept>
 #include <utility>
 
 #include "backend/backend_parts.h"
@@ -26,56 +28,126 @@ constexpr char kBadLease[] = "lease duration must be positive";
 
 MemoryStore::MemoryStore(const Clock& clock) : clock_(clock) {}
 
-MemoryStore::Lease* MemoryStore::find_lease(std::string_view name) const {
-  return index_.first(name);
+std::string_view MemoryStore::name_of(const Lease& lease) const {
+  // The length in 7-bit groups, low first (one byte below 128), then the characters.
+  const char* p = name_blocks_[lease.name >> 16].get() + (lease.name & 0xffff);
+  size_t size = 0;
+  for (unsigned shift = 0;; shift += 7) {
+    const auto byte = static_cast<unsigned char>(*p++);
+    size |= static_cast<size_t>(byte & 0x7f) << shift;
+    if (byte < 0x80) break;
+  }
+  return std::string_view(p, size);
 }
 
-MemoryStore::Lease& MemoryStore::record(std::string_view name) {
-  if (Lease* found = find_lease(name)) return *found;
-  // The name's characters, packed into blocks of 64 KiB (a longer name gets
-  // a block of its own).
+uint32_t MemoryStore::find(std::string_view name) const {
+  if (index_.empty()) return kNone;
+  const size_t mask = index_.size() - 1;
+  for (size_t slot = std::hash<std::string_view>{}(name)&mask;; slot = (slot + 1) & mask) {
+    if (index_[slot] == 0) return kNone;
+    if (name_of(at(index_[slot] - 1)) == name) return index_[slot] - 1;
+  }
+}
+
+MemoryStore::Lease* MemoryStore::find_lease(std::string_view name) const {
+  const uint32_t i = find(name);
+  return i == kNone ? nullptr : &at(i);
+}
+
+void MemoryStore::place(uint32_t i) {
+  const size_t mask = index_.size() - 1;
+  size_t slot = std::hash<std::string_view>{}(name_of(at(i))) & mask;
+  while (index_[slot] != 0) slot = (slot + 1) & mask;
+  index_[slot] = i + 1;
+}
+
+uint32_t MemoryStore::store_name(std::string_view name) {
+  char prefix[10];
+  size_t prefix_size = 0;
+  for (size_t size = name.size();; size >>= 7) {
+    prefix[prefix_size++] = static_cast<char>((size & 0x7f) | (size > 0x7f ? 0x80 : 0));
+    if (size <= 0x7f) break;
+  }
+  const size_t need = prefix_size + name.size();
   constexpr size_t kNameBlock = 64 * 1024;
-  if (name.size() > names_left_) {
-    const size_t size = std::max(kNameBlock, name.size());
+  if (need > names_left_) {
+    if (name_blocks_.size() == kNameBlock) throw std::length_error("memory:// store: names full");
+    const size_t size = std::max(kNameBlock, need);
     name_blocks_.push_back(std::make_unique<char[]>(size));
     names_free_ = name_blocks_.back().get();
     names_left_ = size;
   }
-  std::copy(name.begin(), name.end(), names_free_);
-  Lease& lease = leases_.emplace_back();
-  lease.name = std::string_view(names_free_, name.size());
-  names_free_ += name.size();
-  names_left_ -= name.size();
-  index_.insert(&lease);
-  return lease;
+  const auto offset = static_cast<uint32_t>(names_free_ - name_blocks_.back().get());
+  std::copy(name.begin(), name.end(), std::copy(prefix, prefix + prefix_size, names_free_));
+  names_free_ += need;
+  names_left_ -= need;
+  return static_cast<uint32_t>(name_blocks_.size() - 1) << 16 | offset;
 }
 
-void MemoryStore::link(Lease& lease, Session& s) {
-  lease.holder = &s;
-  lease.prev = nullptr;
+uint32_t MemoryStore::record(std::string_view name) {
+  const uint32_t found = find(name);
+  if (found != kNone) return found;
+  // kNone itself is no index; index_ holds index + 1 in 32 bits.
+  if (leases_ == kNone) throw std::length_error("memory:// store: too many lease names");
+  constexpr uint32_t kChunk = 1u << kChunkBits;
+  if (leases_ % kChunk == 0) chunks_.push_back(std::make_unique<Lease[]>(kChunk));
+  const uint32_t i = leases_++;
+  at(i).name = store_name(name);
+  if (size_t{leases_} * 4 > index_.size() * 3) {
+    // Grows by doubling (16 slots first) and places every record again.
+    index_.assign(index_.empty() ? 16 : index_.size() * 2, 0);
+    for (uint32_t j = 0; j < leases_; ++j) place(j);
+  } else {
+    place(i);
+  }
+  return i;
+}
+
+void MemoryStore::link(uint32_t i, Session& s) {
+  Lease& lease = at(i);
+  lease.holder = s.slot + 1;
+  lease.prev = kNone;
   lease.next = s.leases;
-  if (s.leases) s.leases->prev = &lease;
-  s.leases = &lease;
+  if (s.leases != kNone) at(s.leases).prev = i;
+  s.leases = i;
 }
 
 void MemoryStore::unlink(Lease& lease) {
-  if (lease.holder == nullptr) return;
-  if (lease.prev) {
-    lease.prev->next = lease.next;
+  Session* holder = holder_of(lease);
+  if (holder == nullptr) return;
+  if (lease.prev != kNone) {
+    at(lease.prev).next = lease.next;
   } else {
-    lease.holder->leases = lease.next;
+    holder->leases = lease.next;
   }
-  if (lease.next) lease.next->prev = lease.prev;
-  lease.holder = nullptr;
-  lease.prev = lease.next = nullptr;
+  if (lease.next != kNone) at(lease.next).prev = lease.prev;
+  lease.holder = 0;
+  lease.prev = lease.next = kNone;
 }
 
-std::vector<MemoryStore::Lease*> MemoryStore::sorted_leases(const Session& s) {
+std::vector<MemoryStore::Lease*> MemoryStore::sorted_leases(const Session& s) const {
   std::vector<Lease*> sorted;
-  for (Lease* lease = s.leases; lease; lease = lease->next) sorted.push_back(lease);
+  for (uint32_t i = s.leases; i != kNone; i = at(i).next) sorted.push_back(&at(i));
   std::sort(sorted.begin(), sorted.end(),
-            [](const Lease* a, const Lease* b) { return a->name < b->name; });
+            [this](const Lease* a, const Lease* b) { return name_of(*a) < name_of(*b); });
   return sorted;
+}
+
+void MemoryStore::add_holder(Session& s) {
+  if (free_holders_.empty()) {
+    // Slot + 1 is a Lease::holder; kNone - 1 slots are more sessions than memory holds.
+    s.slot = static_cast<uint32_t>(holders_.size());
+    holders_.push_back(&s);
+  } else {
+    s.slot = free_holders_.back();
+    free_holders_.pop_back();
+    holders_[s.slot] = &s;
+  }
+}
+
+void MemoryStore::drop_holder(const Session& s) {
+  holders_[s.slot] = nullptr;
+  free_holders_.push_back(s.slot);
 }
 
 std::shared_ptr<MemoryStore> MemoryStore::named(const std::string& name) {
@@ -105,9 +177,10 @@ void MemoryStore::expire_locked(const std::string& session, std::vector<std::str
   auto it = sessions_.find(session);
   if (it == sessions_.end()) return;
   for (Lease* lease : sorted_leases(it->second)) {
-    freed->push_back(std::string(lease->name));
+    freed->push_back(std::string(name_of(*lease)));
     unlink(*lease);
   }
+  drop_holder(it->second);
   sessions_.erase(it);
 }
 
@@ -160,6 +233,7 @@ OpenReply MemoryStore::open_session(Duration lease_duration, const std::string& 
   s.id = &entry->first;
   s.expires_at = expiry_after(clock_.now(), lease_duration);
   s.client_name = client_name;
+  add_holder(s);
   reply.outcome = Outcome::kOk;
   reply.session_id = std::move(id);
   reply.remaining = lease_duration;
@@ -182,7 +256,7 @@ KeepAliveReply MemoryStore::keep_alive(const std::string& session, Duration leas
         const std::vector<Lease*> leases = sorted_leases(s);
         reply.owned.reserve(leases.size());
         for (const Lease* lease : leases) {
-          reply.owned.push_back(OwnedLease{std::string(lease->name), lease->token});
+          reply.owned.push_back(OwnedLease{std::string(name_of(*lease)), lease->token});
         }
       },
       // Never revived: an expired session stays expired, its leases freed.
@@ -195,18 +269,20 @@ AcquireReply MemoryStore::acquire(const std::string& session, const std::string&
   with_session(
       session,
       [&](TimePoint now, std::vector<std::string>* freed) {
-        Lease& lease = record(name);  // A new one: token 0.
+        const uint32_t i = record(name);  // A new one: token 0.
+        Lease& lease = at(i);
         Session& s = sessions_.find(session)->second;
         // A holder that is no session of this store (set by hand_over) stands
         // for a foreign node whose session never expires here.
-        if (lease.holder && lease.holder != &s && !lease.holder->foreign &&
-            lease.holder->expires_at <= now) {
-          const std::string expired = *lease.holder->id;  // expire_locked erases the session.
+        const Session* holder = holder_of(lease);
+        if (holder && holder != &s && !holder->foreign && holder->expires_at <= now) {
+          const std::string expired = *holder->id;  // expire_locked erases the session.
           expire_locked(expired, freed);
+          holder = nullptr;
         }
-        if (!lease.holder) {
+        if (!holder) {
           ++lease.token;
-          link(lease, s);
+          link(i, s);
           reply.outcome = Outcome::kOk;
           reply.token = lease.token;
           // Freed and taken in one step: nobody could have acquired it, so
@@ -221,7 +297,7 @@ AcquireReply MemoryStore::acquire(const std::string& session, const std::string&
           // Held by another live session, a foreign holder, or this session
           // itself (never two terms of one name for one session).
           reply.outcome = Outcome::kHeld;
-          if (!lease.holder->foreign) reply.holder_remaining = lease.holder->expires_at - now;
+          if (!holder->foreign) reply.holder_remaining = holder->expires_at - now;
         }
       },
       [&] { reply.outcome = Outcome::kExpired; });
@@ -236,7 +312,8 @@ DoneReply MemoryStore::release(const std::string& session, const std::string& na
         Lease* lease = find_lease(name);
         // Both must match: a late release carrying an older term's token must
         // not free a later term of the same session or of another one.
-        if (lease && lease->holder == &sessions_.find(session)->second && lease->token == token) {
+        if (lease && holder_of(*lease) == &sessions_.find(session)->second &&
+            lease->token == token) {
           unlink(*lease);
           freed->push_back(name);
         }
@@ -272,8 +349,8 @@ InspectReply MemoryStore::inspect(const std::vector<std::string>& names) {
   auto describe = [&](std::string_view name, const Lease* lease) {
     LeaseInfo info;
     info.name = std::string(name);
-    if (lease && lease->holder) {
-      const Session& holder = *lease->holder;
+    if (const Session* held_by = lease ? holder_of(*lease) : nullptr) {
+      const Session& holder = *held_by;
       if (holder.foreign) {
         info.holder = *holder.id;  // a foreign holder (hand_over): never expires here
       } else if (holder.expires_at > now) {
@@ -286,11 +363,11 @@ InspectReply MemoryStore::inspect(const std::vector<std::string>& names) {
   };
   if (names.empty()) {
     std::vector<const Lease*> all;
-    all.reserve(leases_.size());
-    for (const Lease& lease : leases_) all.push_back(&lease);
+    all.reserve(leases_);
+    for (uint32_t i = 0; i < leases_; ++i) all.push_back(&at(i));
     std::sort(all.begin(), all.end(),
-              [](const Lease* a, const Lease* b) { return a->name < b->name; });
-    for (const Lease* lease : all) describe(lease->name, lease);
+              [this](const Lease* a, const Lease* b) { return name_of(*a) < name_of(*b); });
+    for (const Lease* lease : all) describe(name_of(*lease), lease);
   } else {
     for (const std::string& name : names) describe(name, find_lease(name));
   }
@@ -318,8 +395,9 @@ bool MemoryStore::watch(uint64_t id, const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   watchers_[name].push_back(id);
   const Lease* lease = find_lease(name);
-  if (!lease || !lease->holder) return true;
-  return !lease->holder->foreign && lease->holder->expires_at <= clock_.now();
+  const Session* holder = lease ? holder_of(*lease) : nullptr;
+  if (!holder) return true;
+  return !holder->foreign && holder->expires_at <= clock_.now();
 }
 
 void MemoryStore::unwatch(uint64_t id, const std::string& name) {
@@ -342,7 +420,8 @@ void MemoryStore::expire_session(const std::string& session) {
 
 uint64_t MemoryStore::hand_over(const std::string& name, const std::string& session) {
   std::lock_guard<std::mutex> lock(mu_);
-  Lease& lease = record(name);
+  const uint32_t i = record(name);
+  Lease& lease = at(i);
   unlink(lease);
   ++lease.token;
   // A session of this store (even one whose expiry is not yet noticed) lists
@@ -350,12 +429,13 @@ uint64_t MemoryStore::hand_over(const std::string& name, const std::string& sess
   // "" leaves it free.
   auto next = sessions_.find(session);
   if (next != sessions_.end()) {
-    link(lease, next->second);
+    link(i, next->second);
   } else if (!session.empty()) {
     auto foreign = foreign_.try_emplace(session).first;
     foreign->second.id = &foreign->first;
+    if (!foreign->second.foreign) add_holder(foreign->second);
     foreign->second.foreign = true;
-    link(lease, foreign->second);
+    link(i, foreign->second);
   }
   return lease.token;
 }
@@ -366,11 +446,13 @@ MemoryStore::LeaseView MemoryStore::lease(const std::string& name) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (const Lease* lease = find_lease(name)) {
-      if (lease->holder && !lease->holder->foreign && lease->holder->expires_at <= clock_.now()) {
-        const std::string expired = *lease->holder->id;  // expire_locked erases the session.
+      const Session* holder = holder_of(*lease);
+      if (holder && !holder->foreign && holder->expires_at <= clock_.now()) {
+        const std::string expired = *holder->id;  // expire_locked erases the session.
         expire_locked(expired, &freed);
+        holder = nullptr;
       }
-      if (lease->holder) view.holder = *lease->holder->id;
+      if (holder) view.holder = *holder->id;
       view.token = lease->token;
     }
   }
