@@ -15,8 +15,8 @@ namespace simba::engine {
 
 // One record per election, its queue and its contender inside (ADR 0024,
 // ADR 0035), counting its own references and being the C handle (ADR 0042):
-// with the allocator's header, 248 bytes take a block of 256.
-static_assert(sizeof(void*) != 8 || sizeof(Election) <= 248, "engine::Election grew past 248");
+// with the allocator's header, 200 bytes take a block of 208.
+static_assert(sizeof(void*) != 8 || sizeof(Election) <= 200, "engine::Election grew past 200");
 
 namespace {
 
