@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -226,39 +227,68 @@ class SerialQueue {
   virtual ~SerialQueue() { executors_->queues_.fetch_sub(1, std::memory_order_relaxed); }
 
  private:
-  using Lock = std::unique_lock<std::recursive_mutex>;
+  // Holds the queue's lock (state_) for its scope; unlock()/lock() may release
+  // it meanwhile. Recursive: a guard taken by the thread that already holds the
+  // lock (a host executor that wrongly runs a drain inside submit()) owns
+  // nothing, and its unlock() releases nothing, as a recursive mutex's inner
+  // level would.
+  class Lock;
   void drain();
   // Runs queued tasks on this thread until the queue is empty; `lock` held on
   // entry and exit, released while a task runs.
   void run_queued(Lock& lock);
   // Waits on the condition variable every queue shares (below), as one of
-  // this queue's waiters_; `for_at_most` bounds the wait (zero: no bound).
+  // this queue's waiters; `for_at_most` bounds the wait (zero: no bound).
   void wait_for_change(Lock& lock, std::chrono::milliseconds for_at_most);
   bool has_tasks() const { return pending_ && pending_->head < pending_->tasks.size(); }
+  // The thread running this queue's tasks, if any.
+  std::thread::id draining() const { return pending_ ? pending_->draining : std::thread::id(); }
   void push(std::function<void()> task);
+  // Frees the tasks' block once it holds nothing: no task, no drain.
+  void trim() {
+    if (pending_ && !has_tasks() && pending_->draining == std::thread::id()) pending_.reset();
+  }
   const RefPtr<QueueExecutors> executors_;
-  // Submitting happens under the lock so that close() cannot slip between a
-  // post's check and its submit (the executor is gone after the client closed).
-  // Recursive, so a host executor that wrongly runs a task inline cannot deadlock.
-  std::recursive_mutex mu_;
   // Tasks not yet run are tasks[head...]. A vector, not a deque: every
   // election has a queue, mostly idle, and an empty libstdc++ deque holds 576
   // bytes (ADR 0024); in a block of its own, made when a task comes and freed
-  // whenever the queue empties, so that an idle queue holds one pointer, not
-  // 32 bytes (ADR 0042).
+  // when the queue is empty and no drain runs, so that an idle queue holds one
+  // pointer, not 40 bytes (ADR 0042). The draining thread is recorded there
+  // too: a drain runs only while the block exists.
   struct Pending {
     std::vector<std::function<void()>> tasks;
     size_t head = 0;
+    std::thread::id draining;  // the thread running this queue's tasks, if any
   };
   std::unique_ptr<Pending> pending_;
-  // Threads waiting for a drain to end. They wait on one condition variable
-  // shared by every queue of the process (waiting is rare: a free, a release,
-  // a drain that found another thread running the tasks), which the end of a
-  // drain notifies only when this queue has a waiter.
-  int waiters_ = 0;
-  bool scheduled_ = false;
-  bool closed_ = false;
-  std::thread::id draining_;  // the thread running this queue's tasks, if any
+  // The queue's lock and its flags in one word, instead of a 40-byte
+  // recursive mutex and four fields (an election is a queue, ADR 0042): the
+  // owner is the address of a 16-aligned thread-local of the holding thread
+  // (kOwner bits; zero when free), then the flags. kParked: a thread sleeps
+  // for the lock on a slot of queue_parking_for(this) (engine/parking.h).
+  // The other flags change only under the lock, by atomic read-modify-write
+  // since a parking thread sets kParked meanwhile.
+  // Submitting happens under the lock so that close() cannot slip between a
+  // post's check and its submit (the executor is gone after the client closed).
+  static constexpr uintptr_t kParked = 1;
+  static constexpr uintptr_t kScheduled = 2;  // a drain was submitted and has not ended
+  static constexpr uintptr_t kClosed = 4;     // close() ran: posts are refused
+  // A thread waits on the shared condition variable for this queue. Waiters
+  // of every queue of the process share one condition variable (waiting is
+  // rare: a free, a release, a drain that found another thread running the
+  // tasks), which the end of a drain notifies only when this is set, and
+  // clears: every waiter sets it again before it waits again.
+  static constexpr uintptr_t kWaiting = 8;
+  static constexpr uintptr_t kOwner = ~uintptr_t{15};
+  bool is(uintptr_t flag) const { return (state_.load(std::memory_order_relaxed) & flag) != 0; }
+  void set(uintptr_t flag, bool on) {
+    if (on) {
+      state_.fetch_or(flag, std::memory_order_relaxed);
+    } else {
+      state_.fetch_and(~flag, std::memory_order_relaxed);
+    }
+  }
+  std::atomic<uintptr_t> state_{0};
 };
 
 }  // namespace simba::engine

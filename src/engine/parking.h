@@ -20,6 +20,11 @@ struct Parking {
 
 Parking& parking_for(const void* object);
 
+// The same for the threads sleeping for a SerialQueue's lock word: a set of its
+// own, so that waking them never wakes a term's waiters. Its mutex is taken only
+// inside the word's lock() and unlock(), and nothing is locked under it.
+Parking& queue_parking_for(const void* queue);
+
 }  // namespace simba::engine
 
 #endif

@@ -1,13 +1,16 @@
 // SerialQueue (src/engine/executor.*) as ADR 0024 changed it: its tasks are a
 // vector read from a head index, released when the queue empties and compacted
 // when it does not, and its waiters share one condition variable with every
-// other queue of the process.
+// other queue of the process. Its lock is a word of the queue (ADR 0043): a
+// sleep on a shared slot when contended, recursive for a host executor that
+// runs a drain inside submit().
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -150,6 +153,87 @@ TEST(SerialQueueTest, AnEmbeddedQueuesDrainKeepsItsOwnerAlive) {
   EXPECT_TRUE(ran);
   EXPECT_EQ(destroyed, 1);
   fallback.shutdown();
+}
+
+// Many threads post to one queue while its drain runs: the lock word is
+// contended (spins, sleeps and wake-ups), and every task runs once, those of
+// one thread in the order posted, one at a time.
+TEST(SerialQueueTest, PostsFromManyThreadsRunOnceEachInOrderOneAtATime) {
+  PoolExecutor pool(2);
+  PoolExecutor fallback(1);
+  const auto executors = QueueExecutors::make(&pool, &fallback);
+  auto q = SerialQueue::make(executors);
+  constexpr int kThreads = 6;
+  constexpr int kTasks = 3000;
+  std::vector<int> next(kThreads, 0);  // written by the tasks only
+  std::atomic<int> running{0}, overlaps{0}, out_of_order{0}, ran{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kTasks; ++i) {
+        ASSERT_TRUE(q->post([&, t, i] {
+          if (running.fetch_add(1) != 0) ++overlaps;
+          if (next[t] != i) ++out_of_order;
+          next[t] = i + 1;
+          ++ran;
+          running.fetch_sub(1);
+        }));
+        if (i % 500 == 0) q->wait_idle();  // a waiter on the shared condition variable
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  q->wait_drained(false);
+  EXPECT_EQ(ran, kThreads * kTasks);
+  EXPECT_EQ(overlaps, 0);
+  EXPECT_EQ(out_of_order, 0);
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(next[t], kTasks);
+  pool.shutdown();
+  fallback.shutdown();
+}
+
+// A host executor that wrongly runs the drain inside submit(): the post that
+// submits still holds the queue's lock, so the drain takes it again on the
+// same thread, and its tasks, run under it, post to their own queue and to
+// another (whose own drain runs inline too) without deadlock, in order.
+TEST(SerialQueueTest, AnExecutorRunningTheDrainInsideSubmitDoesNotDeadlock) {
+  class Inline final : public Executor {
+   public:
+    bool submit(std::function<void()> fn) override {
+      fn();
+      return true;
+    }
+    void shutdown() override {}
+  };
+  Inline ex, fallback;
+  const auto executors = QueueExecutors::make(&ex, &fallback);
+  auto a = SerialQueue::make(executors);
+  auto b = SerialQueue::make(executors);
+  std::vector<std::string> order;
+  std::thread other([&] {
+    // Another thread does the same on its own queues meanwhile.
+    auto c = SerialQueue::make(executors);
+    auto d = SerialQueue::make(executors);
+    for (int i = 0; i < 200; ++i) {
+      ASSERT_TRUE(c->post([&] { ASSERT_TRUE(d->post([] {})); }));
+    }
+  });
+  ASSERT_TRUE(a->post([&] {
+    order.push_back("a1");
+    ASSERT_TRUE(a->post([&] { order.push_back("a2"); }));  // after a1: queued
+    ASSERT_TRUE(b->post([&] {
+      order.push_back("b1");
+      ASSERT_TRUE(a->post([&] { order.push_back("a3"); }));
+    }));
+  }));
+  other.join();
+  a->wait_drained(false);
+  b->wait_drained(false);
+  const std::vector<std::string> expected{"a1", "b1", "a2", "a3"};
+  EXPECT_EQ(order, expected);
+  // The queues are idle again: a post from here runs at once.
+  ASSERT_TRUE(a->post([&] { order.push_back("a4"); }));
+  EXPECT_EQ(order.back(), "a4");
 }
 
 }  // namespace
