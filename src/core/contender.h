@@ -5,6 +5,7 @@
 #ifndef SIMBA_CORE_CONTENDER_H
 #define SIMBA_CORE_CONTENDER_H
 
+#include <cassert>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -19,7 +20,7 @@ namespace simba {
 using ContenderId = uint64_t;
 using CallId = uint64_t;
 
-enum class ContenderKind { kElection, kLock };
+enum class ContenderKind : uint8_t { kElection, kLock };
 
 // The Node's timers: one ordered map, each entry naming what it is for.
 enum class TimerKind { kRenew, kDeadline, kCall, kContender, kReleaseRetry };
@@ -30,7 +31,7 @@ struct TimerKey {
 using Timers = std::multimap<TimePoint, TimerKey>;
 using TimerSlot = std::optional<Timers::iterator>;
 
-enum class ContenderState {
+enum class ContenderState : uint8_t {
   kWaiting,    // a lock queued behind another lock of this node on the same name
   kCandidate,  // contending: an attempt is scheduled
   kAcquiring,  // one acquire in flight (also once stopped, until it is answered)
@@ -47,43 +48,95 @@ enum class ContenderState {
 // may free it, even inside that call. It is added once. The owner reads `id`,
 // `name` and `kind`; every other member is the node's.
 //
-// The 8-byte members first, the narrow ones packed at the end (ADR 0024).
+// The 8-byte members first, the narrow ones packed at the end (ADR 0024). It
+// is part of every lease's block, so fields that are never live at once share
+// one slot (ADR 0043).
 struct Contender {
   Contender(LeaseName lease_name, ContenderKind contender_kind)
-      : name(std::move(lease_name)), kind(contender_kind) {}
+      : name(std::move(lease_name)),
+        until_(contender_kind == ContenderKind::kLock ? TimePoint::max() : TimePoint{}),
+        kind(contender_kind),
+        timer_armed(false),
+        stopping(false),
+        with_work(false),
+        work_running(false),
+        try_once(false),
+        released_in_flight(false),
+        attempt_queued(false),
+        attempt_when_answered(false),
+        watching(false),
+        call_role_(kNoCall) {}
   Contender(const Contender&) = delete;
   Contender& operator=(const Contender&) = delete;
 
+  // Locks: when it gives up (TimePoint::max() never). Elections never do.
+  TimePoint give_up_at() const { return kind == ContenderKind::kLock ? until_ : TimePoint::max(); }
+  void set_give_up_at(TimePoint at) { until_ = at; }  // locks
+  // Elections: the end of the cooldown of the last step-down.
+  TimePoint cooldown_until() const { return until_; }
+  void set_cooldown_until(TimePoint at) { until_ = at; }  // elections
+
+  // Three calls that are never wanted at once share one slot; setting one to
+  // a call forgets the others. The current acquire call (0: none) is in
+  // flight only while kAcquiring.
+  CallId attempt() const { return call_as(kAttempt); }
+  void set_attempt(CallId call) { set_call(kAttempt, call); }
+  // The given-up acquire of its name (unanswered_by_name_) its next attempt
+  // waits for, so that at most one acquire per name is in flight: set only
+  // in kCandidate, without an attempt, and cleared before the next one.
+  CallId unanswered() const { return call_as(kUnanswered); }
+  void set_unanswered(CallId call) { set_call(kUnanswered, call); }
+  // Keep-alives with an id at or above saw the term: set at adoption (when
+  // there is neither of the others), read only while kLeader.
+  CallId adopted_before() const { return call_as(kAdoptedBefore); }
+  void set_adopted_before(CallId call) { set_call(kAdoptedBefore, call); }
+
   ContenderId id = 0;  // set by add_election / add_lock; 0 while not added
   LeaseName name;      // shared with its terms and the owner
-  CallId attempt = 0;  // the current acquire call, if kAcquiring
   TermRef term;
-  CallId adopted_before = 0;     // keep-alives with an id at or above saw the term
-  TimePoint handover_started{};  // when begin_handover revoked the term
-  TimePoint cooldown_until;
-  TimePoint give_up_at = TimePoint::max();  // locks
-  // The given-up acquire of its name (unanswered_by_name_) its next attempt
-  // waits for, so that at most one acquire per name is in flight.
-  CallId unanswered = 0;
+  TimePoint handover_started{};       // when begin_handover revoked the term
   Contender* next_of_name = nullptr;  // by_name_'s: the next contender of its name
-  TimerSlot timer;
+  // Its entry in the node's timers while `timer_armed` (8 bytes where a
+  // std::optional of the iterator takes 16).
+  Timers::iterator timer{};
+  // The accessors' (give_up_at of a lock, cooldown_until of an election:
+  // step_down takes no lock).
+  TimePoint until_;
+  CallId call_ = 0;  // the accessors': the call of call_role_
   const ContenderKind kind;
   ContenderState state = ContenderState::kCandidate;
-  int pending_step_downs = 0;
-  bool stopping = false;
-  bool with_work = false;     // elections whose terms run leader work
-  bool work_running = false;  // the current term's work has not returned yet
-  bool try_once = false;
+  bool timer_armed : 1;
+  bool stopping : 1;
+  bool with_work : 1;     // elections whose terms run leader work
+  bool work_running : 1;  // the current term's work has not returned yet
+  bool try_once : 1;
   // A release of the name was broadcast while an acquire was in flight: that
   // acquire may have run before the release, so a Held answer retries at once.
-  bool released_in_flight = false;
-  bool attempt_queued = false;         // waits in attempt_queue_ for a free slot
-  bool attempt_when_answered = false;  // an attempt came due meanwhile
+  bool released_in_flight : 1;
+  bool attempt_queued : 1;         // waits in attempt_queue_ for a free slot
+  bool attempt_when_answered : 1;  // an attempt came due meanwhile
   // Holds the node's watch of its name (Effects::watch): set from an acquire
   // answered Held until it leads, cools down or leaves (ADR 0040).
-  bool watching = false;
+  bool watching : 1;
+  uint8_t call_role_ : 2;
+  int pending_step_downs = 0;
+
+ private:
+  enum : uint8_t { kNoCall, kAttempt, kUnanswered, kAdoptedBefore };
+  CallId call_as(uint8_t role) const { return call_role_ == role ? call_ : 0; }
+  void set_call(uint8_t role, CallId call) {
+    if (call != 0) {
+      // Never in place of an attempt or an unanswered call still wanted.
+      assert(call_role_ == role || call_role_ == kNoCall || call_role_ == kAdoptedBefore);
+      call_ = call;
+      call_role_ = role;
+    } else if (call_role_ == role) {
+      call_ = 0;
+      call_role_ = kNoCall;
+    }
+  }
 };
-static_assert(sizeof(void*) != 8 || sizeof(Contender) <= 128, "Contender grew past 128");
+static_assert(sizeof(void*) != 8 || sizeof(Contender) <= 72, "Contender grew past 72");
 
 }  // namespace simba
 

@@ -162,6 +162,19 @@ void Node::disarm(TimerSlot& slot) {
   }
 }
 
+void Node::arm(Contender& c, TimePoint at) {
+  disarm(c);
+  c.timer = timers_.emplace(at, TimerKey{TimerKind::kContender, c.id});
+  c.timer_armed = true;
+}
+
+void Node::disarm(Contender& c) {
+  if (c.timer_armed) {
+    timers_.erase(c.timer);
+    c.timer_armed = false;
+  }
+}
+
 std::optional<TimePoint> Node::next_wakeup() const {
   if (timers_.empty()) return std::nullopt;
   return timers_.begin()->first;
@@ -197,7 +210,7 @@ void Node::on_timer(TimePoint now) {
       case TimerKind::kContender: {
         Contender* c = find(key.id);
         if (!c) break;
-        c->timer.reset();
+        c->timer_armed = false;
         on_contender_timer(*c, now);
         break;
       }

@@ -294,6 +294,9 @@ class Node {
   void answer_timed_out(CallId id, CallKind kind, TimePoint now);
   void arm(TimerSlot& slot, TimePoint at, TimerKey key);
   void disarm(TimerSlot& slot);
+  // The contender's timer (Contender::timer), of kind kContender.
+  void arm(Contender& c, TimePoint at);
+  void disarm(Contender& c);
 
   Config cfg_;
   Effects& fx_;

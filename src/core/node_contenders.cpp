@@ -46,7 +46,7 @@ bool Node::add_lock(Contender& c, TimePoint give_up_at, bool try_once, TimePoint
   const bool queued = front != 0;
   if (queued && find(front)->kind == ContenderKind::kElection) return false;
   link(c);
-  c.give_up_at = give_up_at;
+  c.set_give_up_at(give_up_at);
   c.try_once = try_once;
   if (queued) {
     c.state = State::kWaiting;
@@ -67,7 +67,7 @@ bool Node::add_lock(Contender& c, TimePoint give_up_at, bool try_once, TimePoint
 
 void Node::attempt(Contender& c, TimePoint now) {
   if (c.state != State::kCandidate) return;
-  if (c.kind == ContenderKind::kLock && now >= c.give_up_at) {
+  if (c.kind == ContenderKind::kLock && now >= c.give_up_at()) {
     fail_lock(c, LockFailure::kTimeout, now);
     return;
   }
@@ -90,15 +90,15 @@ void Node::attempt(Contender& c, TimePoint now) {
   }
   c.attempt_queued = false;
   ++acquires_in_flight_;
-  c.attempt = new_call(CallKind::kAcquire, session_id_, call_timeout(), now);
-  Call& call = calls_.at(c.attempt);
+  c.set_attempt(new_call(CallKind::kAcquire, session_id_, call_timeout(), now));
+  Call& call = calls_.at(c.attempt());
   call.name = c.name;
   call.contender = c.id;
   c.state = State::kAcquiring;
   c.released_in_flight = false;
   ++acquires_;
   arm_give_up(c);
-  fx_.send_acquire(c.attempt, session_id_, call.name, call_timeout());
+  fx_.send_acquire(c.attempt(), session_id_, call.name, call_timeout());
 }
 
 bool Node::wait_for_unanswered(Contender& c, TimePoint now) {
@@ -108,14 +108,14 @@ bool Node::wait_for_unanswered(Contender& c, TimePoint now) {
   // it when the connection resets; a late win is released then) before sending
   // another, but not past two call timeouts after it was sent. Otherwise the
   // new acquire could find the name held by this very session.
-  c.unanswered = 0;
+  c.set_unanswered(0);
   c.attempt_when_answered = false;
   auto u = unanswered_by_name_.find(c.name.view());
   if (u == unanswered_by_name_.end()) return false;
   auto late = calls_.find(u->second);
   if (late != calls_.end() && late->second.session == session_id_ &&
       now < late->second.sent_at + 2 * call_timeout()) {
-    c.unanswered = u->second;
+    c.set_unanswered(u->second);
     c.attempt_when_answered = true;
     schedule_attempt(c, late->second.sent_at + 2 * call_timeout());
     return true;
@@ -143,13 +143,11 @@ void Node::stop_watching(Contender& c) {
 }
 
 void Node::arm_give_up(Contender& c) {
-  disarm(c.timer);
-  if (c.give_up_at != TimePoint::max()) arm(c.timer, c.give_up_at, {TimerKind::kContender, c.id});
+  disarm(c);
+  if (c.give_up_at() != TimePoint::max()) arm(c, c.give_up_at());
 }
 
-void Node::schedule_attempt(Contender& c, TimePoint at) {
-  arm(c.timer, std::min(at, c.give_up_at), {TimerKind::kContender, c.id});
-}
+void Node::schedule_attempt(Contender& c, TimePoint at) { arm(c, std::min(at, c.give_up_at())); }
 
 void Node::schedule_retry(Contender& c, TimePoint now, Duration holder_remaining) {
   const Duration jitter_max = cfg_.retry_jitter();
@@ -181,13 +179,13 @@ void Node::pump_attempts(TimePoint now) {
 }
 
 void Node::abandon_attempt(Contender& c) {
-  if (!c.attempt) return;
+  if (!c.attempt()) return;
   --acquires_in_flight_;
-  if (auto it = calls_.find(c.attempt); it != calls_.end()) {
+  if (auto it = calls_.find(c.attempt()); it != calls_.end()) {
     it->second.abandoned = true;
-    if (it->second.session == session_id_) unanswered_by_name_[c.name.str()] = c.attempt;
+    if (it->second.session == session_id_) unanswered_by_name_[c.name.str()] = c.attempt();
   }
-  c.attempt = 0;
+  c.set_attempt(0);
 }
 
 // ---------------------------------------------------------------------------
@@ -202,12 +200,12 @@ void Node::handle_acquire(CallId id, const AcquireReply& reply, TimePoint now) {
   const std::optional<Call> call = take_call(id);
   if (!call) return;
   Contender* c = find(call->contender);
-  const bool current = !call->abandoned && c && c->state == State::kAcquiring && c->attempt == id;
+  const bool current = !call->abandoned && c && c->state == State::kAcquiring && c->attempt() == id;
   if (!current) {
     acquire_answered_late(id, *call, reply, now);
     return;
   }
-  c->attempt = 0;
+  c->set_attempt(0);
   --acquires_in_flight_;
   c->state = State::kCandidate;
   const bool released = c->released_in_flight;
@@ -311,8 +309,8 @@ void Node::answered_late(const std::string& name, CallId call, TimePoint now) {
   }
   for (ContenderId cid : waiting) {
     Contender* c = find(cid);
-    if (!c || c->unanswered != call) continue;
-    c->unanswered = 0;
+    if (!c || c->unanswered() != call) continue;
+    c->set_unanswered(0);
     if (c->attempt_when_answered) {
       c->attempt_when_answered = false;
       attempt(*c, now);
@@ -331,7 +329,7 @@ void Node::forget(Contender& c, std::optional<LockFailure> failure, TimePoint no
   const ContenderId id = c.id;
   const LeaseName name = c.name;  // outlives the erase below
   abandon_attempt(c);
-  disarm(c.timer);
+  disarm(c);
   if (!failure) ack_step_downs(c);
   const bool was_front = front_of(name) == id;
   unlist_by_name(c);
@@ -402,7 +400,7 @@ bool Node::step_down(Contender& contender, Duration cooldown, TimePoint now) {
   if (!added(contender)) return false;
   Contender* c = &contender;
   if (c->stopping || closing_ || c->kind != ContenderKind::kElection) return false;
-  c->cooldown_until = now + cooldown;
+  c->set_cooldown_until(now + cooldown);
   switch (c->state) {
     case State::kLeader:
       ++c->pending_step_downs;
@@ -416,7 +414,7 @@ bool Node::step_down(Contender& contender, Duration cooldown, TimePoint now) {
       abandon_attempt(*c);
       stop_watching(*c);
       c->state = State::kCooldown;
-      arm(c->timer, c->cooldown_until, {TimerKind::kContender, c->id});
+      arm(*c, c->cooldown_until());
       fx_.stepped_down(*c);
       break;
   }
@@ -434,7 +432,7 @@ void Node::on_contender_timer(Contender& c, TimePoint now) {
     return;
   }
   if (c.kind == ContenderKind::kLock && c.state != State::kLeader && c.state != State::kReleasing &&
-      now >= c.give_up_at) {
+      now >= c.give_up_at()) {
     fail_lock(c, LockFailure::kTimeout, now);
     return;
   }

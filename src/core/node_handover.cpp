@@ -16,9 +16,9 @@ void Node::adopt(Contender& c, uint64_t token, TimePoint now) {
   c.term = fx_.new_term(c, token, session_clock_);
   c.state = State::kLeader;
   c.work_running = c.with_work;
-  c.adopted_before = next_call_;
+  c.set_adopted_before(next_call_);
   ++terms_;
-  disarm(c.timer);
+  disarm(c);
   fx_.elected(c, c.term);
 }
 
@@ -38,10 +38,10 @@ void Node::begin_handover(Contender& c, RevokeReason reason, TimePoint now) {
   const TimePoint deadline_at_stop = session_clock_ ? session_clock_->deadline() : now;
   c.term->revoke(reason);  // ends it: whoever waits on it wakes now
   c.handover_started = now;
-  disarm(c.timer);
+  disarm(c);
   if (c.work_running) {
     c.state = State::kDraining;
-    arm(c.timer, std::max(now, deadline_at_stop), {TimerKind::kContender, c.id});
+    arm(c, std::max(now, deadline_at_stop));
     return;
   }
   release_term(c, now);
@@ -50,7 +50,7 @@ void Node::begin_handover(Contender& c, RevokeReason reason, TimePoint now) {
 // The work exited (or may no longer be waited for): release with the token.
 // While the node closes, the session's close is the release.
 void Node::release_term(Contender& c, TimePoint now) {
-  disarm(c.timer);
+  disarm(c);
   c.state = State::kReleasing;
   if (closing_) {
     maybe_send_close(now);
@@ -85,9 +85,9 @@ void Node::after_term(Contender& c, TimePoint now) {
     finish(c, now);
     return;
   }
-  if (c.cooldown_until > now) {
+  if (c.cooldown_until() > now) {
     c.state = State::kCooldown;
-    arm(c.timer, c.cooldown_until, {TimerKind::kContender, c.id});
+    arm(c, c.cooldown_until());
     return;
   }
   c.state = State::kCandidate;

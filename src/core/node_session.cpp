@@ -202,7 +202,7 @@ void Node::reconcile_owned(CallId id, const std::vector<OwnedLease>& listed, Tim
   // Terms adopted before this keep-alive was sent must be listed as ours.
   std::vector<ContenderId> lost;
   contenders_.for_each([&](const Contender* c) {
-    if (c->term && c->state == State::kLeader && c->adopted_before <= id &&
+    if (c->term && c->state == State::kLeader && c->adopted_before() <= id &&
         !owned.count({c->term->name(), c->term->token()})) {
       lost.push_back(c->id);
     }
@@ -359,7 +359,7 @@ void Node::close(TimePoint now) {
   for (Contender* c : contenders_in_order()) {
     c->stopping = true;
     abandon_attempt(*c);
-    if (c->state != State::kDraining) disarm(c->timer);
+    if (c->state != State::kDraining) disarm(*c);
     if (c->state == State::kLeader) leaders.push_back(c->id);
   }
   if (open_call_) {
@@ -432,7 +432,7 @@ void Node::maybe_finish_close(TimePoint now) {
   const std::vector<Contender*> all = contenders_in_order();
   by_name_.clear();
   contenders_.clear();
-  for (Contender* c : all) c->timer.reset();
+  for (Contender* c : all) c->timer_armed = false;
   timers_.clear();
   session_timer_.reset();
   deadline_timer_.reset();
