@@ -65,7 +65,7 @@ struct Contender {
         attempt_queued(false),
         attempt_when_answered(false),
         watching(false),
-        call_role_(kNoCall) {}
+        held_role_(kNothing) {}
   Contender(const Contender&) = delete;
   Contender& operator=(const Contender&) = delete;
 
@@ -76,25 +76,32 @@ struct Contender {
   TimePoint cooldown_until() const { return until_; }
   void set_cooldown_until(TimePoint at) { until_ = at; }  // elections
 
-  // Three calls that are never wanted at once share one slot; setting one to
-  // a call forgets the others. The current acquire call (0: none) is in
-  // flight only while kAcquiring.
-  CallId attempt() const { return call_as(kAttempt); }
+  // Four values that are never wanted at once share one slot; setting one
+  // forgets the others. The current acquire call (0: none) is in flight only
+  // while kAcquiring.
+  CallId attempt() const { return held_as(kAttempt); }
   void set_attempt(CallId call) { set_call(kAttempt, call); }
   // The given-up acquire of its name (unanswered_by_name_) its next attempt
   // waits for, so that at most one acquire per name is in flight: set only
   // in kCandidate, without an attempt, and cleared before the next one.
-  CallId unanswered() const { return call_as(kUnanswered); }
+  CallId unanswered() const { return held_as(kUnanswered); }
   void set_unanswered(CallId call) { set_call(kUnanswered, call); }
   // Keep-alives with an id at or above saw the term: set at adoption (when
-  // there is neither of the others), read only while kLeader.
-  CallId adopted_before() const { return call_as(kAdoptedBefore); }
+  // there is neither of the above), read only while kLeader.
+  CallId adopted_before() const { return held_as(kAdoptedBefore); }
   void set_adopted_before(CallId call) { set_call(kAdoptedBefore, call); }
+  // When begin_handover revoked the term (kLeader ends): read only while the
+  // term is handed over (kDraining, kReleasing with the term).
+  TimePoint handover_started() const {
+    return TimePoint(Duration(static_cast<Duration::rep>(held_as(kHandoverStarted))));
+  }
+  void set_handover_started(TimePoint at) {
+    hold(kHandoverStarted, static_cast<uint64_t>(at.time_since_epoch().count()));
+  }
 
   ContenderId id = 0;  // set by add_election / add_lock; 0 while not added
   LeaseName name;      // shared with its terms and the owner
   TermRef term;
-  TimePoint handover_started{};       // when begin_handover revoked the term
   Contender* next_of_name = nullptr;  // by_name_'s: the next contender of its name
   // Its entry in the node's timers while `timer_armed` (8 bytes where a
   // std::optional of the iterator takes 16).
@@ -102,7 +109,7 @@ struct Contender {
   // The accessors' (give_up_at of a lock, cooldown_until of an election:
   // step_down takes no lock).
   TimePoint until_;
-  CallId call_ = 0;  // the accessors': the call of call_role_
+  uint64_t held_ = 0;  // the accessors': the value of held_role_
   const ContenderKind kind;
   ContenderState state = ContenderState::kCandidate;
   bool timer_armed : 1;
@@ -118,25 +125,28 @@ struct Contender {
   // Holds the node's watch of its name (Effects::watch): set from an acquire
   // answered Held until it leads, cools down or leaves (ADR 0040).
   bool watching : 1;
-  uint8_t call_role_ : 2;
+  uint8_t held_role_ : 3;
   int pending_step_downs = 0;
 
  private:
-  enum : uint8_t { kNoCall, kAttempt, kUnanswered, kAdoptedBefore };
-  CallId call_as(uint8_t role) const { return call_role_ == role ? call_ : 0; }
+  enum : uint8_t { kNothing, kAttempt, kUnanswered, kAdoptedBefore, kHandoverStarted };
+  uint64_t held_as(uint8_t role) const { return held_role_ == role ? held_ : 0; }
+  void hold(uint8_t role, uint64_t value) {
+    // Never in place of an attempt or an unanswered call still wanted.
+    assert(held_role_ == role || (held_role_ != kAttempt && held_role_ != kUnanswered));
+    held_ = value;
+    held_role_ = role;
+  }
   void set_call(uint8_t role, CallId call) {
     if (call != 0) {
-      // Never in place of an attempt or an unanswered call still wanted.
-      assert(call_role_ == role || call_role_ == kNoCall || call_role_ == kAdoptedBefore);
-      call_ = call;
-      call_role_ = role;
-    } else if (call_role_ == role) {
-      call_ = 0;
-      call_role_ = kNoCall;
+      hold(role, call);
+    } else if (held_role_ == role) {
+      held_ = 0;
+      held_role_ = kNothing;
     }
   }
 };
-static_assert(sizeof(void*) != 8 || sizeof(Contender) <= 72, "Contender grew past 72");
+static_assert(sizeof(void*) != 8 || sizeof(Contender) <= 64, "Contender grew past 64");
 
 }  // namespace simba
 

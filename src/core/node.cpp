@@ -4,6 +4,7 @@
 #include "core/node.h"
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 namespace simba {
@@ -61,10 +62,17 @@ Node::Node(Config cfg, Effects& fx, const Clock& clock, uint64_t seed)
 
 Node::~Node() = default;
 
-std::vector<Contender*> Node::contenders_in_order() const {
+std::vector<Contender*> Node::contenders_by_address() const {
   std::vector<Contender*> all;
   all.reserve(contenders_.size());
   contenders_.for_each([&all](Contender* c) { all.push_back(c); });
+  std::sort(all.begin(), all.end(), std::less<Contender*>());
+  return all;
+}
+
+std::vector<Contender*> Node::contenders_in_order() const {
+  // By address first: the sort by id then reads the contenders about in order.
+  std::vector<Contender*> all = contenders_by_address();
   // Ids grow with each contender added.
   std::sort(all.begin(), all.end(),
             [](const Contender* a, const Contender* b) { return a->id < b->id; });

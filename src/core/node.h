@@ -262,6 +262,10 @@ class Node {
   void link(Contender& c);
   // Every contender added, in the order they were added.
   std::vector<Contender*> contenders_in_order() const;
+  // Every contender added, in the order of their addresses: a scan of them
+  // all reads their owners' blocks about in the order they were made, where
+  // the table's order is a hash's (ADR 0043).
+  std::vector<Contender*> contenders_by_address() const;
 
   // Terms and handovers (node_handover.cpp).
   void adopt(Contender& c, uint64_t token, TimePoint now);

@@ -37,7 +37,7 @@ void Node::begin_handover(Contender& c, RevokeReason reason, TimePoint now) {
   // is at the stop: later renewals do not extend the wait.
   const TimePoint deadline_at_stop = session_clock_ ? session_clock_->deadline() : now;
   c.term->revoke(reason);  // ends it: whoever waits on it wakes now
-  c.handover_started = now;
+  c.set_handover_started(now);
   disarm(c);
   if (c.work_running) {
     c.state = State::kDraining;
@@ -73,7 +73,7 @@ void Node::work_done(Contender& c, uint64_t token, TimePoint now) {
 void Node::finish_handover(Contender& c, TimePoint now) {
   TermRef term = std::move(c.term);
   ++metrics_.revocations[static_cast<int>(term->revoked())];
-  metrics_.handover.observe(now - c.handover_started);
+  metrics_.handover.observe(now - c.handover_started());
   fx_.revoked(c, term);
   after_term(c, now);
 }

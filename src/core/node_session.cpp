@@ -200,13 +200,14 @@ void Node::reconcile_owned(CallId id, const std::vector<OwnedLease>& listed, Tim
   std::set<Held> owned;
   for (const OwnedLease& l : listed) owned.emplace(l.name, l.token);
   // Terms adopted before this keep-alive was sent must be listed as ours.
+  std::vector<Contender*> all = contenders_by_address();
   std::vector<ContenderId> lost;
-  contenders_.for_each([&](const Contender* c) {
+  for (const Contender* c : all) {
     if (c->term && c->state == State::kLeader && c->adopted_before() <= id &&
         !owned.count({c->term->name(), c->term->token()})) {
       lost.push_back(c->id);
     }
-  });
+  }
   std::sort(lost.begin(), lost.end());  // in the order they were added
   for (ContenderId cid : lost) {
     if (Contender* c = find(cid)) lose_term(*c, RevokeReason::kTakenOver, now);
@@ -220,10 +221,11 @@ void Node::reconcile_owned(CallId id, const std::vector<OwnedLease>& listed, Tim
   for (uint64_t rid : freed) drop_release_retry(rid);
   // The terms left (taken after the losses, which may free a lost term's
   // name; a lost term was not listed anyway).
+  if (!lost.empty()) all = contenders_by_address();  // a lost one may be gone
   std::set<Held> ours;
-  contenders_.for_each([&ours](const Contender* c) {
+  for (const Contender* c : all) {
     if (c->term) ours.emplace(c->term->name(), c->term->token());
-  });
+  }
   // A lease the backend lists as ours that no term holds, and that no call
   // in flight can explain, was won by an answer we never adopted: free it.
   for (const auto& [name, token] : owned) {
@@ -449,7 +451,7 @@ void Node::end_at_close(Contender& c, TimePoint now) {
     const bool handing_over = c.state == State::kDraining || c.state == State::kReleasing;
     term->revoke(RevokeReason::kStopped);
     ++metrics_.revocations[static_cast<int>(term->revoked())];
-    if (handing_over) metrics_.handover.observe(now - c.handover_started);
+    if (handing_over) metrics_.handover.observe(now - c.handover_started());
     fx_.revoked(c, term);
   }
   ack_step_downs(c);
