@@ -16,7 +16,7 @@ namespace simba::engine {
 // One record per election, its queue and its contender inside (ADR 0024,
 // ADR 0035), counting its own references and being the C handle (ADR 0042):
 // its name after it in the same block (ADR 0043).
-static_assert(sizeof(void*) != 8 || sizeof(Election) <= 200, "engine::Election grew past 200");
+static_assert(sizeof(void*) != 8 || sizeof(Election) <= 136, "engine::Election grew past 136");
 
 namespace {
 
