@@ -29,6 +29,7 @@ constexpr char kBadLease[] = "lease duration must be positive";
 MemoryStore::MemoryStore(const Clock& clock) : clock_(clock) {}
 
 std::string_view MemoryStore::name_of(const Lease& lease) const {
+  static_assert(sizeof(Lease) == 24, "a record is 24 bytes: see the comment on Lease");
   // The length in 7-bit groups, low first (one byte below 128), then the characters.
   const char* p = name_blocks_[lease.name >> 16].get() + (lease.name & 0xffff);
   size_t size = 0;
@@ -89,10 +90,11 @@ uint32_t MemoryStore::record(std::string_view name) {
   if (found != kNone) return found;
   // kNone itself is no index; index_ holds index + 1 in 32 bits.
   if (leases_ == kNone) throw std::length_error("memory:// store: too many lease names");
+  const uint32_t stored = store_name(name);  // first: it may throw
   constexpr uint32_t kChunk = 1u << kChunkBits;
   if (leases_ % kChunk == 0) chunks_.push_back(std::make_unique<Lease[]>(kChunk));
   const uint32_t i = leases_++;
-  at(i).name = store_name(name);
+  at(i).name = stored;
   if (size_t{leases_} * 4 > index_.size() * 3) {
     // Grows by doubling (16 slots first) and places every record again.
     index_.assign(index_.empty() ? 16 : index_.size() * 2, 0);

@@ -98,7 +98,7 @@ class MemoryStore {
     uint32_t slot = 0;        // in holders_
     bool foreign = false;     // a hand_over holder that is no session: never expires
   };
-  // 2048 records (64 KiB) a chunk: a power of two, so at() is a shift and a mask.
+  // 2048 records (48 KiB) a chunk: a power of two, so at() is a shift and a mask.
   static constexpr unsigned kChunkBits = 11;
   Lease& at(uint32_t i) const { return chunks_[i >> kChunkBits][i & ((1u << kChunkBits) - 1)]; }
   std::string_view name_of(const Lease& lease) const;
