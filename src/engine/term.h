@@ -70,7 +70,9 @@ struct Term : simba::TermState {
  protected:
   Term(simba::LeaseName name, uint64_t token, std::shared_ptr<simba::SessionClock> session,
        simba::engine::QueueRef q, bool is_lock)
-      : TermState(std::move(name), token, std::move(session)), queue(std::move(q)), is_lock(is_lock) {}
+      : TermState(std::move(name), token, std::move(session)),
+        queue(std::move(q)),
+        is_lock(is_lock) {}
 };
 
 // A lock's term: what only a lock needs, so that an election's term, one per
@@ -78,7 +80,8 @@ struct Term : simba::TermState {
 struct LockTerm final : Term {
   LockTerm(simba::LeaseName name, uint64_t token, std::shared_ptr<simba::SessionClock> session,
            simba::engine::QueueRef q, simba::ContenderId contender)
-      : Term(std::move(name), token, std::move(session), std::move(q), true), contender(contender) {}
+      : Term(std::move(name), token, std::move(session), std::move(q), true),
+        contender(contender) {}
 
   // Its lock's id in the node (the lock is found by it at the release).
   const simba::ContenderId contender;
