@@ -26,10 +26,10 @@ SIMBA_SERVERS_DIR=""
 SIMBA_SERVER_PIDS=()
 
 # start_servers [redis] [postgres] [zookeeper] [sentinel] [etcd]: the named
-# servers, or all of them but etcd (no backend uses it yet: issue 38).
+# servers, or all of them.
 start_servers() {
   local which=("$@") s
-  [[ ${#which[@]} -gt 0 ]] || which=(redis postgres zookeeper sentinel)
+  [[ ${#which[@]} -gt 0 ]] || which=(redis postgres zookeeper sentinel etcd)
   SIMBA_SERVERS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/simba-servers.XXXXXX")
   export SIMBA_SERVERS_DIR
   for s in "${which[@]}"; do
