@@ -3,7 +3,7 @@
  * loop with no thread of its own (as EXTERNAL mode needs):
  *
  *   grpc  gRPC over HTTP/2 (libnghttp2 on a uv_tcp_t) with protobuf-c messages
- *         (bench/etcd/etcd_rpc.proto, a subset of etcd's rpc.proto); one
+ *         (src/backend/etcd/etcd_rpc.proto, a subset of etcd's rpc.proto); one
  *         connection; a unary call is one stream; LeaseKeepAlive is one
  *         bidirectional stream kept open, one message per renewal.
  *   json  etcd's v3 JSON gateway (/v3/...) over HTTP/1.1 with libcurl's

@@ -57,6 +57,10 @@ constexpr char kWatch[] = "/etcdserverpb.Watch/Watch";
 // server's hold on a crashed holder's names would exceed twice the lease.
 constexpr int64_t kMinLeaseMs = 500;
 
+// etcd answers in milliseconds: a connection that read nothing for this long
+// while a message of ours waited is dead (a partition, a stopped server).
+constexpr uint64_t kSilentMs = 1000;
+
 // A Held answer's revision, kept for the watch that usually follows it; past
 // this many (names tried and never watched) the oldest are dropped, and a
 // watch without one reports its name once instead.
@@ -121,7 +125,6 @@ class EtcdBackend final : public Backend {
     InspectCb inspect;
     GrpcConn* conn = nullptr;      // where its streams went out
     std::vector<int32_t> streams;  // its unary streams on `conn`
-    uint64_t bytes_at_send = 0;    // conn->bytes_read() when it last sent
     // keep_alive: both halves, then the tokens of leases it did not know.
     int64_t lease = 0;
     Duration lease_duration{0};
@@ -259,13 +262,15 @@ void EtcdBackend::fail(uint64_t id, Outcome o, const std::string& err) {
   }
 }
 
-// The caller gave up on `c` (backend.h): its streams are reset, and when the
-// connection read nothing since the call went out, the connection is taken
-// for stuck and dropped (its other calls fail with it; the next call opens a
-// new one), as no call times out here (ADR 0039).
+// The caller gave up on `c` (backend.h): its streams are reset. Other streams
+// of the connection go on (HTTP/2 multiplexes them: one unanswered call
+// blocks nothing), unless the connection has read nothing for kSilentMs with
+// a message of ours waiting: then it is taken for dead and dropped (its other
+// calls fail with it; the next call opens a new one), as no call times out
+// here (ADR 0039).
 void EtcdBackend::abandoned(Call* c) {
   GrpcConn* conn = conns_.count(c->conn) ? c->conn : nullptr;
-  const bool stuck = conn && !conn->broken() && conn->bytes_read() == c->bytes_at_send;
+  const bool stuck = conn && !conn->broken() && conn->silent_ms() >= kSilentMs;
   const uint64_t id = c->id;
   if (conn) {
     for (int32_t s : c->streams) conn->cancel(s);
@@ -385,7 +390,6 @@ void EtcdBackend::rpc(Call* c, const char* path, std::string request, AnswerFn f
     if (!s) return preset(c, Outcome::kError, "etcd: connection lost");
     c->conn = conn;
     c->streams.push_back(s);
-    c->bytes_at_send = conn->bytes_read();
   });
 }
 
@@ -476,7 +480,6 @@ Backend::CallRef EtcdBackend::keep_alive(const std::string& session, Duration le
     }
     ka_waiting_.push_back(id);
     c->conn = conn;
-    c->bytes_at_send = conn->bytes_read();
   });
   rpc(c, kTimeToLive, time_to_live_request(c->lease),
       [this](Call* c, int status, const std::string& err, const std::string& answer) {

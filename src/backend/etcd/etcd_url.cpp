@@ -8,17 +8,6 @@
 namespace simba {
 namespace {
 
-bool host_ok(const std::string& h) {
-  if (h.empty() || h.size() > 255) return false;
-  for (char c : h) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_' &&
-        c != ':' && c != '%') {
-      return false;
-    }
-  }
-  return true;
-}
-
 // Each component follows the lease-name alphabet: the prefix needs no escaping
 // in a key, and never ends in '/', so that "{prefix}/l/" is the lease range.
 bool prefix_ok(const std::string& p) {
@@ -38,7 +27,11 @@ bool prefix_ok(const std::string& p) {
 
 bool parse_etcd_url(const std::string& url, EtcdUrl* out, std::string* error) {
   static const std::string kScheme = "etcd://";
-  const std::string where = "etcd URL \"" + redact_url(url) + "\"";
+  // Userinfo is refused, and a malformed URL may hide a password where
+  // redact_url would not look: such a URL is never shown.
+  const std::string where = url.find('@') == std::string::npos
+                                ? "etcd URL \"" + redact_url(url) + "\""
+                                : "etcd URL (not shown: it may hold a password)";
   if (url.compare(0, kScheme.size(), kScheme) != 0) {
     *error = where + ": expected etcd://host[:port][/prefix]";
     return false;
@@ -54,7 +47,7 @@ bool parse_etcd_url(const std::string& url, EtcdUrl* out, std::string* error) {
   }
   const size_t slash = rest.find('/');
   const std::string hostport = rest.substr(0, slash);
-  if (slash != std::string::npos) {
+  if (slash != std::string::npos && slash + 1 < rest.size()) {  // "/" alone: the default
     std::string path;
     if (!percent_decode(rest.substr(slash), &path) || !prefix_ok(path)) {
       *error = where +
@@ -68,47 +61,9 @@ bool parse_etcd_url(const std::string& url, EtcdUrl* out, std::string* error) {
     *error = where + ": several endpoints are not supported yet (issue 38)";
     return false;
   }
-  std::string port;
-  if (!hostport.empty() && hostport[0] == '[') {
-    const size_t close = hostport.find(']');
-    if (close == std::string::npos) {
-      *error = where + ": unterminated [IPv6 address]";
-      return false;
-    }
-    out->host = hostport.substr(1, close - 1);
-    const std::string after = hostport.substr(close + 1);
-    if (!after.empty()) {
-      if (after[0] != ':') {
-        *error = where + ": expected :port after the IPv6 address";
-        return false;
-      }
-      port = after.substr(1);
-      if (port.empty()) {
-        *error = where + ": empty port";
-        return false;
-      }
-    }
-  } else {
-    const size_t colon = hostport.find(':');
-    out->host = hostport.substr(0, colon);
-    if (colon != std::string::npos) {
-      port = hostport.substr(colon + 1);
-      if (port.empty()) {
-        *error = where + ": empty port";
-        return false;
-      }
-    }
-  }
-  if (out->host.empty()) {
-    *error = where + ": no host";
-    return false;
-  }
-  if (!host_ok(out->host)) {
-    *error = where + ": invalid character in the host";
-    return false;
-  }
-  if (!port.empty() && !parse_decimal(port, 1, 65535, &out->port)) {
-    *error = where + ": the port must be a number in 1..65535";
+  std::string why;
+  if (!parse_host_port(hostport, &out->host, &out->port, &why)) {
+    *error = where + ": " + why;
     return false;
   }
   return true;

@@ -87,6 +87,7 @@ int32_t GrpcConn::start(const char* path, const std::string& message, bool unary
   }
   st->id = id;
   streams_[id] = std::move(st);
+  if (!silent_since_) silent_since_ = uv_now(loop_);
   flush();
   return id;
 }
@@ -95,6 +96,7 @@ void GrpcConn::send(int32_t stream, const std::string& message) {
   auto it = streams_.find(stream);
   if (broken_ || it == streams_.end() || it->second->half_close) return;
   it->second->body += frame(message);
+  if (!silent_since_) silent_since_ = uv_now(loop_);
   nghttp2_session_resume_data(h2_, stream);
   flush();
 }
@@ -209,7 +211,7 @@ void GrpcConn::on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
     return self->fail(n == UV_EOF ? std::string("the server closed the connection")
                                   : std::string("read: ") + uv_strerror(static_cast<int>(n)));
   }
-  self->bytes_read_ += static_cast<uint64_t>(n);
+  self->silent_since_ = 0;
   self->in_recv_ = true;
   const ssize_t rc = nghttp2_session_mem_recv(
       self->h2_, reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(n));

@@ -55,9 +55,10 @@ class GrpcConn {
   void cancel(int32_t stream);
 
   bool broken() const { return broken_; }
-  // Bytes read so far: a call abandoned while this did not move sat on a
-  // connection that may be stuck.
-  uint64_t bytes_read() const { return bytes_read_; }
+  // How long the connection has read nothing while a message we sent waited
+  // (0 when it read something since our last message): a call abandoned
+  // after long silence sat on a connection that is likely dead.
+  uint64_t silent_ms() const { return silent_since_ ? uv_now(loop_) - silent_since_ : 0; }
   // Breaks the connection now: every stream's CloseFn, then on_broken, run
   // on a later loop turn.
   void fail(const std::string& why);
@@ -118,7 +119,7 @@ class GrpcConn {
   bool closed_ = false;
   bool in_recv_ = false;
   int open_handles_ = 0;
-  uint64_t bytes_read_ = 0;
+  uint64_t silent_since_ = 0;  // loop time of our first message since the last read
   std::string why_;
   std::map<int32_t, std::shared_ptr<Stream>> streams_;
   std::vector<Event> events_;
