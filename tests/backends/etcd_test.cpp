@@ -22,13 +22,18 @@ TEST(EtcdUrl, DefaultsAndParts) {
   EtcdUrl u;
   std::string err;
   ASSERT_TRUE(parse_etcd_url("etcd://127.0.0.1", &u, &err)) << err;
-  EXPECT_EQ(u.host, "127.0.0.1");
-  EXPECT_EQ(u.port, 2379);
+  ASSERT_EQ(u.endpoints.size(), 1u);
+  EXPECT_EQ(u.endpoints[0].host, "127.0.0.1");
+  EXPECT_EQ(u.endpoints[0].port, 2379);
   EXPECT_EQ(u.prefix, "/simba");
   EtcdUrl v;
-  ASSERT_TRUE(parse_etcd_url("etcd://[::1]:23790/apps/simba-1", &v, &err)) << err;
-  EXPECT_EQ(v.host, "::1");
-  EXPECT_EQ(v.port, 23790);
+  ASSERT_TRUE(parse_etcd_url("etcd://[::1]:23790,e2,e3:2380/apps/simba-1", &v, &err)) << err;
+  ASSERT_EQ(v.endpoints.size(), 3u);
+  EXPECT_EQ(v.endpoints[0].host, "::1");
+  EXPECT_EQ(v.endpoints[0].port, 23790);
+  EXPECT_EQ(v.endpoints[1].host, "e2");
+  EXPECT_EQ(v.endpoints[1].port, 2379);
+  EXPECT_EQ(v.endpoints[2].port, 2380);
   EXPECT_EQ(v.prefix, "/apps/simba-1");
   EtcdUrl w;
   ASSERT_TRUE(parse_etcd_url("etcd://etcd.example:2379/", &w, &err)) << err;
@@ -38,7 +43,7 @@ TEST(EtcdUrl, DefaultsAndParts) {
 TEST(EtcdUrl, BadUrlsAreInvalidAndNeverShowThePassword) {
   for (const char* bad :
        {"etcd://", "etcd://:2379", "etcd://h:", "etcd://h:0", "etcd://h:65536", "etcd://[::1",
-        "etcd://h/a/", "etcd://h/a//b", "etcd://h/a b", "etcd://h1:2379,h2:2379",
+        "etcd://h/a/", "etcd://h/a//b", "etcd://h/a b", "etcd://h1:2379,", "etcd://,h2",
         "etcd://h?prefix=x", "etcd://alice:hunter2@h:2379"}) {
     EtcdUrl u;
     std::string err;
@@ -187,6 +192,26 @@ TEST_F(EtcdServer, KeepAliveListsTheLeasesTheSessionStillHolds) {
   }
   EXPECT_TRUE(kept);
   EXPECT_TRUE(unseen);
+}
+
+// Several endpoints: a connection that fails moves to the next one; the
+// caller's retry finds it (the lease lives in the cluster, not the member).
+TEST_F(EtcdServer, AnEndpointThatFailsIsLeftForTheNext) {
+  const std::string live = std::getenv("SIMBA_TEST_ETCD_URL");
+  const std::string url =
+      "etcd://127.0.0.1:1," + live.substr(std::string("etcd://").size()) + prefix_;
+  BackendOnLoop b(url);
+  ASSERT_TRUE(b) << b.error();
+  const OpenReply refused = open(b, 2000);
+  EXPECT_EQ(refused.outcome, Outcome::kError);
+  EXPECT_NE(refused.error.find("connect"), std::string::npos) << refused.error;
+  const OpenReply r = open(b, 2000);
+  ASSERT_EQ(r.outcome, Outcome::kOk) << r.error;
+  EXPECT_EQ(acquire(b, r.session_id, "n").outcome, Outcome::kOk);
+  // Through the client: it retries the open and becomes live.
+  Client c;
+  ASSERT_EQ(c.open(url, Timing{2000, 400}), SIMBA_OK) << simba_last_error();
+  EXPECT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
 }
 
 // A session whose etcd lease is gone (revoked by close, or by an operator)

@@ -1,5 +1,5 @@
-// etcd:// URLs: the parser never crashes, accepts only what it documents (one
-// host, a port, a prefix that is a clean key path) and never shows a password.
+// etcd:// URLs: the parser never crashes, accepts only what it documents
+// (hosts, ports, a prefix that is a clean key path) and never shows a password.
 #include "backend/backend.h"
 #include "backend/etcd/etcd_url.h"
 #include "fuzz_common.h"
@@ -22,8 +22,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   FUZZ_CHECK(url.find('@') == std::string::npos, "accepted userinfo");
-  FUZZ_CHECK(!u.host.empty(), "accepted without a host");
-  FUZZ_CHECK(u.port >= 1 && u.port <= 65535, "port %d", u.port);
+  FUZZ_CHECK(!u.endpoints.empty(), "accepted without a host");
+  for (const auto& e : u.endpoints) {
+    FUZZ_CHECK(!e.host.empty(), "empty host");
+    FUZZ_CHECK(e.port >= 1 && e.port <= 65535, "port %d", e.port);
+  }
   FUZZ_CHECK(u.prefix.size() >= 2 && u.prefix[0] == '/' && u.prefix.back() != '/', "prefix %s",
              u.prefix.c_str());
   FUZZ_CHECK(u.prefix.find("//") == std::string::npos, "prefix %s", u.prefix.c_str());

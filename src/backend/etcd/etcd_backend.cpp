@@ -87,8 +87,6 @@ class EtcdBackend final : public Backend {
         calls_(loop_, &handles_,
                {[this](Call* c) { abandoned(c); },
                 [this](Call* c, Outcome o, const std::string& err) { fail(c->id, o, err); }}) {
-    const bool v6 = url_.host.find(':') != std::string::npos;
-    authority_ = (v6 ? "[" + url_.host + "]" : url_.host) + ":" + std::to_string(url_.port);
     // Keeps the loop busy with us until shutdown: shutdown always completes
     // on a later loop turn.
     uv_timer_init(loop_, &anchor_);
@@ -189,6 +187,13 @@ class EtcdBackend final : public Backend {
   static void on_resolved(uv_getaddrinfo_t* req, int status, struct addrinfo* res);
   void connect_to(const std::string& ip);
   void connect_failed(const std::string& why);
+  void next_endpoint() { endpoint_ = (endpoint_ + 1) % url_.endpoints.size(); }
+  // host:port of the current endpoint ([v6]:port), as HTTP/2's :authority.
+  std::string authority() const {
+    const EtcdEndpoint& e = url_.endpoints[endpoint_];
+    const bool v6 = e.host.find(':') != std::string::npos;
+    return (v6 ? "[" + e.host + "]" : e.host) + ":" + std::to_string(e.port);
+  }
   void on_broken(GrpcConn* conn, const std::string& why);
   // One unary call of `c` on `path`; `fn` runs with its answer unless the
   // call completed meanwhile.
@@ -216,7 +221,7 @@ class EtcdBackend final : public Backend {
   std::string client_name_;
   EtcdUrl url_;
   EtcdKeys keys_;
-  std::string authority_;
+  size_t endpoint_ = 0;  // url_.endpoints[endpoint_]: where the next connection goes
   OpenHandles handles_;
   CallTable<Call> calls_;
   uv_timer_t anchor_;
@@ -277,8 +282,8 @@ void EtcdBackend::abandoned(Call* c) {
   }
   fail(id, Outcome::kError, "etcd: no answer (the caller gave up)");
   if (stuck) {
-    log(kLogWarn, "etcd: no answer from " + authority_ + " for a call: dropping the connection");
-    conn->fail("no answer from " + authority_);
+    log(kLogWarn, "etcd: no answer from " + authority() + " for a call: dropping the connection");
+    conn->fail("no answer from " + authority());
   }
 }
 
@@ -296,16 +301,17 @@ struct Resolve {
 };
 
 void EtcdBackend::connect() {
-  if (is_ip_literal(url_.host)) return connect_to(url_.host);
+  const std::string& host = url_.endpoints[endpoint_].host;
+  if (is_ip_literal(host)) return connect_to(host);
   auto* r = new Resolve{this, {}};
   r->req.data = r;
   struct addrinfo hints {};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  const int rc = uv_getaddrinfo(loop_, &r->req, on_resolved, url_.host.c_str(), nullptr, &hints);
+  const int rc = uv_getaddrinfo(loop_, &r->req, on_resolved, host.c_str(), nullptr, &hints);
   if (rc != 0) {
     delete r;
-    return connect_failed("cannot resolve " + url_.host + ": " + uv_strerror(rc));
+    return connect_failed("cannot resolve " + host + ": " + uv_strerror(rc));
   }
   resolving_ = true;
   handles_.opened();  // until on_resolved
@@ -320,7 +326,7 @@ void EtcdBackend::on_resolved(uv_getaddrinfo_t* req, int status, struct addrinfo
   self->resolving_ = false;
   if (!self->handles_.closing()) {
     if (addrs.empty()) {
-      self->connect_failed("cannot resolve " + self->url_.host + ": " +
+      self->connect_failed("cannot resolve " + self->url_.endpoints[self->endpoint_].host + ": " +
                            (status ? uv_strerror(status) : "no address"));
     } else {
       self->connect_to(addrs.front());
@@ -331,6 +337,7 @@ void EtcdBackend::on_resolved(uv_getaddrinfo_t* req, int status, struct addrinfo
 
 void EtcdBackend::connect_failed(const std::string& why) {
   connect_error_ = why;
+  next_endpoint();
   auto waiting = std::move(waiting_);
   waiting_.clear();
   for (auto& fn : waiting) fn(nullptr);
@@ -338,8 +345,9 @@ void EtcdBackend::connect_failed(const std::string& why) {
 
 void EtcdBackend::connect_to(const std::string& ip) {
   struct sockaddr_storage sa {};
-  if (uv_ip4_addr(ip.c_str(), url_.port, reinterpret_cast<struct sockaddr_in*>(&sa)) != 0 &&
-      uv_ip6_addr(ip.c_str(), url_.port, reinterpret_cast<struct sockaddr_in6*>(&sa)) != 0) {
+  const int port = url_.endpoints[endpoint_].port;
+  if (uv_ip4_addr(ip.c_str(), port, reinterpret_cast<struct sockaddr_in*>(&sa)) != 0 &&
+      uv_ip6_addr(ip.c_str(), port, reinterpret_cast<struct sockaddr_in6*>(&sa)) != 0) {
     return connect_failed("bad address " + ip);
   }
   // Keep-alives waiting on a connection we leave now will not be answered.
@@ -349,7 +357,7 @@ void EtcdBackend::connect_to(const std::string& ip) {
   ka_waiting_.clear();
   ka_stream_ = 0;
   watch_stream_ = 0;
-  conn_ = new GrpcConn(loop_, &handles_, reinterpret_cast<const struct sockaddr*>(&sa), authority_,
+  conn_ = new GrpcConn(loop_, &handles_, reinterpret_cast<const struct sockaddr*>(&sa), authority(),
                        [this](GrpcConn* conn, const std::string& why) { on_broken(conn, why); });
   conns_.insert(conn_);
   auto waiting = std::move(waiting_);
@@ -361,10 +369,14 @@ void EtcdBackend::connect_to(const std::string& ip) {
 }
 
 void EtcdBackend::on_broken(GrpcConn* conn, const std::string& why) {
-  log(kLogWarn, "etcd: connection to " + authority_ + " lost: " + why);
+  log(kLogWarn, "etcd: connection to " + authority() + " lost: " + why);
   conns_.erase(conn);
   conn->close();
   if (conn == conn_) {
+    // The next connection goes to the next endpoint: a member that is down
+    // or cut off is left at once, and the session's lease lives on in the
+    // cluster.
+    next_endpoint();
     conn_ = nullptr;
     ka_stream_ = 0;
     watch_stream_ = 0;

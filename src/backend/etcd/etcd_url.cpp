@@ -1,5 +1,6 @@
 #include "backend/etcd/etcd_url.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "backend/backend.h"
@@ -33,7 +34,7 @@ bool parse_etcd_url(const std::string& url, EtcdUrl* out, std::string* error) {
                                 ? "etcd URL \"" + redact_url(url) + "\""
                                 : "etcd URL (not shown: it may hold a password)";
   if (url.compare(0, kScheme.size(), kScheme) != 0) {
-    *error = where + ": expected etcd://host[:port][/prefix]";
+    *error = where + ": expected etcd://host[:port][,host[:port]...][/prefix]";
     return false;
   }
   std::string rest = url.substr(kScheme.size());
@@ -57,14 +58,18 @@ bool parse_etcd_url(const std::string& url, EtcdUrl* out, std::string* error) {
     }
     out->prefix = path;
   }
-  if (hostport.find(',') != std::string::npos) {
-    *error = where + ": several endpoints are not supported yet (issue 38)";
-    return false;
-  }
-  std::string why;
-  if (!parse_host_port(hostport, &out->host, &out->port, &why)) {
-    *error = where + ": " + why;
-    return false;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = std::min(hostport.find(',', start), hostport.size());
+    EtcdEndpoint e;
+    std::string why;
+    if (!parse_host_port(hostport.substr(start, comma - start), &e.host, &e.port, &why)) {
+      *error = where + ": " + why;
+      return false;
+    }
+    out->endpoints.push_back(e);
+    if (comma == hostport.size()) break;
+    start = comma + 1;
   }
   return true;
 }
