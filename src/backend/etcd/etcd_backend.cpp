@@ -197,7 +197,8 @@ class EtcdBackend final : public Backend {
   void on_broken(GrpcConn* conn, const std::string& why);
   // One unary call of `c` on `path`; `fn` runs with its answer unless the
   // call completed meanwhile.
-  void rpc(Call* c, const char* path, std::string request, AnswerFn fn);
+  void rpc(Call* c, const char* path, std::string request, AnswerFn fn, size_t tries = 0);
+  void leave(GrpcConn* conn);
 
   // --- the operations' second halves ------------------------------------------
 
@@ -282,8 +283,9 @@ void EtcdBackend::abandoned(Call* c) {
   }
   fail(id, Outcome::kError, "etcd: no answer (the caller gave up)");
   if (stuck) {
-    log(kLogWarn, "etcd: no answer from " + authority() + " for a call: dropping the connection");
-    conn->fail("no answer from " + authority());
+    log(kLogWarn,
+        "etcd: no answer from " + conn->authority() + " for a call: dropping the connection");
+    conn->fail("no answer from " + conn->authority());
   }
 }
 
@@ -301,6 +303,7 @@ struct Resolve {
 };
 
 void EtcdBackend::connect() {
+  leave(conn_);  // broken, and not reported yet
   const std::string& host = url_.endpoints[endpoint_].host;
   if (is_ip_literal(host)) return connect_to(host);
   auto* r = new Resolve{this, {}};
@@ -350,13 +353,6 @@ void EtcdBackend::connect_to(const std::string& ip) {
       uv_ip6_addr(ip.c_str(), port, reinterpret_cast<struct sockaddr_in6*>(&sa)) != 0) {
     return connect_failed("bad address " + ip);
   }
-  // Keep-alives waiting on a connection we leave now will not be answered.
-  for (uint64_t id : ka_waiting_) {
-    if (Call* c = calls_.find(id)) preset(c, Outcome::kError, "etcd: connection lost");
-  }
-  ka_waiting_.clear();
-  ka_stream_ = 0;
-  watch_stream_ = 0;
   conn_ = new GrpcConn(loop_, &handles_, reinterpret_cast<const struct sockaddr*>(&sa), authority(),
                        [this](GrpcConn* conn, const std::string& why) { on_broken(conn, why); });
   conns_.insert(conn_);
@@ -369,23 +365,31 @@ void EtcdBackend::connect_to(const std::string& ip) {
 }
 
 void EtcdBackend::on_broken(GrpcConn* conn, const std::string& why) {
-  log(kLogWarn, "etcd: connection to " + authority() + " lost: " + why);
+  log(kLogWarn, "etcd: connection to " + conn->authority() + " lost: " + why);
   conns_.erase(conn);
   conn->close();
-  if (conn == conn_) {
-    // The next connection goes to the next endpoint: a member that is down
-    // or cut off is left at once, and the session's lease lives on in the
-    // cluster.
-    next_endpoint();
-    conn_ = nullptr;
-    ka_stream_ = 0;
-    watch_stream_ = 0;
-  }
+  leave(conn);
 }
 
-void EtcdBackend::rpc(Call* c, const char* path, std::string request, AnswerFn fn) {
+// New calls no longer go to `conn`: the next connection goes to the next
+// endpoint (a member down or cut off is left at once; the session's lease
+// lives on in the cluster), and keep-alives waiting on it fail.
+void EtcdBackend::leave(GrpcConn* conn) {
+  if (!conn || conn != conn_) return;
+  next_endpoint();
+  conn_ = nullptr;
+  ka_stream_ = 0;
+  watch_stream_ = 0;
+  for (uint64_t id : ka_waiting_) {
+    if (Call* c = calls_.find(id)) preset(c, Outcome::kError, "etcd: connection lost");
+  }
+  ka_waiting_.clear();
+}
+
+void EtcdBackend::rpc(Call* c, const char* path, std::string request, AnswerFn fn, size_t tries) {
   const uint64_t id = c->id;
-  with_conn([this, id, path, request = std::move(request), fn = std::move(fn)](GrpcConn* conn) {
+  with_conn([this, id, path, request = std::move(request), fn = std::move(fn),
+             tries](GrpcConn* conn) {
     Call* c = calls_.find(id);
     if (!c || c->abandoned) return;
     if (!conn) return preset(c, Outcome::kError, "etcd: " + connect_error_);
@@ -395,9 +399,16 @@ void EtcdBackend::rpc(Call* c, const char* path, std::string request, AnswerFn f
         [answer](const uint8_t* d, size_t n) {
           answer->assign(reinterpret_cast<const char*>(d), n);
         },
-        [this, id, answer, fn](int status, const std::string& err) {
+        [this, id, path, request, answer, fn, conn, tries](int status, const std::string& err) {
           Call* c = calls_.find(id);
-          if (c && !c->abandoned && !handles_.closing()) fn(c, status, err, *answer);
+          if (!c || c->abandoned || handles_.closing()) return;
+          // Never sent: the connection failed before it was up. The next
+          // member gets the call, once per member of the URL.
+          if (status == kGrpcBroken && !conn->connected() && tries + 1 < url_.endpoints.size()) {
+            leave(conn);
+            return rpc(c, path, request, fn, tries + 1);
+          }
+          fn(c, status, err, *answer);
         });
     if (!s) return preset(c, Outcome::kError, "etcd: connection lost");
     c->conn = conn;

@@ -55,6 +55,9 @@ class GrpcConn {
   void cancel(int32_t stream);
 
   bool broken() const { return broken_; }
+  // Whether the TCP connection was ever up (else nothing of ours was sent).
+  bool connected() const { return connected_; }
+  const std::string& authority() const { return authority_; }
   // How long the connection has read nothing while a message we sent waited
   // (0 when it read something since our last message): a call abandoned
   // after long silence sat on a connection that is likely dead.
