@@ -4,7 +4,8 @@
 #   - adds src/backend/<dir>/*.cpp to the library (none yet is fine),
 #   - links the client library.
 # Outputs: SIMBA_BACKEND_DEFINITIONS, SIMBA_BACKEND_SOURCES, SIMBA_BACKEND_LIBRARIES,
-# SIMBA_STATIC_HIREDIS / SIMBA_HIREDIS_STATIC, SIMBA_PC_LIBS_PRIVATE (for simba.pc).
+# SIMBA_STATIC_HIREDIS / SIMBA_HIREDIS_STATIC, SIMBA_PC_LIBS_PRIVATE (for simba.pc),
+# SIMBA_ETCD_PB_DIR (the etcd backend's generated protobuf-c code).
 
 set(SIMBA_BACKEND_DEFINITIONS "")
 set(SIMBA_BACKEND_SOURCES "")
@@ -28,6 +29,17 @@ else()
   set(ZOOKEEPER_FOUND FALSE)
 endif()
 option(SIMBA_WITH_ZOOKEEPER "Build the zookeeper:// backend (libzookeeper_st)" ${ZOOKEEPER_FOUND})
+
+# etcd: gRPC over HTTP/2 with libnghttp2, messages by protobuf-c from
+# src/backend/etcd/etcd_rpc.proto compiled by protoc-c at build time (ADR 0044).
+pkg_check_modules(ETCD_DEPS QUIET IMPORTED_TARGET libnghttp2 libprotobuf-c)
+find_program(SIMBA_PROTOC_C protoc-c)
+if(ETCD_DEPS_FOUND AND SIMBA_PROTOC_C)
+  set(ETCD_FOUND TRUE)
+else()
+  set(ETCD_FOUND FALSE)
+endif()
+option(SIMBA_WITH_ETCD "Build the etcd:// backend (libnghttp2, protobuf-c)" ${ETCD_FOUND})
 
 # simba_enable_backend(<NAME> <dir> <found> <library> <how-to-install>)
 macro(simba_enable_backend name dir found library hint)
@@ -55,6 +67,22 @@ if(SIMBA_WITH_ZOOKEEPER AND ZOOKEEPER_FOUND AND NOT TARGET simba_zookeeper_st)
 endif()
 simba_enable_backend(ZOOKEEPER zookeeper ZOOKEEPER_FOUND simba_zookeeper_st
                      "apt-get install libzookeeper-st-dev")
+
+simba_enable_backend(ETCD etcd ETCD_FOUND PkgConfig::ETCD_DEPS
+                     "apt-get install libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler")
+# The generated messages: SIMBA_ETCD_PB_DIR holds etcd_rpc.pb-c.h.
+if(SIMBA_WITH_ETCD)
+  set(SIMBA_ETCD_PB_DIR "${PROJECT_BINARY_DIR}/generated/etcd")
+  add_custom_command(
+    OUTPUT "${SIMBA_ETCD_PB_DIR}/etcd_rpc.pb-c.c" "${SIMBA_ETCD_PB_DIR}/etcd_rpc.pb-c.h"
+    COMMAND "${CMAKE_COMMAND}" -E make_directory "${SIMBA_ETCD_PB_DIR}"
+    COMMAND "${SIMBA_PROTOC_C}" "--c_out=${SIMBA_ETCD_PB_DIR}"
+            "--proto_path=${PROJECT_SOURCE_DIR}/src/backend/etcd"
+            "${PROJECT_SOURCE_DIR}/src/backend/etcd/etcd_rpc.proto"
+    DEPENDS "${PROJECT_SOURCE_DIR}/src/backend/etcd/etcd_rpc.proto"
+    COMMENT "protoc-c etcd_rpc.proto")
+  list(APPEND SIMBA_BACKEND_SOURCES "${SIMBA_ETCD_PB_DIR}/etcd_rpc.pb-c.c")
+endif()
 
 # SIMBA_STATIC_HIREDIS: libsimba.so carries its own hiredis, from Debian's static
 # libhiredis.a (PIC), when it is there (ADR 0021; the top-level CMakeLists.txt
@@ -85,4 +113,7 @@ if(SIMBA_WITH_POSTGRES)
 endif()
 if(SIMBA_WITH_ZOOKEEPER)
   string(APPEND SIMBA_PC_LIBS_PRIVATE " -lzookeeper_st")
+endif()
+if(SIMBA_WITH_ETCD)
+  string(APPEND SIMBA_PC_LIBS_PRIVATE " -lnghttp2 -lprotobuf-c")
 endif()

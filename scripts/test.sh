@@ -50,6 +50,9 @@ SIMBA_APT_PACKAGES=(
   help2man doxygen luarocks                   # man pages, the docs target, luarocks make
   dh-python python3-all python3-setuptools pybuild-plugin-pyproject  # debian/: python3-simba
   nodejs node-typescript                      # bindings/node (label node; + libnode-dev for Debian's nodejs: node_header_packages)
+  etcd-server etcd-client                     # etcd (issue 38): scripts/lib/servers.sh start_etcd
+  libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler  # etcd's gRPC transport (ADR 0044), bench/raw_etcd.c
+  libcurl4-openssl-dev                        # bench/raw_etcd.c: the JSON gateway transport it is measured against
 )
 # bindings/rust (label rust) uses the machine's cargo: rustup's in ~/.cargo/bin
 # when there is one (Debian's cargo otherwise).

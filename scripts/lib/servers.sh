@@ -14,6 +14,7 @@
 #       SIMBA_TEST_POSTGRES_URL=postgresql://USER@127.0.0.1:PORT/DB
 #       SIMBA_TEST_ZOOKEEPER_URL=zookeeper://127.0.0.1:PORT/simba-test
 #       SIMBA_TEST_REDIS_SENTINEL_URL=redis+sentinel://127.0.0.1:P1,...,P3/simba?wait_replicas=1
+#       SIMBA_TEST_ETCD_URL=etcd://127.0.0.1:PORT
 #     ctest passes the environment on to every test; a backend test whose
 #     variable is unset should GTEST_SKIP() with a message, so a developer without
 #     servers can still run the suite (scripts/test.sh always sets them).
@@ -24,11 +25,11 @@
 SIMBA_SERVERS_DIR=""
 SIMBA_SERVER_PIDS=()
 
-# start_servers [redis] [postgres] [zookeeper] [sentinel]: the named servers, or
-# all of them.
+# start_servers [redis] [postgres] [zookeeper] [sentinel] [etcd]: the named
+# servers, or all of them.
 start_servers() {
   local which=("$@") s
-  [[ ${#which[@]} -gt 0 ]] || which=(redis postgres zookeeper sentinel)
+  [[ ${#which[@]} -gt 0 ]] || which=(redis postgres zookeeper sentinel etcd)
   SIMBA_SERVERS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/simba-servers.XXXXXX")
   export SIMBA_SERVERS_DIR
   for s in "${which[@]}"; do
@@ -37,6 +38,7 @@ start_servers() {
       postgres) start_postgres || return 1 ;;
       zookeeper) start_zookeeper || return 1 ;;
       sentinel) start_redis_sentinel || return 1 ;;
+      etcd) start_etcd || return 1 ;;
       *) echo "servers: unknown server '$s'" >&2; return 1 ;;
     esac
   done
@@ -224,6 +226,45 @@ simba_zookeeper_ruok() {
   local answer
   answer=$(exec 3<>"/dev/tcp/127.0.0.1/$1" && printf ruok >&3 && timeout 2 cat <&3) 2>/dev/null
   [[ "$answer" == imok ]]
+}
+
+# etcd 3.4 (Debian package etcd-server), one member on 127.0.0.1 with its data
+# under the temp dir. Durable as shipped: it fsyncs its WAL before it answers.
+start_etcd() {
+  local client peer dir="$SIMBA_SERVERS_DIR/etcd"
+  command -v etcd >/dev/null || { echo "servers: etcd (etcd-server) not installed" >&2; return 1; }
+  command -v etcdctl >/dev/null || { echo "servers: etcdctl (etcd-client) not installed" >&2; return 1; }
+  client=$(simba_free_port) || return 1
+  peer=$(simba_free_port) || return 1
+  simba_etcd_member "$dir" etcd0 "$client" "$peer" "etcd0=http://127.0.0.1:$peer" &
+  simba_track_pid $!
+  simba_wait_until 20 "etcd on $client" simba_etcd_healthy "$client" || {
+    cat "$dir/etcd0.log" >&2
+    return 1
+  }
+  export SIMBA_TEST_ETCD_URL="etcd://127.0.0.1:$client"
+  echo "servers: etcd on 127.0.0.1:$client" >&2
+}
+
+# simba_etcd_member DIR NAME CLIENT_PORT PEER_PORT INITIAL_CLUSTER: runs one
+# member of a new cluster in the foreground (exec: the caller's $! is etcd's
+# pid), data in DIR/NAME, log in DIR/NAME.log. INITIAL_CLUSTER lists every
+# member as NAME=http://127.0.0.1:PEER_PORT (one for a single member; three for
+# a cluster, each started with the same list). A 50 ms heartbeat and 500 ms
+# election timeout: on loopback a leader is elected within a second.
+simba_etcd_member() {
+  local dir=$1 name=$2 client=$3 peer=$4 cluster=$5
+  mkdir -p "$dir"
+  exec etcd --name "$name" --data-dir "$dir/$name" \
+    --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token "simba-$$" \
+    --heartbeat-interval 50 --election-timeout 500 --log-level warn --logger zap \
+    >"$dir/$name.log" 2>&1
+}
+
+simba_etcd_healthy() {
+  etcdctl --endpoints "http://127.0.0.1:$1" --command-timeout 2s endpoint health >/dev/null 2>&1
 }
 
 # Safe to call twice, and when start_servers never ran or stopped half-way.

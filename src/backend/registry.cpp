@@ -18,6 +18,9 @@
 #ifdef SIMBA_WITH_ZOOKEEPER
 #include "backend/zookeeper/zookeeper_backend.h"
 #endif
+#ifdef SIMBA_WITH_ETCD
+#include "backend/etcd/etcd_backend.h"
+#endif
 
 namespace simba {
 
@@ -118,12 +121,12 @@ std::string redact_query_secrets(const std::string& url) {
 // Why `scheme` has no backend here: unknown, or known but not built in.
 std::string unsupported_scheme(const std::string& scheme) {
   if (scheme == "redis" || scheme == "rediss" || scheme == "redis+sentinel" ||
-      scheme == "postgresql" || scheme == "postgres" || scheme == "zookeeper") {
+      scheme == "postgresql" || scheme == "postgres" || scheme == "zookeeper" || scheme == "etcd") {
     return "backend scheme \"" + scheme + "\" is not built into this libsimba";
   }
   return "unknown backend scheme \"" + scheme +
-         "\" (expected memory://, redis://, rediss://, redis+sentinel://, postgresql:// or "
-         "zookeeper://)";
+         "\" (expected memory://, redis://, rediss://, redis+sentinel://, postgresql://, "
+         "zookeeper:// or etcd://)";
 }
 
 }  // namespace
@@ -196,6 +199,16 @@ std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::stri
     return backend;
   }
 #endif
+#ifdef SIMBA_WITH_ETCD
+  if (scheme == "etcd") {
+    EtcdUrl parsed;
+    if (!parse_etcd_url(url, &parsed, error)) {
+      *why = BackendError::kInvalid;
+      return nullptr;
+    }
+    return make_etcd_backend(ctx, parsed);
+  }
+#endif
   *why = BackendError::kUnsupported;
   *error = unsupported_scheme(scheme);
   return nullptr;
@@ -223,7 +236,7 @@ bool backend_schema_script(const std::string& url, std::string* text, BackendErr
 #endif
   *why = BackendError::kUnsupported;
   if (scheme == "memory" || scheme == "redis" || scheme == "rediss" || scheme == "redis+sentinel" ||
-      scheme == "zookeeper") {
+      scheme == "zookeeper" || scheme == "etcd") {
     // These keep their data in keys or nodes they create as they go: there is
     // nothing for a DBA to install.
     *error = "the " + scheme + ":// backend has no schema to install (only postgresql:// has one)";

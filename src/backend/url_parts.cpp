@@ -63,6 +63,59 @@ bool parse_decimal(const std::string& s, long lo, long hi, int* out) {
   return true;
 }
 
+bool parse_host_port(const std::string& hostport, std::string* host, int* port, std::string* why) {
+  std::string p;
+  bool has_port = false;
+  if (!hostport.empty() && hostport[0] == '[') {
+    const size_t close = hostport.find(']');
+    if (close == std::string::npos) {
+      *why = "unterminated [IPv6 address]";
+      return false;
+    }
+    *host = hostport.substr(1, close - 1);
+    const std::string after = hostport.substr(close + 1);
+    if (!after.empty()) {
+      if (after[0] != ':' || after.size() == 1) {
+        *why = "expected :port after the IPv6 address";
+        return false;
+      }
+      p = after.substr(1);
+      has_port = true;
+    }
+  } else {
+    const size_t colon = hostport.find(':');
+    *host = hostport.substr(0, colon);
+    if (colon != std::string::npos) {
+      p = hostport.substr(colon + 1);
+      has_port = true;
+      if (p.empty()) {
+        *why = "empty port";
+        return false;
+      }
+    }
+  }
+  if (host->empty()) {
+    *why = hostport.empty() ? "an empty host" : "no host";
+    return false;
+  }
+  if (host->size() > 255) {
+    *why = "a host name longer than 255 characters";
+    return false;
+  }
+  for (char c : *host) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_' &&
+        c != ':' && c != '%') {
+      *why = "invalid character in the host";
+      return false;
+    }
+  }
+  if (has_port && !parse_decimal(p, 1, 65535, port)) {
+    *why = "the port must be a number from 1 to 65535";
+    return false;
+  }
+  return true;
+}
+
 void wipe_secret(std::string* secret) {
   if (!secret->empty()) explicit_bzero(secret->data(), secret->size());
   secret->clear();

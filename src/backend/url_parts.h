@@ -22,6 +22,11 @@ bool percent_decode(const std::string& in, std::string* out);
 // A decimal number of at most 9 digits in [lo, hi]; false otherwise.
 bool parse_decimal(const std::string& s, long lo, long hi, int* out);
 
+// One host[:port] of a URL ("[v6]:port" for IPv6; the host without brackets):
+// `host` and `port` (left as is when the URL gives none). False with `why` set
+// (a reason without the URL, for the caller to prefix) when malformed.
+bool parse_host_port(const std::string& hostport, std::string* host, int* port, std::string* why);
+
 // Overwrites the characters of `secret` (the compiler may not skip it) and
 // empties it: a parsed URL's copy of a password is not left in freed memory
 // (a core dump) once the backend took what it keeps.

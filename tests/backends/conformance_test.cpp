@@ -11,6 +11,7 @@
 //   SIMBA_TEST_POSTGRES_URL   postgresql://USER@127.0.0.1:PORT/DB
 //   SIMBA_TEST_ZOOKEEPER_URL  zookeeper://127.0.0.1:PORT/simba-test
 //   SIMBA_TEST_REDIS_SENTINEL_URL  redis+sentinel://127.0.0.1:P1,P2,P3/simba?wait_replicas=1
+//   SIMBA_TEST_ETCD_URL       etcd://127.0.0.1:PORT
 // A backend whose variable is unset is reported as skipped.
 //
 // Every test uses lease names of its own (and, on memory://, a store of its own),
@@ -60,6 +61,7 @@ std::vector<BackendParam> ConformanceBackends() {
       {"postgresql", "SIMBA_TEST_POSTGRES_URL"},
       {"zookeeper", "SIMBA_TEST_ZOOKEEPER_URL"},
       {"redis_sentinel", "SIMBA_TEST_REDIS_SENTINEL_URL"},
+      {"etcd", "SIMBA_TEST_ETCD_URL"},
   };
   for (const auto& s : servers) {
     const char* url = std::getenv(s.env);
@@ -102,8 +104,9 @@ class Conformance : public ::testing::TestWithParam<BackendParam> {
 
   const std::string& url() const { return url_; }
   // The same backend in a namespace of this test only (a Redis key prefix, a
-  // PostgreSQL schema, a ZooKeeper chroot), for checks that list "everything":
-  // the shared namespace holds every name the suite ever used, in every stage.
+  // PostgreSQL schema, a ZooKeeper chroot, an etcd key prefix), for checks
+  // that list "everything": the shared namespace holds every name the suite
+  // ever used, in every stage.
   std::string isolated_url() const {
     const std::string label = GetParam().label;
     std::string tag = "conf_" + id_;
@@ -111,7 +114,7 @@ class Conformance : public ::testing::TestWithParam<BackendParam> {
     const char* sep = url_.find('?') == std::string::npos ? "?" : "&";
     if (label == "redis" || label == "redis_sentinel") return url_ + sep + "prefix=" + tag;
     if (label == "postgresql") return url_ + sep + "schema=" + tag;
-    if (label == "zookeeper") return url_ + "/" + tag;
+    if (label == "zookeeper" || label == "etcd") return url_ + "/" + tag;
     return url_;  // memory://: already one store per test
   }
   // A lease name of this test only.

@@ -5,7 +5,8 @@
 # once its session expired; --json lines parse; --count and signals end it with 0.
 # memory:// cannot be watched from another process: the shared servers of
 # scripts/test.sh are used (SIMBA_TEST_REDIS_URL, SIMBA_TEST_POSTGRES_URL,
-# SIMBA_TEST_ZOOKEEPER_URL), each backend skipped with a message while unset.
+# SIMBA_TEST_ZOOKEEPER_URL, SIMBA_TEST_ETCD_URL), each backend skipped with a
+# message while unset.
 #
 # Usage: watch_test.sh PATH/TO/simba
 # Exit 0 when every case passed, 1 otherwise, 77 (skipped) when no server is set.
@@ -18,7 +19,7 @@ source "$ROOT/tests/support/cases.sh"
 command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
 
 BACKENDS=()
-for b in REDIS POSTGRES ZOOKEEPER; do
+for b in REDIS POSTGRES ZOOKEEPER ETCD; do
   var=SIMBA_TEST_${b}_URL
   if [[ -n "${!var:-}" ]]; then
     BACKENDS+=("${!var}")

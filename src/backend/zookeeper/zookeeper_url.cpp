@@ -8,17 +8,6 @@
 namespace simba {
 namespace {
 
-bool host_ok(const std::string& h) {
-  if (h.empty() || h.size() > 255) return false;
-  for (char c : h) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_' &&
-        c != ':' && c != '%') {
-      return false;
-    }
-  }
-  return true;
-}
-
 // Each component of the chroot follows the lease-name alphabet, so that the
 // chroot is a valid ZooKeeper path that needs no escaping anywhere.
 bool chroot_ok(const std::string& p) {
@@ -43,46 +32,10 @@ bool chroot_ok(const std::string& p) {
 // One host[:port] ("[v6]:port" for IPv6) of the list: false with `error` set otherwise.
 bool parse_host(const std::string& hp, const std::string& shown, ZookeeperHost* h,
                 std::string* error) {
-  std::string port;
-  if (!hp.empty() && hp[0] == '[') {
-    const size_t close = hp.find(']');
-    if (close == std::string::npos) {
-      *error = "zookeeper URL " + shown + ": unterminated [IPv6 address]";
-      return false;
-    }
-    h->host = hp.substr(1, close - 1);
-    const std::string after = hp.substr(close + 1);
-    if (!after.empty()) {
-      if (after[0] != ':' || after.size() == 1) {
-        *error = "zookeeper URL " + shown + ": expected :port after the IPv6 address";
-        return false;
-      }
-      port = after.substr(1);
-    }
-  } else {
-    const size_t colon = hp.find(':');
-    h->host = hp.substr(0, colon);
-    if (colon != std::string::npos) {
-      port = hp.substr(colon + 1);
-      if (port.empty()) {
-        *error = "zookeeper URL " + shown + ": empty port";
-        return false;
-      }
-    }
-  }
-  if (h->host.empty()) {
-    *error = "zookeeper URL " + shown + (hp.empty() ? " has an empty host" : " has no host");
-    return false;
-  }
-  if (!host_ok(h->host)) {
-    *error = "zookeeper URL " + shown + ": invalid character in the host";
-    return false;
-  }
-  if (!port.empty() && !parse_decimal(port, 1, 65535, &h->port)) {
-    *error = "zookeeper URL " + shown + ": the port must be a number from 1 to 65535";
-    return false;
-  }
-  return true;
+  std::string why;
+  if (parse_host_port(hp, &h->host, &h->port, &why)) return true;
+  *error = "zookeeper URL " + shown + ": " + why;
+  return false;
 }
 
 // The comma-separated host list, in order: false with `error` set at the first bad host.

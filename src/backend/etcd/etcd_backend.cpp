@@ -1,0 +1,871 @@
+// The etcd backend: the Backend operations mapped onto etcd's v3 API (ADR
+// 0045), over one gRPC connection (grpc_conn.h) on the client's loop. Keys:
+// etcd_messages.h.
+//
+//   open_session  LeaseGrant (TTL = the lease rounded up to whole seconds),
+//                 then a Put of the session's marker with that lease
+//   keep_alive    one message on the connection's LeaseKeepAlive stream (its
+//                 TTL answer is the remaining time; <= 0: Expired), with a
+//                 LeaseTimeToLive(keys) beside it: the lease keys still
+//                 attached to the session are the leases it holds
+//   acquire       one Txn: the lease key absent ? put it with the session's
+//                 lease (and the token key) : read it. token = its create_revision
+//   release       one Txn: delete the lease key if its lease and
+//                 create_revision are ours
+//   close_session LeaseRevoke: etcd deletes every key attached to the lease
+//   inspect       Ranges of the three key directories, then LeaseTimeToLive of
+//                 each live session
+//   watch         one Watch stream per connection, one watch (of DELETE
+//                 events) per watched name
+#include "backend/etcd/etcd_backend.h"
+
+#include <uv.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/backend_parts.h"
+#include "backend/call_table.h"
+#include "backend/etcd/etcd_messages.h"
+#include "backend/etcd/grpc_conn.h"
+#include "backend/open_handles.h"
+#include "backend/reply_parts.h"
+
+namespace simba {
+namespace etcd_impl {
+namespace {
+
+constexpr int kLogInfo = 1, kLogWarn = 2;
+
+constexpr char kGrant[] = "/etcdserverpb.Lease/LeaseGrant";
+constexpr char kRevoke[] = "/etcdserverpb.Lease/LeaseRevoke";
+constexpr char kKeepAlive[] = "/etcdserverpb.Lease/LeaseKeepAlive";
+constexpr char kTimeToLive[] = "/etcdserverpb.Lease/LeaseTimeToLive";
+constexpr char kPut[] = "/etcdserverpb.KV/Put";
+constexpr char kRange[] = "/etcdserverpb.KV/Range";
+constexpr char kTxn[] = "/etcdserverpb.KV/Txn";
+constexpr char kWatch[] = "/etcdserverpb.Watch/Watch";
+
+// etcd leases are whole seconds (TTL = the lease rounded up, so the server
+// never ends a session before the client's deadline). Under this, the
+// server's hold on a crashed holder's names would exceed twice the lease.
+constexpr int64_t kMinLeaseMs = 500;
+
+// etcd answers in milliseconds: a connection that read nothing for this long
+// while a message of ours waited is dead (a partition, a stopped server).
+constexpr uint64_t kSilentMs = 1000;
+
+// A Held answer's revision, kept for the watch that usually follows it; past
+// this many (names tried and never watched) the oldest are dropped, and a
+// watch without one reports its name once instead.
+constexpr size_t kMaxHeldRevisions = 4096;
+
+// `s` whole seconds of a server's answer, bounded like every reply number.
+Duration seconds(int64_t s) { return reply_ms(std::min<int64_t>(s, kMaxReplyMs / 1000) * 1000); }
+
+std::string status_text(int status, const std::string& err) {
+  if (status == kGrpcBroken) return "etcd: " + err;
+  return "etcd: grpc-status " + std::to_string(status) + (err.empty() ? "" : ": " + err);
+}
+
+}  // namespace
+
+class EtcdBackend final : public Backend {
+ public:
+  EtcdBackend(const BackendContext& ctx, EtcdUrl url)
+      : loop_(ctx.loop),
+        log_(ctx.log),
+        client_name_(ctx.client_name),
+        url_(std::move(url)),
+        keys_(url_.prefix),
+        calls_(loop_, &handles_,
+               {[this](Call* c) { abandoned(c); },
+                [this](Call* c, Outcome o, const std::string& err) { fail(c->id, o, err); }}) {
+    // Keeps the loop busy with us until shutdown: shutdown always completes
+    // on a later loop turn.
+    uv_timer_init(loop_, &anchor_);
+    anchor_.data = this;
+    handles_.opened();
+  }
+
+  CallRef open_session(Duration lease, Duration timeout, OpenCb cb) override;
+  CallRef keep_alive(const std::string& session, Duration lease, Duration timeout,
+                     KeepAliveCb cb) override;
+  CallRef acquire(const std::string& session, const std::string& name, Duration timeout,
+                  AcquireCb cb) override;
+  CallRef release(const std::string& session, const std::string& name, uint64_t token,
+                  Duration timeout, DoneCb cb) override;
+  CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) override;
+  CallRef inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
+  void abandon(CallRef call) override { calls_.abandon(call); }
+  void on_released(ReleasedFn fn) override { released_fn_ = std::move(fn); }
+  void watch(const std::string& name) override;
+  void unwatch(const std::string& name) override;
+  void shutdown(std::function<void()> done) override;
+
+ private:
+  enum class Kind { kOpen, kKeepAlive, kAcquire, kDone, kInspect };
+
+  struct InspectState;
+
+  struct Call : CallBase {
+    Kind kind = Kind::kDone;
+    OpenCb open;
+    KeepAliveCb keep_alive;
+    AcquireCb acquire;
+    DoneCb done;
+    InspectCb inspect;
+    GrpcConn* conn = nullptr;      // where its streams went out
+    std::vector<int32_t> streams;  // its unary streams on `conn`
+    // keep_alive: both halves, then the tokens of leases it did not know.
+    int64_t lease = 0;
+    Duration lease_duration{0};
+    bool ka_answered = false;
+    int64_t ka_ttl = 0;
+    bool ttl_answered = false;
+    TimeToLiveAnswer ttl;
+    std::vector<OwnedLease> owned;
+    int lookups = 0;
+    std::shared_ptr<InspectState> inspecting;
+  };
+
+  struct InspectState {
+    std::vector<std::string> names;
+    int pending = 0;
+    RangeAnswer sessions, leases, tokens;
+    std::map<int64_t, int64_t> ttl_s;  // lease -> remaining seconds
+  };
+
+  struct Watch {
+    int64_t id = 0;
+    bool announce = false;  // report the name once when the watch is created
+  };
+
+  using AnswerFn =
+      std::function<void(Call* c, int status, const std::string& err, const std::string& answer)>;
+
+  Call* new_call(Kind kind, Duration timeout) {
+    Call* c = calls_.start(timeout);
+    c->kind = kind;
+    return c;
+  }
+  void preset(Call* c, Outcome o, const std::string& err) { calls_.preset(c, o, err); }
+  void abandoned(Call* c);
+  void fail(uint64_t id, Outcome o, const std::string& err);
+  Call* take(uint64_t id) {
+    Call* c = calls_.find(id);
+    if (c) calls_.finish(c);
+    return c;
+  }
+  template <typename Reply, typename Cb>
+  void deliver(uint64_t id, Cb Call::*cb, const Reply& r) {
+    Call* c = take(id);
+    if (c && !handles_.closing() && c->*cb) (c->*cb)(r);
+  }
+  template <typename Reply>
+  static Reply failure(Outcome o, const std::string& err) {
+    Reply r;
+    r.outcome = o;
+    r.error = err;
+    return r;
+  }
+  void log(int level, const std::string& line) {
+    if (log_) log_(level, line);
+  }
+
+  // --- the connection ---------------------------------------------------------
+
+  // `fn` with the connection, now or once it is up (nullptr: it cannot be).
+  void with_conn(std::function<void(GrpcConn*)> fn);
+  void connect();
+  static void on_resolved(uv_getaddrinfo_t* req, int status, struct addrinfo* res);
+  void connect_to(const std::string& ip);
+  void connect_failed(const std::string& why);
+  void next_endpoint() { endpoint_ = (endpoint_ + 1) % url_.endpoints.size(); }
+  // host:port of the current endpoint ([v6]:port), as HTTP/2's :authority.
+  std::string authority() const {
+    const EtcdEndpoint& e = url_.endpoints[endpoint_];
+    const bool v6 = e.host.find(':') != std::string::npos;
+    return (v6 ? "[" + e.host + "]" : e.host) + ":" + std::to_string(e.port);
+  }
+  void on_broken(GrpcConn* conn, const std::string& why);
+  // One unary call of `c` on `path`; `fn` runs with its answer unless the
+  // call completed meanwhile.
+  void rpc(Call* c, const char* path, std::string request, AnswerFn fn, size_t tries = 0);
+  void leave(GrpcConn* conn);
+
+  // --- the operations' second halves ------------------------------------------
+
+  void keep_alive_step(Call* c);
+  void inspect_step(uint64_t id);
+  void send_watch_create(const std::string& name, int64_t start_revision);
+  void open_watch_stream(GrpcConn* conn);
+  void on_watch_answer(const uint8_t* data, size_t len);
+  void released(const std::string& name) {
+    if (released_fn_ && watches_.count(name)) released_fn_(name);
+  }
+  bool name_of_lease_key(const std::string& key, std::string* name) const {
+    const std::string& dir = keys_.leases_dir();
+    if (key.compare(0, dir.size(), dir) != 0) return false;
+    *name = key.substr(dir.size());
+    return true;
+  }
+
+  uv_loop_t* loop_;
+  LogFn log_;
+  std::string client_name_;
+  EtcdUrl url_;
+  EtcdKeys keys_;
+  size_t endpoint_ = 0;  // url_.endpoints[endpoint_]: where the next connection goes
+  OpenHandles handles_;
+  CallTable<Call> calls_;
+  uv_timer_t anchor_;
+
+  GrpcConn* conn_ = nullptr;   // the connection new calls go out on
+  std::set<GrpcConn*> conns_;  // every connection not closed yet
+  bool resolving_ = false;
+  std::deque<std::function<void(GrpcConn*)>> waiting_;  // for a connection
+  std::string connect_error_;
+
+  int32_t ka_stream_ = 0;            // the LeaseKeepAlive stream on conn_
+  std::deque<uint64_t> ka_waiting_;  // its keep-alive calls, in the order sent
+  int32_t watch_stream_ = 0;         // the Watch stream on conn_
+
+  // The tokens of the leases each session of ours holds, as acquire and
+  // keep-alive last saw them.
+  std::map<int64_t, std::map<std::string, uint64_t>> owned_;
+  std::map<std::string, int64_t> held_revision_;  // name -> a Held answer's revision
+  std::deque<std::string> held_order_;
+
+  ReleasedFn released_fn_;
+  std::map<std::string, Watch> watches_;
+  std::map<int64_t, std::string> watch_names_;  // watch id -> name
+  int64_t next_watch_id_ = 0;
+};
+
+// --- calls ---------------------------------------------------------------------
+
+void EtcdBackend::fail(uint64_t id, Outcome o, const std::string& err) {
+  const Call* c = calls_.find(id);
+  if (!c) return;
+  switch (c->kind) {
+    case Kind::kOpen:
+      return deliver(id, &Call::open, failure<OpenReply>(o, err));
+    case Kind::kKeepAlive:
+      return deliver(id, &Call::keep_alive, failure<KeepAliveReply>(o, err));
+    case Kind::kAcquire:
+      return deliver(id, &Call::acquire, failure<AcquireReply>(o, err));
+    case Kind::kDone:
+      return deliver(id, &Call::done, failure<DoneReply>(o, err));
+    case Kind::kInspect:
+      return deliver(id, &Call::inspect, failure<InspectReply>(o, err));
+  }
+}
+
+// The caller gave up on `c` (backend.h): its streams are reset. Other streams
+// of the connection go on (HTTP/2 multiplexes them: one unanswered call
+// blocks nothing), unless the connection has read nothing for kSilentMs with
+// a message of ours waiting: then it is taken for dead and dropped (its other
+// calls fail with it; the next call opens a new one), as no call times out
+// here (ADR 0039).
+void EtcdBackend::abandoned(Call* c) {
+  GrpcConn* conn = conns_.count(c->conn) ? c->conn : nullptr;
+  const bool stuck = conn && !conn->broken() && conn->silent_ms() >= kSilentMs;
+  const uint64_t id = c->id;
+  if (conn) {
+    for (int32_t s : c->streams) conn->cancel(s);
+  }
+  fail(id, Outcome::kError, "etcd: no answer (the caller gave up)");
+  if (stuck) {
+    log(kLogWarn,
+        "etcd: no answer from " + conn->authority() + " for a call: dropping the connection");
+    conn->fail("no answer from " + conn->authority());
+  }
+}
+
+// --- the connection ------------------------------------------------------------
+
+void EtcdBackend::with_conn(std::function<void(GrpcConn*)> fn) {
+  if (conn_ && !conn_->broken()) return fn(conn_);
+  waiting_.push_back(std::move(fn));
+  if (!resolving_) connect();
+}
+
+struct Resolve {
+  EtcdBackend* self;
+  uv_getaddrinfo_t req;
+};
+
+void EtcdBackend::connect() {
+  leave(conn_);  // broken, and not reported yet
+  const std::string& host = url_.endpoints[endpoint_].host;
+  if (is_ip_literal(host)) return connect_to(host);
+  auto* r = new Resolve{this, {}};
+  r->req.data = r;
+  struct addrinfo hints {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  const int rc = uv_getaddrinfo(loop_, &r->req, on_resolved, host.c_str(), nullptr, &hints);
+  if (rc != 0) {
+    delete r;
+    return connect_failed("cannot resolve " + host + ": " + uv_strerror(rc));
+  }
+  resolving_ = true;
+  handles_.opened();  // until on_resolved
+}
+
+void EtcdBackend::on_resolved(uv_getaddrinfo_t* req, int status, struct addrinfo* res) {
+  auto* r = static_cast<Resolve*>(req->data);
+  EtcdBackend* self = r->self;
+  delete r;
+  const std::vector<std::string> addrs = resolved_addresses(status, res);
+  uv_freeaddrinfo(res);
+  self->resolving_ = false;
+  if (!self->handles_.closing()) {
+    if (addrs.empty()) {
+      self->connect_failed("cannot resolve " + self->url_.endpoints[self->endpoint_].host + ": " +
+                           (status ? uv_strerror(status) : "no address"));
+    } else {
+      self->connect_to(addrs.front());
+    }
+  }
+  self->handles_.closed();
+}
+
+void EtcdBackend::connect_failed(const std::string& why) {
+  connect_error_ = why;
+  next_endpoint();
+  auto waiting = std::move(waiting_);
+  waiting_.clear();
+  for (auto& fn : waiting) fn(nullptr);
+}
+
+void EtcdBackend::connect_to(const std::string& ip) {
+  struct sockaddr_storage sa {};
+  const int port = url_.endpoints[endpoint_].port;
+  if (uv_ip4_addr(ip.c_str(), port, reinterpret_cast<struct sockaddr_in*>(&sa)) != 0 &&
+      uv_ip6_addr(ip.c_str(), port, reinterpret_cast<struct sockaddr_in6*>(&sa)) != 0) {
+    return connect_failed("bad address " + ip);
+  }
+  conn_ = new GrpcConn(loop_, &handles_, reinterpret_cast<const struct sockaddr*>(&sa), authority(),
+                       [this](GrpcConn* conn, const std::string& why) { on_broken(conn, why); });
+  conns_.insert(conn_);
+  auto waiting = std::move(waiting_);
+  waiting_.clear();
+  for (auto& fn : waiting) fn(conn_);
+  // Watches survive the connection: made again on the new one, each
+  // reporting its name once (a release meanwhile went unseen).
+  if (!watches_.empty() && conn_ && !watch_stream_) open_watch_stream(conn_);
+}
+
+void EtcdBackend::on_broken(GrpcConn* conn, const std::string& why) {
+  log(kLogWarn, "etcd: connection to " + conn->authority() + " lost: " + why);
+  conns_.erase(conn);
+  conn->close();
+  leave(conn);
+}
+
+// New calls no longer go to `conn`: the next connection goes to the next
+// endpoint (a member down or cut off is left at once; the session's lease
+// lives on in the cluster), and keep-alives waiting on it fail.
+void EtcdBackend::leave(GrpcConn* conn) {
+  if (!conn || conn != conn_) return;
+  next_endpoint();
+  conn_ = nullptr;
+  ka_stream_ = 0;
+  watch_stream_ = 0;
+  for (uint64_t id : ka_waiting_) {
+    if (Call* c = calls_.find(id)) preset(c, Outcome::kError, "etcd: connection lost");
+  }
+  ka_waiting_.clear();
+}
+
+void EtcdBackend::rpc(Call* c, const char* path, std::string request, AnswerFn fn, size_t tries) {
+  const uint64_t id = c->id;
+  with_conn([this, id, path, request = std::move(request), fn = std::move(fn),
+             tries](GrpcConn* conn) {
+    Call* c = calls_.find(id);
+    if (!c || c->abandoned) return;
+    if (!conn) return preset(c, Outcome::kError, "etcd: " + connect_error_);
+    auto answer = std::make_shared<std::string>();
+    const int32_t s = conn->start(
+        path, request, true,
+        [answer](const uint8_t* d, size_t n) {
+          answer->assign(reinterpret_cast<const char*>(d), n);
+        },
+        [this, id, path, request, answer, fn, conn, tries](int status, const std::string& err) {
+          Call* c = calls_.find(id);
+          if (!c || c->abandoned || handles_.closing()) return;
+          // Never sent: the connection failed before it was up. The next
+          // member gets the call, once per member of the URL.
+          if (status == kGrpcBroken && !conn->connected() && tries + 1 < url_.endpoints.size()) {
+            leave(conn);
+            return rpc(c, path, request, fn, tries + 1);
+          }
+          fn(c, status, err, *answer);
+        });
+    if (!s) return preset(c, Outcome::kError, "etcd: connection lost");
+    c->conn = conn;
+    c->streams.push_back(s);
+  });
+}
+
+// --- the session's operations ------------------------------------------------------
+
+Backend::CallRef EtcdBackend::open_session(Duration lease, Duration timeout, OpenCb cb) {
+  Call* c = new_call(Kind::kOpen, timeout);
+  c->open = std::move(cb);
+  const int64_t lease_ms = to_ms_ceil(lease);
+  if (lease_ms < kMinLeaseMs) {
+    preset(c, Outcome::kError,
+           "etcd: rule lease-duration >= " + std::to_string(kMinLeaseMs) + " ms failed (is " +
+               std::to_string(lease_ms) +
+               " ms): etcd leases are whole seconds, and a crashed holder's names would stay "
+               "taken for more than twice the lease");
+    return c->id;
+  }
+  c->lease_duration = lease;
+  const int64_t ttl_s = (lease_ms + 999) / 1000;
+  rpc(c, kGrant, grant_request(ttl_s),
+      [this](Call* c, int status, const std::string& err, const std::string& answer) {
+        GrantAnswer g;
+        if (status != 0) return fail(c->id, Outcome::kError, status_text(status, err));
+        if (!decode_grant(reinterpret_cast<const uint8_t*>(answer.data()), answer.size(), &g) ||
+            g.id <= 0 || g.ttl <= 0) {
+          return fail(c->id, Outcome::kError,
+                      "etcd: LeaseGrant refused" + (g.error.empty() ? "" : ": " + g.error));
+        }
+        const std::string sid = session_id(g.id);
+        const Duration granted = std::min<Duration>(c->lease_duration, seconds(g.ttl));
+        c->lease = g.id;
+        rpc(c, kPut, put_request(keys_.session(sid), client_name_, g.id),
+            [this, sid, granted](Call* c, int status, const std::string& err, const std::string&) {
+              if (status != 0) return fail(c->id, Outcome::kError, status_text(status, err));
+              owned_[c->lease];
+              OpenReply r;
+              r.outcome = Outcome::kOk;
+              r.session_id = sid;
+              r.remaining = granted;
+              deliver(c->id, &Call::open, r);
+            });
+      });
+  return c->id;
+}
+
+Backend::CallRef EtcdBackend::keep_alive(const std::string& session, Duration lease,
+                                         Duration timeout, KeepAliveCb cb) {
+  Call* c = new_call(Kind::kKeepAlive, timeout);
+  c->keep_alive = std::move(cb);
+  if (!parse_session_id(session, &c->lease)) {
+    preset(c, Outcome::kExpired, "etcd: no such session");
+    return c->id;
+  }
+  c->lease_duration = lease;
+  const uint64_t id = c->id;
+  with_conn([this, id](GrpcConn* conn) {
+    Call* c = calls_.find(id);
+    if (!c || c->abandoned) return;
+    if (!conn) return preset(c, Outcome::kError, "etcd: " + connect_error_);
+    const std::string msg = keep_alive_request(c->lease);
+    if (ka_stream_) {
+      conn->send(ka_stream_, msg);
+    } else {
+      ka_stream_ = conn->start(
+          kKeepAlive, msg, false,
+          [this](const uint8_t* d, size_t n) {
+            if (ka_waiting_.empty()) return;
+            const uint64_t id = ka_waiting_.front();
+            ka_waiting_.pop_front();
+            Call* c = calls_.find(id);
+            if (!c || c->abandoned) return;
+            int64_t ttl = 0;
+            if (!decode_keep_alive(d, n, &ttl)) {
+              return fail(id, Outcome::kError, "etcd: undecodable LeaseKeepAlive answer");
+            }
+            c->ka_answered = true;
+            c->ka_ttl = ttl;
+            keep_alive_step(c);
+          },
+          [this, conn](int status, const std::string& err) {
+            if (conn != conn_) return;
+            ka_stream_ = 0;
+            auto waiting = std::move(ka_waiting_);
+            ka_waiting_.clear();
+            for (uint64_t id : waiting) fail(id, Outcome::kError, status_text(status, err));
+          });
+      if (!ka_stream_) return preset(c, Outcome::kError, "etcd: connection lost");
+    }
+    ka_waiting_.push_back(id);
+    c->conn = conn;
+  });
+  rpc(c, kTimeToLive, time_to_live_request(c->lease),
+      [this](Call* c, int status, const std::string& err, const std::string& answer) {
+        if (status == kGrpcNotFound)
+          return fail(c->id, Outcome::kExpired, status_text(status, err));
+        if (status != 0) return fail(c->id, Outcome::kError, status_text(status, err));
+        if (!decode_time_to_live(reinterpret_cast<const uint8_t*>(answer.data()), answer.size(),
+                                 &c->ttl)) {
+          return fail(c->id, Outcome::kError, "etcd: undecodable LeaseTimeToLive answer");
+        }
+        c->ttl_answered = true;
+        keep_alive_step(c);
+      });
+  return c->id;
+}
+
+// Once both halves answered: Expired, or the leases the session holds (the
+// tokens of any it did not know read first: an acquire whose answer was
+// lost, which the core then frees).
+void EtcdBackend::keep_alive_step(Call* c) {
+  if (!c->ka_answered || !c->ttl_answered || c->lookups > 0) return;
+  // LeaseTimeToLive's TTL is whole seconds rounded down (0 for a live lease
+  // with less than a second left); -1 names an unknown lease.
+  if (c->ka_ttl <= 0 || c->ttl.ttl < 0) {
+    owned_.erase(c->lease);
+    return fail(c->id, Outcome::kExpired, "etcd: the session's lease expired");
+  }
+  if (c->owned.empty() && !c->ttl.keys.empty()) {
+    auto& known = owned_[c->lease];
+    std::map<std::string, uint64_t> still;
+    std::vector<std::string> unknown;
+    for (const std::string& key : c->ttl.keys) {
+      std::string name;
+      if (!name_of_lease_key(key, &name)) continue;
+      auto it = known.find(name);
+      if (it != known.end()) {
+        c->owned.push_back({name, it->second});
+        still.insert(*it);
+      } else {
+        unknown.push_back(name);
+      }
+    }
+    known.swap(still);
+    c->ttl.keys.clear();
+    for (const std::string& name : unknown) {
+      ++c->lookups;
+      rpc(c, kRange, range_request(keys_.lease(name), ""),
+          [this, name](Call* c, int status, const std::string& err, const std::string& answer) {
+            RangeAnswer r;
+            if (status != 0) return fail(c->id, Outcome::kError, status_text(status, err));
+            if (!decode_range(reinterpret_cast<const uint8_t*>(answer.data()), answer.size(), &r)) {
+              return fail(c->id, Outcome::kError, "etcd: undecodable Range answer");
+            }
+            if (!r.kvs.empty() && r.kvs[0].lease == c->lease && r.kvs[0].create_revision > 0) {
+              c->owned.push_back({name, static_cast<uint64_t>(r.kvs[0].create_revision)});
+            }
+            --c->lookups;
+            keep_alive_step(c);
+          });
+    }
+    if (c->lookups > 0) return;
+  } else if (c->ttl.keys.empty() && c->owned.empty()) {
+    owned_[c->lease].clear();
+  }
+  KeepAliveReply r;
+  r.outcome = Outcome::kOk;
+  r.remaining = std::min<Duration>(c->lease_duration, seconds(c->ka_ttl));
+  r.owned = std::move(c->owned);
+  deliver(c->id, &Call::keep_alive, r);
+}
+
+Backend::CallRef EtcdBackend::acquire(const std::string& session, const std::string& name,
+                                      Duration timeout, AcquireCb cb) {
+  Call* c = new_call(Kind::kAcquire, timeout);
+  c->acquire = std::move(cb);
+  if (!parse_session_id(session, &c->lease)) {
+    preset(c, Outcome::kExpired, "etcd: no such session");
+    return c->id;
+  }
+  rpc(c, kTxn, acquire_request(keys_, name, session, c->lease),
+      [this, name](Call* c, int status, const std::string& err, const std::string& answer) {
+        // A put with a lease etcd does not know: our session is gone.
+        if (status == kGrpcNotFound)
+          return fail(c->id, Outcome::kExpired, status_text(status, err));
+        if (status != 0) return fail(c->id, Outcome::kError, status_text(status, err));
+        TxnAnswer t;
+        if (!decode_txn(reinterpret_cast<const uint8_t*>(answer.data()), answer.size(), &t) ||
+            t.revision <= 0) {
+          return fail(c->id, Outcome::kError, "etcd: undecodable Txn answer");
+        }
+        AcquireReply r;
+        if (t.succeeded) {
+          r.outcome = Outcome::kOk;
+          r.token = static_cast<uint64_t>(t.revision);
+          owned_[c->lease][name] = r.token;
+        } else {
+          r.outcome = Outcome::kHeld;
+          if (held_revision_.emplace(name, t.revision).second) {
+            held_order_.push_back(name);
+            if (held_order_.size() > kMaxHeldRevisions) {
+              held_revision_.erase(held_order_.front());
+              held_order_.pop_front();
+            }
+          } else {
+            held_revision_[name] = t.revision;
+          }
+        }
+        deliver(c->id, &Call::acquire, r);
+      });
+  return c->id;
+}
+
+Backend::CallRef EtcdBackend::release(const std::string& session, const std::string& name,
+                                      uint64_t token, Duration timeout, DoneCb cb) {
+  Call* c = new_call(Kind::kDone, timeout);
+  c->done = std::move(cb);
+  if (!parse_session_id(session, &c->lease)) {
+    preset(c, Outcome::kExpired, "etcd: no such session");
+    return c->id;
+  }
+  rpc(c, kTxn, release_request(keys_, name, c->lease, static_cast<int64_t>(token)),
+      [this, name, token](Call* c, int status, const std::string& err, const std::string&) {
+        if (status != 0) return fail(c->id, Outcome::kError, status_text(status, err));
+        auto it = owned_.find(c->lease);
+        if (it != owned_.end()) {
+          auto n = it->second.find(name);
+          if (n != it->second.end() && n->second == token) it->second.erase(n);
+        }
+        DoneReply r;
+        r.outcome = Outcome::kOk;
+        deliver(c->id, &Call::done, r);
+      });
+  return c->id;
+}
+
+Backend::CallRef EtcdBackend::close_session(const std::string& session, Duration timeout,
+                                            DoneCb cb) {
+  Call* c = new_call(Kind::kDone, timeout);
+  c->done = std::move(cb);
+  if (!parse_session_id(session, &c->lease)) {
+    preset(c, Outcome::kOk, "");
+    return c->id;
+  }
+  owned_.erase(c->lease);
+  rpc(c, kRevoke, revoke_request(c->lease),
+      [this](Call* c, int status, const std::string& err, const std::string&) {
+        // An unknown lease: gone already, and its keys with it.
+        if (status != 0 && status != kGrpcNotFound) {
+          return fail(c->id, Outcome::kError, status_text(status, err));
+        }
+        DoneReply r;
+        r.outcome = Outcome::kOk;
+        deliver(c->id, &Call::done, r);
+      });
+  return c->id;
+}
+
+// --- inspect -------------------------------------------------------------------
+
+Backend::CallRef EtcdBackend::inspect(const std::vector<std::string>& names, Duration timeout,
+                                      InspectCb cb) {
+  Call* c = new_call(Kind::kInspect, timeout);
+  c->inspect = std::move(cb);
+  c->inspecting = std::make_shared<InspectState>();
+  c->inspecting->names = names;
+  c->inspecting->pending = 3;
+  const struct {
+    const std::string* dir;
+    RangeAnswer InspectState::*into;
+  } reads[] = {{&keys_.sessions_dir(), &InspectState::sessions},
+               {&keys_.leases_dir(), &InspectState::leases},
+               {&keys_.tokens_dir(), &InspectState::tokens}};
+  for (const auto& read : reads) {
+    rpc(c, kRange, range_request(*read.dir, prefix_end(*read.dir)),
+        [this, into = read.into](Call* c, int status, const std::string& err,
+                                 const std::string& answer) {
+          if (status != 0) return fail(c->id, Outcome::kError, status_text(status, err));
+          if (!decode_range(reinterpret_cast<const uint8_t*>(answer.data()), answer.size(),
+                            &(c->inspecting.get()->*into))) {
+            return fail(c->id, Outcome::kError, "etcd: undecodable Range answer");
+          }
+          if (--c->inspecting->pending == 0) inspect_step(c->id);
+        });
+  }
+  return c->id;
+}
+
+// After the Ranges: the remaining time of each session's lease; then the reply.
+void EtcdBackend::inspect_step(uint64_t id) {
+  Call* c = calls_.find(id);
+  if (!c) return;
+  InspectState& st = *c->inspecting;
+  if (st.ttl_s.empty() && !st.sessions.kvs.empty()) {
+    for (const Kv& kv : st.sessions.kvs) st.ttl_s[kv.lease] = -1;
+    st.pending = static_cast<int>(st.ttl_s.size());
+    for (const auto& [lease, ttl] : st.ttl_s) {
+      rpc(c, kTimeToLive, time_to_live_request(lease),
+          [this, lease = lease](Call* c, int status, const std::string& err,
+                                const std::string& answer) {
+            TimeToLiveAnswer t;  // a lease gone meanwhile: ttl -1
+            if (status != 0 && status != kGrpcNotFound) {
+              return fail(c->id, Outcome::kError, status_text(status, err));
+            }
+            if (status == 0 && !decode_time_to_live(reinterpret_cast<const uint8_t*>(answer.data()),
+                                                    answer.size(), &t)) {
+              return fail(c->id, Outcome::kError, "etcd: undecodable LeaseTimeToLive answer");
+            }
+            c->inspecting->ttl_s[lease] = t.ttl;
+            if (--c->inspecting->pending == 0) inspect_step(c->id);
+          });
+    }
+    return;
+  }
+  InspectReply r;
+  r.outcome = Outcome::kOk;
+  std::map<std::string, Duration> live;  // sid -> remaining
+  for (const Kv& kv : st.sessions.kvs) {
+    const int64_t ttl = st.ttl_s.count(kv.lease) ? st.ttl_s[kv.lease] : -1;
+    const std::string sid = kv.key.substr(keys_.sessions_dir().size());
+    if (ttl < 0 || sid != session_id(kv.lease)) continue;
+    live[sid] = seconds(ttl);
+    r.sessions.push_back({sid, kv.value, live[sid]});
+  }
+  std::map<std::string, LeaseInfo> leases;
+  const bool all = st.names.empty();
+  for (const std::string& n : st.names) leases[n].name = n;
+  for (const Kv& kv : st.tokens.kvs) {
+    const std::string n = kv.key.substr(keys_.tokens_dir().size());
+    if (!all && !leases.count(n)) continue;
+    leases[n].name = n;
+    leases[n].token = static_cast<uint64_t>(kv.mod_revision);
+  }
+  for (const Kv& kv : st.leases.kvs) {
+    std::string n;
+    if (!name_of_lease_key(kv.key, &n) || (!all && !leases.count(n))) continue;
+    LeaseInfo& l = leases[n];
+    l.name = n;
+    l.token = static_cast<uint64_t>(kv.create_revision);
+    auto it = live.find(kv.value);
+    if (it != live.end() && kv.value == session_id(kv.lease)) {
+      l.holder = kv.value;
+      l.holder_remaining = it->second;
+    }
+  }
+  for (auto& [n, l] : leases) r.leases.push_back(std::move(l));
+  deliver(id, &Call::inspect, r);
+}
+
+// --- watches -------------------------------------------------------------------
+
+void EtcdBackend::watch(const std::string& name) {
+  if (watches_.count(name)) return;
+  Watch& w = watches_[name];
+  w.id = ++next_watch_id_;
+  watch_names_[w.id] = name;
+  // From just after the Held answer the caller saw, when we have it: a
+  // release since then comes as an event. Else the name is reported once.
+  int64_t start = 0;
+  auto it = held_revision_.find(name);
+  if (it != held_revision_.end()) {
+    start = it->second + 1;
+    held_revision_.erase(it);
+    held_order_.erase(std::find(held_order_.begin(), held_order_.end(), name));
+  } else {
+    w.announce = true;
+  }
+  if (watch_stream_ && conn_ && !conn_->broken()) return send_watch_create(name, start);
+  // A new stream (and connection) announces every name anyway.
+  w.announce = true;
+  with_conn([this](GrpcConn* conn) {
+    if (conn && !watch_stream_ && !watches_.empty()) open_watch_stream(conn);
+  });
+}
+
+void EtcdBackend::unwatch(const std::string& name) {
+  auto it = watches_.find(name);
+  if (it == watches_.end()) return;
+  const int64_t id = it->second.id;
+  watch_names_.erase(id);
+  watches_.erase(it);
+  if (watch_stream_ && conn_ && !conn_->broken()) {
+    conn_->send(watch_stream_, watch_cancel_request(id));
+  }
+}
+
+void EtcdBackend::send_watch_create(const std::string& name, int64_t start_revision) {
+  conn_->send(watch_stream_,
+              watch_create_request(keys_.lease(name), start_revision, watches_[name].id));
+}
+
+void EtcdBackend::open_watch_stream(GrpcConn* conn) {
+  if (conn != conn_ || watches_.empty()) return;
+  // Every watch made anew, from now: each reports its name once created.
+  std::vector<std::string> names;
+  for (auto& [name, w] : watches_) {
+    w.announce = true;
+    names.push_back(name);
+  }
+  watch_stream_ = conn->start(
+      kWatch, watch_create_request(keys_.lease(names[0]), 0, watches_[names[0]].id), false,
+      [this](const uint8_t* d, size_t n) { on_watch_answer(d, n); },
+      [this, conn](int status, const std::string& err) {
+        if (conn != conn_) return;
+        watch_stream_ = 0;
+        log(kLogWarn, "etcd: the watch stream ended (" + status_text(status, err) +
+                          "): watches are made again with the next call");
+      });
+  if (!watch_stream_) return;
+  for (size_t i = 1; i < names.size(); ++i) send_watch_create(names[i], 0);
+}
+
+void EtcdBackend::on_watch_answer(const uint8_t* data, size_t len) {
+  WatchAnswer a;
+  if (!decode_watch(data, len, &a)) {
+    log(kLogWarn, "etcd: undecodable Watch answer");
+    return;
+  }
+  auto it = watch_names_.find(a.watch_id);
+  if (it == watch_names_.end()) return;  // unwatched meanwhile
+  const std::string name = it->second;
+  Watch& w = watches_[name];
+  if (a.canceled) {
+    // Its start revision was compacted away (or the server dropped it):
+    // made again from now, reporting the name once.
+    log(kLogInfo, "etcd: watch of " + name + " cancelled (" + a.cancel_reason + "): made again");
+    watch_names_.erase(it);
+    w.id = ++next_watch_id_;
+    watch_names_[w.id] = name;
+    w.announce = true;
+    if (watch_stream_ && conn_ && !conn_->broken()) send_watch_create(name, 0);
+    return;
+  }
+  if (a.created && w.announce) {
+    w.announce = false;
+    released(name);
+    return;
+  }
+  for (const std::string& key : a.deleted) {
+    std::string n;
+    if (name_of_lease_key(key, &n)) released(n);
+  }
+}
+
+// --- shutdown ------------------------------------------------------------------
+
+void EtcdBackend::shutdown(std::function<void()> done) {
+  handles_.begin_shutdown(std::move(done));
+  released_fn_ = nullptr;
+  calls_.drop_all();  // pending calls are dropped without completion
+  waiting_.clear();
+  auto conns = std::move(conns_);
+  conns_.clear();
+  conn_ = nullptr;
+  for (GrpcConn* conn : conns) conn->close();
+  // A lookup under way ends in on_resolved, which sees the shutdown.
+  uv_close(reinterpret_cast<uv_handle_t*>(&anchor_),
+           [](uv_handle_t* h) { static_cast<EtcdBackend*>(h->data)->handles_.closed(); });
+}
+
+}  // namespace etcd_impl
+
+std::unique_ptr<Backend> make_etcd_backend(const BackendContext& ctx, const EtcdUrl& url) {
+  return std::make_unique<etcd_impl::EtcdBackend>(ctx, url);
+}
+
+}  // namespace simba

@@ -1,0 +1,286 @@
+#include "backend/etcd/etcd_messages.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "etcd_rpc.pb-c.h"
+
+namespace simba::etcd_impl {
+
+namespace {
+
+ProtobufCBinaryData bytes(const std::string& s) {
+  return {s.size(), reinterpret_cast<uint8_t*>(const_cast<char*>(s.data()))};
+}
+
+std::string str(const ProtobufCBinaryData& b) {
+  return b.len ? std::string(reinterpret_cast<const char*>(b.data), b.len) : std::string();
+}
+
+std::string pack(const ProtobufCMessage* m) {
+  std::string out(protobuf_c_message_get_packed_size(m), '\0');
+  protobuf_c_message_pack(m, reinterpret_cast<uint8_t*>(out.data()));
+  return out;
+}
+
+// An unpacked message, freed with it.
+template <typename T>
+using Unpacked = std::unique_ptr<T, void (*)(T*)>;
+
+template <typename T>
+Unpacked<T> unpack(const ProtobufCMessageDescriptor& d, const uint8_t* data, size_t len) {
+  auto* m = reinterpret_cast<T*>(protobuf_c_message_unpack(&d, nullptr, len, data));
+  return Unpacked<T>(m, [](T* p) {
+    protobuf_c_message_free_unpacked(reinterpret_cast<ProtobufCMessage*>(p), nullptr);
+  });
+}
+
+Kv kv_of(const Etcdserverpb__KeyValue& k) {
+  Kv out;
+  out.key = str(k.key);
+  out.value = str(k.value);
+  out.create_revision = k.create_revision;
+  out.mod_revision = k.mod_revision;
+  out.lease = k.lease;
+  return out;
+}
+
+void add_kvs(const Etcdserverpb__RangeResponse* r, std::vector<Kv>* out) {
+  if (!r) return;
+  for (size_t i = 0; i < r->n_kvs; ++i) {
+    if (r->kvs[i]) out->push_back(kv_of(*r->kvs[i]));
+  }
+}
+
+}  // namespace
+
+std::string prefix_end(const std::string& prefix) {
+  // etcd's rule: the prefix with its last byte below 0xff incremented.
+  std::string end = prefix;
+  while (!end.empty()) {
+    if (static_cast<unsigned char>(end.back()) < 0xff) {
+      end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+std::string session_id(int64_t lease) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx",
+                static_cast<unsigned long long>(static_cast<uint64_t>(lease)));
+  return buf;
+}
+
+bool parse_session_id(const std::string& sid, int64_t* lease) {
+  if (sid.size() != 16 || sid.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return false;
+  }
+  *lease = static_cast<int64_t>(std::strtoull(sid.c_str(), nullptr, 16));
+  return *lease > 0;
+}
+
+std::string grant_request(int64_t ttl_s) {
+  Etcdserverpb__LeaseGrantRequest r = ETCDSERVERPB__LEASE_GRANT_REQUEST__INIT;
+  r.ttl = ttl_s;
+  return pack(&r.base);
+}
+
+std::string revoke_request(int64_t lease) {
+  Etcdserverpb__LeaseRevokeRequest r = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
+  r.id = lease;
+  return pack(&r.base);
+}
+
+std::string keep_alive_request(int64_t lease) {
+  Etcdserverpb__LeaseKeepAliveRequest r = ETCDSERVERPB__LEASE_KEEP_ALIVE_REQUEST__INIT;
+  r.id = lease;
+  return pack(&r.base);
+}
+
+std::string time_to_live_request(int64_t lease) {
+  Etcdserverpb__LeaseTimeToLiveRequest r = ETCDSERVERPB__LEASE_TIME_TO_LIVE_REQUEST__INIT;
+  r.id = lease;
+  r.keys = 1;
+  return pack(&r.base);
+}
+
+std::string put_request(const std::string& key, const std::string& value, int64_t lease) {
+  Etcdserverpb__PutRequest r = ETCDSERVERPB__PUT_REQUEST__INIT;
+  r.key = bytes(key);
+  r.value = bytes(value);
+  r.lease = lease;
+  return pack(&r.base);
+}
+
+std::string range_request(const std::string& key, const std::string& range_end) {
+  Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
+  r.key = bytes(key);
+  r.range_end = bytes(range_end);
+  return pack(&r.base);
+}
+
+std::string acquire_request(const EtcdKeys& keys, const std::string& name, const std::string& sid,
+                            int64_t lease) {
+  const std::string lease_key = keys.lease(name), token_key = keys.token(name);
+  Etcdserverpb__Compare absent = ETCDSERVERPB__COMPARE__INIT;
+  absent.result = ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL;
+  absent.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__CREATE;
+  absent.key = bytes(lease_key);
+  absent.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_CREATE_REVISION;
+  absent.create_revision = 0;
+  Etcdserverpb__PutRequest put_lease = ETCDSERVERPB__PUT_REQUEST__INIT;
+  put_lease.key = bytes(lease_key);
+  put_lease.value = bytes(sid);
+  put_lease.lease = lease;
+  Etcdserverpb__PutRequest put_token = ETCDSERVERPB__PUT_REQUEST__INIT;
+  put_token.key = bytes(token_key);
+  Etcdserverpb__RangeRequest read = ETCDSERVERPB__RANGE_REQUEST__INIT;
+  read.key = bytes(lease_key);
+  Etcdserverpb__RequestOp won1 = ETCDSERVERPB__REQUEST_OP__INIT,
+                          won2 = ETCDSERVERPB__REQUEST_OP__INIT,
+                          held = ETCDSERVERPB__REQUEST_OP__INIT;
+  won1.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+  won1.request_put = &put_lease;
+  won2.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+  won2.request_put = &put_token;
+  held.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+  held.request_range = &read;
+  Etcdserverpb__Compare* cmps[] = {&absent};
+  Etcdserverpb__RequestOp *oks[] = {&won1, &won2}, *kos[] = {&held};
+  Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
+  txn.n_compare = 1;
+  txn.compare = cmps;
+  txn.n_success = 2;
+  txn.success = oks;
+  txn.n_failure = 1;
+  txn.failure = kos;
+  return pack(&txn.base);
+}
+
+std::string release_request(const EtcdKeys& keys, const std::string& name, int64_t lease,
+                            int64_t token) {
+  const std::string lease_key = keys.lease(name);
+  Etcdserverpb__Compare ours = ETCDSERVERPB__COMPARE__INIT, term = ETCDSERVERPB__COMPARE__INIT;
+  ours.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__LEASE;
+  ours.key = bytes(lease_key);
+  ours.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_LEASE;
+  ours.lease = lease;
+  term.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__CREATE;
+  term.key = bytes(lease_key);
+  term.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_CREATE_REVISION;
+  term.create_revision = token;
+  Etcdserverpb__DeleteRangeRequest del = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+  del.key = bytes(lease_key);
+  Etcdserverpb__RequestOp op = ETCDSERVERPB__REQUEST_OP__INIT;
+  op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
+  op.request_delete_range = &del;
+  Etcdserverpb__Compare* cmps[] = {&ours, &term};
+  Etcdserverpb__RequestOp* oks[] = {&op};
+  Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
+  txn.n_compare = 2;
+  txn.compare = cmps;
+  txn.n_success = 1;
+  txn.success = oks;
+  return pack(&txn.base);
+}
+
+std::string watch_create_request(const std::string& key, int64_t start_revision, int64_t watch_id) {
+  Etcdserverpb__WatchCreateRequest c = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
+  c.key = bytes(key);
+  c.start_revision = start_revision;
+  Etcdserverpb__WatchCreateRequest__FilterType no_put =
+      ETCDSERVERPB__WATCH_CREATE_REQUEST__FILTER_TYPE__NOPUT;
+  c.n_filters = 1;
+  c.filters = &no_put;
+  c.watch_id = watch_id;
+  Etcdserverpb__WatchRequest r = ETCDSERVERPB__WATCH_REQUEST__INIT;
+  r.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
+  r.create_request = &c;
+  return pack(&r.base);
+}
+
+std::string watch_cancel_request(int64_t watch_id) {
+  Etcdserverpb__WatchCancelRequest c = ETCDSERVERPB__WATCH_CANCEL_REQUEST__INIT;
+  c.watch_id = watch_id;
+  Etcdserverpb__WatchRequest r = ETCDSERVERPB__WATCH_REQUEST__INIT;
+  r.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CANCEL_REQUEST;
+  r.cancel_request = &c;
+  return pack(&r.base);
+}
+
+bool decode_grant(const uint8_t* data, size_t len, GrantAnswer* out) {
+  auto r = unpack<Etcdserverpb__LeaseGrantResponse>(etcdserverpb__lease_grant_response__descriptor,
+                                                    data, len);
+  if (!r) return false;
+  out->id = r->id;
+  out->ttl = r->ttl;
+  out->error = r->error ? r->error : "";
+  return true;
+}
+
+bool decode_keep_alive(const uint8_t* data, size_t len, int64_t* ttl) {
+  auto r = unpack<Etcdserverpb__LeaseKeepAliveResponse>(
+      etcdserverpb__lease_keep_alive_response__descriptor, data, len);
+  if (!r) return false;
+  *ttl = r->ttl;
+  return true;
+}
+
+bool decode_time_to_live(const uint8_t* data, size_t len, TimeToLiveAnswer* out) {
+  auto r = unpack<Etcdserverpb__LeaseTimeToLiveResponse>(
+      etcdserverpb__lease_time_to_live_response__descriptor, data, len);
+  if (!r) return false;
+  out->ttl = r->ttl;
+  out->keys.clear();
+  for (size_t i = 0; i < r->n_keys; ++i) out->keys.push_back(str(r->keys[i]));
+  return true;
+}
+
+bool decode_txn(const uint8_t* data, size_t len, TxnAnswer* out) {
+  auto r = unpack<Etcdserverpb__TxnResponse>(etcdserverpb__txn_response__descriptor, data, len);
+  if (!r) return false;
+  out->succeeded = r->succeeded;
+  out->revision = r->header ? r->header->revision : 0;
+  out->kvs.clear();
+  for (size_t i = 0; i < r->n_responses; ++i) {
+    const Etcdserverpb__ResponseOp* op = r->responses[i];
+    if (op && op->response_case == ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE) {
+      add_kvs(op->response_range, &out->kvs);
+    }
+  }
+  return true;
+}
+
+bool decode_range(const uint8_t* data, size_t len, RangeAnswer* out) {
+  auto r = unpack<Etcdserverpb__RangeResponse>(etcdserverpb__range_response__descriptor, data, len);
+  if (!r) return false;
+  out->revision = r->header ? r->header->revision : 0;
+  out->kvs.clear();
+  add_kvs(r.get(), &out->kvs);
+  return true;
+}
+
+bool decode_watch(const uint8_t* data, size_t len, WatchAnswer* out) {
+  auto r = unpack<Etcdserverpb__WatchResponse>(etcdserverpb__watch_response__descriptor, data, len);
+  if (!r) return false;
+  out->watch_id = r->watch_id;
+  out->revision = r->header ? r->header->revision : 0;
+  out->created = r->created;
+  out->canceled = r->canceled;
+  out->compact_revision = r->compact_revision;
+  out->cancel_reason = r->cancel_reason ? r->cancel_reason : "";
+  out->deleted.clear();
+  for (size_t i = 0; i < r->n_events; ++i) {
+    const Etcdserverpb__Event* e = r->events[i];
+    if (e && e->type == ETCDSERVERPB__EVENT__EVENT_TYPE__DELETE && e->kv) {
+      out->deleted.push_back(str(e->kv->key));
+    }
+  }
+  return true;
+}
+
+}  // namespace simba::etcd_impl

@@ -1,0 +1,111 @@
+// The etcd backend's key layout and its messages: protobuf encoders for the
+// requests and decoders for the answers (etcd_rpc.proto, by protoc-c), pure
+// functions of bytes, so that they can be fuzzed without a server.
+//
+// Key layout ({p} = the URL's prefix, default /simba; ADR 0045):
+//   {p}/s/{sid}   the session's marker, attached to its etcd lease; value = the
+//                 client's name (for inspect). sid = the lease id in hex.
+//   {p}/l/{name}  the lease of `name` while held: value = the holder's sid,
+//                 attached to the holder's etcd lease, so that it goes with it
+//                 (revoke, expiry). Its create_revision is the term's token.
+//   {p}/t/{name}  written in the acquire's Txn with the lease key, never
+//                 deleted: its mod_revision is the last token of `name`, for
+//                 inspect once the lease is free.
+#ifndef SIMBA_BACKEND_ETCD_ETCD_MESSAGES_H
+#define SIMBA_BACKEND_ETCD_ETCD_MESSAGES_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace simba::etcd_impl {
+
+class EtcdKeys {
+ public:
+  explicit EtcdKeys(const std::string& prefix)
+      : sessions_(prefix + "/s/"), leases_(prefix + "/l/"), tokens_(prefix + "/t/") {}
+  std::string session(const std::string& sid) const { return sessions_ + sid; }
+  std::string lease(const std::string& name) const { return leases_ + name; }
+  std::string token(const std::string& name) const { return tokens_ + name; }
+  const std::string& sessions_dir() const { return sessions_; }
+  const std::string& leases_dir() const { return leases_; }
+  const std::string& tokens_dir() const { return tokens_; }
+
+ private:
+  std::string sessions_, leases_, tokens_;
+};
+
+// The range_end that makes a Range cover every key starting with `prefix`.
+std::string prefix_end(const std::string& prefix);
+
+// A session id: the etcd lease id as 16 lower-case hex digits, and back.
+std::string session_id(int64_t lease);
+bool parse_session_id(const std::string& sid, int64_t* lease);
+
+// --- requests -----------------------------------------------------------------
+
+std::string grant_request(int64_t ttl_s);
+std::string revoke_request(int64_t lease);
+std::string keep_alive_request(int64_t lease);
+std::string time_to_live_request(int64_t lease);  // with the lease's keys
+std::string put_request(const std::string& key, const std::string& value, int64_t lease);
+std::string range_request(const std::string& key, const std::string& range_end);
+// create_revision(lease key) == 0 ? put lease key (sid, lease) and token key : range lease key
+std::string acquire_request(const EtcdKeys& keys, const std::string& name, const std::string& sid,
+                            int64_t lease);
+// lease(lease key) == lease && create_revision(lease key) == token ? delete lease key
+std::string release_request(const EtcdKeys& keys, const std::string& name, int64_t lease,
+                            int64_t token);
+// A watch of the deletions of `key` from `start_revision` (0: now) with our id.
+std::string watch_create_request(const std::string& key, int64_t start_revision, int64_t watch_id);
+std::string watch_cancel_request(int64_t watch_id);
+
+// --- answers (false: undecodable) -----------------------------------------------
+
+struct GrantAnswer {
+  int64_t id = 0, ttl = 0;
+  std::string error;
+};
+bool decode_grant(const uint8_t* data, size_t len, GrantAnswer* out);
+
+// LeaseKeepAlive: the lease's TTL (<= 0: unknown or expired).
+bool decode_keep_alive(const uint8_t* data, size_t len, int64_t* ttl);
+
+struct TimeToLiveAnswer {
+  int64_t ttl = -1;  // remaining seconds; -1 when the lease is gone
+  std::vector<std::string> keys;
+};
+bool decode_time_to_live(const uint8_t* data, size_t len, TimeToLiveAnswer* out);
+
+struct Kv {
+  std::string key, value;
+  int64_t create_revision = 0, mod_revision = 0, lease = 0;
+};
+
+struct TxnAnswer {
+  bool succeeded = false;
+  int64_t revision = 0;  // the store's revision after the Txn (a won acquire's token)
+  std::vector<Kv> kvs;   // what the Txn's ranges read
+};
+bool decode_txn(const uint8_t* data, size_t len, TxnAnswer* out);
+
+struct RangeAnswer {
+  int64_t revision = 0;
+  std::vector<Kv> kvs;
+};
+bool decode_range(const uint8_t* data, size_t len, RangeAnswer* out);
+
+struct WatchAnswer {
+  int64_t watch_id = 0;
+  int64_t revision = 0;
+  bool created = false, canceled = false;
+  int64_t compact_revision = 0;
+  std::string cancel_reason;
+  std::vector<std::string> deleted;  // the keys of its DELETE events
+};
+bool decode_watch(const uint8_t* data, size_t len, WatchAnswer* out);
+
+}  // namespace simba::etcd_impl
+
+#endif  // SIMBA_BACKEND_ETCD_ETCD_MESSAGES_H

@@ -1,0 +1,322 @@
+#include "backend/etcd/grpc_conn.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "backend/backend_parts.h"
+
+namespace simba::etcd_impl {
+
+namespace {
+
+nghttp2_nv header(const char* name, const std::string& value) {
+  return {reinterpret_cast<uint8_t*>(const_cast<char*>(name)),
+          reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), std::strlen(name),
+          value.size(), NGHTTP2_NV_FLAG_NONE};
+}
+
+}  // namespace
+
+GrpcConn::GrpcConn(uv_loop_t* loop, OpenHandles* handles, const struct sockaddr* addr,
+                   std::string authority,
+                   std::function<void(GrpcConn*, const std::string&)> on_broken)
+    : loop_(loop),
+      handles_(handles),
+      authority_(std::move(authority)),
+      on_broken_(std::move(on_broken)) {
+  nghttp2_session_callbacks* cb = nullptr;
+  nghttp2_session_callbacks_new(&cb);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
+  nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+  nghttp2_session_client_new(&h2_, cb, this);
+  nghttp2_session_callbacks_del(cb);
+  nghttp2_submit_settings(h2_, NGHTTP2_FLAG_NONE, nullptr, 0);
+  uv_tcp_init(loop_, &tcp_);
+  uv_timer_init(loop_, &fail_timer_);
+  tcp_.data = this;
+  fail_timer_.data = this;
+  connect_.data = this;
+  open_handles_ = 2;
+  handles_->opened(2);
+  const int rc = uv_tcp_connect(&connect_, &tcp_, addr, on_connect);
+  if (rc < 0) fail(std::string("connect: ") + uv_strerror(rc));
+}
+
+GrpcConn::~GrpcConn() {
+  if (h2_) nghttp2_session_del(h2_);
+}
+
+std::string GrpcConn::frame(const std::string& message) {
+  // gRPC's length-prefixed message: no compression, 4-byte big-endian length.
+  const size_t n = message.size();
+  std::string out;
+  out.reserve(5 + n);
+  out.push_back('\0');
+  for (int shift = 24; shift >= 0; shift -= 8)
+    out.push_back(static_cast<char>((n >> shift) & 0xff));
+  out += message;
+  return out;
+}
+
+int32_t GrpcConn::start(const char* path, const std::string& message, bool unary,
+                        MessageFn on_message, CloseFn on_close) {
+  if (broken_ || closed_) return 0;
+  auto st = std::make_shared<Stream>();
+  st->body = frame(message);
+  st->half_close = unary;
+  st->on_message = std::move(on_message);
+  st->on_close = std::move(on_close);
+  const std::string method = "POST", scheme = "http", type = "application/grpc", te = "trailers",
+                    p = path;
+  const nghttp2_nv hdrs[] = {header(":method", method),    header(":scheme", scheme),
+                             header(":path", p),           header(":authority", authority_),
+                             header("content-type", type), header("te", te)};
+  nghttp2_data_provider body;
+  body.source.ptr = st.get();
+  body.read_callback = read_body;
+  const int32_t id =
+      nghttp2_submit_request(h2_, nullptr, hdrs, sizeof hdrs / sizeof hdrs[0], &body, st.get());
+  if (id < 0) {
+    // Stream ids used up (2^31 per connection), or nghttp2 out of memory: a
+    // new connection starts over.
+    fail(std::string("cannot start a stream: ") + nghttp2_strerror(id));
+    return 0;
+  }
+  st->id = id;
+  streams_[id] = std::move(st);
+  if (!silent_since_) silent_since_ = uv_now(loop_);
+  flush();
+  return id;
+}
+
+void GrpcConn::send(int32_t stream, const std::string& message) {
+  auto it = streams_.find(stream);
+  if (broken_ || it == streams_.end() || it->second->half_close) return;
+  it->second->body += frame(message);
+  if (!silent_since_) silent_since_ = uv_now(loop_);
+  nghttp2_session_resume_data(h2_, stream);
+  flush();
+}
+
+void GrpcConn::cancel(int32_t stream) {
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) return;
+  it->second->cancelled = true;
+  if (!broken_) {
+    nghttp2_submit_rst_stream(h2_, NGHTTP2_FLAG_NONE, stream, NGHTTP2_CANCEL);
+    flush();
+  }
+}
+
+void GrpcConn::fail(const std::string& why) {
+  if (broken_ || closed_) return;
+  broken_ = true;
+  why_ = why;
+  uv_timer_start(&fail_timer_, on_fail_timer, 0, 0);
+}
+
+void GrpcConn::on_fail_timer(uv_timer_t* t) { static_cast<GrpcConn*>(t->data)->broke(); }
+
+void GrpcConn::broke() {
+  if (closed_) return;
+  std::map<int32_t, std::shared_ptr<Stream>> streams;
+  streams.swap(streams_);
+  for (auto& [id, st] : streams) {
+    if (closed_) return;  // a callback closed us
+    if (!st->cancelled && st->on_close) st->on_close(kGrpcBroken, why_);
+  }
+  if (!closed_ && on_broken_) on_broken_(this, why_);
+}
+
+void GrpcConn::close() {
+  if (closed_) return;
+  closed_ = true;
+  broken_ = true;
+  streams_.clear();
+  events_.clear();
+  auto closed_cb = [](uv_handle_t* h) {
+    auto* self = static_cast<GrpcConn*>(h->data);
+    OpenHandles* handles = self->handles_;
+    if (--self->open_handles_ == 0) delete self;
+    handles->closed();  // may run the backend's shutdown done: last
+  };
+  uv_close(reinterpret_cast<uv_handle_t*>(&fail_timer_), closed_cb);
+  uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), closed_cb);
+}
+
+void GrpcConn::flush() {
+  if (in_recv_ || broken_ || !connected_) return;  // sent once nghttp2 returned / connected
+  out_.clear();
+  for (;;) {
+    const uint8_t* data = nullptr;
+    const ssize_t n = nghttp2_session_mem_send(h2_, &data);
+    if (n < 0) return fail(nghttp2_strerror(static_cast<int>(n)));
+    if (n == 0) break;
+    out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+  }
+  if (out_.empty()) return;
+  uv_buf_t b = uv_buf_init(out_.data(), static_cast<unsigned>(out_.size()));
+  int w = uv_try_write(reinterpret_cast<uv_stream_t*>(&tcp_), &b, 1);
+  if (w == static_cast<int>(out_.size())) return;
+  if (w < 0 && w != UV_EAGAIN) return fail(std::string("write: ") + uv_strerror(w));
+  if (w < 0) w = 0;
+  // The rest goes with the request, which owns a copy.
+  const size_t left = out_.size() - static_cast<size_t>(w);
+  auto* req = static_cast<uv_write_t*>(std::malloc(sizeof(uv_write_t) + left));
+  if (!req) std::abort();
+  char* copy = reinterpret_cast<char*>(req + 1);
+  std::memcpy(copy, out_.data() + w, left);
+  req->data = this;
+  b = uv_buf_init(copy, static_cast<unsigned>(left));
+  const int rc = uv_write(req, reinterpret_cast<uv_stream_t*>(&tcp_), &b, 1, on_write);
+  if (rc < 0) {
+    std::free(req);
+    fail(std::string("write: ") + uv_strerror(rc));
+  }
+}
+
+void GrpcConn::on_write(uv_write_t* req, int status) {
+  auto* self = static_cast<GrpcConn*>(req->data);
+  std::free(req);
+  // A write cancelled by close() finds the connection still allocated: the
+  // tcp handle's close callback runs after the write callbacks.
+  if (status < 0) self->fail(std::string("write: ") + uv_strerror(status));
+}
+
+void GrpcConn::on_connect(uv_connect_t* req, int status) {
+  auto* self = static_cast<GrpcConn*>(req->data);
+  if (self->closed_) return;
+  if (status < 0) return self->fail(std::string("connect: ") + uv_strerror(status));
+  self->connected_ = true;
+  uv_tcp_nodelay(&self->tcp_, 1);
+  uv_os_fd_t fd;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&self->tcp_), &fd) == 0) enable_keepalive(fd);
+  uv_read_start(
+      reinterpret_cast<uv_stream_t*>(&self->tcp_),
+      [](uv_handle_t*, size_t, uv_buf_t* b) {
+        static thread_local char mem[65536];
+        *b = uv_buf_init(mem, sizeof mem);
+      },
+      on_read);
+  self->flush();  // the connection preface, SETTINGS and the calls started meanwhile
+}
+
+void GrpcConn::on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
+  auto* self = static_cast<GrpcConn*>(s->data);
+  if (self->closed_ || self->broken_) return;
+  if (n < 0) {
+    return self->fail(n == UV_EOF ? std::string("the server closed the connection")
+                                  : std::string("read: ") + uv_strerror(static_cast<int>(n)));
+  }
+  self->silent_since_ = 0;
+  self->in_recv_ = true;
+  const ssize_t rc = nghttp2_session_mem_recv(
+      self->h2_, reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(n));
+  self->in_recv_ = false;
+  if (rc < 0) return self->fail(std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(rc)));
+  self->flush();  // SETTINGS and PING acks, WINDOW_UPDATEs
+  self->dispatch();
+}
+
+// Runs what the nghttp2 callbacks saw. A callback may close the connection
+// (the backend shutting down): nothing of it is touched after that.
+void GrpcConn::dispatch() {
+  std::vector<Event> events;
+  events.swap(events_);
+  for (Event& e : events) {
+    if (closed_) return;
+    Stream& st = *e.stream;
+    if (st.cancelled) continue;
+    if (!e.closed) {
+      if (st.on_message) {
+        st.on_message(reinterpret_cast<const uint8_t*>(e.message.data()), e.message.size());
+      }
+      continue;
+    }
+    std::string why = st.grpc_message;
+    if (st.grpc_status == kGrpcBroken) {
+      why = "stream ended without a grpc-status (HTTP/2 error " + std::to_string(e.h2_error) + ")";
+    }
+    if (st.on_close) st.on_close(st.grpc_status, why);
+  }
+}
+
+ssize_t GrpcConn::read_body(nghttp2_session*, int32_t, uint8_t* buf, size_t len, uint32_t* flags,
+                            nghttp2_data_source* source, void*) {
+  auto* st = static_cast<Stream*>(source->ptr);
+  const size_t left = st->body.size() - st->body_off;
+  if (left == 0 && !st->half_close) return NGHTTP2_ERR_DEFERRED;
+  const size_t n = left < len ? left : len;
+  std::memcpy(buf, st->body.data() + st->body_off, n);
+  st->body_off += n;
+  if (st->body_off == st->body.size()) {
+    st->body.clear();
+    st->body_off = 0;
+    if (st->half_close) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  }
+  return static_cast<ssize_t>(n);
+}
+
+int GrpcConn::on_data(nghttp2_session*, uint8_t, int32_t sid, const uint8_t* data, size_t len,
+                      void* ud) {
+  auto* self = static_cast<GrpcConn*>(ud);
+  auto it = self->streams_.find(sid);
+  if (it == self->streams_.end()) return 0;
+  Stream& st = *it->second;
+  st.in.append(reinterpret_cast<const char*>(data), len);
+  // 1 byte compressed flag, 4 bytes length, the message.
+  size_t off = 0;
+  while (st.in.size() - off >= 5) {
+    const auto* p = reinterpret_cast<const uint8_t*>(st.in.data() + off);
+    const size_t n = static_cast<size_t>(p[1]) << 24 | static_cast<size_t>(p[2]) << 16 |
+                     static_cast<size_t>(p[3]) << 8 | p[4];
+    if (st.in.size() - off - 5 < n) break;
+    Event e;
+    e.stream = it->second;
+    e.message.assign(st.in, off + 5, n);
+    self->events_.push_back(std::move(e));
+    off += 5 + n;
+  }
+  st.in.erase(0, off);
+  return 0;
+}
+
+int GrpcConn::on_header(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name,
+                        size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* ud) {
+  auto* self = static_cast<GrpcConn*>(ud);
+  auto it = self->streams_.find(frame->hd.stream_id);
+  if (it == self->streams_.end()) return 0;
+  const std::string n(reinterpret_cast<const char*>(name), namelen);
+  const std::string v(reinterpret_cast<const char*>(value), valuelen);
+  if (n == "grpc-status") {
+    it->second->grpc_status = std::atoi(v.c_str());
+  } else if (n == "grpc-message") {
+    it->second->grpc_message = v;
+  }
+  return 0;
+}
+
+int GrpcConn::on_frame(nghttp2_session*, const nghttp2_frame* frame, void* ud) {
+  // The server goes away (shutting down, or etcd's too_many_pings): every
+  // call fails now and the next one opens a new connection.
+  if (frame->hd.type == NGHTTP2_GOAWAY) static_cast<GrpcConn*>(ud)->fail("the server sent GOAWAY");
+  return 0;
+}
+
+int GrpcConn::on_stream_close(nghttp2_session*, int32_t sid, uint32_t code, void* ud) {
+  auto* self = static_cast<GrpcConn*>(ud);
+  auto it = self->streams_.find(sid);
+  if (it == self->streams_.end()) return 0;
+  Event e;
+  e.stream = it->second;
+  e.closed = true;
+  e.h2_error = code;
+  self->events_.push_back(std::move(e));
+  self->streams_.erase(it);
+  return 0;
+}
+
+}  // namespace simba::etcd_impl

@@ -1,0 +1,134 @@
+// gRPC over one HTTP/2 connection (libnghttp2 on a uv_tcp_t of the client's
+// loop, no thread of its own; ADR 0044): unary calls and bidirectional
+// streams, each an HTTP/2 stream. Messages are protobuf bytes; the caller
+// encodes and decodes them (etcd_rpc.pb-c.h).
+//
+// Callbacks never run inside a method of this class: they come from the
+// socket's callbacks, or from a timer when the connection breaks.
+#ifndef SIMBA_BACKEND_ETCD_GRPC_CONN_H
+#define SIMBA_BACKEND_ETCD_GRPC_CONN_H
+
+#include <nghttp2/nghttp2.h>
+#include <uv.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/open_handles.h"
+
+namespace simba::etcd_impl {
+
+// grpc-status of a stream the connection lost (never a real gRPC code).
+constexpr int kGrpcBroken = -1;
+// gRPC codes the backend tells apart.
+constexpr int kGrpcNotFound = 5;
+
+class GrpcConn {
+ public:
+  // One whole message of a stream.
+  using MessageFn = std::function<void(const uint8_t* data, size_t len)>;
+  // The stream ended: its grpc-status (0 OK, kGrpcBroken when the connection
+  // was lost or the server reset the stream) and the server's or our words.
+  using CloseFn = std::function<void(int status, const std::string& error)>;
+
+  // Connects to `addr` at once; the calls started meanwhile wait in nghttp2.
+  // `on_broken` runs once (on a later loop turn) after the connection broke
+  // and every stream's CloseFn ran; the owner then calls close().
+  GrpcConn(uv_loop_t* loop, OpenHandles* handles, const struct sockaddr* addr,
+           std::string authority, std::function<void(GrpcConn*, const std::string&)> on_broken);
+  GrpcConn(const GrpcConn&) = delete;
+  GrpcConn& operator=(const GrpcConn&) = delete;
+
+  // Starts a stream on `path` ("/etcdserverpb.KV/Txn") with `message` as its
+  // first message. A unary call half-closes after it; a bidirectional stream
+  // stays open for send(). Returns the stream id, or 0 when the connection is
+  // broken (its callbacks then never run).
+  int32_t start(const char* path, const std::string& message, bool unary, MessageFn on_message,
+                CloseFn on_close);
+  // One more message on an open bidirectional stream.
+  void send(int32_t stream, const std::string& message);
+  // The caller no longer wants `stream`: it is reset, its callbacks never run.
+  void cancel(int32_t stream);
+
+  bool broken() const { return broken_; }
+  // Whether the TCP connection was ever up (else nothing of ours was sent).
+  bool connected() const { return connected_; }
+  const std::string& authority() const { return authority_; }
+  // How long the connection has read nothing while a message we sent waited
+  // (0 when it read something since our last message): a call abandoned
+  // after long silence sat on a connection that is likely dead.
+  uint64_t silent_ms() const { return silent_since_ ? uv_now(loop_) - silent_since_ : 0; }
+  // Breaks the connection now: every stream's CloseFn, then on_broken, run
+  // on a later loop turn.
+  void fail(const std::string& why);
+  // Closes the socket without running any callback; frees itself once the
+  // loop let go of its handles.
+  void close();
+
+ private:
+  struct Stream {
+    int32_t id = 0;
+    std::string body;  // gRPC frames not yet handed to nghttp2
+    size_t body_off = 0;
+    bool half_close = false;
+    bool cancelled = false;
+    std::string in;  // DATA received, not yet a whole gRPC message
+    int grpc_status = kGrpcBroken;
+    std::string grpc_message;
+    MessageFn on_message;
+    CloseFn on_close;
+  };
+  // What the nghttp2 callbacks saw, run after nghttp2 returned (callbacks may
+  // start streams, which nghttp2 does not allow from inside its own).
+  struct Event {
+    std::shared_ptr<Stream> stream;
+    bool closed = false;
+    uint32_t h2_error = 0;
+    std::string message;
+  };
+
+  ~GrpcConn();
+  static std::string frame(const std::string& message);
+  void flush();
+  void dispatch();
+  void broke();
+  static void on_connect(uv_connect_t* req, int status);
+  static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf);
+  static void on_write(uv_write_t* req, int status);
+  static void on_fail_timer(uv_timer_t* t);
+  static ssize_t read_body(nghttp2_session*, int32_t, uint8_t* buf, size_t len, uint32_t* flags,
+                           nghttp2_data_source* source, void*);
+  static int on_data(nghttp2_session* s, uint8_t, int32_t sid, const uint8_t* data, size_t len,
+                     void* ud);
+  static int on_header(nghttp2_session* s, const nghttp2_frame* frame, const uint8_t* name,
+                       size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* ud);
+  static int on_frame(nghttp2_session* s, const nghttp2_frame* frame, void* ud);
+  static int on_stream_close(nghttp2_session* s, int32_t sid, uint32_t code, void* ud);
+
+  uv_loop_t* loop_;
+  OpenHandles* handles_;
+  std::string authority_;
+  std::function<void(GrpcConn*, const std::string&)> on_broken_;
+  uv_tcp_t tcp_;
+  uv_connect_t connect_;
+  uv_timer_t fail_timer_;
+  nghttp2_session* h2_ = nullptr;
+  bool connected_ = false;
+  bool broken_ = false;
+  bool closed_ = false;
+  bool in_recv_ = false;
+  int open_handles_ = 0;
+  uint64_t silent_since_ = 0;  // loop time of our first message since the last read
+  std::string why_;
+  std::map<int32_t, std::shared_ptr<Stream>> streams_;
+  std::vector<Event> events_;
+  std::string out_;
+};
+
+}  // namespace simba::etcd_impl
+
+#endif  // SIMBA_BACKEND_ETCD_GRPC_CONN_H

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# etcd:// on a 3-member cluster of its own (issue 38, ADR 0045): `simba run` on
+# a 3-endpoint URL leads a name; kill -9 of the member it talks to, then (that
+# member back) kill -9 of the raft leader. The term survives each kill, since
+# the session's etcd lease is the cluster's: the same token leads throughout
+# and the work never stops.
+#
+# Usage: etcd_ha_test.sh PATH/TO/simba
+# Exit 0 when every check passed, 1 otherwise, 77 (skipped) without etcd.
+set -uo pipefail
+
+SIMBA=${1:?usage: etcd_ha_test.sh PATH/TO/simba}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+command -v etcd >/dev/null && command -v etcdctl >/dev/null || {
+  echo "SKIP: etcd-server and etcd-client are not installed"
+  exit 77
+}
+# shellcheck source=../../scripts/lib/servers.sh
+source "$ROOT/scripts/lib/servers.sh"
+SIMBA_SERVERS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/simba-etcd-ha.XXXXXX")
+export SIMBA_SERVERS_DIR
+runner=""
+cleanup() {
+  [[ -n "$runner" ]] && kill "$runner" 2>/dev/null && wait "$runner" 2>/dev/null
+  stop_servers
+}
+trap cleanup EXIT
+
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+client=() peer=() pid=()
+for i in 0 1 2; do
+  client[$i]=$(simba_free_port) && peer[$i]=$(simba_free_port) || exit 1
+done
+cluster="m0=http://127.0.0.1:${peer[0]},m1=http://127.0.0.1:${peer[1]},m2=http://127.0.0.1:${peer[2]}"
+start_member() {
+  simba_etcd_member "$SIMBA_SERVERS_DIR" "m$1" "${client[$1]}" "${peer[$1]}" "$cluster" &
+  pid[$1]=$!
+  simba_track_pid $!
+}
+for i in 0 1 2; do start_member $i; done
+for i in 0 1 2; do simba_wait_until 30 "etcd member m$i" simba_etcd_healthy "${client[$i]}" || exit 1; done
+
+endpoints="127.0.0.1:${client[0]},127.0.0.1:${client[1]},127.0.0.1:${client[2]}"
+url="etcd://$endpoints/ha-$$"
+log="$SIMBA_SERVERS_DIR/run.log"
+# Lease 6 s, a keep-alive every 1 s: a raft election (election timeout 500 ms)
+# and the move to another member fit in the term's slack; each check below
+# waits longer than a lease.
+"$SIMBA" run --backend "$url" --lease-duration 6s --renew-interval 1s leader -- \
+  sh -c 'while sleep 0.2; do :; done' >"$log" 2>&1 &
+runner=$!
+leading() { grep -c "leading leader with token" "$log" 2>/dev/null; }
+led_once() { [[ "$(leading)" == 1 ]]; }
+simba_wait_until 10 "simba run leading" led_once || { cat "$log"; exit 1; }
+token=$(sed -n 's/.*leading leader with token \([0-9]*\).*/\1/p' "$log")
+
+# The index of the raft leader among the members still up.
+leader_index() {
+  etcdctl --endpoints "$1" endpoint status -w json 2>/dev/null | /usr/bin/python3 -c '
+import json, sys
+ports = sys.argv[1:]
+for s in json.load(sys.stdin):
+    if s["Status"]["header"]["member_id"] == s["Status"]["leader"]:
+        print(ports.index(s["Endpoint"].rsplit(":", 1)[1]))
+        break' "${client[@]}"
+}
+survived() {
+  sleep 7  # more than the lease: a term that lost its session is over by now
+  [[ "$(leading)" == 1 ]] || fail "$1: the name was led again ($(leading) terms)"
+  grep -q "exited with status" "$log" && fail "$1: the work stopped"
+  kill -0 "$runner" 2>/dev/null || fail "$1: simba run ended"
+  local st
+  st=$("$SIMBA" status --backend "$url" leader 2>&1)
+  grep -Eq "^  leader +$token +[0-9a-f]{16} " <<<"$st" || fail "$1: leader is not held with token $token: $st"
+}
+
+echo "kill -9 m0, the member simba talks to (the URL's first)"
+kill -9 "${pid[0]}"
+survived "member kill"
+
+echo "m0 back, then kill -9 the raft leader"
+start_member 0
+simba_wait_until 30 "etcd member m0 back" simba_etcd_healthy "${client[0]}" || exit 1
+l=$(leader_index "$endpoints")
+[[ -n "$l" ]] || { fail "no raft leader found"; exit 1; }
+echo "  the raft leader is m$l"
+kill -9 "${pid[$l]}"
+survived "leader kill"
+
+cat "$log"
+((fails == 0)) && echo "etcd HA: the term survived both kills (token $token)"
+((fails == 0))

@@ -1,0 +1,235 @@
+// The etcd backend's own rules (ADR 0045), beyond the conformance suite: its
+// URL, the message codec, and on a real etcd (SIMBA_TEST_ETCD_URL) the lease
+// mapping: the TTL rule, the remaining time, the leases a keep-alive lists.
+#ifdef SIMBA_WITH_ETCD
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "backend/backend.h"
+#include "backend/etcd/etcd_messages.h"
+#include "backend/etcd/etcd_url.h"
+#include "backends/backend_on_loop.h"
+#include "backends/simba_testing.h"
+
+namespace {
+
+using namespace simba;
+using namespace simba_testing;
+
+TEST(EtcdUrl, DefaultsAndParts) {
+  EtcdUrl u;
+  std::string err;
+  ASSERT_TRUE(parse_etcd_url("etcd://127.0.0.1", &u, &err)) << err;
+  ASSERT_EQ(u.endpoints.size(), 1u);
+  EXPECT_EQ(u.endpoints[0].host, "127.0.0.1");
+  EXPECT_EQ(u.endpoints[0].port, 2379);
+  EXPECT_EQ(u.prefix, "/simba");
+  EtcdUrl v;
+  ASSERT_TRUE(parse_etcd_url("etcd://[::1]:23790,e2,e3:2380/apps/simba-1", &v, &err)) << err;
+  ASSERT_EQ(v.endpoints.size(), 3u);
+  EXPECT_EQ(v.endpoints[0].host, "::1");
+  EXPECT_EQ(v.endpoints[0].port, 23790);
+  EXPECT_EQ(v.endpoints[1].host, "e2");
+  EXPECT_EQ(v.endpoints[1].port, 2379);
+  EXPECT_EQ(v.endpoints[2].port, 2380);
+  EXPECT_EQ(v.prefix, "/apps/simba-1");
+  EtcdUrl w;
+  ASSERT_TRUE(parse_etcd_url("etcd://etcd.example:2379/", &w, &err)) << err;
+  EXPECT_EQ(w.prefix, "/simba");
+}
+
+TEST(EtcdUrl, BadUrlsAreInvalidAndNeverShowThePassword) {
+  for (const char* bad :
+       {"etcd://", "etcd://:2379", "etcd://h:", "etcd://h:0", "etcd://h:65536", "etcd://[::1",
+        "etcd://h/a/", "etcd://h/a//b", "etcd://h/a b", "etcd://h1:2379,", "etcd://,h2",
+        "etcd://h?prefix=x", "etcd://alice:hunter2@h:2379"}) {
+    EtcdUrl u;
+    std::string err;
+    EXPECT_FALSE(parse_etcd_url(bad, &u, &err)) << bad;
+    EXPECT_FALSE(err.empty()) << bad;
+    EXPECT_EQ(err.find("hunter2"), std::string::npos) << err;
+    BackendError why = BackendError::kNone;
+    BackendContext ctx;
+    std::string error;
+    EXPECT_EQ(make_backend(ctx, bad, &why, &error), nullptr) << bad;
+    EXPECT_EQ(why, BackendError::kInvalid) << bad << ": " << error;
+  }
+}
+
+TEST(EtcdMessages, KeysSessionIdsAndUndecodableAnswers) {
+  using namespace simba::etcd_impl;
+  const EtcdKeys k("/p");
+  EXPECT_EQ(k.lease("a.b"), "/p/l/a.b");
+  EXPECT_EQ(k.token("a.b"), "/p/t/a.b");
+  EXPECT_EQ(k.session("00000000000000ff"), "/p/s/00000000000000ff");
+  EXPECT_EQ(prefix_end("/p/l/"), "/p/l0");
+  EXPECT_EQ(session_id(0x694d7a1b2c3d4e5f), "694d7a1b2c3d4e5f");
+  int64_t lease = 0;
+  EXPECT_TRUE(parse_session_id("694d7a1b2c3d4e5f", &lease));
+  EXPECT_EQ(lease, 0x694d7a1b2c3d4e5f);
+  EXPECT_FALSE(parse_session_id("694D7A1B2C3D4E5F", &lease));
+  EXPECT_FALSE(parse_session_id("0000000000000000", &lease));
+  EXPECT_FALSE(parse_session_id("abc", &lease));
+  // A truncated message is refused, not half read.
+  const std::string txn = acquire_request(k, "n", "00000000000000ff", 255);
+  TxnAnswer t;
+  EXPECT_FALSE(decode_txn(reinterpret_cast<const uint8_t*>(txn.data()), txn.size() - 3, &t));
+  const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff};
+  int64_t ttl = 0;
+  EXPECT_FALSE(decode_keep_alive(junk, sizeof junk, &ttl));
+  WatchAnswer w;
+  EXPECT_FALSE(decode_watch(junk, sizeof junk, &w));
+}
+
+// --- on a real etcd ----------------------------------------------------------
+
+class EtcdServer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* url = std::getenv("SIMBA_TEST_ETCD_URL");
+    if (!url || !*url) GTEST_SKIP() << "SIMBA_TEST_ETCD_URL is not set (scripts/test.sh sets it)";
+    prefix_ = "/etcd-test-" + unique_id();
+    url_ = std::string(url) + prefix_;
+  }
+
+  OpenReply open(BackendOnLoop& b, int64_t lease_ms) {
+    OpenReply out;
+    bool done = false;
+    b->open_session(ms(lease_ms), ms(5000), [&](const OpenReply& r) {
+      out = r;
+      done = true;
+    });
+    EXPECT_TRUE(b.run_until([&] { return done; }, 5000));
+    return out;
+  }
+  KeepAliveReply keep_alive(BackendOnLoop& b, const std::string& sid, int64_t lease_ms) {
+    KeepAliveReply out;
+    bool done = false;
+    b->keep_alive(sid, ms(lease_ms), ms(5000), [&](const KeepAliveReply& r) {
+      out = r;
+      done = true;
+    });
+    EXPECT_TRUE(b.run_until([&] { return done; }, 5000));
+    return out;
+  }
+  AcquireReply acquire(BackendOnLoop& b, const std::string& sid, const std::string& name) {
+    AcquireReply out;
+    bool done = false;
+    b->acquire(sid, name, ms(5000), [&](const AcquireReply& r) {
+      out = r;
+      done = true;
+    });
+    EXPECT_TRUE(b.run_until([&] { return done; }, 5000));
+    return out;
+  }
+  // etcdctl on the test's server, e.g. {"del", key}.
+  int etcdctl(const std::string& args) {
+    std::string endpoint = std::getenv("SIMBA_TEST_ETCD_URL");
+    endpoint = "http://" + endpoint.substr(std::string("etcd://").size());
+    const std::string cmd = "etcdctl --endpoints " + endpoint + " " + args + " >/dev/null 2>&1";
+    return std::system(cmd.c_str());
+  }
+
+  std::string url_, prefix_;
+};
+
+// etcd leases are whole seconds: the TTL is the lease rounded up (the server
+// never ends a session before the client's deadline), the remaining time
+// reported never exceeds the lease asked for, and a lease under 500 ms is
+// refused with the rule's name.
+TEST_F(EtcdServer, LeaseDurationMapsToWholeSecondsAndShortLeasesAreRefused) {
+  BackendOnLoop b(url_);
+  ASSERT_TRUE(b) << b.error();
+  const OpenReply refused = open(b, 400);
+  EXPECT_EQ(refused.outcome, Outcome::kError);
+  EXPECT_NE(refused.error.find("rule lease-duration >= 500 ms"), std::string::npos)
+      << refused.error;
+  const OpenReply r = open(b, 1500);
+  ASSERT_EQ(r.outcome, Outcome::kOk) << r.error;
+  EXPECT_EQ(r.remaining, ms(1500));
+  EXPECT_EQ(r.session_id.size(), 16u);
+  const KeepAliveReply k = keep_alive(b, r.session_id, 1500);
+  ASSERT_EQ(k.outcome, Outcome::kOk) << k.error;
+  EXPECT_EQ(k.remaining, ms(1500));
+  EXPECT_TRUE(k.owned.empty());
+}
+
+// The keep-alive lists the leases still attached to the session's etcd lease:
+// one deleted behind its back (an operator's etcdctl del) is no longer
+// listed, and one whose acquire answer never came is listed with its token
+// (read from etcd; the core frees it).
+TEST_F(EtcdServer, KeepAliveListsTheLeasesTheSessionStillHolds) {
+  BackendOnLoop b(url_);
+  ASSERT_TRUE(b) << b.error();
+  const OpenReply r = open(b, 2000);
+  ASSERT_EQ(r.outcome, Outcome::kOk) << r.error;
+  const AcquireReply a = acquire(b, r.session_id, "kept");
+  ASSERT_EQ(a.outcome, Outcome::kOk) << a.error;
+  const AcquireReply d = acquire(b, r.session_id, "deleted");
+  ASSERT_EQ(d.outcome, Outcome::kOk) << d.error;
+  EXPECT_GT(d.token, a.token);
+  // A lease key of the session whose acquire answer never came (as if lost):
+  // put with the session's lease behind the backend's back.
+  ASSERT_EQ(etcdctl("put --lease=" + r.session_id + " " + prefix_ + "/l/unseen " + r.session_id),
+            0);
+  ASSERT_EQ(etcdctl("del " + prefix_ + "/l/deleted"), 0);
+  KeepAliveReply k;
+  ASSERT_TRUE(b.run_until(
+      [&] {
+        k = keep_alive(b, r.session_id, 2000);
+        return k.owned.size() == 2;
+      },
+      5000))
+      << k.owned.size() << " leases listed";
+  EXPECT_EQ(k.outcome, Outcome::kOk);
+  bool kept = false, unseen = false;
+  for (const OwnedLease& l : k.owned) {
+    if (l.name == "kept") kept = l.token == a.token;
+    if (l.name == "unseen") unseen = l.token > d.token;
+    EXPECT_NE(l.name, "deleted");
+  }
+  EXPECT_TRUE(kept);
+  EXPECT_TRUE(unseen);
+}
+
+// Several endpoints: a call whose connection could not be made moves on to
+// the next member at once (it was never sent), and the next connection goes
+// there too.
+TEST_F(EtcdServer, AnEndpointThatFailsIsLeftForTheNext) {
+  const std::string live = std::getenv("SIMBA_TEST_ETCD_URL");
+  const std::string url =
+      "etcd://127.0.0.1:1," + live.substr(std::string("etcd://").size()) + prefix_;
+  BackendOnLoop b(url);
+  ASSERT_TRUE(b) << b.error();
+  const OpenReply r = open(b, 2000);
+  ASSERT_EQ(r.outcome, Outcome::kOk) << r.error;
+  EXPECT_TRUE(b.logged("connection to 127.0.0.1:1 lost: connect: connection refused"));
+  EXPECT_EQ(acquire(b, r.session_id, "n").outcome, Outcome::kOk);
+  // Through the client: it retries the open and becomes live.
+  Client c;
+  ASSERT_EQ(c.open(url, Timing{2000, 400}), SIMBA_OK) << simba_last_error();
+  EXPECT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+}
+
+// A session whose etcd lease is gone (revoked by close, or by an operator)
+// answers Expired, and an acquire with it never takes a free name.
+TEST_F(EtcdServer, ARevokedSessionIsExpired) {
+  BackendOnLoop b(url_);
+  ASSERT_TRUE(b) << b.error();
+  const OpenReply r = open(b, 2000);
+  ASSERT_EQ(r.outcome, Outcome::kOk) << r.error;
+  bool closed = false;
+  b->close_session(r.session_id, ms(5000), [&](const DoneReply& d) {
+    EXPECT_EQ(d.outcome, Outcome::kOk) << d.error;
+    closed = true;
+  });
+  ASSERT_TRUE(b.run_until([&] { return closed; }, 5000));
+  EXPECT_EQ(keep_alive(b, r.session_id, 2000).outcome, Outcome::kExpired);
+  EXPECT_EQ(acquire(b, r.session_id, "free").outcome, Outcome::kExpired);
+}
+
+}  // namespace
+
+#endif  // SIMBA_WITH_ETCD
