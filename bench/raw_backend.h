@@ -6,7 +6,7 @@
  * One table per backend; the program picks it by the scheme of the Simba URL
  * (kRawBackends in simba_bench.c). raw_redis.c is plain hiredis, raw_postgres.c
  * plain libpq, raw_zookeeper.c the plain single-threaded ZooKeeper C client
- * (libzookeeper_st). A new backend is a raw_<name>.c defining one table (designated
+ * (libzookeeper_st), raw_etcd_baseline.c gRPC over HTTP/2 (etcd_grpc.c). A new backend is a raw_<name>.c defining one table (designated
  * initializers: the fields it leaves out are 0/NULL, which is always the plain
  * behaviour), a line in kRawBackends and a block in bench/CMakeLists.txt.
  */
@@ -101,5 +101,6 @@ typedef struct raw_backend {
 extern const raw_backend_t raw_redis_backend;
 extern const raw_backend_t raw_postgres_backend;
 extern const raw_backend_t raw_zookeeper_backend;
+extern const raw_backend_t raw_etcd_backend;
 
 #endif

@@ -5,6 +5,7 @@
  *   simba_bench --url redis://127.0.0.1:PORT [--json FILE] [options]
  *   simba_bench --url postgresql://USER@127.0.0.1:PORT/DB [--json FILE] [options]
  *   simba_bench --url zookeeper://127.0.0.1:PORT [--json FILE] [options]
+ *   simba_bench --url etcd://127.0.0.1:PORT [--json FILE] [options]
  *
  * Phases, in this order:
  *   setup      a Simba client opens and closes in a child process, so that what
@@ -69,6 +70,9 @@ static const raw_backend_t *const kRawBackends[] = {
 #endif
 #ifdef SIMBA_BENCH_RAW_ZOOKEEPER
     &raw_zookeeper_backend,
+#endif
+#ifdef SIMBA_BENCH_RAW_ETCD
+    &raw_etcd_backend,
 #endif
 };
 

@@ -2,7 +2,8 @@
 # Simba's benchmarks (docs/benchmarks.md): installs what is missing, builds a
 # Release tree with -DSIMBA_BUILD_BENCH=ON, starts the throwaway servers of the
 # test suite it needs (scripts/lib/servers.sh: a redis-server with AOF and
-# appendfsync always, a PostgreSQL in a temp dir, a standalone ZooKeeper, each
+# appendfsync always, a PostgreSQL in a temp dir, a standalone ZooKeeper, a
+# one-member etcd, each
 # on a free port), runs bench/simba_bench against each backend asked for, and
 # stops the servers whatever happened.
 #
@@ -10,7 +11,7 @@
 #                                         5 minutes)
 #   bash scripts/bench.sh --backend zookeeper
 #                                         one backend: redis | postgresql |
-#                                         zookeeper | all
+#                                         zookeeper | etcd | all
 #   bash scripts/bench.sh -- --handovers 500 --lease-counts 1,1000
 #                                         extra arguments go to every simba_bench
 #                                         run (simba_bench --help lists them)
@@ -19,7 +20,7 @@
 # --jobs N (default 2), --out DIR (default bench/results), --json FILE (with one
 # backend only: its JSON there instead), --no-install, -h.
 # Each backend writes DIR/<backend>-latest.json (redis-latest.json,
-# postgres-latest.json, zookeeper-latest.json) and the table, also on stdout,
+# postgres-latest.json, zookeeper-latest.json, etcd-latest.json) and the table, also on stdout,
 # to its .txt sibling. The bindings' lock cycles against C's:
 # scripts/bench-bindings.sh (it builds nothing; it uses this build's
 # simba_cycle_bench).
@@ -44,7 +45,7 @@ INSTALL=1
 BENCH_ARGS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --backend) [[ $# -ge 2 ]] || { echo "bench.sh: --backend needs redis|postgresql|zookeeper|all" >&2; exit 2; }
+    --backend) [[ $# -ge 2 ]] || { echo "bench.sh: --backend needs redis|postgresql|zookeeper|etcd|all" >&2; exit 2; }
                BACKEND=$2; shift ;;
     --build-dir) [[ $# -ge 2 ]] || { echo "bench.sh: --build-dir needs a path" >&2; exit 2; }
                  BUILD_DIR=$2; shift ;;
@@ -66,8 +67,9 @@ case "$BACKEND" in
   redis) BACKENDS=(redis) ;;
   postgresql|postgres) BACKENDS=(postgresql) ;;
   zookeeper) BACKENDS=(zookeeper) ;;
+  etcd) BACKENDS=(etcd) ;;
   all) BACKENDS=(redis postgresql zookeeper) ;;
-  *) echo "bench.sh: --backend: redis, postgresql, zookeeper or all, not '$BACKEND'" >&2; exit 2 ;;
+  *) echo "bench.sh: --backend: redis, postgresql, zookeeper, etcd or all, not '$BACKEND'" >&2; exit 2 ;;
 esac
 if [[ -n "$JSON" && ${#BACKENDS[@]} -ne 1 ]]; then
   echo "bench.sh: --json FILE needs one --backend (use --out DIR for all)" >&2
@@ -85,6 +87,7 @@ for b in "${BACKENDS[@]}"; do
     redis) WITH+=(-DSIMBA_WITH_REDIS=ON) SERVERS+=(redis) ;;
     postgresql) WITH+=(-DSIMBA_WITH_POSTGRES=ON) SERVERS+=(postgres) ;;
     zookeeper) WITH+=(-DSIMBA_WITH_ZOOKEEPER=ON) SERVERS+=(zookeeper) ;;
+    etcd) WITH+=(-DSIMBA_WITH_ETCD=ON) SERVERS+=(etcd) ;;
   esac
 done
 log "configure $BUILD_DIR (Release, SIMBA_BUILD_BENCH=ON)"
@@ -130,6 +133,12 @@ for b in "${BACKENDS[@]}"; do
       # 80 ms cooldown, so that the old leader does not take the lease straight
       # back. forceSync is in zoo.cfg: no durability variant here.
       extra=(--handover-gap-ms 100 --handover-cooldown-ms 80) ;;
+    etcd)
+      # The bench adds a prefix of the run's own (/simba-bench-<pid>). No
+      # durability variant: etcd's fsync is only switched off at start.
+      url=$SIMBA_TEST_ETCD_URL
+      json=${JSON:-$OUT/etcd-latest.json}
+      extra=() ;;
   esac
   mkdir -p "$(dirname "$json")"
   txt="${json%.json}.txt"

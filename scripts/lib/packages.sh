@@ -58,4 +58,5 @@ SIMBA_BENCH_PACKAGES=(
   redis-server redis-tools
   postgresql openssl
   zookeeper libzookeeper-st-dev default-jre-headless
+  etcd-server etcd-client libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
 )
