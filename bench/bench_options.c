@@ -14,7 +14,8 @@ static void usage(FILE *f) {
       f,
       "usage: simba_bench [options]\n"
       "  --url URL               backend (default $SIMBA_BENCH_URL, else redis://127.0.0.1:6379):\n"
-      "                          redis://..., postgresql://..., zookeeper://... or etcd://...; without\n"
+      "                          redis://..., postgresql://..., zookeeper://... or etcd://...; "
+      "without\n"
       "                          its namespace (Redis prefix=, PostgreSQL schema=, ZooKeeper\n"
       "                          the chroot path), one unique to this run is added\n"
       "  --json FILE             write the results as JSON to FILE\n"

@@ -6,9 +6,9 @@
  * One table per backend; the program picks it by the scheme of the Simba URL
  * (kRawBackends in simba_bench.c). raw_redis.c is plain hiredis, raw_postgres.c
  * plain libpq, raw_zookeeper.c the plain single-threaded ZooKeeper C client
- * (libzookeeper_st), raw_etcd_baseline.c gRPC over HTTP/2 (etcd_grpc.c). A new backend is a raw_<name>.c defining one table (designated
- * initializers: the fields it leaves out are 0/NULL, which is always the plain
- * behaviour), a line in kRawBackends and a block in bench/CMakeLists.txt.
+ * (libzookeeper_st), raw_etcd_baseline.c gRPC over HTTP/2 (etcd_grpc.c). A new backend is a
+ * raw_<name>.c defining one table (designated initializers: the fields it leaves out are 0/NULL,
+ * which is always the plain behaviour), a line in kRawBackends and a block in bench/CMakeLists.txt.
  */
 #ifndef SIMBA_BENCH_RAW_BACKEND_H
 #define SIMBA_BENCH_RAW_BACKEND_H
@@ -58,6 +58,10 @@ typedef struct raw_backend {
    * took (ZooKeeper); its usec is ignored and every "inside the server"
    * figure is reported as unknown (null in the JSON). */
   int calls_untimed;
+  /* Server calls one keep-alive makes, 0 meaning 1 (etcd: 2, a LeaseKeepAlive
+   * stream message with a LeaseTimeToLive sent beside it, ADR 0045). The
+   * keep-alive target is one keep-alive, so this many calls, per interval. */
+  int calls_per_keep_alive;
 
   /* Connects to the server of a Simba URL of this scheme. NULL on failure,
    * with the reason in err. */

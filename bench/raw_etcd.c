@@ -32,7 +32,6 @@
 
 #include "etcd_grpc.h"
 
-
 static uv_loop_t *g_loop;
 
 static double now_us(void) {

@@ -13,7 +13,8 @@
  * counts come from etcd's /metrics on the client port (HTTP next to gRPC):
  * grpc_server_msg_received_total over every method, i.e. unary requests plus
  * messages on streams (a keep-alive is one); etcd keeps no per-call server time
- * unless started with --metrics extensive (calls_untimed).
+ * unless started with --metrics extensive (calls_untimed). A keep-alive of the
+ * backend is two of them: LeaseKeepAlive and LeaseTimeToLive(keys) beside it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
@@ -127,8 +128,8 @@ static char *http_get(const raw_conn_t *c, const char *path) {
   struct timeval tv = {5, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   char req[256];
-  const int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: %s:%d\r\n\r\n",
-                         path, c->host, c->port);
+  const int n =
+      snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: %s:%d\r\n\r\n", path, c->host, c->port);
   buf_t b = {0};
   if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && write(fd, req, (size_t)n) == n) {
     char chunk[16384];
@@ -187,13 +188,15 @@ const raw_backend_t raw_etcd_backend = {
                 "alternately: Simba's acquire Txn (put with the lease), then its release Txn "
                 "(guarded delete), each a durable raft entry"},
     .op_label = {"raw keep-alive", "raw Range (read)", "raw acquire|release Txn"},
-    .calls_desc = "/metrics: grpc_server_msg_received_total over every method (unary requests "
-                  "and stream messages); no server time",
+    .calls_desc =
+        "/metrics: grpc_server_msg_received_total over every method (unary requests "
+        "and stream messages); no server time",
     .namespace_fmt = "simba-bench-%ld",
     .namespace_in_path = 1,
     .write_pairs = 1,
     .counts_lag_ms = 0, /* the counters move at once */
     .calls_untimed = 1,
+    .calls_per_keep_alive = 2, /* LeaseKeepAlive + LeaseTimeToLive(keys), ADR 0045 */
     .connect = etcd_connect,
     .disconnect = etcd_disconnect,
     .prepare = etcd_prepare,
