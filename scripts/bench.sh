@@ -3,8 +3,8 @@
 # Release tree with -DSIMBA_BUILD_BENCH=ON, starts the throwaway servers of the
 # test suite it needs (scripts/lib/servers.sh: a redis-server with AOF and
 # appendfsync always, a PostgreSQL in a temp dir, a standalone ZooKeeper, a
-# one-member etcd, each
-# on a free port), runs bench/simba_bench against each backend asked for, and
+# one-member etcd, each on a free port), runs bench/simba_bench against each
+# backend asked for, and
 # stops the servers whatever happened.
 #
 #   bash scripts/bench.sh                 Redis, PostgreSQL, then ZooKeeper (about
