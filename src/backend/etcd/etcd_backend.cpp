@@ -545,6 +545,11 @@ void EtcdBackend::keep_alive_step(Call* c) {
         unknown.push_back(name);
       }
     }
+    // A name won after the answer was read (its token, the Txn's revision,
+    // is above the answer's) is not listed yet, and stays known.
+    for (const auto& [name, token] : known) {
+      if (static_cast<int64_t>(token) > c->ttl.revision) still.insert({name, token});
+    }
     known.swap(still);
     c->ttl.keys.clear();
     for (const std::string& name : unknown) {
@@ -557,7 +562,10 @@ void EtcdBackend::keep_alive_step(Call* c) {
               return fail(c->id, Outcome::kError, "etcd: undecodable Range answer");
             }
             if (!r.kvs.empty() && r.kvs[0].lease == c->lease && r.kvs[0].create_revision > 0) {
-              c->owned.push_back({name, static_cast<uint64_t>(r.kvs[0].create_revision)});
+              const auto token = static_cast<uint64_t>(r.kvs[0].create_revision);
+              c->owned.push_back({name, token});
+              // Known from now on: the next keep-alive reads it no more.
+              if (auto o = owned_.find(c->lease); o != owned_.end()) o->second[name] = token;
             }
             --c->lookups;
             keep_alive_step(c);

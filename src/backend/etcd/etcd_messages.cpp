@@ -235,6 +235,7 @@ bool decode_time_to_live(const uint8_t* data, size_t len, TimeToLiveAnswer* out)
       etcdserverpb__lease_time_to_live_response__descriptor, data, len);
   if (!r) return false;
   out->ttl = r->ttl;
+  out->revision = r->header ? r->header->revision : 0;
   out->keys.clear();
   for (size_t i = 0; i < r->n_keys; ++i) out->keys.push_back(str(r->keys[i]));
   return true;

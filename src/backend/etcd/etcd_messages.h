@@ -75,6 +75,7 @@ bool decode_keep_alive(const uint8_t* data, size_t len, int64_t* ttl);
 struct TimeToLiveAnswer {
   int64_t ttl = -1;  // remaining seconds; -1 when the lease is gone
   std::vector<std::string> keys;
+  int64_t revision = 0;  // the store's revision the answer was read at
 };
 bool decode_time_to_live(const uint8_t* data, size_t len, TimeToLiveAnswer* out);
 
