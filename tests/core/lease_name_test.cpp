@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <thread>
 #include <utility>
@@ -84,6 +85,26 @@ TEST(LeaseNameBlock, CountedAcrossThreads) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(shared, "partition/7");
+}
+
+// ADR 0043: a name inside its owner's block is not counted, so a copy is a
+// heap name of its own that outlives the owner's bytes; borrow() shares them.
+TEST(LeaseNameBlock, InlineNamesCopyOutAndBorrowShares) {
+  alignas(8) char owner[64];
+  std::memset(owner, 'x', sizeof owner);
+  ASSERT_LE(LeaseName::inline_bytes("jobs/nightly"), sizeof owner);
+  LeaseName copy;
+  {
+    LeaseName in = LeaseName::make_inline(owner, "jobs/nightly");
+    EXPECT_EQ(in.view(), "jobs/nightly");
+    LeaseName borrowed = LeaseName::borrow(in);
+    EXPECT_EQ(borrowed.c_str(), in.c_str());  // the owner's bytes, shared
+    copy = in;
+    EXPECT_NE(copy.c_str(), in.c_str());  // a block of its own
+  }
+  std::memset(owner, 'y', sizeof owner);  // the owner's bytes are gone
+  EXPECT_EQ(copy.view(), "jobs/nightly");
+  EXPECT_EQ(LeaseName::borrow(copy).c_str(), copy.c_str());  // a heap name: counted
 }
 
 }  // namespace
