@@ -26,6 +26,18 @@ typedef struct ssl_ctx_st SSL_CTX;
 
 namespace simba {
 
+// The TLS files of a URL (rediss://, etcds://): CA ("" = the system's store),
+// client certificate and key, the key's passphrase.
+struct TlsFiles {
+  std::string ca, cert, key, key_password;
+};
+// A client context that verifies the server, loaded from `files`; messages
+// name the URL by `scheme`. nullptr with `error` set (never the passphrase).
+std::shared_ptr<SSL_CTX> make_tls_context(const std::string& scheme, const TlsFiles& files,
+                                          std::string* error);
+// OpenSSL's error queue as one line (and emptied).
+std::string openssl_errors();
+
 // The TLS settings of a rediss:// URL, loaded once per backend: CA, client
 // certificate and key (decrypted with tls_key_password, which is then not kept).
 // nullptr with `error` set (never the password) when a file cannot be used.
