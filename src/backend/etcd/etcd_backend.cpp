@@ -570,6 +570,7 @@ Backend::CallRef EtcdBackend::keep_alive(const std::string& session, Duration le
           },
           [this, conn](int status, const std::string& err) {
             if (conn != conn_) return;
+            if (token_refused(err)) conn->set_token("");  // a new one with the next call
             ka_stream_ = 0;
             auto waiting = std::move(ka_waiting_);
             ka_waiting_.clear();
@@ -882,6 +883,7 @@ void EtcdBackend::open_watch_stream(GrpcConn* conn) {
       [this](const uint8_t* d, size_t n) { on_watch_answer(d, n); },
       [this, conn](int status, const std::string& err) {
         if (conn != conn_) return;
+        if (token_refused(err)) conn->set_token("");  // a new one with the next call
         watch_stream_ = 0;
         log(kLogWarn, "etcd: the watch stream ended (" + status_text(status, err) +
                           "): watches are made again with the next call");
