@@ -86,7 +86,7 @@ TEST(EtcdUrl, BadUrlsAreInvalidAndNeverShowThePassword) {
                           "etcds://h?tls_cert=/c.pem",
                           "etcds://h?tls_server_name=a/b",
                           "etcds://h?sslmode=verify-full",
-                          "etcdx://alice:hunter2@h",
+
                           "etcd://alice:hunter2@h:0"}) {
     EtcdUrl u;
     std::string err;

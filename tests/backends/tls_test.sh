@@ -236,12 +236,15 @@ case_redis_expired_certificate_is_refused() {
     --backend "rediss://:$REDIS_PW@127.0.0.1:$PORT_expired?$CA" status --timeout 2s
 }
 
-case_redis_client_certificate() {
-  local u="rediss://:$REDIS_PW@127.0.0.1:$PORT_clientauth?$CA" rc
-  expect_refused "no client certificate" "alert certificate required|TLS: (handshake|read|write) failed" \
+# tls_client_certificate_cases URL NAME: URL (with tls_ca, to a server that
+# wants a client certificate) is refused without one, gets in with tls_cert +
+# tls_key (lock NAME), also with an encrypted key; no passphrase printed.
+tls_client_certificate_cases() {
+  local u=$1 name=$2 rc
+  expect_refused "no client certificate" "alert (certificate required|bad certificate)|TLS: (handshake|read|write) failed" \
     --backend "$u" status --timeout 2s
   rc=$(out "$WORK/cc.log" --backend "$u&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/client.key" \
-    lock tls.redis.cc -- true)
+    lock "$name" -- true)
   [[ $rc == 0 ]] || { fail "with a client certificate: exit $rc"; tail -n 5 "$WORK/cc.log"; }
   rc=$(out "$WORK/enc.log" --backend \
     "$u&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/client-enc.key&tls_key_password=$SIMBA_PKI_KEY_PASSWORD" \
@@ -253,18 +256,29 @@ case_redis_client_certificate() {
   grep -q -F 'tls_key_password=***' "$WORK/enc.log" || fail "no redacted tls_key_password"
 }
 
-case_redis_bad_tls_files_are_refused_at_open() {
-  expect_refused "missing CA file" "cannot load the CA certificates of tls_ca" \
-    --backend "rediss://127.0.0.1:$PORT_ok?tls_ca=$WORK/nope.pem" status
+# tls_bad_files_cases TLS_BASE PLAIN_BASE: TLS files that cannot be used are
+# refused at open (TLS_BASE: scheme://host:port of the TLS scheme), and tls_ca
+# on PLAIN_BASE (the plain scheme) too; no passphrase printed.
+tls_bad_files_cases() {
+  local base=$1 plain=$2 scheme=${1%%://*}
+  expect_refused "missing CA file" "$scheme URL: cannot load the CA certificates of tls_ca" \
+    --backend "$base?tls_ca=$WORK/nope.pem" status
   expect_refused "wrong key passphrase" "cannot load the client key" \
-    --backend "rediss://127.0.0.1:$PORT_ok?$CA&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/client-enc.key&tls_key_password=Wrong-KeyPw-1" \
+    --backend "$base?$CA&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/client-enc.key&tls_key_password=Wrong-KeyPw-1" \
     status
   expect_refused "key of another certificate" "key values mismatch|does not match" \
-    --backend "rediss://127.0.0.1:$PORT_ok?$CA&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/server.key" \
+    --backend "$base?$CA&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/server.key" \
     status
-  expect_refused "tls_ca on redis://" "needs a rediss:// URL" \
-    --backend "redis://127.0.0.1:$PORT_ok?$CA" status
+  expect_refused "tls_ca on ${plain%%:*}://" "needs an? $scheme:// URL" --backend "$plain?$CA" status
   if grep -q -F -- "Wrong-KeyPw-1" "$WORK/refused.log"; then fail "a passphrase was printed"; fi
+}
+
+case_redis_client_certificate() {
+  tls_client_certificate_cases "rediss://:$REDIS_PW@127.0.0.1:$PORT_clientauth?$CA" tls.redis.cc
+}
+
+case_redis_bad_tls_files_are_refused_at_open() {
+  tls_bad_files_cases "rediss://127.0.0.1:$PORT_ok" "redis://127.0.0.1:$PORT_ok"
 }
 
 case_redis_conformance_suite_over_tls() {
@@ -336,34 +350,11 @@ case_etcd_expired_certificate_is_refused() {
 }
 
 case_etcd_client_certificate() {
-  local u="etcds://127.0.0.1:$EPORT_clientauth/cc?$CA" rc
-  expect_refused "no client certificate" "alert (certificate required|bad certificate|handshake failure)|TLS: (handshake|read|write) failed" \
-    --backend "$u" status --timeout 2s
-  rc=$(out "$WORK/cc.log" --backend "$u&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/client.key" \
-    lock tls.etcd.cc -- true)
-  [[ $rc == 0 ]] || { fail "with a client certificate: exit $rc"; tail -n 5 "$WORK/cc.log"; }
-  rc=$(out "$WORK/enc.log" --backend \
-    "$u&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/client-enc.key&tls_key_password=$SIMBA_PKI_KEY_PASSWORD" \
-    status)
-  [[ $rc == 0 ]] || { fail "with an encrypted key: exit $rc"; tail -n 5 "$WORK/enc.log"; }
-  if grep -q -F -- "$SIMBA_PKI_KEY_PASSWORD" "$WORK/enc.log"; then
-    fail "the key's passphrase was printed"
-  fi
-  grep -q -F 'tls_key_password=***' "$WORK/enc.log" || fail "no redacted tls_key_password"
+  tls_client_certificate_cases "etcds://127.0.0.1:$EPORT_clientauth/cc?$CA" tls.etcd.cc
 }
 
 case_etcd_bad_tls_files_are_refused_at_open() {
-  expect_refused "missing CA file" "etcds URL: cannot load the CA certificates of tls_ca" \
-    --backend "etcds://127.0.0.1:$EPORT_ok?tls_ca=$WORK/nope.pem" status
-  expect_refused "wrong key passphrase" "cannot load the client key" \
-    --backend "etcds://127.0.0.1:$EPORT_ok?$CA&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/client-enc.key&tls_key_password=Wrong-KeyPw-1" \
-    status
-  expect_refused "key of another certificate" "key values mismatch|does not match" \
-    --backend "etcds://127.0.0.1:$EPORT_ok?$CA&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/server.key" \
-    status
-  expect_refused "tls_ca on etcd://" "needs an etcds:// URL" \
-    --backend "etcd://127.0.0.1:$EPORT_ok?$CA" status
-  if grep -q -F -- "Wrong-KeyPw-1" "$WORK/refused.log"; then fail "a passphrase was printed"; fi
+  tls_bad_files_cases "etcds://127.0.0.1:$EPORT_ok" "etcd://127.0.0.1:$EPORT_ok"
 }
 
 # Last: it turns auth on for the ok server.

@@ -44,19 +44,10 @@ bool apply_parameter(const std::string& key, const std::string& value, const std
     *error = where + ": " + key + " needs an etcds:// URL (TLS)";
     return false;
   }
-  std::string decoded;
-  if (!percent_decode(value, &decoded) || decoded.empty() ||
-      decoded.find('\0') != std::string::npos) {
-    *error = where + ": " + key + " must be a non-empty value (%-escapes allowed)";
+  std::string decoded, why;
+  if (!decode_tls_parameter(key, value, &decoded, &why)) {
+    *error = where + ": " + why;
     return false;
-  }
-  if (key == "tls_server_name") {
-    for (char c : decoded) {
-      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != ':') {
-        *error = where + ": tls_server_name must be a host name or address";
-        return false;
-      }
-    }
   }
   *field = std::move(decoded);
   return true;
@@ -66,10 +57,11 @@ bool apply_parameter(const std::string& key, const std::string& value, const std
 
 bool parse_etcd_url(const std::string& url, EtcdUrl* out, std::string* error) {
   static const std::string kScheme = "etcd://", kTlsScheme = "etcds://";
-  // A malformed userinfo may hide a password where redact_url would not
-  // look: such a URL is never shown.
-  const std::string where = "etcd URL \"" + redact_url(url) + "\"";
+  // A URL with userinfo is never shown: a malformed one may hide a password
+  // where redact_url would not look.
   const std::string hidden = "etcd URL (not shown: it may hold a password)";
+  const std::string where =
+      url.find('@') == std::string::npos ? "etcd URL \"" + redact_url(url) + "\"" : hidden;
   EtcdUrl r;
   std::string rest;
   if (url.compare(0, kScheme.size(), kScheme) == 0) {
@@ -78,20 +70,15 @@ bool parse_etcd_url(const std::string& url, EtcdUrl* out, std::string* error) {
     rest = url.substr(kTlsScheme.size());
     r.tls = true;
   } else {
-    *error = (url.find('@') == std::string::npos ? where : hidden) +
-             ": expected etcd[s]://[user:password@]host[:port][,host[:port]...][/prefix]";
+    *error = where + ": expected etcd[s]://[user:password@]host[:port][,host[:port]...][/prefix]";
     return false;
   }
-  std::string query;
-  if (const size_t q = rest.find('?'); q != std::string::npos) {
-    query = rest.substr(q + 1);
-    rest.resize(q);
-  }
+  // The userinfo runs to the last '@' (write '@' elsewhere as %40): no
+  // password is left in what follows, which messages may quote.
   if (const size_t at = rest.rfind('@'); at != std::string::npos) {
     const std::string userinfo = rest.substr(0, at);
     const size_t colon = userinfo.find(':');
-    if (rest.find('@') != at || colon == std::string::npos ||
-        userinfo.find('/') != std::string::npos) {
+    if (userinfo.find('@') != std::string::npos || colon == std::string::npos) {
       *error = hidden + ": the part before '@' must be user:password (write '@' as %40)";
       return false;
     }
@@ -99,10 +86,15 @@ bool parse_etcd_url(const std::string& url, EtcdUrl* out, std::string* error) {
         !percent_decode(userinfo.substr(colon + 1), &r.password) || r.user.empty() ||
         r.password.empty()) {
       wipe_secret(&r.password);
-      *error = where + ": user and password must both be non-empty (%-escapes allowed)";
+      *error = hidden + ": user and password must both be non-empty (%-escapes allowed)";
       return false;
     }
     rest = rest.substr(at + 1);
+  }
+  std::string query;
+  if (const size_t q = rest.find('?'); q != std::string::npos) {
+    query = rest.substr(q + 1);
+    rest.resize(q);
   }
   const size_t slash = rest.find('/');
   const std::string hostport = rest.substr(0, slash);

@@ -350,20 +350,8 @@ bool GrpcConn::recv_tls(const char* data, size_t len) {
   }
 }
 
-// Why a handshake or a read failed, in OpenSSL's words.
 std::string GrpcConn::tls_failure(const char* what, int rc) {
-  const long verify = SSL_get_verify_result(ssl_);
-  if (verify != X509_V_OK) {
-    return std::string("TLS: the server's certificate was refused: ") +
-           X509_verify_cert_error_string(verify) + " (verifying " + verify_name_ + ")";
-  }
-  const int err = SSL_get_error(ssl_, rc);
-  std::string detail = openssl_errors();
-  if (detail.empty() && (err == SSL_ERROR_SYSCALL || err == SSL_ERROR_ZERO_RETURN)) {
-    detail = "the server closed the connection";
-  }
-  if (detail.empty()) detail = "SSL error " + std::to_string(err);
-  return std::string("TLS: ") + what + ": " + detail;
+  return tls_failure_reason(ssl_, what, rc, verify_name_);
 }
 #else
 void GrpcConn::handshake() { fail("TLS: this libsimba is built without OpenSSL"); }

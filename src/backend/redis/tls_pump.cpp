@@ -109,6 +109,21 @@ std::shared_ptr<SSL_CTX> make_redis_tls_context(const RedisUrl& url, std::string
 
 std::string openssl_errors() { return ssl_errors(); }
 
+std::string tls_failure_reason(SSL* ssl, const char* what, int rc, const std::string& name) {
+  const long verify = SSL_get_verify_result(ssl);
+  if (verify != X509_V_OK) {
+    return std::string("TLS: the server's certificate was refused: ") +
+           X509_verify_cert_error_string(verify) + " (verifying " + name + ")";
+  }
+  const int err = SSL_get_error(ssl, rc);
+  std::string detail = ssl_errors();
+  if (detail.empty() && (err == SSL_ERROR_SYSCALL || err == SSL_ERROR_ZERO_RETURN)) {
+    detail = "the server closed the connection";
+  }
+  if (detail.empty()) detail = "SSL error " + std::to_string(err);
+  return std::string("TLS: ") + what + ": " + detail;
+}
+
 struct TlsPump::Impl {
   TlsPump* self = nullptr;
   uv_loop_t* loop = nullptr;
@@ -141,20 +156,8 @@ struct TlsPump::Impl {
     shut();
   }
 
-  // The reason a handshake or a read failed, in OpenSSL's words.
   std::string tls_failure(const char* what, int rc) {
-    const long verify = SSL_get_verify_result(ssl);
-    if (verify != X509_V_OK) {
-      return std::string("TLS: the server's certificate was refused: ") +
-             X509_verify_cert_error_string(verify) + " (verifying " + name + ")";
-    }
-    const int err = SSL_get_error(ssl, rc);
-    std::string detail = ssl_errors();
-    if (detail.empty() && (err == SSL_ERROR_SYSCALL || err == SSL_ERROR_ZERO_RETURN)) {
-      detail = "the server closed the connection";
-    }
-    if (detail.empty()) detail = "SSL error " + std::to_string(err);
-    return std::string("TLS: ") + what + ": " + detail;
+    return tls_failure_reason(ssl, what, rc, name);
   }
 
   void set_polls() {

@@ -23,6 +23,7 @@
 #include "backend/redis/redis_url.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
+typedef struct ssl_st SSL;
 
 namespace simba {
 
@@ -37,6 +38,9 @@ std::shared_ptr<SSL_CTX> make_tls_context(const std::string& scheme, const TlsFi
                                           std::string* error);
 // OpenSSL's error queue as one line (and emptied).
 std::string openssl_errors();
+// Why a handshake, a read or a write (`what`, its result `rc`) of `ssl` failed,
+// in OpenSSL's words; a refused certificate names `name`, what was verified.
+std::string tls_failure_reason(SSL* ssl, const char* what, int rc, const std::string& name);
 
 // The TLS settings of a rediss:// URL, loaded once per backend: CA, client
 // certificate and key (decrypted with tls_key_password, which is then not kept).
