@@ -31,7 +31,9 @@
 #     (also an encrypted key) get in; bad TLS files are refused at open; with
 #     auth enabled (root user), user:password@ works over TLS, a wrong password
 #     is refused by name, a token invalidated while a lock is held is renewed;
-#     no password in anything printed.
+#     no password in anything printed. With a third argument (PATH/TO/
+#     test_backends), the conformance suite (Backends/Conformance.*/etcd) also
+#     runs over etcds:// with auth.
 #
 # Exit 0 when every case passed, 1 otherwise, 77 (skipped) without the server.
 set -uo pipefail
@@ -322,8 +324,9 @@ case_etcd_verified_tls_goes_live_and_leads() {
       fail "no verified handshake for $host in the log"
   done
   # The lock went through etcd: its token key is there.
-  "${ETCDCTL[@]}" get --prefix /tls/t/ --keys-only | grep -q "tls.etcd.localhost" ||
-    fail "no token key of the lock in etcd"
+  local keys
+  keys=$("${ETCDCTL[@]}" get --prefix /tls/t/ --keys-only)
+  [[ $keys == *tls.etcd.localhost* ]] || fail "no token key of the lock in etcd"
   expect_refused "etcd:// on a TLS port" "connection lost|closed the connection|no answer|HTTP/2" \
     --backend "etcd://127.0.0.1:$EPORT_ok" status --timeout 2s
 }
@@ -347,6 +350,11 @@ case_etcd_wrong_host_name_is_refused() {
 case_etcd_expired_certificate_is_refused() {
   expect_refused "expired" "certificate was refused: certificate has expired" \
     --backend "etcds://127.0.0.1:$EPORT_expired?$CA" status --timeout 2s
+  # A member whose certificate is refused is left for the next one in the URL.
+  local rc
+  rc=$(out "$WORK/next.log" --backend "etcds://127.0.0.1:$EPORT_expired,127.0.0.1:$EPORT_ok/next?$CA" \
+    lock tls.etcd.next -- true)
+  [[ $rc == 0 ]] || { fail "expired member then a good one: exit $rc"; tail -n 5 "$WORK/next.log"; }
 }
 
 case_etcd_client_certificate() {
@@ -357,9 +365,11 @@ case_etcd_bad_tls_files_are_refused_at_open() {
   tls_bad_files_cases "etcds://127.0.0.1:$EPORT_ok" "etcd://127.0.0.1:$EPORT_ok"
 }
 
-# Last: it turns auth on for the ok server.
+# Last but the conformance suite: it turns auth on for the ok server.
+ETCD_ROOT_PW='Etcd-RootPw-7Qx2'
+
 case_etcd_user_password_auth() {
-  local pw='Etcd-RootPw-7Qx2' rc
+  local pw=$ETCD_ROOT_PW rc
   "${ETCDCTL[@]}" user add "root:$pw" >/dev/null &&
     "${ETCDCTL[@]}" user grant-role root root >/dev/null &&
     "${ETCDCTL[@]}" auth enable >/dev/null ||
@@ -390,6 +400,15 @@ case_etcd_user_password_auth() {
   done
 }
 
+# After the auth case: the whole conformance suite over TLS with a token.
+case_etcd_conformance_suite_over_tls_with_auth() {
+  SIMBA_TEST_ETCD_URL="etcds://root:$ETCD_ROOT_PW@127.0.0.1:$EPORT_ok/conf?$CA" \
+    timeout $((300 * SLOW)) "$TEST_BACKENDS" --gtest_filter='Backends/Conformance.*/etcd' \
+    --gtest_brief=1 >"$WORK/conformance.log" 2>&1 ||
+    { fail "conformance suite:"; tail -n 20 "$WORK/conformance.log"; }
+  grep -q "PASSED" "$WORK/conformance.log" || fail "the conformance suite ran no test"
+}
+
 TEST_BACKENDS=${3:-}
 
 case "$WHICH" in
@@ -412,6 +431,7 @@ case "$WHICH" in
     run_case etcd_client_certificate
     run_case etcd_bad_tls_files_are_refused_at_open
     run_case etcd_user_password_auth
+    [[ -n "$TEST_BACKENDS" ]] && run_case etcd_conformance_suite_over_tls_with_auth
     ;;
   postgres)
     pg_setup

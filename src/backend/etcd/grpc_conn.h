@@ -72,8 +72,9 @@ class GrpcConn {
   void on_secure(std::function<void(const std::string&)> fn) { on_secure_ = std::move(fn); }
 
   bool broken() const { return broken_; }
-  // Whether the TCP connection was ever up (else nothing of ours was sent).
-  bool connected() const { return connected_; }
+  // Whether the TCP connection (and TLS) was ever up (else nothing of ours
+  // was sent: a member with a refused certificate is left like a dead one).
+  bool connected() const { return connected_ && (!tls_ || tls_ready_); }
   const std::string& authority() const { return authority_; }
   // How long the connection has read nothing while a message we sent waited
   // (0 when it read something since our last message): a call abandoned
