@@ -467,3 +467,31 @@ HBA
     { cat "$dir/psql.log" >&2; return 1; }
   SIMBA_TLS_PG_PORT=$port
 }
+
+# simba_start_etcd_tls DIR PKI CERT [ETCD_ARGS...]: an etcd of its own under DIR
+# serving clients over TLS only (https), presenting PKI/CERT.crt (server,
+# wronghost or expired); ETCD_ARGS are added (e.g. --client-cert-auth
+# --trusted-ca-file PKI/ca.crt). Sets SIMBA_TLS_ETCD_PORT (tracked: stop_servers
+# ends it). Ready when its client port accepts a connection.
+simba_start_etcd_tls() {
+  local dir=$1 pki=$2 cert=$3 client peer
+  shift 3
+  command -v etcd >/dev/null || { echo "servers: etcd (etcd-server) not installed" >&2; return 1; }
+  mkdir -p "$dir"
+  client=$(simba_free_port) || return 1
+  peer=$(simba_free_port) || return 1
+  etcd --name tls --data-dir "$dir/data" \
+    --listen-client-urls "https://127.0.0.1:$client" --advertise-client-urls "https://127.0.0.1:$client" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "tls=http://127.0.0.1:$peer" --initial-cluster-state new \
+    --cert-file "$pki/$cert.crt" --key-file "$pki/$cert.key" "$@" \
+    --log-level warn --logger zap >"$dir/etcd.log" 2>&1 &
+  simba_track_pid $!
+  simba_wait_until 20 "etcd (TLS) on $client" simba_port_accepts "$client" || {
+    cat "$dir/etcd.log" >&2
+    return 1
+  }
+  SIMBA_TLS_ETCD_PORT=$client
+}
+
+simba_port_accepts() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }

@@ -121,12 +121,13 @@ std::string redact_query_secrets(const std::string& url) {
 // Why `scheme` has no backend here: unknown, or known but not built in.
 std::string unsupported_scheme(const std::string& scheme) {
   if (scheme == "redis" || scheme == "rediss" || scheme == "redis+sentinel" ||
-      scheme == "postgresql" || scheme == "postgres" || scheme == "zookeeper" || scheme == "etcd") {
+      scheme == "postgresql" || scheme == "postgres" || scheme == "zookeeper" || scheme == "etcd" ||
+      scheme == "etcds") {
     return "backend scheme \"" + scheme + "\" is not built into this libsimba";
   }
   return "unknown backend scheme \"" + scheme +
          "\" (expected memory://, redis://, rediss://, redis+sentinel://, postgresql://, "
-         "zookeeper:// or etcd://)";
+         "zookeeper://, etcd:// or etcds://)";
 }
 
 }  // namespace
@@ -200,13 +201,17 @@ std::unique_ptr<Backend> make_backend(const BackendContext& ctx, const std::stri
   }
 #endif
 #ifdef SIMBA_WITH_ETCD
-  if (scheme == "etcd") {
+  if (scheme == "etcd" || scheme == "etcds") {
     EtcdUrl parsed;
     if (!parse_etcd_url(url, &parsed, error)) {
       *why = BackendError::kInvalid;
       return nullptr;
     }
-    return make_etcd_backend(ctx, parsed);
+    auto backend = make_etcd_backend(ctx, parsed, error);
+    wipe_secret(&parsed.password);
+    wipe_secret(&parsed.tls_key_password);
+    if (!backend) *why = BackendError::kInvalid;  // a TLS file that cannot be used
+    return backend;
   }
 #endif
   *why = BackendError::kUnsupported;
@@ -236,7 +241,7 @@ bool backend_schema_script(const std::string& url, std::string* text, BackendErr
 #endif
   *why = BackendError::kUnsupported;
   if (scheme == "memory" || scheme == "redis" || scheme == "rediss" || scheme == "redis+sentinel" ||
-      scheme == "zookeeper" || scheme == "etcd") {
+      scheme == "zookeeper" || scheme == "etcd" || scheme == "etcds") {
     // These keep their data in keys or nodes they create as they go: there is
     // nothing for a DBA to install.
     *error = "the " + scheme + ":// backend has no schema to install (only postgresql:// has one)";

@@ -51,6 +51,23 @@ bool percent_decode(const std::string& in, std::string* out) {
   return true;
 }
 
+bool decode_tls_parameter(const std::string& key, const std::string& value, std::string* out,
+                          std::string* why) {
+  if (!percent_decode(value, out) || out->empty() || out->find('\0') != std::string::npos) {
+    *why = key + " must be a non-empty value (%-escapes allowed)";
+    return false;
+  }
+  if (key == "tls_server_name") {
+    for (char c : *out) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != ':') {
+        *why = "tls_server_name must be a host name or address";
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 bool parse_decimal(const std::string& s, long lo, long hi, int* out) {
   if (s.empty() || s.size() > 9) return false;
   long v = 0;

@@ -27,6 +27,12 @@ bool parse_decimal(const std::string& s, long lo, long hi, int* out);
 // (a reason without the URL, for the caller to prefix) when malformed.
 bool parse_host_port(const std::string& hostport, std::string* host, int* port, std::string* why);
 
+// The value of a TLS query parameter (tls_ca, tls_cert, ... of rediss:// and
+// etcds://): %-decoded, non-empty, no NUL; tls_server_name a host name or
+// address. False with `why` set (a reason for the caller to prefix).
+bool decode_tls_parameter(const std::string& key, const std::string& value, std::string* out,
+                          std::string* why);
+
 // Overwrites the characters of `secret` (the compiler may not skip it) and
 // empties it: a parsed URL's copy of a password is not left in freed memory
 // (a core dump) once the backend took what it keeps.

@@ -114,7 +114,11 @@ class Conformance : public ::testing::TestWithParam<BackendParam> {
     const char* sep = url_.find('?') == std::string::npos ? "?" : "&";
     if (label == "redis" || label == "redis_sentinel") return url_ + sep + "prefix=" + tag;
     if (label == "postgresql") return url_ + sep + "schema=" + tag;
-    if (label == "zookeeper" || label == "etcd") return url_ + "/" + tag;
+    if (label == "zookeeper") return url_ + "/" + tag;
+    if (label == "etcd") {  // one more prefix component, before etcds://'s query
+      const size_t q = std::min(url_.find('?'), url_.size());
+      return url_.substr(0, q) + "/" + tag + url_.substr(q);
+    }
     return url_;  // memory://: already one store per test
   }
   // A lease name of this test only.

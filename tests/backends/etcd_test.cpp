@@ -38,13 +38,56 @@ TEST(EtcdUrl, DefaultsAndParts) {
   EtcdUrl w;
   ASSERT_TRUE(parse_etcd_url("etcd://etcd.example:2379/", &w, &err)) << err;
   EXPECT_EQ(w.prefix, "/simba");
+  EXPECT_FALSE(w.tls);
+  EXPECT_TRUE(w.user.empty());
+  // etcds:// with user:password@ (%-escaped) and the TLS files.
+  EtcdUrl t;
+  ASSERT_TRUE(
+      parse_etcd_url("etcds://root:p%40ss@h1,h2:2380/x?tls_ca=/c%20a.pem&tls_cert=/c.pem"
+                     "&tls_key=/k.pem&tls_key_password=kp&tls_server_name=etcd.example",
+                     &t, &err))
+      << err;
+  EXPECT_TRUE(t.tls);
+  EXPECT_EQ(t.user, "root");
+  EXPECT_EQ(t.password, "p@ss");
+  ASSERT_EQ(t.endpoints.size(), 2u);
+  EXPECT_EQ(t.prefix, "/x");
+  EXPECT_EQ(t.tls_ca, "/c a.pem");
+  EXPECT_EQ(t.tls_cert, "/c.pem");
+  EXPECT_EQ(t.tls_key, "/k.pem");
+  EXPECT_EQ(t.tls_key_password, "kp");
+  EXPECT_EQ(t.tls_server_name, "etcd.example");
+  // Auth without TLS is allowed (the password then crosses in the clear).
+  EtcdUrl a;
+  ASSERT_TRUE(parse_etcd_url("etcd://alice:hunter2@h", &a, &err)) << err;
+  EXPECT_EQ(a.user, "alice");
+  EXPECT_FALSE(a.tls);
 }
 
 TEST(EtcdUrl, BadUrlsAreInvalidAndNeverShowThePassword) {
-  for (const char* bad :
-       {"etcd://", "etcd://:2379", "etcd://h:", "etcd://h:0", "etcd://h:65536", "etcd://[::1",
-        "etcd://h/a/", "etcd://h/a//b", "etcd://h/a b", "etcd://h1:2379,", "etcd://,h2",
-        "etcd://h?prefix=x", "etcd://alice:hunter2@h:2379"}) {
+  for (const char* bad : {"etcd://",
+                          "etcd://:2379",
+                          "etcd://h:",
+                          "etcd://h:0",
+                          "etcd://h:65536",
+                          "etcd://[::1",
+                          "etcd://h/a/",
+                          "etcd://h/a//b",
+                          "etcd://h/a b",
+                          "etcd://h1:2379,",
+                          "etcd://,h2",
+                          "etcd://h?prefix=x",
+                          "etcd://alice@hunter2@h:2379",
+                          "etcd://hunter2@h",
+                          "etcd://alice:@h",
+                          "etcd://:hunter2@h",
+                          "etcd://h?tls_ca=/ca.pem",
+                          "etcds://h?tls_ca=",
+                          "etcds://h?tls_cert=/c.pem",
+                          "etcds://h?tls_server_name=a/b",
+                          "etcds://h?sslmode=verify-full",
+
+                          "etcd://alice:hunter2@h:0"}) {
     EtcdUrl u;
     std::string err;
     EXPECT_FALSE(parse_etcd_url(bad, &u, &err)) << bad;

@@ -22,11 +22,24 @@
 #     With a third argument (PATH/TO/test_backends), the conformance suite
 #     (Backends/Conformance.*/redis) also runs over rediss://.
 #
+#   tls_test.sh PATH/TO/simba etcd
+#     etcd with https client URLs only: etcds:// with tls_ca goes live and
+#     leads (by IP address and by host name; ALPN h2); a wrong CA, a
+#     certificate for another name (or tls_server_name= another name), an
+#     expired certificate are refused with OpenSSL's reason; with
+#     --client-cert-auth, no client certificate is refused, tls_cert + tls_key
+#     (also an encrypted key) get in; bad TLS files are refused at open; with
+#     auth enabled (root user), user:password@ works over TLS, a wrong password
+#     is refused by name, a token invalidated while a lock is held is renewed;
+#     no password in anything printed. With a third argument (PATH/TO/
+#     test_backends), the conformance suite (Backends/Conformance.*/etcd) also
+#     runs over etcds:// with auth.
+#
 # Exit 0 when every case passed, 1 otherwise, 77 (skipped) without the server.
 set -uo pipefail
 
-SIMBA=${1:?usage: tls_test.sh PATH/TO/simba postgres|redis}
-WHICH=${2:?usage: tls_test.sh PATH/TO/simba postgres|redis}
+SIMBA=${1:?usage: tls_test.sh PATH/TO/simba postgres|redis|etcd}
+WHICH=${2:?usage: tls_test.sh PATH/TO/simba postgres|redis|etcd}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=../../scripts/lib/servers.sh
 source "$ROOT/scripts/lib/servers.sh"
@@ -225,12 +238,15 @@ case_redis_expired_certificate_is_refused() {
     --backend "rediss://:$REDIS_PW@127.0.0.1:$PORT_expired?$CA" status --timeout 2s
 }
 
-case_redis_client_certificate() {
-  local u="rediss://:$REDIS_PW@127.0.0.1:$PORT_clientauth?$CA" rc
-  expect_refused "no client certificate" "alert certificate required|TLS: (handshake|read|write) failed" \
+# tls_client_certificate_cases URL NAME: URL (with tls_ca, to a server that
+# wants a client certificate) is refused without one, gets in with tls_cert +
+# tls_key (lock NAME), also with an encrypted key; no passphrase printed.
+tls_client_certificate_cases() {
+  local u=$1 name=$2 rc
+  expect_refused "no client certificate" "alert (certificate required|bad certificate)|TLS: (handshake|read|write) failed" \
     --backend "$u" status --timeout 2s
   rc=$(out "$WORK/cc.log" --backend "$u&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/client.key" \
-    lock tls.redis.cc -- true)
+    lock "$name" -- true)
   [[ $rc == 0 ]] || { fail "with a client certificate: exit $rc"; tail -n 5 "$WORK/cc.log"; }
   rc=$(out "$WORK/enc.log" --backend \
     "$u&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/client-enc.key&tls_key_password=$SIMBA_PKI_KEY_PASSWORD" \
@@ -242,18 +258,29 @@ case_redis_client_certificate() {
   grep -q -F 'tls_key_password=***' "$WORK/enc.log" || fail "no redacted tls_key_password"
 }
 
-case_redis_bad_tls_files_are_refused_at_open() {
-  expect_refused "missing CA file" "cannot load the CA certificates of tls_ca" \
-    --backend "rediss://127.0.0.1:$PORT_ok?tls_ca=$WORK/nope.pem" status
+# tls_bad_files_cases TLS_BASE PLAIN_BASE: TLS files that cannot be used are
+# refused at open (TLS_BASE: scheme://host:port of the TLS scheme), and tls_ca
+# on PLAIN_BASE (the plain scheme) too; no passphrase printed.
+tls_bad_files_cases() {
+  local base=$1 plain=$2 scheme=${1%%://*}
+  expect_refused "missing CA file" "$scheme URL: cannot load the CA certificates of tls_ca" \
+    --backend "$base?tls_ca=$WORK/nope.pem" status
   expect_refused "wrong key passphrase" "cannot load the client key" \
-    --backend "rediss://127.0.0.1:$PORT_ok?$CA&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/client-enc.key&tls_key_password=Wrong-KeyPw-1" \
+    --backend "$base?$CA&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/client-enc.key&tls_key_password=Wrong-KeyPw-1" \
     status
   expect_refused "key of another certificate" "key values mismatch|does not match" \
-    --backend "rediss://127.0.0.1:$PORT_ok?$CA&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/server.key" \
+    --backend "$base?$CA&tls_cert=$WORK/pki/client.crt&tls_key=$WORK/pki/server.key" \
     status
-  expect_refused "tls_ca on redis://" "needs a rediss:// URL" \
-    --backend "redis://127.0.0.1:$PORT_ok?$CA" status
+  expect_refused "tls_ca on ${plain%%:*}://" "needs an? $scheme:// URL" --backend "$plain?$CA" status
   if grep -q -F -- "Wrong-KeyPw-1" "$WORK/refused.log"; then fail "a passphrase was printed"; fi
+}
+
+case_redis_client_certificate() {
+  tls_client_certificate_cases "rediss://:$REDIS_PW@127.0.0.1:$PORT_clientauth?$CA" tls.redis.cc
+}
+
+case_redis_bad_tls_files_are_refused_at_open() {
+  tls_bad_files_cases "rediss://127.0.0.1:$PORT_ok" "redis://127.0.0.1:$PORT_ok"
 }
 
 case_redis_conformance_suite_over_tls() {
@@ -262,6 +289,123 @@ case_redis_conformance_suite_over_tls() {
   SIMBA_TEST_REDIS_URL="rediss://:$REDIS_PW@127.0.0.1:$PORT_ok?$CA" timeout $((300 * SLOW)) \
     "$TEST_BACKENDS" --gtest_filter='Backends/Conformance.*/redis' --gtest_brief=1 \
     >"$WORK/conformance.log" 2>&1 || { fail "conformance suite:"; tail -n 20 "$WORK/conformance.log"; }
+  grep -q "PASSED" "$WORK/conformance.log" || fail "the conformance suite ran no test"
+}
+
+# --- etcd ---------------------------------------------------------------------------
+
+etcd_setup() {
+  command -v etcd >/dev/null && command -v etcdctl >/dev/null ||
+    { echo "SKIP: etcd-server and etcd-client are not installed"; exit 77; }
+  SIMBA_SERVERS_DIR="$WORK/servers"
+  mkdir -p "$SIMBA_SERVERS_DIR"
+  local which cert
+  for which in ok wronghost expired clientauth; do
+    case $which in ok | clientauth) cert=server ;; *) cert=$which ;; esac
+    if [[ $which == clientauth ]]; then
+      simba_start_etcd_tls "$SIMBA_SERVERS_DIR/etcd-$which" "$WORK/pki" "$cert" \
+        --client-cert-auth --trusted-ca-file "$WORK/pki/ca.crt" || exit 1
+    else
+      simba_start_etcd_tls "$SIMBA_SERVERS_DIR/etcd-$which" "$WORK/pki" "$cert" || exit 1
+    fi
+    printf -v "EPORT_$which" %s "$SIMBA_TLS_ETCD_PORT"
+  done
+  CA="tls_ca=$WORK/pki/ca.crt"
+  ETCDCTL=(etcdctl --endpoints "https://127.0.0.1:$EPORT_ok" --cacert "$WORK/pki/ca.crt"
+           --command-timeout 5s)
+}
+
+case_etcd_verified_tls_goes_live_and_leads() {
+  local rc host
+  for host in 127.0.0.1 localhost; do
+    rc=$(out "$WORK/e.log" --backend "etcds://$host:$EPORT_ok/tls?$CA" lock "tls.etcd.$host" -- true)
+    [[ $rc == 0 ]] || { fail "lock via $host exited $rc"; tail -n 5 "$WORK/e.log"; }
+    grep -q "certificate verified for $host" "$WORK/e.log" ||
+      fail "no verified handshake for $host in the log"
+  done
+  # The lock went through etcd: its token key is there.
+  local keys
+  keys=$("${ETCDCTL[@]}" get --prefix /tls/t/ --keys-only)
+  [[ $keys == *tls.etcd.localhost* ]] || fail "no token key of the lock in etcd"
+  expect_refused "etcd:// on a TLS port" "connection lost|closed the connection|no answer|HTTP/2" \
+    --backend "etcd://127.0.0.1:$EPORT_ok" status --timeout 2s
+}
+
+case_etcd_wrong_ca_is_refused() {
+  expect_refused "other CA" "certificate was refused: (self-signed certificate in certificate chain|unable to get local issuer)" \
+    --backend "etcds://127.0.0.1:$EPORT_ok?tls_ca=$WORK/pki/other-ca.crt" status --timeout 2s
+}
+
+case_etcd_wrong_host_name_is_refused() {
+  expect_refused "certificate for wrong.example" "certificate was refused: (IP address|hostname) mismatch" \
+    --backend "etcds://127.0.0.1:$EPORT_wronghost?$CA" status --timeout 2s
+  expect_refused "tls_server_name=other.example" "certificate was refused: hostname mismatch \(verifying other.example\)" \
+    --backend "etcds://127.0.0.1:$EPORT_ok?$CA&tls_server_name=other.example" status --timeout 2s
+  local rc
+  rc=$(out "$WORK/sn.log" --backend \
+    "etcds://127.0.0.1:$EPORT_wronghost?$CA&tls_server_name=wrong.example" status)
+  [[ $rc == 0 ]] || { fail "tls_server_name=wrong.example exited $rc"; tail -n 5 "$WORK/sn.log"; }
+}
+
+case_etcd_expired_certificate_is_refused() {
+  expect_refused "expired" "certificate was refused: certificate has expired" \
+    --backend "etcds://127.0.0.1:$EPORT_expired?$CA" status --timeout 2s
+  # A member whose certificate is refused is left for the next one in the URL.
+  local rc
+  rc=$(out "$WORK/next.log" --backend "etcds://127.0.0.1:$EPORT_expired,127.0.0.1:$EPORT_ok/next?$CA" \
+    lock tls.etcd.next -- true)
+  [[ $rc == 0 ]] || { fail "expired member then a good one: exit $rc"; tail -n 5 "$WORK/next.log"; }
+}
+
+case_etcd_client_certificate() {
+  tls_client_certificate_cases "etcds://127.0.0.1:$EPORT_clientauth/cc?$CA" tls.etcd.cc
+}
+
+case_etcd_bad_tls_files_are_refused_at_open() {
+  tls_bad_files_cases "etcds://127.0.0.1:$EPORT_ok" "etcd://127.0.0.1:$EPORT_ok"
+}
+
+# Last but the conformance suite: it turns auth on for the ok server.
+ETCD_ROOT_PW='Etcd-RootPw-7Qx2'
+
+case_etcd_user_password_auth() {
+  local pw=$ETCD_ROOT_PW rc
+  "${ETCDCTL[@]}" user add "root:$pw" >/dev/null &&
+    "${ETCDCTL[@]}" user grant-role root root >/dev/null &&
+    "${ETCDCTL[@]}" auth enable >/dev/null ||
+    { fail "cannot enable auth"; return; }
+  local u="etcds://root:$pw@127.0.0.1:$EPORT_ok/auth?$CA"
+  rc=$(out "$WORK/auth.log" --backend "$u" lock tls.etcd.auth -- true)
+  [[ $rc == 0 ]] || { fail "lock as root exited $rc"; tail -n 5 "$WORK/auth.log"; }
+  rc=$(out "$WORK/auth-status.log" --backend "$u" status --json)
+  [[ $rc == 0 ]] || { fail "status as root exited $rc"; tail -n 5 "$WORK/auth-status.log"; }
+  grep -q -F "etcds://root:***@127.0.0.1:$EPORT_ok" "$WORK/auth-status.log" ||
+    fail "no redacted URL in status"
+  expect_refused "no password" "user name is empty" \
+    --backend "etcds://127.0.0.1:$EPORT_ok/auth?$CA" status --timeout 2s
+  expect_refused "wrong password" "authentication as \"root\" refused: .*authentication failed" \
+    --backend "etcds://root:Wrong-RootPw-1@127.0.0.1:$EPORT_ok/auth?$CA" status --timeout 2s
+  # Changing the password (to the same one) invalidates root's tokens while
+  # the lock is held: the release takes a new one.
+  rc=$(out "$WORK/reauth.log" --backend "$u" lock tls.etcd.reauth -- sh -c \
+    "echo '$pw' | ${ETCDCTL[*]} --user 'root:$pw' user passwd root --interactive=false >/dev/null && sleep 1")
+  [[ $rc == 0 ]] || { fail "lock across a token change exited $rc"; tail -n 8 "$WORK/reauth.log"; }
+  grep -q "authenticating again" "$WORK/reauth.log" || fail "no new token after the change"
+  if [[ -n $("${ETCDCTL[@]}" --user "root:$pw" get /auth/l/tls.etcd.reauth) ]]; then
+    fail "the lock was not released after the token change"
+  fi
+  local f
+  for f in auth auth-status reauth refused; do
+    if grep -q -F -e "$pw" -e "Wrong-RootPw-1" "$WORK/$f.log"; then fail "a password was printed ($f)"; fi
+  done
+}
+
+# After the auth case: the whole conformance suite over TLS with a token.
+case_etcd_conformance_suite_over_tls_with_auth() {
+  SIMBA_TEST_ETCD_URL="etcds://root:$ETCD_ROOT_PW@127.0.0.1:$EPORT_ok/conf?$CA" \
+    timeout $((300 * SLOW)) "$TEST_BACKENDS" --gtest_filter='Backends/Conformance.*/etcd' \
+    --gtest_brief=1 >"$WORK/conformance.log" 2>&1 ||
+    { fail "conformance suite:"; tail -n 20 "$WORK/conformance.log"; }
   grep -q "PASSED" "$WORK/conformance.log" || fail "the conformance suite ran no test"
 }
 
@@ -278,6 +422,17 @@ case "$WHICH" in
     run_case redis_bad_tls_files_are_refused_at_open
     [[ -n "$TEST_BACKENDS" ]] && run_case redis_conformance_suite_over_tls
     ;;
+  etcd)
+    etcd_setup
+    run_case etcd_verified_tls_goes_live_and_leads
+    run_case etcd_wrong_ca_is_refused
+    run_case etcd_wrong_host_name_is_refused
+    run_case etcd_expired_certificate_is_refused
+    run_case etcd_client_certificate
+    run_case etcd_bad_tls_files_are_refused_at_open
+    run_case etcd_user_password_auth
+    [[ -n "$TEST_BACKENDS" ]] && run_case etcd_conformance_suite_over_tls_with_auth
+    ;;
   postgres)
     pg_setup
     run_case pg_verify_full_goes_live_over_tls
@@ -287,6 +442,6 @@ case "$WHICH" in
     run_case pg_expired_certificate_is_refused
     run_case pg_client_certificate
     ;;
-  *) echo "tls_test.sh: unknown backend '$WHICH' (postgres or redis)" >&2; exit 2 ;;
+  *) echo "tls_test.sh: unknown backend '$WHICH' (postgres, redis or etcd)" >&2; exit 2 ;;
 esac
 finish

@@ -1,4 +1,4 @@
-// etcd:// URLs: the parser never crashes, accepts only what it documents
+// etcd:// and etcds:// URLs: the parser never crashes, accepts only what it documents
 // (hosts, ports, a prefix that is a clean key path) and never shows a password.
 #include "backend/backend.h"
 #include "backend/etcd/etcd_url.h"
@@ -10,7 +10,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string error;
   if (!simba::parse_etcd_url(url, &u, &error)) {
     FUZZ_CHECK(!error.empty(), "refused without a message");
-    // user:password@ is refused, and the message never shows the password.
+    // The message never shows the password of user:password@.
     const size_t at = url.find('@'), colon = url.find(':', 7);
     if (at != std::string::npos && colon != std::string::npos && colon < at && at - colon > 4) {
       const std::string pw = url.substr(colon + 1, at - colon - 1);
@@ -21,7 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     return 0;
   }
-  FUZZ_CHECK(url.find('@') == std::string::npos, "accepted userinfo");
+  FUZZ_CHECK(u.user.empty() == u.password.empty(), "a user without a password or back");
+  FUZZ_CHECK(u.tls || (u.tls_ca.empty() && u.tls_cert.empty()), "TLS files without etcds://");
   FUZZ_CHECK(!u.endpoints.empty(), "accepted without a host");
   for (const auto& e : u.endpoints) {
     FUZZ_CHECK(!e.host.empty(), "empty host");

@@ -36,6 +36,11 @@
 #include "backend/etcd/grpc_conn.h"
 #include "backend/open_handles.h"
 #include "backend/reply_parts.h"
+#include "backend/url_parts.h"
+
+#ifdef SIMBA_WITH_REDIS_TLS
+#include "backend/redis/tls_pump.h"
+#endif
 
 namespace simba {
 namespace etcd_impl {
@@ -51,6 +56,14 @@ constexpr char kPut[] = "/etcdserverpb.KV/Put";
 constexpr char kRange[] = "/etcdserverpb.KV/Range";
 constexpr char kTxn[] = "/etcdserverpb.KV/Txn";
 constexpr char kWatch[] = "/etcdserverpb.Watch/Watch";
+constexpr char kAuthenticate[] = "/etcdserverpb.Auth/Authenticate";
+
+// A call refused for its token (it expired, or the auth store changed): a new
+// token is taken and the call made once more.
+bool token_refused(const std::string& err) {
+  return err.find("invalid auth token") != std::string::npos ||
+         err.find("revision of auth store is old") != std::string::npos;
+}
 
 // etcd leases are whole seconds (TTL = the lease rounded up, so the server
 // never ends a session before the client's deadline). Under this, the
@@ -78,7 +91,7 @@ std::string status_text(int status, const std::string& err) {
 
 class EtcdBackend final : public Backend {
  public:
-  EtcdBackend(const BackendContext& ctx, EtcdUrl url)
+  EtcdBackend(const BackendContext& ctx, EtcdUrl url, std::shared_ptr<SSL_CTX> tls)
       : loop_(ctx.loop),
         log_(ctx.log),
         client_name_(ctx.client_name),
@@ -86,9 +99,11 @@ class EtcdBackend final : public Backend {
         keys_(url_.prefix),
         calls_(loop_, &handles_,
                {[this](Call* c) { abandoned(c); },
-                [this](Call* c, Outcome o, const std::string& err) { fail(c->id, o, err); }}) {
+                [this](Call* c, Outcome o, const std::string& err) { fail(c->id, o, err); }}),
+        tls_(std::move(tls)) {
     // Keeps the loop busy with us until shutdown: shutdown always completes
     // on a later loop turn.
+    wipe_secret(&url_.tls_key_password);  // in the TLS context now
     uv_timer_init(loop_, &anchor_);
     anchor_.data = this;
     handles_.opened();
@@ -197,7 +212,12 @@ class EtcdBackend final : public Backend {
   void on_broken(GrpcConn* conn, const std::string& why);
   // One unary call of `c` on `path`; `fn` runs with its answer unless the
   // call completed meanwhile.
-  void rpc(Call* c, const char* path, std::string request, AnswerFn fn, size_t tries = 0);
+  // A call refused for its token is made once more with a new one (`reauthed`).
+  void rpc(Call* c, const char* path, std::string request, AnswerFn fn, size_t tries = 0,
+           bool reauthed = false);
+  // Authenticate on `conn` (etcd://user:password@): the calls waiting for a
+  // connection go out with the token once it came.
+  void authenticate(GrpcConn* conn);
   void leave(GrpcConn* conn);
 
   // --- the operations' second halves ------------------------------------------
@@ -227,8 +247,10 @@ class EtcdBackend final : public Backend {
   CallTable<Call> calls_;
   uv_timer_t anchor_;
 
-  GrpcConn* conn_ = nullptr;   // the connection new calls go out on
-  std::set<GrpcConn*> conns_;  // every connection not closed yet
+  std::shared_ptr<SSL_CTX> tls_;        // etcds://
+  GrpcConn* authenticating_ = nullptr;  // the connection waiting for its token
+  GrpcConn* conn_ = nullptr;            // the connection new calls go out on
+  std::set<GrpcConn*> conns_;           // every connection not closed yet
   bool resolving_ = false;
   std::deque<std::function<void(GrpcConn*)>> waiting_;  // for a connection
   std::string connect_error_;
@@ -292,9 +314,49 @@ void EtcdBackend::abandoned(Call* c) {
 // --- the connection ------------------------------------------------------------
 
 void EtcdBackend::with_conn(std::function<void(GrpcConn*)> fn) {
-  if (conn_ && !conn_->broken()) return fn(conn_);
+  if (conn_ && !conn_->broken()) {
+    if (url_.user.empty() || !conn_->token().empty()) return fn(conn_);
+    waiting_.push_back(std::move(fn));
+    if (authenticating_ != conn_) authenticate(conn_);
+    return;
+  }
   waiting_.push_back(std::move(fn));
   if (!resolving_) connect();
+}
+
+void EtcdBackend::authenticate(GrpcConn* conn) {
+  authenticating_ = conn;
+  std::string request = authenticate_request(url_.user, url_.password);
+  auto answer = std::make_shared<std::string>();
+  const int32_t s = conn->start(
+      kAuthenticate, request, true,
+      [answer](const uint8_t* d, size_t n) { answer->assign(reinterpret_cast<const char*>(d), n); },
+      [this, conn, answer](int status, const std::string& err) {
+        if (handles_.closing() || authenticating_ != conn) return;
+        authenticating_ = nullptr;
+        std::string token;
+        const bool ok = status == 0 &&
+                        decode_authenticate(reinterpret_cast<const uint8_t*>(answer->data()),
+                                            answer->size(), &token) &&
+                        !token.empty();
+        wipe_secret(answer.get());
+        if (ok) {
+          conn->set_token(std::move(token));
+          wipe_secret(&token);
+        } else {
+          // The user's name is shown, never the password.
+          connect_error_ = status == kGrpcBroken
+                               ? err
+                               : "authentication as \"" + url_.user + "\" refused: grpc-status " +
+                                     std::to_string(status) + ": " + err;
+        }
+        auto waiting = std::move(waiting_);
+        waiting_.clear();
+        for (auto& fn : waiting) fn(ok ? conn : nullptr);
+        if (ok && conn == conn_ && !watches_.empty() && !watch_stream_) open_watch_stream(conn);
+      });
+  wipe_secret(&request);
+  if (!s) authenticating_ = nullptr;  // broken: on_broken follows
 }
 
 struct Resolve {
@@ -353,9 +415,15 @@ void EtcdBackend::connect_to(const std::string& ip) {
       uv_ip6_addr(ip.c_str(), port, reinterpret_cast<struct sockaddr_in6*>(&sa)) != 0) {
     return connect_failed("bad address " + ip);
   }
-  conn_ = new GrpcConn(loop_, &handles_, reinterpret_cast<const struct sockaddr*>(&sa), authority(),
-                       [this](GrpcConn* conn, const std::string& why) { on_broken(conn, why); });
+  const EtcdEndpoint& e = url_.endpoints[endpoint_];
+  conn_ = new GrpcConn(
+      loop_, &handles_, reinterpret_cast<const struct sockaddr*>(&sa), authority(),
+      [this](GrpcConn* conn, const std::string& why) { on_broken(conn, why); }, tls_,
+      url_.tls_server_name.empty() ? e.host : url_.tls_server_name);
+  if (tls_) conn_->on_secure([this](const std::string& what) { log(kLogInfo, "etcd: " + what); });
   conns_.insert(conn_);
+  // The calls go out once the token came.
+  if (!url_.user.empty()) return authenticate(conn_);
   auto waiting = std::move(waiting_);
   waiting_.clear();
   for (auto& fn : waiting) fn(conn_);
@@ -386,10 +454,11 @@ void EtcdBackend::leave(GrpcConn* conn) {
   ka_waiting_.clear();
 }
 
-void EtcdBackend::rpc(Call* c, const char* path, std::string request, AnswerFn fn, size_t tries) {
+void EtcdBackend::rpc(Call* c, const char* path, std::string request, AnswerFn fn, size_t tries,
+                      bool reauthed) {
   const uint64_t id = c->id;
-  with_conn([this, id, path, request = std::move(request), fn = std::move(fn),
-             tries](GrpcConn* conn) {
+  with_conn([this, id, path, request = std::move(request), fn = std::move(fn), tries,
+             reauthed](GrpcConn* conn) {
     Call* c = calls_.find(id);
     if (!c || c->abandoned) return;
     if (!conn) return preset(c, Outcome::kError, "etcd: " + connect_error_);
@@ -399,9 +468,16 @@ void EtcdBackend::rpc(Call* c, const char* path, std::string request, AnswerFn f
         [answer](const uint8_t* d, size_t n) {
           answer->assign(reinterpret_cast<const char*>(d), n);
         },
-        [this, id, path, request, answer, fn, conn, tries](int status, const std::string& err) {
+        [this, id, path, request, answer, fn, conn, tries, reauthed, token = conn->token()](
+            int status, const std::string& err) {
           Call* c = calls_.find(id);
           if (!c || c->abandoned || handles_.closing()) return;
+          if (status != 0 && !reauthed && !url_.user.empty() && token_refused(err) &&
+              conns_.count(conn)) {
+            log(kLogInfo, "etcd: the auth token was refused (" + err + "): authenticating again");
+            if (conn->token() == token) conn->set_token("");
+            return rpc(c, path, request, fn, tries, true);
+          }
           // Never sent: the connection failed before it was up. The next
           // member gets the call, once per member of the URL.
           if (status == kGrpcBroken && !conn->connected() && tries + 1 < url_.endpoints.size()) {
@@ -494,6 +570,7 @@ Backend::CallRef EtcdBackend::keep_alive(const std::string& session, Duration le
           },
           [this, conn](int status, const std::string& err) {
             if (conn != conn_) return;
+            if (token_refused(err)) conn->set_token("");  // a new one with the next call
             ka_stream_ = 0;
             auto waiting = std::move(ka_waiting_);
             ka_waiting_.clear();
@@ -814,6 +891,7 @@ void EtcdBackend::open_watch_stream(GrpcConn* conn) {
       [this](const uint8_t* d, size_t n) { on_watch_answer(d, n); },
       [this, conn](int status, const std::string& err) {
         if (conn != conn_) return;
+        if (token_refused(err)) conn->set_token("");  // a new one with the next call
         watch_stream_ = 0;
         log(kLogWarn, "etcd: the watch stream ended (" + status_text(status, err) +
                           "): watches are made again with the next call");
@@ -872,8 +950,21 @@ void EtcdBackend::shutdown(std::function<void()> done) {
 
 }  // namespace etcd_impl
 
-std::unique_ptr<Backend> make_etcd_backend(const BackendContext& ctx, const EtcdUrl& url) {
-  return std::make_unique<etcd_impl::EtcdBackend>(ctx, url);
+std::unique_ptr<Backend> make_etcd_backend(const BackendContext& ctx, const EtcdUrl& url,
+                                           std::string* error) {
+  std::shared_ptr<SSL_CTX> tls;
+  if (url.tls) {
+#ifdef SIMBA_WITH_REDIS_TLS
+    TlsFiles files{url.tls_ca, url.tls_cert, url.tls_key, url.tls_key_password};
+    tls = make_tls_context("etcds", files, error);
+    wipe_secret(&files.key_password);
+    if (!tls) return nullptr;
+#else
+    *error = "etcds:// needs a libsimba built with OpenSSL (SIMBA_WITH_REDIS_TLS)";
+    return nullptr;
+#endif
+  }
+  return std::make_unique<etcd_impl::EtcdBackend>(ctx, url, std::move(tls));
 }
 
 }  // namespace simba

@@ -89,6 +89,13 @@ std::string grant_request(int64_t ttl_s) {
   return pack(&r.base);
 }
 
+std::string authenticate_request(const std::string& user, const std::string& password) {
+  Etcdserverpb__AuthenticateRequest r = ETCDSERVERPB__AUTHENTICATE_REQUEST__INIT;
+  r.name = const_cast<char*>(user.c_str());
+  r.password = const_cast<char*>(password.c_str());
+  return pack(&r.base);
+}
+
 std::string revoke_request(int64_t lease) {
   Etcdserverpb__LeaseRevokeRequest r = ETCDSERVERPB__LEASE_REVOKE_REQUEST__INIT;
   r.id = lease;
@@ -219,6 +226,14 @@ bool decode_grant(const uint8_t* data, size_t len, GrantAnswer* out) {
   out->id = r->id;
   out->ttl = r->ttl;
   out->error = r->error ? r->error : "";
+  return true;
+}
+
+bool decode_authenticate(const uint8_t* data, size_t len, std::string* token) {
+  auto r = unpack<Etcdserverpb__AuthenticateResponse>(
+      etcdserverpb__authenticate_response__descriptor, data, len);
+  if (!r) return false;
+  *token = r->token ? r->token : "";
   return true;
 }
 

@@ -46,6 +46,7 @@ bool parse_session_id(const std::string& sid, int64_t* lease);
 // --- requests -----------------------------------------------------------------
 
 std::string grant_request(int64_t ttl_s);
+std::string authenticate_request(const std::string& user, const std::string& password);
 std::string revoke_request(int64_t lease);
 std::string keep_alive_request(int64_t lease);
 std::string time_to_live_request(int64_t lease);  // with the lease's keys
@@ -68,6 +69,9 @@ struct GrantAnswer {
   std::string error;
 };
 bool decode_grant(const uint8_t* data, size_t len, GrantAnswer* out);
+
+// Authenticate: the token for the calls' `token` metadata (empty: none).
+bool decode_authenticate(const uint8_t* data, size_t len, std::string* token);
 
 // LeaseKeepAlive: the lease's TTL (<= 0: unknown or expired).
 bool decode_keep_alive(const uint8_t* data, size_t len, int64_t* ttl);

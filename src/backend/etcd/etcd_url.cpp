@@ -24,27 +24,77 @@ bool prefix_ok(const std::string& p) {
   return true;
 }
 
+// One etcds:// query parameter: false with `error` set when it is unknown or
+// its value not allowed (as rediss://, ADR 0019).
+bool apply_parameter(const std::string& key, const std::string& value, const std::string& where,
+                     EtcdUrl* r, std::string* error) {
+  std::string* field = key == "tls_ca"             ? &r->tls_ca
+                       : key == "tls_cert"         ? &r->tls_cert
+                       : key == "tls_key"          ? &r->tls_key
+                       : key == "tls_key_password" ? &r->tls_key_password
+                       : key == "tls_server_name"  ? &r->tls_server_name
+                                                   : nullptr;
+  if (!field) {
+    *error = where + ": unknown parameter \"" + key + "\" (known: " +
+             (r->tls ? "tls_ca, tls_cert, tls_key, tls_key_password, tls_server_name)"
+                     : "none without etcds://)");
+    return false;
+  }
+  if (!r->tls) {
+    *error = where + ": " + key + " needs an etcds:// URL (TLS)";
+    return false;
+  }
+  std::string decoded, why;
+  if (!decode_tls_parameter(key, value, &decoded, &why)) {
+    *error = where + ": " + why;
+    return false;
+  }
+  *field = std::move(decoded);
+  return true;
+}
+
 }  // namespace
 
 bool parse_etcd_url(const std::string& url, EtcdUrl* out, std::string* error) {
-  static const std::string kScheme = "etcd://";
-  // Userinfo is refused, and a malformed URL may hide a password where
-  // redact_url would not look: such a URL is never shown.
-  const std::string where = url.find('@') == std::string::npos
-                                ? "etcd URL \"" + redact_url(url) + "\""
-                                : "etcd URL (not shown: it may hold a password)";
-  if (url.compare(0, kScheme.size(), kScheme) != 0) {
-    *error = where + ": expected etcd://host[:port][,host[:port]...][/prefix]";
+  static const std::string kScheme = "etcd://", kTlsScheme = "etcds://";
+  // A URL with userinfo is never shown: a malformed one may hide a password
+  // where redact_url would not look.
+  const std::string hidden = "etcd URL (not shown: it may hold a password)";
+  const std::string where =
+      url.find('@') == std::string::npos ? "etcd URL \"" + redact_url(url) + "\"" : hidden;
+  EtcdUrl r;
+  std::string rest;
+  if (url.compare(0, kScheme.size(), kScheme) == 0) {
+    rest = url.substr(kScheme.size());
+  } else if (url.compare(0, kTlsScheme.size(), kTlsScheme) == 0) {
+    rest = url.substr(kTlsScheme.size());
+    r.tls = true;
+  } else {
+    *error = where + ": expected etcd[s]://[user:password@]host[:port][,host[:port]...][/prefix]";
     return false;
   }
-  std::string rest = url.substr(kScheme.size());
-  if (rest.find('@') != std::string::npos) {
-    *error = where + ": user:password@ is not supported yet (issue 38)";
-    return false;
+  // The userinfo runs to the last '@' (write '@' elsewhere as %40): no
+  // password is left in what follows, which messages may quote.
+  if (const size_t at = rest.rfind('@'); at != std::string::npos) {
+    const std::string userinfo = rest.substr(0, at);
+    const size_t colon = userinfo.find(':');
+    if (userinfo.find('@') != std::string::npos || colon == std::string::npos) {
+      *error = hidden + ": the part before '@' must be user:password (write '@' as %40)";
+      return false;
+    }
+    if (!percent_decode(userinfo.substr(0, colon), &r.user) ||
+        !percent_decode(userinfo.substr(colon + 1), &r.password) || r.user.empty() ||
+        r.password.empty()) {
+      wipe_secret(&r.password);
+      *error = hidden + ": user and password must both be non-empty (%-escapes allowed)";
+      return false;
+    }
+    rest = rest.substr(at + 1);
   }
-  if (rest.find('?') != std::string::npos) {
-    *error = where + ": no query parameters are supported";
-    return false;
+  std::string query;
+  if (const size_t q = rest.find('?'); q != std::string::npos) {
+    query = rest.substr(q + 1);
+    rest.resize(q);
   }
   const size_t slash = rest.find('/');
   const std::string hostport = rest.substr(0, slash);
@@ -56,7 +106,7 @@ bool parse_etcd_url(const std::string& url, EtcdUrl* out, std::string* error) {
                ", not ending in '/'";
       return false;
     }
-    out->prefix = path;
+    r.prefix = path;
   }
   size_t start = 0;
   for (;;) {
@@ -67,10 +117,18 @@ bool parse_etcd_url(const std::string& url, EtcdUrl* out, std::string* error) {
       *error = where + ": " + why;
       return false;
     }
-    out->endpoints.push_back(e);
+    r.endpoints.push_back(e);
     if (comma == hostport.size()) break;
     start = comma + 1;
   }
+  for (const QueryParam& p : query_params(query)) {
+    if (!apply_parameter(p.key, p.value, where, &r, error)) return false;
+  }
+  if (r.tls_cert.empty() != r.tls_key.empty()) {
+    *error = where + ": tls_cert and tls_key go together (a client certificate and its key)";
+    return false;
+  }
+  *out = std::move(r);
   return true;
 }
 

@@ -1,4 +1,5 @@
-// etcd://host[:port][,host[:port]...][/prefix]: the parsed form (issue 38, ADR 0045).
+// etcd[s]://[user:password@]host[:port][,host[:port]...][/prefix][?tls options]:
+// the parsed form (issue 38, ADR 0045).
 #ifndef SIMBA_BACKEND_ETCD_ETCD_URL_H
 #define SIMBA_BACKEND_ETCD_ETCD_URL_H
 
@@ -15,11 +16,19 @@ struct EtcdEndpoint {
 struct EtcdUrl {
   std::vector<EtcdEndpoint> endpoints;  // at least one, in the URL's order
   std::string prefix = "/simba";        // every key starts with it; never ends in '/'
+  std::string user;                     // empty: no Authenticate
+  std::string password;                 // never logged nor shown
+  bool tls = false;                     // etcds://
+  std::string tls_ca;                   // PEM file of the CAs to trust; "" = the system's store
+  std::string tls_cert;                 // client certificate (PEM chain), with tls_key
+  std::string tls_key;                  // its private key (PEM)
+  std::string tls_key_password;         // the key's passphrase; never logged nor shown
+  std::string tls_server_name;          // the name the certificate must carry; "" = host
 };
 
-// Parses `url` (which must start with "etcd://"). On failure returns false and
-// sets `error`. Not yet supported, and refused by name rather than ignored:
-// etcds:// (TLS), user:password@ and query parameters.
+// Parses `url` (etcd:// or etcds://). On failure returns false and sets
+// `error`, which never holds a password. Query parameters (etcds:// only):
+// tls_ca, tls_cert, tls_key, tls_key_password, tls_server_name.
 bool parse_etcd_url(const std::string& url, EtcdUrl* out, std::string* error);
 
 }  // namespace simba

@@ -6,6 +6,14 @@
 
 #include "backend/backend_parts.h"
 
+#ifdef SIMBA_WITH_REDIS_TLS
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "backend/redis/tls_pump.h"
+#endif
+
 namespace simba::etcd_impl {
 
 namespace {
@@ -20,11 +28,14 @@ nghttp2_nv header(const char* name, const std::string& value) {
 
 GrpcConn::GrpcConn(uv_loop_t* loop, OpenHandles* handles, const struct sockaddr* addr,
                    std::string authority,
-                   std::function<void(GrpcConn*, const std::string&)> on_broken)
+                   std::function<void(GrpcConn*, const std::string&)> on_broken,
+                   std::shared_ptr<SSL_CTX> tls, std::string verify_name)
     : loop_(loop),
       handles_(handles),
       authority_(std::move(authority)),
-      on_broken_(std::move(on_broken)) {
+      on_broken_(std::move(on_broken)),
+      tls_(std::move(tls)),
+      verify_name_(std::move(verify_name)) {
   nghttp2_session_callbacks* cb = nullptr;
   nghttp2_session_callbacks_new(&cb);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
@@ -47,6 +58,9 @@ GrpcConn::GrpcConn(uv_loop_t* loop, OpenHandles* handles, const struct sockaddr*
 
 GrpcConn::~GrpcConn() {
   if (h2_) nghttp2_session_del(h2_);
+#ifdef SIMBA_WITH_REDIS_TLS
+  if (ssl_) SSL_free(ssl_);
+#endif
 }
 
 std::string GrpcConn::frame(const std::string& message) {
@@ -69,16 +83,18 @@ int32_t GrpcConn::start(const char* path, const std::string& message, bool unary
   st->half_close = unary;
   st->on_message = std::move(on_message);
   st->on_close = std::move(on_close);
-  const std::string method = "POST", scheme = "http", type = "application/grpc", te = "trailers",
-                    p = path;
+  const std::string method = "POST", scheme = tls_ ? "https" : "http", type = "application/grpc",
+                    te = "trailers", p = path;
   const nghttp2_nv hdrs[] = {header(":method", method),    header(":scheme", scheme),
                              header(":path", p),           header(":authority", authority_),
-                             header("content-type", type), header("te", te)};
+                             header("content-type", type), header("te", te),
+                             header("token", token_)};
+  // The token header only when there is one.
+  const size_t n_hdrs = sizeof hdrs / sizeof hdrs[0] - (token_.empty() ? 1 : 0);
   nghttp2_data_provider body;
   body.source.ptr = st.get();
   body.read_callback = read_body;
-  const int32_t id =
-      nghttp2_submit_request(h2_, nullptr, hdrs, sizeof hdrs / sizeof hdrs[0], &body, st.get());
+  const int32_t id = nghttp2_submit_request(h2_, nullptr, hdrs, n_hdrs, &body, st.get());
   if (id < 0) {
     // Stream ids used up (2^31 per connection), or nghttp2 out of memory: a
     // new connection starts over.
@@ -148,7 +164,8 @@ void GrpcConn::close() {
 }
 
 void GrpcConn::flush() {
-  if (in_recv_ || broken_ || !connected_) return;  // sent once nghttp2 returned / connected
+  // Sent once nghttp2 returned / connected / the TLS handshake is done.
+  if (in_recv_ || broken_ || !connected_ || (tls_ && !tls_ready_)) return;
   out_.clear();
   for (;;) {
     const uint8_t* data = nullptr;
@@ -157,6 +174,24 @@ void GrpcConn::flush() {
     if (n == 0) break;
     out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
   }
+#ifdef SIMBA_WITH_REDIS_TLS
+  if (ssl_ && !out_.empty()) {
+    // A memory BIO takes all of it: SSL_write never waits here.
+    ERR_clear_error();
+    const int n = SSL_write(ssl_, out_.data(), static_cast<int>(out_.size()));
+    OPENSSL_cleanse(out_.data(), out_.size());  // the token, the password
+    out_.clear();
+    if (n <= 0) return fail(tls_failure("write failed", n));
+    char buf[16384];
+    for (int r; (r = BIO_read(wbio_, buf, sizeof buf)) > 0;)
+      out_.append(buf, static_cast<size_t>(r));
+  }
+#endif
+  write_raw();
+}
+
+// Writes out_ to the socket (what uv_try_write cannot take goes with a request).
+void GrpcConn::write_raw() {
   if (out_.empty()) return;
   uv_buf_t b = uv_buf_init(out_.data(), static_cast<unsigned>(out_.size()));
   int w = uv_try_write(reinterpret_cast<uv_stream_t*>(&tcp_), &b, 1);
@@ -201,6 +236,7 @@ void GrpcConn::on_connect(uv_connect_t* req, int status) {
         *b = uv_buf_init(mem, sizeof mem);
       },
       on_read);
+  if (self->tls_) return self->handshake();
   self->flush();  // the connection preface, SETTINGS and the calls started meanwhile
 }
 
@@ -212,14 +248,116 @@ void GrpcConn::on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
                                   : std::string("read: ") + uv_strerror(static_cast<int>(n)));
   }
   self->silent_since_ = 0;
-  self->in_recv_ = true;
-  const ssize_t rc = nghttp2_session_mem_recv(
-      self->h2_, reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(n));
-  self->in_recv_ = false;
-  if (rc < 0) return self->fail(std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(rc)));
+  if (self->tls_) {
+    if (!self->recv_tls(buf->base, static_cast<size_t>(n))) return;
+  } else {
+    self->recv_h2(reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(n));
+  }
+  if (self->broken_) return;
   self->flush();  // SETTINGS and PING acks, WINDOW_UPDATEs
   self->dispatch();
 }
+
+void GrpcConn::recv_h2(const uint8_t* data, size_t len) {
+  in_recv_ = true;
+  const ssize_t rc = nghttp2_session_mem_recv(h2_, data, len);
+  in_recv_ = false;
+  if (rc < 0) fail(std::string("HTTP/2: ") + nghttp2_strerror(static_cast<int>(rc)));
+}
+
+#ifdef SIMBA_WITH_REDIS_TLS
+// Starts (or goes on with) the handshake; once done, HTTP/2 starts.
+void GrpcConn::handshake() {
+  if (!ssl_) {
+    ssl_ = SSL_new(tls_.get());
+    rbio_ = BIO_new(BIO_s_mem());
+    wbio_ = BIO_new(BIO_s_mem());
+    if (!ssl_ || !rbio_ || !wbio_) {
+      if (!ssl_) {
+        BIO_free(rbio_);
+        BIO_free(wbio_);
+      } else if (rbio_ && wbio_) {
+        SSL_set_bio(ssl_, rbio_, wbio_);
+      }
+      return fail("TLS: cannot start a connection: " + openssl_errors());
+    }
+    SSL_set_bio(ssl_, rbio_, wbio_);
+    SSL_set_connect_state(ssl_);
+    static const unsigned char kAlpn[] = {2, 'h', '2'};
+    X509_VERIFY_PARAM* param = SSL_get0_param(ssl_);
+    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    const char* name = verify_name_.c_str();
+    const bool ok =
+        SSL_set_alpn_protos(ssl_, kAlpn, sizeof kAlpn) == 0 &&
+        (is_ip_literal(verify_name_) ? X509_VERIFY_PARAM_set1_ip_asc(param, name) == 1
+                                     : X509_VERIFY_PARAM_set1_host(param, name, 0) == 1 &&
+                                           SSL_set_tlsext_host_name(ssl_, name) == 1);
+    if (!ok) return fail("TLS: cannot verify the name " + verify_name_ + ": " + openssl_errors());
+  }
+  ERR_clear_error();
+  const int rc = SSL_do_handshake(ssl_);
+  char buf[16384];
+  out_.clear();
+  for (int r; (r = BIO_read(wbio_, buf, sizeof buf)) > 0;) out_.append(buf, static_cast<size_t>(r));
+  write_raw();
+  if (rc == 1) {
+    const unsigned char* alpn = nullptr;
+    unsigned alpn_len = 0;
+    SSL_get0_alpn_selected(ssl_, &alpn, &alpn_len);
+    if (alpn_len != 2 || std::memcmp(alpn, "h2", 2) != 0) {
+      return fail("TLS: the server did not agree to HTTP/2 (ALPN \"h2\")");
+    }
+    tls_ready_ = true;
+    if (on_secure_) {
+      on_secure_(std::string(SSL_get_version(ssl_)) + " " + SSL_get_cipher_name(ssl_) +
+                 ", certificate verified for " + verify_name_);
+    }
+    return flush();  // the connection preface, SETTINGS and the calls started meanwhile
+  }
+  const int err = SSL_get_error(ssl_, rc);
+  if (err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE) {
+    fail(tls_failure("handshake failed", rc));
+  }
+}
+
+// Hands what the server sent to OpenSSL, and the plaintext to nghttp2; false
+// once failed.
+bool GrpcConn::recv_tls(const char* data, size_t len) {
+  BIO_write(rbio_, data, static_cast<int>(len));
+  if (!tls_ready_) {
+    handshake();
+    if (!tls_ready_) return !broken_;
+  }
+  char buf[16384];
+  for (;;) {
+    ERR_clear_error();
+    const int n = SSL_read(ssl_, buf, sizeof buf);
+    if (n > 0) {
+      recv_h2(reinterpret_cast<const uint8_t*>(buf), static_cast<size_t>(n));
+      if (broken_) return false;
+      continue;
+    }
+    const int err = SSL_get_error(ssl_, n);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return true;
+    if (err == SSL_ERROR_ZERO_RETURN) {
+      fail("TLS: the server closed the connection");
+    } else {
+      // A refused client certificate shows here under TLS 1.3 ("tlsv13
+      // alert certificate required"): it is told after the handshake.
+      fail(tls_failure("read failed", n));
+    }
+    return false;
+  }
+}
+
+std::string GrpcConn::tls_failure(const char* what, int rc) {
+  return tls_failure_reason(ssl_, what, rc, verify_name_);
+}
+#else
+void GrpcConn::handshake() { fail("TLS: this libsimba is built without OpenSSL"); }
+bool GrpcConn::recv_tls(const char*, size_t) { return false; }
+std::string GrpcConn::tls_failure(const char*, int) { return "TLS: not built in"; }
+#endif
 
 // Runs what the nghttp2 callbacks saw. A callback may close the connection
 // (the backend shutting down): nothing of it is touched after that.

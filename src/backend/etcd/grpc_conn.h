@@ -3,6 +3,10 @@
 // streams, each an HTTP/2 stream. Messages are protobuf bytes; the caller
 // encodes and decodes them (etcd_rpc.pb-c.h).
 //
+// etcds://: TLS with OpenSSL on memory BIOs between nghttp2 and the socket
+// (ALPN "h2", the certificate checked against the CA and the host name), as
+// the Redis TLS pump does (ADR 0019), still on the loop with no thread.
+//
 // Callbacks never run inside a method of this class: they come from the
 // socket's callbacks, or from a timer when the connection breaks.
 #ifndef SIMBA_BACKEND_ETCD_GRPC_CONN_H
@@ -19,6 +23,10 @@
 #include <vector>
 
 #include "backend/open_handles.h"
+
+typedef struct ssl_ctx_st SSL_CTX;
+typedef struct ssl_st SSL;
+typedef struct bio_st BIO;
 
 namespace simba::etcd_impl {
 
@@ -37,9 +45,11 @@ class GrpcConn {
 
   // Connects to `addr` at once; the calls started meanwhile wait in nghttp2.
   // `on_broken` runs once (on a later loop turn) after the connection broke
-  // and every stream's CloseFn ran; the owner then calls close().
+  // and every stream's CloseFn ran; the owner then calls close(). With `tls`,
+  // the server's certificate must carry `verify_name` (a name or an address).
   GrpcConn(uv_loop_t* loop, OpenHandles* handles, const struct sockaddr* addr,
-           std::string authority, std::function<void(GrpcConn*, const std::string&)> on_broken);
+           std::string authority, std::function<void(GrpcConn*, const std::string&)> on_broken,
+           std::shared_ptr<SSL_CTX> tls = nullptr, std::string verify_name = "");
   GrpcConn(const GrpcConn&) = delete;
   GrpcConn& operator=(const GrpcConn&) = delete;
 
@@ -54,9 +64,17 @@ class GrpcConn {
   // The caller no longer wants `stream`: it is reset, its callbacks never run.
   void cancel(int32_t stream);
 
+  // etcd's auth token, sent as `token` metadata on every stream started
+  // from now on ("": none).
+  void set_token(std::string token) { token_ = std::move(token); }
+  const std::string& token() const { return token_; }
+  // Runs once the TLS handshake is done, with what was agreed (for the log).
+  void on_secure(std::function<void(const std::string&)> fn) { on_secure_ = std::move(fn); }
+
   bool broken() const { return broken_; }
-  // Whether the TCP connection was ever up (else nothing of ours was sent).
-  bool connected() const { return connected_; }
+  // Whether the TCP connection (and TLS) was ever up (else nothing of ours
+  // was sent: a member with a refused certificate is left like a dead one).
+  bool connected() const { return connected_ && (!tls_ || tls_ready_); }
   const std::string& authority() const { return authority_; }
   // How long the connection has read nothing while a message we sent waited
   // (0 when it read something since our last message): a call abandoned
@@ -94,6 +112,11 @@ class GrpcConn {
   ~GrpcConn();
   static std::string frame(const std::string& message);
   void flush();
+  void write_raw();
+  void handshake();
+  bool recv_tls(const char* data, size_t len);
+  void recv_h2(const uint8_t* data, size_t len);
+  std::string tls_failure(const char* what, int rc);
   void dispatch();
   void broke();
   static void on_connect(uv_connect_t* req, int status);
@@ -127,6 +150,14 @@ class GrpcConn {
   std::map<int32_t, std::shared_ptr<Stream>> streams_;
   std::vector<Event> events_;
   std::string out_;
+  std::string token_;
+  std::shared_ptr<SSL_CTX> tls_;
+  std::string verify_name_;
+  SSL* ssl_ = nullptr;   // owns both BIOs
+  BIO* rbio_ = nullptr;  // bytes from the server, for OpenSSL
+  BIO* wbio_ = nullptr;  // bytes from OpenSSL, for the server
+  bool tls_ready_ = false;
+  std::function<void(const std::string&)> on_secure_;
 };
 
 }  // namespace simba::etcd_impl

@@ -103,19 +103,10 @@ bool apply_parameter(const std::string& key, const std::string& value, const std
                (r->sentinel ? "; redis+sentinel:// has no TLS yet" : "");
       return false;
     }
-    std::string decoded;
-    if (!percent_decode(value, &decoded) || decoded.empty() ||
-        decoded.find('\0') != std::string::npos) {
-      *error = "redis URL " + shown + ": " + key + " must be a non-empty value (%-escapes allowed)";
+    std::string decoded, why;
+    if (!decode_tls_parameter(key, value, &decoded, &why)) {
+      *error = "redis URL " + shown + ": " + why;
       return false;
-    }
-    if (key == "tls_server_name") {
-      for (char c : decoded) {
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != ':') {
-          *error = "redis URL " + shown + ": tls_server_name must be a host name or address";
-          return false;
-        }
-      }
     }
     std::string* field = key == "tls_ca"             ? &r->tls_ca
                          : key == "tls_cert"         ? &r->tls_cert

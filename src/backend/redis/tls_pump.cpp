@@ -46,10 +46,11 @@ int password_cb(char* buf, int size, int, void* userdata) {
 
 }  // namespace
 
-std::shared_ptr<SSL_CTX> make_redis_tls_context(const RedisUrl& url, std::string* error) {
+std::shared_ptr<SSL_CTX> make_tls_context(const std::string& scheme, const TlsFiles& url,
+                                          std::string* error) {
   SSL_CTX* raw = SSL_CTX_new(TLS_client_method());
   if (!raw) {
-    *error = "rediss: cannot make a TLS context: " + ssl_errors();
+    *error = scheme + ": cannot make a TLS context: " + ssl_errors();
     return nullptr;
   }
   std::shared_ptr<SSL_CTX> ctx(raw, SSL_CTX_free);
@@ -57,47 +58,70 @@ std::shared_ptr<SSL_CTX> make_redis_tls_context(const RedisUrl& url, std::string
   SSL_CTX_set_verify(raw, SSL_VERIFY_PEER, nullptr);
   SSL_CTX_set_mode(raw, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   ERR_clear_error();
-  if (!url.tls_ca.empty()) {
-    if (SSL_CTX_load_verify_locations(raw, url.tls_ca.c_str(), nullptr) != 1) {
-      *error = "rediss URL: cannot load the CA certificates of tls_ca=" + url.tls_ca + ": " +
+  if (!url.ca.empty()) {
+    if (SSL_CTX_load_verify_locations(raw, url.ca.c_str(), nullptr) != 1) {
+      *error = scheme + " URL: cannot load the CA certificates of tls_ca=" + url.ca + ": " +
                ssl_errors();
       return nullptr;
     }
   } else if (SSL_CTX_set_default_verify_paths(raw) != 1) {
-    *error = "rediss: cannot load the system's CA certificates: " + ssl_errors();
+    *error = scheme + ": cannot load the system's CA certificates: " + ssl_errors();
     return nullptr;
   }
-  if (url.tls_cert.empty() != url.tls_key.empty()) {
-    *error = "rediss URL: tls_cert and tls_key go together (a client certificate and its key)";
+  if (url.cert.empty() != url.key.empty()) {
+    *error = scheme + " URL: tls_cert and tls_key go together (a client certificate and its key)";
     return nullptr;
   }
-  if (!url.tls_cert.empty()) {
-    if (SSL_CTX_use_certificate_chain_file(raw, url.tls_cert.c_str()) != 1) {
-      *error = "rediss URL: cannot load the client certificate tls_cert=" + url.tls_cert + ": " +
+  if (!url.cert.empty()) {
+    if (SSL_CTX_use_certificate_chain_file(raw, url.cert.c_str()) != 1) {
+      *error = scheme + " URL: cannot load the client certificate tls_cert=" + url.cert + ": " +
                ssl_errors();
       return nullptr;
     }
     // The key's passphrase is used here only: the decrypted key lives in the
     // context, the passphrase in no buffer of ours once this returns.
-    std::string pw = url.tls_key_password;
+    std::string pw = url.key_password;
     SSL_CTX_set_default_passwd_cb(raw, password_cb);
     SSL_CTX_set_default_passwd_cb_userdata(raw, &pw);
-    const int ok = SSL_CTX_use_PrivateKey_file(raw, url.tls_key.c_str(), SSL_FILETYPE_PEM);
+    const int ok = SSL_CTX_use_PrivateKey_file(raw, url.key.c_str(), SSL_FILETYPE_PEM);
     SSL_CTX_set_default_passwd_cb_userdata(raw, nullptr);
     SSL_CTX_set_default_passwd_cb(raw, nullptr);
     OPENSSL_cleanse(pw.data(), pw.size());
     if (ok != 1) {
-      *error = "rediss URL: cannot load the client key tls_key=" + url.tls_key +
-               (url.tls_key_password.empty() ? "" : " (with tls_key_password)") + ": " +
-               ssl_errors();
+      *error = scheme + " URL: cannot load the client key tls_key=" + url.key +
+               (url.key_password.empty() ? "" : " (with tls_key_password)") + ": " + ssl_errors();
       return nullptr;
     }
     if (SSL_CTX_check_private_key(raw) != 1) {
-      *error = "rediss URL: tls_key does not match tls_cert: " + ssl_errors();
+      *error = scheme + " URL: tls_key does not match tls_cert: " + ssl_errors();
       return nullptr;
     }
   }
   return ctx;
+}
+
+std::shared_ptr<SSL_CTX> make_redis_tls_context(const RedisUrl& url, std::string* error) {
+  TlsFiles files{url.tls_ca, url.tls_cert, url.tls_key, url.tls_key_password};
+  auto ctx = make_tls_context("rediss", files, error);
+  OPENSSL_cleanse(files.key_password.data(), files.key_password.size());
+  return ctx;
+}
+
+std::string openssl_errors() { return ssl_errors(); }
+
+std::string tls_failure_reason(SSL* ssl, const char* what, int rc, const std::string& name) {
+  const long verify = SSL_get_verify_result(ssl);
+  if (verify != X509_V_OK) {
+    return std::string("TLS: the server's certificate was refused: ") +
+           X509_verify_cert_error_string(verify) + " (verifying " + name + ")";
+  }
+  const int err = SSL_get_error(ssl, rc);
+  std::string detail = ssl_errors();
+  if (detail.empty() && (err == SSL_ERROR_SYSCALL || err == SSL_ERROR_ZERO_RETURN)) {
+    detail = "the server closed the connection";
+  }
+  if (detail.empty()) detail = "SSL error " + std::to_string(err);
+  return std::string("TLS: ") + what + ": " + detail;
 }
 
 struct TlsPump::Impl {
@@ -132,20 +156,8 @@ struct TlsPump::Impl {
     shut();
   }
 
-  // The reason a handshake or a read failed, in OpenSSL's words.
   std::string tls_failure(const char* what, int rc) {
-    const long verify = SSL_get_verify_result(ssl);
-    if (verify != X509_V_OK) {
-      return std::string("TLS: the server's certificate was refused: ") +
-             X509_verify_cert_error_string(verify) + " (verifying " + name + ")";
-    }
-    const int err = SSL_get_error(ssl, rc);
-    std::string detail = ssl_errors();
-    if (detail.empty() && (err == SSL_ERROR_SYSCALL || err == SSL_ERROR_ZERO_RETURN)) {
-      detail = "the server closed the connection";
-    }
-    if (detail.empty()) detail = "SSL error " + std::to_string(err);
-    return std::string("TLS: ") + what + ": " + detail;
+    return tls_failure_reason(ssl, what, rc, name);
   }
 
   void set_polls() {

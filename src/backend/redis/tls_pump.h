@@ -23,8 +23,24 @@
 #include "backend/redis/redis_url.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
+typedef struct ssl_st SSL;
 
 namespace simba {
+
+// The TLS files of a URL (rediss://, etcds://): CA ("" = the system's store),
+// client certificate and key, the key's passphrase.
+struct TlsFiles {
+  std::string ca, cert, key, key_password;
+};
+// A client context that verifies the server, loaded from `files`; messages
+// name the URL by `scheme`. nullptr with `error` set (never the passphrase).
+std::shared_ptr<SSL_CTX> make_tls_context(const std::string& scheme, const TlsFiles& files,
+                                          std::string* error);
+// OpenSSL's error queue as one line (and emptied).
+std::string openssl_errors();
+// Why a handshake, a read or a write (`what`, its result `rc`) of `ssl` failed,
+// in OpenSSL's words; a refused certificate names `name`, what was verified.
+std::string tls_failure_reason(SSL* ssl, const char* what, int rc, const std::string& name);
 
 // The TLS settings of a rediss:// URL, loaded once per backend: CA, client
 // certificate and key (decrypted with tls_key_password, which is then not kept).
