@@ -170,7 +170,7 @@ TEST_F(EtcdCluster, AKeepAliveRightAfterAnAcquireThroughAFollowerListsIt) {
   int missed = 0, refused = 0, checked = 0;
   const int n = std::getenv("SIMBA_TEST_ETCD_ROUNDS")
                     ? std::atoi(std::getenv("SIMBA_TEST_ETCD_ROUNDS"))
-                    : 1000;
+                    : 500;
   for (int i = 0; i < n; ++i) {
     const std::string name = "n" + std::to_string(i % 50);
     if (held.count(name)) {
