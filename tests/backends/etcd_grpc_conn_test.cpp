@@ -9,19 +9,26 @@
 #include <nghttp2/nghttp2.h>
 #include <uv.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/etcd/grpc_conn.h"
 #include "backend/open_handles.h"
+#include "backends/backend_on_loop.h"
+#include "backends/etcd_flow.h"
 #include "backends/simba_testing.h"
 
 namespace {
 
 using simba::OpenHandles;
+using simba::OpenReply;
+using simba::Outcome;
 using namespace simba::etcd_impl;
 using namespace simba_testing;
 
@@ -305,6 +312,350 @@ TEST_F(EtcdGrpcConn, UsedUpStreamIdsDrainTheConnection) {
   EXPECT_EQ(broken, "drained (stream ids used up)");
   EXPECT_EQ(drains, 0) << "the owner sees it by accepting(): no callback from inside start()";
   finish(conn, &server);
+}
+
+// A gRPC proxy in front of a real etcd, on a thread and loop of its own:
+// each stream of the client is relayed on a stream of a GrpcConn to etcd.
+// goaway() makes it hold the streams that start from then on (never sent to
+// etcd) until two are held, then send GOAWAY with the last stream it relayed:
+// the calls up to it finish through it, the held ones are the client's to
+// send again elsewhere.
+class GoawayProxy {
+ public:
+  explicit GoawayProxy(const struct sockaddr_in& upstream) : upstream_(upstream) {
+    uv_loop_init(&loop_);
+    uv_tcp_init(&loop_, &listener_);
+    listener_.data = this;
+    struct sockaddr_in a {};
+    uv_ip4_addr("127.0.0.1", 0, &a);
+    uv_tcp_bind(&listener_, reinterpret_cast<const struct sockaddr*>(&a), 0);
+    uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), 4, on_connection);
+    struct sockaddr_in bound {};
+    int len = sizeof bound;
+    uv_tcp_getsockname(&listener_, reinterpret_cast<struct sockaddr*>(&bound), &len);
+    port_ = ntohs(bound.sin_port);
+    uv_async_init(&loop_, &async_, on_async);
+    async_.data = this;
+    thread_ = std::thread([this] { uv_run(&loop_, UV_RUN_DEFAULT); });
+  }
+  ~GoawayProxy() {
+    stop_ = true;
+    uv_async_send(&async_);
+    thread_.join();
+    uv_loop_close(&loop_);
+    if (h2_) nghttp2_session_del(h2_);
+  }
+  int port() const { return port_; }
+  void goaway() {
+    hold_ = true;
+    uv_async_send(&async_);
+  }
+  std::atomic<int> held{0};                // streams never relayed (refused by the GOAWAY)
+  std::atomic<int> after_goaway{0};        // relayed streams that ended after the GOAWAY
+  std::atomic<int32_t> last_stream_id{0};  // of the GOAWAY, once sent
+
+ private:
+  struct S {
+    int32_t id = 0, up = 0;
+    std::string path, in, first, out;
+    size_t off = 0;
+    bool bidi = false, started = false, held = false, up_closed = false, submitted = false;
+    int status = 0;
+  };
+
+  static void on_async(uv_async_t* a) {
+    auto* self = static_cast<GoawayProxy*>(a->data);
+    if (!self->stop_) return;
+    if (self->up_) self->up_->close();
+    self->up_ = nullptr;
+    uv_close(reinterpret_cast<uv_handle_t*>(&self->listener_), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&self->async_), nullptr);
+    if (self->accepted_) uv_close(reinterpret_cast<uv_handle_t*>(&self->conn_), nullptr);
+  }
+  static void on_connection(uv_stream_t* l, int) {
+    auto* self = static_cast<GoawayProxy*>(l->data);
+    if (self->accepted_) {  // one client connection: later ones are refused
+      uv_tcp_t* t = new uv_tcp_t;
+      uv_tcp_init(&self->loop_, t);
+      uv_accept(l, reinterpret_cast<uv_stream_t*>(t));
+      uv_close(reinterpret_cast<uv_handle_t*>(t), [](uv_handle_t* h) { delete h; });
+      return;
+    }
+    uv_tcp_init(&self->loop_, &self->conn_);
+    self->conn_.data = self;
+    uv_accept(l, reinterpret_cast<uv_stream_t*>(&self->conn_));
+    self->accepted_ = true;
+    self->up_ = new GrpcConn(&self->loop_, &self->handles_,
+                             reinterpret_cast<const struct sockaddr*>(&self->upstream_),
+                             "127.0.0.1", [](GrpcConn*, const std::string&) {});
+    nghttp2_session_callbacks* cb = nullptr;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_server_new(&self->h2_, cb, self);
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_submit_settings(self->h2_, NGHTTP2_FLAG_NONE, nullptr, 0);
+    uv_read_start(
+        reinterpret_cast<uv_stream_t*>(&self->conn_),
+        [](uv_handle_t*, size_t, uv_buf_t* b) {
+          static char mem[65536];
+          *b = uv_buf_init(mem, sizeof mem);
+        },
+        on_read);
+    self->flush();
+  }
+  static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
+    auto* self = static_cast<GoawayProxy*>(s->data);
+    if (n < 0) {
+      uv_read_stop(s);
+      return;
+    }
+    nghttp2_session_mem_recv(self->h2_, reinterpret_cast<const uint8_t*>(buf->base),
+                             static_cast<size_t>(n));
+    self->flush();
+  }
+  static int on_begin_headers(nghttp2_session*, const nghttp2_frame* f, void* ud) {
+    auto& st = static_cast<GoawayProxy*>(ud)->streams_[f->hd.stream_id];
+    st = std::make_unique<S>();
+    st->id = f->hd.stream_id;
+    return 0;
+  }
+  static int on_header(nghttp2_session*, const nghttp2_frame* f, const uint8_t* name,
+                       size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* ud) {
+    auto* self = static_cast<GoawayProxy*>(ud);
+    auto it = self->streams_.find(f->hd.stream_id);
+    if (it == self->streams_.end() ||
+        std::string(reinterpret_cast<const char*>(name), namelen) != ":path")
+      return 0;
+    it->second->path.assign(reinterpret_cast<const char*>(value), valuelen);
+    it->second->bidi = it->second->path.find("KeepAlive") != std::string::npos ||
+                       it->second->path.find("Watch/Watch") != std::string::npos;
+    return 0;
+  }
+  static int on_data(nghttp2_session*, uint8_t, int32_t id, const uint8_t* d, size_t n, void* ud) {
+    auto* self = static_cast<GoawayProxy*>(ud);
+    auto it = self->streams_.find(id);
+    if (it == self->streams_.end()) return 0;
+    S& st = *it->second;
+    st.in.append(reinterpret_cast<const char*>(d), n);
+    while (st.in.size() >= 5) {
+      const auto* p = reinterpret_cast<const uint8_t*>(st.in.data());
+      const size_t len = static_cast<size_t>(p[1]) << 24 | static_cast<size_t>(p[2]) << 16 |
+                         static_cast<size_t>(p[3]) << 8 | p[4];
+      if (st.in.size() < 5 + len) break;
+      std::string msg = st.in.substr(5, len);
+      st.in.erase(0, 5 + len);
+      if (st.held) continue;
+      if (!st.started && !st.bidi) {
+        st.first = std::move(msg);  // relayed at END_STREAM
+      } else if (!st.started) {
+        self->relay(st, msg, false);
+      } else if (self->up_) {
+        self->up_->send(st.up, msg);
+      }
+    }
+    return 0;
+  }
+  static int on_frame(nghttp2_session*, const nghttp2_frame* f, void* ud) {
+    auto* self = static_cast<GoawayProxy*>(ud);
+    if ((f->hd.type != NGHTTP2_DATA && f->hd.type != NGHTTP2_HEADERS) ||
+        !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+      return 0;
+    auto it = self->streams_.find(f->hd.stream_id);
+    if (it == self->streams_.end() || it->second->held) return 0;
+    S& st = *it->second;
+    if (!st.bidi && !st.started) {
+      self->relay(st, st.first, true);
+    } else if (st.started && self->up_) {
+      self->up_->finish(st.up);
+    }
+    return 0;
+  }
+  static int on_stream_close(nghttp2_session*, int32_t id, uint32_t, void* ud) {
+    auto* self = static_cast<GoawayProxy*>(ud);
+    auto it = self->streams_.find(id);
+    if (it == self->streams_.end()) return 0;
+    if (it->second->started && !it->second->up_closed && self->up_)
+      self->up_->cancel(it->second->up);
+    if (self->goaway_sent_ && it->second->started) ++self->after_goaway;
+    self->dead_.push_back(std::move(it->second));  // its data source may still be read
+    self->streams_.erase(it);
+    return 0;
+  }
+  // The stream goes to etcd, unless the GOAWAY is coming: then it is held.
+  void relay(S& st, const std::string& msg, bool unary) {
+    if (hold_ && !goaway_sent_) {
+      st.held = true;
+      if (++held >= 2) {
+        goaway_sent_ = true;
+        last_stream_id = last_relayed_;
+        nghttp2_submit_goaway(h2_, NGHTTP2_FLAG_NONE, last_relayed_, NGHTTP2_NO_ERROR, nullptr, 0);
+      }
+      return;
+    }
+    if (goaway_sent_ || !up_) return;  // above the GOAWAY's last stream: never relayed
+    st.started = true;
+    last_relayed_ = std::max(last_relayed_, st.id);
+    const int32_t id = st.id;
+    st.up = up_->start(
+        st.path.c_str(), msg, unary,
+        [this, id](const uint8_t* d, size_t n) {
+          S* s = find(id);
+          if (!s) return;
+          s->out += frame(std::string(reinterpret_cast<const char*>(d), n));
+          answer(*s);
+        },
+        [this, id](int status, const std::string&) {
+          S* s = find(id);
+          if (!s) return;
+          s->up_closed = true;
+          s->status = status < 0 ? 14 : status;  // UNAVAILABLE
+          answer(*s);
+        });
+  }
+  S* find(int32_t id) {
+    auto it = streams_.find(id);
+    return it == streams_.end() ? nullptr : it->second.get();
+  }
+  static std::string frame(const std::string& m) {
+    std::string out(5, '\0');
+    for (int i = 0; i < 4; ++i) out[1 + i] = static_cast<char>((m.size() >> (24 - 8 * i)) & 0xff);
+    return out + m;
+  }
+  void answer(S& s) {
+    if (!s.submitted) {
+      s.submitted = true;
+      static const char kStatus[] = ":status", k200[] = "200", kType[] = "content-type",
+                        kGrpc[] = "application/grpc";
+      const nghttp2_nv hdrs[] = {nv(kStatus, k200), nv(kType, kGrpc)};
+      nghttp2_data_provider p;
+      p.source.ptr = &s;
+      p.read_callback = read_answer;
+      nghttp2_submit_response(h2_, s.id, hdrs, 2, &p);
+    } else {
+      nghttp2_session_resume_data(h2_, s.id);
+    }
+    flush();
+  }
+  static nghttp2_nv nv(const char* n, const char* v) {
+    return {reinterpret_cast<uint8_t*>(const_cast<char*>(n)),
+            reinterpret_cast<uint8_t*>(const_cast<char*>(v)), std::strlen(n), std::strlen(v),
+            NGHTTP2_NV_FLAG_NONE};
+  }
+  static ssize_t read_answer(nghttp2_session* h2, int32_t id, uint8_t* buf, size_t len,
+                             uint32_t* flags, nghttp2_data_source* src, void*) {
+    auto* s = static_cast<S*>(src->ptr);
+    const size_t n = std::min(len, s->out.size() - s->off);
+    std::memcpy(buf, s->out.data() + s->off, n);
+    s->off += n;
+    if (s->off < s->out.size() || n > 0) return static_cast<ssize_t>(n);
+    if (!s->up_closed) return NGHTTP2_ERR_DEFERRED;
+    *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    static const char kName[] = "grpc-status";
+    static const char* const kCodes[] = {"0", "1",  "2",  "3",  "4",  "5",  "6",  "7", "8",
+                                         "9", "10", "11", "12", "13", "14", "15", "16"};
+    const nghttp2_nv t[] = {nv(kName, kCodes[s->status >= 0 && s->status <= 16 ? s->status : 2])};
+    nghttp2_submit_trailer(h2, id, t, 1);
+    return 0;
+  }
+  void flush() {
+    if (!h2_) return;
+    for (;;) {
+      const uint8_t* data = nullptr;
+      const ssize_t n = nghttp2_session_mem_send(h2_, &data);
+      if (n <= 0) break;
+      auto* req = static_cast<uv_write_t*>(std::malloc(sizeof(uv_write_t) + n));
+      char* copy = reinterpret_cast<char*>(req + 1);
+      std::memcpy(copy, data, static_cast<size_t>(n));
+      uv_buf_t b = uv_buf_init(copy, static_cast<unsigned>(n));
+      if (uv_write(req, reinterpret_cast<uv_stream_t*>(&conn_), &b, 1,
+                   [](uv_write_t* r, int) { std::free(r); }) != 0) {
+        std::free(req);
+      }
+    }
+  }
+
+  struct sockaddr_in upstream_;
+  uv_loop_t loop_;
+  uv_tcp_t listener_, conn_;
+  uv_async_t async_;
+  std::thread thread_;
+  int port_ = 0;
+  bool accepted_ = false, goaway_sent_ = false;
+  std::atomic<bool> hold_{false}, stop_{false};
+  int32_t last_relayed_ = 0;
+  nghttp2_session* h2_ = nullptr;
+  OpenHandles handles_;
+  GrpcConn* up_ = nullptr;
+  std::map<int32_t, std::unique_ptr<S>> streams_;
+  std::vector<std::unique_ptr<S>> dead_;
+};
+
+// The backend behind GoawayProxy (the URL's first member; the real etcd is
+// the second): calls flow, terms are held and a name is watched when the
+// proxy sends GOAWAY. The calls it relayed finish through it, the held ones
+// are sent again to the next member without the caller seeing them, the
+// keep-alive and watch streams move there, and nothing fails.
+TEST(EtcdGoaway, CallsFlowAcrossAGracefulGoawayWithNoFailure) {
+  const char* url = std::getenv("SIMBA_TEST_ETCD_URL");
+  if (!url || !*url) GTEST_SKIP() << "SIMBA_TEST_ETCD_URL is not set (scripts/test.sh sets it)";
+  const std::string endpoint = std::string(url).substr(std::string("etcd://").size());
+  const size_t colon = endpoint.rfind(':');
+  struct sockaddr_in up {};
+  ASSERT_EQ(
+      uv_ip4_addr(endpoint.substr(0, colon).c_str(), std::atoi(endpoint.c_str() + colon + 1), &up),
+      0);
+  GoawayProxy proxy(up);
+  const std::string prefix = "/etcd-goaway-" + unique_id();
+  BackendOnLoop b("etcd://127.0.0.1:" + std::to_string(proxy.port()) + "," + endpoint + prefix);
+  ASSERT_TRUE(b) << b.error();
+  BackendOnLoop other(std::string(url) + prefix);
+  int released = 0;
+  b->on_released([&](const std::string& n) { released += n == "watched"; });
+  const OpenReply s = open_session(b);
+  ASSERT_EQ(s.outcome, Outcome::kOk) << s.error;
+  const OpenReply o = open_session(other);
+  ASSERT_EQ(o.outcome, Outcome::kOk) << o.error;
+  Flow held_by_other(other, o.session_id);
+  held_by_other.acquire("watched", true);
+  ASSERT_TRUE(other.run_until([&] { return held_by_other.pending == 0; }, 5000));
+  b->watch("watched");
+  Flow f(b, s.session_id);
+  for (int i = 0; i < 5; ++i) f.acquire("held-" + std::to_string(i), true);
+  ASSERT_TRUE(b.run_until([&] { return f.pending == 0; }, 10000));
+  ASSERT_EQ(f.held.size(), 5u);
+  const int64_t start = mono_ns();
+  bool sent = false;
+  for (int round = 0; mono_ns() - start < 2000 * kMsNs; ++round) {
+    for (int i = 0; i < 4; ++i) {
+      f.acquire("flow-" + std::to_string(round) + "-" + std::to_string(i), false);
+    }
+    f.keep_alive();
+    if (!sent && mono_ns() - start > 500 * kMsNs) {
+      proxy.goaway();
+      sent = true;
+    }
+    b.run_until([&] { return f.pending < 3; }, 10000);
+  }
+  ASSERT_TRUE(b.run_until([&] { return f.pending == 0; }, 10000)) << f.pending << " unanswered";
+  for (const std::string& why : f.failures) ADD_FAILURE() << why;
+  EXPECT_TRUE(
+      b.logged("GOAWAY (error 0, last stream " + std::to_string(proxy.last_stream_id) + ")"));
+  EXPECT_EQ(proxy.held, 2) << "the calls held by the proxy, refused by its GOAWAY";
+  EXPECT_GT(proxy.after_goaway, 0) << "calls up to the GOAWAY's last stream finished through it";
+  EXPECT_GT(f.keep_alives, 10);
+  // The watch lives on, on the new connection (made again there, which
+  // reported the name once): a release is delivered.
+  const int released_before = released;
+  held_by_other.release("watched", held_by_other.held["watched"]);
+  ASSERT_TRUE(other.run_until([&] { return held_by_other.pending == 0; }, 5000));
+  EXPECT_TRUE(b.run_until([&] { return released > released_before; }, 5000));
+  EXPECT_TRUE(held_by_other.failures.empty());
+  std::printf("%d calls ok, %d keep-alives, %d held and sent again, %d finished after GOAWAY\n",
+              f.ok, f.keep_alives, proxy.held.load(), proxy.after_goaway.load());
 }
 
 }  // namespace

@@ -464,7 +464,7 @@ void EtcdBackend::connect_to(const std::string& ip) {
 }
 
 void EtcdBackend::on_broken(GrpcConn* conn, const std::string& why) {
-  if (conn->draining()) {
+  if (conn->draining() && why.rfind("drained", 0) == 0) {
     // Its stream ids ran out with no call since: the next connection goes
     // to the same member.
     retire(conn, false);
