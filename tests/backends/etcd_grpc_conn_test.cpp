@@ -32,14 +32,22 @@ using simba::Outcome;
 using namespace simba::etcd_impl;
 using namespace simba_testing;
 
-// One client connection of the test server: answers each whole request with
-// its own message and grpc-status 0, except that once `goaway_after`
-// requests came, it first sends GOAWAY(`last_stream_id`) and then answers
-// only the streams up to it.
-class TinyServer {
+// The server side of one HTTP/2 client connection (libnghttp2) on a libuv
+// loop, for the test servers below: listener, session, reads and writes, and
+// gRPC answers (DATA, then grpc-status in the trailers). A second client
+// connection is refused.
+class H2Server {
  public:
-  TinyServer(uv_loop_t* loop, int goaway_after, int32_t last_stream_id)
-      : loop_(loop), goaway_after_(goaway_after), last_stream_id_(last_stream_id) {
+  // An answer being sent: DATA from `out`, then, once `done`, the trailers.
+  struct Answer {
+    int32_t id = 0;
+    std::string out;
+    size_t off = 0;
+    bool done = false, submitted = false;
+    int status = 0;
+  };
+
+  explicit H2Server(uv_loop_t* loop) : loop_(loop) {
     uv_tcp_init(loop_, &listener_);
     listener_.data = this;
     struct sockaddr_in a {};
@@ -49,130 +57,47 @@ class TinyServer {
     int len = sizeof addr_;
     uv_tcp_getsockname(&listener_, reinterpret_cast<struct sockaddr*>(&addr_), &len);
   }
-  ~TinyServer() {
+  virtual ~H2Server() {
     if (h2_) nghttp2_session_del(h2_);
   }
+  H2Server(const H2Server&) = delete;
+  H2Server& operator=(const H2Server&) = delete;
+  const struct sockaddr* addr() const { return reinterpret_cast<const struct sockaddr*>(&addr_); }
+  int port() const { return ntohs(reinterpret_cast<const struct sockaddr_in*>(&addr_)->sin_port); }
   void close() {
     uv_close(reinterpret_cast<uv_handle_t*>(&listener_), nullptr);
     if (accepted_) uv_close(reinterpret_cast<uv_handle_t*>(&conn_), nullptr);
   }
-  const struct sockaddr* addr() const { return reinterpret_cast<const struct sockaddr*>(&addr_); }
-  std::vector<int32_t> answered;  // stream ids, in order
-  std::vector<int32_t> requests;  // whole requests received
 
- private:
-  struct Request {
-    std::string body;  // gRPC frames received
-    std::string out;   // the answer's DATA
-    size_t off = 0;
-  };
+ protected:
+  // The session's callbacks (user data: this object).
+  virtual void callbacks(nghttp2_session_callbacks* cb) = 0;
+  // After the bytes of a read went through the session.
+  virtual void received() {}
 
-  static void on_connection(uv_stream_t* l, int status) {
-    auto* self = static_cast<TinyServer*>(l->data);
-    ASSERT_EQ(status, 0);
-    uv_tcp_init(self->loop_, &self->conn_);
-    self->conn_.data = self;
-    ASSERT_EQ(uv_accept(l, reinterpret_cast<uv_stream_t*>(&self->conn_)), 0);
-    self->accepted_ = true;
-    nghttp2_session_callbacks* cb = nullptr;
-    nghttp2_session_callbacks_new(&cb);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame);
-    nghttp2_session_server_new(&self->h2_, cb, self);
-    nghttp2_session_callbacks_del(cb);
-    nghttp2_submit_settings(self->h2_, NGHTTP2_FLAG_NONE, nullptr, 0);
-    uv_read_start(
-        reinterpret_cast<uv_stream_t*>(&self->conn_),
-        [](uv_handle_t*, size_t, uv_buf_t* b) {
-          static char mem[65536];
-          *b = uv_buf_init(mem, sizeof mem);
-        },
-        on_read);
-    self->flush();
+  static std::string frame(const std::string& m) {
+    std::string out(5, '\0');
+    for (int i = 0; i < 4; ++i) out[1 + i] = static_cast<char>((m.size() >> (24 - 8 * i)) & 0xff);
+    return out + m;
   }
-  static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
-    auto* self = static_cast<TinyServer*>(s->data);
-    if (n < 0) {
-      uv_read_stop(s);
-      return;
-    }
-    nghttp2_session_mem_recv(self->h2_, reinterpret_cast<const uint8_t*>(buf->base),
-                             static_cast<size_t>(n));
-    self->respond();
-    self->flush();
-    // Once GOAWAY went and every stream up to it was answered: close, as
-    // grpc-go's graceful stop does.
-    if (self->goaway_sent_ && nghttp2_session_want_write(self->h2_) == 0) self->maybe_close();
-  }
-  void maybe_close() {
-    for (int32_t id : requests) {
-      if (id <= last_stream_id_ && !answered_set(id)) return;
-    }
-    uv_read_stop(reinterpret_cast<uv_stream_t*>(&conn_));
-    uv_shutdown_t* req = new uv_shutdown_t;
-    uv_shutdown(req, reinterpret_cast<uv_stream_t*>(&conn_),
-                [](uv_shutdown_t* r, int) { delete r; });
-  }
-  bool answered_set(int32_t id) const {
-    for (int32_t a : answered) {
-      if (a == id) return true;
-    }
-    return false;
-  }
-  void respond() {
-    const bool goaway = goaway_after_ > 0 && static_cast<int>(requests.size()) >= goaway_after_;
-    if (goaway && !goaway_sent_) {
-      nghttp2_submit_goaway(h2_, NGHTTP2_FLAG_NONE, last_stream_id_, NGHTTP2_NO_ERROR, nullptr, 0);
-      goaway_sent_ = true;
-    } else if (goaway_after_ > 0 && !goaway) {
-      return;  // the requests wait for the GOAWAY
-    }
-    for (int32_t id : requests) {
-      if (answered_set(id) || (goaway_sent_ && id > last_stream_id_)) continue;
-      answered.push_back(id);
-      Request& r = reqs_[id];
-      r.out = r.body;  // echo: the same gRPC frame back
+  // Sends what `a` has now: headers the first time, else more DATA.
+  void answer(Answer* a) {
+    if (!a->submitted) {
+      a->submitted = true;
       static const char kStatus[] = ":status", k200[] = "200", kType[] = "content-type",
                         kGrpc[] = "application/grpc";
       const nghttp2_nv hdrs[] = {nv(kStatus, k200), nv(kType, kGrpc)};
       nghttp2_data_provider p;
-      p.source.ptr = &r;
+      p.source.ptr = a;
       p.read_callback = read_answer;
-      nghttp2_submit_response(h2_, id, hdrs, 2, &p);
+      nghttp2_submit_response(h2_, a->id, hdrs, 2, &p);
+    } else {
+      nghttp2_session_resume_data(h2_, a->id);
     }
-  }
-  static nghttp2_nv nv(const char* n, const char* v) {
-    return {reinterpret_cast<uint8_t*>(const_cast<char*>(n)),
-            reinterpret_cast<uint8_t*>(const_cast<char*>(v)), std::strlen(n), std::strlen(v),
-            NGHTTP2_NV_FLAG_NONE};
-  }
-  static ssize_t read_answer(nghttp2_session* s, int32_t id, uint8_t* buf, size_t len,
-                             uint32_t* flags, nghttp2_data_source* src, void*) {
-    auto* r = static_cast<Request*>(src->ptr);
-    const size_t n = std::min(len, r->out.size() - r->off);
-    std::memcpy(buf, r->out.data() + r->off, n);
-    r->off += n;
-    if (r->off == r->out.size()) {
-      *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-      static const char kStatus[] = "grpc-status", k0[] = "0";
-      const nghttp2_nv t[] = {nv(kStatus, k0)};
-      nghttp2_submit_trailer(s, id, t, 1);
-    }
-    return static_cast<ssize_t>(n);
-  }
-  static int on_data(nghttp2_session*, uint8_t, int32_t id, const uint8_t* d, size_t n, void* ud) {
-    static_cast<TinyServer*>(ud)->reqs_[id].body.append(reinterpret_cast<const char*>(d), n);
-    return 0;
-  }
-  static int on_frame(nghttp2_session*, const nghttp2_frame* f, void* ud) {
-    auto* self = static_cast<TinyServer*>(ud);
-    if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
-        (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
-      self->requests.push_back(f->hd.stream_id);
-    }
-    return 0;
+    flush();
   }
   void flush() {
+    if (!h2_) return;
     for (;;) {
       const uint8_t* data = nullptr;
       const ssize_t n = nghttp2_session_mem_send(h2_, &data);
@@ -181,21 +106,131 @@ class TinyServer {
       char* copy = reinterpret_cast<char*>(req + 1);
       std::memcpy(copy, data, static_cast<size_t>(n));
       uv_buf_t b = uv_buf_init(copy, static_cast<unsigned>(n));
-      uv_write(req, reinterpret_cast<uv_stream_t*>(&conn_), &b, 1,
-               [](uv_write_t* r, int) { std::free(r); });
+      if (uv_write(req, reinterpret_cast<uv_stream_t*>(&conn_), &b, 1,
+                   [](uv_write_t* r, int) { std::free(r); }) != 0) {
+        std::free(req);
+      }
     }
   }
 
   uv_loop_t* loop_;
+  uv_tcp_t listener_, conn_;
+  bool accepted_ = false;
+  nghttp2_session* h2_ = nullptr;
+
+ private:
+  static nghttp2_nv nv(const char* n, const char* v) {
+    return {reinterpret_cast<uint8_t*>(const_cast<char*>(n)),
+            reinterpret_cast<uint8_t*>(const_cast<char*>(v)), std::strlen(n), std::strlen(v),
+            NGHTTP2_NV_FLAG_NONE};
+  }
+  static ssize_t read_answer(nghttp2_session* h2, int32_t id, uint8_t* buf, size_t len,
+                             uint32_t* flags, nghttp2_data_source* src, void*) {
+    auto* a = static_cast<Answer*>(src->ptr);
+    const size_t n = std::min(len, a->out.size() - a->off);
+    std::memcpy(buf, a->out.data() + a->off, n);
+    a->off += n;
+    if (n > 0) return static_cast<ssize_t>(n);
+    if (!a->done) return NGHTTP2_ERR_DEFERRED;
+    *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    static const char kName[] = "grpc-status";
+    static const char* const kCodes[] = {"0", "1",  "2",  "3",  "4",  "5",  "6",  "7", "8",
+                                         "9", "10", "11", "12", "13", "14", "15", "16"};
+    const nghttp2_nv t[] = {nv(kName, kCodes[a->status >= 0 && a->status <= 16 ? a->status : 2])};
+    nghttp2_submit_trailer(h2, id, t, 1);
+    return 0;
+  }
+  static void on_connection(uv_stream_t* l, int) {
+    auto* self = static_cast<H2Server*>(l->data);
+    if (self->accepted_) {
+      auto* t = new uv_tcp_t;
+      uv_tcp_init(self->loop_, t);
+      uv_accept(l, reinterpret_cast<uv_stream_t*>(t));
+      uv_close(reinterpret_cast<uv_handle_t*>(t), [](uv_handle_t* h) { delete h; });
+      return;
+    }
+    uv_tcp_init(self->loop_, &self->conn_);
+    self->conn_.data = self;
+    uv_accept(l, reinterpret_cast<uv_stream_t*>(&self->conn_));
+    self->accepted_ = true;
+    nghttp2_session_callbacks* cb = nullptr;
+    nghttp2_session_callbacks_new(&cb);
+    self->callbacks(cb);
+    nghttp2_session_server_new(&self->h2_, cb, self);
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_submit_settings(self->h2_, NGHTTP2_FLAG_NONE, nullptr, 0);
+    uv_read_start(
+        reinterpret_cast<uv_stream_t*>(&self->conn_),
+        [](uv_handle_t*, size_t, uv_buf_t* b) {
+          static thread_local char mem[65536];
+          *b = uv_buf_init(mem, sizeof mem);
+        },
+        on_read);
+    self->flush();
+  }
+  static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
+    auto* self = static_cast<H2Server*>(s->data);
+    if (n < 0) {
+      uv_read_stop(s);
+      return;
+    }
+    nghttp2_session_mem_recv(self->h2_, reinterpret_cast<const uint8_t*>(buf->base),
+                             static_cast<size_t>(n));
+    self->received();
+    self->flush();
+  }
+
+  struct sockaddr_storage addr_ {};
+};
+
+// Answers each whole request with its own message and grpc-status 0, except
+// that once `goaway_after` requests came, it first sends
+// GOAWAY(`last_stream_id`) and then answers only the streams up to it.
+class TinyServer : public H2Server {
+ public:
+  TinyServer(uv_loop_t* loop, int goaway_after, int32_t last_stream_id)
+      : H2Server(loop), goaway_after_(goaway_after), last_stream_id_(last_stream_id) {}
+  std::vector<int32_t> answered;  // stream ids, in order
+  std::vector<int32_t> requests;  // whole requests received
+
+ private:
+  void callbacks(nghttp2_session_callbacks* cb) override {
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame);
+  }
+  void received() override {
+    const bool goaway = goaway_after_ > 0 && static_cast<int>(requests.size()) >= goaway_after_;
+    if (goaway && !goaway_sent_) {
+      nghttp2_submit_goaway(h2_, NGHTTP2_FLAG_NONE, last_stream_id_, NGHTTP2_NO_ERROR, nullptr, 0);
+      goaway_sent_ = true;
+    } else if (goaway_after_ > 0 && !goaway) {
+      return;  // the requests wait for the GOAWAY
+    }
+    for (int32_t id : requests) {
+      Answer& a = answers_[id];
+      if (a.submitted || (goaway_sent_ && id > last_stream_id_)) continue;
+      answered.push_back(id);
+      a.id = id;
+      a.done = true;
+      answer(&a);
+    }
+  }
+  static int on_data(nghttp2_session*, uint8_t, int32_t id, const uint8_t* d, size_t n, void* ud) {
+    static_cast<TinyServer*>(ud)->answers_[id].out.append(reinterpret_cast<const char*>(d), n);
+    return 0;
+  }
+  static int on_frame(nghttp2_session*, const nghttp2_frame* f, void* ud) {
+    if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) &&
+        (f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+      static_cast<TinyServer*>(ud)->requests.push_back(f->hd.stream_id);
+    }
+    return 0;
+  }
+
   int goaway_after_;
   int32_t last_stream_id_;
-  uv_tcp_t listener_;
-  uv_tcp_t conn_;
-  bool accepted_ = false;
   bool goaway_sent_ = false;
-  struct sockaddr_storage addr_ {};
-  nghttp2_session* h2_ = nullptr;
-  std::map<int32_t, Request> reqs_;
+  std::map<int32_t, Answer> answers_;  // echo: the request's gRPC frames, sent back
 };
 
 struct Result {
@@ -320,32 +355,24 @@ TEST_F(EtcdGrpcConn, UsedUpStreamIdsDrainTheConnection) {
 // etcd) until two are held, then send GOAWAY with the last stream it relayed:
 // the calls up to it finish through it, the held ones are the client's to
 // send again elsewhere.
-class GoawayProxy {
+struct OwnLoop {
+  OwnLoop() { uv_loop_init(&loop); }
+  uv_loop_t loop;
+};
+
+class GoawayProxy : private OwnLoop, public H2Server {
  public:
-  explicit GoawayProxy(const struct sockaddr_in& upstream) : upstream_(upstream) {
-    uv_loop_init(&loop_);
-    uv_tcp_init(&loop_, &listener_);
-    listener_.data = this;
-    struct sockaddr_in a {};
-    uv_ip4_addr("127.0.0.1", 0, &a);
-    uv_tcp_bind(&listener_, reinterpret_cast<const struct sockaddr*>(&a), 0);
-    uv_listen(reinterpret_cast<uv_stream_t*>(&listener_), 4, on_connection);
-    struct sockaddr_in bound {};
-    int len = sizeof bound;
-    uv_tcp_getsockname(&listener_, reinterpret_cast<struct sockaddr*>(&bound), &len);
-    port_ = ntohs(bound.sin_port);
-    uv_async_init(&loop_, &async_, on_async);
+  explicit GoawayProxy(const struct sockaddr_in& upstream) : H2Server(&loop), upstream_(upstream) {
+    uv_async_init(&loop, &async_, on_async);
     async_.data = this;
-    thread_ = std::thread([this] { uv_run(&loop_, UV_RUN_DEFAULT); });
+    thread_ = std::thread([this] { uv_run(&loop, UV_RUN_DEFAULT); });
   }
-  ~GoawayProxy() {
+  ~GoawayProxy() override {
     stop_ = true;
     uv_async_send(&async_);
     thread_.join();
-    uv_loop_close(&loop_);
-    if (h2_) nghttp2_session_del(h2_);
+    uv_loop_close(&loop);
   }
-  int port() const { return port_; }
   void goaway() {
     hold_ = true;
     uv_async_send(&async_);
@@ -356,105 +383,63 @@ class GoawayProxy {
 
  private:
   struct S {
-    int32_t id = 0, up = 0;
-    std::string path, in, first, out;
-    size_t off = 0;
-    bool bidi = false, started = false, held = false, up_closed = false, submitted = false;
-    int status = 0;
+    Answer a;
+    int32_t up = 0;
+    std::string path, in, first;
+    bool bidi = false, started = false, held = false;
   };
 
-  static void on_async(uv_async_t* a) {
-    auto* self = static_cast<GoawayProxy*>(a->data);
+  static void on_async(uv_async_t* h) {
+    auto* self = static_cast<GoawayProxy*>(h->data);
     if (!self->stop_) return;
     if (self->up_) self->up_->close();
     self->up_ = nullptr;
-    uv_close(reinterpret_cast<uv_handle_t*>(&self->listener_), nullptr);
+    self->close();
     uv_close(reinterpret_cast<uv_handle_t*>(&self->async_), nullptr);
-    if (self->accepted_) uv_close(reinterpret_cast<uv_handle_t*>(&self->conn_), nullptr);
   }
-  static void on_connection(uv_stream_t* l, int) {
-    auto* self = static_cast<GoawayProxy*>(l->data);
-    if (self->accepted_) {  // one client connection: later ones are refused
-      uv_tcp_t* t = new uv_tcp_t;
-      uv_tcp_init(&self->loop_, t);
-      uv_accept(l, reinterpret_cast<uv_stream_t*>(t));
-      uv_close(reinterpret_cast<uv_handle_t*>(t), [](uv_handle_t* h) { delete h; });
-      return;
-    }
-    uv_tcp_init(&self->loop_, &self->conn_);
-    self->conn_.data = self;
-    uv_accept(l, reinterpret_cast<uv_stream_t*>(&self->conn_));
-    self->accepted_ = true;
-    self->up_ = new GrpcConn(&self->loop_, &self->handles_,
-                             reinterpret_cast<const struct sockaddr*>(&self->upstream_),
-                             "127.0.0.1", [](GrpcConn*, const std::string&) {});
-    nghttp2_session_callbacks* cb = nullptr;
-    nghttp2_session_callbacks_new(&cb);
+  void callbacks(nghttp2_session_callbacks* cb) override {
+    up_ = new GrpcConn(&loop, &handles_, reinterpret_cast<const struct sockaddr*>(&upstream_),
+                       "127.0.0.1", [](GrpcConn*, const std::string&) {});
     nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
-    nghttp2_session_server_new(&self->h2_, cb, self);
-    nghttp2_session_callbacks_del(cb);
-    nghttp2_submit_settings(self->h2_, NGHTTP2_FLAG_NONE, nullptr, 0);
-    uv_read_start(
-        reinterpret_cast<uv_stream_t*>(&self->conn_),
-        [](uv_handle_t*, size_t, uv_buf_t* b) {
-          static char mem[65536];
-          *b = uv_buf_init(mem, sizeof mem);
-        },
-        on_read);
-    self->flush();
-  }
-  static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
-    auto* self = static_cast<GoawayProxy*>(s->data);
-    if (n < 0) {
-      uv_read_stop(s);
-      return;
-    }
-    nghttp2_session_mem_recv(self->h2_, reinterpret_cast<const uint8_t*>(buf->base),
-                             static_cast<size_t>(n));
-    self->flush();
   }
   static int on_begin_headers(nghttp2_session*, const nghttp2_frame* f, void* ud) {
     auto& st = static_cast<GoawayProxy*>(ud)->streams_[f->hd.stream_id];
     st = std::make_unique<S>();
-    st->id = f->hd.stream_id;
+    st->a.id = f->hd.stream_id;
     return 0;
   }
   static int on_header(nghttp2_session*, const nghttp2_frame* f, const uint8_t* name,
                        size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* ud) {
-    auto* self = static_cast<GoawayProxy*>(ud);
-    auto it = self->streams_.find(f->hd.stream_id);
-    if (it == self->streams_.end() ||
-        std::string(reinterpret_cast<const char*>(name), namelen) != ":path")
-      return 0;
-    it->second->path.assign(reinterpret_cast<const char*>(value), valuelen);
-    it->second->bidi = it->second->path.find("KeepAlive") != std::string::npos ||
-                       it->second->path.find("Watch/Watch") != std::string::npos;
+    S* st = static_cast<GoawayProxy*>(ud)->find(f->hd.stream_id);
+    if (!st || std::string(reinterpret_cast<const char*>(name), namelen) != ":path") return 0;
+    st->path.assign(reinterpret_cast<const char*>(value), valuelen);
+    st->bidi = st->path.find("KeepAlive") != std::string::npos ||
+               st->path.find("Watch/Watch") != std::string::npos;
     return 0;
   }
   static int on_data(nghttp2_session*, uint8_t, int32_t id, const uint8_t* d, size_t n, void* ud) {
     auto* self = static_cast<GoawayProxy*>(ud);
-    auto it = self->streams_.find(id);
-    if (it == self->streams_.end()) return 0;
-    S& st = *it->second;
-    st.in.append(reinterpret_cast<const char*>(d), n);
-    while (st.in.size() >= 5) {
-      const auto* p = reinterpret_cast<const uint8_t*>(st.in.data());
+    S* st = self->find(id);
+    if (!st) return 0;
+    st->in.append(reinterpret_cast<const char*>(d), n);
+    while (st->in.size() >= 5) {
+      const auto* p = reinterpret_cast<const uint8_t*>(st->in.data());
       const size_t len = static_cast<size_t>(p[1]) << 24 | static_cast<size_t>(p[2]) << 16 |
                          static_cast<size_t>(p[3]) << 8 | p[4];
-      if (st.in.size() < 5 + len) break;
-      std::string msg = st.in.substr(5, len);
-      st.in.erase(0, 5 + len);
-      if (st.held) continue;
-      if (!st.started && !st.bidi) {
-        st.first = std::move(msg);  // relayed at END_STREAM
-      } else if (!st.started) {
-        self->relay(st, msg, false);
+      if (st->in.size() < 5 + len) break;
+      std::string msg = st->in.substr(5, len);
+      st->in.erase(0, 5 + len);
+      if (st->held) continue;
+      if (!st->started && !st->bidi) {
+        st->first = std::move(msg);  // relayed at END_STREAM
+      } else if (!st->started) {
+        self->relay(*st, msg, false);
       } else if (self->up_) {
-        self->up_->send(st.up, msg);
+        self->up_->send(st->up, msg);
       }
     }
     return 0;
@@ -462,15 +447,15 @@ class GoawayProxy {
   static int on_frame(nghttp2_session*, const nghttp2_frame* f, void* ud) {
     auto* self = static_cast<GoawayProxy*>(ud);
     if ((f->hd.type != NGHTTP2_DATA && f->hd.type != NGHTTP2_HEADERS) ||
-        !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        !(f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
       return 0;
-    auto it = self->streams_.find(f->hd.stream_id);
-    if (it == self->streams_.end() || it->second->held) return 0;
-    S& st = *it->second;
-    if (!st.bidi && !st.started) {
-      self->relay(st, st.first, true);
-    } else if (st.started && self->up_) {
-      self->up_->finish(st.up);
+    }
+    S* st = self->find(f->hd.stream_id);
+    if (!st || st->held) return 0;
+    if (!st->bidi && !st->started) {
+      self->relay(*st, st->first, true);
+    } else if (st->started && self->up_) {
+      self->up_->finish(st->up);
     }
     return 0;
   }
@@ -478,9 +463,9 @@ class GoawayProxy {
     auto* self = static_cast<GoawayProxy*>(ud);
     auto it = self->streams_.find(id);
     if (it == self->streams_.end()) return 0;
-    if (it->second->started && !it->second->up_closed && self->up_)
-      self->up_->cancel(it->second->up);
-    if (self->goaway_sent_ && it->second->started) ++self->after_goaway;
+    S& st = *it->second;
+    if (st.started && !st.a.done && self->up_) self->up_->cancel(st.up);
+    if (self->goaway_sent_ && st.started) ++self->after_goaway;
     self->dead_.push_back(std::move(it->second));  // its data source may still be read
     self->streams_.erase(it);
     return 0;
@@ -498,96 +483,35 @@ class GoawayProxy {
     }
     if (goaway_sent_ || !up_) return;  // above the GOAWAY's last stream: never relayed
     st.started = true;
-    last_relayed_ = std::max(last_relayed_, st.id);
-    const int32_t id = st.id;
+    last_relayed_ = std::max(last_relayed_, st.a.id);
+    const int32_t id = st.a.id;
     st.up = up_->start(
         st.path.c_str(), msg, unary,
         [this, id](const uint8_t* d, size_t n) {
-          S* s = find(id);
-          if (!s) return;
-          s->out += frame(std::string(reinterpret_cast<const char*>(d), n));
-          answer(*s);
+          if (S* s = find(id)) {
+            s->a.out += frame(std::string(reinterpret_cast<const char*>(d), n));
+            answer(&s->a);
+          }
         },
         [this, id](int status, const std::string&) {
-          S* s = find(id);
-          if (!s) return;
-          s->up_closed = true;
-          s->status = status < 0 ? 14 : status;  // UNAVAILABLE
-          answer(*s);
+          if (S* s = find(id)) {
+            s->a.done = true;
+            s->a.status = status < 0 ? 14 : status;  // UNAVAILABLE
+            answer(&s->a);
+          }
         });
   }
   S* find(int32_t id) {
     auto it = streams_.find(id);
     return it == streams_.end() ? nullptr : it->second.get();
   }
-  static std::string frame(const std::string& m) {
-    std::string out(5, '\0');
-    for (int i = 0; i < 4; ++i) out[1 + i] = static_cast<char>((m.size() >> (24 - 8 * i)) & 0xff);
-    return out + m;
-  }
-  void answer(S& s) {
-    if (!s.submitted) {
-      s.submitted = true;
-      static const char kStatus[] = ":status", k200[] = "200", kType[] = "content-type",
-                        kGrpc[] = "application/grpc";
-      const nghttp2_nv hdrs[] = {nv(kStatus, k200), nv(kType, kGrpc)};
-      nghttp2_data_provider p;
-      p.source.ptr = &s;
-      p.read_callback = read_answer;
-      nghttp2_submit_response(h2_, s.id, hdrs, 2, &p);
-    } else {
-      nghttp2_session_resume_data(h2_, s.id);
-    }
-    flush();
-  }
-  static nghttp2_nv nv(const char* n, const char* v) {
-    return {reinterpret_cast<uint8_t*>(const_cast<char*>(n)),
-            reinterpret_cast<uint8_t*>(const_cast<char*>(v)), std::strlen(n), std::strlen(v),
-            NGHTTP2_NV_FLAG_NONE};
-  }
-  static ssize_t read_answer(nghttp2_session* h2, int32_t id, uint8_t* buf, size_t len,
-                             uint32_t* flags, nghttp2_data_source* src, void*) {
-    auto* s = static_cast<S*>(src->ptr);
-    const size_t n = std::min(len, s->out.size() - s->off);
-    std::memcpy(buf, s->out.data() + s->off, n);
-    s->off += n;
-    if (s->off < s->out.size() || n > 0) return static_cast<ssize_t>(n);
-    if (!s->up_closed) return NGHTTP2_ERR_DEFERRED;
-    *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-    static const char kName[] = "grpc-status";
-    static const char* const kCodes[] = {"0", "1",  "2",  "3",  "4",  "5",  "6",  "7", "8",
-                                         "9", "10", "11", "12", "13", "14", "15", "16"};
-    const nghttp2_nv t[] = {nv(kName, kCodes[s->status >= 0 && s->status <= 16 ? s->status : 2])};
-    nghttp2_submit_trailer(h2, id, t, 1);
-    return 0;
-  }
-  void flush() {
-    if (!h2_) return;
-    for (;;) {
-      const uint8_t* data = nullptr;
-      const ssize_t n = nghttp2_session_mem_send(h2_, &data);
-      if (n <= 0) break;
-      auto* req = static_cast<uv_write_t*>(std::malloc(sizeof(uv_write_t) + n));
-      char* copy = reinterpret_cast<char*>(req + 1);
-      std::memcpy(copy, data, static_cast<size_t>(n));
-      uv_buf_t b = uv_buf_init(copy, static_cast<unsigned>(n));
-      if (uv_write(req, reinterpret_cast<uv_stream_t*>(&conn_), &b, 1,
-                   [](uv_write_t* r, int) { std::free(r); }) != 0) {
-        std::free(req);
-      }
-    }
-  }
 
   struct sockaddr_in upstream_;
-  uv_loop_t loop_;
-  uv_tcp_t listener_, conn_;
   uv_async_t async_;
   std::thread thread_;
-  int port_ = 0;
-  bool accepted_ = false, goaway_sent_ = false;
+  bool goaway_sent_ = false;
   std::atomic<bool> hold_{false}, stop_{false};
   int32_t last_relayed_ = 0;
-  nghttp2_session* h2_ = nullptr;
   OpenHandles handles_;
   GrpcConn* up_ = nullptr;
   std::map<int32_t, std::unique_ptr<S>> streams_;
