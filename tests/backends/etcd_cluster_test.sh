@@ -12,14 +12,8 @@ set -uo pipefail
 
 TESTS=${1:?usage: etcd_cluster_test.sh PATH/TO/test_backends}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-command -v etcd >/dev/null && command -v etcdctl >/dev/null || {
-  echo "SKIP: etcd-server and etcd-client are not installed"
-  exit 77
-}
-# shellcheck source=../../scripts/lib/servers.sh
-source "$ROOT/scripts/lib/servers.sh"
-SIMBA_SERVERS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/simba-etcd-cluster.XXXXXX")
-export SIMBA_SERVERS_DIR
+# shellcheck source=etcd_cluster_lib.sh
+source "$ROOT/tests/backends/etcd_cluster_lib.sh"
 mover=""
 cleanup() {
   [[ -n "$mover" ]] && kill "$mover" 2>/dev/null && wait "$mover" 2>/dev/null
@@ -27,30 +21,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-client=() peer=() pid=()
-for i in 0 1 2; do
-  client[$i]=$(simba_free_port) && peer[$i]=$(simba_free_port) || exit 1
-done
-cluster="m0=http://127.0.0.1:${peer[0]},m1=http://127.0.0.1:${peer[1]},m2=http://127.0.0.1:${peer[2]}"
-for i in 0 1 2; do
-  simba_etcd_member "$SIMBA_SERVERS_DIR" "m$i" "${client[$i]}" "${peer[$i]}" "$cluster" &
-  pid[$i]=$!
-  simba_track_pid $!
-done
-for i in 0 1 2; do simba_wait_until 30 "etcd member m$i" simba_etcd_healthy "${client[$i]}" || exit 1; done
 endpoints="http://127.0.0.1:${client[0]},http://127.0.0.1:${client[1]},http://127.0.0.1:${client[2]}"
 
-# `leader` prints the raft leader's index; `member_ids` the members' hex ids.
 status() { etcdctl --endpoints "$endpoints" endpoint status -w json 2>/dev/null; }
-leader() {
-  status | /usr/bin/python3 -c '
-import json, sys
-ports = sys.argv[1:]
-for s in json.load(sys.stdin):
-    if s["Status"]["header"]["member_id"] == s["Status"]["leader"]:
-        print(ports.index(s["Endpoint"].rsplit(":", 1)[1]))
-        break' "${client[@]}"
-}
+leader() { leader_index "$endpoints"; }
+# A member other than the raft leader, as etcdctl move-leader takes it.
 non_leader_id() {
   status | /usr/bin/python3 -c '
 import json, random, sys
