@@ -7,6 +7,8 @@
 #ifdef SIMBA_WITH_ETCD
 #include <gtest/gtest.h>
 #include <nghttp2/nghttp2.h>
+#include <pthread.h>
+#include <signal.h>
 #include <uv.h>
 
 #include <atomic>
@@ -74,6 +76,8 @@ class H2Server {
   virtual void callbacks(nghttp2_session_callbacks* cb) = 0;
   // After the bytes of a read went through the session.
   virtual void received() {}
+  // Once the client connection's session exists (its SETTINGS queued).
+  virtual void accepted() {}
 
   static std::string frame(const std::string& m) {
     std::string out(5, '\0');
@@ -96,6 +100,15 @@ class H2Server {
     }
     flush();
   }
+  void start_reading() {
+    uv_read_start(
+        reinterpret_cast<uv_stream_t*>(&conn_),
+        [](uv_handle_t*, size_t, uv_buf_t* b) {
+          static thread_local char mem[65536];
+          *b = uv_buf_init(mem, sizeof mem);
+        },
+        on_read);
+  }
   void flush() {
     if (!h2_) return;
     for (;;) {
@@ -116,6 +129,7 @@ class H2Server {
   uv_loop_t* loop_;
   uv_tcp_t listener_, conn_;
   bool accepted_ = false;
+  bool paused_ = false;  // reads nothing until start_reading()
   nghttp2_session* h2_ = nullptr;
 
  private:
@@ -159,13 +173,8 @@ class H2Server {
     nghttp2_session_server_new(&self->h2_, cb, self);
     nghttp2_session_callbacks_del(cb);
     nghttp2_submit_settings(self->h2_, NGHTTP2_FLAG_NONE, nullptr, 0);
-    uv_read_start(
-        reinterpret_cast<uv_stream_t*>(&self->conn_),
-        [](uv_handle_t*, size_t, uv_buf_t* b) {
-          static thread_local char mem[65536];
-          *b = uv_buf_init(mem, sizeof mem);
-        },
-        on_read);
+    self->accepted();
+    if (!self->paused_) self->start_reading();
     self->flush();
   }
   static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
@@ -183,13 +192,25 @@ class H2Server {
   struct sockaddr_storage addr_ {};
 };
 
-// Answers each whole request with its own message and grpc-status 0, except
+// FNV-1a of `s`, and its size.
+std::string digest(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return std::to_string(s.size()) + ":" + std::to_string(h);
+}
+
+// Answers each whole request with its own message and grpc-status 0 (its
+// digest above 1 MiB), except
 // that once `goaway_after` requests came, it first sends
 // GOAWAY(`last_stream_id`) and then answers only the streams up to it.
 class TinyServer : public H2Server {
  public:
   TinyServer(uv_loop_t* loop, int goaway_after, int32_t last_stream_id)
       : H2Server(loop), goaway_after_(goaway_after), last_stream_id_(last_stream_id) {}
+  // Grants the client 1 GiB of flow-control window and reads nothing until
+  // read(): the client's writes fill the socket.
+  void stall() { paused_ = true; }
+  void read() { start_reading(); }
   std::vector<int32_t> answered;  // stream ids, in order
   std::vector<int32_t> requests;  // whole requests received
 
@@ -197,6 +218,12 @@ class TinyServer : public H2Server {
   void callbacks(nghttp2_session_callbacks* cb) override {
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame);
+  }
+  void accepted() override {
+    if (!paused_) return;
+    const nghttp2_settings_entry window{NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1 << 30};
+    nghttp2_submit_settings(h2_, NGHTTP2_FLAG_NONE, &window, 1);
+    nghttp2_submit_window_update(h2_, NGHTTP2_FLAG_NONE, 0, (1 << 30) - 65535);
   }
   void received() override {
     const bool goaway = goaway_after_ > 0 && static_cast<int>(requests.size()) >= goaway_after_;
@@ -212,6 +239,8 @@ class TinyServer : public H2Server {
       answered.push_back(id);
       a.id = id;
       a.done = true;
+      // A big request is answered with its digest (an echo would take long).
+      if (a.out.size() > (1 << 20)) a.out = frame(digest(a.out.substr(5)));
       answer(&a);
     }
   }
@@ -261,6 +290,8 @@ class EtcdGrpcConn : public ::testing::Test {
   bool run_until(const std::function<bool()>& done, int64_t limit_ms) {
     const int64_t until = mono_ns() + limit_ms * kMsNs;
     while (!done() && mono_ns() < until) {
+      // From now: a tick already due would leave uv_run waiting for ever.
+      uv_update_time(&loop_);
       uv_timer_start(
           &tick_, [](uv_timer_t*) {}, 5, 0);
       uv_run(&loop_, UV_RUN_ONCE);
@@ -365,7 +396,15 @@ class GoawayProxy : private OwnLoop, public H2Server {
   explicit GoawayProxy(const struct sockaddr_in& upstream) : H2Server(&loop), upstream_(upstream) {
     uv_async_init(&loop, &async_, on_async);
     async_.data = this;
-    thread_ = std::thread([this] { uv_run(&loop, UV_RUN_DEFAULT); });
+    thread_ = std::thread([this] {
+      // Its writes to a client that went away must not kill the test (the
+      // library's own never raise SIGPIPE: GrpcConn sends with MSG_NOSIGNAL).
+      sigset_t pipe;
+      sigemptyset(&pipe);
+      sigaddset(&pipe, SIGPIPE);
+      pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+      uv_run(&loop, UV_RUN_DEFAULT);
+    });
   }
   ~GoawayProxy() override {
     stop_ = true;
@@ -580,6 +619,31 @@ TEST(EtcdGoaway, CallsFlowAcrossAGracefulGoawayWithNoFailure) {
   EXPECT_TRUE(held_by_other.failures.empty());
   std::printf("%d calls ok, %d keep-alives, %d held and sent again, %d finished after GOAWAY\n",
               f.ok, f.keep_alives, proxy.held.load(), proxy.after_goaway.load());
+}
+
+// More than the socket takes while the server reads nothing (16 MiB, with
+// the flow-control window to send it all): the rest waits for the socket to
+// be writable, and goes out in order once the server reads.
+TEST_F(EtcdGrpcConn, AWriteTheSocketCannotTakeWaitsForIt) {
+  TinyServer server(&loop_, 0, 0);
+  server.stall();
+  std::string broken;
+  auto* conn = new GrpcConn(&loop_, &handles_, server.addr(), "127.0.0.1",
+                            [&](GrpcConn*, const std::string& why) { broken = why; });
+  std::string big(16 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + i / 4096);
+  Result r;
+  // The server's window first (its SETTINGS), then the call.
+  run_until([] { return false; }, 100);
+  EXPECT_EQ(call(conn, big, &r), 1);
+  run_until([] { return false; }, 200);
+  EXPECT_EQ(r.status, 99);
+  server.read();
+  ASSERT_TRUE(run_until([&] { return r.status != 99; }, 20000)) << broken;
+  EXPECT_EQ(r.status, 0) << r.error;
+  EXPECT_EQ(r.message, digest(big)) << "the server read every byte, in order";
+  EXPECT_TRUE(broken.empty()) << broken;
+  finish(conn, &server);
 }
 
 }  // namespace

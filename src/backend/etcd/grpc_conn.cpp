@@ -1,5 +1,9 @@
 #include "backend/etcd/grpc_conn.h"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -61,6 +65,7 @@ GrpcConn::GrpcConn(uv_loop_t* loop, OpenHandles* handles, const struct sockaddr*
 
 GrpcConn::~GrpcConn() {
   if (h2_) nghttp2_session_del(h2_);
+  if (wpoll_fd_ >= 0) ::close(wpoll_fd_);
 #ifdef SIMBA_WITH_REDIS_TLS
   if (ssl_) SSL_free(ssl_);
 #endif
@@ -185,6 +190,8 @@ void GrpcConn::close() {
   };
   uv_close(reinterpret_cast<uv_handle_t*>(&fail_timer_), closed_cb);
   uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), closed_cb);
+  // The dup is closed by the destructor, once libuv let go of it.
+  if (wpoll_fd_ >= 0) uv_close(reinterpret_cast<uv_handle_t*>(&wpoll_), closed_cb);
 }
 
 void GrpcConn::flush() {
@@ -216,35 +223,60 @@ void GrpcConn::flush() {
   write_raw();
 }
 
-// Writes out_ to the socket (what uv_try_write cannot take goes with a request).
+// Writes out_ to the socket with send(MSG_NOSIGNAL): a library must never
+// raise SIGPIPE in its host, and libuv's own writes (write(2)) do when the
+// member is gone. What the socket cannot take now waits for it to be
+// writable, on a uv_poll_t of a dup of the socket (the uv_tcp_t reads).
 void GrpcConn::write_raw() {
   if (out_.empty()) return;
-  uv_buf_t b = uv_buf_init(out_.data(), static_cast<unsigned>(out_.size()));
-  int w = uv_try_write(reinterpret_cast<uv_stream_t*>(&tcp_), &b, 1);
-  if (w == static_cast<int>(out_.size())) return;
-  if (w < 0 && w != UV_EAGAIN) return fail(std::string("write: ") + uv_strerror(w));
-  if (w < 0) w = 0;
-  // The rest goes with the request, which owns a copy.
-  const size_t left = out_.size() - static_cast<size_t>(w);
-  auto* req = static_cast<uv_write_t*>(std::malloc(sizeof(uv_write_t) + left));
-  if (!req) std::abort();
-  char* copy = reinterpret_cast<char*>(req + 1);
-  std::memcpy(copy, out_.data() + w, left);
-  req->data = this;
-  b = uv_buf_init(copy, static_cast<unsigned>(left));
-  const int rc = uv_write(req, reinterpret_cast<uv_stream_t*>(&tcp_), &b, 1, on_write);
-  if (rc < 0) {
-    std::free(req);
-    fail(std::string("write: ") + uv_strerror(rc));
+  if (!unsent_.empty()) {
+    unsent_ += out_;  // in order, after what waits already
+    return;
   }
+  unsent_.swap(out_);
+  send_unsent();
 }
 
-void GrpcConn::on_write(uv_write_t* req, int status) {
-  auto* self = static_cast<GrpcConn*>(req->data);
-  std::free(req);
-  // A write cancelled by close() finds the connection still allocated: the
-  // tcp handle's close callback runs after the write callbacks.
-  if (status < 0) self->fail(std::string("write: ") + uv_strerror(status));
+void GrpcConn::send_unsent() {
+  uv_os_fd_t fd = -1;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&tcp_), &fd) != 0) return fail("write: no socket");
+  size_t off = 0;
+  while (off < unsent_.size()) {
+    const ssize_t n =
+        ::send(fd, unsent_.data() + off, unsent_.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      break;
+    } else {
+      unsent_.clear();
+      return fail(std::string("write: ") + std::strerror(n < 0 ? errno : EPIPE));
+    }
+  }
+  unsent_.erase(0, off);
+  if (unsent_.empty()) {
+    if (wpoll_fd_ >= 0) uv_poll_stop(&wpoll_);
+    return;
+  }
+  if (wpoll_fd_ < 0) {
+    wpoll_fd_ = ::dup(fd);
+    if (wpoll_fd_ < 0 || uv_poll_init(loop_, &wpoll_, wpoll_fd_) != 0) {
+      if (wpoll_fd_ >= 0) ::close(wpoll_fd_);
+      wpoll_fd_ = -1;
+      return fail("write: cannot wait for the socket");
+    }
+    wpoll_.data = this;
+    ++open_handles_;
+    handles_->opened();
+  }
+  uv_poll_start(&wpoll_, UV_WRITABLE, [](uv_poll_t* p, int status, int) {
+    auto* self = static_cast<GrpcConn*>(p->data);
+    if (self->closed_ || self->broken_) return;
+    if (status < 0) return self->fail(std::string("write: ") + uv_strerror(status));
+    self->send_unsent();
+  });
 }
 
 void GrpcConn::on_connect(uv_connect_t* req, int status) {
@@ -275,19 +307,23 @@ void GrpcConn::on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
   }
   self->silent_since_ = 0;
   if (self->tls_) {
-    if (!self->recv_tls(buf->base, static_cast<size_t>(n))) return;
+    self->recv_tls(buf->base, static_cast<size_t>(n));
   } else {
     self->recv_h2(reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(n));
   }
-  if (self->broken_) return;
-  self->flush();  // SETTINGS and PING acks, WINDOW_UPDATEs
-  // Before the streams' callbacks: a refused call sent again must find the
-  // owner on another connection already.
-  if (self->draining_ && !self->drain_told_) {
-    self->drain_told_ = true;
-    if (self->on_drain_) self->on_drain_(self, self->drain_why_);
-    if (self->closed_) return;
+  if (!self->broken_) {
+    self->flush();  // SETTINGS and PING acks, WINDOW_UPDATEs
+    // Before the streams' callbacks: a refused call sent again must find the
+    // owner on another connection already.
+    if (self->draining_ && !self->drain_told_) {
+      self->drain_told_ = true;
+      if (self->on_drain_) self->on_drain_(self, self->drain_why_);
+      if (self->closed_) return;
+    }
   }
+  // Even when this read broke the connection: the streams nghttp2 closed
+  // before (answered, or refused) are no longer ours to fail in broke(), so
+  // their callbacks run here or never.
   self->dispatch();
 }
 

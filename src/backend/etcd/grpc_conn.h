@@ -149,7 +149,7 @@ class GrpcConn {
   void drain(const std::string& why);
   static void on_connect(uv_connect_t* req, int status);
   static void on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf);
-  static void on_write(uv_write_t* req, int status);
+  void send_unsent();
   static void on_fail_timer(uv_timer_t* t);
   static ssize_t read_body(nghttp2_session*, int32_t, uint8_t* buf, size_t len, uint32_t* flags,
                            nghttp2_data_source* source, void*);
@@ -169,6 +169,8 @@ class GrpcConn {
   uv_tcp_t tcp_;
   uv_connect_t connect_;
   uv_timer_t fail_timer_;
+  uv_poll_t wpoll_;  // a dup of the socket, polled while unsent_ waits
+  int wpoll_fd_ = -1;
   nghttp2_session* h2_ = nullptr;
   bool connected_ = false;
   bool broken_ = false;
@@ -185,6 +187,7 @@ class GrpcConn {
   std::map<int32_t, std::shared_ptr<Stream>> streams_;
   std::vector<Event> events_;
   std::string out_;
+  std::string unsent_;  // bytes for the socket it could not take yet
   std::string token_;
   std::shared_ptr<SSL_CTX> tls_;
   std::string verify_name_;
