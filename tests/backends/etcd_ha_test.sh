@@ -11,14 +11,8 @@ set -uo pipefail
 
 SIMBA=${1:?usage: etcd_ha_test.sh PATH/TO/simba}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-command -v etcd >/dev/null && command -v etcdctl >/dev/null || {
-  echo "SKIP: etcd-server and etcd-client are not installed"
-  exit 77
-}
-# shellcheck source=../../scripts/lib/servers.sh
-source "$ROOT/scripts/lib/servers.sh"
-SIMBA_SERVERS_DIR=$(mktemp -d "${TMPDIR:-/tmp}/simba-etcd-ha.XXXXXX")
-export SIMBA_SERVERS_DIR
+# shellcheck source=etcd_cluster_lib.sh
+source "$ROOT/tests/backends/etcd_cluster_lib.sh"
 runner=""
 cleanup() {
   [[ -n "$runner" ]] && kill "$runner" 2>/dev/null && wait "$runner" 2>/dev/null
@@ -28,19 +22,6 @@ trap cleanup EXIT
 
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-client=() peer=() pid=()
-for i in 0 1 2; do
-  client[$i]=$(simba_free_port) && peer[$i]=$(simba_free_port) || exit 1
-done
-cluster="m0=http://127.0.0.1:${peer[0]},m1=http://127.0.0.1:${peer[1]},m2=http://127.0.0.1:${peer[2]}"
-start_member() {
-  simba_etcd_member "$SIMBA_SERVERS_DIR" "m$1" "${client[$1]}" "${peer[$1]}" "$cluster" &
-  pid[$1]=$!
-  simba_track_pid $!
-}
-for i in 0 1 2; do start_member $i; done
-for i in 0 1 2; do simba_wait_until 30 "etcd member m$i" simba_etcd_healthy "${client[$i]}" || exit 1; done
 
 endpoints="127.0.0.1:${client[0]},127.0.0.1:${client[1]},127.0.0.1:${client[2]}"
 url="etcd://$endpoints/ha-$$"
@@ -56,16 +37,6 @@ led_once() { [[ "$(leading)" == 1 ]]; }
 simba_wait_until 10 "simba run leading" led_once || { cat "$log"; exit 1; }
 token=$(sed -n 's/.*leading leader with token \([0-9]*\).*/\1/p' "$log")
 
-# The index of the raft leader among the members still up.
-leader_index() {
-  etcdctl --endpoints "$1" endpoint status -w json 2>/dev/null | /usr/bin/python3 -c '
-import json, sys
-ports = sys.argv[1:]
-for s in json.load(sys.stdin):
-    if s["Status"]["header"]["member_id"] == s["Status"]["leader"]:
-        print(ports.index(s["Endpoint"].rsplit(":", 1)[1]))
-        break' "${client[@]}"
-}
 survived() {
   sleep 7  # more than the lease: a term that lost its session is over by now
   [[ "$(leading)" == 1 ]] || fail "$1: the name was led again ($(leading) terms)"
