@@ -288,6 +288,12 @@ class EtcdBackend final : public Backend {
   // The tokens of the leases each session of ours holds, as acquire and
   // keep-alive last saw them.
   std::map<int64_t, std::map<std::string, uint64_t>> owned_;
+  bool answered_win(int64_t lease, const std::string& name, int64_t token) const {
+    auto l = owned_.find(lease);
+    if (l == owned_.end()) return false;
+    auto n = l->second.find(name);
+    return n != l->second.end() && static_cast<int64_t>(n->second) == token;
+  }
   std::map<std::string, int64_t> held_revision_;  // name -> a Held answer's revision
   std::deque<std::string> held_order_;
 
@@ -769,10 +775,14 @@ Backend::CallRef EtcdBackend::acquire(const std::string& session, const std::str
         AcquireReply r;
         // Sent again after a broken connection and held by this session:
         // the first try won it (the core holds one acquire per name at a
-        // time), with the key's create_revision as token.
+        // time), with the key's create_revision as token. Unless that token
+        // is an earlier win we answered: that term's release has not freed
+        // the key yet, and adopting its token again would hand one token to
+        // two terms (Held, as the first try would have been answered).
         const bool won_before = !t.succeeded && c->resent && !t.kvs.empty() &&
                                 t.kvs[0].lease == c->lease && t.kvs[0].value == session &&
-                                t.kvs[0].create_revision > 0;
+                                t.kvs[0].create_revision > 0 &&
+                                !answered_win(c->lease, name, t.kvs[0].create_revision);
         if (t.succeeded || won_before) {
           r.outcome = Outcome::kOk;
           r.token = static_cast<uint64_t>(won_before ? t.kvs[0].create_revision : t.revision);
