@@ -192,6 +192,7 @@ class EtcdBackend final : public Backend {
   }
   void preset(Call* c, Outcome o, const std::string& err) { calls_.preset(c, o, err); }
   void abandoned(Call* c);
+  void drop_stuck_keep_alive_stream(uint64_t id);
   void fail(uint64_t id, Outcome o, const std::string& err);
   Call* take(uint64_t id) {
     Call* c = calls_.find(id);
@@ -335,12 +336,34 @@ void EtcdBackend::abandoned(Call* c) {
   for (const auto& [on, s] : c->streams) {
     if (conns_.count(on)) on->cancel(s);
   }
+  if (c->kind == Kind::kKeepAlive) drop_stuck_keep_alive_stream(id);
   fail(id, Outcome::kError, "etcd: no answer (the caller gave up)");
   if (stuck) {
     log(kLogWarn,
         "etcd: no answer from " + conn->authority() + " for a call: dropping the connection");
     conn->fail("no answer from " + conn->authority());
   }
+}
+
+// A renewal the caller gave up on while it waited on the LeaseKeepAlive
+// stream: etcd answers a stream's renewals one after another, and a member
+// that forwards one to a leader it can no longer reach holds every later one
+// behind it for its request timeout (about 5 s, measured under a SIGSTOP of
+// the leader). The stream is reset, and the next renewal opens a new one,
+// which the member forwards to the leader it knows by then; renewals still
+// waiting on the old stream go again on the new one (renewing twice is
+// harmless).
+void EtcdBackend::drop_stuck_keep_alive_stream(uint64_t id) {
+  if (!ka_) return;
+  auto it = std::find(ka_->waiting.begin(), ka_->waiting.end(), id);
+  if (it == ka_->waiting.end()) return;
+  ka_->waiting.erase(it);
+  std::shared_ptr<KaStream> stuck = std::move(ka_);
+  ka_.reset();
+  if (conns_.count(stuck->conn)) stuck->conn->cancel(stuck->id);  // no callback follows
+  std::deque<uint64_t> waiting;
+  waiting.swap(stuck->waiting);
+  for (uint64_t other : waiting) send_keep_alive(other);
 }
 
 // --- the connection ------------------------------------------------------------
