@@ -4,7 +4,7 @@
  * etcd runs both in alternating rounds). Public ABI only, any URL.
  *
  *   simba_lock_bench MODE --url URL [--n N] [--warmup N] [--lease-ms MS]
- *                    [--gap-ms MS] [--name NAME]
+ *                    [--renew-ms MS] [--gap-ms MS] [--name NAME]
  *
  * Modes, one JSON line each on stdout:
  *   cycle     one client, N x simba_lock_acquire + simba_lock_release of one
@@ -14,11 +14,12 @@
  *             A's simba_lock_release call to B's acquire returning; N times
  *   failover  a holder process (this program, mode hold) acquires the name,
  *             a waiter client here is blocked acquiring it; the holder is
- *             killed with SIGKILL at a random point of its renew period; the
- *             time from the kill to the waiter's acquire returning; N times
+ *             killed with SIGKILL 200 ms + a uniform random part of the lease
+ *             after it acquired (so at any point of its renew period); the time
+ *             from the kill to the waiter's acquire returning; N times
  *   hold      (used by failover) acquire, print "held", wait to be killed
- * The session lease is --lease-ms (default 2000, renew interval lease / 3,
- * the library's default, as the Go client's keep-alive at TTL / 3). */
+ * The session lease is --lease-ms (default 2000), the renew interval
+ * --renew-ms (default: the library's, lease / 3). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <pthread.h>
@@ -29,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -38,17 +40,17 @@ extern char **environ;
 typedef struct options {
   const char *mode, *url, *name;
   int n, warmup, gap_ms;
-  int64_t lease_ms;
+  int64_t lease_ms, renew_ms;
 } options_t;
 
 static void usage(FILE *f) {
   fprintf(f,
           "usage: simba_lock_bench cycle|handover|failover|hold --url URL [--n N] [--warmup N]\n"
-          "                        [--lease-ms MS] [--gap-ms MS] [--name NAME]\n");
+          "                        [--lease-ms MS] [--renew-ms MS] [--gap-ms MS] [--name NAME]\n");
 }
 
 static int parse(int argc, char **argv, options_t *o) {
-  *o = (options_t){NULL, NULL, NULL, 0, 100, 25, 2000};
+  *o = (options_t){NULL, NULL, NULL, 0, 100, 25, 2000, 0};
   if (argc < 2) return -1;
   o->mode = argv[1];
   for (int i = 2; i + 1 < argc; i += 2) {
@@ -65,6 +67,8 @@ static int parse(int argc, char **argv, options_t *o) {
       o->gap_ms = atoi(v);
     } else if (!strcmp(a, "--lease-ms")) {
       o->lease_ms = atoll(v);
+    } else if (!strcmp(a, "--renew-ms")) {
+      o->renew_ms = atoll(v);
     } else {
       return -1;
     }
@@ -90,6 +94,8 @@ static simba_client_t *open_client(const options_t *o) {
   simba_config_t *cfg = NULL;
   int rc = simba_config_new(&cfg);
   if (rc == SIMBA_OK) rc = simba_config_set_ms(cfg, "session.lease-duration", o->lease_ms);
+  if (rc == SIMBA_OK && o->renew_ms > 0)
+    rc = simba_config_set_ms(cfg, "session.renew-interval", o->renew_ms);
   if (rc != SIMBA_OK) die("config", rc);
   simba_client_t *c = NULL;
   rc = simba_client_open(&c, o->url, cfg);
@@ -110,10 +116,11 @@ static simba_term_t *acquire(simba_client_t *c, const char *name, int64_t timeou
 static void print_result(const options_t *o, bench_samples_t *s) {
   const bench_stats_t st = bench_summarize(s);
   printf(
-      "{\"library\":\"simba\",\"mode\":\"%s\",\"lease_ms\":%lld,\"n\":%zu,\"p50_us\":%.1f,"
+      "{\"library\":\"simba\",\"mode\":\"%s\",\"lease_ms\":%lld,\"renew_ms\":%lld,\"n\":%zu,\"p50_"
+      "us\":%.1f,"
       "\"p90_us\":%.1f,\"p99_us\":%.1f,\"min_us\":%.1f,\"max_us\":%.1f,\"mean_us\":%.1f}\n",
-      o->mode, (long long)o->lease_ms, st.n, st.p50_us, st.p90_us, st.p99_us, st.min_us, st.max_us,
-      st.mean_us);
+      o->mode, (long long)o->lease_ms, (long long)(o->renew_ms > 0 ? o->renew_ms : o->lease_ms / 3),
+      st.n, st.p50_us, st.p90_us, st.p99_us, st.min_us, st.max_us, st.mean_us);
   fflush(stdout);
 }
 
@@ -178,10 +185,11 @@ static void run_handover(const options_t *o, bench_samples_t *s) {
 static pid_t spawn_holder(const options_t *o, const char *self) {
   int fds[2];
   if (pipe(fds) != 0) fail("pipe");
-  char lease[32];
+  char lease[32], renew[32];
   snprintf(lease, sizeof lease, "%lld", (long long)o->lease_ms);
-  char *argv[] = {(char *)self, "hold", "--url", (char *)o->url, "--name", (char *)o->name,
-                  "--lease-ms", lease,  NULL};
+  snprintf(renew, sizeof renew, "%lld", (long long)o->renew_ms);
+  char *argv[] = {(char *)self, "hold", "--url",      (char *)o->url, "--name", (char *)o->name,
+                  "--lease-ms", lease,  "--renew-ms", renew,          NULL};
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
@@ -207,14 +215,21 @@ static void run_failover(const options_t *o, const char *self, bench_samples_t *
     const pid_t holder = spawn_holder(o, self);
     waiter_t w = {c, o->name, NULL, 0, 0};
     start_waiter(&w);
-    /* A random point of the holder's renew period (lease / 3). */
-    const int64_t renew_ms = o->lease_ms / 3;
-    bench_sleep_ns((200 + (int64_t)(rand() % (int)(renew_ms > 0 ? renew_ms : 1))) * 1000000);
+    /* A random point of a lease's span (whole renew periods of Simba's lease / 3
+     * and of the Go client's 1 s keep-alive at TTL 2), uniform against both. */
+    bench_sleep_ns((200 + (int64_t)(rand() % (int)o->lease_ms)) * 1000000);
     const int64_t t0 = bench_now_ns();
     kill(holder, SIGKILL); /* our own child */
     waitpid(holder, NULL, 0);
     const int64_t t1 = join_waiter(&w);
     bench_samples_push(s, t1 - t0);
+    if (getenv("SIMBA_LOCK_BENCH_TRACE")) {
+      struct timespec now;
+      clock_gettime(CLOCK_REALTIME, &now);
+      fprintf(stderr, "failover %d: killed at realtime %.3f s, acquired %.1f ms later\n", i,
+              (double)now.tv_sec + now.tv_nsec / 1e9 - (bench_now_ns() - t0) / 1e9,
+              (t1 - t0) / 1e6);
+    }
   }
   simba_client_close(c);
 }

@@ -166,7 +166,8 @@ done
 # Not installed by this script (about 145 Go source packages): skipped with a
 # note. Cases: the lock cycle; the handover with the waiter blocked 250 ms
 # (settled) and 25 ms (simba_bench's gap) before the release; the crash
-# failover with a 2 s lease (the peer's session TTL 2).
+# failover with a 2 s lease (the peer's session TTL 2), with Simba's default
+# renew interval (lease / 3) and with 1 s (the Go client's, at TTL 2).
 etcd_peer_rounds() {
   local conc=/usr/share/gocode/src/go.etcd.io/etcd/clientv3/concurrency
   if ! command -v go >/dev/null || [[ ! -d $conc ]]; then
@@ -181,18 +182,22 @@ etcd_peer_rounds() {
   local url="$SIMBA_TEST_ETCD_URL/simba-peer-bench-$$"
   : >"$jsonl"
   log "etcd: $PEER_ROUNDS rounds of Simba and etcd's concurrency package (load: $(cat /proc/loadavg))"
-  local r c args lib
+  local r c args lib renew
   for ((r = 1; r <= PEER_ROUNDS; r++)); do
-    for c in cycle handover handover-25ms failover; do
+    for c in cycle handover handover-25ms failover failover-renew-1s; do
+      renew=()
       case $c in
         cycle) args=(cycle --n 500 --warmup 100) ;;
         handover) args=(handover --n 30 --gap-ms 250) ;;
         handover-25ms) args=(handover --n 30 --gap-ms 25 --name handover25) ;;
-        failover) args=(failover --n 3 --lease-ms 2000) ;;
+        failover) args=(failover --n 5 --lease-ms 2000) ;;
+        # Simba renewing every 1 s, as the Go client does at TTL 2.
+        failover-renew-1s) args=(failover --n 5 --lease-ms 2000 --name failover1s)
+                           renew=(--renew-ms 1000) ;;
       esac
       for lib in $( ((r % 2)) && echo "simba peer" || echo "peer simba"); do
         if [[ $lib == simba ]]; then
-          "$side" "${args[@]}" --url "$url"
+          "$side" "${args[@]}" "${renew[@]}" --url "$url"
         else
           "$peer" "${args[@]}" --endpoint "$ep"
         fi | sed "s/^{/{\"round\":$r,\"case\":\"$c\",/" | tee -a "$jsonl"

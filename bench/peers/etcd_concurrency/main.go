@@ -15,9 +15,9 @@
 //	          after it started); the time from A's Unlock call to B's Lock
 //	          returning; N times
 //	failover  a holder process (this program, mode hold) locks; a waiter here
-//	          is blocked in Lock; the holder is killed with SIGKILL at a random
-//	          point of its keep-alive period (TTL / 3); the time from the kill to
-//	          the waiter's Lock returning; N times
+//	          is blocked in Lock; the holder is killed with SIGKILL 200 ms + a
+//	          uniform random part of the lease after it locked; the time from
+//	          the kill to the waiter's Lock returning; N times
 //
 // The session TTL is whole seconds: --lease-ms rounded up (2000 -> TTL 2, as
 // Simba's etcd backend rounds its lease). One JSON line per run on stdout.
@@ -193,9 +193,10 @@ func failover() []time.Duration {
 	for i := 0; i < *n; i++ {
 		holder := spawnHolder()
 		done := waitLock(m)
-		// A random point of the holder's keep-alive period (TTL / 3).
-		renew := time.Duration(ttl()) * time.Second / 3
-		time.Sleep(200*time.Millisecond + time.Duration(rand.Int63n(int64(renew))))
+		// A random point of a lease's span, as simba_lock_bench: uniform
+		// against the client's keep-alives (every TTL / 3 rounded up to its
+		// 500 ms send loop: 1 s at TTL 2).
+		time.Sleep(200*time.Millisecond + time.Duration(rand.Int63n(*leaseMs))*time.Millisecond)
 		t0 := time.Now()
 		if err := holder.Process.Kill(); err != nil { // SIGKILL, our own child
 			fatal("kill", err)
