@@ -5,9 +5,9 @@ Input: the JSON lines of bench/simba_lock_bench and the peer
 (bench/peers/etcd_concurrency), one per run, each with an added "round" and
 "case" (cycle, handover, handover-25ms, failover), as bench.sh writes them.
 Per case and library: the median over rounds of each round's p50; the ratio
-Simba / peer is the median of the per-round ratios. Failover pools every
-sample's p50 and max and is judged against lease + one round trip
-(--rtt-us: simba_bench's raw Txn p50 of the same run).
+Simba / peer is the median of the per-round ratios. Failover also gives the
+mean of every sample (rounds have equal n) and the max, and is judged against
+lease + one round trip (--rtt-us: simba_bench's raw Txn p50 of the same run).
 
 usage: summarize.py FILE.jsonl [--rtt-us X]
 """
@@ -59,12 +59,15 @@ def main() -> int:
                     bound = lease + (rtt / 1000.0 if rtt else 0.0)
                     ok = statistics.median(p50s) / 1000.0 <= bound
                     failed += not ok
+                    mean = statistics.mean(v["mean_us"] for v in runs.values()) / 1000.0
                     verdict = (f"p50 <= lease {lease} ms + RTT = {bound:.1f} ms: "
-                               f"{'met' if ok else 'MISSED'} (max {worst:.1f} ms)")
+                               f"{'met' if ok else 'MISSED'} (mean {mean:.0f}, max {worst:.1f} ms)")
                 line += f" {ratio:11.2f}  {verdict}"
             else:
-                line += f" {'':11}  max {max(v['max_us'] for v in runs.values()) / div:.1f} {unit}" \
-                    if case.startswith("failover") else ""
+                if case.startswith("failover"):
+                    mean = statistics.mean(v["mean_us"] for v in runs.values()) / div
+                    line += (f" {'':11}  mean {mean:.0f}, max "
+                             f"{max(v['max_us'] for v in runs.values()) / div:.1f} {unit}")
             print(line)
     print(f"rounds: {len(set(r['round'] for r in rows))}; "
           f"ratio = median over rounds of Simba's p50 / the peer's p50")
