@@ -176,7 +176,7 @@ etcd_peer_rounds() {
   fi
   local peer="$BUILD_DIR/bench/etcd_concurrency_peer" side="$BUILD_DIR/bench/simba_lock_bench"
   log "build the peer in GOPATH mode, offline: $peer"
-  GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS= GOCACHE="$(cd "$BUILD_DIR" && pwd)/go-cache" \
+  GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS='' GOCACHE="$(cd "$BUILD_DIR" && pwd)/go-cache" \
     go build -o "$peer" ./bench/peers/etcd_concurrency
   local jsonl="$OUT/etcd-peer-latest.jsonl" ep=${SIMBA_TEST_ETCD_URL#etcd://}
   local url="$SIMBA_TEST_ETCD_URL/simba-peer-bench-$$"
