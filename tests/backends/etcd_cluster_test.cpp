@@ -244,7 +244,7 @@ TEST_F(EtcdCluster, ARenewalGivenUpOnUnderAStoppedLeaderHoldsNoLaterOne) {
   // here) = 6 s after it was sent, never earlier (measured 6.00 s; without
   // the reset, the next renewal got the stream's error then). Through a new
   // stream, the next renewal takes one round trip to the new leader, after
-  // the election (0.4-0.8 s after the stuck send here). 4.5 s from the stuck
+  // the election (0.4-1.1 s after the stuck send here). 4.5 s from the stuck
   // renewal's send leaves 1.5 s against the 6 s and over 3 s for a slow
   // election on a loaded machine.
   const int64_t deadline = sent + 4500 * kMsNs;

@@ -32,7 +32,8 @@ struct Flow {
     b->acquire(sid, name, ms(10000), [this, name, keep](const simba::AcquireReply& r) {
       --pending;
       if (r.outcome != simba::Outcome::kOk) {
-        failures.push_back("acquire " + name + ": " + r.error);
+        failures.push_back("acquire " + name + ": " +
+                           (r.outcome == simba::Outcome::kHeld ? "held" : r.error));
         return;
       }
       ++ok;
