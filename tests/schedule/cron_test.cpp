@@ -5,9 +5,11 @@
 #include <date/date.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace simba::schedule {
@@ -380,6 +382,29 @@ TEST(CronPeriods, InstantsOutsideTheRangeHaveNone) {
   EXPECT_EQ(iso(make("0 0 * * *").period_containing(0)), "1970-01-01T00:00");
   // A period may have begun before 1970.
   EXPECT_EQ(iso(make("0 12 * * *").period_containing(1000)), "1969-12-31T12:00");
+}
+
+// The run record will ask from several task threads: a zone's first use loads
+// its file once (date's call_once) and answers agree with a lone thread's.
+TEST(CronPeriods, ThreadsLoadingZonesTogetherAgree) {
+  const char* zones[] = {"America/Chicago", "Europe/Paris", "Asia/Tokyo", "Pacific/Chatham"};
+  const Millis start = utc("2026-03-01T00:00");
+  std::vector<std::vector<Millis>> got(8);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const Schedule s = Schedule::cron("*/20 * * * *", zones[i % 4]).schedule.value();
+      for (Millis t = start; t < start + 40 * 86400000LL; t += 3600000) {
+        got[i].push_back(s.next_after(t).value_or(-1));
+        got[i].push_back(s.period_containing(t).value_or(-1));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i], got[i % 4]) << zones[i % 4];
+    EXPECT_EQ(std::count(got[i].begin(), got[i].end(), -1), 0);
+  }
 }
 
 // --- Fixed rate ------------------------------------------------------------------
