@@ -343,6 +343,10 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
                     Duration timeout) override;
   void send_release(CallId call, const std::string& session, const std::string& name,
                     uint64_t token, Duration timeout) override;
+  void send_acquire_permit(CallId call, const std::string& session, const std::string& name,
+                           const PermitAsk& ask, Duration timeout) override;
+  void send_release_permit(CallId call, const std::string& session, const std::string& name,
+                           EntryRef entry, uint64_t token, Duration timeout) override;
   void send_close(CallId call, const std::string& session, Duration timeout) override;
   void abandon(CallId call) override;
   void watch(const std::string& name) override;

@@ -21,6 +21,8 @@ Code lock_failure_code(LockFailure why) {
       return Code::kEBackend;
     case LockFailure::kCanceled:
       return Code::kECanceled;
+    case LockFailure::kRefused:
+      return Code::kEState;  // a semaphore of another size (ADR 0046)
   }
   return Code::kEBackend;
 }
@@ -128,6 +130,26 @@ void Client::send_release(CallId call, const std::string& session, const std::st
         node_->on_release(call, r, now());
         settle();
       });
+}
+
+void Client::send_acquire_permit(CallId call, const std::string& session, const std::string& name,
+                                 const PermitAsk& ask, Duration timeout) {
+  backend_calls_[call] =
+      backend_->acquire_permit(session, name, ask, timeout, [this, call](const AcquireReply& r) {
+        backend_calls_.erase(call);
+        node_->on_acquire(call, r, now());
+        settle();
+      });
+}
+
+void Client::send_release_permit(CallId call, const std::string& session, const std::string& name,
+                                 EntryRef entry, uint64_t token, Duration timeout) {
+  backend_calls_[call] = backend_->release_permit(session, name, entry.kind, entry.permit, token,
+                                                  timeout, [this, call](const DoneReply& r) {
+                                                    backend_calls_.erase(call);
+                                                    node_->on_release(call, r, now());
+                                                    settle();
+                                                  });
 }
 
 void Client::send_close(CallId call, const std::string& session, Duration timeout) {

@@ -80,6 +80,7 @@ void Sim::check_terms() {
       const TermRec& a = *valid[i];
       const TermRec& b = *valid[j];
       if (a.term->name() != b.term->name()) continue;
+      if (is_permit(a.kind) || is_permit(b.kind)) continue;  // check_permits
       // A session the store ended early (expire_session) lost its leases while
       // its node still counted on them: a later term of another node may overlap
       // it. Only the fencing token protects there, as the seed says.
@@ -91,11 +92,41 @@ void Sim::check_terms() {
       fail("[one valid term per name] " + term_str(a) + " and " + term_str(b));
     }
   }
+  check_permits(valid);
   terms_.erase(std::remove_if(terms_.begin(), terms_.end(),
                               [](const std::shared_ptr<TermRec>& r) {
                                 return r->revoked_cb && r->ended_seen;
                               }),
                terms_.end());
+}
+
+// The permit invariants (sim.h), at every instant, except against a permit of a
+// session the store ended early (as invariant 1).
+void Sim::check_permits(const std::vector<TermRec*>& valid) {
+  if (!permits_) return;
+  for (const std::string& name : p_.permit_names) {
+    std::vector<const TermRec*> sem, rw;
+    for (const TermRec* r : valid) {
+      if (r->term->name() != name || ended_early(*r, now())) continue;
+      if (r->kind == ContenderKind::kSemaphore) sem.push_back(r);
+      if (r->kind == ContenderKind::kRead || r->kind == ContenderKind::kWrite) rw.push_back(r);
+    }
+    const uint32_t size = p_.sem_size.at(name);
+    if (sem.size() > size) {
+      std::string all;
+      for (const TermRec* r : sem) all += " " + term_str(*r);
+      fail("[at most N permits] " + std::to_string(sem.size()) + " valid permits of semaphore " +
+           name + " of size " + std::to_string(size) + ":" + all);
+    }
+    for (const TermRec* w : rw) {
+      if (w->kind != ContenderKind::kWrite) continue;
+      for (const TermRec* o : rw) {
+        if (o == w || ended_early(*o, w->elected_at) || ended_early(*w, o->elected_at)) continue;
+        fail("[a write term is alone] " + term_str(*w) + " beside " +
+             permit_kind_name(permit_kind_of(o->kind)) + " " + term_str(*o));
+      }
+    }
+  }
 }
 
 // Invariant 6: after 2 s without faults, every name with a started election

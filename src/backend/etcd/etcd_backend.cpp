@@ -116,6 +116,17 @@ class EtcdBackend final : public Backend {
                   AcquireCb cb) override;
   CallRef release(const std::string& session, const std::string& name, uint64_t token,
                   Duration timeout, DoneCb cb) override;
+  // ADR 0046 step 2 brings permits here; until then every permit call fails.
+  CallRef acquire_permit(const std::string&, const std::string&, const PermitAsk&, Duration timeout,
+                         AcquireCb cb) override {
+    return fail_call_later(calls_, Kind::kAcquire, timeout, &Call::acquire, std::move(cb),
+                           kPermitsNotSupportedYet);
+  }
+  CallRef release_permit(const std::string&, const std::string&, PermitKind, uint64_t, uint64_t,
+                         Duration timeout, DoneCb cb) override {
+    return fail_call_later(calls_, Kind::kDone, timeout, &Call::done, std::move(cb),
+                           kPermitsNotSupportedYet);
+  }
   CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) override;
   CallRef inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
   void abandon(CallRef call) override { calls_.abandon(call); }

@@ -71,6 +71,15 @@ class RedisBackend final : public Backend {
                   AcquireCb cb) override;
   CallRef release(const std::string& session, const std::string& name, uint64_t token,
                   Duration timeout, DoneCb cb) override;
+  // ADR 0046 step 2 brings permits here; until then every permit call fails.
+  CallRef acquire_permit(const std::string&, const std::string&, const PermitAsk&, Duration timeout,
+                         AcquireCb cb) override {
+    return fail_later(timeout, [cb] { cb(permits_not_supported_yet<AcquireReply>()); });
+  }
+  CallRef release_permit(const std::string&, const std::string&, PermitKind, uint64_t, uint64_t,
+                         Duration timeout, DoneCb cb) override {
+    return fail_later(timeout, [cb] { cb(permits_not_supported_yet<DoneReply>()); });
+  }
   CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) override;
   CallRef inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
   void abandon(CallRef call) override { calls_.abandon(call); }
