@@ -26,6 +26,22 @@ using CallId = uint64_t;
 // contend side by side, not in the per-node queue of a name.
 enum class ContenderKind : uint8_t { kElection, kLock, kSemaphore, kRead, kWrite };
 inline bool is_permit(ContenderKind k) { return k >= ContenderKind::kSemaphore; }
+// "election", "lock", "semaphore", "read", "write": for snapshots and logs.
+inline const char* contender_kind_name(ContenderKind k) {
+  switch (k) {
+    case ContenderKind::kElection:
+      return "election";
+    case ContenderKind::kLock:
+      return "lock";
+    case ContenderKind::kSemaphore:
+      return "semaphore";
+    case ContenderKind::kRead:
+      return "read";
+    case ContenderKind::kWrite:
+      return "write";
+  }
+  return "?";
+}
 // The entry a contender of kind `k` holds on the backend.
 inline PermitKind permit_kind_of(ContenderKind k) {
   switch (k) {

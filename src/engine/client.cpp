@@ -251,7 +251,7 @@ Result Client::snapshot_json(std::string* out) {
       if (!first) s += ",";
       first = false;
       s += "{\"name\":" + json_quote(c.name) +
-           ",\"kind\":" + json_quote(c.kind == ContenderKind::kLock ? "lock" : "election") +
+           ",\"kind\":" + json_quote(contender_kind_name(c.kind)) +
            ",\"state\":" + json_quote(c.state) + ",\"token\":" + std::to_string(c.token) +
            ",\"remaining_ms\":" + std::to_string(to_ms(c.remaining)) + "}";
     }
@@ -584,8 +584,8 @@ void Client::close_election(const ElectionRef& e, LastFn last) {
 // ---------------------------------------------------------------------------
 // Locks
 
-Result Client::lock_acquire(const std::string& name, int64_t timeout_ms, bool try_once,
-                            Term** out) {
+Result Client::lock_acquire(const LockAsk& ask, const std::string& name, int64_t timeout_ms,
+                            bool try_once, Term** out) {
   if (!may_block()) {
     return {Code::kEWouldBlock,
             "a blocking lock call would wait for itself here (callback or loop)"};
@@ -594,9 +594,10 @@ Result Client::lock_acquire(const std::string& name, int64_t timeout_ms, bool tr
   // wait for itself (it finishes the waiter with its error if it fails).
   auto w = std::make_shared<Waiter>();
   auto queue = new_queue();
-  auto enlist = [this, w, queue, name, timeout_ms, try_once] {
-    const Result r = add_lock(name, timeout_ms, try_once, queue,
-                              [w](Code code, Term* t) { w->finish(code, {}, t); });
+  auto enlist = [this, w, queue, ask, name, timeout_ms, try_once] {
+    const Result r = add_lock(
+        ask, name, timeout_ms, try_once, queue,
+        [w](Code code, Term* t, const std::string& detail) { w->finish(code, detail, t); });
     if (r.code != Code::kOk) w->finish(r.code, r.detail);
   };
   LoopLease lease(loop_, may_lend_loop());
@@ -616,19 +617,22 @@ Result Client::lock_acquire(const std::string& name, int64_t timeout_ms, bool tr
   return Result::ok();
 }
 
-Result Client::lock_acquire_async(const std::string& name, int64_t timeout_ms, bool try_once,
-                                  LockFn cb) {
+Result Client::lock_acquire_async(const LockAsk& ask, const std::string& name, int64_t timeout_ms,
+                                  bool try_once, LockFn cb) {
   Result result;
   auto queue = new_queue();
-  LockFn done = [queue, cb](Code code, Term* term) {
+  auto done = [queue, cb](Code code, Term* term, const std::string&) {
     if (!queue->post([cb, code, term] { cb(code, term); }) && term) term->release();
   };
-  Result r = run_sync([&] { result = add_lock(name, timeout_ms, try_once, queue, done); });
+  Result r = run_sync([&] { result = add_lock(ask, name, timeout_ms, try_once, queue, done); });
   return r.code != Code::kOk ? r : result;
 }
 
-Result Client::add_lock(const std::string& name, int64_t timeout_ms, bool try_once,
-                        const QueueRef& queue, LockFn done) {
+Result Client::add_lock(const LockAsk& ask, const std::string& name, int64_t timeout_ms,
+                        bool try_once, const QueueRef& queue, decltype(Lock::done) done) {
+  if (ask.kind == ContenderKind::kSemaphore && ask.permits == 0) {
+    return {Code::kEInval, "a semaphore has at least 1 permit"};
+  }
   if (close_requested_ || node_->closed()) return {Code::kEClosed, "the client is closed"};
   const TimePoint t = now();
   TimePoint give_up = TimePoint::max();
@@ -638,7 +642,7 @@ Result Client::add_lock(const std::string& name, int64_t timeout_ms, bool try_on
     give_up = t + ms(timeout_ms);
   }
   // Freed by lock_failed() or stopped(), which may come before add_lock returns.
-  auto lock = std::make_unique<Lock>(LeaseName(name));
+  auto lock = std::make_unique<Lock>(LeaseName(name), ask);
   lock->queue = queue;
   lock->done = std::move(done);
   if (node_->add_lock(*lock, give_up, try_once, t)) {
@@ -659,7 +663,7 @@ void Client::lock_release(Term* term, bool wait_for_answer, LastFn then) {
   auto stop = [this, id, term, w, block, then_held] {
     Contender* c = node_->closed() ? nullptr : node_->find(id);
     // The lock may be done already (revoked, then released), its id reused.
-    if (!c || c->kind != ContenderKind::kLock || c->term.get() != term) {
+    if (!c || c->kind == ContenderKind::kElection || c->term.get() != term) {
       w->finish(Code::kOk);
       // After its on_revoked callbacks, which may wait for a later loop turn.
       if (then_held) {

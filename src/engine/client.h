@@ -315,10 +315,40 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
     loop_.post([] {});
   }
 
+  // What a lock acquire asks for: a lock, or a permit of a semaphore of
+  // `permits` (kSemaphore) or of a read/write lock (kRead, kWrite; ADR 0046).
+  struct LockAsk {
+    ContenderKind kind = ContenderKind::kLock;
+    uint32_t permits = 0;
+  };
+  static LockAsk semaphore(uint32_t permits) { return {ContenderKind::kSemaphore, permits}; }
+  static LockAsk rwlock(bool write) {
+    return {write ? ContenderKind::kWrite : ContenderKind::kRead, 0};
+  }
+
   // Locks. acquire: timeout_ms < 0 waits without bound.
-  Result lock_acquire(const std::string& name, int64_t timeout_ms, bool try_once, Term** out);
+  Result lock_acquire(const std::string& name, int64_t timeout_ms, bool try_once, Term** out) {
+    return lock_acquire(LockAsk{}, name, timeout_ms, try_once, out);
+  }
   // cb runs once, on the lock's serial queue.
-  Result lock_acquire_async(const std::string& name, int64_t timeout_ms, bool try_once, LockFn cb);
+  Result lock_acquire_async(const std::string& name, int64_t timeout_ms, bool try_once, LockFn cb) {
+    return lock_acquire_async(LockAsk{}, name, timeout_ms, try_once, std::move(cb));
+  }
+  // The same for a permit (a semaphore's size of another holder: kEState,
+  // "semaphore NAME has N permits, not M"). Its term is a PermitTerm, released
+  // with lock_release.
+  Result lock_acquire(const LockAsk& ask, const std::string& name, int64_t timeout_ms,
+                      bool try_once, Term** out);
+  Result lock_acquire_async(const LockAsk& ask, const std::string& name, int64_t timeout_ms,
+                            bool try_once, LockFn cb);
+  Result semaphore_acquire(const std::string& name, uint32_t permits, int64_t timeout_ms,
+                           bool try_once, Term** out) {
+    return lock_acquire(semaphore(permits), name, timeout_ms, try_once, out);
+  }
+  Result rwlock_acquire(const std::string& name, bool write, int64_t timeout_ms, bool try_once,
+                        Term** out) {
+    return lock_acquire(rwlock(write), name, timeout_ms, try_once, out);
+  }
   // Revokes the lock's term and releases it with its token. With `wait`,
   // where the caller may block, it waits for the backend's answer (at most one
   // call timeout) and then until every on_revoked callback of the term ran.
@@ -366,8 +396,13 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // One lock acquire or held lock: the record of its lease, made by add_lock
   // and freed when the node reports it done (lock_failed, stopped).
   struct Lock : simba::Contender {
-    explicit Lock(LeaseName name) : Contender(std::move(name), ContenderKind::kLock) {}
-    LockFn done;  // acquire result (once)
+    Lock(LeaseName name, const LockAsk& ask) : Contender(std::move(name), ask.kind), asked(ask) {
+      if (ask.kind == ContenderKind::kSemaphore) set_size(ask.permits);
+    }
+    // The acquire's result (once), with what failed in words ("" for the
+    // code's usual text).
+    std::function<void(Code code, Term* term, const std::string& detail)> done;
+    const LockAsk asked;
     QueueRef queue;
     std::shared_ptr<Waiter> released;  // a blocking simba_lock_release waits here
     LastFn release_then;               // simba_term_close_async's, after the release
@@ -423,8 +458,8 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // Loop thread: starts the work of a task's new term on its own thread.
   void start_work(const ElectionRef& el, Term* t, uint64_t token);
   // Loop thread: registers a lock with the node; `done` gets its outcome.
-  Result add_lock(const std::string& name, int64_t timeout_ms, bool try_once, const QueueRef& queue,
-                  LockFn done);
+  Result add_lock(const LockAsk& ask, const std::string& name, int64_t timeout_ms, bool try_once,
+                  const QueueRef& queue, decltype(Lock::done) done);
 
   TimePoint now() const { return MonotonicClock::instance().now(); }
   // After every event the Node saw: re-arm the timer, publish the status.

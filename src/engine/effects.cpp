@@ -230,6 +230,10 @@ TermRef Client::new_term(Contender& who, uint64_t token, std::shared_ptr<Session
     return TermRef(new Term(LeaseName::borrow(who.name), token, std::move(session),
                             election_of(who).queue_ref()));
   }
+  if (is_permit(who.kind)) {
+    return TermRef(new PermitTerm(who.name, token, std::move(session), lock_of(who).queue, who.id,
+                                  who.kind, who.permit()));
+  }
   return TermRef(new LockTerm(who.name, token, std::move(session), lock_of(who).queue, who.id));
 }
 
@@ -273,9 +277,9 @@ void Client::elected(Contender& who, const TermRef& term) {
   Lock& lock = lock_of(who);
   t->retain();  // the caller's reference
   t->as_lock()->caller_refs = 1;
-  LockFn done = std::move(lock.done);
+  auto done = std::move(lock.done);
   lock.done = nullptr;
-  if (done) done(Code::kOk, t);
+  if (done) done(Code::kOk, t, {});
 }
 
 void Client::announce(const ElectionRef& el, Term* t, uint64_t token) {
@@ -323,7 +327,13 @@ void Client::revoked(Contender& who, const TermRef& term) {
 
 void Client::lock_failed(Contender& who, LockFailure why) {
   std::unique_ptr<Lock> lock(&lock_of(who));  // the node let go of it
-  if (lock->done) lock->done(lock_failure_code(why), nullptr);
+  std::string detail;
+  if (why == LockFailure::kRefused) {
+    // The node left the size the semaphore has in the contender (ADR 0046).
+    detail = "semaphore " + lock->name.str() + " has " + std::to_string(who.size()) +
+             " permits, not " + std::to_string(lock->asked.permits);
+  }
+  if (lock->done) lock->done(lock_failure_code(why), nullptr, detail);
 }
 
 void Client::stopped(Contender& who) {
