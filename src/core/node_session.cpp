@@ -249,12 +249,10 @@ void Node::reconcile_owned(CallId id, const std::vector<OwnedLease>& listed, Tim
     // releasing the same token twice is harmless.
     for (const auto& [cid, c] : calls_) {
       if (c.abandoned || c.name != name) continue;
-      // A permit acquire of the resource may have won a permit or left an intent.
-      const bool same_resource =
-          is_lease ? c.entry.kind == PermitKind::kLease
-                   : c.entry.kind != PermitKind::kLease &&
-                         permit_resource(c.entry.kind, "") == permit_resource(kind, "");
-      if ((c.kind == CallKind::kAcquire && same_resource) ||
+      // An acquire of the kind may have won it; a write's may have left an intent.
+      const bool may_have_won = c.entry.kind == kind ||
+                                (kind == PermitKind::kIntent && c.entry.kind == PermitKind::kWrite);
+      if ((c.kind == CallKind::kAcquire && may_have_won) ||
           (c.kind == CallKind::kRelease && c.token == token && c.entry.kind == kind &&
            c.entry.permit == permit)) {
         explained = true;

@@ -101,7 +101,9 @@ struct Result {
 // With `permits`, the application also takes semaphore and read/write permits
 // of names of their own (ADR 0046), checked after every event: never more than
 // N valid permits of a semaphore of size N, never a valid write term beside
-// any other valid term of its name. Without, a schedule is what it always was.
+// any other valid term of its name; in the quiet stretch, no permit or intent
+// held by a live session without a term or a waiting writer for it beyond
+// invariant 7's bound. Without, a schedule is what it always was.
 Result run_schedule(uint64_t seed, std::ostream* trace = nullptr, bool permits = false);
 
 }  // namespace simba::sim

@@ -1,6 +1,8 @@
 // The phases of a schedule (chaos, the quiet stretch, the final close) and the
 // invariants checked after every event and in the quiet stretch.
 #include <algorithm>
+#include <iterator>
+#include <set>
 #include <sstream>
 
 #include "sim/sim_world.h"
@@ -232,6 +234,55 @@ void Sim::check_orphans() {
       fail("[orphan rule] lease " + name + " token " + std::to_string(v.token) + " held by " +
            alias(v.holder) + " without a term since " + t_str(it->second.since) + " ms");
     }
+  }
+  if (permits_) check_permit_orphans();
+}
+
+bool Sim::explains(const NodeBox& b, const LeaseInfo& l) const {
+  for (const auto& [id, t] : b.cs) {
+    if (t.term && permit_kind_of(t.kind) == l.kind && t.term->permit == l.permit &&
+        t.term->term->name() == l.name) {
+      return true;
+    }
+  }
+  for (const auto& [id, c] : b.owned) {
+    if (l.kind == PermitKind::kIntent && c->intent() == l.permit && c->name == l.name) return true;
+  }
+  return false;
+}
+
+void Sim::check_permit_orphans() {
+  // inspect() reads without expiring anyone: nothing is broadcast.
+  const InspectReply in = store_->inspect(p_.permit_names);
+  std::set<std::string> seen;
+  for (const LeaseInfo& l : in.leases) {
+    if (l.kind == PermitKind::kLease || l.holder.empty()) continue;
+    const std::string key = std::string("permit ") + permit_kind_name(l.kind) + " " + l.name +
+                            " #" + std::to_string(l.permit);
+    auto s = session_index_.find(l.holder);
+    if (s != session_index_.end()) {
+      const SessionRec& rec = sessions_[s->second];
+      const NodeBox* b = find(rec.slot, rec.inst);
+      if (b && b->session_live && b->session == l.holder && explains(*b, l)) continue;
+    }
+    seen.insert(key);
+    auto it = orphans_.find(key);
+    if (it == orphans_.end()) {
+      orphans_[key] = Orphan{l.holder, now()};
+      ++stats_.orphans_seen;
+      continue;
+    }
+    const TimePoint from = std::max(it->second.since, quiet_start_);
+    stats_.orphan_max_ms =
+        std::max<uint64_t>(stats_.orphan_max_ms, static_cast<uint64_t>(to_ms(now() - from)));
+    if (now() - from > orphan_limit_) {
+      fail("[orphan rule] " + key + " held by " + alias(l.holder) + " without a term since " +
+           t_str(it->second.since) + " ms");
+    }
+  }
+  for (auto it = orphans_.begin(); it != orphans_.end();) {
+    const bool stale = it->first.rfind("permit ", 0) == 0 && !seen.count(it->first);
+    it = stale ? orphans_.erase(it) : std::next(it);
   }
 }
 

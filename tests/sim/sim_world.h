@@ -386,6 +386,12 @@ class Sim {
   }
   void check_liveness();
   void check_orphans();
+  // The same for the permits and intents of the permit scenario (ADR 0005's
+  // rule by entry: the reconcile releases them).
+  void check_permit_orphans();
+  // Whether `b`, on its live session `session`, holds a term or a waiting
+  // writer's intent for the permit entry `l`.
+  bool explains(const NodeBox& b, const LeaseInfo& l) const;
   Track& track(NodeBox& b, ContenderId who, const char* what);
   void abandon(NodeBox& b, ContenderId who);
   bool all_closed() const;
