@@ -221,21 +221,27 @@ void Sim::check_orphans() {
       orphans_.erase(name);
       continue;
     }
-    auto it = orphans_.find(name);
-    if (it == orphans_.end() || it->second.key != key) {
-      orphans_[name] = Orphan{key, now()};
-      ++stats_.orphans_seen;
-      continue;
-    }
-    const TimePoint from = std::max(it->second.since, quiet_start_);
-    stats_.orphan_max_ms =
-        std::max<uint64_t>(stats_.orphan_max_ms, static_cast<uint64_t>(to_ms(now() - from)));
-    if (now() - from > orphan_limit_) {
+    TimePoint since;
+    if (orphan_too_old(name, key, &since)) {
       fail("[orphan rule] lease " + name + " token " + std::to_string(v.token) + " held by " +
-           alias(v.holder) + " without a term since " + t_str(it->second.since) + " ms");
+           alias(v.holder) + " without a term since " + t_str(since) + " ms");
     }
   }
   if (permits_) check_permit_orphans();
+}
+
+bool Sim::orphan_too_old(const std::string& slot, const std::string& key, TimePoint* since) {
+  auto it = orphans_.find(slot);
+  if (it == orphans_.end() || it->second.key != key) {
+    orphans_[slot] = Orphan{key, now()};
+    ++stats_.orphans_seen;
+    return false;
+  }
+  *since = it->second.since;
+  const TimePoint from = std::max(it->second.since, quiet_start_);
+  stats_.orphan_max_ms =
+      std::max<uint64_t>(stats_.orphan_max_ms, static_cast<uint64_t>(to_ms(now() - from)));
+  return now() - from > orphan_limit_;
 }
 
 bool Sim::explains(const NodeBox& b, const LeaseInfo& l) const {
@@ -266,18 +272,10 @@ void Sim::check_permit_orphans() {
       if (b && b->session_live && b->session == l.holder && explains(*b, l)) continue;
     }
     seen.insert(key);
-    auto it = orphans_.find(key);
-    if (it == orphans_.end()) {
-      orphans_[key] = Orphan{l.holder, now()};
-      ++stats_.orphans_seen;
-      continue;
-    }
-    const TimePoint from = std::max(it->second.since, quiet_start_);
-    stats_.orphan_max_ms =
-        std::max<uint64_t>(stats_.orphan_max_ms, static_cast<uint64_t>(to_ms(now() - from)));
-    if (now() - from > orphan_limit_) {
+    TimePoint since;
+    if (orphan_too_old(key, l.holder, &since)) {
       fail("[orphan rule] " + key + " held by " + alias(l.holder) + " without a term since " +
-           t_str(it->second.since) + " ms");
+           t_str(since) + " ms");
     }
   }
   for (auto it = orphans_.begin(); it != orphans_.end();) {

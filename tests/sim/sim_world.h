@@ -389,6 +389,10 @@ class Sim {
   // The same for the permits and intents of the permit scenario (ADR 0005's
   // rule by entry: the reconcile releases them).
   void check_permit_orphans();
+  // Notes that `slot` (a lease name, or a permit entry) is orphaned as `key`
+  // (its holder and token) now; true, with when it began, once it has been
+  // for longer than invariant 7 allows.
+  bool orphan_too_old(const std::string& slot, const std::string& key, TimePoint* since);
   // Whether `b`, on its live session `session`, holds a term or a waiting
   // writer's intent for the permit entry `l`.
   bool explains(const NodeBox& b, const LeaseInfo& l) const;
