@@ -18,12 +18,17 @@
 #
 # Options: --backend B (default all), --build-dir DIR (default build-bench),
 # --jobs N (default 2), --out DIR (default bench/results), --json FILE (with one
-# backend only: its JSON there instead), --no-install, -h.
+# backend only: its JSON there instead), --peer-rounds N (etcd), --no-install, -h.
 # Each backend writes DIR/<backend>-latest.json (redis-latest.json,
 # postgres-latest.json, zookeeper-latest.json, etcd-latest.json) and the table, also on stdout,
 # to its .txt sibling. The bindings' lock cycles against C's:
 # scripts/bench-bindings.sh (it builds nothing; it uses this build's
 # simba_cycle_bench).
+# With --backend etcd, and Go with Debian's golang-etcd-server-dev installed,
+# also the side-by-side with etcd's own Go concurrency package (issue 38):
+# bench/simba_lock_bench against bench/peers/etcd_concurrency (built in GOPATH
+# mode, offline), --peer-rounds N rounds (default 3) alternating the two, into
+# DIR/etcd-peer-latest.jsonl and its table in etcd-peer-latest.txt.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -41,6 +46,7 @@ JOBS=2
 BACKEND=all
 OUT="bench/results"
 JSON=""
+PEER_ROUNDS=3
 INSTALL=1
 BENCH_ARGS=()
 while [[ $# -gt 0 ]]; do
@@ -55,6 +61,8 @@ while [[ $# -gt 0 ]]; do
            OUT=$2; shift ;;
     --json) [[ $# -ge 2 ]] || { echo "bench.sh: --json needs a path" >&2; exit 2; }
             JSON=$2; shift ;;
+    --peer-rounds) [[ $# -ge 2 ]] || { echo "bench.sh: --peer-rounds needs a number" >&2; exit 2; }
+                   PEER_ROUNDS=$2; shift ;;
     --no-install) INSTALL=0 ;;
     -h|--help) usage; exit 0 ;;
     --) shift; BENCH_ARGS=("$@"); break ;;
@@ -94,9 +102,10 @@ log "configure $BUILD_DIR (Release, SIMBA_BUILD_BENCH=ON)"
 cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DSIMBA_BUILD_BENCH=ON \
   -DSIMBA_BUILD_TESTS=OFF -DSIMBA_BUILD_EXAMPLES=OFF -DSIMBA_BUILD_TOOLS=OFF -DSIMBA_SANITIZE= \
   "${WITH[@]}" >/dev/null
-log "build simba_bench and simba_cycle_bench (-j$JOBS)"
-# simba_cycle_bench: the C figure of scripts/bench-bindings.sh.
-cmake --build "$BUILD_DIR" -j "$JOBS" --target simba_bench simba_cycle_bench
+log "build simba_bench, simba_cycle_bench and simba_lock_bench (-j$JOBS)"
+# simba_cycle_bench: the C figure of scripts/bench-bindings.sh; simba_lock_bench:
+# Simba's side of the etcd side-by-side below.
+cmake --build "$BUILD_DIR" -j "$JOBS" --target simba_bench simba_cycle_bench simba_lock_bench
 
 # The servers: the test suite's (scripts/lib/servers.sh), with their files in a
 # temp dir that stop_servers removes. Only their pids are stopped.
@@ -150,5 +159,58 @@ for b in "${BACKENDS[@]}"; do
   set -e
   [[ $rc -eq 0 ]] || { echo "bench.sh: simba_bench failed on $b (exit $rc)" >&2; status=$rc; }
   log "$b results: $json and $txt"
+done
+
+# Simba against etcd's own Go concurrency package on the same server, rounds
+# alternating which goes first (docs/benchmarks.md, "etcd": "Side by side").
+# Not installed by this script (about 145 Go source packages): skipped with a
+# note. Cases: the lock cycle; the handover with the waiter blocked 250 ms
+# (settled) and 25 ms (simba_bench's gap) before the release; the crash
+# failover with a 2 s lease (the peer's session TTL 2), with Simba's default
+# renew interval (lease / 3) and with 1 s (the Go client's, at TTL 2).
+etcd_peer_rounds() {
+  local conc=/usr/share/gocode/src/go.etcd.io/etcd/clientv3/concurrency
+  if ! command -v go >/dev/null || [[ ! -d $conc ]]; then
+    log "etcd: the rows against etcd's Go concurrency package are skipped (needs Go and the package: apt-get install golang-go golang-etcd-server-dev)"
+    return 0
+  fi
+  local peer="$BUILD_DIR/bench/etcd_concurrency_peer" side="$BUILD_DIR/bench/simba_lock_bench"
+  log "build the peer in GOPATH mode, offline: $peer"
+  GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS='' GOCACHE="$(cd "$BUILD_DIR" && pwd)/go-cache" \
+    go build -o "$peer" ./bench/peers/etcd_concurrency
+  local jsonl="$OUT/etcd-peer-latest.jsonl" ep=${SIMBA_TEST_ETCD_URL#etcd://}
+  local url="$SIMBA_TEST_ETCD_URL/simba-peer-bench-$$"
+  : >"$jsonl"
+  log "etcd: $PEER_ROUNDS rounds of Simba and etcd's concurrency package (load: $(cat /proc/loadavg))"
+  local r c args lib renew
+  for ((r = 1; r <= PEER_ROUNDS; r++)); do
+    for c in cycle handover handover-25ms failover failover-renew-1s; do
+      renew=()
+      case $c in
+        cycle) args=(cycle --n 500 --warmup 100) ;;
+        handover) args=(handover --n 30 --gap-ms 250) ;;
+        handover-25ms) args=(handover --n 30 --gap-ms 25 --name handover25) ;;
+        failover) args=(failover --n 5 --lease-ms 2000) ;;
+        # Simba renewing every 1 s, as the Go client does at TTL 2.
+        failover-renew-1s) args=(failover --n 5 --lease-ms 2000 --name failover1s)
+                           renew=(--renew-ms 1000) ;;
+      esac
+      for lib in $( ((r % 2)) && echo "simba peer" || echo "peer simba"); do
+        if [[ $lib == simba ]]; then
+          "$side" "${args[@]}" "${renew[@]}" --url "$url"
+        else
+          "$peer" "${args[@]}" --endpoint "$ep"
+        fi | sed "s/^{/{\"round\":$r,\"case\":\"$c\",/" | tee -a "$jsonl"
+      done
+    done
+  done
+  log "etcd: rounds done (load: $(cat /proc/loadavg))"
+  local rtt
+  rtt=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["raw"]["write"]["latency"]["p50_us"])' \
+    "${JSON:-$OUT/etcd-latest.json}" 2>/dev/null || true)
+  /usr/bin/python3 bench/peers/summarize.py "$jsonl" ${rtt:+--rtt-us "$rtt"} | tee "${jsonl%.jsonl}.txt"
+}
+for b in "${BACKENDS[@]}"; do
+  if [[ $b == etcd ]]; then etcd_peer_rounds || status=1; fi
 done
 exit "$status"

@@ -18,15 +18,18 @@
 # time, faults shaded; needs gnuplot) and rounds/ (each round's result.json;
 # the first round's and any failing round's logs too).
 #
-# BACKEND: redis | postgres | zookeeper (one server each, every fault),
+# BACKEND: redis | postgres | zookeeper | etcd (one server each, every fault),
 # zookeeper3 (the 3-server ensemble: leader and follower kills),
+# etcd3 (a 3-member etcd cluster, clients on etcd://h1:p1,h2:p2,h3:p3/… through
+# one proxy per member: leader and follower kills, a member stopped or cut off),
 # postgres_ha_sync (primary + synchronous standby: failovers),
 # redis_sentinel (primary + replica under 3 Sentinels, clients on
 # redis+sentinel:// with wait_replicas=1: failovers),
 # postgres_ha_async (asynchronous standby), redis_replica (a replica promoted
 # without WAIT) and redis_sentinel_no_wait (Sentinel without WAIT): the
 # regression each causes, which must be flagged; or all (each of redis,
-# postgres, zookeeper, zookeeper3, postgres_ha_sync and redis_sentinel for MINUTES).
+# postgres, zookeeper, zookeeper3, postgres_ha_sync, redis_sentinel, etcd and
+# etcd3 for MINUTES).
 # Options (environment): SIMBA_CHAOS_BUILD_DIR (default build-chaos),
 # SIMBA_CHAOS_LEASE_MS (default 1000), SIMBA_CHAOS_SEED (first seed; default
 # random), SIMBA_CHAOS_KEEP (a directory: every round's logs are kept under it),
@@ -62,7 +65,7 @@ fi
 cmake --build "$BUILD" -j "${SIMBA_CHAOS_JOBS:-2}" --target chaos_worker chaos_slowclock >/dev/null
 
 backends=("$BACKEND")
-[[ "$BACKEND" == all ]] && backends=(redis postgres zookeeper zookeeper3 postgres_ha_sync redis_sentinel)
+[[ "$BACKEND" == all ]] && backends=(redis postgres zookeeper zookeeper3 postgres_ha_sync redis_sentinel etcd etcd3)
 
 status=0
 total_windows=0 total_violations=0

@@ -46,6 +46,9 @@ class BackendOnLoop {
   bool run_until(const std::function<bool()>& done, int64_t limit_ms) {
     const int64_t until = mono_ns() + limit_ms * kMsNs;
     while (!done() && mono_ns() < until) {
+      // From now: a tick due already would fire before the poll, which
+      // would then wait for I/O without bound.
+      uv_update_time(&loop_);
       uv_timer_start(
           &tick_, [](uv_timer_t*) {}, 5, 0);
       uv_run(&loop_, UV_RUN_ONCE);

@@ -273,6 +273,71 @@ TEST_F(EtcdServer, ARevokedSessionIsExpired) {
   EXPECT_EQ(acquire(b, r.session_id, "free").outcome, Outcome::kExpired);
 }
 
+// Stream ids run out (here after stream 15, instead of 2^31-1): a new
+// connection takes the new calls while the old one drains, with no call
+// failing, many times over, and the session, its terms and its watches go on.
+TEST_F(EtcdServer, UsedUpStreamIdsMoveTheCallsToANewConnection) {
+  ASSERT_EQ(setenv("SIMBA_TEST_ETCD_MAX_STREAM_ID", "15", 1), 0);
+  BackendOnLoop b(url_);
+  unsetenv("SIMBA_TEST_ETCD_MAX_STREAM_ID");
+  ASSERT_TRUE(b) << b.error();
+  int released = 0;
+  b->on_released([&](const std::string&) { ++released; });
+  const OpenReply r = open(b, 3000);
+  ASSERT_EQ(r.outcome, Outcome::kOk) << r.error;
+  const AcquireReply kept = acquire(b, r.session_id, "kept");
+  ASSERT_EQ(kept.outcome, Outcome::kOk) << kept.error;
+  b->watch("watched");
+  int failures = 0, calls = 0;
+  for (int i = 0; i < 120; ++i) {
+    // Three calls in flight at once, then a keep-alive.
+    int pending = 3;
+    for (int j = 0; j < 3; ++j) {
+      const std::string name = "n" + std::to_string(j);
+      b->acquire(r.session_id, name, ms(5000), [&, name](const AcquireReply& a) {
+        ++calls;
+        if (a.outcome != Outcome::kOk) {
+          ++failures;
+          ADD_FAILURE() << "acquire " << name << ": " << a.error;
+          --pending;
+          return;
+        }
+        b->release(r.session_id, name, a.token, ms(5000), [&, name](const DoneReply& d) {
+          ++calls;
+          if (d.outcome != Outcome::kOk) {
+            ++failures;
+            ADD_FAILURE() << "release " << name << ": " << d.error;
+          }
+          --pending;
+        });
+      });
+    }
+    ASSERT_TRUE(b.run_until([&] { return pending == 0; }, 10000));
+    if (i % 10 == 0) {
+      const KeepAliveReply k = keep_alive(b, r.session_id, 3000);
+      ++calls;
+      ASSERT_EQ(k.outcome, Outcome::kOk) << k.error;
+      ASSERT_EQ(k.owned.size(), 1u);
+      EXPECT_EQ(k.owned[0].name, "kept");
+      EXPECT_EQ(k.owned[0].token, kept.token);
+    }
+  }
+  EXPECT_EQ(failures, 0);
+  EXPECT_TRUE(b.logged("closed: drained (stream ids used up)"));
+  EXPECT_FALSE(b.logged("lost")) << "a connection broke";
+  // The watch, made again on each new connection, still delivers: a
+  // release of the watched name by another session.
+  const int before = released;
+  const OpenReply other = open(b, 3000);
+  const AcquireReply w = acquire(b, other.session_id, "watched");
+  ASSERT_EQ(w.outcome, Outcome::kOk) << w.error;
+  bool done = false;
+  b->release(other.session_id, "watched", w.token, ms(5000),
+             [&](const DoneReply&) { done = true; });
+  ASSERT_TRUE(b.run_until([&] { return done && released > before; }, 5000));
+  std::printf("%d calls over connections of 8 streams each\n", calls);
+}
+
 }  // namespace
 
 #endif  // SIMBA_WITH_ETCD

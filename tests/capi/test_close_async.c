@@ -430,7 +430,15 @@ static void test_term_close_of_an_election_term(void **state) {
   closed_init(&cl, NULL, NULL);
   CHECK_OK(simba_term_close_async(t, closed_done, &cl));
   expect_done_once(&cl);
-  assert_int_equal(ald(&r.revoked), 0); /* still leader */
+  /* Still leader: the close revoked nothing. Under a loaded machine the
+   * 500 ms session may lapse meanwhile (a keep-alive late): that revocation
+   * names the session, never STOPPED. */
+  pthread_mutex_lock(&r.mu);
+  for (int i = 0; i < r.nreasons; ++i) {
+    assert_true(r.reasons[i] == SIMBA_REVOKE_DEADLINE_PASSED ||
+                r.reasons[i] == SIMBA_REVOKE_SESSION_EXPIRED);
+  }
+  pthread_mutex_unlock(&r.mu);
   CHECK_OK(simba_election_stop_wait(e, long_wait_ms()));
   simba_election_free(e);
   CHECK_OK(simba_client_close(c));

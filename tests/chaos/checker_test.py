@@ -156,6 +156,18 @@ class FiguresTest(unittest.TestCase):
         self.assertEqual(res["leaderless"]["ms"], 6000.0)
         self.assertEqual(res["leaderless"]["name"], "a")
 
+    def test_an_etcd_member_fault_is_the_backends(self):
+        # a cluster's member faults count like a backend kill: a recovery, and
+        # the failover bound runs from their end
+        for kind in ("etcd_kill_leader", "etcd_kill_follower", "etcd_stop_member", "etcd_partition"):
+            r = Run()
+            r.term("w0.1", 1, 0, 1000)
+            r.term("w1.1", 2, 7000, 20000, revoked=False)
+            fault = {"kind": kind, "target": "m0", "start": 1000 * MS, "end": 6000 * MS}
+            res = r.write(20000, [fault], result=True)
+            self.assertEqual((res["violations"], res["failovers_ms"], res["recoveries_ms"]), ([], [], [1000.0]),
+                             kind)
+
     def test_recovery_during_a_failover_the_nemesis_still_waits_on_is_raw(self):
         r = Run()
         r.term("w0.1", 1, 0, 1000, revoked=False)

@@ -5,7 +5,9 @@ Starts the backend on loopback in a temp dir (redis, postgres, zookeeper, or
 the 3-server ZooKeeper ensemble zookeeper3, or a PostgreSQL primary with a
 synchronous or asynchronous standby, postgres_ha_sync / postgres_ha_async,
 or a Redis primary with a replica, redis_replica, or the same under three
-Sentinels, redis_sentinel (clients with wait_replicas=1) / redis_sentinel_no_wait),
+Sentinels, redis_sentinel (clients with wait_replicas=1) / redis_sentinel_no_wait,
+or etcd: one member, etcd, or a 3-member cluster, etcd3, clients on the
+multi-endpoint URL through one proxy per member),
 one TCP proxy per worker slot (single servers; HA clients use the multi-host URL),
 N chaos_worker processes contending for a few names and writing to the fenced
 register, and a nemesis that draws faults from a seeded random generator:
@@ -23,6 +25,11 @@ register, and a nemesis that draws faults from a seeded random generator:
                    not a fault (campaigns use it to measure handovers)
   zk_kill_leader   (zookeeper3) kill -9 of the ensemble leader, restart later
   zk_kill_follower (zookeeper3) kill -9 of one follower, restart later
+  etcd_kill_leader (etcd3) kill -9 of the raft leader, restart after 1-3 x lease
+  etcd_kill_follower (etcd3) kill -9 of a member that is not the leader, restart later
+  etcd_stop_member (etcd3) SIGSTOP of one member (the leader or not) for 0.5-3 x lease
+  etcd_partition   (etcd3) one member's client and peer proxies cut for 0.5-3 x lease
+                   (nothing reaches it, nobody hears it; see Etcd)
   redis_failover   (redis_replica) replication cut, a holder killed, primary
                    kill -9, replica promoted, clients moved to it (what Sentinel does)
   sentinel_failover (redis_sentinel*) kill -9 of the primary the Sentinels name (the
@@ -42,7 +49,7 @@ PostgreSQL, started through setpriv, loses PR_SET_PDEATHSIG with its uid).
 
   nemesis.py --backend redis --seconds 30 --worker build/tests/chaos/chaos_worker
              [--seed N] [--lease MS] [--workers 3] [--names a,b] [--faults k1,k2]
-             [--no-aof] [--slow-clock RATE --shim slowclock.so] [--expect KIND]
+             [--no-aof] [--wipe] [--slow-clock RATE --shim slowclock.so] [--expect KIND]
              [--keep DIR]
 Exit status: the checker's (0 no violation; with --expect, 0 iff KIND was flagged).
 """
@@ -61,6 +68,7 @@ import tempfile
 import threading
 import time
 import traceback
+import urllib.request
 from collections import defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -72,6 +80,8 @@ from free_port import free_port  # noqa: E402
 
 _libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG = 1
+# etcd's HTTP gateway on loopback: never through an http_proxy of the environment
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def _die_with_parent():
@@ -648,6 +658,104 @@ class ZooKeeper:
             p.stop()
 
 
+class Etcd:
+    """etcd 3.4 (Debian's etcd-server): one member (etcd, clients through the
+    per-worker proxies like the other single servers), or a cluster of n
+    members (etcd3) on loopback. A cluster's clients use the multi-endpoint URL
+    etcd://h1:p1,h2:p2,h3:p3/prefix whose endpoints are one proxy per member,
+    and each member advertises a proxy of its peer port to the others: the
+    fault etcd_partition cuts both proxies of one member (nothing new connects
+    to it, what its connections held is dropped at the end). etcd's rafthttp
+    dials one stream each way, so the streams the member dialed to the others
+    still carry the others' messages to it: it hears the leader, nobody hears
+    it (as a one-way link failure does; a leader so cut is voted out)."""
+
+    def __init__(self, d, n=1, wipe=False):
+        if not shutil.which("etcd"):
+            raise RuntimeError("etcd (etcd-server) not installed")
+        self.n = n
+        self.name = "etcd" if n == 1 else f"etcd{n}"
+        self.wipe = wipe  # negative control: a killed member restarts with no data
+        self.dir = os.path.join(d, "etcd")
+        self.client = [free_port() for _ in range(n)]
+        self.peer = [free_port() for _ in range(n)]
+        # proxies of a cluster: clients and peers reach member i through them
+        self.cproxy = [Proxy([p]) for p in self.client] if n > 1 else []
+        self.pproxy = [Proxy([p]) for p in self.peer] if n > 1 else []
+        adv_peer = [px.port for px in self.pproxy] or self.peer
+        adv_client = [px.port for px in self.cproxy] or self.client
+        cluster = ",".join(f"m{i}=http://127.0.0.1:{adv_peer[i]}" for i in range(n))
+        self.procs = []
+        for i in range(n):
+            self.procs.append(Proc([
+                "etcd", "--name", f"m{i}", "--data-dir", os.path.join(self.dir, f"m{i}"),
+                "--listen-client-urls", f"http://127.0.0.1:{self.client[i]}",
+                "--advertise-client-urls", f"http://127.0.0.1:{adv_client[i]}",
+                "--listen-peer-urls", f"http://127.0.0.1:{self.peer[i]}",
+                "--initial-advertise-peer-urls", f"http://127.0.0.1:{adv_peer[i]}",
+                "--initial-cluster", cluster, "--initial-cluster-state", "new",
+                "--initial-cluster-token", f"simba-chaos-{os.getpid()}",
+                # as scripts/lib/servers.sh: a leader elected within a second on loopback
+                "--heartbeat-interval", "50", "--election-timeout", "500",
+                "--log-level", "warn", "--logger", "zap"], os.path.join(d, f"etcd-m{i}.log")))
+        self.proc = self.procs[0] if n == 1 else None
+
+    def status(self, i):
+        """Member i's /v3/maintenance/status (its id and the leader's), or None."""
+        req = urllib.request.Request(f"http://127.0.0.1:{self.client[i]}/v3/maintenance/status", data=b"{}")
+        try:
+            with _DIRECT.open(req, timeout=1.0) as r:
+                return json.load(r)
+        except (OSError, ValueError):
+            return None
+
+    def healthy(self, i):
+        try:
+            with _DIRECT.open(f"http://127.0.0.1:{self.client[i]}/health", timeout=2.0) as r:
+                return json.load(r).get("health") == "true"
+        except (OSError, ValueError):
+            return False
+
+    def start(self, which=None):
+        idx = range(self.n) if which is None else [which]
+        for i in idx:
+            if self.wipe and self.procs[i].p is not None:
+                shutil.rmtree(os.path.join(self.dir, f"m{i}"), ignore_errors=True)
+            self.procs[i].start()
+        for i in idx:
+            wait_until(60, f"etcd member m{i} on {self.client[i]}", lambda i=i: self.healthy(i))
+
+    def leader(self):
+        """The index of the raft leader, as a member that answers names it."""
+        for i in range(self.n):
+            st = self.status(i)
+            if st and st.get("leader") and st["leader"] == st.get("header", {}).get("member_id"):
+                return i
+        return None
+
+    def cut(self, i, on):
+        for px in (self.cproxy[i], self.pproxy[i]):
+            if on:
+                px.mode = "cut"
+            else:
+                px.heal()
+
+    def url(self, host, port):
+        return f"etcd://{host}:{port}/simba-chaos"
+
+    def multi_url(self):
+        return "etcd://" + ",".join(f"127.0.0.1:{px.port}" for px in self.cproxy) + "/simba-chaos"
+
+    def ports(self):
+        return list(self.client)
+
+    def stop(self):
+        for px in self.cproxy + self.pproxy:
+            px.close()
+        for p in self.procs:
+            p.stop()
+
+
 # --- the TCP proxy --------------------------------------------------------------
 
 
@@ -995,6 +1103,32 @@ class Nemesis:
             self.sleep_lease(1.0, 3.0)
             self.b.start(i)
             self.window(kind, f"zk{i + 1}", t0, now())
+        elif kind in ("etcd_kill_leader", "etcd_kill_follower", "etcd_stop_member", "etcd_partition"):
+            lead = self.b.leader()
+            if lead is None:
+                self.event(ev="note", what="no etcd leader found", t=now())
+                return
+            if kind == "etcd_kill_leader":
+                i = lead
+            elif kind == "etcd_kill_follower":
+                i = self.rng.choice([j for j in range(self.b.n) if j != lead])
+            else:
+                i = self.rng.randrange(self.b.n)  # the leader or not
+            t0 = now()
+            if kind.startswith("etcd_kill"):
+                self.b.procs[i].kill9()
+                self.sleep_lease(1.0, 3.0)
+                self.b.start(i)
+                t1 = now()
+            else:
+                stop = kind == "etcd_stop_member"
+                self.b.procs[i].signal(signal.SIGSTOP) if stop else self.b.cut(i, True)
+                self.sleep_lease(0.5, 3.0)
+                self.b.procs[i].signal(signal.SIGCONT) if stop else self.b.cut(i, False)
+                t1 = now()
+                # one member faulty at a time: the next fault waits for it to rejoin
+                wait_until(60, f"etcd member m{i} healthy again", lambda: self.b.healthy(i))
+            self.window(kind, f"m{i}", t0, t1, leader=i == lead)
         else:
             raise ValueError(kind)
 
@@ -1025,15 +1159,17 @@ DEFAULT_FAULTS = {
     "redis_sentinel": "sentinel_failover,pause_holder,kill_worker",
     "redis_sentinel_no_wait": "sentinel_failover",
     "postgres_ha_async": "pg_failover,pause_holder,kill_worker",
+    "etcd": "pause_holder,kill_worker,backend_kill,backend_stop,proxy_delay,proxy_blackhole,partition",
+    "etcd3": "etcd_kill_leader,etcd_kill_follower,etcd_stop_member,etcd_partition,pause_holder,kill_worker",
 }
 
 # --campaign (scripts/chaos.sh): every fault of the backend plus the reply-only
 # proxy hold on single servers, and graceful stops for handover times. The CI
 # seeds keep DEFAULT_FAULTS, so that their draws do not change.
 CAMPAIGN_FAULTS = dict(DEFAULT_FAULTS)
-for _b in ("redis", "postgres", "zookeeper"):
+for _b in ("redis", "postgres", "zookeeper", "etcd"):
     CAMPAIGN_FAULTS[_b] += ",proxy_reply_blackhole,graceful_stop"
-for _b in ("zookeeper3", "postgres_ha_sync", "redis_sentinel", "postgres_ha_async"):
+for _b in ("zookeeper3", "postgres_ha_sync", "redis_sentinel", "postgres_ha_async", "etcd3"):
     CAMPAIGN_FAULTS[_b] += ",graceful_stop"
 
 
@@ -1048,7 +1184,7 @@ def main():
     ap.add_argument("--backend", required=True, choices=["redis", "postgres", "zookeeper", "zookeeper3",
                                                          "postgres_ha_sync", "postgres_ha_async",
                                                          "redis_replica", "redis_sentinel",
-                                                         "redis_sentinel_no_wait"])
+                                                         "redis_sentinel_no_wait", "etcd", "etcd3"])
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--worker", required=True)
     ap.add_argument("--worker-arg", action="append", default=[],
@@ -1063,6 +1199,8 @@ def main():
     ap.add_argument("--round-robin", action="store_true",
                     help="faults in order instead of drawn, each at least once")
     ap.add_argument("--no-aof", action="store_true", help="redis without persistence (negative control)")
+    ap.add_argument("--wipe", action="store_true",
+                    help="etcd: a killed member restarts with an empty data dir (a lost disk; negative control)")
     ap.add_argument("--slow-clock", type=float, default=0.0, help="worker 0's clock rate (negative control)")
     ap.add_argument("--shim", default=None)
     ap.add_argument("--expect", default=None, help="a violation kind the checker must flag")
@@ -1083,7 +1221,8 @@ def main():
                "redis_sentinel": shutil.which("redis-server"),
                "redis_sentinel_no_wait": shutil.which("redis-server"),
                "zookeeper": shutil.which("java"),
-               "zookeeper3": shutil.which("java")}
+               "zookeeper3": shutil.which("java"),
+               "etcd": shutil.which("etcd"), "etcd3": shutil.which("etcd")}
     if a.backend in missing and not missing[a.backend]:
         print(f"nemesis: SKIP: no server for {a.backend} installed", file=sys.stderr)
         return 77
@@ -1121,6 +1260,8 @@ def main():
             backend = RedisSentinel(run_dir, wait=a.backend == "redis_sentinel")
         elif a.backend.startswith("postgres_ha"):
             backend = PostgresHA(run_dir, sync=a.backend.endswith("sync") and not a.backend.endswith("async"))
+        elif a.backend.startswith("etcd"):
+            backend = Etcd(run_dir, 3 if a.backend == "etcd3" else 1, wipe=a.wipe)
         else:
             backend = ZooKeeper(run_dir, 3)
         backend.start()
@@ -1143,7 +1284,7 @@ def main():
         nem = Nemesis(a, backend, workers, proxies, log)
         nem.event(ev="begin", t=now(), backend=a.backend, seed=a.seed, lease_ms=a.lease,
                   workers=a.workers, names=a.names.split(","), faults=a.faults,
-                  no_aof=a.no_aof, slow_clock=a.slow_clock)
+                  no_aof=a.no_aof, wipe=a.wipe, slow_clock=a.slow_clock)
         workers.start(0)
         time.sleep(1.0 if a.slow_clock else 0.1)  # slot 0 first: the slow worker holds first
         for s in range(1, a.workers):

@@ -22,6 +22,7 @@
 #include <uv.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <memory>
@@ -104,6 +105,12 @@ class EtcdBackend final : public Backend {
     // Keeps the loop busy with us until shutdown: shutdown always completes
     // on a later loop turn.
     wipe_secret(&url_.tls_key_password);  // in the TLS context now
+    // Tests only: a connection's last stream id, so that stream-id renewals
+    // come every few calls.
+    if (const char* ids = std::getenv("SIMBA_TEST_ETCD_MAX_STREAM_ID")) {
+      const long long n = std::atoll(ids);
+      if (n >= 3 && n <= kMaxStreamId) max_stream_id_ = static_cast<uint32_t>(n);
+    }
     uv_timer_init(loop_, &anchor_);
     anchor_.data = this;
     handles_.opened();
@@ -147,12 +154,17 @@ class EtcdBackend final : public Backend {
     AcquireCb acquire;
     DoneCb done;
     InspectCb inspect;
-    GrpcConn* conn = nullptr;      // where its streams went out
-    std::vector<int32_t> streams;  // its unary streams on `conn`
+    GrpcConn* conn = nullptr;                            // where its last stream went out
+    std::vector<std::pair<GrpcConn*, int32_t>> streams;  // its unary streams
     // keep_alive: both halves, then the tokens of leases it did not know.
     int64_t lease = 0;
     Duration lease_duration{0};
     bool ka_answered = false;
+    bool listed = false;  // the answer's keys were matched with the known leases
+    // Sent again after its connection broke under it (its first try may have
+    // been applied); for keep-alives, how many times.
+    bool resent = false;
+    size_t ka_resends = 0;
     int64_t ka_ttl = 0;
     bool ttl_answered = false;
     TimeToLiveAnswer ttl;
@@ -166,6 +178,14 @@ class EtcdBackend final : public Backend {
     int pending = 0;
     RangeAnswer sessions, leases, tokens;
     std::map<int64_t, int64_t> ttl_s;  // lease -> remaining seconds
+  };
+
+  // A LeaseKeepAlive stream and its keep-alive calls, in the order sent
+  // (etcd answers a stream's requests in order).
+  struct KaStream {
+    GrpcConn* conn = nullptr;
+    int32_t id = 0;
+    std::deque<uint64_t> waiting;
   };
 
   struct Watch {
@@ -183,6 +203,7 @@ class EtcdBackend final : public Backend {
   }
   void preset(Call* c, Outcome o, const std::string& err) { calls_.preset(c, o, err); }
   void abandoned(Call* c);
+  void drop_stuck_keep_alive_stream(uint64_t id);
   void fail(uint64_t id, Outcome o, const std::string& err);
   Call* take(uint64_t id) {
     Call* c = calls_.find(id);
@@ -221,6 +242,11 @@ class EtcdBackend final : public Backend {
     return (v6 ? "[" + e.host + "]" : e.host) + ":" + std::to_string(e.port);
   }
   void on_broken(GrpcConn* conn, const std::string& why);
+  // `conn` takes no new call (GOAWAY, stream ids used up): new calls, the
+  // keep-alive and watch streams go to a new connection (the next endpoint
+  // after a GOAWAY: that member is likely stopping), while its own calls
+  // finish on it.
+  void retire(GrpcConn* conn, bool next);
   // One unary call of `c` on `path`; `fn` runs with its answer unless the
   // call completed meanwhile.
   // A call refused for its token is made once more with a new one (`reauthed`).
@@ -233,6 +259,7 @@ class EtcdBackend final : public Backend {
 
   // --- the operations' second halves ------------------------------------------
 
+  void send_keep_alive(uint64_t id);
   void keep_alive_step(Call* c);
   void inspect_step(uint64_t id);
   void send_watch_create(const std::string& name, int64_t start_revision);
@@ -266,13 +293,19 @@ class EtcdBackend final : public Backend {
   std::deque<std::function<void(GrpcConn*)>> waiting_;  // for a connection
   std::string connect_error_;
 
-  int32_t ka_stream_ = 0;            // the LeaseKeepAlive stream on conn_
-  std::deque<uint64_t> ka_waiting_;  // its keep-alive calls, in the order sent
-  int32_t watch_stream_ = 0;         // the Watch stream on conn_
+  std::shared_ptr<KaStream> ka_;  // the LeaseKeepAlive stream on conn_
+  int32_t watch_stream_ = 0;      // the Watch stream on conn_
+  uint32_t max_stream_id_ = kMaxStreamId;
 
   // The tokens of the leases each session of ours holds, as acquire and
   // keep-alive last saw them.
   std::map<int64_t, std::map<std::string, uint64_t>> owned_;
+  bool answered_win(int64_t lease, const std::string& name, int64_t token) const {
+    auto l = owned_.find(lease);
+    if (l == owned_.end()) return false;
+    auto n = l->second.find(name);
+    return n != l->second.end() && static_cast<int64_t>(n->second) == token;
+  }
   std::map<std::string, int64_t> held_revision_;  // name -> a Held answer's revision
   std::deque<std::string> held_order_;
 
@@ -311,9 +344,10 @@ void EtcdBackend::abandoned(Call* c) {
   GrpcConn* conn = conns_.count(c->conn) ? c->conn : nullptr;
   const bool stuck = conn && !conn->broken() && conn->silent_ms() >= kSilentMs;
   const uint64_t id = c->id;
-  if (conn) {
-    for (int32_t s : c->streams) conn->cancel(s);
+  for (const auto& [on, s] : c->streams) {
+    if (conns_.count(on)) on->cancel(s);
   }
+  if (c->kind == Kind::kKeepAlive) drop_stuck_keep_alive_stream(id);
   fail(id, Outcome::kError, "etcd: no answer (the caller gave up)");
   if (stuck) {
     log(kLogWarn,
@@ -322,9 +356,31 @@ void EtcdBackend::abandoned(Call* c) {
   }
 }
 
+// A renewal the caller gave up on while it waited on the LeaseKeepAlive
+// stream: etcd answers a stream's renewals one after another, and a member
+// that forwards one to a leader it can no longer reach holds every later one
+// behind it for its request timeout (about 5 s, measured under a SIGSTOP of
+// the leader). The stream is reset, and the next renewal opens a new one,
+// which the member forwards to the leader it knows by then; renewals still
+// waiting on the old stream go again on the new one (renewing twice is
+// harmless).
+void EtcdBackend::drop_stuck_keep_alive_stream(uint64_t id) {
+  if (!ka_) return;
+  auto it = std::find(ka_->waiting.begin(), ka_->waiting.end(), id);
+  if (it == ka_->waiting.end()) return;
+  ka_->waiting.erase(it);
+  std::shared_ptr<KaStream> stuck = std::move(ka_);
+  ka_.reset();
+  if (conns_.count(stuck->conn)) stuck->conn->cancel(stuck->id);  // no callback follows
+  std::deque<uint64_t> waiting;
+  waiting.swap(stuck->waiting);
+  for (uint64_t other : waiting) send_keep_alive(other);
+}
+
 // --- the connection ------------------------------------------------------------
 
 void EtcdBackend::with_conn(std::function<void(GrpcConn*)> fn) {
+  if (conn_ && !conn_->broken() && conn_->draining()) retire(conn_, false);
   if (conn_ && !conn_->broken()) {
     if (url_.user.empty() || !conn_->token().empty()) return fn(conn_);
     waiting_.push_back(std::move(fn));
@@ -430,7 +486,11 @@ void EtcdBackend::connect_to(const std::string& ip) {
   conn_ = new GrpcConn(
       loop_, &handles_, reinterpret_cast<const struct sockaddr*>(&sa), authority(),
       [this](GrpcConn* conn, const std::string& why) { on_broken(conn, why); }, tls_,
-      url_.tls_server_name.empty() ? e.host : url_.tls_server_name);
+      url_.tls_server_name.empty() ? e.host : url_.tls_server_name, max_stream_id_);
+  conn_->on_drain([this](GrpcConn* conn, const std::string& why) {
+    log(kLogInfo, "etcd: " + conn->authority() + ": " + why + ": new calls go to a new connection");
+    retire(conn, true);
+  });
   if (tls_) conn_->on_secure([this](const std::string& what) { log(kLogInfo, "etcd: " + what); });
   conns_.insert(conn_);
   // The calls go out once the token came.
@@ -444,7 +504,14 @@ void EtcdBackend::connect_to(const std::string& ip) {
 }
 
 void EtcdBackend::on_broken(GrpcConn* conn, const std::string& why) {
-  log(kLogWarn, "etcd: connection to " + conn->authority() + " lost: " + why);
+  if (conn->draining() && why.rfind("drained", 0) == 0) {
+    // Its stream ids ran out with no call since: the next connection goes
+    // to the same member.
+    retire(conn, false);
+    log(kLogInfo, "etcd: connection to " + conn->authority() + " closed: " + why);
+  } else {
+    log(kLogWarn, "etcd: connection to " + conn->authority() + " lost: " + why);
+  }
   conns_.erase(conn);
   conn->close();
   leave(conn);
@@ -457,12 +524,25 @@ void EtcdBackend::leave(GrpcConn* conn) {
   if (!conn || conn != conn_) return;
   next_endpoint();
   conn_ = nullptr;
-  ka_stream_ = 0;
   watch_stream_ = 0;
-  for (uint64_t id : ka_waiting_) {
-    if (Call* c = calls_.find(id)) preset(c, Outcome::kError, "etcd: connection lost");
-  }
-  ka_waiting_.clear();
+  // Its keep-alives fail with the stream (its CloseFn runs when it broke).
+  ka_.reset();
+}
+
+void EtcdBackend::retire(GrpcConn* conn, bool next) {
+  if (!conn || conn != conn_) return;
+  if (next) next_endpoint();
+  conn_ = nullptr;
+  // The keep-alive stream is half-closed: etcd answers the renewals it was
+  // sent, then ends it. The watch stream never ends by itself (a graceful
+  // stop would wait for it): it is reset, and made again on the new
+  // connection, each name reported once.
+  if (ka_ && ka_->conn == conn) conn->finish(ka_->id);
+  ka_.reset();
+  if (watch_stream_) conn->cancel(watch_stream_);
+  watch_stream_ = 0;
+  if (authenticating_ == conn) authenticating_ = nullptr;  // its waiting calls move on
+  if ((!waiting_.empty() || !watches_.empty()) && !resolving_) connect();
 }
 
 void EtcdBackend::rpc(Call* c, const char* path, std::string request, AnswerFn fn, size_t tries,
@@ -489,9 +569,19 @@ void EtcdBackend::rpc(Call* c, const char* path, std::string request, AnswerFn f
             if (conn->token() == token) conn->set_token("");
             return rpc(c, path, request, fn, tries, true);
           }
-          // Never sent: the connection failed before it was up. The next
-          // member gets the call, once per member of the URL.
-          if (status == kGrpcBroken && !conn->connected() && tries + 1 < url_.endpoints.size()) {
+          // Not processed (GOAWAY, REFUSED_STREAM): sent again, on a new
+          // connection when this one drains.
+          if (status == kGrpcRefused) return rpc(c, path, request, fn, tries, reauthed);
+          // Never sent (the connection failed before it was up), or sent and
+          // the connection broke before the answer (a member stopping
+          // without GOAWAY, as etcd 3.4.23 does on SIGTERM): the next member
+          // gets the call, once per member of the URL. A repeat is harmless
+          // for every call but LeaseGrant (a second lease), which fails
+          // (the core opens the session again); a repeated acquire that
+          // finds the name held by its own session won it (acquire()).
+          if (status == kGrpcBroken && tries + 1 < url_.endpoints.size() &&
+              (!conn->connected() || path != kGrant)) {
+            if (conn->connected()) c->resent = true;
             leave(conn);
             return rpc(c, path, request, fn, tries + 1);
           }
@@ -499,7 +589,7 @@ void EtcdBackend::rpc(Call* c, const char* path, std::string request, AnswerFn f
         });
     if (!s) return preset(c, Outcome::kError, "etcd: connection lost");
     c->conn = conn;
-    c->streams.push_back(s);
+    c->streams.emplace_back(conn, s);
   });
 }
 
@@ -554,44 +644,7 @@ Backend::CallRef EtcdBackend::keep_alive(const std::string& session, Duration le
     return c->id;
   }
   c->lease_duration = lease;
-  const uint64_t id = c->id;
-  with_conn([this, id](GrpcConn* conn) {
-    Call* c = calls_.find(id);
-    if (!c || c->abandoned) return;
-    if (!conn) return preset(c, Outcome::kError, "etcd: " + connect_error_);
-    const std::string msg = keep_alive_request(c->lease);
-    if (ka_stream_) {
-      conn->send(ka_stream_, msg);
-    } else {
-      ka_stream_ = conn->start(
-          kKeepAlive, msg, false,
-          [this](const uint8_t* d, size_t n) {
-            if (ka_waiting_.empty()) return;
-            const uint64_t id = ka_waiting_.front();
-            ka_waiting_.pop_front();
-            Call* c = calls_.find(id);
-            if (!c || c->abandoned) return;
-            int64_t ttl = 0;
-            if (!decode_keep_alive(d, n, &ttl)) {
-              return fail(id, Outcome::kError, "etcd: undecodable LeaseKeepAlive answer");
-            }
-            c->ka_answered = true;
-            c->ka_ttl = ttl;
-            keep_alive_step(c);
-          },
-          [this, conn](int status, const std::string& err) {
-            if (conn != conn_) return;
-            if (token_refused(err)) conn->set_token("");  // a new one with the next call
-            ka_stream_ = 0;
-            auto waiting = std::move(ka_waiting_);
-            ka_waiting_.clear();
-            for (uint64_t id : waiting) fail(id, Outcome::kError, status_text(status, err));
-          });
-      if (!ka_stream_) return preset(c, Outcome::kError, "etcd: connection lost");
-    }
-    ka_waiting_.push_back(id);
-    c->conn = conn;
-  });
+  send_keep_alive(c->id);
   rpc(c, kTimeToLive, time_to_live_request(c->lease),
       [this](Call* c, int status, const std::string& err, const std::string& answer) {
         if (status == kGrpcNotFound)
@@ -607,6 +660,61 @@ Backend::CallRef EtcdBackend::keep_alive(const std::string& session, Duration le
   return c->id;
 }
 
+// The keep-alive message of call `id` on the connection's LeaseKeepAlive
+// stream (opened with the first one).
+void EtcdBackend::send_keep_alive(uint64_t id) {
+  with_conn([this, id](GrpcConn* conn) {
+    Call* c = calls_.find(id);
+    if (!c || c->abandoned) return;
+    if (!conn) return preset(c, Outcome::kError, "etcd: " + connect_error_);
+    const std::string msg = keep_alive_request(c->lease);
+    if (ka_ && ka_->conn == conn) {
+      conn->send(ka_->id, msg);
+    } else {
+      auto ka = std::make_shared<KaStream>();
+      ka->conn = conn;
+      ka->id = conn->start(
+          kKeepAlive, msg, false,
+          [this, ka](const uint8_t* d, size_t n) {
+            if (ka->waiting.empty()) return;
+            const uint64_t id = ka->waiting.front();
+            ka->waiting.pop_front();
+            Call* c = calls_.find(id);
+            if (!c || c->abandoned) return;
+            int64_t ttl = 0;
+            if (!decode_keep_alive(d, n, &ttl)) {
+              return fail(id, Outcome::kError, "etcd: undecodable LeaseKeepAlive answer");
+            }
+            c->ka_answered = true;
+            c->ka_ttl = ttl;
+            keep_alive_step(c);
+          },
+          [this, ka, conn](int status, const std::string& err) {
+            if (ka_ == ka) ka_.reset();
+            if (conn == conn_ && token_refused(err)) conn->set_token("");  // a new one next
+            auto waiting = std::move(ka->waiting);
+            ka->waiting.clear();
+            for (uint64_t id : waiting) {
+              // Not processed (GOAWAY), ended once drained with renewals
+              // unanswered, or the connection broke: renewing twice is
+              // harmless, so they go again (once per member when broken).
+              Call* c = calls_.find(id);
+              if (c && (status == kGrpcRefused || status == 0 ||
+                        (status == kGrpcBroken && ++c->ka_resends < url_.endpoints.size()))) {
+                send_keep_alive(id);
+              } else {
+                fail(id, Outcome::kError, status_text(status, err));
+              }
+            }
+          });
+      if (!ka->id) return preset(c, Outcome::kError, "etcd: connection lost");
+      ka_ = ka;
+    }
+    ka_->waiting.push_back(id);
+    c->conn = conn;
+  });
+}
+
 // Once both halves answered: Expired, or the leases the session holds (the
 // tokens of any it did not know read first: an acquire whose answer was
 // lost, which the core then frees).
@@ -618,13 +726,15 @@ void EtcdBackend::keep_alive_step(Call* c) {
     owned_.erase(c->lease);
     return fail(c->id, Outcome::kExpired, "etcd: the session's lease expired");
   }
-  if (c->owned.empty() && !c->ttl.keys.empty()) {
+  if (!c->listed) {
+    c->listed = true;
     auto& known = owned_[c->lease];
     std::map<std::string, uint64_t> still;
-    std::vector<std::string> unknown;
+    std::set<std::string> listed;
+    std::vector<std::string> unknown;  // names read with a Range
     for (const std::string& key : c->ttl.keys) {
       std::string name;
-      if (!name_of_lease_key(key, &name)) continue;
+      if (!name_of_lease_key(key, &name) || !listed.insert(name).second) continue;
       auto it = known.find(name);
       if (it != known.end()) {
         c->owned.push_back({name, it->second});
@@ -633,10 +743,18 @@ void EtcdBackend::keep_alive_step(Call* c) {
         unknown.push_back(name);
       }
     }
-    // A name won after the answer was read (its token, the Txn's revision,
-    // is above the answer's) is not listed yet, and stays known.
     for (const auto& [name, token] : known) {
-      if (static_cast<int64_t>(token) > c->ttl.revision) still.insert({name, token});
+      if (listed.count(name)) continue;
+      if (static_cast<int64_t>(token) > c->ttl.revision) {
+        // Won after the answer was read (its token, the Txn's revision, is
+        // above the answer's): not listed yet, and stays known.
+        still.insert({name, token});
+      } else {
+        // Deleted, or missed: the answer's keys are the raft leader's and
+        // its header revision is our member's, read later (ADR 0045). A
+        // linearizable Range tells.
+        unknown.push_back(name);
+      }
     }
     known.swap(still);
     c->ttl.keys.clear();
@@ -660,8 +778,6 @@ void EtcdBackend::keep_alive_step(Call* c) {
           });
     }
     if (c->lookups > 0) return;
-  } else if (c->ttl.keys.empty() && c->owned.empty()) {
-    owned_[c->lease].clear();
   }
   KeepAliveReply r;
   r.outcome = Outcome::kOk;
@@ -679,7 +795,8 @@ Backend::CallRef EtcdBackend::acquire(const std::string& session, const std::str
     return c->id;
   }
   rpc(c, kTxn, acquire_request(keys_, name, session, c->lease),
-      [this, name](Call* c, int status, const std::string& err, const std::string& answer) {
+      [this, name, session](Call* c, int status, const std::string& err,
+                            const std::string& answer) {
         // A put with a lease etcd does not know: our session is gone.
         if (status == kGrpcNotFound)
           return fail(c->id, Outcome::kExpired, status_text(status, err));
@@ -690,9 +807,19 @@ Backend::CallRef EtcdBackend::acquire(const std::string& session, const std::str
           return fail(c->id, Outcome::kError, "etcd: undecodable Txn answer");
         }
         AcquireReply r;
-        if (t.succeeded) {
+        // Sent again after a broken connection and held by this session:
+        // the first try won it (the core holds one acquire per name at a
+        // time), with the key's create_revision as token. Unless that token
+        // is an earlier win we answered: that term's release has not freed
+        // the key yet, and adopting its token again would hand one token to
+        // two terms (Held, as the first try would have been answered).
+        const bool won_before = !t.succeeded && c->resent && !t.kvs.empty() &&
+                                t.kvs[0].lease == c->lease && t.kvs[0].value == session &&
+                                t.kvs[0].create_revision > 0 &&
+                                !answered_win(c->lease, name, t.kvs[0].create_revision);
+        if (t.succeeded || won_before) {
           r.outcome = Outcome::kOk;
-          r.token = static_cast<uint64_t>(t.revision);
+          r.token = static_cast<uint64_t>(won_before ? t.kvs[0].create_revision : t.revision);
           owned_[c->lease][name] = r.token;
         } else {
           r.outcome = Outcome::kHeld;

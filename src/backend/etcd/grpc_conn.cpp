@@ -1,5 +1,9 @@
 #include "backend/etcd/grpc_conn.h"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -29,11 +33,12 @@ nghttp2_nv header(const char* name, const std::string& value) {
 GrpcConn::GrpcConn(uv_loop_t* loop, OpenHandles* handles, const struct sockaddr* addr,
                    std::string authority,
                    std::function<void(GrpcConn*, const std::string&)> on_broken,
-                   std::shared_ptr<SSL_CTX> tls, std::string verify_name)
+                   std::shared_ptr<SSL_CTX> tls, std::string verify_name, uint32_t max_stream_id)
     : loop_(loop),
       handles_(handles),
       authority_(std::move(authority)),
       on_broken_(std::move(on_broken)),
+      max_stream_id_(max_stream_id),
       tls_(std::move(tls)),
       verify_name_(std::move(verify_name)) {
   nghttp2_session_callbacks* cb = nullptr;
@@ -42,6 +47,8 @@ GrpcConn::GrpcConn(uv_loop_t* loop, OpenHandles* handles, const struct sockaddr*
   nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+  nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, on_frame_not_send);
   nghttp2_session_client_new(&h2_, cb, this);
   nghttp2_session_callbacks_del(cb);
   nghttp2_submit_settings(h2_, NGHTTP2_FLAG_NONE, nullptr, 0);
@@ -58,6 +65,7 @@ GrpcConn::GrpcConn(uv_loop_t* loop, OpenHandles* handles, const struct sockaddr*
 
 GrpcConn::~GrpcConn() {
   if (h2_) nghttp2_session_del(h2_);
+  if (wpoll_fd_ >= 0) ::close(wpoll_fd_);
 #ifdef SIMBA_WITH_REDIS_TLS
   if (ssl_) SSL_free(ssl_);
 #endif
@@ -77,7 +85,7 @@ std::string GrpcConn::frame(const std::string& message) {
 
 int32_t GrpcConn::start(const char* path, const std::string& message, bool unary,
                         MessageFn on_message, CloseFn on_close) {
-  if (broken_ || closed_) return 0;
+  if (broken_ || closed_ || draining_) return 0;
   auto st = std::make_shared<Stream>();
   st->body = frame(message);
   st->half_close = unary;
@@ -104,6 +112,13 @@ int32_t GrpcConn::start(const char* path, const std::string& message, bool unary
   st->id = id;
   streams_[id] = std::move(st);
   if (!silent_since_) silent_since_ = uv_now(loop_);
+  // The last id this connection may use: it drains from now (the same path
+  // as a GOAWAY), long before nghttp2 would refuse a stream. The owner sees
+  // it by accepting().
+  if (nghttp2_session_get_next_stream_id(h2_) > max_stream_id_) {
+    drain("stream ids used up");
+    drain_told_ = true;
+  }
   flush();
   return id;
 }
@@ -125,6 +140,20 @@ void GrpcConn::cancel(int32_t stream) {
     nghttp2_submit_rst_stream(h2_, NGHTTP2_FLAG_NONE, stream, NGHTTP2_CANCEL);
     flush();
   }
+}
+
+void GrpcConn::finish(int32_t stream) {
+  auto it = streams_.find(stream);
+  if (broken_ || it == streams_.end() || it->second->half_close) return;
+  it->second->half_close = true;
+  nghttp2_session_resume_data(h2_, stream);
+  flush();
+}
+
+void GrpcConn::drain(const std::string& why) {
+  if (draining_) return;
+  draining_ = true;
+  drain_why_ = why;
 }
 
 void GrpcConn::fail(const std::string& why) {
@@ -161,6 +190,8 @@ void GrpcConn::close() {
   };
   uv_close(reinterpret_cast<uv_handle_t*>(&fail_timer_), closed_cb);
   uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), closed_cb);
+  // The dup is closed by the destructor, once libuv let go of it.
+  if (wpoll_fd_ >= 0) uv_close(reinterpret_cast<uv_handle_t*>(&wpoll_), closed_cb);
 }
 
 void GrpcConn::flush() {
@@ -174,6 +205,8 @@ void GrpcConn::flush() {
     if (n == 0) break;
     out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
   }
+  // Drained: every stream ended (a reset one ends once its RST_STREAM went).
+  if (draining_ && streams_.empty()) fail("drained (" + drain_why_ + ")");
 #ifdef SIMBA_WITH_REDIS_TLS
   if (ssl_ && !out_.empty()) {
     // A memory BIO takes all of it: SSL_write never waits here.
@@ -190,35 +223,60 @@ void GrpcConn::flush() {
   write_raw();
 }
 
-// Writes out_ to the socket (what uv_try_write cannot take goes with a request).
+// Writes out_ to the socket with send(MSG_NOSIGNAL): a library must never
+// raise SIGPIPE in its host, and libuv's own writes (write(2)) do when the
+// member is gone. What the socket cannot take now waits for it to be
+// writable, on a uv_poll_t of a dup of the socket (the uv_tcp_t reads).
 void GrpcConn::write_raw() {
   if (out_.empty()) return;
-  uv_buf_t b = uv_buf_init(out_.data(), static_cast<unsigned>(out_.size()));
-  int w = uv_try_write(reinterpret_cast<uv_stream_t*>(&tcp_), &b, 1);
-  if (w == static_cast<int>(out_.size())) return;
-  if (w < 0 && w != UV_EAGAIN) return fail(std::string("write: ") + uv_strerror(w));
-  if (w < 0) w = 0;
-  // The rest goes with the request, which owns a copy.
-  const size_t left = out_.size() - static_cast<size_t>(w);
-  auto* req = static_cast<uv_write_t*>(std::malloc(sizeof(uv_write_t) + left));
-  if (!req) std::abort();
-  char* copy = reinterpret_cast<char*>(req + 1);
-  std::memcpy(copy, out_.data() + w, left);
-  req->data = this;
-  b = uv_buf_init(copy, static_cast<unsigned>(left));
-  const int rc = uv_write(req, reinterpret_cast<uv_stream_t*>(&tcp_), &b, 1, on_write);
-  if (rc < 0) {
-    std::free(req);
-    fail(std::string("write: ") + uv_strerror(rc));
+  if (!unsent_.empty()) {
+    unsent_ += out_;  // in order, after what waits already
+    return;
   }
+  unsent_.swap(out_);
+  send_unsent();
 }
 
-void GrpcConn::on_write(uv_write_t* req, int status) {
-  auto* self = static_cast<GrpcConn*>(req->data);
-  std::free(req);
-  // A write cancelled by close() finds the connection still allocated: the
-  // tcp handle's close callback runs after the write callbacks.
-  if (status < 0) self->fail(std::string("write: ") + uv_strerror(status));
+void GrpcConn::send_unsent() {
+  uv_os_fd_t fd = -1;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&tcp_), &fd) != 0) return fail("write: no socket");
+  size_t off = 0;
+  while (off < unsent_.size()) {
+    const ssize_t n =
+        ::send(fd, unsent_.data() + off, unsent_.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      break;
+    } else {
+      unsent_.clear();
+      return fail(std::string("write: ") + std::strerror(n < 0 ? errno : EPIPE));
+    }
+  }
+  unsent_.erase(0, off);
+  if (unsent_.empty()) {
+    if (wpoll_fd_ >= 0) uv_poll_stop(&wpoll_);
+    return;
+  }
+  if (wpoll_fd_ < 0) {
+    wpoll_fd_ = ::dup(fd);
+    if (wpoll_fd_ < 0 || uv_poll_init(loop_, &wpoll_, wpoll_fd_) != 0) {
+      if (wpoll_fd_ >= 0) ::close(wpoll_fd_);
+      wpoll_fd_ = -1;
+      return fail("write: cannot wait for the socket");
+    }
+    wpoll_.data = this;
+    ++open_handles_;
+    handles_->opened();
+  }
+  uv_poll_start(&wpoll_, UV_WRITABLE, [](uv_poll_t* p, int status, int) {
+    auto* self = static_cast<GrpcConn*>(p->data);
+    if (self->closed_ || self->broken_) return;
+    if (status < 0) return self->fail(std::string("write: ") + uv_strerror(status));
+    self->send_unsent();
+  });
 }
 
 void GrpcConn::on_connect(uv_connect_t* req, int status) {
@@ -249,12 +307,23 @@ void GrpcConn::on_read(uv_stream_t* s, ssize_t n, const uv_buf_t* buf) {
   }
   self->silent_since_ = 0;
   if (self->tls_) {
-    if (!self->recv_tls(buf->base, static_cast<size_t>(n))) return;
+    self->recv_tls(buf->base, static_cast<size_t>(n));
   } else {
     self->recv_h2(reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(n));
   }
-  if (self->broken_) return;
-  self->flush();  // SETTINGS and PING acks, WINDOW_UPDATEs
+  if (!self->broken_) {
+    self->flush();  // SETTINGS and PING acks, WINDOW_UPDATEs
+    // Before the streams' callbacks: a refused call sent again must find the
+    // owner on another connection already.
+    if (self->draining_ && !self->drain_told_) {
+      self->drain_told_ = true;
+      if (self->on_drain_) self->on_drain_(self, self->drain_why_);
+      if (self->closed_) return;
+    }
+  }
+  // Even when this read broke the connection: the streams nghttp2 closed
+  // before (answered, or refused) are no longer ours to fail in broke(), so
+  // their callbacks run here or never.
   self->dispatch();
 }
 
@@ -375,10 +444,15 @@ void GrpcConn::dispatch() {
       continue;
     }
     std::string why = st.grpc_message;
-    if (st.grpc_status == kGrpcBroken) {
+    int status = st.grpc_status;
+    if (status == kGrpcBroken && e.refused) {
+      status = kGrpcRefused;
+      why = "the server did not process the call (" +
+            (draining_ ? drain_why_ : "HTTP/2 error " + std::to_string(e.h2_error)) + ")";
+    } else if (status == kGrpcBroken) {
       why = "stream ended without a grpc-status (HTTP/2 error " + std::to_string(e.h2_error) + ")";
     }
-    if (st.on_close) st.on_close(st.grpc_status, why);
+    if (st.on_close) st.on_close(status, why);
   }
 }
 
@@ -438,10 +512,30 @@ int GrpcConn::on_header(nghttp2_session*, const nghttp2_frame* frame, const uint
 }
 
 int GrpcConn::on_frame(nghttp2_session*, const nghttp2_frame* frame, void* ud) {
-  // The server goes away (shutting down, or etcd's too_many_pings): every
-  // call fails now and the next one opens a new connection.
-  if (frame->hd.type == NGHTTP2_GOAWAY) static_cast<GrpcConn*>(ud)->fail("the server sent GOAWAY");
+  // The server goes away (a graceful stop, a maximum connection age, etcd's
+  // too_many_pings): the streams up to its last stream id finish here;
+  // nghttp2 closes the later ones with REFUSED_STREAM (never processed), and
+  // takes no new one.
+  if (frame->hd.type == NGHTTP2_GOAWAY) {
+    static_cast<GrpcConn*>(ud)->drain("the server sent GOAWAY (error " +
+                                      std::to_string(frame->goaway.error_code) + ", last stream " +
+                                      std::to_string(frame->goaway.last_stream_id) + ")");
+  }
   return 0;
+}
+
+int GrpcConn::on_frame_send(nghttp2_session*, const nghttp2_frame* frame, void* ud) {
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  auto* self = static_cast<GrpcConn*>(ud);
+  auto it = self->streams_.find(frame->hd.stream_id);
+  if (it != self->streams_.end()) it->second->sent = true;
+  return 0;
+}
+
+// A request nghttp2 could not send (a GOAWAY came first): never processed.
+int GrpcConn::on_frame_not_send(nghttp2_session* s, const nghttp2_frame* frame, int, void* ud) {
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  return on_stream_close(s, frame->hd.stream_id, NGHTTP2_REFUSED_STREAM, ud);
 }
 
 int GrpcConn::on_stream_close(nghttp2_session*, int32_t sid, uint32_t code, void* ud) {
@@ -452,6 +546,9 @@ int GrpcConn::on_stream_close(nghttp2_session*, int32_t sid, uint32_t code, void
   e.stream = it->second;
   e.closed = true;
   e.h2_error = code;
+  // REFUSED_STREAM (a GOAWAY's later streams, or the server's RST) or never
+  // sent: the server did nothing with it.
+  e.refused = code == NGHTTP2_REFUSED_STREAM || !it->second->sent;
   self->events_.push_back(std::move(e));
   self->streams_.erase(it);
   return 0;
