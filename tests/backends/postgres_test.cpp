@@ -568,7 +568,7 @@ TEST_F(PostgresShared, CreatesItsSchemaOnFirstUse) {
   EXPECT_EQ(s.q("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
                 "WHERE n.nspname = $1 AND p.proname LIKE 'simba_%'",
                 {schema}),
-            "6");
+            "9");
   c.close();
   s.q("DROP SCHEMA " + q + " CASCADE");
 }
@@ -719,6 +719,9 @@ TEST_F(PostgresShared, AnOlderSchemaTheRoleCannotMigrateIsUsedAsItIs) {
     EXPECT_TRUE(c.logs.has("cannot migrate it: ")) << c.logs.all();
     EXPECT_TRUE(c.logs.has("running on it as it is")) << c.logs.all();
     EXPECT_EQ(lock_cycle(c, "pg.notowner." + unique_id()), 1u);
+    // Its close too, without grants on the permit tables of version 3.
+    c.close();
+    EXPECT_FALSE(c.logs.has("permission denied for table")) << c.logs.all();
   }
   EXPECT_EQ(s.q("SELECT max(version) FROM " + q + ".simba_schema_version"),
             std::to_string(simba::kPostgresSchemaMinVersion));
@@ -814,6 +817,120 @@ TEST_F(PostgresShared, ANewConnectionPreparesTheStatementsAgain) {
   EXPECT_EQ(simba_lock_release(t), SIMBA_OK);
   EXPECT_TRUE(c.logs.has("connected")) << c.logs.all();
   EXPECT_EQ(counter(c, "sessions_opened"), 1) << c.logs.all();
+}
+
+// Calls `start(cb)` on `b` and runs its loop until the reply came.
+template <typename Reply, typename Start>
+Reply call_on(BackendOnLoop& b, Start start) {
+  Reply out;
+  bool got = false;
+  start([&](const Reply& r) {
+    out = r;
+    got = true;
+  });
+  EXPECT_TRUE(b.run_until([&] { return got; }, 5000 * slow_factor()));
+  return out;
+}
+
+// A schema of version 2 (before permits, ADR 0046): a client runs on it as it
+// is, its permit calls failing with the version they need; a client with
+// create migrates it to the current version, where permits work, beside the
+// client still running on the statements it prepared before.
+TEST_F(PostgresShared, AVersion2SchemaRunsWithoutPermitsAndIsMigratedToThem) {
+  static_assert(simba::kPostgresSchemaPermitsVersion == 3, "the test makes a version 2 schema");
+  const std::string schema = unique_schema("v2");
+  const std::string q = "\"" + schema + "\"";
+  PgSync s(url_);
+  ASSERT_TRUE(s.ok()) << s.error();
+  ASSERT_EQ(s.script(simba::pg_schema_script(schema)), "");
+  // What version 3 added goes, and version 2's simba_close comes back.
+  ASSERT_EQ(s.script("DROP FUNCTION " + q + ".simba_keep_alive_all(uuid, bigint), " + q +
+                     ".simba_acquire_permit(uuid, text, smallint, integer, bigint, boolean), " + q +
+                     ".simba_release_permit(uuid, text, smallint, bigint, bigint);\n"
+                     "DROP TABLE " +
+                     q + ".simba_permit, " + q +
+                     ".simba_permit_name;\n"
+                     "CREATE OR REPLACE FUNCTION " +
+                     q +
+                     ".simba_close(p_session uuid) RETURNS integer LANGUAGE plpgsql AS $$\n"
+                     "DECLARE v_name text; v_freed integer := 0;\n"
+                     "BEGIN\n"
+                     "  DELETE FROM " +
+                     q +
+                     ".simba_session s WHERE s.id = p_session;\n"
+                     "  FOR v_name IN UPDATE " +
+                     q +
+                     ".simba_lease l SET session_id = NULL WHERE l.session_id = p_session "
+                     "RETURNING l.name LOOP\n"
+                     "    v_freed := v_freed + 1;\n"
+                     "  END LOOP;\n"
+                     "  RETURN v_freed;\n"
+                     "END $$;\n"
+                     "UPDATE " +
+                     q + ".simba_schema_version SET version = 2;\n"),
+            "");
+  const std::string name = "pg.v2." + unique_id();
+  BackendOnLoop old(with_params(url_, "schema=" + schema + "&create=false"));
+  ASSERT_TRUE(old) << old.error();
+  const simba::OpenReply o1 = call_on<simba::OpenReply>(
+      old, [&](auto cb) { return old->open_session(simba::ms(5000), simba::ms(2000), cb); });
+  ASSERT_EQ(o1.outcome, simba::Outcome::kOk) << o1.error;
+  EXPECT_TRUE(old.logged("semaphores and read/write locks need version 3"));
+  const simba::AcquireReply lease = call_on<simba::AcquireReply>(
+      old, [&](auto cb) { return old->acquire(o1.session_id, name, simba::ms(2000), cb); });
+  EXPECT_EQ(lease.outcome, simba::Outcome::kOk) << lease.error;
+  simba::PermitAsk sem;
+  sem.kind = simba::PermitKind::kSemaphore;
+  sem.size = 2;
+  const simba::AcquireReply refused = call_on<simba::AcquireReply>(old, [&](auto cb) {
+    return old->acquire_permit(o1.session_id, name, sem, simba::ms(2000), cb);
+  });
+  EXPECT_EQ(refused.outcome, simba::Outcome::kError);
+  EXPECT_NE(refused.error.find("need version 3"), std::string::npos) << refused.error;
+  EXPECT_EQ(call_on<simba::KeepAliveReply>(old,
+                                           [&](auto cb) {
+                                             return old->keep_alive(o1.session_id, simba::ms(5000),
+                                                                    simba::ms(2000), cb);
+                                           })
+                .owned.size(),
+            1u);
+
+  BackendOnLoop now(with_params(url_, "schema=" + schema));
+  ASSERT_TRUE(now) << now.error();
+  const simba::OpenReply o2 = call_on<simba::OpenReply>(
+      now, [&](auto cb) { return now->open_session(simba::ms(5000), simba::ms(2000), cb); });
+  ASSERT_EQ(o2.outcome, simba::Outcome::kOk) << o2.error;
+  EXPECT_TRUE(now.logged("from version 2"));
+  EXPECT_EQ(s.q("SELECT max(version) FROM " + q + ".simba_schema_version"),
+            std::to_string(simba::kPostgresSchemaVersion));
+  const simba::AcquireReply permit = call_on<simba::AcquireReply>(now, [&](auto cb) {
+    return now->acquire_permit(o2.session_id, name, sem, simba::ms(2000), cb);
+  });
+  ASSERT_EQ(permit.outcome, simba::Outcome::kOk) << permit.error;
+  const simba::KeepAliveReply listed = call_on<simba::KeepAliveReply>(now, [&](auto cb) {
+    return now->keep_alive(o2.session_id, simba::ms(5000), simba::ms(2000), cb);
+  });
+  ASSERT_EQ(listed.outcome, simba::Outcome::kOk) << listed.error;
+  EXPECT_EQ(listed.owned,
+            (std::vector<simba::OwnedLease>{{name, permit.token, sem.kind, permit.permit}}));
+  // The old client's statements still work on the migrated schema.
+  const simba::KeepAliveReply old_ka = call_on<simba::KeepAliveReply>(old, [&](auto cb) {
+    return old->keep_alive(o1.session_id, simba::ms(5000), simba::ms(2000), cb);
+  });
+  EXPECT_EQ(old_ka.outcome, simba::Outcome::kOk) << old_ka.error;
+  EXPECT_EQ(old_ka.owned, (std::vector<simba::OwnedLease>{{name, lease.token}}));
+  EXPECT_EQ(
+      call_on<simba::DoneReply>(
+          old, [&](auto cb) { return old->close_session(o1.session_id, simba::ms(2000), cb); })
+          .outcome,
+      simba::Outcome::kOk);
+  EXPECT_EQ(
+      call_on<simba::DoneReply>(
+          now, [&](auto cb) { return now->close_session(o2.session_id, simba::ms(2000), cb); })
+          .outcome,
+      simba::Outcome::kOk);
+  EXPECT_EQ(s.q("SELECT count(*) FROM " + q + ".simba_permit"), "0");
+  s.q("DROP SCHEMA " + q + " CASCADE");
 }
 
 // Clients starting together on a missing schema: every one goes live, the

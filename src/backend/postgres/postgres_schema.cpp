@@ -52,12 +52,16 @@ BEGIN
 END
 $simba$;
 
--- Version 2 (version 1 had the same tables and functions; version 2 changed
--- only simba_acquire's body). Every statement is idempotent: a client that
--- checked the version before another one of the same version migrated runs
--- them again, harmlessly. (A libsimba of version 1 has no guard above: its
--- script, run after this one, puts version 1's slower simba_acquire back under
--- version 2's row; the answers are the same.)
+-- Version 3 (version 1 had the tables and functions down to simba_close;
+-- version 2 changed only simba_acquire's body; version 3 added the permit
+-- tables, simba_keep_alive_all, simba_acquire_permit and simba_release_permit,
+-- and made simba_close free and broadcast permits too). Every statement is
+-- idempotent: a client that checked the version before another one of the
+-- same version migrated runs them again, harmlessly. (A libsimba of version 1
+-- has no guard above: its script, run after this one, puts version 1's
+-- simba_acquire and simba_close back under version 3's row; the answers are
+-- the same, and a closed session's permits still go with its row, by the
+-- foreign key, only unannounced.)
 
 -- One row per session. Keep-alives rewrite expires_at often: the fill factor
 -- leaves room for HOT updates, and no index covers expires_at.
@@ -77,6 +81,32 @@ CREATE TABLE IF NOT EXISTS @S@.simba_lease (
 );
 CREATE INDEX IF NOT EXISTS simba_lease_session_id
   ON @S@.simba_lease (session_id) WHERE session_id IS NOT NULL;
+
+-- Permits (ADR 0046), apart from the leases: semaphore NAME is the resource
+-- 'sem/NAME', read/write lock NAME is 'rw/NAME' (the release broadcast's
+-- payload). One row per resource ever used, never deleted: seq, the last
+-- permit id taken (by grants and intents), never resets; size is a
+-- semaphore's, fixed by the first holder and meaningful only while the
+-- resource has a live entry; epoch is a read/write lock's last writer's token.
+CREATE TABLE IF NOT EXISTS @S@.simba_permit_name (
+  resource varchar(140) PRIMARY KEY,
+  size integer NOT NULL DEFAULT 0,
+  seq bigint NOT NULL DEFAULT 0 CHECK (seq >= 0),
+  epoch bigint NOT NULL DEFAULT 0 CHECK (epoch >= 0)
+);
+-- One row per entry: a permit (kind 1 semaphore, 2 read, 3 write) or a
+-- waiting writer's intent (kind 4, token 0), as PermitKind numbers them. An
+-- entry of an expired session counts for nothing and is deleted by the next
+-- acquire of its resource; a deleted session's go with its row.
+CREATE TABLE IF NOT EXISTS @S@.simba_permit (
+  resource varchar(140) NOT NULL,
+  permit bigint NOT NULL,
+  kind smallint NOT NULL CHECK (kind BETWEEN 1 AND 4),
+  session_id uuid NOT NULL REFERENCES @S@.simba_session (id) ON DELETE CASCADE,
+  token bigint NOT NULL CHECK (token >= 0),
+  PRIMARY KEY (resource, permit)
+);
+CREATE INDEX IF NOT EXISTS simba_permit_session_id ON @S@.simba_permit (session_id);
 
 -- Deletes up to 100 expired sessions nobody has locked.
 CREATE OR REPLACE FUNCTION @S@.simba_cleanup() RETURNS integer
@@ -237,13 +267,27 @@ BEGIN
 END
 $simba$;
 
--- Ends the session and frees every lease it holds; the number freed.
+-- Ends the session and frees every lease and permit it holds; the number of
+-- leases and permit resources freed.
 CREATE OR REPLACE FUNCTION @S@.simba_close(p_session uuid) RETURNS integer
 LANGUAGE plpgsql AS $simba$
 DECLARE
   v_name text;
   v_freed integer := 0;
 BEGIN
+  -- A role granted only the tables of the versions before (a DBA migrated
+  -- without granting the permit tables) holds no permits, and still closes:
+  -- its permits, if any, go with the session row, by the foreign key.
+  IF has_table_privilege('@S@.simba_permit', 'DELETE') THEN
+    FOR v_name IN
+      WITH gone AS (DELETE FROM @S@.simba_permit p WHERE p.session_id = p_session
+                    RETURNING p.resource)
+      SELECT DISTINCT g.resource FROM gone g
+    LOOP
+      PERFORM pg_notify('@CHANNEL@', v_name);
+      v_freed := v_freed + 1;
+    END LOOP;
+  END IF;
   DELETE FROM @S@.simba_session s WHERE s.id = p_session;
   FOR v_name IN
     UPDATE @S@.simba_lease l SET session_id = NULL WHERE l.session_id = p_session
@@ -254,6 +298,173 @@ BEGIN
   END LOOP;
   PERFORM @S@.simba_cleanup();
   RETURN v_freed;
+END
+$simba$;
+
+-- simba_keep_alive's answer, each row with (entry_kind, entry_permit) = (0, 0),
+-- and when the session was extended, one (remaining_ms, name, token, kind,
+-- permit) per permit or intent it holds. A new function: simba_keep_alive's
+-- result type stays that of the versions before.
+CREATE OR REPLACE FUNCTION @S@.simba_keep_alive_all(p_session uuid, p_lease_ms bigint)
+RETURNS TABLE (remaining_ms bigint, lease_name text, lease_token bigint, entry_kind smallint,
+               entry_permit bigint)
+LANGUAGE plpgsql AS $simba$
+BEGIN
+  entry_kind := 0;
+  entry_permit := 0;
+  FOR remaining_ms, lease_name, lease_token IN
+    SELECT k.remaining_ms, k.lease_name, k.lease_token
+      FROM @S@.simba_keep_alive(p_session, p_lease_ms) k
+  LOOP
+    RETURN NEXT;
+  END LOOP;
+  IF remaining_ms < 0 THEN
+    RETURN;
+  END IF;
+  RETURN QUERY
+    SELECT p_lease_ms, substr(p.resource, strpos(p.resource, '/') + 1)::text, p.token, p.kind,
+           p.permit
+      FROM @S@.simba_permit p WHERE p.session_id = p_session;
+END
+$simba$;
+
+-- A permit of p_name (ADR 0046): p_kind 1 a semaphore's of size p_size, 2 a
+-- read, 3 a write (p_intent: the intent this writer left before, 0 none;
+-- p_leave_intent: a blocking writer leaves or keeps one when held).
+-- code 1: granted, token and permit; code 0: held, value = the nearest other
+-- holder's remaining ms (-1: none), permit = the writer's intent (0: none);
+-- code 2: refused, value = the size the semaphore has; code -1: our session
+-- expired or is gone.
+--
+-- Every acquire of a resource locks its simba_permit_name row first, so they
+-- run one after the other and each sees (READ COMMITTED, a snapshot per
+-- statement) the entries the one before left: never more than the size,
+-- never a writer beside another entry, never one permit id twice. Releases
+-- delete their entry without that lock: they never wait for acquirers, and an
+-- acquire that read the entry before it went answers held (the release's
+-- broadcast brings the next attempt).
+CREATE OR REPLACE FUNCTION @S@.simba_acquire_permit(
+    p_session uuid, p_name text, p_kind smallint, p_size integer, p_intent bigint,
+    p_leave_intent boolean, OUT code integer, OUT token bigint, OUT permit bigint,
+    OUT value bigint)
+LANGUAGE plpgsql AS $simba$
+#variable_conflict use_column
+DECLARE
+  v_res text := CASE WHEN p_kind = 1 THEN 'sem/' ELSE 'rw/' END || p_name;
+  v_size integer;
+  v_seq bigint;
+  v_epoch bigint;
+  v_now timestamptz;
+  v_ours timestamptz;
+  v_count integer;
+  v_read boolean;
+  v_write boolean;
+  v_intent boolean;
+  v_permit bigint;
+BEGIN
+  code := 0;
+  token := 0;
+  permit := 0;
+  value := -1;
+  IF p_kind NOT IN (1, 2, 3) OR (p_kind = 1 AND coalesce(p_size, 0) <= 0) THEN
+    RAISE EXCEPTION 'simba_acquire_permit: kind % with size %', p_kind, p_size
+      USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  SELECT n.size, n.seq, n.epoch INTO v_size, v_seq, v_epoch FROM @S@.simba_permit_name n
+    WHERE n.resource = v_res FOR UPDATE;
+  IF NOT FOUND THEN
+    INSERT INTO @S@.simba_permit_name (resource) VALUES (v_res) ON CONFLICT (resource) DO NOTHING;
+    SELECT n.size, n.seq, n.epoch INTO v_size, v_seq, v_epoch FROM @S@.simba_permit_name n
+      WHERE n.resource = v_res FOR UPDATE;
+  END IF;
+  v_now := clock_timestamp();
+  SELECT s.expires_at INTO v_ours FROM @S@.simba_session s WHERE s.id = p_session;
+  IF NOT FOUND OR v_ours <= v_now THEN
+    code := -1;
+    RETURN;
+  END IF;
+  -- Entries of sessions that ended count for nothing: swept here.
+  DELETE FROM @S@.simba_permit p WHERE p.resource = v_res AND NOT EXISTS (
+    SELECT 1 FROM @S@.simba_session s WHERE s.id = p.session_id AND s.expires_at > v_now);
+  SELECT count(*), coalesce(bool_or(p.kind = 2), false), coalesce(bool_or(p.kind = 3), false),
+         coalesce(bool_or(p.kind = 4), false)
+    INTO v_count, v_read, v_write, v_intent
+    FROM @S@.simba_permit p WHERE p.resource = v_res;
+  IF p_kind = 1 THEN
+    IF v_count > 0 AND v_size <> p_size THEN
+      code := 2;
+      value := v_size;
+      RETURN;
+    END IF;
+    v_size := p_size;  -- the first holder's, or the same
+    IF v_count >= v_size THEN
+      code := 0;
+    ELSE
+      code := 1;
+    END IF;
+  ELSIF p_kind = 2 THEN
+    code := CASE WHEN v_write OR v_intent THEN 0 ELSE 1 END;
+  ELSE
+    code := CASE WHEN v_read OR v_write THEN 0 ELSE 1 END;
+  END IF;
+
+  IF code = 0 THEN
+    SELECT coalesce(floor(extract(epoch FROM min(s.expires_at) - v_now) * 1000)::bigint, -1)
+      INTO value
+      FROM @S@.simba_permit p JOIN @S@.simba_session s ON s.id = p.session_id
+      WHERE p.resource = v_res AND p.kind <> 4 AND p.session_id <> p_session;
+    IF p_kind = 3 AND p_leave_intent THEN
+      -- A blocking writer keeps its intent, or leaves one.
+      SELECT p.permit INTO v_permit FROM @S@.simba_permit p
+        WHERE p.resource = v_res AND p.permit = p_intent AND p.kind = 4
+          AND p.session_id = p_session;
+      IF NOT FOUND THEN
+        v_permit := v_seq + 1;
+        UPDATE @S@.simba_permit_name n SET seq = v_permit WHERE n.resource = v_res;
+        INSERT INTO @S@.simba_permit (resource, permit, kind, session_id, token)
+          VALUES (v_res, v_permit, 4, p_session, 0);
+      END IF;
+      permit := v_permit;
+    END IF;
+    RETURN;
+  END IF;
+
+  IF p_kind = 3 AND p_intent <> 0 THEN
+    -- The grant deletes the writer's intent.
+    DELETE FROM @S@.simba_permit p WHERE p.resource = v_res AND p.permit = p_intent
+      AND p.kind = 4 AND p.session_id = p_session;
+  END IF;
+  v_permit := v_seq + 1;
+  permit := v_permit;
+  token := CASE WHEN p_kind = 2 THEN v_epoch ELSE v_permit END;
+  UPDATE @S@.simba_permit_name n
+    SET seq = v_permit,
+        size = CASE WHEN p_kind = 1 THEN v_size ELSE n.size END,
+        epoch = CASE WHEN p_kind = 3 THEN v_permit ELSE n.epoch END
+    WHERE n.resource = v_res;
+  INSERT INTO @S@.simba_permit (resource, permit, kind, session_id, token)
+    VALUES (v_res, v_permit, p_kind, p_session, CASE WHEN p_kind = 2 THEN v_epoch ELSE v_permit END);
+  value := 0;
+END
+$simba$;
+
+-- Frees the entry (p_kind, p_name, p_permit) only where session and token
+-- match (an intent's token is 0), and broadcasts its resource; 1 if it did.
+CREATE OR REPLACE FUNCTION @S@.simba_release_permit(p_session uuid, p_name text,
+                                                    p_kind smallint, p_permit bigint,
+                                                    p_token bigint) RETURNS integer
+LANGUAGE plpgsql AS $simba$
+DECLARE
+  v_res text := CASE WHEN p_kind = 1 THEN 'sem/' ELSE 'rw/' END || p_name;
+BEGIN
+  DELETE FROM @S@.simba_permit p
+    WHERE p.resource = v_res AND p.permit = p_permit AND p.kind = p_kind
+      AND p.session_id = p_session AND p.token = p_token;
+  IF NOT FOUND THEN
+    RETURN 0;
+  END IF;
+  PERFORM pg_notify('@CHANNEL@', v_res);
+  RETURN 1;
 END
 $simba$;
 
@@ -311,8 +522,8 @@ std::string pg_schema_script(const std::string& schema) {
          q +
          " TO simba_client;\n"
          "--   GRANT SELECT, INSERT, UPDATE, DELETE ON " +
-         q + ".simba_session, " + q +
-         ".simba_lease TO simba_client;\n"
+         q + ".simba_session, " + q + ".simba_lease, " + q + ".simba_permit_name, " + q +
+         ".simba_permit TO simba_client;\n"
          "--   GRANT SELECT ON " +
          q +
          ".simba_schema_version TO simba_client;\n"
@@ -327,9 +538,13 @@ PgStatements pg_statements(const std::string& schema) {
   PgStatements s;
   s.version = expand("SELECT max(version) FROM @S@.simba_schema_version", schema);
   s.open = expand("SELECT @S@.simba_open($1::uuid, $2::bigint, $3::text)", schema);
-  s.keep_alive = expand(
+  const std::string keep_alive_leases = expand(
       "SELECT remaining_ms, lease_name, lease_token FROM @S@.simba_keep_alive($1::uuid, "
       "$2::bigint)",
+      schema);
+  s.keep_alive = expand(
+      "SELECT remaining_ms, lease_name, lease_token, entry_kind, entry_permit "
+      "FROM @S@.simba_keep_alive_all($1::uuid, $2::bigint)",
       schema);
   s.acquire = expand("SELECT code, value FROM @S@.simba_acquire($1::uuid, $2::text)", schema);
   // A release and a close only free: they commit without waiting for their WAL
@@ -345,30 +560,68 @@ PgStatements pg_statements(const std::string& schema) {
   s.close =
       expand("SELECT @S@.simba_close($1::uuid) FROM set_config('synchronous_commit', 'off', true)",
              schema);
+  // A permit's acquire is durable (it hands out a permit id and a token), its
+  // release asynchronous as a lease's.
+  s.acquire_permit = expand(
+      "SELECT code, token, permit, value FROM @S@.simba_acquire_permit($1::uuid, $2::text, "
+      "$3::smallint, $4::integer, $5::bigint, $6::boolean)",
+      schema);
+  s.release_permit = expand(
+      "SELECT @S@.simba_release_permit($1::uuid, $2::text, $3::smallint, $4::bigint, $5::bigint) "
+      "FROM set_config('synchronous_commit', 'off', true)",
+      schema);
   // For operators (simba status): live sessions, then the leases asked for (every
   // lease row when none), a holder whose session expired shown as free.
-  s.inspect = expand(
+  // With permits, each row also carries (permit kind, permit), and every
+  // entry of a live session of the names asked for (of every name if none)
+  // follows as a row 'p'.
+  const std::string inspect =
       "SELECT 's', id::text, client_name, 0::bigint, "
-      "(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint "
+      "(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::bigint@0@ "
       "FROM @S@.simba_session WHERE expires_at > clock_timestamp() "
       "UNION ALL "
       "SELECT 'l', n.name, COALESCE(s.id::text, ''), COALESCE(l.token, 0), "
-      "COALESCE((extract(epoch FROM s.expires_at - clock_timestamp()) * 1000)::bigint, -1) "
+      "COALESCE((extract(epoch FROM s.expires_at - clock_timestamp()) * 1000)::bigint, -1)@0@ "
       "FROM (SELECT unnest($1::text[]) AS name "
       "      UNION SELECT name FROM @S@.simba_lease WHERE cardinality($1::text[]) = 0) n "
       "LEFT JOIN @S@.simba_lease l ON l.name = n.name "
-      "LEFT JOIN @S@.simba_session s ON s.id = l.session_id AND s.expires_at > clock_timestamp()",
+      "LEFT JOIN @S@.simba_session s ON s.id = l.session_id AND s.expires_at > clock_timestamp()";
+  const std::string inspect_leases = expand(replace_all(inspect, "@0@", ""), schema);
+  s.inspect = expand(
+      replace_all(inspect, "@0@", ", 0::smallint, 0::bigint") +
+          " UNION ALL "
+          "SELECT 'p', substr(p.resource, strpos(p.resource, '/') + 1), s.id::text, p.token, "
+          "(extract(epoch FROM s.expires_at - clock_timestamp()) * 1000)::bigint, p.kind, "
+          "p.permit FROM @S@.simba_permit p "
+          "JOIN @S@.simba_session s ON s.id = p.session_id AND s.expires_at > clock_timestamp() "
+          "WHERE cardinality($1::text[]) = 0 OR p.resource IN ("
+          "  SELECT k || x FROM unnest($1::text[]) x, unnest('{sem/,rw/}'::text[]) k)",
       schema);
   // Each connection prepares them once, in one round trip before its first
   // call (ADR 0027): a call then only binds and executes, skipping the parse
   // and plan that cost as much as the statement's own work on a short call.
+  // A schema without permits gets the keep-alive and inspect of the versions
+  // before under the same names, and no permit statements.
   const std::pair<std::string*, const char*> named[] = {
-      {&s.open, "simba_open"},       {&s.keep_alive, "simba_keep_alive"},
-      {&s.acquire, "simba_acquire"}, {&s.release, "simba_release"},
-      {&s.close, "simba_close"},     {&s.inspect, "simba_inspect"},
+      {&s.open, "simba_open"},
+      {&s.acquire, "simba_acquire"},
+      {&s.release, "simba_release"},
+      {&s.close, "simba_close"},
+      {&s.keep_alive, "simba_keep_alive"},
+      {&s.inspect, "simba_inspect"},
+      {&s.acquire_permit, "simba_acquire_permit"},
+      {&s.release_permit, "simba_release_permit"},
   };
   for (const auto& [stmt, name] : named) {
-    s.prepare += std::string("PREPARE ") + name + " AS " + *stmt + ";\n";
+    const std::string prepare = std::string("PREPARE ") + name + " AS ";
+    s.prepare += prepare + *stmt + ";\n";
+    if (stmt == &s.keep_alive) {
+      s.prepare_leases += prepare + keep_alive_leases + ";\n";
+    } else if (stmt == &s.inspect) {
+      s.prepare_leases += prepare + inspect_leases + ";\n";
+    } else if (stmt != &s.acquire_permit && stmt != &s.release_permit) {
+      s.prepare_leases += prepare + *stmt + ";\n";
+    }
     *stmt = name;
   }
   return s;
