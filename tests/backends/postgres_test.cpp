@@ -728,6 +728,73 @@ TEST_F(PostgresShared, AnOlderSchemaTheRoleCannotMigrateIsUsedAsItIs) {
   EXPECT_NE(s.q(acquire_def).find("-- stand-in body"), std::string::npos);
 }
 
+// Calls `start(cb)` on `b` and runs its loop until the reply came.
+template <typename Reply, typename Start>
+Reply call_on(BackendOnLoop& b, Start start) {
+  Reply out;
+  bool got = false;
+  start([&](const Reply& r) {
+    out = r;
+    got = true;
+  });
+  EXPECT_TRUE(b.run_until([&] { return got; }, 5000 * slow_factor()));
+  return out;
+}
+
+// A DBA migrated to version 3 but granted the clients' role only the tables
+// of the versions before: its clients run leases as before (keep-alive,
+// close), and a permit call fails with the server's reason.
+TEST_F(PostgresShared, WithoutGrantsOnThePermitTablesLeasesRunAsBefore) {
+  const std::string schema = unique_schema("nopermitgrant");
+  const std::string q = "\"" + schema + "\"";
+  std::string role = "simba_nopg_" + unique_id();
+  for (char& ch : role) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  role = role.substr(0, 48);
+  PgSync s(url_);
+  ASSERT_TRUE(s.ok()) << s.error();
+  struct DropAfter {
+    PgSync& s;
+    const std::string &q, &role;
+    ~DropAfter() {
+      s.q("DROP SCHEMA IF EXISTS " + q + " CASCADE");
+      s.q("DROP ROLE IF EXISTS " + role);
+    }
+  } drop_after{s, q, role};
+  ASSERT_EQ(s.script(simba::pg_schema_script(schema)), "");
+  ASSERT_EQ(s.script("CREATE ROLE " + role + " LOGIN;\nGRANT USAGE ON SCHEMA " + q + " TO " + role +
+                     ";\nGRANT SELECT, INSERT, UPDATE, DELETE ON " + q + ".simba_session, " + q +
+                     ".simba_lease TO " + role + ";\nGRANT SELECT ON " + q +
+                     ".simba_schema_version TO " + role + ";\n"),
+            "");
+  BackendOnLoop b(with_params(with_user(url_, role), "schema=" + schema + "&create=false"));
+  ASSERT_TRUE(b) << b.error();
+  const simba::OpenReply o = call_on<simba::OpenReply>(
+      b, [&](auto cb) { return b->open_session(simba::ms(5000), simba::ms(2000), cb); });
+  ASSERT_EQ(o.outcome, simba::Outcome::kOk) << o.error;
+  const std::string name = "pg.nopermitgrant." + unique_id();
+  const simba::AcquireReply lease = call_on<simba::AcquireReply>(
+      b, [&](auto cb) { return b->acquire(o.session_id, name, simba::ms(2000), cb); });
+  ASSERT_EQ(lease.outcome, simba::Outcome::kOk) << lease.error;
+  const simba::KeepAliveReply ka = call_on<simba::KeepAliveReply>(b, [&](auto cb) {
+    return b->keep_alive(o.session_id, simba::ms(5000), simba::ms(2000), cb);
+  });
+  EXPECT_EQ(ka.outcome, simba::Outcome::kOk) << ka.error;
+  EXPECT_EQ(ka.owned, (std::vector<simba::OwnedLease>{{name, lease.token}}));
+  simba::PermitAsk read;
+  read.kind = simba::PermitKind::kRead;
+  const simba::AcquireReply denied = call_on<simba::AcquireReply>(
+      b, [&](auto cb) { return b->acquire_permit(o.session_id, name, read, simba::ms(2000), cb); });
+  EXPECT_EQ(denied.outcome, simba::Outcome::kError);
+  EXPECT_NE(denied.error.find("permission denied"), std::string::npos) << denied.error;
+  EXPECT_EQ(call_on<simba::DoneReply>(
+                b, [&](auto cb) { return b->close_session(o.session_id, simba::ms(2000), cb); })
+                .outcome,
+            simba::Outcome::kOk);
+  EXPECT_EQ(s.q("SELECT count(*) FROM " + q + ".simba_session"), "0");
+}
+
 // A schema already at a newer version than this libsimba's: the DDL (a
 // client's, or the script a DBA applies) stops before changing anything, so a
 // client that read the version before a newer libsimba migrated never puts
@@ -817,19 +884,6 @@ TEST_F(PostgresShared, ANewConnectionPreparesTheStatementsAgain) {
   EXPECT_EQ(simba_lock_release(t), SIMBA_OK);
   EXPECT_TRUE(c.logs.has("connected")) << c.logs.all();
   EXPECT_EQ(counter(c, "sessions_opened"), 1) << c.logs.all();
-}
-
-// Calls `start(cb)` on `b` and runs its loop until the reply came.
-template <typename Reply, typename Start>
-Reply call_on(BackendOnLoop& b, Start start) {
-  Reply out;
-  bool got = false;
-  start([&](const Reply& r) {
-    out = r;
-    got = true;
-  });
-  EXPECT_TRUE(b.run_until([&] { return got; }, 5000 * slow_factor()));
-  return out;
 }
 
 // A schema of version 2 (before permits, ADR 0046): a client runs on it as it

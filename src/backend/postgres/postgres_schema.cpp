@@ -318,7 +318,9 @@ BEGIN
   LOOP
     RETURN NEXT;
   END LOOP;
-  IF remaining_ms < 0 THEN
+  -- A role not granted the permit tables (a DBA migrated without granting
+  -- them) holds no permits: its keep-alive lists its leases, as before.
+  IF remaining_ms < 0 OR NOT has_table_privilege('@S@.simba_permit', 'SELECT') THEN
     RETURN;
   END IF;
   RETURN QUERY
