@@ -32,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -1329,6 +1330,114 @@ TEST_F(PostgresShared, RacingAcquiresNeverBothWinNorRepeatAToken) {
   // Threads still waiting for rounds that never ran leave through round = rounds.
   for (auto& t : threads) t.join();
   EXPECT_EQ(static_cast<int>(tokens.size()), rounds);
+  for (const auto& sid : sessions) admin.q("SELECT public.simba_close($1::uuid)", {sid});
+}
+
+// Racing permit acquires on their own connections (ADR 0046), round after
+// round: a semaphore of size 3 grants exactly 3, a write exactly 1, never a
+// permit id twice and always above the ones before. The winners then release,
+// or (every other round) their sessions expire, so the next round also sweeps
+// the entries of ended sessions.
+TEST_F(PostgresShared, RacingPermitAcquiresNeverExceedTheSizeNorRepeatAnId) {
+  constexpr int kRacers = 8, kSize = 3;
+  const int rounds = 30 / static_cast<int>(slow_factor());
+  const std::string name = "pg.permit.race." + unique_id();
+  PgSync admin(url_);
+  ASSERT_TRUE(admin.ok()) << admin.error();
+  {
+    Client c;
+    ASSERT_EQ(c.open(url_, Timing{1000, 200}), SIMBA_OK);
+    ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK);
+  }
+  std::vector<std::unique_ptr<PgSync>> conns;
+  std::vector<std::string> sessions;
+  auto new_session = [&] {
+    const std::string sid = admin.q("SELECT gen_random_uuid()::text");
+    EXPECT_EQ(admin.q("SELECT public.simba_open($1::uuid, 600000, 'racer')", {sid}), "600000");
+    return sid;
+  };
+  for (int i = 0; i < kRacers; ++i) {
+    conns.push_back(std::make_unique<PgSync>(url_));
+    ASSERT_TRUE(conns.back()->ok()) << conns.back()->error();
+    sessions.push_back(new_session());
+  }
+  const std::string acquire =
+      "SELECT code, token, permit FROM public.simba_acquire_permit($1::uuid, $2, $3::smallint, "
+      "3, 0, false)";
+  std::mutex mu;
+  std::condition_variable cv;
+  int round = -1, arrived = 0;
+  std::string kind = "1";
+  std::vector<std::string> answers(kRacers);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRacers; ++i) {
+    threads.emplace_back([&, i] {
+      for (int r = 0; r < 2 * rounds; ++r) {
+        std::string k;
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return round >= r; });
+          k = kind;
+        }
+        const std::vector<std::string> row = conns[i]->rows(acquire, {sessions[i], name, k});
+        std::lock_guard<std::mutex> lock(mu);
+        answers[i] = row.empty() ? "error" : row[0];
+        ++arrived;
+        cv.notify_all();
+      }
+    });
+  }
+  std::map<std::string, long long> last;  // per kind
+  std::set<std::pair<std::string, long long>> ids;
+  int failures = 0;
+  for (int r = 0; r < 2 * rounds && failures == 0; ++r) {
+    std::unique_lock<std::mutex> lock(mu);
+    kind = r % 2 == 0 ? "1" : "3";  // a semaphore round, then a write round
+    arrived = 0;
+    round = r;
+    cv.notify_all();
+    cv.wait(lock, [&] { return arrived == kRacers; });
+    std::vector<std::pair<int, std::string>> winners;  // racer, "permit|token"
+    const long long before = last[kind];               // the rounds before's highest
+    for (int i = 0; i < kRacers; ++i) {
+      if (answers[i].compare(0, 2, "1|") == 0) {
+        long long token = 0, permit = 0;
+        ASSERT_EQ(std::sscanf(answers[i].c_str(), "1|%lld|%lld", &token, &permit), 2);
+        EXPECT_EQ(token, permit);
+        EXPECT_TRUE(ids.insert({kind, permit}).second) << "permit " << permit << " twice";
+        EXPECT_GT(permit, before);
+        last[kind] = std::max(last[kind], permit);
+        winners.emplace_back(i, std::to_string(permit) + "|" + std::to_string(token));
+      } else if (answers[i].compare(0, 2, "0|") != 0) {
+        ADD_FAILURE() << "racer " << i << " answered " << answers[i];
+        ++failures;
+      }
+    }
+    const size_t want = kind == "1" ? kSize : 1;
+    EXPECT_EQ(winners.size(), want) << "round " << r;
+    if (winners.size() != want) ++failures;
+    for (const auto& [i, entry] : winners) {
+      if (r % 4 < 2) {
+        const size_t bar = entry.find('|');
+        EXPECT_EQ(admin.q("SELECT public.simba_release_permit($1::uuid, $2, $3::smallint, $4, $5)",
+                          {sessions[i], name, kind, entry.substr(0, bar), entry.substr(bar + 1)}),
+                  "1");
+      } else {
+        admin.q(
+            "UPDATE public.simba_session SET expires_at = clock_timestamp() - interval '1 "
+            "second' WHERE id = $1::uuid",
+            {sessions[i]});
+        sessions[i] = new_session();
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    round = 2 * rounds;
+    cv.notify_all();
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(static_cast<int>(ids.size()), rounds * (kSize + 1));
   for (const auto& sid : sessions) admin.q("SELECT public.simba_close($1::uuid)", {sid});
 }
 
