@@ -900,7 +900,7 @@ TEST_F(PostgresShared, AVersion2SchemaRunsWithoutPermitsAndIsMigratedToThem) {
   ASSERT_EQ(s.script(simba::pg_schema_script(schema)), "");
   // What version 3 added goes, and version 2's simba_close comes back.
   ASSERT_EQ(s.script("DROP FUNCTION " + q + ".simba_keep_alive_all(uuid, bigint), " + q +
-                     ".simba_acquire_permit(uuid, text, smallint, integer, bigint, boolean), " + q +
+                     ".simba_acquire_permit(uuid, text, smallint, bigint, bigint, boolean), " + q +
                      ".simba_release_permit(uuid, text, smallint, bigint, bigint);\n"
                      "DROP TABLE " +
                      q + ".simba_permit, " + q +

@@ -90,7 +90,7 @@ CREATE INDEX IF NOT EXISTS simba_lease_session_id
 -- resource has a live entry; epoch is a read/write lock's last writer's token.
 CREATE TABLE IF NOT EXISTS @S@.simba_permit_name (
   resource varchar(140) PRIMARY KEY,
-  size integer NOT NULL DEFAULT 0,
+  size bigint NOT NULL DEFAULT 0,
   seq bigint NOT NULL DEFAULT 0 CHECK (seq >= 0),
   epoch bigint NOT NULL DEFAULT 0 CHECK (epoch >= 0)
 );
@@ -346,14 +346,14 @@ $simba$;
 -- acquire that read the entry before it went answers held (the release's
 -- broadcast brings the next attempt).
 CREATE OR REPLACE FUNCTION @S@.simba_acquire_permit(
-    p_session uuid, p_name text, p_kind smallint, p_size integer, p_intent bigint,
+    p_session uuid, p_name text, p_kind smallint, p_size bigint, p_intent bigint,
     p_leave_intent boolean, OUT code integer, OUT token bigint, OUT permit bigint,
     OUT value bigint)
 LANGUAGE plpgsql AS $simba$
 #variable_conflict use_column
 DECLARE
   v_res text := CASE WHEN p_kind = 1 THEN 'sem/' ELSE 'rw/' END || p_name;
-  v_size integer;
+  v_size bigint;
   v_seq bigint;
   v_epoch bigint;
   v_now timestamptz;
@@ -566,7 +566,7 @@ PgStatements pg_statements(const std::string& schema) {
   // release asynchronous as a lease's.
   s.acquire_permit = expand(
       "SELECT code, token, permit, value FROM @S@.simba_acquire_permit($1::uuid, $2::text, "
-      "$3::smallint, $4::integer, $5::bigint, $6::boolean)",
+      "$3::smallint, $4::bigint, $5::bigint, $6::boolean)",
       schema);
   s.release_permit = expand(
       "SELECT @S@.simba_release_permit($1::uuid, $2::text, $3::smallint, $4::bigint, $5::bigint) "
