@@ -1,10 +1,10 @@
 // The PostgreSQL backend: libpq non-blocking on the client's libuv loop
 // (uv_pq.h). Every operation is one call of a SQL function installed with the
-// schema (postgres_schema.cpp), so one round trip. Permits (ADR 0046) are rows
-// of their own tables, simba_permit (an entry per permit or intent) and
-// simba_permit_name (a resource's size, permit counter and write epoch), taken
-// by simba_acquire_permit under the resource row's lock and broadcast on the
-// release channel as permit_resource(kind, name).
+// schema (postgres_schema.cpp), so one round trip. Permits (ADR 0046) live in
+// their own table, simba_permit: a row per resource (permit_resource(kind,
+// name)) with its size, permit counter, write epoch and entries, written under
+// the row's lock; a release is broadcast on the release channel under the
+// resource.
 //
 // Connections: one command connection, made on demand and remade after a drop
 // (with backoff after failures), and one listener connection that LISTENs on

@@ -84,29 +84,32 @@ CREATE INDEX IF NOT EXISTS simba_lease_session_id
 
 -- Permits (ADR 0046), apart from the leases: semaphore NAME is the resource
 -- 'sem/NAME', read/write lock NAME is 'rw/NAME' (the release broadcast's
--- payload). One row per resource ever used, never deleted: seq, the last
--- permit id taken (by grants and intents), never resets; size is a
--- semaphore's, fixed by the first holder and meaningful only while the
--- resource has a live entry; epoch is a read/write lock's last writer's token.
-CREATE TABLE IF NOT EXISTS @S@.simba_permit_name (
+-- payload). One row per resource ever used, never deleted, holding its
+-- entries: seq, the last permit id taken (by grants and intents), never
+-- resets; size is a semaphore's, fixed by the first holder and meaningful
+-- only while it has a live entry; epoch is a read/write lock's last writer's
+-- token; entry i is (e_permit[i], e_kind[i], e_session[i], e_token[i]), kind 1
+-- a semaphore's permit, 2 a read, 3 a write, 4 a waiting writer's intent
+-- (token 0), as PermitKind numbers them. Acquires and releases rewrite the
+-- arrays of the one row: HOT updates of an unindexed column (the fill factor
+-- leaves them room), never rows inserted and deleted per permit, whose dead
+-- index entries every acquire of a busy name would scan until a vacuum. An
+-- entry of a session that expired or is gone counts for nothing and is
+-- dropped by the next write of its row.
+CREATE TABLE IF NOT EXISTS @S@.simba_permit (
   resource varchar(140) PRIMARY KEY,
   size bigint NOT NULL DEFAULT 0,
   seq bigint NOT NULL DEFAULT 0 CHECK (seq >= 0),
-  epoch bigint NOT NULL DEFAULT 0 CHECK (epoch >= 0)
-);
--- One row per entry: a permit (kind 1 semaphore, 2 read, 3 write) or a
--- waiting writer's intent (kind 4, token 0), as PermitKind numbers them. An
--- entry of an expired session counts for nothing and is deleted by the next
--- acquire of its resource; a deleted session's go with its row.
-CREATE TABLE IF NOT EXISTS @S@.simba_permit (
-  resource varchar(140) NOT NULL,
-  permit bigint NOT NULL,
-  kind smallint NOT NULL CHECK (kind BETWEEN 1 AND 4),
-  session_id uuid NOT NULL REFERENCES @S@.simba_session (id) ON DELETE CASCADE,
-  token bigint NOT NULL CHECK (token >= 0),
-  PRIMARY KEY (resource, permit)
-);
-CREATE INDEX IF NOT EXISTS simba_permit_session_id ON @S@.simba_permit (session_id);
+  epoch bigint NOT NULL DEFAULT 0 CHECK (epoch >= 0),
+  e_permit bigint[] NOT NULL DEFAULT '{}',
+  e_kind smallint[] NOT NULL DEFAULT '{}',
+  e_session uuid[] NOT NULL DEFAULT '{}',
+  e_token bigint[] NOT NULL DEFAULT '{}'
+) WITH (fillfactor = 50);
+-- The resources where a session has (or recently had) entries, for its
+-- keep-alive and close; an acquire adds, a keep-alive drops those it left.
+ALTER TABLE @S@.simba_session ADD COLUMN IF NOT EXISTS
+  permit_resources text[] NOT NULL DEFAULT '{}';
 
 -- Deletes up to 100 expired sessions nobody has locked.
 CREATE OR REPLACE FUNCTION @S@.simba_cleanup() RETURNS integer
@@ -275,19 +278,27 @@ DECLARE
   v_name text;
   v_freed integer := 0;
 BEGIN
-  -- A role granted only the tables of the versions before (a DBA migrated
-  -- without granting the permit tables) holds no permits, and still closes:
-  -- its permits, if any, go with the session row, by the foreign key.
-  IF has_table_privilege('@S@.simba_permit', 'DELETE') THEN
-    FOR v_name IN
-      WITH gone AS (DELETE FROM @S@.simba_permit p WHERE p.session_id = p_session
-                    RETURNING p.resource)
-      SELECT DISTINCT g.resource FROM gone g
-    LOOP
+  -- Its permit rows one after the other in one order (never a deadlock
+  -- with another close), each broadcast.
+  FOR v_name IN
+    SELECT r FROM unnest((SELECT s.permit_resources FROM @S@.simba_session s
+                          WHERE s.id = p_session)) r ORDER BY r
+  LOOP
+    UPDATE @S@.simba_permit n
+      SET (e_permit, e_kind, e_session, e_token) = (
+        SELECT coalesce(array_agg(e.permit ORDER BY e.o), '{}'),
+               coalesce(array_agg(e.kind ORDER BY e.o), '{}'),
+               coalesce(array_agg(e.session_id ORDER BY e.o), '{}'),
+               coalesce(array_agg(e.token ORDER BY e.o), '{}')
+          FROM unnest(n.e_permit, n.e_kind, n.e_session, n.e_token) WITH ORDINALITY
+               AS e(permit, kind, session_id, token, o)
+          WHERE e.session_id <> p_session)
+      WHERE n.resource = v_name AND p_session = ANY (n.e_session);
+    IF FOUND THEN
       PERFORM pg_notify('@CHANNEL@', v_name);
       v_freed := v_freed + 1;
-    END LOOP;
-  END IF;
+    END IF;
+  END LOOP;
   DELETE FROM @S@.simba_session s WHERE s.id = p_session;
   FOR v_name IN
     UPDATE @S@.simba_lease l SET session_id = NULL WHERE l.session_id = p_session
@@ -309,6 +320,9 @@ CREATE OR REPLACE FUNCTION @S@.simba_keep_alive_all(p_session uuid, p_lease_ms b
 RETURNS TABLE (remaining_ms bigint, lease_name text, lease_token bigint, entry_kind smallint,
                entry_permit bigint)
 LANGUAGE plpgsql AS $simba$
+DECLARE
+  v_resources text[];
+  v_held text[];
 BEGIN
   entry_kind := 0;
   entry_permit := 0;
@@ -318,15 +332,27 @@ BEGIN
   LOOP
     RETURN NEXT;
   END LOOP;
-  -- A role not granted the permit tables (a DBA migrated without granting
-  -- them) holds no permits: its keep-alive lists its leases, as before.
-  IF remaining_ms < 0 OR NOT has_table_privilege('@S@.simba_permit', 'SELECT') THEN
+  IF remaining_ms < 0 THEN
+    RETURN;
+  END IF;
+  -- A session that never took a permit reads nothing more (and a role not
+  -- granted the permit table never does).
+  SELECT s.permit_resources INTO v_resources FROM @S@.simba_session s WHERE s.id = p_session;
+  IF cardinality(v_resources) = 0 THEN
     RETURN;
   END IF;
   RETURN QUERY
-    SELECT p_lease_ms, substr(p.resource, strpos(p.resource, '/') + 1)::text, p.token, p.kind,
-           p.permit
-      FROM @S@.simba_permit p WHERE p.session_id = p_session;
+    SELECT p_lease_ms, substr(n.resource, strpos(n.resource, '/') + 1)::text, e.token, e.kind,
+           e.permit
+      FROM @S@.simba_permit n,
+           unnest(n.e_permit, n.e_kind, n.e_session, n.e_token) AS e(permit, kind, session_id, token)
+      WHERE n.resource = ANY (v_resources) AND e.session_id = p_session;
+  -- The resources where it has no entry left are dropped from its list.
+  SELECT coalesce(array_agg(n.resource), '{}') INTO v_held FROM @S@.simba_permit n
+    WHERE n.resource = ANY (v_resources) AND p_session = ANY (n.e_session);
+  IF cardinality(v_held) < cardinality(v_resources) THEN
+    UPDATE @S@.simba_session s SET permit_resources = v_held WHERE s.id = p_session;
+  END IF;
 END
 $simba$;
 
@@ -338,115 +364,148 @@ $simba$;
 -- code 2: refused, value = the size the semaphore has; code -1: our session
 -- expired or is gone.
 --
--- Every acquire of a resource locks its simba_permit_name row first, so they
--- run one after the other and each sees (READ COMMITTED, a snapshot per
--- statement) the entries the one before left: never more than the size,
--- never a writer beside another entry, never one permit id twice. Releases
--- delete their entry without that lock: they never wait for acquirers, and an
--- acquire that read the entry before it went answers held (the release's
--- broadcast brings the next attempt).
+-- As simba_acquire (version 2), the row is read without its lock: an answer
+-- that writes nothing (held with no intent to leave, refused) comes from that
+-- read, so waiting candidates never make a release wait, and a write is one
+-- conditional UPDATE, done only if the row is still the one read (its seq and
+-- its permit ids; an entry never changes once made), checked again on the
+-- newest version after any lock wait (READ COMMITTED). A row that changed
+-- meanwhile, or a new one, is locked (FOR UPDATE) and decided on again. So
+-- never more than the size, never a writer beside another entry, never one
+-- permit id twice.
 CREATE OR REPLACE FUNCTION @S@.simba_acquire_permit(
     p_session uuid, p_name text, p_kind smallint, p_size bigint, p_intent bigint,
     p_leave_intent boolean, OUT code integer, OUT token bigint, OUT permit bigint,
     OUT value bigint)
 LANGUAGE plpgsql AS $simba$
-#variable_conflict use_column
 DECLARE
   v_res text := CASE WHEN p_kind = 1 THEN 'sem/' ELSE 'rw/' END || p_name;
+  v_locked boolean := false;
   v_size bigint;
   v_seq bigint;
   v_epoch bigint;
+  v_read_perm bigint[];
+  v_perm bigint[];
+  v_kind smallint[];
+  v_sess uuid[];
+  v_tok bigint[];
   v_now timestamptz;
   v_ours timestamptz;
   v_count integer;
   v_read boolean;
   v_write boolean;
   v_intent boolean;
-  v_permit bigint;
+  v_mine boolean;
+  v_nearest timestamptz;
 BEGIN
-  code := 0;
-  token := 0;
-  permit := 0;
-  value := -1;
   IF p_kind NOT IN (1, 2, 3) OR (p_kind = 1 AND coalesce(p_size, 0) <= 0) THEN
     RAISE EXCEPTION 'simba_acquire_permit: kind % with size %', p_kind, p_size
       USING ERRCODE = 'invalid_parameter_value';
   END IF;
-  SELECT n.size, n.seq, n.epoch INTO v_size, v_seq, v_epoch FROM @S@.simba_permit_name n
-    WHERE n.resource = v_res FOR UPDATE;
-  IF NOT FOUND THEN
-    INSERT INTO @S@.simba_permit_name (resource) VALUES (v_res) ON CONFLICT (resource) DO NOTHING;
-    SELECT n.size, n.seq, n.epoch INTO v_size, v_seq, v_epoch FROM @S@.simba_permit_name n
-      WHERE n.resource = v_res FOR UPDATE;
-  END IF;
-  v_now := clock_timestamp();
-  SELECT s.expires_at INTO v_ours FROM @S@.simba_session s WHERE s.id = p_session;
-  IF NOT FOUND OR v_ours <= v_now THEN
-    code := -1;
-    RETURN;
-  END IF;
-  -- Entries of sessions that ended count for nothing: swept here.
-  DELETE FROM @S@.simba_permit p WHERE p.resource = v_res AND NOT EXISTS (
-    SELECT 1 FROM @S@.simba_session s WHERE s.id = p.session_id AND s.expires_at > v_now);
-  SELECT count(*), coalesce(bool_or(p.kind = 2), false), coalesce(bool_or(p.kind = 3), false),
-         coalesce(bool_or(p.kind = 4), false)
-    INTO v_count, v_read, v_write, v_intent
-    FROM @S@.simba_permit p WHERE p.resource = v_res;
-  IF p_kind = 1 THEN
-    IF v_count > 0 AND v_size <> p_size THEN
-      code := 2;
-      value := v_size;
+  LOOP
+    token := 0;
+    permit := 0;
+    value := -1;
+    IF v_locked THEN
+      SELECT n.size, n.seq, n.epoch, n.e_permit, n.e_kind, n.e_session, n.e_token
+        INTO v_size, v_seq, v_epoch, v_perm, v_kind, v_sess, v_tok
+        FROM @S@.simba_permit n WHERE n.resource = v_res FOR UPDATE;
+      IF NOT FOUND THEN
+        INSERT INTO @S@.simba_permit (resource) VALUES (v_res) ON CONFLICT (resource) DO NOTHING;
+        CONTINUE;
+      END IF;
+    ELSE
+      SELECT n.size, n.seq, n.epoch, n.e_permit, n.e_kind, n.e_session, n.e_token
+        INTO v_size, v_seq, v_epoch, v_perm, v_kind, v_sess, v_tok
+        FROM @S@.simba_permit n WHERE n.resource = v_res;
+      IF NOT FOUND THEN
+        v_locked := true;
+        CONTINUE;
+      END IF;
+    END IF;
+    v_read_perm := v_perm;
+    v_now := clock_timestamp();
+    SELECT s.expires_at INTO v_ours FROM @S@.simba_session s WHERE s.id = p_session;
+    IF NOT FOUND OR v_ours <= v_now THEN
+      code := -1;
       RETURN;
     END IF;
-    v_size := p_size;  -- the first holder's, or the same
-    IF v_count >= v_size THEN
-      code := 0;
-    ELSE
-      code := 1;
-    END IF;
-  ELSIF p_kind = 2 THEN
-    code := CASE WHEN v_write OR v_intent THEN 0 ELSE 1 END;
-  ELSE
-    code := CASE WHEN v_read OR v_write THEN 0 ELSE 1 END;
-  END IF;
-
-  IF code = 0 THEN
-    SELECT coalesce(floor(extract(epoch FROM min(s.expires_at) - v_now) * 1000)::bigint, -1)
-      INTO value
-      FROM @S@.simba_permit p JOIN @S@.simba_session s ON s.id = p.session_id
-      WHERE p.resource = v_res AND p.kind <> 4 AND p.session_id <> p_session;
-    IF p_kind = 3 AND p_leave_intent THEN
-      -- A blocking writer keeps its intent, or leaves one.
-      SELECT p.permit INTO v_permit FROM @S@.simba_permit p
-        WHERE p.resource = v_res AND p.permit = p_intent AND p.kind = 4
-          AND p.session_id = p_session;
-      IF NOT FOUND THEN
-        v_permit := v_seq + 1;
-        UPDATE @S@.simba_permit_name n SET seq = v_permit WHERE n.resource = v_res;
-        INSERT INTO @S@.simba_permit (resource, permit, kind, session_id, token)
-          VALUES (v_res, v_permit, 4, p_session, 0);
+    -- The live entries only, in their order: those of ended sessions go.
+    SELECT coalesce(array_agg(e.permit ORDER BY e.o), '{}'),
+           coalesce(array_agg(e.kind ORDER BY e.o), '{}'),
+           coalesce(array_agg(e.session_id ORDER BY e.o), '{}'),
+           coalesce(array_agg(e.token ORDER BY e.o), '{}'),
+           count(*), coalesce(bool_or(e.kind = 2), false), coalesce(bool_or(e.kind = 3), false),
+           coalesce(bool_or(e.kind = 4), false),
+           coalesce(bool_or(e.kind = 4 AND e.permit = p_intent AND e.session_id = p_session),
+                    false),
+           min(s.expires_at) FILTER (WHERE e.kind <> 4 AND e.session_id <> p_session)
+      INTO v_perm, v_kind, v_sess, v_tok, v_count, v_read, v_write, v_intent, v_mine, v_nearest
+      FROM unnest(v_perm, v_kind, v_sess, v_tok) WITH ORDINALITY
+           AS e(permit, kind, session_id, token, o)
+      JOIN @S@.simba_session s ON s.id = e.session_id AND s.expires_at > v_now;
+    IF p_kind = 1 THEN
+      IF v_count > 0 AND v_size <> p_size THEN
+        code := 2;
+        value := v_size;
+        RETURN;
       END IF;
-      permit := v_permit;
+      code := CASE WHEN v_count >= p_size THEN 0 ELSE 1 END;
+    ELSIF p_kind = 2 THEN
+      code := CASE WHEN v_write OR v_intent THEN 0 ELSE 1 END;
+    ELSE
+      code := CASE WHEN v_read OR v_write THEN 0 ELSE 1 END;
     END IF;
-    RETURN;
-  END IF;
-
-  IF p_kind = 3 AND p_intent <> 0 THEN
-    -- The grant deletes the writer's intent.
-    DELETE FROM @S@.simba_permit p WHERE p.resource = v_res AND p.permit = p_intent
-      AND p.kind = 4 AND p.session_id = p_session;
-  END IF;
-  v_permit := v_seq + 1;
-  permit := v_permit;
-  token := CASE WHEN p_kind = 2 THEN v_epoch ELSE v_permit END;
-  UPDATE @S@.simba_permit_name n
-    SET seq = v_permit,
-        size = CASE WHEN p_kind = 1 THEN v_size ELSE n.size END,
-        epoch = CASE WHEN p_kind = 3 THEN v_permit ELSE n.epoch END
-    WHERE n.resource = v_res;
-  INSERT INTO @S@.simba_permit (resource, permit, kind, session_id, token)
-    VALUES (v_res, v_permit, p_kind, p_session, CASE WHEN p_kind = 2 THEN v_epoch ELSE v_permit END);
-  value := 0;
+    permit := v_seq + 1;
+    IF code = 0 THEN
+      value := coalesce(floor(extract(epoch FROM v_nearest - v_now) * 1000)::bigint, -1);
+      IF NOT (p_kind = 3 AND p_leave_intent) OR v_mine THEN
+        -- Nothing to write; a blocking writer keeps its intent.
+        permit := CASE WHEN v_mine AND p_leave_intent THEN p_intent ELSE 0 END;
+        RETURN;
+      END IF;
+      -- A blocking writer leaves an intent.
+      v_kind := v_kind || 4::smallint;
+      v_tok := v_tok || 0::bigint;
+    ELSE
+      IF p_kind = 3 AND v_mine THEN
+        -- The grant deletes the writer's intent.
+        SELECT coalesce(array_agg(e.permit ORDER BY e.o), '{}'),
+               coalesce(array_agg(e.kind ORDER BY e.o), '{}'),
+               coalesce(array_agg(e.session_id ORDER BY e.o), '{}'),
+               coalesce(array_agg(e.token ORDER BY e.o), '{}')
+          INTO v_perm, v_kind, v_sess, v_tok
+          FROM unnest(v_perm, v_kind, v_sess, v_tok) WITH ORDINALITY
+               AS e(permit, kind, session_id, token, o)
+          WHERE e.permit <> p_intent;
+      END IF;
+      token := CASE WHEN p_kind = 2 THEN v_epoch ELSE permit END;
+      IF p_kind = 3 THEN
+        v_epoch := permit;
+      ELSIF p_kind = 1 THEN
+        v_size := p_size;  -- the first holder's, or the same
+      END IF;
+      v_kind := v_kind || p_kind;
+      v_tok := v_tok || token;
+      value := 0;
+    END IF;
+    UPDATE @S@.simba_permit n
+      SET seq = permit, size = v_size, epoch = v_epoch, e_permit = v_perm || permit,
+          e_kind = v_kind, e_session = v_sess || p_session, e_token = v_tok
+      WHERE n.resource = v_res AND clock_timestamp() < v_ours
+        AND (v_locked OR (n.seq = v_seq AND n.e_permit = v_read_perm));
+    EXIT WHEN FOUND;
+    IF v_locked THEN
+      code := -1;  -- our session expired meanwhile
+      token := 0;
+      permit := 0;
+      value := 0;
+      RETURN;
+    END IF;
+    v_locked := true;
+  END LOOP;
+  UPDATE @S@.simba_session s SET permit_resources = s.permit_resources || v_res
+    WHERE s.id = p_session AND NOT (v_res = ANY (s.permit_resources));
 END
 $simba$;
 
@@ -458,13 +517,25 @@ CREATE OR REPLACE FUNCTION @S@.simba_release_permit(p_session uuid, p_name text,
 LANGUAGE plpgsql AS $simba$
 DECLARE
   v_res text := CASE WHEN p_kind = 1 THEN 'sem/' ELSE 'rw/' END || p_name;
+  v_perm bigint[];
+  v_kind smallint[];
+  v_sess uuid[];
+  v_tok bigint[];
+  v_at integer;
 BEGIN
-  DELETE FROM @S@.simba_permit p
-    WHERE p.resource = v_res AND p.permit = p_permit AND p.kind = p_kind
-      AND p.session_id = p_session AND p.token = p_token;
-  IF NOT FOUND THEN
+  SELECT n.e_permit, n.e_kind, n.e_session, n.e_token INTO v_perm, v_kind, v_sess, v_tok
+    FROM @S@.simba_permit n WHERE n.resource = v_res FOR UPDATE;
+  v_at := array_position(v_perm, p_permit);
+  IF v_at IS NULL OR v_kind[v_at] <> p_kind OR v_sess[v_at] <> p_session
+     OR v_tok[v_at] <> p_token THEN
     RETURN 0;
   END IF;
+  UPDATE @S@.simba_permit n
+    SET e_permit = v_perm[:v_at - 1] || v_perm[v_at + 1:],
+        e_kind = v_kind[:v_at - 1] || v_kind[v_at + 1:],
+        e_session = v_sess[:v_at - 1] || v_sess[v_at + 1:],
+        e_token = v_tok[:v_at - 1] || v_tok[v_at + 1:]
+    WHERE n.resource = v_res;
   PERFORM pg_notify('@CHANNEL@', v_res);
   RETURN 1;
 END
@@ -524,7 +595,7 @@ std::string pg_schema_script(const std::string& schema) {
          q +
          " TO simba_client;\n"
          "--   GRANT SELECT, INSERT, UPDATE, DELETE ON " +
-         q + ".simba_session, " + q + ".simba_lease, " + q + ".simba_permit_name, " + q +
+         q + ".simba_session, " + q + ".simba_lease, " + q +
          ".simba_permit TO simba_client;\n"
          "--   GRANT SELECT ON " +
          q +
@@ -592,11 +663,13 @@ PgStatements pg_statements(const std::string& schema) {
   s.inspect = expand(
       replace_all(inspect, "@0@", ", 0::smallint, 0::bigint") +
           " UNION ALL "
-          "SELECT 'p', substr(p.resource, strpos(p.resource, '/') + 1), s.id::text, p.token, "
-          "(extract(epoch FROM s.expires_at - clock_timestamp()) * 1000)::bigint, p.kind, "
-          "p.permit FROM @S@.simba_permit p "
-          "JOIN @S@.simba_session s ON s.id = p.session_id AND s.expires_at > clock_timestamp() "
-          "WHERE cardinality($1::text[]) = 0 OR p.resource IN ("
+          "SELECT 'p', substr(n.resource, strpos(n.resource, '/') + 1), s.id::text, e.token, "
+          "(extract(epoch FROM s.expires_at - clock_timestamp()) * 1000)::bigint, e.kind, "
+          "e.permit FROM @S@.simba_permit n, "
+          "unnest(n.e_permit, n.e_kind, n.e_session, n.e_token) AS e(permit, kind, session_id, "
+          "token) "
+          "JOIN @S@.simba_session s ON s.id = e.session_id AND s.expires_at > clock_timestamp() "
+          "WHERE cardinality($1::text[]) = 0 OR n.resource IN ("
           "  SELECT k || x FROM unnest($1::text[]) x, unnest('{sem/,rw/}'::text[]) k)",
       schema);
   // Each connection prepares them once, in one round trip before its first
