@@ -397,6 +397,7 @@ DECLARE
   v_intent boolean;
   v_mine boolean;
   v_nearest timestamptz;
+  v_listed boolean;
 BEGIN
   IF p_kind NOT IN (1, 2, 3) OR (p_kind = 1 AND coalesce(p_size, 0) <= 0) THEN
     RAISE EXCEPTION 'simba_acquire_permit: kind % with size %', p_kind, p_size
@@ -425,25 +426,36 @@ BEGIN
     END IF;
     v_read_perm := v_perm;
     v_now := clock_timestamp();
-    SELECT s.expires_at INTO v_ours FROM @S@.simba_session s WHERE s.id = p_session;
+    SELECT s.expires_at, v_res = ANY (s.permit_resources) INTO v_ours, v_listed
+      FROM @S@.simba_session s WHERE s.id = p_session;
     IF NOT FOUND OR v_ours <= v_now THEN
       code := -1;
       RETURN;
     END IF;
-    -- The live entries only, in their order: those of ended sessions go.
-    SELECT coalesce(array_agg(e.permit ORDER BY e.o), '{}'),
-           coalesce(array_agg(e.kind ORDER BY e.o), '{}'),
-           coalesce(array_agg(e.session_id ORDER BY e.o), '{}'),
-           coalesce(array_agg(e.token ORDER BY e.o), '{}'),
-           count(*), coalesce(bool_or(e.kind = 2), false), coalesce(bool_or(e.kind = 3), false),
-           coalesce(bool_or(e.kind = 4), false),
-           coalesce(bool_or(e.kind = 4 AND e.permit = p_intent AND e.session_id = p_session),
-                    false),
-           min(s.expires_at) FILTER (WHERE e.kind <> 4 AND e.session_id <> p_session)
-      INTO v_perm, v_kind, v_sess, v_tok, v_count, v_read, v_write, v_intent, v_mine, v_nearest
-      FROM unnest(v_perm, v_kind, v_sess, v_tok) WITH ORDINALITY
-           AS e(permit, kind, session_id, token, o)
-      JOIN @S@.simba_session s ON s.id = e.session_id AND s.expires_at > v_now;
+    IF cardinality(v_perm) = 0 THEN
+      -- No entry: nothing to read (the common case of a free name).
+      v_count := 0;
+      v_read := false;
+      v_write := false;
+      v_intent := false;
+      v_mine := false;
+      v_nearest := NULL;
+    ELSE
+      -- The live entries only, in their order: those of ended sessions go.
+      SELECT coalesce(array_agg(e.permit ORDER BY e.o), '{}'),
+             coalesce(array_agg(e.kind ORDER BY e.o), '{}'),
+             coalesce(array_agg(e.session_id ORDER BY e.o), '{}'),
+             coalesce(array_agg(e.token ORDER BY e.o), '{}'),
+             count(*), coalesce(bool_or(e.kind = 2), false), coalesce(bool_or(e.kind = 3), false),
+             coalesce(bool_or(e.kind = 4), false),
+             coalesce(bool_or(e.kind = 4 AND e.permit = p_intent AND e.session_id = p_session),
+                      false),
+             min(s.expires_at) FILTER (WHERE e.kind <> 4 AND e.session_id <> p_session)
+        INTO v_perm, v_kind, v_sess, v_tok, v_count, v_read, v_write, v_intent, v_mine, v_nearest
+        FROM unnest(v_perm, v_kind, v_sess, v_tok) WITH ORDINALITY
+             AS e(permit, kind, session_id, token, o)
+        JOIN @S@.simba_session s ON s.id = e.session_id AND s.expires_at > v_now;
+    END IF;
     IF p_kind = 1 THEN
       IF v_count > 0 AND v_size <> p_size THEN
         code := 2;
@@ -504,8 +516,10 @@ BEGIN
     END IF;
     v_locked := true;
   END LOOP;
-  UPDATE @S@.simba_session s SET permit_resources = s.permit_resources || v_res
-    WHERE s.id = p_session AND NOT (v_res = ANY (s.permit_resources));
+  IF NOT v_listed THEN
+    UPDATE @S@.simba_session s SET permit_resources = s.permit_resources || v_res
+      WHERE s.id = p_session AND NOT (v_res = ANY (s.permit_resources));
+  END IF;
 END
 $simba$;
 
@@ -517,25 +531,23 @@ CREATE OR REPLACE FUNCTION @S@.simba_release_permit(p_session uuid, p_name text,
 LANGUAGE plpgsql AS $simba$
 DECLARE
   v_res text := CASE WHEN p_kind = 1 THEN 'sem/' ELSE 'rw/' END || p_name;
-  v_perm bigint[];
-  v_kind smallint[];
-  v_sess uuid[];
-  v_tok bigint[];
-  v_at integer;
 BEGIN
-  SELECT n.e_permit, n.e_kind, n.e_session, n.e_token INTO v_perm, v_kind, v_sess, v_tok
-    FROM @S@.simba_permit n WHERE n.resource = v_res FOR UPDATE;
-  v_at := array_position(v_perm, p_permit);
-  IF v_at IS NULL OR v_kind[v_at] <> p_kind OR v_sess[v_at] <> p_session
-     OR v_tok[v_at] <> p_token THEN
+  -- One UPDATE, its WHERE checked again on the newest row after any lock wait.
+  UPDATE @S@.simba_permit n
+    SET e_permit = n.e_permit[:array_position(n.e_permit, p_permit) - 1]
+                   || n.e_permit[array_position(n.e_permit, p_permit) + 1:],
+        e_kind = n.e_kind[:array_position(n.e_permit, p_permit) - 1]
+                 || n.e_kind[array_position(n.e_permit, p_permit) + 1:],
+        e_session = n.e_session[:array_position(n.e_permit, p_permit) - 1]
+                    || n.e_session[array_position(n.e_permit, p_permit) + 1:],
+        e_token = n.e_token[:array_position(n.e_permit, p_permit) - 1]
+                  || n.e_token[array_position(n.e_permit, p_permit) + 1:]
+    WHERE n.resource = v_res AND n.e_kind[array_position(n.e_permit, p_permit)] = p_kind
+      AND n.e_session[array_position(n.e_permit, p_permit)] = p_session
+      AND n.e_token[array_position(n.e_permit, p_permit)] = p_token;
+  IF NOT FOUND THEN
     RETURN 0;
   END IF;
-  UPDATE @S@.simba_permit n
-    SET e_permit = v_perm[:v_at - 1] || v_perm[v_at + 1:],
-        e_kind = v_kind[:v_at - 1] || v_kind[v_at + 1:],
-        e_session = v_sess[:v_at - 1] || v_sess[v_at + 1:],
-        e_token = v_tok[:v_at - 1] || v_tok[v_at + 1:]
-    WHERE n.resource = v_res;
   PERFORM pg_notify('@CHANNEL@', v_res);
   RETURN 1;
 END
