@@ -53,15 +53,15 @@ END
 $simba$;
 
 -- Version 3 (version 1 had the tables and functions down to simba_close;
--- version 2 changed only simba_acquire's body; version 3 added the permit
--- tables, simba_keep_alive_all, simba_acquire_permit and simba_release_permit,
--- and made simba_close free and broadcast permits too). Every statement is
--- idempotent: a client that checked the version before another one of the
--- same version migrated runs them again, harmlessly. (A libsimba of version 1
--- has no guard above: its script, run after this one, puts version 1's
--- simba_acquire and simba_close back under version 3's row; the answers are
--- the same, and a closed session's permits still go with its row, by the
--- foreign key, only unannounced.)
+-- version 2 changed only simba_acquire's body; version 3 added simba_permit,
+-- simba_session.permit_resources, simba_keep_alive_all, simba_acquire_permit
+-- and simba_release_permit, and made simba_close free and broadcast permits
+-- too). Every statement is idempotent: a client that checked the version
+-- before another one of the same version migrated runs them again,
+-- harmlessly. (A libsimba of version 1 has no guard above: its script, run
+-- after this one, puts version 1's simba_acquire and simba_close back under
+-- version 3's row; the answers are the same, and a closed session's permits
+-- still count for nothing once its row is gone, only unannounced.)
 
 -- One row per session. Keep-alives rewrite expires_at often: the fill factor
 -- leaves room for HOT updates, and no index covers expires_at.
