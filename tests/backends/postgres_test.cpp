@@ -675,52 +675,56 @@ TEST_F(PostgresShared, AnOlderSchemaIsUsedWithCreateFalseAndMigratedWithCreate) 
   s.q("DROP SCHEMA " + q + " CASCADE");
 }
 
+// A login role of the test's own for the schema `q` (quoted). The schema and
+// the role go whatever the test's outcome: a role is the cluster's, not the
+// schema's, and would outlive a failed run.
+struct ScratchRole {
+  ScratchRole(PgSync& sync, std::string schema_q, const std::string& prefix)
+      : s(sync), q(std::move(schema_q)), name(prefix + unique_id()) {
+    for (char& ch : name) {
+      if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    }
+    name = name.substr(0, 48);
+  }
+  ~ScratchRole() {
+    s.q("DROP SCHEMA IF EXISTS " + q + " CASCADE");
+    s.q("DROP ROLE IF EXISTS " + name);
+  }
+  // Makes it, with the grants `simba schema` listed before version 3 (no
+  // permit table).
+  std::string create_with_older_grants() const {
+    return "CREATE ROLE " + name + " LOGIN;\nGRANT USAGE ON SCHEMA " + q + " TO " + name +
+           ";\nGRANT SELECT, INSERT, UPDATE, DELETE ON " + q + ".simba_session, " + q +
+           ".simba_lease TO " + name + ";\nGRANT SELECT ON " + q + ".simba_schema_version TO " +
+           name + ";\n";
+  }
+  PgSync& s;
+  const std::string q;
+  std::string name;
+};
+
 // The DBA applied an older version's DDL and the clients' role has only the
 // grants `simba schema` lists: a client left at create=true (the default)
 // cannot migrate (it owns nothing), says why, and runs on the schema as it is.
 TEST_F(PostgresShared, AnOlderSchemaTheRoleCannotMigrateIsUsedAsItIs) {
   const std::string schema = unique_schema("notowner");
   const std::string q = "\"" + schema + "\"";
-  std::string role = "simba_client_" + unique_id();
-  for (char& ch : role) {
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  }
-  role = role.substr(0, 48);
   PgSync s(url_);
   ASSERT_TRUE(s.ok()) << s.error();
-  // The schema and the role go whatever the test's outcome: a role is the
-  // cluster's, not the schema's, and would outlive a failed run.
-  struct DropAfter {
-    PgSync& s;
-    const std::string &q, &role;
-    ~DropAfter() {
-      s.q("DROP SCHEMA IF EXISTS " + q + " CASCADE");
-      s.q("DROP ROLE IF EXISTS " + role);
-    }
-  } drop_after{s, q, role};
+  const ScratchRole role(s, q, "simba_client_");
   ASSERT_EQ(s.script(simba::pg_schema_script(schema)), "");
   const std::string acquire_def =
       stand_in_schema_version(s, schema, simba::kPostgresSchemaMinVersion);
-  ASSERT_EQ(s.script("CREATE ROLE " + role +
-                     " LOGIN;\n"
-                     "GRANT USAGE ON SCHEMA " +
-                     q + " TO " + role +
-                     ";\n"
-                     "GRANT SELECT, INSERT, UPDATE, DELETE ON " +
-                     q + ".simba_session, " + q + ".simba_lease TO " + role +
-                     ";\n"
-                     "GRANT SELECT ON " +
-                     q + ".simba_schema_version TO " + role + ";\n"),
-            "");
+  ASSERT_EQ(s.script(role.create_with_older_grants()), "");
   {
-    LoggedClient c(with_params(with_user(url_, role), "schema=" + schema), {1000, 200});
+    LoggedClient c(with_params(with_user(url_, role.name), "schema=" + schema), {1000, 200});
     ASSERT_NE(c, nullptr) << simba_last_error();
     ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << c.logs.all();
     EXPECT_TRUE(c.logs.has("migrating the schema")) << c.logs.all();
     EXPECT_TRUE(c.logs.has("cannot migrate it: ")) << c.logs.all();
     EXPECT_TRUE(c.logs.has("running on it as it is")) << c.logs.all();
     EXPECT_EQ(lock_cycle(c, "pg.notowner." + unique_id()), 1u);
-    // Its close too, without grants on the permit tables of version 3.
+    // Its close too, without grants on the permit table of version 3.
     c.close();
     EXPECT_FALSE(c.logs.has("permission denied for table")) << c.logs.all();
   }
@@ -745,31 +749,15 @@ Reply call_on(BackendOnLoop& b, Start start) {
 // A DBA migrated to version 3 but granted the clients' role only the tables
 // of the versions before: its clients run leases as before (keep-alive,
 // close), and a permit call fails with the server's reason.
-TEST_F(PostgresShared, WithoutGrantsOnThePermitTablesLeasesRunAsBefore) {
+TEST_F(PostgresShared, WithoutGrantsOnThePermitTableLeasesRunAsBefore) {
   const std::string schema = unique_schema("nopermitgrant");
   const std::string q = "\"" + schema + "\"";
-  std::string role = "simba_nopg_" + unique_id();
-  for (char& ch : role) {
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  }
-  role = role.substr(0, 48);
   PgSync s(url_);
   ASSERT_TRUE(s.ok()) << s.error();
-  struct DropAfter {
-    PgSync& s;
-    const std::string &q, &role;
-    ~DropAfter() {
-      s.q("DROP SCHEMA IF EXISTS " + q + " CASCADE");
-      s.q("DROP ROLE IF EXISTS " + role);
-    }
-  } drop_after{s, q, role};
+  const ScratchRole role(s, q, "simba_nopg_");
   ASSERT_EQ(s.script(simba::pg_schema_script(schema)), "");
-  ASSERT_EQ(s.script("CREATE ROLE " + role + " LOGIN;\nGRANT USAGE ON SCHEMA " + q + " TO " + role +
-                     ";\nGRANT SELECT, INSERT, UPDATE, DELETE ON " + q + ".simba_session, " + q +
-                     ".simba_lease TO " + role + ";\nGRANT SELECT ON " + q +
-                     ".simba_schema_version TO " + role + ";\n"),
-            "");
-  BackendOnLoop b(with_params(with_user(url_, role), "schema=" + schema + "&create=false"));
+  ASSERT_EQ(s.script(role.create_with_older_grants()), "");
+  BackendOnLoop b(with_params(with_user(url_, role.name), "schema=" + schema + "&create=false"));
   ASSERT_TRUE(b) << b.error();
   const simba::OpenReply o = call_on<simba::OpenReply>(
       b, [&](auto cb) { return b->open_session(simba::ms(5000), simba::ms(2000), cb); });
