@@ -32,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -1224,6 +1225,80 @@ TEST_F(PostgresShared, AnAnswerWaitingInTheSocketIsNotTakenForATimeout) {
   EXPECT_EQ(simba_lock_release(got.term), SIMBA_OK);  // runs the loop here until answered
 }
 
+// Racers for the race tests: sessions of their own (simba_open, in the
+// default schema, which a client made), each on a connection of its own under
+// READ COMMITTED (the default), that run one statement per round, all let go
+// at once.
+class RaceRig {
+ public:
+  RaceRig(const std::string& url, int racers) : admin(url) {
+    if (!admin.ok()) return;
+    {
+      Client c;  // the schema exists once a client went live
+      if (c.open(url, Timing{1000, 200}) != SIMBA_OK ||
+          simba_client_wait_live(c, 5000 * slow_factor()) != SIMBA_OK) {
+        return;
+      }
+    }
+    for (int i = 0; i < racers; ++i) {
+      conns.push_back(std::make_unique<PgSync>(url));
+      if (!conns.back()->ok() ||
+          conns.back()->q("SHOW transaction_isolation") != "read committed") {
+        return;
+      }
+      sessions.push_back(new_session());
+    }
+    ok = true;
+  }
+  std::string new_session() {
+    const std::string sid = admin.q("SELECT gen_random_uuid()::text");
+    EXPECT_EQ(admin.q("SELECT public.simba_open($1::uuid, 600000, 'racer')", {sid}), "600000");
+    return sid;
+  }
+  // Ends racer i's session (as if it expired) and gives it a new one.
+  void expire(int i) {
+    admin.q(
+        "UPDATE public.simba_session SET expires_at = clock_timestamp() - interval '1 second' "
+        "WHERE id = $1::uuid",
+        {sessions[i]});
+    sessions[i] = new_session();
+  }
+  // Every racer runs `sql` with `params(i)` at once; their first rows ("a|b"),
+  // "error" for none.
+  std::vector<std::string> round(const std::string& sql,
+                                 const std::function<std::vector<std::string>(int)>& params) {
+    const int n = static_cast<int>(conns.size());
+    std::vector<std::string> answers(n);
+    std::mutex mu;
+    std::condition_variable cv;
+    int ready = 0;
+    std::vector<std::thread> threads;
+    for (int i = 0; i < n; ++i) {
+      threads.emplace_back([&, i] {
+        const std::vector<std::string> p = params(i);
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          ++ready;
+          cv.notify_all();
+          cv.wait(lock, [&] { return ready == n; });
+        }
+        const std::vector<std::string> row = conns[i]->rows(sql, p);
+        answers[i] = row.empty() ? "error" : row[0];
+      });
+    }
+    for (auto& t : threads) t.join();
+    return answers;
+  }
+  ~RaceRig() {
+    for (const auto& sid : sessions) admin.q("SELECT public.simba_close($1::uuid)", {sid});
+  }
+
+  PgSync admin;
+  std::vector<std::unique_ptr<PgSync>> conns;
+  std::vector<std::string> sessions;
+  bool ok = false;
+};
+
 // N sessions race for one name, under READ COMMITTED (the default), through
 // the acquire function itself: in every round exactly one wins, and no token
 // is ever handed out twice. Half the rounds free the lease by release, half by
@@ -1233,55 +1308,15 @@ TEST_F(PostgresShared, RacingAcquiresNeverBothWinNorRepeatAToken) {
   constexpr int kRacers = 8;
   const int rounds = 40 / static_cast<int>(slow_factor());
   const std::string name = "pg.race." + unique_id();
-  PgSync admin(url_);
-  ASSERT_TRUE(admin.ok()) << admin.error();
-  // The schema exists once a client went live.
-  {
-    Client c;
-    ASSERT_EQ(c.open(url_, Timing{1000, 200}), SIMBA_OK);
-    ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK);
-  }
-  std::vector<std::unique_ptr<PgSync>> conns;
-  std::vector<std::string> sessions;
-  for (int i = 0; i < kRacers; ++i) {
-    conns.push_back(std::make_unique<PgSync>(url_));
-    ASSERT_TRUE(conns.back()->ok()) << conns.back()->error();
-    ASSERT_EQ(conns.back()->q("SHOW transaction_isolation"), "read committed");
-    sessions.push_back(admin.q("SELECT gen_random_uuid()::text"));
-    ASSERT_EQ(admin.q("SELECT public.simba_open($1::uuid, 600000, 'racer')", {sessions.back()}),
-              "600000");
-  }
-
-  std::mutex mu;
-  std::condition_variable cv;
-  int round = -1, arrived = 0;
-  std::vector<std::string> answers(kRacers);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kRacers; ++i) {
-    threads.emplace_back([&, i] {
-      for (int r = 0; r < rounds; ++r) {
-        {
-          std::unique_lock<std::mutex> lock(mu);
-          cv.wait(lock, [&] { return round >= r; });
-        }
-        const std::vector<std::string> row = conns[i]->rows(
-            "SELECT code, value FROM public.simba_acquire($1::uuid, $2)", {sessions[i], name});
-        std::lock_guard<std::mutex> lock(mu);
-        answers[i] = row.empty() ? "error" : row[0];
-        ++arrived;
-        cv.notify_all();
-      }
-    });
-  }
+  RaceRig rig(url_, kRacers);
+  ASSERT_TRUE(rig.ok) << rig.admin.error();
   std::set<long long> tokens;
   long long last = 0;
-  int failures = 0;
-  for (int r = 0; r < rounds && failures == 0; ++r) {
-    std::unique_lock<std::mutex> lock(mu);
-    arrived = 0;
-    round = r;
-    cv.notify_all();
-    cv.wait(lock, [&] { return arrived == kRacers; });
+  for (int r = 0; r < rounds; ++r) {
+    const std::vector<std::string> answers =
+        rig.round("SELECT code, value FROM public.simba_acquire($1::uuid, $2)", [&](int i) {
+          return std::vector<std::string>{rig.sessions[i], name};
+        });
     int winner = -1, winners = 0;
     for (int i = 0; i < kRacers; ++i) {
       if (answers[i].compare(0, 2, "1|") == 0) {
@@ -1291,37 +1326,20 @@ TEST_F(PostgresShared, RacingAcquiresNeverBothWinNorRepeatAToken) {
         EXPECT_TRUE(tokens.insert(token).second) << "token " << token << " handed out twice";
         EXPECT_GT(token, last);
         last = token;
-      } else if (answers[i].compare(0, 2, "0|") != 0) {
-        ADD_FAILURE() << "racer " << i << " answered " << answers[i];
-        ++failures;
+      } else {
+        ASSERT_EQ(answers[i].compare(0, 2, "0|"), 0) << "racer " << i << " answered " << answers[i];
       }
     }
-    EXPECT_EQ(winners, 1) << "round " << r;
-    if (winners != 1) ++failures;
-    if (winner < 0) break;
+    ASSERT_EQ(winners, 1) << "round " << r;
     if (r % 2 == 0) {
-      EXPECT_EQ(admin.q("SELECT public.simba_release($1::uuid, $2, $3)",
-                        {sessions[winner], name, std::to_string(last)}),
+      EXPECT_EQ(rig.admin.q("SELECT public.simba_release($1::uuid, $2, $3)",
+                            {rig.sessions[winner], name, std::to_string(last)}),
                 "1");
     } else {
-      // The holder's session expires; a new session replaces it.
-      admin.q(
-          "UPDATE public.simba_session SET expires_at = clock_timestamp() - interval '1 "
-          "second' WHERE id = $1::uuid",
-          {sessions[winner]});
-      sessions[winner] = admin.q("SELECT gen_random_uuid()::text");
-      admin.q("SELECT public.simba_open($1::uuid, 600000, 'racer')", {sessions[winner]});
+      rig.expire(winner);  // the holder's session expires; a new session replaces it
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    round = rounds;  // let every thread finish its loop
-    cv.notify_all();
-  }
-  // Threads still waiting for rounds that never ran leave through round = rounds.
-  for (auto& t : threads) t.join();
   EXPECT_EQ(static_cast<int>(tokens.size()), rounds);
-  for (const auto& sid : sessions) admin.q("SELECT public.simba_close($1::uuid)", {sid});
 }
 
 // Racing permit acquires on their own connections (ADR 0046), round after
@@ -1333,61 +1351,18 @@ TEST_F(PostgresShared, RacingPermitAcquiresNeverExceedTheSizeNorRepeatAnId) {
   constexpr int kRacers = 8, kSize = 3;
   const int rounds = 30 / static_cast<int>(slow_factor());
   const std::string name = "pg.permit.race." + unique_id();
-  PgSync admin(url_);
-  ASSERT_TRUE(admin.ok()) << admin.error();
-  {
-    Client c;
-    ASSERT_EQ(c.open(url_, Timing{1000, 200}), SIMBA_OK);
-    ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK);
-  }
-  std::vector<std::unique_ptr<PgSync>> conns;
-  std::vector<std::string> sessions;
-  auto new_session = [&] {
-    const std::string sid = admin.q("SELECT gen_random_uuid()::text");
-    EXPECT_EQ(admin.q("SELECT public.simba_open($1::uuid, 600000, 'racer')", {sid}), "600000");
-    return sid;
-  };
-  for (int i = 0; i < kRacers; ++i) {
-    conns.push_back(std::make_unique<PgSync>(url_));
-    ASSERT_TRUE(conns.back()->ok()) << conns.back()->error();
-    sessions.push_back(new_session());
-  }
-  const std::string acquire =
-      "SELECT code, token, permit FROM public.simba_acquire_permit($1::uuid, $2, $3::smallint, "
-      "3, 0, false)";
-  std::mutex mu;
-  std::condition_variable cv;
-  int round = -1, arrived = 0;
-  std::string kind = "1";
-  std::vector<std::string> answers(kRacers);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kRacers; ++i) {
-    threads.emplace_back([&, i] {
-      for (int r = 0; r < 2 * rounds; ++r) {
-        std::string k;
-        {
-          std::unique_lock<std::mutex> lock(mu);
-          cv.wait(lock, [&] { return round >= r; });
-          k = kind;
-        }
-        const std::vector<std::string> row = conns[i]->rows(acquire, {sessions[i], name, k});
-        std::lock_guard<std::mutex> lock(mu);
-        answers[i] = row.empty() ? "error" : row[0];
-        ++arrived;
-        cv.notify_all();
-      }
-    });
-  }
+  RaceRig rig(url_, kRacers);
+  ASSERT_TRUE(rig.ok) << rig.admin.error();
   std::map<std::string, long long> last;  // per kind
   std::set<std::pair<std::string, long long>> ids;
-  int failures = 0;
-  for (int r = 0; r < 2 * rounds && failures == 0; ++r) {
-    std::unique_lock<std::mutex> lock(mu);
-    kind = r % 2 == 0 ? "1" : "3";  // a semaphore round, then a write round
-    arrived = 0;
-    round = r;
-    cv.notify_all();
-    cv.wait(lock, [&] { return arrived == kRacers; });
+  for (int r = 0; r < 2 * rounds; ++r) {
+    const std::string kind = r % 2 == 0 ? "1" : "3";  // a semaphore round, then a write round
+    const std::vector<std::string> answers = rig.round(
+        "SELECT code, token, permit FROM public.simba_acquire_permit($1::uuid, $2, $3::smallint, "
+        "3, 0, false)",
+        [&](int i) {
+          return std::vector<std::string>{rig.sessions[i], name, kind};
+        });
     std::vector<std::pair<int, std::string>> winners;  // racer, "permit|token"
     const long long before = last[kind];               // the rounds before's highest
     for (int i = 0; i < kRacers; ++i) {
@@ -1399,37 +1374,24 @@ TEST_F(PostgresShared, RacingPermitAcquiresNeverExceedTheSizeNorRepeatAnId) {
         EXPECT_GT(permit, before);
         last[kind] = std::max(last[kind], permit);
         winners.emplace_back(i, std::to_string(permit) + "|" + std::to_string(token));
-      } else if (answers[i].compare(0, 2, "0|") != 0) {
-        ADD_FAILURE() << "racer " << i << " answered " << answers[i];
-        ++failures;
+      } else {
+        ASSERT_EQ(answers[i].compare(0, 2, "0|"), 0) << "racer " << i << " answered " << answers[i];
       }
     }
-    const size_t want = kind == "1" ? kSize : 1;
-    EXPECT_EQ(winners.size(), want) << "round " << r;
-    if (winners.size() != want) ++failures;
+    ASSERT_EQ(winners.size(), kind == "1" ? size_t{kSize} : size_t{1}) << "round " << r;
     for (const auto& [i, entry] : winners) {
       if (r % 4 < 2) {
         const size_t bar = entry.find('|');
-        EXPECT_EQ(admin.q("SELECT public.simba_release_permit($1::uuid, $2, $3::smallint, $4, $5)",
-                          {sessions[i], name, kind, entry.substr(0, bar), entry.substr(bar + 1)}),
-                  "1");
+        EXPECT_EQ(
+            rig.admin.q("SELECT public.simba_release_permit($1::uuid, $2, $3::smallint, $4, $5)",
+                        {rig.sessions[i], name, kind, entry.substr(0, bar), entry.substr(bar + 1)}),
+            "1");
       } else {
-        admin.q(
-            "UPDATE public.simba_session SET expires_at = clock_timestamp() - interval '1 "
-            "second' WHERE id = $1::uuid",
-            {sessions[i]});
-        sessions[i] = new_session();
+        rig.expire(i);
       }
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    round = 2 * rounds;
-    cv.notify_all();
-  }
-  for (auto& t : threads) t.join();
   EXPECT_EQ(static_cast<int>(ids.size()), rounds * (kSize + 1));
-  for (const auto& sid : sessions) admin.q("SELECT public.simba_close($1::uuid)", {sid});
 }
 
 // TLS with the certificate the test script made: verify-full against
