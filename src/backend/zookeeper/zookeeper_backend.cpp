@@ -33,6 +33,8 @@ ZookeeperBackend::ZookeeperBackend(const BackendContext& ctx, ZookeeperUrl url)
   sessions_dir_ = url_.chroot + "/sessions";
   leases_dir_ = url_.chroot + "/leases";
   tokens_dir_ = url_.chroot + "/tokens";
+  sem_dir_ = url_.chroot + "/sem";
+  rw_dir_ = url_.chroot + "/rw";
   if (url_.has_auth) {
     // The creator's identity may do everything; anyone may read (exists-watches
     // and `simba status` from another identity). Nobody else may create or
@@ -86,6 +88,14 @@ Backend::CallRef ZookeeperBackend::keep_alive(const std::string& session, Durati
       out.outcome = Outcome::kOk;
       out.remaining = ms(zoo_recv_timeout(s->zk->zh()));
       for (const auto& [name, o] : s->owned) out.owned.push_back(OwnedLease{name, o.token});
+      // Permits and intents, by entry (ADR 0046): each one's node is
+      // exists-watched as a lease node is, so a deleted one has left.
+      for (const auto& [resource, entries] : s->permits) {
+        const std::string name = resource.substr(resource.find('/') + 1);
+        for (const auto& [permit, e] : entries) {
+          out.owned.push_back(OwnedLease{name, e.token, e.kind, permit});
+        }
+      }
       if (rc == ZNONODE) {
         log(kLogWarn, "the marker of session " + s->id + " was deleted; creating it again");
         create_marker(s, 0);
@@ -264,8 +274,18 @@ Backend::CallRef ZookeeperBackend::inspect(const std::vector<std::string>& names
         for (const std::string& n : found) inspect_name(s, st, n);
       });
     }
+    for (const char* kind : {"sem", "rw"}) {
+      inspect_children(s, st, url_.chroot + "/" + kind,
+                       [this, st, kind](Session* s, const std::vector<std::string>& found) {
+                         for (const std::string& n : found) inspect_permits(s, st, kind, n);
+                       });
+    }
   } else {
-    for (const std::string& n : names) inspect_name(s, st, n);
+    for (const std::string& n : names) {
+      inspect_name(s, st, n);
+      inspect_permits(s, st, "sem", n);
+      inspect_permits(s, st, "rw", n);
+    }
   }
   return c->id;
 }
