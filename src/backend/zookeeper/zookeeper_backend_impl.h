@@ -122,9 +122,12 @@ struct PermitOp {
   uint64_t call = 0;
   std::string name, resource;
   PermitAsk ask;
-  int rounds_left = 2;  // rounds after the first: a lost race or a stale view
-  bool multi = false;   // this round sent the plan's multi
-  ZkPermitPlan plan;    // this round's
+  int rounds_left = 3;        // rounds after the first: a lost race or a stale view
+  bool multi = false;         // this round sent the plan's multi
+  bool reads = false;         // this round read the resource node after it
+  bool must_read = false;     // the view is stale: the next round only reads
+  int32_t multi_version = 0;  // the resource node's version after a multi
+  ZkPermitPlan plan;          // this round's
   int multi_rc = ZOK;
   int data_rc = ZOK;  // the getData that follows it
   std::string data;
@@ -359,7 +362,13 @@ class ZookeeperBackend final : public Backend {
   // One round: the plan's multi when the session's view allows one, then
   // getData + getChildren (watched) of the resource node, answered together.
   void permit_round(Session* s, const std::shared_ptr<PermitOp>& op);
-  void permit_round_answered(Session* s, const std::shared_ptr<PermitOp>& op, Req& r, int rc);
+  // The round's last answer: `rc` and `children` the getChildren's, or the
+  // multi's own when it went alone.
+  void permit_round_answered(Session* s, const std::shared_ptr<PermitOp>& op, int rc,
+                             std::vector<std::string> children);
+  // The multi went alone and won: the view follows it without a read (the
+  // entries it lists remain a superset of the node's).
+  void permit_view_granted(Session* s, const PermitOp& op);
   // The plan for `op` on the session's view (its intent only if ours).
   ZkPermitPlan plan_permit(Session* s, const PermitOp& op);
   // A getChildren answer for `resource` on `s`: the view's new children, and a

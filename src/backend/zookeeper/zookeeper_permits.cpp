@@ -59,10 +59,15 @@ void ZookeeperBackend::permit_round(Session* s, const std::shared_ptr<PermitOp>&
   op->data_rc = ZOK;
   op->data.clear();
   op->stat = {};
-  if (v.known) {
+  // A grant goes alone (its view follows it); an intent and every answer
+  // but a grant read the node after it, arming the children watch of a
+  // waiter. A read-only round when the view is unknown or stale.
+  op->reads = true;
+  if (v.known && !op->must_read) {
     op->plan = plan_permit(s, *op);
     op->multi = op->plan.what == ZkPermitPlan::kGrant || op->plan.what == ZkPermitPlan::kIntent;
-  } else {
+    op->reads = op->plan.what != ZkPermitPlan::kGrant;
+  } else if (!v.known) {
     // First use of the name by this session: the resource node ("exists
     // already" is fine), read below.
     create_dir(s, op->resource.compare(0, 4, "sem/") == 0 ? sem_dir_ : rw_dir_, nullptr);
@@ -71,7 +76,7 @@ void ZookeeperBackend::permit_round(Session* s, const std::shared_ptr<PermitOp>&
   if (op->multi) {
     const ZkPermitPlan& p = op->plan;
     const PermitKind kind = p.what == ZkPermitPlan::kIntent ? PermitKind::kIntent : op->ask.kind;
-    Req* r = new_req(s, 0, [op](Req& r, int rc) {
+    Req* r = new_req(s, op->reads ? 0 : op->call, [this, op](Req& r, int rc) {
       // The first failing operation tells why (those before it answer ZOK).
       op->multi_rc = rc;
       for (const zoo_op_result_t& res : r.results) {
@@ -80,6 +85,8 @@ void ZookeeperBackend::permit_round(Session* s, const std::shared_ptr<PermitOp>&
           break;
         }
       }
+      op->multi_version = r.op_stat.version;
+      if (!op->reads) permit_round_answered(r.s, op, rc, {});
     });
     r->paths = {path, entry_path(op->resource, kind, p.permit)};
     r->payload = std::to_string(p.token);
@@ -103,7 +110,12 @@ void ZookeeperBackend::permit_round(Session* s, const std::shared_ptr<PermitOp>&
       preset(op->call, o, err);
       return;
     }
+    if (!op->reads) {
+      s->zk->kick();
+      return;
+    }
   }
+  op->must_read = false;
   // The view after it, read in the same round trip: the data and version,
   // then the children (a create between the two shows up as an extra child,
   // and the version guard of the next multi fails: never a missing one).
@@ -115,24 +127,38 @@ void ZookeeperBackend::permit_round(Session* s, const std::shared_ptr<PermitOp>&
   d->paths = {path};
   sent(s, d, zoo_aget(s->zk->zh(), d->paths[0].c_str(), 0, data_done, d));
   if (s->dead) return;
-  Req* c =
-      new_req(s, op->call, [this, op](Req& r, int rc) { permit_round_answered(r.s, op, r, rc); });
+  Req* c = new_req(s, op->call, [this, op](Req& r, int rc) {
+    permit_round_answered(r.s, op, rc, std::move(r.strings));
+  });
   c->paths = {path};
   sent(s, c,
        zoo_awget_children(s->zk->zh(), c->paths[0].c_str(), UvZk::watcher(), s->zk->watcher_ctx(),
                           strings_done, c));
 }
 
+void ZookeeperBackend::permit_view_granted(Session* s, const PermitOp& op) {
+  PermitView& v = s->views[op.resource];
+  v.version = op.multi_version;
+  v.data = op.plan.data;
+  auto& c = v.children;
+  if (op.plan.drop_intent) {
+    c.erase(std::remove(c.begin(), c.end(), zk_permit_child(PermitKind::kIntent, op.ask.intent)),
+            c.end());
+  }
+  const std::string entry = zk_permit_child(op.ask.kind, op.plan.permit);
+  c.insert(std::upper_bound(c.begin(), c.end(), entry), entry);
+}
+
 void ZookeeperBackend::permit_round_answered(Session* s, const std::shared_ptr<PermitOp>& op,
-                                             Req& r, int rc) {
+                                             int rc, std::vector<std::string> children) {
   PermitView& v = s->views[op->resource];
-  const bool read = rc == ZOK && op->data_rc == ZOK;
+  const bool read = op->reads && rc == ZOK && op->data_rc == ZOK;
   if (read) {
     v.known = true;
     v.version = op->stat.version;
     v.data = op->data;
-    permit_children(s, op->resource, std::move(r.strings));
-  } else {
+    permit_children(s, op->resource, std::move(children));
+  } else if (op->reads) {
     v.known = false;
   }
   AcquireReply out;
@@ -145,6 +171,7 @@ void ZookeeperBackend::permit_round_answered(Session* s, const std::shared_ptr<P
     mine[p.permit] = HeldPermit{intent ? PermitKind::kIntent : op->ask.kind, p.token};
     if (p.drop_intent) mine.erase(op->ask.intent);
     watch_entry(s, op->resource, p.permit);
+    if (!op->reads) permit_view_granted(s, *op);
     if (!intent) {
       out.outcome = Outcome::kOk;
       out.permit = p.permit;
@@ -166,6 +193,19 @@ void ZookeeperBackend::permit_round_answered(Session* s, const std::shared_ptr<P
     }
     if (!lost && op->multi_rc != ZNONODE) {
       fill_error(s, op->multi_rc, &out.outcome, &out.error);
+      deliver_acquire(op->call, out);
+      return;
+    }
+    if (!op->reads) {
+      // A grant that went alone lost: read, then decide (one round more).
+      if (op->multi_rc == ZNONODE) v.known = false;  // the node went: made again
+      op->must_read = true;
+      if (op->rounds_left-- > 0 && calls_.find(op->call)) {
+        permit_round(s, op);
+        return;
+      }
+      out.outcome = Outcome::kHeld;
+      out.holder_remaining = Duration::zero();
       deliver_acquire(op->call, out);
       return;
     }
