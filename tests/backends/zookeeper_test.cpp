@@ -761,17 +761,33 @@ TEST_F(ZookeeperShared, DigestAclKeepsOtherIdentitiesOut) {
 
 // --- servers of our own ----------------------------------------------------------
 
+// Two Backends of the shared server, each with a session, for permits.
+class ZookeeperPermits : public ZookeeperShared {
+ protected:
+  void SetUp() override {
+    ZookeeperShared::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    a_ = std::make_unique<simba_testing::WatchingBackend>(url_);
+    b_ = std::make_unique<simba_testing::WatchingBackend>(url_);
+    ASSERT_TRUE(a_->ok() && b_->ok()) << a_->error << b_->error;
+    sa = a_->open();
+    sb = b_->open();
+    ASSERT_FALSE(sa.empty() || sb.empty());
+  }
+  simba_testing::WatchingBackend& a() { return *a_; }
+  simba_testing::WatchingBackend& b() { return *b_; }
+
+  std::unique_ptr<simba_testing::WatchingBackend> a_, b_;
+  std::string sa, sb;
+};
+
 // A permit is an ephemeral node of its session, named by its kind and id, its
 // data the token. Deleted by someone else, it leaves the keep-alive's list
 // (its term ends TAKEN_OVER) and its room is free.
-TEST_F(ZookeeperShared, APermitIsAnEphemeralNodeOfItsSession) {
+TEST_F(ZookeeperPermits, APermitIsAnEphemeralNodeOfItsSession) {
   using simba::PermitKind;
-  simba_testing::WatchingBackend a(url_), b(url_);
-  ASSERT_TRUE(a.ok() && b.ok()) << a.error << b.error;
-  const std::string sa = a.open(), sb = b.open();
-  ASSERT_FALSE(sa.empty() || sb.empty());
   const std::string name = "zk.permit." + unique_id();
-  const simba::AcquireReply p = a.acquire_permit(sa, name, permit_ask(PermitKind::kSemaphore, 1));
+  const simba::AcquireReply p = a().acquire_permit(sa, name, permit_ask(PermitKind::kSemaphore, 1));
   ASSERT_EQ(p.outcome, simba::Outcome::kOk) << p.error;
   const std::string node =
       chroot_ + "/sem/" + name + "/" + simba::zk_permit_child(PermitKind::kSemaphore, p.permit);
@@ -783,14 +799,14 @@ TEST_F(ZookeeperShared, APermitIsAnEphemeralNodeOfItsSession) {
   std::snprintf(sid, sizeof sid, "%016llx", static_cast<unsigned long long>(st.ephemeralOwner));
   EXPECT_EQ(sa, sid);
   EXPECT_EQ(st.dataLength, static_cast<int>(std::to_string(p.token).size()));
-  ASSERT_EQ(b.acquire_permit(sb, name, permit_ask(PermitKind::kSemaphore, 1)).outcome,
+  ASSERT_EQ(b().acquire_permit(sb, name, permit_ask(PermitKind::kSemaphore, 1)).outcome,
             simba::Outcome::kHeld);
   ASSERT_EQ(raw.remove(node), ZOK);
-  a.run_for(200);
-  const simba::KeepAliveReply ka = a.keep_alive(sa);
+  a().run_for(200);
+  const simba::KeepAliveReply ka = a().keep_alive(sa);
   ASSERT_EQ(ka.outcome, simba::Outcome::kOk);
   for (const simba::OwnedLease& o : ka.owned) EXPECT_NE(o.permit, p.permit) << "still listed";
-  const simba::AcquireReply q = b.acquire_permit(sb, name, permit_ask(PermitKind::kSemaphore, 1));
+  const simba::AcquireReply q = b().acquire_permit(sb, name, permit_ask(PermitKind::kSemaphore, 1));
   ASSERT_EQ(q.outcome, simba::Outcome::kOk) << q.error;
   EXPECT_GT(q.token, p.token);
 }
@@ -799,28 +815,60 @@ TEST_F(ZookeeperShared, APermitIsAnEphemeralNodeOfItsSession) {
 // another session's grant loses the version guard and is decided again on
 // what the same round trip read; a view stale the other way (an entry gone)
 // gets one more round. Never two permits of a semaphore of one.
-TEST_F(ZookeeperShared, AStaleViewLosesTheGuardAndIsDecidedAgain) {
+TEST_F(ZookeeperPermits, AStaleViewLosesTheGuardAndIsDecidedAgain) {
   using simba::Outcome;
   using simba::PermitKind;
-  simba_testing::WatchingBackend a(url_), b(url_);
-  ASSERT_TRUE(a.ok() && b.ok()) << a.error << b.error;
-  const std::string sa = a.open(), sb = b.open();
-  ASSERT_FALSE(sa.empty() || sb.empty());
   const std::string name = "zk.stale." + unique_id();
   const auto one = permit_ask(PermitKind::kSemaphore, 1);
-  const simba::AcquireReply b1 = b.acquire_permit(sb, name, one);
+  const simba::AcquireReply b1 = b().acquire_permit(sb, name, one);
   ASSERT_EQ(b1.outcome, Outcome::kOk) << b1.error;
-  ASSERT_EQ(b.release_permit(sb, name, PermitKind::kSemaphore, b1.permit, b1.token), Outcome::kOk);
+  ASSERT_EQ(b().release_permit(sb, name, PermitKind::kSemaphore, b1.permit, b1.token),
+            Outcome::kOk);
   // b's view: free at version 1. a takes the permit: b's view is stale.
-  const simba::AcquireReply a1 = a.acquire_permit(sa, name, one);
+  const simba::AcquireReply a1 = a().acquire_permit(sa, name, one);
   ASSERT_EQ(a1.outcome, Outcome::kOk) << a1.error;
-  EXPECT_EQ(b.acquire_permit(sb, name, one).outcome, Outcome::kHeld);
+  EXPECT_EQ(b().acquire_permit(sb, name, one).outcome, Outcome::kHeld);
   // b's view now lists a's entry; a releases: b's view is stale the other way.
-  ASSERT_EQ(a.release_permit(sa, name, PermitKind::kSemaphore, a1.permit, a1.token), Outcome::kOk);
-  const simba::AcquireReply b2 = b.acquire_permit(sb, name, one);
+  ASSERT_EQ(a().release_permit(sa, name, PermitKind::kSemaphore, a1.permit, a1.token),
+            Outcome::kOk);
+  const simba::AcquireReply b2 = b().acquire_permit(sb, name, one);
   ASSERT_EQ(b2.outcome, Outcome::kOk) << b2.error;
   EXPECT_GT(b2.token, a1.token);
-  EXPECT_EQ(a.acquire_permit(sa, name, one).outcome, Outcome::kHeld);
+  EXPECT_EQ(a().acquire_permit(sa, name, one).outcome, Outcome::kHeld);
+}
+
+// A session that ends on the server (closed from outside here, as an expiry)
+// takes its permits and intents with it: the waiters hear it through the
+// children watch and win.
+TEST_F(ZookeeperPermits, ADeadSessionsEntriesGoWithItsZookeeperSession) {
+  using simba::Outcome;
+  using simba::PermitKind;
+  const std::string name = "zk.dead." + unique_id();
+  const std::string sem = simba::permit_resource(PermitKind::kSemaphore, name);
+  ASSERT_EQ(a().acquire_permit(sa, name, permit_ask(PermitKind::kSemaphore, 1)).outcome,
+            Outcome::kOk);
+  ASSERT_EQ(b().acquire_permit(sb, name, permit_ask(PermitKind::kRead)).outcome, Outcome::kOk);
+  ASSERT_EQ(a().acquire_permit(sa, name, permit_ask(PermitKind::kWrite, 0, true)).outcome,
+            Outcome::kHeld);
+  ASSERT_EQ(b().acquire_permit(sb, name, permit_ask(PermitKind::kRead)).outcome, Outcome::kHeld);
+  ASSERT_EQ(b().acquire_permit(sb, name, permit_ask(PermitKind::kSemaphore, 1)).outcome,
+            Outcome::kHeld);
+  b().backend().watch(sem);
+  b().run_for(100);
+  b().heard.clear();
+  clientid_t id;
+  id.client_id = static_cast<int64_t>(std::strtoull(sa.c_str(), nullptr, 16));
+  session_password(id.client_id, id.passwd);
+  {
+    RawZk killer(hosts_, &id);  // a's loop does not run: it does not reconnect meanwhile
+    ASSERT_TRUE(killer.connected());
+  }  // zookeeper_close: the server ends the session and deletes its nodes
+  EXPECT_TRUE(b().run_until([&] { return b().heard_of(sem); }, 3000 * slow_factor()));
+  EXPECT_EQ(b().acquire_permit(sb, name, permit_ask(PermitKind::kSemaphore, 1)).outcome,
+            Outcome::kOk);
+  EXPECT_EQ(b().acquire_permit(sb, name, permit_ask(PermitKind::kRead)).outcome, Outcome::kOk)
+      << "the dead session's intent still holds readers back";
+  b().backend().unwatch(sem);
 }
 
 class ZookeeperOwn : public ::testing::Test {

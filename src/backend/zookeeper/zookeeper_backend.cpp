@@ -72,12 +72,8 @@ Backend::CallRef ZookeeperBackend::keep_alive(const std::string& session, Durati
                                               Duration timeout, KeepAliveCb cb) {
   Call* c = new_call(Kind::kKeepAlive, timeout);
   c->keep_alive = std::move(cb);
-  Session* s = usable(session);
-  if (!s) {
-    preset(c, Outcome::kExpired, "zookeeper: no such session");
-    return c->id;
-  }
-  c->session_serial = s->serial;
+  Session* s = call_session(c, session);
+  if (!s) return c->id;
   const uint64_t call = c->id;
   Req* r = new_req(s, call, [this](Req& r, int rc) {
     Session* s = r.s;
@@ -113,12 +109,8 @@ Backend::CallRef ZookeeperBackend::acquire(const std::string& session, const std
                                            Duration timeout, AcquireCb cb) {
   Call* c = new_call(Kind::kAcquire, timeout);
   c->acquire = std::move(cb);
-  Session* s = usable(session);
-  if (!s) {
-    preset(c, Outcome::kExpired, "zookeeper: no such session");
-    return c->id;
-  }
-  c->session_serial = s->serial;
+  Session* s = call_session(c, session);
+  if (!s) return c->id;
   if (s->acquires_in_flight >= kMaxAcquiresInFlight) {
     s->acquire_queue.emplace_back(c->id, name);
     return c->id;
@@ -131,13 +123,9 @@ Backend::CallRef ZookeeperBackend::release(const std::string& session, const std
                                            uint64_t token, Duration timeout, DoneCb cb) {
   Call* c = new_call(Kind::kDone, timeout);
   c->done = std::move(cb);
-  Session* s = usable(session);
-  if (!s) {
-    // Its lease nodes went with it.
-    preset(c, Outcome::kExpired, "zookeeper: no such session");
-    return c->id;
-  }
-  c->session_serial = s->serial;
+  // No session (kExpired): its lease nodes went with it.
+  Session* s = call_session(c, session);
+  if (!s) return c->id;
   auto it = s->owned.find(name);
   if (it == s->owned.end() || it->second.token != token) {
     // Not ours (any more): nothing to free.
@@ -310,6 +298,16 @@ ZookeeperBackend::Call* ZookeeperBackend::new_call(Kind kind, Duration timeout) 
   Call* c = calls_.start(timeout);
   c->kind = kind;
   return c;
+}
+
+Session* ZookeeperBackend::call_session(Call* c, const std::string& id) {
+  Session* s = usable(id);
+  if (!s) {
+    preset(c, Outcome::kExpired, "zookeeper: no such session");
+    return nullptr;
+  }
+  c->session_serial = s->serial;
+  return s;
 }
 
 void ZookeeperBackend::preset(uint64_t id, Outcome o, const std::string& err) {

@@ -36,8 +36,11 @@
 //                        it was seen with, create the entry, [delete the writer's
 //                        intent]}: the version guard decides it on the server, so the
 //                        view it was planned on (plan_zk_permit) still held. The view is
-//                        the session's, refreshed by a getData + getChildren (with a
-//                        watch: the release broadcast) pipelined after each multi.
+//                        the session's: a grant goes alone and the view follows it;
+//                        an intent, a Held and a stale or unknown view read the node
+//                        (getData + getChildren with a watch: the release broadcast)
+//                        in the same round trip. An exists-watch on each entry of the
+//                        session keeps the keep-alive's list, as for lease nodes.
 //
 // The session's leases are known locally: the holder keeps an exists-watch on each
 // of its lease nodes, and ZooKeeper delivers a watch event before the answer to any
@@ -244,6 +247,9 @@ class ZookeeperBackend final : public Backend {
   };
 
   Call* new_call(Kind kind, Duration timeout);
+  // The usable session `id` of call `c` (its session_serial set), or nullptr
+  // with `c` preset to kExpired.
+  Session* call_session(Call* c, const std::string& id);
 
   // Completes the call with `o` on a later loop turn (never inside the call).
   void preset(Call* c, Outcome o, const std::string& err) { calls_.preset(c, o, err); }

@@ -18,12 +18,8 @@ Backend::CallRef ZookeeperBackend::acquire_permit(const std::string& session,
                                                   Duration timeout, AcquireCb cb) {
   Call* c = new_call(Kind::kAcquire, timeout);
   c->acquire = std::move(cb);
-  Session* s = usable(session);
-  if (!s) {
-    preset(c, Outcome::kExpired, "zookeeper: no such session");
-    return c->id;
-  }
-  c->session_serial = s->serial;
+  Session* s = call_session(c, session);
+  if (!s) return c->id;
   auto op = std::make_shared<PermitOp>();
   op->call = c->id;
   op->name = name;
@@ -339,13 +335,9 @@ Backend::CallRef ZookeeperBackend::release_permit(const std::string& session,
                                                   DoneCb cb) {
   Call* c = new_call(Kind::kDone, timeout);
   c->done = std::move(cb);
-  Session* s = usable(session);
-  if (!s) {
-    // Its entries went with it.
-    preset(c, Outcome::kExpired, "zookeeper: no such session");
-    return c->id;
-  }
-  c->session_serial = s->serial;
+  // No session (kExpired): its entries went with it.
+  Session* s = call_session(c, session);
+  if (!s) return c->id;
   const std::string resource = permit_resource(kind, name);
   auto held = s->permits.find(resource);
   const HeldPermit* e = nullptr;
