@@ -505,6 +505,9 @@ TEST_F(EtcdServer, APermitCycleIsTwoRoundTrips) {
   };
   std::vector<double> txn, lease, permit;
   for (int i = 0; i < n; ++i) {
+    if (i % 100 == 0) {
+      ASSERT_EQ(keep_alive(b, r.session_id, 5000).outcome, Outcome::kOk);
+    }
     auto t0 = std::chrono::steady_clock::now();
     const AcquireReply l = acquire(b, r.session_id, "cycle");
     txn.push_back(us_since(t0));
