@@ -198,6 +198,18 @@ class EtcdServer : public ::testing::Test {
     EXPECT_TRUE(b.run_until([&] { return done; }, 5000));
     return out;
   }
+  // Keep-alives until one lists `n` entries (within 5 s); the last one.
+  KeepAliveReply keep_alive_listing(BackendOnLoop& b, const std::string& sid, int64_t lease_ms,
+                                    size_t n) {
+    KeepAliveReply k;
+    b.run_until(
+        [&] {
+          k = keep_alive(b, sid, lease_ms);
+          return k.owned.size() == n;
+        },
+        5000);
+    return k;
+  }
   AcquireReply acquire(BackendOnLoop& b, const std::string& sid, const std::string& name) {
     AcquireReply out;
     bool done = false;
@@ -278,14 +290,8 @@ TEST_F(EtcdServer, KeepAliveListsTheLeasesTheSessionStillHolds) {
   ASSERT_EQ(etcdctl("put --lease=" + r.session_id + " " + prefix_ + "/l/unseen " + r.session_id),
             0);
   ASSERT_EQ(etcdctl("del " + prefix_ + "/l/deleted"), 0);
-  KeepAliveReply k;
-  ASSERT_TRUE(b.run_until(
-      [&] {
-        k = keep_alive(b, r.session_id, 2000);
-        return k.owned.size() == 2;
-      },
-      5000))
-      << k.owned.size() << " leases listed";
+  const KeepAliveReply k = keep_alive_listing(b, r.session_id, 2000, 2);
+  ASSERT_EQ(k.owned.size(), 2u) << "leases listed";
   EXPECT_EQ(k.outcome, Outcome::kOk);
   bool kept = false, unseen = false;
   for (const OwnedLease& l : k.owned) {
@@ -421,14 +427,8 @@ TEST_F(EtcdServer, KeepAliveListsThePermitEntriesTheSessionStillHolds) {
                     "/p/rw/w/00000000000000000007 'write " + r.session_id + " 7'"),
             0);
   ASSERT_EQ(etcdctl("del " + etcd_impl::EtcdKeys(prefix_).permit("sem/s", gone.permit)), 0);
-  KeepAliveReply k;
-  ASSERT_TRUE(b.run_until(
-      [&] {
-        k = keep_alive(b, r.session_id, 2000);
-        return k.owned.size() == 2;
-      },
-      5000))
-      << k.owned.size() << " entries listed";
+  KeepAliveReply k = keep_alive_listing(b, r.session_id, 2000, 2);
+  ASSERT_EQ(k.owned.size(), 2u) << "entries listed";
   EXPECT_NE(std::find(k.owned.begin(), k.owned.end(),
                       OwnedLease{"s", kept.token, PermitKind::kSemaphore, kept.permit}),
             k.owned.end());

@@ -370,6 +370,9 @@ class EtcdBackend final : public Backend {
   void permit_try(Call* c);
   void permit_answer(Call* c, const TxnAnswer& t);
   void note_held(const std::string& name, int64_t revision);
+  // An acquire's Txn answer in *t; false when it failed the call instead.
+  bool acquire_answer(Call* c, int status, const std::string& err, const std::string& answer,
+                      TxnAnswer* t);
   // The session's entry of key `kv` (a lease key or a permit entry) and its sid.
   bool entry_of(const Kv& kv, Held* held, std::string* sid) const;
   bool entry_key(const std::string& key) const {
@@ -927,15 +930,8 @@ Backend::CallRef EtcdBackend::acquire(const std::string& session, const std::str
   rpc(c, kTxn, acquire_request(keys_, name, session, c->lease),
       [this, name, session](Call* c, int status, const std::string& err,
                             const std::string& answer) {
-        // A put with a lease etcd does not know: our session is gone.
-        if (status == kGrpcNotFound)
-          return fail(c->id, Outcome::kExpired, status_text(status, err));
-        if (status != 0) return fail(c->id, Outcome::kError, status_text(status, err));
         TxnAnswer t;
-        if (!decode_txn(reinterpret_cast<const uint8_t*>(answer.data()), answer.size(), &t) ||
-            t.revision <= 0) {
-          return fail(c->id, Outcome::kError, "etcd: undecodable Txn answer");
-        }
+        if (!acquire_answer(c, status, err, answer, &t)) return;
         AcquireReply r;
         // Sent again after a broken connection and held by this session:
         // the first try won it (the core holds one acquire per name at a
@@ -959,6 +955,25 @@ Backend::CallRef EtcdBackend::acquire(const std::string& session, const std::str
         deliver(c->id, &Call::acquire, r);
       });
   return c->id;
+}
+
+bool EtcdBackend::acquire_answer(Call* c, int status, const std::string& err,
+                                 const std::string& answer, TxnAnswer* t) {
+  // A put with a lease etcd does not know: our session is gone.
+  if (status == kGrpcNotFound) {
+    fail(c->id, Outcome::kExpired, status_text(status, err));
+    return false;
+  }
+  if (status != 0) {
+    fail(c->id, Outcome::kError, status_text(status, err));
+    return false;
+  }
+  if (!decode_txn(reinterpret_cast<const uint8_t*>(answer.data()), answer.size(), t) ||
+      t->revision <= 0) {
+    fail(c->id, Outcome::kError, "etcd: undecodable Txn answer");
+    return false;
+  }
+  return true;
 }
 
 // The revision of a Held answer for `name` (a lease's, or a permit resource),
@@ -1090,17 +1105,8 @@ void EtcdBackend::permit_try(Call* c) {
       permit_acquire_request(keys_.counter(st.resource), st.seen.mod, keys_.permit_dir(st.resource),
                              st.plan.outcome != Outcome::kOk, st.plan.ops),
       [this](Call* c, int status, const std::string& err, const std::string& answer) {
-        // A put with a lease etcd does not know: our session is gone.
-        if (status == kGrpcNotFound) {
-          return fail(c->id, Outcome::kExpired, status_text(status, err));
-        }
-        if (status != 0) return fail(c->id, Outcome::kError, status_text(status, err));
         TxnAnswer t;
-        if (!decode_txn(reinterpret_cast<const uint8_t*>(answer.data()), answer.size(), &t) ||
-            t.revision <= 0) {
-          return fail(c->id, Outcome::kError, "etcd: undecodable Txn answer");
-        }
-        permit_answer(c, t);
+        if (acquire_answer(c, status, err, answer, &t)) permit_answer(c, t);
       });
 }
 

@@ -96,6 +96,23 @@ Etcdserverpb__RequestOp range_op(Etcdserverpb__RangeRequest* r, const std::strin
   return op;
 }
 
+// compare `a` && compare `b` ? delete `key`
+std::string delete_if(const std::string& key, Etcdserverpb__Compare* a, Etcdserverpb__Compare* b) {
+  Etcdserverpb__DeleteRangeRequest del = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+  del.key = bytes(key);
+  Etcdserverpb__RequestOp op = ETCDSERVERPB__REQUEST_OP__INIT;
+  op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
+  op.request_delete_range = &del;
+  Etcdserverpb__Compare* cmps[] = {a, b};
+  Etcdserverpb__RequestOp* oks[] = {&op};
+  Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
+  txn.n_compare = 2;
+  txn.compare = cmps;
+  txn.n_success = 1;
+  txn.success = oks;
+  return pack(&txn.base);
+}
+
 }  // namespace
 
 std::string EtcdKeys::permit(const std::string& resource, uint64_t permit) const {
@@ -273,19 +290,7 @@ std::string release_request(const EtcdKeys& keys, const std::string& name, int64
   term.key = bytes(lease_key);
   term.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_CREATE_REVISION;
   term.create_revision = token;
-  Etcdserverpb__DeleteRangeRequest del = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
-  del.key = bytes(lease_key);
-  Etcdserverpb__RequestOp op = ETCDSERVERPB__REQUEST_OP__INIT;
-  op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
-  op.request_delete_range = &del;
-  Etcdserverpb__Compare* cmps[] = {&ours, &term};
-  Etcdserverpb__RequestOp* oks[] = {&op};
-  Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
-  txn.n_compare = 2;
-  txn.compare = cmps;
-  txn.n_success = 1;
-  txn.success = oks;
-  return pack(&txn.base);
+  return delete_if(lease_key, &ours, &term);
 }
 
 std::string permit_acquire_request(const std::string& counter, int64_t counter_mod,
@@ -349,19 +354,7 @@ std::string permit_release_request(const std::string& key, const std::string& va
   ours.key = bytes(key);
   ours.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_LEASE;
   ours.lease = lease;
-  Etcdserverpb__DeleteRangeRequest del = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
-  del.key = bytes(key);
-  Etcdserverpb__RequestOp op = ETCDSERVERPB__REQUEST_OP__INIT;
-  op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
-  op.request_delete_range = &del;
-  Etcdserverpb__Compare* cmps[] = {&same, &ours};
-  Etcdserverpb__RequestOp* oks[] = {&op};
-  Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
-  txn.n_compare = 2;
-  txn.compare = cmps;
-  txn.n_success = 1;
-  txn.success = oks;
-  return pack(&txn.base);
+  return delete_if(key, &same, &ours);
 }
 
 std::string watch_create_request(const std::string& key, int64_t start_revision, int64_t watch_id,
