@@ -1,6 +1,8 @@
 // The etcd backend's own rules (ADR 0045), beyond the conformance suite: its
 // URL, the message codec, and on a real etcd (SIMBA_TEST_ETCD_URL) the lease
-// mapping: the TTL rule, the remaining time, the leases a keep-alive lists.
+// mapping: the TTL rule, the remaining time, the leases a keep-alive lists;
+// and permits (ADR 0046): their keys and values, the entries a keep-alive
+// lists, racing acquires, the cost of a cycle.
 #ifdef SIMBA_WITH_ETCD
 #include <gtest/gtest.h>
 
