@@ -380,10 +380,16 @@ TEST(Redis, ScriptsAndCodeNameTheSameKeys) {
   const std::string lua =
       simba::redis_lua_keys() +
       "return {session_key(ARGV[1], ARGV[2]), session_key(ARGV[1], ARGV[2]) .. LEASES_SUFFIX, "
-      "lease_key(ARGV[1], ARGV[3]), released_channel(ARGV[1], ARGV[3])}";
-  EXPECT_EQ(s.cmd({"EVAL", lua, "0", "my app", "0af1", "jobs:nightly"}),
+      "lease_key(ARGV[1], ARGV[3]), released_channel(ARGV[1], ARGV[3]), "
+      "permits_key(ARGV[1], ARGV[4]), permits_key(ARGV[1], ARGV[5])}";
+  const std::string sem = simba::permit_resource(simba::PermitKind::kSemaphore, "jobs:nightly");
+  const std::string rw = simba::permit_resource(simba::PermitKind::kWrite, "jobs:nightly");
+  EXPECT_EQ(s.cmd({"EVAL", lua, "0", "my app", "0af1", "jobs:nightly", sem, rw}),
             keys.session("0af1") + " " + keys.leases("0af1") + " " + keys.lease("jobs:nightly") +
-                " " + keys.released("jobs:nightly"));
+                " " + keys.released("jobs:nightly") + " " + keys.permits(true, "jobs:nightly") +
+                " " + keys.permits(false, "jobs:nightly"));
+  EXPECT_EQ(keys.permits(true, "jobs:nightly"), "my app:sem:jobs:nightly");
+  EXPECT_EQ(keys.permits(false, "jobs:nightly"), "my app:rw:jobs:nightly");
   EXPECT_EQ(keys.lease("jobs:nightly"), "my app:lease:jobs:nightly");
   EXPECT_EQ(keys.leases("0af1"), "my app:session:0af1:leases");
 }
