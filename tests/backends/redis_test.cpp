@@ -394,6 +394,76 @@ TEST(Redis, ScriptsAndCodeNameTheSameKeys) {
   EXPECT_EQ(keys.leases("0af1"), "my app:session:0af1:leases");
 }
 
+// The permits' layout (redis_keys.h) and what only this backend does: a
+// session gone from Redis (its key expired; deleted here) leaves its entries
+// in the name's hash until the acquire that meets them sweeps them (and
+// publishes the resource); a semaphore's size goes with its last holder; a
+// released entry stays in the session's set until the next keep-alive.
+TEST(Redis, PermitsOfAGoneSessionAreSweptByTheAcquireThatMeetsThem) {
+  const std::string url = shared_url();
+  if (url.empty()) GTEST_SKIP() << "SIMBA_TEST_REDIS_URL not set";
+  std::string host;
+  int port = 0;
+  ASSERT_TRUE(host_port(url, &host, &port));
+  Sync s(host, port);
+  ASSERT_TRUE(s.ok());
+  const std::string prefix = "sweep" + unique_id(), name = "jobs";
+  WatchingBackend a(url + "?prefix=" + prefix), b(url + "?prefix=" + prefix);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::string sa = a.open(), sb = b.open();
+  ASSERT_FALSE(sa.empty() || sb.empty());
+  simba::PermitAsk sem;
+  sem.kind = simba::PermitKind::kSemaphore;
+  sem.size = 1;
+  simba::PermitAsk write;
+  write.kind = simba::PermitKind::kWrite;
+  const simba::AcquireReply held = a.acquire_permit(sa, name, sem);
+  const simba::AcquireReply w = a.acquire_permit(sa, name, write);
+  ASSERT_EQ(held.outcome, simba::Outcome::kOk) << held.error;
+  ASSERT_EQ(w.outcome, simba::Outcome::kOk) << w.error;
+  const std::string sem_key = prefix + ":sem:" + name, rw_key = prefix + ":rw:" + name;
+  const std::string entry = "e:" + std::to_string(held.permit);
+  EXPECT_EQ(s.cmd({"HGET", sem_key, entry}), "semaphore " + sa + " " + std::to_string(held.token));
+  EXPECT_EQ(s.cmd({"HGET", sem_key, "size"}), "1");
+  EXPECT_EQ(s.cmd({"HGET", rw_key, "epoch"}), std::to_string(w.token));
+  EXPECT_EQ(s.cmd({"SISMEMBER", prefix + ":session:" + sa + ":leases",
+                   "sem/" + name + "/" + std::to_string(held.permit)}),
+            "1");
+  ASSERT_EQ(b.acquire_permit(sb, name, sem).outcome, simba::Outcome::kHeld);
+  const std::string resource = simba::permit_resource(simba::PermitKind::kSemaphore, name);
+  b.backend().watch(resource);
+  b.run_for(300);
+  b.heard.clear();
+  ASSERT_EQ(s.cmd({"DEL", prefix + ":session:" + sa}), "1");  // as if it expired
+  EXPECT_EQ(s.cmd({"HGET", sem_key, entry}), "semaphore " + sa + " " + std::to_string(held.token))
+      << "nothing sweeps before an acquire meets the entry";
+  const simba::AcquireReply mine = b.acquire_permit(sb, name, sem);
+  ASSERT_EQ(mine.outcome, simba::Outcome::kOk) << mine.error;
+  EXPECT_GT(mine.token, w.token);
+  EXPECT_EQ(s.cmd({"HEXISTS", sem_key, entry}), "0");
+  EXPECT_TRUE(b.run_until([&] { return b.heard_of(resource); }, 3000 * slow_factor()))
+      << "the sweep publishes the resource";
+  simba::PermitAsk read;
+  read.kind = simba::PermitKind::kRead;
+  const simba::AcquireReply r = b.acquire_permit(sb, name, read);
+  ASSERT_EQ(r.outcome, simba::Outcome::kOk) << "the gone writer was swept";
+  EXPECT_EQ(r.token, w.token);
+  EXPECT_EQ(a.keep_alive(sa).outcome, simba::Outcome::kExpired);
+  // The last holder's release drops the size; the set keeps the entry until
+  // the keep-alive, which no longer lists it.
+  ASSERT_EQ(b.release_permit(sb, name, simba::PermitKind::kSemaphore, mine.permit, mine.token),
+            simba::Outcome::kOk);
+  EXPECT_EQ(s.cmd({"HEXISTS", sem_key, "size"}), "0");
+  const std::string member = "sem/" + name + "/" + std::to_string(mine.permit);
+  EXPECT_EQ(s.cmd({"SISMEMBER", prefix + ":session:" + sb + ":leases", member}), "1");
+  const simba::KeepAliveReply ka = b.keep_alive(sb);
+  ASSERT_EQ(ka.outcome, simba::Outcome::kOk);
+  ASSERT_EQ(ka.owned.size(), 1u);
+  EXPECT_EQ(ka.owned[0], (simba::OwnedLease{name, r.token, simba::PermitKind::kRead, r.permit}));
+  EXPECT_EQ(s.cmd({"SISMEMBER", prefix + ":session:" + sb + ":leases", member}), "0");
+  b.backend().unwatch(resource);
+}
+
 TEST(Redis, AuthSelectAndPrefix) {
   if (!have_redis_server()) GTEST_SKIP() << "redis-server not installed";
   const int port = free_port();
