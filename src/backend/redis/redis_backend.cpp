@@ -1,7 +1,7 @@
 // The Redis backend's operations (open_session, keep_alive, acquire, release,
-// acquire_permit, release_permit, close_session, inspect, shutdown), the call plumbing they share
-// (start, send, the pipelined WAIT, timeouts, answers) and make_redis_backend. The class and its
-// design notes: redis_backend_impl.h.
+// acquire_permit, release_permit, close_session, inspect, shutdown), the call
+// plumbing they share (start, send, the pipelined WAIT, timeouts, answers) and
+// make_redis_backend. The class and its design notes: redis_backend_impl.h.
 #include "backend/redis/redis_backend.h"
 
 #include <hiredis/async.h>
