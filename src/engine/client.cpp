@@ -621,8 +621,10 @@ Result Client::lock_acquire_async(const LockAsk& ask, const std::string& name, i
                                   bool try_once, LockFn cb) {
   Result result;
   auto queue = new_queue();
-  auto done = [queue, cb](Code code, Term* term, const std::string&) {
-    if (!queue->post([cb, code, term] { cb(code, term); }) && term) term->release();
+  auto done = [queue, cb](Code code, Term* term, const std::string& detail) {
+    if (!queue->post([cb, code, term, detail] { cb(code, term, detail); }) && term) {
+      term->release();
+    }
   };
   Result r = run_sync([&] { result = add_lock(ask, name, timeout_ms, try_once, queue, done); });
   return r.code != Code::kOk ? r : result;

@@ -32,7 +32,8 @@ namespace simba::engine {
 
 using DoneFn = std::function<void(Code code)>;
 using EventFn = std::function<void(SessionEvent, const std::string& detail)>;
-using LockFn = std::function<void(Code code, Term* term)>;
+// `detail`: what went wrong, when code is not kOk (may be empty).
+using LockFn = std::function<void(Code code, Term* term, const std::string& detail)>;
 // Leader work: runs on a thread of its own for each term of a task's election.
 using WorkFn = std::function<void(Term*)>;
 // The last callback of a handle's close (the *_close_async of simba.h): runs

@@ -32,6 +32,7 @@ struct Term : simba::TermState {
 
   // The lock's part of a lock's term; null for an election's.
   LockTerm* as_lock();
+  const LockTerm* as_lock() const;
 
   // Loop thread: hand the on_revoked callbacks to the queue, before the listener's.
   void deliver_revoked(std::function<void()> then);
@@ -109,6 +110,9 @@ struct PermitTerm final : LockTerm {
 };
 
 inline LockTerm* Term::as_lock() { return is_lock ? static_cast<LockTerm*>(this) : nullptr; }
+inline const LockTerm* Term::as_lock() const {
+  return is_lock ? static_cast<const LockTerm*>(this) : nullptr;
+}
 
 }  // namespace simba::engine
 

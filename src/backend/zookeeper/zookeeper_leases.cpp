@@ -147,6 +147,11 @@ void ZookeeperBackend::inspect_step_done(const std::shared_ptr<InspectState>& st
     return;
   }
   out = build_zk_inspect(st->sessions, st->asked, st->tokens, st->leases);
+  for (const InspectState::PermitNode& e : st->permits) {
+    if (auto row = zk_permit_row(e.name, e.child, e.data, e.stat, st->sessions)) {
+      out.leases.push_back(std::move(*row));
+    }
+  }
   deliver_inspect(st->call, out);
 }
 
@@ -211,6 +216,19 @@ void ZookeeperBackend::inspect_name(Session* s, const std::shared_ptr<InspectSta
   inspect_read(s, st, lease_path(name), false, [st, name](Req& r) {
     if (r.has_stat) st->leases[name] = r.stat;
   });
+}
+
+void ZookeeperBackend::inspect_permits(Session* s, const std::shared_ptr<InspectState>& st,
+                                       const std::string& kind, const std::string& name) {
+  const std::string dir = url_.chroot + "/" + kind + "/" + name;
+  inspect_children(
+      s, st, dir, [this, st, dir, name](Session* s, const std::vector<std::string>& found) {
+        for (const std::string& child : found) {
+          inspect_read(s, st, dir + "/" + child, true, [st, name, child](Req& r) {
+            st->permits.push_back(InspectState::PermitNode{name, child, r.value, r.stat});
+          });
+        }
+      });
 }
 
 }  // namespace simba::zookeeper_impl

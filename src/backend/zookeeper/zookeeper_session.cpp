@@ -267,6 +267,7 @@ void ZookeeperBackend::on_event(uint64_t serial, int type, int state, const std:
     }
     return;
   }
+  if (permit_event(s, type, path)) return;
   const std::string prefix = leases_dir_ + "/";
   if (path.compare(0, prefix.size(), prefix) != 0) return;
   const std::string name = path.substr(prefix.size());
@@ -290,6 +291,8 @@ void ZookeeperBackend::set_up(Session* s) {
   dirs.push_back(sessions_dir_);
   dirs.push_back(leases_dir_);
   dirs.push_back(tokens_dir_);
+  dirs.push_back(sem_dir_);
+  dirs.push_back(rw_dir_);
   for (const std::string& d : dirs) create_dir(s, d, nullptr);
   create_marker(s, s->open_call);
 }
