@@ -313,7 +313,9 @@ impl std::fmt::Debug for Term {
     }
 }
 
-/// A held lock: a [`Term`] owned by the caller. Dereferences to its term.
+/// A held lock, or a held permit of a semaphore or read/write lock
+/// (`term().kind()` says which): a [`Term`] owned by the caller. Dereferences
+/// to its term.
 ///
 /// `unlock()` (or dropping it) revokes the term (`Stopped`) and releases the
 /// lease with its token; outside callbacks it waits for the backend's answer
