@@ -35,7 +35,7 @@ __all__ = [
     "version_string", "__version__",
 ]
 
-__version__ = "1.4.0"
+__version__ = "1.5.0"
 
 
 def version() -> int:
