@@ -551,8 +551,9 @@ test('semaphore: permits counted, tokens rising, another size refused, kind', as
   assert.equal(s1.kind, 'SEMAPHORE'); // readable once released
   const s3 = await waiting;
   assert.ok(s3.token > s2.token);
-  await s2.release();
-  await s3.release();
+  // closeAsync: resolves once the backend answered the release (release() does not wait)
+  await s2.closeAsync();
+  await s3.closeAsync();
   // the size went with its last holder
   await (await a.trySemaphore(name, 7)).release();
   for (const bad of [0, -1, 1.5, 2 ** 32, '2', undefined]) {
@@ -564,8 +565,17 @@ test('semaphore: permits counted, tokens rising, another size refused, kind', as
   const aborted = b.semaphore(name, 1, { signal: ac.signal });
   ac.abort(new Error('stop waiting'));
   await assert.rejects(aborted, /stop waiting/);
-  await held.release();
-  await (await b.trySemaphore(name, 1)).release(); // nothing kept by the abandoned wait
+  await held.closeAsync();
+  // nothing kept by the abandoned wait: a permit it won is released at once
+  await until(async () => {
+    try {
+      await (await b.trySemaphore(name, 1)).closeAsync();
+      return true;
+    } catch (e) {
+      if (e.code !== 'SIMBA_EBUSY') throw e;
+      return false;
+    }
+  }, 5000, 'the abandoned permit released');
 });
 
 test('read/write lock: readers share, writer excludes and is preferred, epoch tokens', async () => {
@@ -584,8 +594,16 @@ test('read/write lock: readers share, writer excludes and is preferred, epoch to
   assert.equal(r2.token, w0.token);
   await rejectsWith(a.tryWriteLock(name), 'SIMBA_EBUSY');
   const writer = b.writeLock(name, { timeout: 10000 });
-  await sleep(100); // its intent reaches the backend: new readers wait
-  await rejectsWith(a.tryReadLock(name), 'SIMBA_EBUSY');
+  // its intent reaches the backend: new readers wait
+  await until(async () => {
+    try {
+      await (await a.tryReadLock(name)).closeAsync();
+      return false;
+    } catch (e) {
+      if (e.code !== 'SIMBA_EBUSY') throw e;
+      return true;
+    }
+  }, 5000, "the writer's intent");
   await r1.release();
   await r2.release();
   const w1 = await writer;

@@ -71,9 +71,14 @@ def test_readers_share_writer_excludes(url, name, clients):
     with pytest.raises(simba.Busy):
         a.try_write_lock(name)
     fut = b.write_lock_async(name, timeout=LONG)
-    time.sleep(0.1)  # the writer's intent reaches the backend: new readers wait
-    with pytest.raises(simba.Busy):
-        a.try_read_lock(name)
+    deadline = time.monotonic() + LONG
+    while True:  # the writer's intent reaches the backend: new readers wait
+        try:
+            a.try_read_lock(name).release()
+        except simba.Busy:
+            break
+        assert time.monotonic() < deadline, "the writer's intent never made a reader wait"
+        time.sleep(0.01)
     r1.release()
     r2.release()
     w1 = fut.result(LONG)
