@@ -1280,13 +1280,12 @@ static napi_value start_pool(napi_env env, pool_op *o, const char *what) {
   return promise;
 }
 
-/* tryLock(client, name) -> Promise<term> */
-static napi_value n_try_lock(napi_env env, napi_callback_info info) {
-  napi_value argv[2];
+/* A try on libuv's pool: kind 1 a lock, 4 a permit (what, arg as permit()). */
+static napi_value start_try(napi_env env, napi_value *argv, int kind, int what, int64_t arg,
+                            const char *label) {
   nclient *cl;
   pool_op *o;
   char *name;
-  if (get_args(env, info, 2, argv)) return NULL;
   if (!(cl = get_client(env, argv[0]))) return NULL;
   if (!(name = get_name(env, argv[1], "name"))) return NULL;
   o = (pool_op *)calloc(1, sizeof *o);
@@ -1296,37 +1295,30 @@ static napi_value n_try_lock(napi_env env, napi_callback_info info) {
   }
   o->cl = cl;
   o->c = cl->c;
-  o->kind = 1;
+  o->kind = kind;
+  o->what = what;
+  o->arg = arg;
   o->name = name;
-  return start_pool(env, o, "simba.tryLock");
+  return start_pool(env, o, label);
+}
+
+/* tryLock(client, name) -> Promise<term> */
+static napi_value n_try_lock(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  if (get_args(env, info, 2, argv)) return NULL;
+  return start_try(env, argv, 1, 0, 0, "simba.tryLock");
 }
 
 /* tryPermit(client, name, what, arg) -> Promise<term>: what as permit(). */
 static napi_value n_try_permit(napi_env env, napi_callback_info info) {
   napi_value argv[4];
-  nclient *cl;
-  pool_op *o;
-  char *name;
   int64_t what;
   if (get_args(env, info, 4, argv)) return NULL;
-  if (!(cl = get_client(env, argv[0]))) return NULL;
   what = get_i64(env, argv[2], 0);
   if (what != 1 && what != 2) return throw_type(env, "tryPermit: what must be 1 or 2");
   if (what == 1 && !p15.sem_try) return throw_needs_1_5(env, "simba_semaphore_try_acquire");
   if (what == 2 && !p15.rw_try) return throw_needs_1_5(env, "simba_rwlock_try_acquire");
-  if (!(name = get_name(env, argv[1], "name"))) return NULL;
-  o = (pool_op *)calloc(1, sizeof *o);
-  if (!o) {
-    free(name);
-    return throw_simba(env, SIMBA_ENOMEM, "out of memory");
-  }
-  o->cl = cl;
-  o->c = cl->c;
-  o->kind = 4;
-  o->what = (int)what;
-  o->arg = get_i64(env, argv[3], 0);
-  o->name = name;
-  return start_pool(env, o, "simba.tryPermit");
+  return start_try(env, argv, 4, (int)what, get_i64(env, argv[3], 0), "simba.tryPermit");
 }
 
 /* inspect(client, names[]|null, timeoutMs) -> Promise<json> */

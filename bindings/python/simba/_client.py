@@ -838,23 +838,9 @@ class Client(_BaseClient):
         / :class:`Cancelled`). A term that arrives after the future was
         cancelled is released at once."""
         n = encode_name(name)
-        fut: "concurrent.futures.Future[Term]" = concurrent.futures.Future()
-
-        def done(err: int, term: Optional[Term]) -> None:
-            if err == 0 and term is not None:
-                if not fut.set_running_or_notify_cancel():
-                    term.release()
-                    return
-                fut.set_result(term)
-            elif fut.set_running_or_notify_cancel():
-                fut.set_exception(error(err, f"lock {name!r}: {_errors_code(err)}"))
-        key = _lib.register(done)
-        rc = lib.simba_lock_acquire_async(self._live("lock_async"), n, to_ms(timeout, "timeout"),
-                                          _on_lock, key)
-        if rc < 0:
-            _lib.unregister(key)
-            check(rc)
-        return fut
+        h, ms = self._live("lock_async"), to_ms(timeout, "timeout")
+        return _term_future(lambda key: lib.simba_lock_acquire_async(h, n, ms, _on_lock, key),
+                            lambda err: error(err, f"lock {name!r}: {_errors_code(err)}"))
 
     # --- semaphores and read/write locks (libsimba 1.5, ADR 0046) -------------
     # A permit's term is a lock's: a context manager, released with release().
@@ -922,22 +908,9 @@ class Client(_BaseClient):
                       timeout: Optional[float]) -> "concurrent.futures.Future[Term]":
         fn = _lib.require(f"simba_{what}_acquire_async")
         n = encode_name(name)
-        fut: "concurrent.futures.Future[Term]" = concurrent.futures.Future()
-
-        def done(err: int, term: Optional[Term]) -> None:
-            if err == 0 and term is not None:
-                if not fut.set_running_or_notify_cancel():
-                    term.release()
-                    return
-                fut.set_result(term)
-            elif fut.set_running_or_notify_cancel():
-                fut.set_exception(permit_error(err, what, name))
-        key = _lib.register(done)
-        rc = fn(self._live(f"{what}_async"), n, *args, to_ms(timeout, "timeout"), _on_lock, key)
-        if rc < 0:
-            _lib.unregister(key)
-            check(rc)
-        return fut
+        h, ms = self._live(f"{what}_async"), to_ms(timeout, "timeout")
+        return _term_future(lambda key: fn(h, n, *args, ms, _on_lock, key),
+                            lambda err: permit_error(err, what, name))
 
     def elect(self, name: str, on_elected: Optional[Callable[[Term], Any]] = None,
               on_revoked: Optional[Callable[[Term, RevokeReason], Any]] = None) -> Election:
@@ -987,6 +960,28 @@ class Client(_BaseClient):
 
 
 READ, WRITE = 1, 2  # simba_lock_mode_t
+
+
+def _term_future(start: Callable[[int], int],
+                 fail: Callable[[int], Exception]) -> "concurrent.futures.Future[Term]":
+    """A future of the term an ``*_acquire_async`` call (``start(key)``) delivers
+    to _on_lock; a term that arrives after the future was cancelled is released."""
+    fut: "concurrent.futures.Future[Term]" = concurrent.futures.Future()
+
+    def done(err: int, term: Optional[Term]) -> None:
+        if err == 0 and term is not None:
+            if not fut.set_running_or_notify_cancel():
+                term.release()
+                return
+            fut.set_result(term)
+        elif fut.set_running_or_notify_cancel():
+            fut.set_exception(fail(err))
+    key = _lib.register(done)
+    rc = start(key)
+    if rc < 0:
+        _lib.unregister(key)
+        check(rc)
+    return fut
 
 
 def _permits(permits: int) -> int:
