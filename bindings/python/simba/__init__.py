@@ -1,7 +1,8 @@
 """Simba for Python: distributed locks and leader election over libsimba's C ABI.
 
-Loaded with ctypes (no compiled extension); needs libsimba 1.3 or later, found
-through ``SIMBA_LIBRARY``, pkg-config's libdir, or ``ctypes.util.find_library``.
+Loaded with ctypes (no compiled extension); needs libsimba 1.4 or later (1.5 for
+semaphores and read/write locks), found through ``SIMBA_LIBRARY``, pkg-config's
+libdir, or ``ctypes.util.find_library``.
 
     import simba
 
