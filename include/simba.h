@@ -467,7 +467,10 @@ SIMBA_API char *simba_client_snapshot_json(simba_client_t *c);
  * session as {"id", "client" (its client.name), "remaining_ms", "own" (true for
  * this client's)}, and "leases", sorted by name: {"name", "token" (the last
  * granted, 0 if never), "holder" (a session id, or null when free),
- * "holder_client" and "remaining_ms" (the holder's) when known}.
+ * "holder_client" and "remaining_ms" (the holder's) when known}. Since 1.5 a
+ * name's permit entries follow its lease row, one row each, with "kind"
+ * ("semaphore", "read", "write" or "intent", a waiting writer's) and "permit"
+ * (the entry's id); "token" is the permit's (docs/fencing.md).
  *
  * @param names    lease names to report; NULL (with n_names 0) for every lease
  *                 the backend knows (on Redis a SCAN of the prefix: name the

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <tuple>
 
 #include "core/json.h"
 #include "core/log_level.h"
@@ -347,13 +348,19 @@ Result Client::inspect_json(const std::vector<std::string>& names, int64_t timeo
     first = false;
   }
   s += "],\"leases\":[";
-  std::sort(reply->leases.begin(), reply->leases.end(),
-            [](const LeaseInfo& a, const LeaseInfo& b) { return a.name < b.name; });
+  // A name's lease row first, then its permit entries by kind and id (ADR 0046).
+  std::sort(reply->leases.begin(), reply->leases.end(), [](const LeaseInfo& a, const LeaseInfo& b) {
+    return std::tie(a.name, a.kind, a.permit) < std::tie(b.name, b.kind, b.permit);
+  });
   first = true;
   for (const LeaseInfo& li : reply->leases) {
     s += std::string(first ? "" : ",") + "{\"name\":" + json_quote(li.name) +
          ",\"token\":" + std::to_string(li.token) +
          ",\"holder\":" + (li.holder.empty() ? std::string("null") : json_quote(li.holder));
+    if (li.kind != PermitKind::kLease) {
+      s += ",\"kind\":" + json_quote(permit_kind_name(li.kind)) +
+           ",\"permit\":" + std::to_string(li.permit);
+    }
     auto holder = by_id.find(li.holder);
     if (holder != by_id.end()) s += ",\"holder_client\":" + json_quote(holder->second->client_name);
     if (!li.holder.empty() && li.holder_remaining >= Duration::zero()) {
