@@ -16,6 +16,22 @@
 
 namespace simba_testing {
 
+// Runs `loop` until `done()` or `limit_ms` passed, waking at least every 5 ms
+// on `tick` (an initialised timer of that loop) to look at `done()`.
+inline bool run_loop_until(uv_loop_t* loop, uv_timer_t* tick, const std::function<bool()>& done,
+                           int64_t limit_ms) {
+  const int64_t until = mono_ns() + limit_ms * kMsNs;
+  while (!done() && mono_ns() < until) {
+    // From now: a tick due already would fire before the poll, which
+    // would then wait for I/O without bound.
+    uv_update_time(loop);
+    uv_timer_start(
+        tick, [](uv_timer_t*) {}, 5, 0);
+    uv_run(loop, UV_RUN_ONCE);
+  }
+  return done();
+}
+
 class BackendOnLoop {
  public:
   explicit BackendOnLoop(const std::string& url) {
@@ -44,16 +60,7 @@ class BackendOnLoop {
 
   // Runs the loop until `done()` or `limit_ms` passed; true when done.
   bool run_until(const std::function<bool()>& done, int64_t limit_ms) {
-    const int64_t until = mono_ns() + limit_ms * kMsNs;
-    while (!done() && mono_ns() < until) {
-      // From now: a tick due already would fire before the poll, which
-      // would then wait for I/O without bound.
-      uv_update_time(&loop_);
-      uv_timer_start(
-          &tick_, [](uv_timer_t*) {}, 5, 0);
-      uv_run(&loop_, UV_RUN_ONCE);
-    }
-    return done();
+    return run_loop_until(&loop_, &tick_, done, limit_ms);
   }
   void run_for(int64_t ms) {
     run_until([] { return false; }, ms);

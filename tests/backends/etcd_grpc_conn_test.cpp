@@ -288,15 +288,7 @@ class EtcdGrpcConn : public ::testing::Test {
         });
   }
   bool run_until(const std::function<bool()>& done, int64_t limit_ms) {
-    const int64_t until = mono_ns() + limit_ms * kMsNs;
-    while (!done() && mono_ns() < until) {
-      // From now: a tick already due would leave uv_run waiting for ever.
-      uv_update_time(&loop_);
-      uv_timer_start(
-          &tick_, [](uv_timer_t*) {}, 5, 0);
-      uv_run(&loop_, UV_RUN_ONCE);
-    }
-    return done();
+    return simba_testing::run_loop_until(&loop_, &tick_, done, limit_ms);
   }
   // The connection and the server closed, and their handles let go of
   // (the server's live in the test's frame).

@@ -285,7 +285,8 @@ def check(run_dir):
     # without a holder
     slow = {"backend_kill", "backend_stop", "proxy_delay", "proxy_blackhole", "proxy_reply_blackhole",
             "zk_kill_leader", "zk_kill_follower", "pg_failover", "redis_failover", "sentinel_failover",
-            "etcd_kill_leader", "etcd_kill_follower", "etcd_stop_member", "etcd_partition"}
+            "etcd_kill_leader", "etcd_kill_follower", "etcd_stop_member", "etcd_stop_leader",
+            "etcd_partition"}
     wide = slow - {"proxy_delay", "proxy_blackhole", "proxy_reply_blackhole"}  # the backend's own
     worst = 0
     failovers, handovers, recoveries = [], [], []

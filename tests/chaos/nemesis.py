@@ -27,7 +27,12 @@ register, and a nemesis that draws faults from a seeded random generator:
   zk_kill_follower (zookeeper3) kill -9 of one follower, restart later
   etcd_kill_leader (etcd3) kill -9 of the raft leader, restart after 1-3 x lease
   etcd_kill_follower (etcd3) kill -9 of a member that is not the leader, restart later
-  etcd_stop_member (etcd3) SIGSTOP of one member (the leader or not) for 0.5-3 x lease
+  etcd_stop_member (etcd3) SIGSTOP of one member that is not the leader for 0.5-3 x lease
+  etcd_stop_leader (etcd3, not in the campaign's list) SIGSTOP of the raft leader: etcd
+                   before 3.4.31 / 3.5.13 (Debian 12 ships 3.4.23) revokes, once resumed,
+                   the leases it saw expire while stopped, though clients renewed them
+                   with the new leader (etcd issue 15247, fixed by PR 17465 / 17425): an
+                   overlap the checker flags is then the server's
   etcd_partition   (etcd3) one member's client and peer proxies cut for 0.5-3 x lease
                    (nothing reaches it, nobody hears it; see Etcd)
   redis_failover   (redis_replica) replication cut, a holder killed, primary
@@ -1103,14 +1108,15 @@ class Nemesis:
             self.sleep_lease(1.0, 3.0)
             self.b.start(i)
             self.window(kind, f"zk{i + 1}", t0, now())
-        elif kind in ("etcd_kill_leader", "etcd_kill_follower", "etcd_stop_member", "etcd_partition"):
+        elif kind in ("etcd_kill_leader", "etcd_kill_follower", "etcd_stop_member", "etcd_stop_leader",
+                      "etcd_partition"):
             lead = self.b.leader()
             if lead is None:
                 self.event(ev="note", what="no etcd leader found", t=now())
                 return
-            if kind == "etcd_kill_leader":
+            if kind in ("etcd_kill_leader", "etcd_stop_leader"):
                 i = lead
-            elif kind == "etcd_kill_follower":
+            elif kind in ("etcd_kill_follower", "etcd_stop_member"):
                 i = self.rng.choice([j for j in range(self.b.n) if j != lead])
             else:
                 i = self.rng.randrange(self.b.n)  # the leader or not
@@ -1121,7 +1127,7 @@ class Nemesis:
                 self.b.start(i)
                 t1 = now()
             else:
-                stop = kind == "etcd_stop_member"
+                stop = kind in ("etcd_stop_member", "etcd_stop_leader")
                 self.b.procs[i].signal(signal.SIGSTOP) if stop else self.b.cut(i, True)
                 self.sleep_lease(0.5, 3.0)
                 self.b.procs[i].signal(signal.SIGCONT) if stop else self.b.cut(i, False)

@@ -308,10 +308,16 @@ describe("simba (" .. BACKEND .. ")", function()
       end
       local ra, rb = H.recorder(), H.recorder()
       local ea = a:election(name, ra.listener)
-      assert.is_true(H.drive({a, b, w}, H.LONG, function() return holder("node-a") ~= nil end))
+      -- The observer may see a holder before the holder's own on_elected ran:
+      -- wait for both.
+      assert.is_true(H.drive({a, b, w}, H.LONG, function()
+        return holder("node-a") ~= nil and ra.terms[1] ~= nil
+      end))
       local eb = b:election(name, rb.listener)
       ea:close() -- hands over to b
-      assert.is_true(H.drive({a, b, w}, H.LONG, function() return holder("node-b") ~= nil end))
+      assert.is_true(H.drive({a, b, w}, H.LONG, function()
+        return holder("node-b") ~= nil and rb.terms[1] ~= nil
+      end))
       local ha, hb = holder("node-a"), holder("node-b")
       assert.is_string(ha.session)
       assert.is_string(hb.session)
