@@ -312,6 +312,93 @@ int run_native_cycle_paired(simba_client_t *c, const raw_backend_t *rb, raw_conn
   return rc_out;
 }
 
+/* ------------------------------------------------------------------------- */
+/* Phase: permit cycles (issue 41) */
+
+/* The baseline round trip, one sample (the mean of a pair with write_pairs). */
+typedef struct raw_arm {
+  const raw_backend_t *rb;
+  raw_conn_t *rc;
+} raw_arm_t;
+
+static int64_t raw_arm_run(void *ctx, int measured) {
+  (void)measured;
+  const raw_arm_t *a = ctx;
+  char err[256];
+  const int trips = a->rb->write_pairs ? 2 : 1;
+  const int64_t t0 = bench_now_ns();
+  for (int k = 0; k < trips; k++) {
+    if (a->rb->round_trip(a->rc, RAW_OP_WRITE, err, sizeof err) != 0) {
+      fprintf(stderr, "simba_bench: raw round trip: %s\n", err);
+      return -1;
+    }
+  }
+  return (bench_now_ns() - t0) / trips;
+}
+
+/* A cycle of one kind; the acquires' durations go to `acquire`. */
+typedef struct kind_arm {
+  simba_client_t *c;
+  bench_kind_t kind;
+  uint32_t permits;
+  bench_samples_t acquire;
+} kind_arm_t;
+
+static const char *const kKindNames[BENCH_KIND_COUNT] = {"bench-cycle", "bench-semaphore",
+                                                         "bench-rwlock", "bench-rwlock"};
+
+static int64_t kind_arm_run(void *ctx, int measured) {
+  kind_arm_t *a = ctx;
+  int64_t acq = 0;
+  const int64_t ns = bench_acquire_cycle_ns(a->c, a->kind, kKindNames[a->kind], a->permits, &acq);
+  if (ns >= 0 && measured) bench_samples_push(&a->acquire, acq);
+  return ns;
+}
+
+/* Every kind's cycle on client c, with the baseline as arm 0 when rb is not
+ * NULL; cycles[k] and acquires[k] (if not NULL) per kind. */
+static int permit_arms(simba_client_t *c, const raw_backend_t *rb, raw_conn_t *rc, uint32_t permits,
+                       int iterations, int warmup, bench_stats_t *rtt, bench_stats_t *cycles,
+                       bench_stats_t *acquires) {
+  raw_arm_t raw = {rb, rc};
+  kind_arm_t kinds[BENCH_KIND_COUNT];
+  bench_arm_t arms[BENCH_KIND_COUNT + 1];
+  bench_stats_t outs[BENCH_KIND_COUNT + 1];
+  int n = 0;
+  if (rb) arms[n++] = (bench_arm_t){raw_arm_run, &raw};
+  for (int k = 0; k < BENCH_KIND_COUNT; k++) {
+    kinds[k] = (kind_arm_t){c, (bench_kind_t)k, permits, {0}};
+    bench_samples_init(&kinds[k].acquire);
+    arms[n++] = (bench_arm_t){kind_arm_run, &kinds[k]};
+  }
+  const int r = bench_arms_alternating(arms, n, iterations, warmup, kPairBlock, outs);
+  if (rb) *rtt = outs[0];
+  for (int k = 0; k < BENCH_KIND_COUNT; k++) {
+    cycles[k] = outs[n - BENCH_KIND_COUNT + k];
+    if (acquires) acquires[k] = bench_summarize(&kinds[k].acquire);
+    bench_samples_free(&kinds[k].acquire);
+  }
+  return r;
+}
+
+int run_permit_cycles(const options_t *o, const raw_backend_t *rb, raw_conn_t *rc,
+                      permit_result_t *out) {
+  memset(out, 0, sizeof *out);
+  out->permits = 4;
+  simba_client_t *c = open_client(o->url, o, "bench-permits");
+  const int r = permit_arms(c, rb, rc, out->permits, o->permit_iterations, o->warmup, &out->rtt,
+                            out->cycle, out->acquire);
+  simba_client_close(c);
+  if (r != 0) return -1;
+  out->done = 1;
+  progress("permit cycles on memory://: %d of each kind, in turns", o->permit_iterations);
+  simba_client_t *m = open_client("memory://simba-bench-permits", o, "bench-permits-memory");
+  out->memory_done = permit_arms(m, NULL, NULL, out->permits, o->permit_iterations, o->warmup, NULL,
+                                 out->memory_cycle, NULL) == 0;
+  simba_client_close(m);
+  return 0;
+}
+
 bench_stats_t run_snapshot_hop(simba_client_t *c, int iterations) {
   bench_samples_t s;
   bench_samples_init(&s);
