@@ -203,6 +203,12 @@ static void print_permit_rows(const results_t *r) {
                ratio(p->cycle[k].p50_us, p->cycle[BENCH_LOCK].p50_us));
       print_row(label, &p->cycle[k], buf);
     }
+    for (int k = 0; k < BENCH_KIND_COUNT && p->counted; k++) {
+      printf("  %-44s %.2f backend calls per %s cycle", "", p->calls_per_cycle[k], kKindLabels[k]);
+      if (!isnan(p->usec_per_call[k]))
+        printf(", %.1f us each inside the server", p->usec_per_call[k]);
+      printf("\n");
+    }
   }
   if (p->memory_done) {
     for (int k = 0; k < BENCH_KIND_COUNT; k++) {
@@ -418,6 +424,10 @@ static void json_permits(bench_json_t *j, const permit_result_t *p) {
     bench_json_stats(j, "acquire", &p->acquire[k]);
     bench_json_double(j, "cycle_rtts_p50", ratio(p->cycle[k].p50_us, p->rtt.p50_us));
     bench_json_double(j, "cycle_rtts_p99", ratio(p->cycle[k].p99_us, p->rtt.p99_us));
+    if (p->counted) {
+      bench_json_double(j, "server_calls_per_cycle", p->calls_per_cycle[k]);
+      bench_json_double(j, "server_usec_per_call", p->usec_per_call[k]);
+    }
     if (p->memory_done) bench_json_stats(j, "memory_cycle", &p->memory_cycle[k]);
     bench_json_end_object(j);
   }

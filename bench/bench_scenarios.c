@@ -347,6 +347,9 @@ typedef struct kind_arm {
 static const char *const kKindNames[BENCH_KIND_COUNT] = {"bench-cycle", "bench-semaphore",
                                                          "bench-rwlock", "bench-rwlock"};
 
+/* Cycles per kind whose backend calls are counted. */
+enum { kPermitCounted = 100 };
+
 static int64_t kind_arm_run(void *ctx, int measured) {
   kind_arm_t *a = ctx;
   int64_t acq = 0;
@@ -381,13 +384,44 @@ static int permit_arms(simba_client_t *c, const raw_backend_t *rb, raw_conn_t *r
   return r;
 }
 
+/* The server's count of calls over `n` cycles of each kind alone: how many
+ * round trips an operation makes. settle_ms: as for run_cycle (a lagging
+ * count then also holds the client's keep-alives of the wait, about
+ * settle_ms / renew per kind). */
+static void count_permit_calls(simba_client_t *c, const raw_backend_t *rb, raw_conn_t *rc, int n,
+                               int64_t settle_ms, permit_result_t *out) {
+  char err[256];
+  uint64_t calls0 = 0, usec0 = 0;
+  bench_sleep_ns(settle_ms * 1000000);
+  if (rb->server_calls(rc, &calls0, &usec0, err, sizeof err) != 0) return;
+  for (int k = 0; k < BENCH_KIND_COUNT; k++) {
+    for (int i = 0; i < n; i++) {
+      if (bench_acquire_cycle_ns(c, (bench_kind_t)k, kKindNames[k], out->permits, NULL) < 0) return;
+    }
+    uint64_t calls1 = 0, usec1 = 0;
+    bench_sleep_ns(settle_ms * 1000000);
+    if (rb->server_calls(rc, &calls1, &usec1, err, sizeof err) != 0) return;
+    out->calls_per_cycle[k] = (double)(calls1 - calls0) / n;
+    out->usec_per_call[k] = calls1 > calls0 && !rb->calls_untimed
+                                ? (double)(usec1 - usec0) / (double)(calls1 - calls0)
+                                : NAN;
+    calls0 = calls1;
+    usec0 = usec1;
+  }
+  out->counted = 1;
+}
+
 int run_permit_cycles(const options_t *o, const raw_backend_t *rb, raw_conn_t *rc,
-                      permit_result_t *out) {
+                      int64_t settle_ms, permit_result_t *out) {
   memset(out, 0, sizeof *out);
   out->permits = 4;
   simba_client_t *c = open_client(o->url, o, "bench-permits");
   const int r = permit_arms(c, rb, rc, out->permits, o->permit_iterations, o->warmup, &out->rtt,
                             out->cycle, out->acquire);
+  if (r == 0) {
+    progress("permit cycles: backend calls over %d of each kind alone", kPermitCounted);
+    count_permit_calls(c, rb, rc, kPermitCounted, settle_ms, out);
+  }
   simba_client_close(c);
   if (r != 0) return -1;
   out->done = 1;

@@ -245,10 +245,10 @@ static int cycle_phase(const options_t *o, const raw_backend_t *rb, raw_conn_t *
 }
 
 static void permits_phase(const options_t *o, const raw_backend_t *rb, raw_conn_t *rc,
-                          results_t *r) {
+                          int64_t settle_ms, results_t *r) {
   progress("permit cycles: %d of each kind, with the baseline and the lock cycle, in turns",
            o->permit_iterations);
-  if (run_permit_cycles(o, rb, rc, &r->permits) != 0) progress("permit cycles failed");
+  if (run_permit_cycles(o, rb, rc, settle_ms, &r->permits) != 0) progress("permit cycles failed");
 }
 
 static void leases_phase(const options_t *o, const raw_backend_t *rb, raw_conn_t *rc,
@@ -342,7 +342,7 @@ static int run_phases(const options_t *o, const raw_backend_t *rb, raw_conn_t *r
   /* Before any client exists in this process: fork() copies no thread. */
   if (o->run_handover) handover_phase(o, rb, r);
   if (o->run_cycle && cycle_phase(o, rb, rc, settle_ms, r) != 0) return 1;
-  if (o->run_permits && o->permit_iterations > 0) permits_phase(o, rb, rc, r);
+  if (o->run_permits && o->permit_iterations > 0) permits_phase(o, rb, rc, settle_ms, r);
   if (o->run_leases) leases_phase(o, rb, rc, r);
   if (o->also_durability && rb->set_durability) durability_phase(o, rb, rc, settle_ms, r);
   if (o->run_raw) raw_end_phase(o, rb, rc, r);

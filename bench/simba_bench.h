@@ -138,6 +138,11 @@ typedef struct permit_result {
   bench_stats_t rtt;
   bench_stats_t cycle[BENCH_KIND_COUNT], acquire[BENCH_KIND_COUNT];
   bench_stats_t memory_cycle[BENCH_KIND_COUNT];
+  /* Backend calls per cycle of each kind, counted by the server over cycles
+   * of that kind alone (raw_backend_t.server_calls), and their time inside
+   * the server (NaN when untimed). */
+  int counted;
+  double calls_per_cycle[BENCH_KIND_COUNT], usec_per_call[BENCH_KIND_COUNT];
 } permit_result_t;
 
 typedef struct results {
@@ -227,7 +232,7 @@ int run_native_cycle_paired(simba_client_t *c, const raw_backend_t *rb, raw_conn
 /* The permit cycles against the baseline and the lock cycle, in blocks of
  * kPairBlock taken in turns; then the same on memory:// (issue 41). 0, or -1. */
 int run_permit_cycles(const options_t *o, const raw_backend_t *rb, raw_conn_t *rc,
-                      permit_result_t *out);
+                      int64_t settle_ms, permit_result_t *out);
 /* simba_client_snapshot_json calls, timed. */
 bench_stats_t run_snapshot_hop(simba_client_t *c, int iterations);
 
