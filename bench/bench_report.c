@@ -380,6 +380,7 @@ static void json_run(bench_json_t *j, const options_t *o, const raw_backend_t *r
   bench_json_begin_object(j, "options");
   bench_json_int(j, "rtt_iterations", o->rtt_iterations);
   bench_json_int(j, "cycle_iterations", o->cycle_iterations);
+  bench_json_int(j, "permit_iterations", o->permit_iterations);
   bench_json_int(j, "warmup", o->warmup);
   bench_json_int(j, "handovers", o->handovers);
   bench_json_int(j, "handover_gap_ms", o->handover_gap_ms);
