@@ -237,13 +237,30 @@ void run_cycle(simba_client_t *c, const raw_backend_t *rb, raw_conn_t *rc, int i
 
 /* One lock cycle of Simba's (acquire, then release, of "bench-cycle"), in ns. */
 static int64_t simba_lock_cycle_ns(simba_client_t *c) {
-  simba_term_t *t = NULL;
+  const int64_t ns = bench_lock_cycle_ns(c, "bench-cycle");
+  if (ns < 0) exit(1); /* after bench_lock_cycle_ns's message */
+  return ns;
+}
+
+/* The baseline round trip, one sample (the mean of a pair with write_pairs). */
+typedef struct raw_arm {
+  const raw_backend_t *rb;
+  raw_conn_t *rc;
+} raw_arm_t;
+
+static int64_t raw_arm_run(void *ctx, int measured) {
+  (void)measured;
+  const raw_arm_t *a = ctx;
+  char err[256];
+  const int trips = a->rb->write_pairs ? 2 : 1;
   const int64_t t0 = bench_now_ns();
-  int r = simba_lock_acquire(&t, c, "bench-cycle", 5000);
-  if (r != SIMBA_OK) die("simba_lock_acquire", r);
-  r = simba_lock_release(t);
-  if (r != SIMBA_OK) die("simba_lock_release", r);
-  return bench_now_ns() - t0;
+  for (int k = 0; k < trips; k++) {
+    if (a->rb->round_trip(a->rc, RAW_OP_WRITE, err, sizeof err) != 0) {
+      fprintf(stderr, "simba_bench: raw round trip: %s\n", err);
+      return -1;
+    }
+  }
+  return (bench_now_ns() - t0) / trips;
 }
 
 /* Why in blocks: kPairBlock, simba_bench.h. */
@@ -252,22 +269,17 @@ int run_cycle_paired(simba_client_t *c, const raw_backend_t *rb, raw_conn_t *rc,
   bench_samples_t cyc, rtt;
   bench_samples_init(&cyc);
   bench_samples_init(&rtt);
-  char err[256];
-  const int trips = rb->write_pairs ? 2 : 1;
+  raw_arm_t raw = {rb, rc};
   int rc_out = 0;
   for (int done = 0; done < warmup + iterations && rc_out == 0; done += kPairBlock) {
     const int measured = done >= warmup;
     for (int i = 0; i < kPairBlock; i++) {
-      const int64_t t0 = bench_now_ns();
-      for (int k = 0; k < trips; k++) {
-        if (rb->round_trip(rc, RAW_OP_WRITE, err, sizeof err) != 0) {
-          fprintf(stderr, "simba_bench: raw round trip: %s\n", err);
-          rc_out = -1;
-          break;
-        }
+      const int64_t ns = raw_arm_run(&raw, measured);
+      if (ns < 0) {
+        rc_out = -1;
+        break;
       }
-      if (rc_out != 0) break;
-      if (measured) bench_samples_push(&rtt, (bench_now_ns() - t0) / trips);
+      if (measured) bench_samples_push(&rtt, ns);
     }
     for (int i = 0; i < kPairBlock && rc_out == 0; i++) {
       const int64_t ns = simba_lock_cycle_ns(c);
@@ -314,27 +326,6 @@ int run_native_cycle_paired(simba_client_t *c, const raw_backend_t *rb, raw_conn
 
 /* ------------------------------------------------------------------------- */
 /* Phase: permit cycles (issue 41) */
-
-/* The baseline round trip, one sample (the mean of a pair with write_pairs). */
-typedef struct raw_arm {
-  const raw_backend_t *rb;
-  raw_conn_t *rc;
-} raw_arm_t;
-
-static int64_t raw_arm_run(void *ctx, int measured) {
-  (void)measured;
-  const raw_arm_t *a = ctx;
-  char err[256];
-  const int trips = a->rb->write_pairs ? 2 : 1;
-  const int64_t t0 = bench_now_ns();
-  for (int k = 0; k < trips; k++) {
-    if (a->rb->round_trip(a->rc, RAW_OP_WRITE, err, sizeof err) != 0) {
-      fprintf(stderr, "simba_bench: raw round trip: %s\n", err);
-      return -1;
-    }
-  }
-  return (bench_now_ns() - t0) / trips;
-}
 
 /* A cycle of one kind; the acquires' durations go to `acquire`. */
 typedef struct kind_arm {
