@@ -177,7 +177,7 @@ TEST_P(EnginePermits, AWaitingWriterHoldsNewReadersBackThenWins) {
 // through the backend, well before the waiter's own retry could.
 TEST_P(EnginePermits, WaitingSemaphoreAcquiresAreWokenByAnotherClientsRelease) {
   Client h;  // the holder
-  OpenLive(h, kSlowRetry);
+  ASSERT_NO_FATAL_FAILURE(OpenLive(h, kSlowRetry));
   Term *t1 = nullptr, *t2 = nullptr;
   ASSERT_EQ(engine(h).semaphore_acquire(name("sw"), 2, 5000 * slow_factor(), false, &t1).code,
             Code::kOk);
@@ -186,7 +186,7 @@ TEST_P(EnginePermits, WaitingSemaphoreAcquiresAreWokenByAnotherClientsRelease) {
   AsyncGrant async;
   async.others = {t1, t2};
   Client w;
-  OpenLive(w, kSlowRetry);
+  ASSERT_NO_FATAL_FAILURE(OpenLive(w, kSlowRetry));
   const int64_t start_ms = mono_ms();
   std::atomic<bool> blocked_done{false};
   Term* blocked = nullptr;
@@ -204,7 +204,7 @@ TEST_P(EnginePermits, WaitingSemaphoreAcquiresAreWokenByAnotherClientsRelease) {
                                     async.fn())
                 .code,
             Code::kOk);
-  WaitWaiting(w, name("sw"), "semaphore", 2);
+  ASSERT_NO_FATAL_FAILURE(WaitWaiting(w, name("sw"), "semaphore", 2));
   EXPECT_FALSE(blocked_done.load() || async.done.load());
 
   // One permit freed: exactly one waiter wins it.
@@ -234,7 +234,7 @@ TEST_P(EnginePermits, WaitingSemaphoreAcquiresAreWokenByAnotherClientsRelease) {
 // new epoch.
 TEST_P(EnginePermits, AWaitingWriterOnAnotherClientWinsOnceTheReadersRelease) {
   Client h;  // the holder
-  OpenLive(h, kSlowRetry);
+  ASSERT_NO_FATAL_FAILURE(OpenLive(h, kSlowRetry));
   Term *r1 = nullptr, *r2 = nullptr, *none = nullptr;
   ASSERT_EQ(engine(h).rwlock_acquire(name("wr"), false, 5000 * slow_factor(), false, &r1).code,
             Code::kOk);
@@ -244,14 +244,14 @@ TEST_P(EnginePermits, AWaitingWriterOnAnotherClientWinsOnceTheReadersRelease) {
   AsyncGrant writer;
   writer.others = {r1, r2};
   Client w;
-  OpenLive(w, kSlowRetry);
+  ASSERT_NO_FATAL_FAILURE(OpenLive(w, kSlowRetry));
   const int64_t start_ms = mono_ms();
   ASSERT_EQ(engine(w)
                 .lock_acquire_async(simba::engine::Client::rwlock(true), name("wr"), 20'000, false,
                                     writer.fn())
                 .code,
             Code::kOk);
-  WaitWaiting(w, name("wr"), "write", 1);
+  ASSERT_NO_FATAL_FAILURE(WaitWaiting(w, name("wr"), "write", 1));
   // Its intent holds a new reader of another client back.
   EXPECT_EQ(b().rwlock_acquire(name("wr"), false, -1, true, &none).code, Code::kEBusy);
   release(r1);
@@ -282,7 +282,7 @@ TEST_P(EnginePermits, ClosingAClientRevokesEachPermitOnceAndWakesTheWaiters) {
   std::mutex mu;  // before the holder: its close runs the callbacks that use them
   std::map<Term*, std::vector<RevokeReason>> revoked;
   Client h;  // the holder
-  OpenLive(h, kSlowRetry);
+  ASSERT_NO_FATAL_FAILURE(OpenLive(h, kSlowRetry));
   Term *s1 = nullptr, *s2 = nullptr, *wr = nullptr;
   ASSERT_EQ(engine(h).semaphore_acquire(name("cs"), 2, 5000 * slow_factor(), false, &s1).code,
             Code::kOk);
@@ -300,7 +300,7 @@ TEST_P(EnginePermits, ClosingAClientRevokesEachPermitOnceAndWakesTheWaiters) {
   AsyncGrant g1, g2, reader;
   for (AsyncGrant* g : {&g1, &g2, &reader}) g->others = held;
   Client w;
-  OpenLive(w, kSlowRetry);
+  ASSERT_NO_FATAL_FAILURE(OpenLive(w, kSlowRetry));
   const int64_t start_ms = mono_ms();
   for (AsyncGrant* g : {&g1, &g2}) {
     ASSERT_EQ(engine(w)
@@ -314,8 +314,8 @@ TEST_P(EnginePermits, ClosingAClientRevokesEachPermitOnceAndWakesTheWaiters) {
                                     false, reader.fn())
                 .code,
             Code::kOk);
-  WaitWaiting(w, name("cs"), "semaphore", 2);
-  WaitWaiting(w, name("crw"), "read", 1);
+  ASSERT_NO_FATAL_FAILURE(WaitWaiting(w, name("cs"), "semaphore", 2));
+  ASSERT_NO_FATAL_FAILURE(WaitWaiting(w, name("crw"), "read", 1));
 
   h.close();
   {
@@ -365,7 +365,7 @@ TEST_P(EnginePermits, AFrozenHoldersPermitsGoToWaitersAfterItsDeadlineEachRevoke
   AsyncGrant sem, writer;
   sem.others = writer.others = held;
   Client w;  // after the grants: closed first, when an ASSERT leaves early
-  OpenLive(w, Timing{2000, 400});
+  ASSERT_NO_FATAL_FAILURE(OpenLive(w, Timing{2000, 400}));
   ASSERT_EQ(engine(w)
                 .lock_acquire_async(simba::engine::Client::semaphore(1), name("fs"),
                                     20'000 * slow_factor(), false, sem.fn())
