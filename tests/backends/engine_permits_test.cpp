@@ -81,6 +81,16 @@ class EnginePermits : public ::testing::TestWithParam<BackendParam> {
   Client a_, b_;
 };
 
+// A reference of the test's own to a term, so that it is read after its
+// release freed the caller's (simba_term_retain, simba_term_release).
+struct Kept {
+  explicit Kept(Term* t) : t(t) { simba_term_retain(simba::capi::handle_of(t)); }
+  ~Kept() { simba_term_release(simba::capi::handle_of(t)); }
+  Kept(const Kept&) = delete;
+  Kept& operator=(const Kept&) = delete;
+  Term* const t;
+};
+
 // One async acquire's outcome, recorded by its callback.
 struct AsyncGrant {
   std::atomic<bool> done{false};
@@ -120,6 +130,7 @@ TEST_P(EnginePermits, ASemaphoreGrantsUpToItsSizeAndRefusesAnotherSize) {
   ASSERT_EQ(b().lock_acquire(name("s"), 2000, false, &t3).code, Code::kOk);
   release(t3);
   const uint64_t before = t2->token();
+  const Kept k1(t1);
   release(t1);
   EXPECT_FALSE(t1->valid());
   ASSERT_EQ(b().semaphore_acquire(name("s"), 2, 2000 * slow_factor(), false, &t3).code, Code::kOk);
@@ -183,6 +194,7 @@ TEST_P(EnginePermits, WaitingSemaphoreAcquiresAreWokenByAnotherClientsRelease) {
             Code::kOk);
   ASSERT_EQ(engine(h).semaphore_acquire(name("sw"), 2, 5000 * slow_factor(), false, &t2).code,
             Code::kOk);
+  const Kept k1(t1), k2(t2);  // read by the grants, after their release
   AsyncGrant async;
   async.others = {t1, t2};
   Client w;
@@ -241,6 +253,7 @@ TEST_P(EnginePermits, AWaitingWriterOnAnotherClientWinsOnceTheReadersRelease) {
   ASSERT_EQ(engine(h).rwlock_acquire(name("wr"), false, 5000 * slow_factor(), false, &r2).code,
             Code::kOk);
   const uint64_t epoch0 = r1->token();
+  const Kept k1(r1), k2(r2);  // read by the grant, after their release
   AsyncGrant writer;
   writer.others = {r1, r2};
   Client w;
