@@ -99,6 +99,11 @@ struct AsyncGrant {
   int64_t at_ms = 0;
   bool others_invalid = true;  // every term of `others` was invalid at the grant
   std::vector<Term*> others;
+  // Starts the async acquire on `c` that records here (20 s: far beyond
+  // every bound of these tests).
+  Code start(Client& c, const simba::engine::Client::LockAsk& ask, const std::string& name) {
+    return c.get()->impl->lock_acquire_async(ask, name, 20'000 * slow_factor(), false, fn()).code;
+  }
   simba::engine::LockFn fn() {
     return [this](Code c, Term* t, const std::string&) {
       at_ms = mono_ms();
@@ -211,11 +216,7 @@ TEST_P(EnginePermits, WaitingSemaphoreAcquiresAreWokenByAnotherClientsRelease) {
   });
   std::atomic<bool> joined{false};
   ThreadGuard guard(waiter, joined);  // joined also when an ASSERT leaves early
-  ASSERT_EQ(engine(w)
-                .lock_acquire_async(simba::engine::Client::semaphore(2), name("sw"), 20'000, false,
-                                    async.fn())
-                .code,
-            Code::kOk);
+  ASSERT_EQ(async.start(w, simba::engine::Client::semaphore(2), name("sw")), Code::kOk);
   ASSERT_NO_FATAL_FAILURE(WaitWaiting(w, name("sw"), "semaphore", 2));
   EXPECT_FALSE(blocked_done.load() || async.done.load());
 
@@ -259,11 +260,7 @@ TEST_P(EnginePermits, AWaitingWriterOnAnotherClientWinsOnceTheReadersRelease) {
   Client w;
   ASSERT_NO_FATAL_FAILURE(OpenLive(w, kSlowRetry));
   const int64_t start_ms = mono_ms();
-  ASSERT_EQ(engine(w)
-                .lock_acquire_async(simba::engine::Client::rwlock(true), name("wr"), 20'000, false,
-                                    writer.fn())
-                .code,
-            Code::kOk);
+  ASSERT_EQ(writer.start(w, simba::engine::Client::rwlock(true), name("wr")), Code::kOk);
   ASSERT_NO_FATAL_FAILURE(WaitWaiting(w, name("wr"), "write", 1));
   // Its intent holds a new reader of another client back.
   EXPECT_EQ(b().rwlock_acquire(name("wr"), false, -1, true, &none).code, Code::kEBusy);
@@ -316,17 +313,9 @@ TEST_P(EnginePermits, ClosingAClientRevokesEachPermitOnceAndWakesTheWaiters) {
   ASSERT_NO_FATAL_FAILURE(OpenLive(w, kSlowRetry));
   const int64_t start_ms = mono_ms();
   for (AsyncGrant* g : {&g1, &g2}) {
-    ASSERT_EQ(engine(w)
-                  .lock_acquire_async(simba::engine::Client::semaphore(2), name("cs"), 20'000,
-                                      false, g->fn())
-                  .code,
-              Code::kOk);
+    ASSERT_EQ(g->start(w, simba::engine::Client::semaphore(2), name("cs")), Code::kOk);
   }
-  ASSERT_EQ(engine(w)
-                .lock_acquire_async(simba::engine::Client::rwlock(false), name("crw"), 20'000,
-                                    false, reader.fn())
-                .code,
-            Code::kOk);
+  ASSERT_EQ(reader.start(w, simba::engine::Client::rwlock(false), name("crw")), Code::kOk);
   ASSERT_NO_FATAL_FAILURE(WaitWaiting(w, name("cs"), "semaphore", 2));
   ASSERT_NO_FATAL_FAILURE(WaitWaiting(w, name("crw"), "read", 1));
 
@@ -379,16 +368,8 @@ TEST_P(EnginePermits, AFrozenHoldersPermitsGoToWaitersAfterItsDeadlineEachRevoke
   sem.others = writer.others = held;
   Client w;  // after the grants: closed first, when an ASSERT leaves early
   ASSERT_NO_FATAL_FAILURE(OpenLive(w, Timing{2000, 400}));
-  ASSERT_EQ(engine(w)
-                .lock_acquire_async(simba::engine::Client::semaphore(1), name("fs"),
-                                    20'000 * slow_factor(), false, sem.fn())
-                .code,
-            Code::kOk);
-  ASSERT_EQ(engine(w)
-                .lock_acquire_async(simba::engine::Client::rwlock(true), name("frw"),
-                                    20'000 * slow_factor(), false, writer.fn())
-                .code,
-            Code::kOk);
+  ASSERT_EQ(sem.start(w, simba::engine::Client::semaphore(1), name("fs")), Code::kOk);
+  ASSERT_EQ(writer.start(w, simba::engine::Client::rwlock(true), name("frw")), Code::kOk);
   const int64_t frozen_ns = f.freeze(name("freeze"));
   ASSERT_NE(frozen_ns, 0);
   // The lease (2 s) from the last keep-alive, the backend's expiry (etcd rounds
