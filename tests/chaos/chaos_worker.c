@@ -18,9 +18,10 @@
  * --sem / --rw (ADR 0046): one more thread each, which takes a permit of
  * semaphore NAME (size N, 2 by default) or a read lock of read/write lock NAME
  * (a write lock one time in K, 4 by default), blocking and async forms in
- * turn, holds it 2-6 rounds of --period checking it each round, releases it,
- * and again. --permit-rogue (negative control): a holder that ignores its own
- * release, still calling its permit valid 5 rounds after letting it go.
+ * turn, holds it 2-6 rounds of --period (one time in 8: 1-3 leases) checking
+ * it each round, releases it, and again. --permit-rogue (negative control): a
+ * holder that ignores its own release, still calling its permit valid 5 rounds
+ * after letting it go.
  *
  * Log lines (space separated, first field the time in ns):
  *   T start ID PID
@@ -145,10 +146,10 @@ static int register_write(const char *name, uint64_t token, uint64_t seq) {
 typedef struct permit_loop {
   simba_client_t *c;
   const char *name;
-  int sem;         /* 1: a semaphore of `size` permits; 0: a read/write lock */
-  uint32_t size;   /* 0 for a read/write lock (the checker's SIZE) */
-  int write_every; /* read/write lock: one write lock in K */
-  int64_t timeout_ms;
+  int sem;            /* 1: a semaphore of `size` permits; 0: a read/write lock */
+  uint32_t size;      /* 0 for a read/write lock (the checker's SIZE) */
+  int write_every;    /* read/write lock: one write lock in K */
+  int64_t timeout_ms; /* an acquire's, and the long holds' unit: the lease */
   pthread_t thread;
 } permit_loop_t;
 
@@ -230,7 +231,11 @@ static void *permit_main(void *arg) {
       nanosleep(&nap, NULL);
       continue;
     }
-    int rounds = 2 + rand_r(&seed) % 5;
+    /* Mostly short holds; one in 8 spans 1-3 leases, so that pauses, cuts
+     * and backend faults land on a held permit, not only between permits. */
+    int rounds = rand_r(&seed) % 8 == 0
+                     ? (int)(pl->timeout_ms / period_ms) * (1 + (int)(rand_r(&seed) % 3))
+                     : 2 + (int)(rand_r(&seed) % 5);
     for (int i = 0; i < rounds && !stopping; i++) {
       int64_t t0 = mono_ns(); /* read before asking, as for "valid" */
       if (!permit_rogue && !simba_term_is_valid(t)) break;
