@@ -146,14 +146,16 @@ static int register_write(const char *name, uint64_t token, uint64_t seq) {
 typedef struct permit_loop {
   simba_client_t *c;
   const char *name;
-  int sem;            /* 1: a semaphore of `size` permits; 0: a read/write lock */
-  uint32_t size;      /* 0 for a read/write lock (the checker's SIZE) */
-  int write_every;    /* read/write lock: one write lock in K */
-  int64_t timeout_ms; /* an acquire's, and the long holds' unit: the lease */
+  int sem;          /* 1: a semaphore of `size` permits; 0: a read/write lock */
+  uint32_t size;    /* 0 for a read/write lock (the checker's SIZE) */
+  int write_every;  /* read/write lock: one write lock in K */
+  int64_t lease_ms; /* the long holds' unit */
   pthread_t thread;
 } permit_loop_t;
 
 static int period_ms = 20;
+/* An acquire's bound: short, so that a SIGTERM's stop waits little for it. */
+static const int64_t acquire_ms = 250;
 static int permit_rogue;
 static int permit_seq; /* atomic: numbers the worker's permit terms */
 
@@ -200,17 +202,16 @@ static void on_permit(void *ud, int err, simba_term_t *t) {
 static simba_term_t *permit_acquire(const permit_loop_t *pl, int mode, int async, int *id) {
   simba_term_t *t = NULL;
   if (!async) {
-    int rc = pl->sem ? simba_semaphore_acquire(&t, pl->c, pl->name, pl->size, pl->timeout_ms)
-                     : simba_rwlock_acquire(&t, pl->c, pl->name, mode, pl->timeout_ms);
+    int rc = pl->sem ? simba_semaphore_acquire(&t, pl->c, pl->name, pl->size, acquire_ms)
+                     : simba_rwlock_acquire(&t, pl->c, pl->name, mode, acquire_ms);
     if (rc != SIMBA_OK) return NULL;
     *id = log_grant(pl, t);
     return t;
   }
   waiter_t w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, pl, 0, 0, NULL};
-  int rc =
-      pl->sem
-          ? simba_semaphore_acquire_async(pl->c, pl->name, pl->size, pl->timeout_ms, on_permit, &w)
-          : simba_rwlock_acquire_async(pl->c, pl->name, mode, pl->timeout_ms, on_permit, &w);
+  int rc = pl->sem
+               ? simba_semaphore_acquire_async(pl->c, pl->name, pl->size, acquire_ms, on_permit, &w)
+               : simba_rwlock_acquire_async(pl->c, pl->name, mode, acquire_ms, on_permit, &w);
   if (rc != SIMBA_OK) return NULL;
   pthread_mutex_lock(&w.mu);
   while (!w.done) pthread_cond_wait(&w.cv, &w.mu); /* the callback runs exactly once */
@@ -234,7 +235,7 @@ static void *permit_main(void *arg) {
     /* Mostly short holds; one in 8 spans 1-3 leases, so that pauses, cuts
      * and backend faults land on a held permit, not only between permits. */
     int rounds = rand_r(&seed) % 8 == 0
-                     ? (int)(pl->timeout_ms / period_ms) * (1 + (int)(rand_r(&seed) % 3))
+                     ? (int)(pl->lease_ms / period_ms) * (1 + (int)(rand_r(&seed) % 3))
                      : 2 + (int)(rand_r(&seed) % 5);
     for (int i = 0; i < rounds && !stopping; i++) {
       int64_t t0 = mono_ns(); /* read before asking, as for "valid" */
