@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -1392,6 +1393,60 @@ TEST_F(PostgresShared, RacingPermitAcquiresNeverExceedTheSizeNorRepeatAnId) {
     }
   }
   EXPECT_EQ(static_cast<int>(ids.size()), rounds * (kSize + 1));
+}
+
+// A permit granted while the session's keep-alive runs is still listed by the
+// next keep-alive. The acquire reads the session's permit_resources (the
+// resource listed from an earlier, released permit) before the keep-alive drops
+// the resource from it, and grants after: without the resource in the list, no
+// keep-alive lists the entry, so the core ends the term TAKEN_OVER and never
+// releases the entry as an orphan; it then counts against the size until the
+// session ends. The row lock of a third transaction holds the acquire between
+// its read and its grant, as any concurrent acquire or release of the resource
+// may.
+TEST_F(PostgresShared, APermitGrantedDuringAKeepAliveIsListedByTheNext) {
+  const std::string name = "pg.permit.ka." + unique_id();
+  RaceRig rig(url_, 0);
+  ASSERT_TRUE(rig.ok) << rig.admin.error();
+  const std::string sid = rig.new_session();
+  rig.sessions.push_back(sid);
+  const std::string acquire =
+      "SELECT code, token, permit FROM public.simba_acquire_permit($1::uuid, $2, 1::smallint, 1, "
+      "0, false)";
+  ASSERT_EQ(rig.admin.rows(acquire, {sid, name}), std::vector<std::string>{"1|1|1"});
+  ASSERT_EQ(rig.admin.q("SELECT public.simba_release_permit($1::uuid, $2, 1::smallint, 1, 1)",
+                        {sid, name}),
+            "1");
+  PgSync locker(url_), acquirer(url_);
+  ASSERT_TRUE(locker.ok() && acquirer.ok());
+  ASSERT_EQ(locker.script("BEGIN"), "");
+  ASSERT_EQ(
+      locker.q("SELECT 1 FROM public.simba_permit WHERE resource = $1 FOR UPDATE", {"sem/" + name}),
+      "1");
+  const std::string pid = acquirer.q("SELECT pg_backend_pid()");
+  std::vector<std::string> granted;
+  std::thread t([&] { granted = acquirer.rows(acquire, {sid, name}); });
+  // The acquire read the row and the session, and waits for the row's lock.
+  bool waiting = false;
+  for (int i = 0; i < 500 && !waiting; ++i) {
+    waiting = rig.admin.q("SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1::int",
+                          {pid}) == "Lock";
+    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(waiting);
+  rig.admin.rows("SELECT * FROM public.simba_keep_alive_all($1::uuid, 600000)", {sid});
+  EXPECT_EQ(locker.script("COMMIT"), "");
+  t.join();
+  ASSERT_EQ(granted, std::vector<std::string>{"1|2|2"});
+  // The next keep-alive lists the permit (kind 1, permit 2, token 2).
+  bool listed = false;
+  for (const std::string& row :
+       rig.admin.rows("SELECT lease_name, lease_token, entry_kind, entry_permit "
+                      "FROM public.simba_keep_alive_all($1::uuid, 600000)",
+                      {sid})) {
+    listed = listed || row == name + "|2|1|2";
+  }
+  EXPECT_TRUE(listed) << "permit 2 of semaphore " << name << " held but never listed";
 }
 
 // TLS with the certificate the test script made: verify-full against
