@@ -123,6 +123,18 @@ def ping_latency(port, conn=None):
     return time.monotonic() - t0
 
 
+def stop_cleanly(sb, h):
+    """SHUTDOWN NOSAVE; the server must exit 0 (under valgrind: without an error)."""
+    with Resp(h.port, timeout=60) as r:
+        r.send("SHUTDOWN", "NOSAVE")
+        try:
+            r.read()
+        except OSError:
+            pass
+    rc = h.wait(60)
+    check(rc == 0, f"{h.tag}: exit status {rc}:\n{sb.tail(f'{h.tag}.out', 100)}")
+
+
 def pending(r, wait=0.1):
     """True while the connection r has no reply within `wait` seconds."""
     r.sock.settimeout(wait)
@@ -430,9 +442,14 @@ def close_against_a_silent_backend(sb, start, backend):
     proxy.target = (m.group(1), int(m.group(2)))
     purl = proxy.url(backend)
     args = ["session.lease-duration", f"{LEASE_MS}ms", "session.renew-interval", f"{RENEW_MS}ms"]
+    # SIMBA_REDIS_MODULE_VALGRIND=1 runs these servers under valgrind (exit 99 on an error).
+    wrap = ()
+    if os.environ.get("SIMBA_REDIS_MODULE_VALGRIND") and shutil.which("valgrind"):
+        wrap = ("valgrind", "--error-exitcode=99", "--errors-for-leak-kinds=none",
+                "--trace-children=no")
 
-    def leading_host(tag, name, **kw):
-        h = start(tag, "backend", purl, "contend", name, *args, **kw)
+    def leading_host(tag, name):
+        h = start(tag, "backend", purl, "contend", name, *args, wrap=wrap)
         wait_until(f"{tag} to lead", lambda: resp_call(h.port, "SIMBA.TOKEN", name), 30)
         return h
 
@@ -485,8 +502,7 @@ def close_against_a_silent_backend(sb, start, backend):
     other.close()
     closer.close()
     joiner.close()
-    h.terminate()
-    h.wait(10)
+    stop_cleanly(sb, h)
 
     # The backend never resumes: the caller is answered by the session's local deadline,
     # with the library's reason (the leases free when the session expires on the backend).
@@ -511,18 +527,12 @@ def close_against_a_silent_backend(sb, start, backend):
     log(f"SIMBA.CLOSE against a silent backend: answered {r!r} after {took:.2f}s, PINGs"
         f" worst {worst * 1000:.0f} ms")
     closer.close()
-    h.terminate()
-    h.wait(10)
+    stop_cleanly(sb, h)
     proxy.resume()
 
-    # SHUTDOWN during the close: finished blocking, the server exits cleanly
-    # (SIMBA_REDIS_MODULE_VALGRIND=1 runs this server under valgrind).
-    wrap = ()
-    if os.environ.get("SIMBA_REDIS_MODULE_VALGRIND") and shutil.which("valgrind"):
-        wrap = ("valgrind", "--error-exitcode=99", "--errors-for-leak-kinds=none",
-                "--trace-children=no")
+    # SHUTDOWN during the close: finished blocking, the server exits cleanly.
     name = unique("redis-module-close-shutdown")
-    h = leading_host("host-e", name, wrap=wrap)
+    h = leading_host("host-e", name)
     proxy.pause()
     closer = Resp(h.port, timeout=30)
     closer.send("SIMBA.CLOSE")
