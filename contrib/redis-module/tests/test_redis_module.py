@@ -9,7 +9,13 @@ lease bound; a graceful SHUTDOWN and SIMBA.RESIGN hand it over at once; every
 new term has a larger token; elections and revocations are published on the
 channel; the commands reject bad input, and a name with a NUL byte inside is
 refused by every command (not cut: "name\\0junk" must not resign "name"); module
-arguments with a NUL byte are refused at MODULE LOAD.
+arguments with a NUL byte are refused at MODULE LOAD. SIMBA.CLOSE against a backend
+that answers nothing (the chaos suite's proxy in blackhole mode) blocks only its
+caller: other clients' PINGs are answered at once, the other commands answer
+"closing", a second SIMBA.CLOSE joins, MODULE UNLOAD is refused; the callers get +OK
+when the backend resumes, the library's reason by the local deadline when it never
+does; a SHUTDOWN during the close exits 0 (SIMBA_REDIS_MODULE_VALGRIND=1: these
+servers run under valgrind).
 """
 
 import json
@@ -19,6 +25,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -45,66 +52,16 @@ def libsimba_links_libhiredis():
         return True
 
 
-class PausableProxy:
-    """A TCP forwarder to the backend that can stop forwarding: while paused the
-    backend answers nothing (as if SIGSTOPped), bytes wait and flow on resume. The
-    suite's PostgreSQL may be shared, so it is not stopped itself."""
-
-    def __init__(self, host, port):
-        self.target = (host, port)
-        self.running = threading.Event()
-        self.running.set()
-        self.lsock = socket.socket()
-        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(16)
-        self.port = self.lsock.getsockname()[1]
-        self.socks = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                a, _ = self.lsock.accept()
-                b = socket.create_connection(self.target)
-            except OSError:
-                return
-            self.socks += [a, b]
-            for x, y in ((a, b), (b, a)):
-                threading.Thread(target=self._pipe, args=(x, y), daemon=True).start()
-
-    def _pipe(self, src, dst):
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                self.running.wait()
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def url(self, backend):
-        """backend's URL with its (first) host:port replaced by the proxy's."""
-        return re.sub(r"(://(?:[^@/]*@)?)[^:/@,]+:\d+", rf"\g<1>127.0.0.1:{self.port}", backend,
-                      count=1)
-
-    def pause(self):
-        self.running.clear()
-
-    def resume(self):
-        self.running.set()
-
-    def close(self):
-        self.running.set()
-        self.lsock.close()
-        for s in self.socks:
-            s.close()
+def chaos_proxy():
+    """The chaos suite's TCP proxy (tests/chaos/nemesis.py): its 'blackhole' mode
+    forwards nothing (the backend answers nothing, as if SIGSTOPped; the suite's
+    PostgreSQL may be shared, so it is not stopped itself) and the bytes flow, late,
+    back in 'pass'."""
+    root = os.environ.get("SIMBA_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))))
+    sys.path.insert(0, os.path.join(root, "tests", "chaos"))
+    import nemesis
+    return nemesis.Proxy
 
 
 def ping_latency(port, conn=None):
@@ -123,14 +80,19 @@ def ping_latency(port, conn=None):
     return time.monotonic() - t0
 
 
-def stop_cleanly(sb, h):
-    """SHUTDOWN NOSAVE; the server must exit 0 (under valgrind: without an error)."""
-    with Resp(h.port, timeout=60) as r:
+def shutdown(port, timeout=60):
+    """SHUTDOWN NOSAVE, returning once the server closed the connection."""
+    with Resp(port, timeout=timeout) as r:
         r.send("SHUTDOWN", "NOSAVE")
         try:
             r.read()
         except OSError:
-            pass
+            pass  # the server closes the connection
+
+
+def stop_cleanly(sb, h):
+    """SHUTDOWN NOSAVE; the server must exit 0 (under valgrind: without an error)."""
+    shutdown(h.port)
     rc = h.wait(60)
     check(rc == 0, f"{h.tag}: exit status {rc}:\n{sb.tail(f'{h.tag}.out', 100)}")
 
@@ -308,12 +270,7 @@ def main():
     # --- graceful SHUTDOWN: the lease is released, the other leads at once ------------------
     leader, follower = follower, dead
     t0 = time.monotonic()
-    with Resp(hosts[leader].port) as r:
-        r.send("SHUTDOWN", "NOSAVE")
-        try:
-            r.read()
-        except OSError:
-            pass  # the server closes the connection
+    shutdown(hosts[leader].port, timeout=5)
     hosts[leader].wait(10)
     ls = wait_until("the other to lead after SHUTDOWN",
                     lambda: token(follower), HANDOVER_BOUND_S + 3)
@@ -436,11 +393,10 @@ def main():
 def close_against_a_silent_backend(sb, start, backend):
     """SIMBA.CLOSE never stalls the server: against a backend that answers nothing,
     other clients are served at once while the caller waits for the close."""
-    proxy = PausableProxy("127.0.0.1", 0)
-    m = re.search(r"://(?:[^@/]*@)?([^:/@,]+):(\d+)", backend)
-    check(m is not None, f"no host:port in {backend!r}")
-    proxy.target = (m.group(1), int(m.group(2)))
-    purl = proxy.url(backend)
+    m = re.search(r"(://(?:[^@/]*@)?)(127\.0\.0\.1|localhost):(\d+)", backend)
+    check(m is not None, f"no loopback host:port in {backend!r}")
+    proxy = chaos_proxy()([int(m.group(3))])
+    purl = backend[:m.start()] + f"{m.group(1)}127.0.0.1:{proxy.port}" + backend[m.end():]
     args = ["session.lease-duration", f"{LEASE_MS}ms", "session.renew-interval", f"{RENEW_MS}ms"]
     # SIMBA_REDIS_MODULE_VALGRIND=1 runs these servers under valgrind (exit 99 on an error).
     wrap = ()
@@ -457,7 +413,7 @@ def close_against_a_silent_backend(sb, start, backend):
     # joins) get +OK then, while PINGs were answered all along.
     name = unique("redis-module-close")
     h = leading_host("host-c", name)
-    proxy.pause()
+    proxy.mode = "blackhole"
     t0 = time.monotonic()
     closer = Resp(h.port, timeout=10)
     closer.send("SIMBA.CLOSE")
@@ -488,7 +444,7 @@ def close_against_a_silent_backend(sb, start, backend):
     # redis-cli's own start-up counts here: a looser bound on a loaded machine.
     check(cli_worst < 0.5, f"redis-cli PING took {cli_worst * 1000:.0f} ms during SIMBA.CLOSE")
     t1 = time.monotonic()
-    proxy.resume()
+    proxy.mode = "pass"
     check(closer.read() == "OK", "SIMBA.CLOSE after the backend resumed")
     took = time.monotonic() - t1
     check(joiner.read() == "OK", "the joined SIMBA.CLOSE")
@@ -508,7 +464,7 @@ def close_against_a_silent_backend(sb, start, backend):
     # with the library's reason (the leases free when the session expires on the backend).
     name = unique("redis-module-close-deadline")
     h = leading_host("host-d", name)
-    proxy.pause()
+    proxy.mode = "blackhole"
     t0 = time.monotonic()
     closer = Resp(h.port, timeout=LEASE_MS / 1000 + 5)
     closer.send("SIMBA.CLOSE")
@@ -528,25 +484,20 @@ def close_against_a_silent_backend(sb, start, backend):
         f" worst {worst * 1000:.0f} ms")
     closer.close()
     stop_cleanly(sb, h)
-    proxy.resume()
+    proxy.mode = "pass"
 
     # SHUTDOWN during the close: finished blocking, the server exits cleanly.
     name = unique("redis-module-close-shutdown")
     h = leading_host("host-e", name)
-    proxy.pause()
+    proxy.mode = "blackhole"
     closer = Resp(h.port, timeout=30)
     closer.send("SIMBA.CLOSE")
     check(pending(closer, 0.3), "SIMBA.CLOSE answered before the backend did")
     t0 = time.monotonic()
     # SHUTDOWN closes blocking (no event loop any more): the backend resumes meanwhile.
-    resume = threading.Timer(0.5, proxy.resume)
+    resume = threading.Timer(0.5, setattr, (proxy, "mode", "pass"))
     resume.start()
-    with Resp(h.port, timeout=30) as r:
-        r.send("SHUTDOWN", "NOSAVE")
-        try:
-            r.read()
-        except OSError:
-            pass
+    shutdown(h.port)
     rc = h.wait(60)
     took = time.monotonic() - t0
     resume.join()
