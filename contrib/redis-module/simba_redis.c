@@ -18,6 +18,15 @@
  * is closed: every term is revoked and its lease released, so another contender takes over at once
  * instead of after the lease duration.
  *
+ * SIMBA.CLOSE blocks only its caller (RedisModule_BlockClient): the close starts
+ * inside a callback of the client (where simba_client_close() of an EXTERNAL-mode
+ * client does not wait; simba_client_close_async() refuses that mode), the fd and
+ * the timer keep driving it, and once the client's loop is torn down the module
+ * frees the client and answers +OK (or an error when the session's local deadline
+ * passed unanswered). Meanwhile other SIMBA.* commands answer "closing", a second
+ * SIMBA.CLOSE joins, MODULE UNLOAD is refused. SHUTDOWN and MODULE UNLOAD close
+ * blocking (no event loop runs there); a SHUTDOWN finishes a SIMBA.CLOSE in progress.
+ *
  * See docs/embedding.md.
  */
 #define _GNU_SOURCE /* dladdr, RTLD_DEFAULT */
@@ -51,6 +60,12 @@ typedef struct contender {
   struct contender *next;
 } contender_t;
 
+/* A SIMBA.CLOSE caller, blocked until the close completes. */
+typedef struct waiter {
+  RedisModuleBlockedClient *bc;
+  struct waiter *next;
+} waiter_t;
+
 static struct {
   RedisModuleCtx *ctx; /* detached context: timers, publish, log outside commands */
   simba_client_t *client;
@@ -59,7 +74,13 @@ static struct {
   int timer_set;
   char channel[256];
   contender_t *contenders;
-} g = {NULL, NULL, -1, 0, 0, "simba.leadership", NULL};
+  /* SIMBA.CLOSE in progress: 1 from the command until its callers are answered. */
+  int closing;
+  int close_started;       /* simba_client_close() started the close from a callback */
+  char close_failure[256]; /* why the close failed, for its callers; "" when it did not */
+  int sync_closing;        /* a blocking close (SHUTDOWN, MODULE UNLOAD) is under way */
+  waiter_t *waiters;
+} g = {NULL, NULL, -1, 0, 0, "simba.leadership", NULL, 0, 0, "", 0, NULL};
 
 /* --- helpers ----------------------------------------------------------------------- */
 
@@ -121,6 +142,10 @@ static void on_log(void *ud, int level, const char *msg) {
   (void)ud;
   if (level < 0 || level > 3) level = 3;
   RedisModule_Log(g.ctx, levels[level], "simba: %s", msg);
+  /* The close's outcome reaches the host only as this line (SESSION_CLOSED comes
+     either way): the backend did not answer before the session's local deadline. */
+  if (g.closing && level >= SIMBA_LOG_WARN && strncmp(msg, "closing the session failed", 26) == 0)
+    snprintf(g.close_failure, sizeof g.close_failure, "ERR %s", msg);
 }
 
 static void on_event(void *ud, simba_event_type_t type, const char *detail_json) {
@@ -169,10 +194,21 @@ static void arm(void) {
   g.timer_set = 1;
 }
 
+static void finish_close(void);
+
 static void drive(void) {
   int rc;
   if (g.client == NULL) return;
   rc = simba_client_process(g.client);
+  if (g.close_started) {
+    /* The close tears the loop down inside a turn; the next call then says so
+       (and never blocks): finish outside simba_client_process(). */
+    if (rc != SIMBA_ECLOSED) rc = simba_client_process(g.client);
+    if (rc == SIMBA_ECLOSED) {
+      finish_close();
+      return;
+    }
+  }
   if (rc != SIMBA_OK)
     RedisModule_Log(g.ctx, "warning", "simba: simba_client_process: %s (%s)", simba_strerror(rc),
                     simba_last_error());
@@ -269,12 +305,18 @@ static int reply_not_open(RedisModuleCtx *ctx) {
   return RedisModule_ReplyWithError(ctx, "ERR the simba client is closed");
 }
 
+static int reply_closing(RedisModuleCtx *ctx) {
+  return RedisModule_ReplyWithError(ctx,
+                                    "ERR the simba client is closing (SIMBA.CLOSE in progress)");
+}
+
 /* SIMBA.CONTEND name: contend for the lease (idempotent names are refused). */
 static int cmd_contend(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   char err[512];
   size_t len;
   const char *name;
   if (argc != 2) return RedisModule_WrongArity(ctx);
+  if (g.closing) return reply_closing(ctx);
   if (g.client == NULL) return reply_not_open(ctx);
   name = name_arg(argv[1], &len, err, sizeof err);
   if (name == NULL || contend(name, len, err, sizeof err) == NULL) {
@@ -293,6 +335,7 @@ static int cmd_resign(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   contender_t *c;
   int rc;
   if (argc != 2) return RedisModule_WrongArity(ctx);
+  if (g.closing) return reply_closing(ctx);
   if (g.client == NULL) return reply_not_open(ctx);
   name = name_arg(argv[1], &len, err, sizeof err);
   if (name == NULL) return RedisModule_ReplyWithError(ctx, err);
@@ -317,6 +360,7 @@ static int cmd_token(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   char err[512];
   contender_t *c;
   if (argc != 2) return RedisModule_WrongArity(ctx);
+  if (g.closing) return reply_closing(ctx);
   name = name_arg(argv[1], &len, err, sizeof err);
   if (name == NULL) return RedisModule_ReplyWithError(ctx, err);
   c = find(name, len);
@@ -335,6 +379,7 @@ static int cmd_status(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   simba_session_status_t s = simba_client_status(g.client);
   (void)argv;
   if (argc != 1) return RedisModule_WrongArity(ctx);
+  if (g.closing) return reply_closing(ctx);
   for (c = g.contenders; c != NULL; c = c->next) n++;
   RedisModule_ReplyWithMap(ctx, 2);
   RedisModule_ReplyWithCString(ctx, "session");
@@ -365,6 +410,7 @@ static int cmd_snapshot(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
   int rc;
   (void)argv;
   if (argc != 1) return RedisModule_WrongArity(ctx);
+  if (g.closing) return reply_closing(ctx);
   if (g.client == NULL) return reply_not_open(ctx);
   json = simba_client_snapshot_json(g.client);
   if (json == NULL) {
@@ -412,26 +458,130 @@ static const char *hiredis_conflict(const char *backend) {
 
 static void close_client(void);
 
-/* SIMBA.CLOSE: close the client (every lease released, the session closed). The
-   module keeps no timer afterwards, so MODULE UNLOAD is allowed: Redis refuses to
-   unload a module with a pending timer, which a running client always has. */
+/* What the blocked SIMBA.CLOSE callers are answered; NULL privdata means +OK. */
+static int close_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  const char *err = RedisModule_GetBlockedClientPrivateData(ctx);
+  (void)argv;
+  (void)argc;
+  if (err != NULL) return RedisModule_ReplyWithError(ctx, err);
+  return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+static void close_free_privdata(RedisModuleCtx *ctx, void *privdata) {
+  (void)ctx;
+  free(privdata);
+}
+
+/* Answer every blocked SIMBA.CLOSE caller and leave the closing state. */
+static void answer_closers(void) {
+  const char *err = g.close_failure[0] != '\0' ? g.close_failure : NULL;
+  while (g.waiters != NULL) {
+    waiter_t *w = g.waiters;
+    g.waiters = w->next;
+    RedisModule_UnblockClient(w->bc, err != NULL ? strdup(err) : NULL);
+    free(w);
+  }
+  g.closing = 0;
+  g.close_started = 0;
+  g.close_failure[0] = '\0';
+}
+
+/* The close completed (the loop is torn down): free the client outside
+   simba_client_process() (returns at once now), then answer the callers. */
+static void finish_close(void) {
+  RedisModule_Log(g.ctx, "notice", "simba: SIMBA.CLOSE: closed%s",
+                  g.close_failure[0] != '\0' ? " (the backend did not answer)" : "");
+  close_client();
+  answer_closers();
+}
+
+/* Inside simba_client_process(), the documented place where simba_client_close()
+   of an EXTERNAL-mode client starts the close without waiting (it answers
+   SIMBA_EWOULDBLOCK); drive() finishes it once the loop is torn down. */
+static void begin_close(void *ud, int err) {
+  int rc;
+  (void)ud;
+  (void)err;
+  if (g.sync_closing || g.client == NULL) return; /* a blocking close does it all */
+  rc = simba_client_close(g.client);
+  g.close_started = 1;
+  if (rc != SIMBA_EWOULDBLOCK)
+    RedisModule_Log(g.ctx, "warning", "simba: starting the close: %s (%s)", simba_strerror(rc),
+                    simba_last_error());
+}
+
+static void ignore_observation(void *ud, const char *name, const char *holder_session,
+                               const char *holder_client, uint64_t token) {
+  (void)ud;
+  (void)name;
+  (void)holder_session;
+  (void)holder_client;
+  (void)token;
+}
+
+/* simba_client_close_async() refuses EXTERNAL-mode clients (include/simba.h), and
+   simba_client_close() outside a callback runs the loop until the close is
+   answered. A callback inside simba_client_process() that comes without the
+   backend: the done of an observer closed at once (its start reads the backend
+   once; nothing is written). RM_ERR when the library refused. */
+static int start_close(void) {
+  simba_observer_t *o = NULL;
+  if (simba_observe_start(&o, g.client, "simba-redis-close", 0, ignore_observation, NULL) !=
+      SIMBA_OK)
+    return RM_ERR;
+  if (simba_observer_close_async(o, begin_close, NULL) != SIMBA_OK) {
+    simba_observer_free(o);
+    return RM_ERR;
+  }
+  g.closing = 1;
+  arm();
+  return RM_OK;
+}
+
+/* SIMBA.CLOSE: close the client (every lease released, the session closed)
+   without stalling the server: the caller is blocked until the close completes
+   (+OK, or an error when the backend did not answer before the session's local
+   deadline, ADR 0030) while the server's loop keeps driving the client. A second
+   SIMBA.CLOSE during the close joins it (blocked too, same answer); the other
+   SIMBA.* commands answer a "closing" error. Afterwards the module keeps no timer,
+   so MODULE UNLOAD is allowed (refused while the close is in flight). */
 static int cmd_close(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  waiter_t *w;
   (void)argv;
   if (argc != 1) return RedisModule_WrongArity(ctx);
   if (g.client == NULL) return reply_not_open(ctx);
-  RedisModule_Log(g.ctx, "notice", "simba: SIMBA.CLOSE: releasing leases");
-  close_client();
-  return RedisModule_ReplyWithSimpleString(ctx, "OK");
+  w = calloc(1, sizeof *w);
+  if (w == NULL) return RedisModule_ReplyWithError(ctx, "ERR out of memory");
+  if (!g.closing) {
+    RedisModule_Log(g.ctx, "notice", "simba: SIMBA.CLOSE: releasing leases");
+    if (start_close() != RM_OK) {
+      /* Nothing started: close blocking, as SHUTDOWN does. */
+      RedisModule_Log(g.ctx, "warning", "simba: SIMBA.CLOSE blocks: %s", simba_last_error());
+      free(w);
+      close_client();
+      return RedisModule_ReplyWithSimpleString(ctx, "OK");
+    }
+  }
+  w->bc = RedisModule_BlockClient(ctx, close_reply, NULL, close_free_privdata, 0);
+  if (w->bc == NULL) {
+    free(w);
+    return RedisModule_ReplyWithError(ctx, "ERR cannot block the client");
+  }
+  w->next = g.waiters;
+  g.waiters = w;
+  return RM_OK;
 }
 
 /* --- load, shutdown, unload -------------------------------------------------------------- */
 
 /* Close the client on the main thread: terms revoked (published), leases released,
    session closed. Blocks until the close is answered, at most until the session's local
-   deadline when the backend does not answer (ADR 0030). */
+   deadline when the backend does not answer (ADR 0030); returns at once when an
+   asynchronous close already completed. */
 static void close_client(void) {
   contender_t *c;
   if (g.client == NULL) return;
+  g.sync_closing = 1;
   if (g.timer_set) {
     RedisModule_StopTimer(g.ctx, g.timer, NULL);
     g.timer_set = 0;
@@ -442,6 +592,7 @@ static void close_client(void) {
   }
   simba_client_close(g.client);
   g.client = NULL;
+  g.sync_closing = 0;
   while ((c = g.contenders) != NULL) {
     g.contenders = c->next;
     if (c->term != NULL) simba_term_release(c->term);
@@ -456,14 +607,20 @@ static void on_shutdown(RedisModuleCtx *ctx, RedisModuleEvent eid, uint64_t sube
   (void)subevent;
   (void)data;
   RedisModule_Log(g.ctx, "notice", "simba: server shutting down: releasing leases");
+  /* No event loop runs any more: a SIMBA.CLOSE in progress is finished blocking. */
   close_client();
+  if (g.closing) answer_closers();
 }
 
 RM_EXPORT int RedisModule_OnUnload(RedisModuleCtx *ctx);
 RM_EXPORT int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
 
 int RedisModule_OnUnload(RedisModuleCtx *ctx) {
-  (void)ctx;
+  if (g.closing) {
+    /* Its callers wait for an answer, and the loop must keep driving the close. */
+    RedisModule_Log(ctx, "warning", "simba: MODULE UNLOAD refused: SIMBA.CLOSE is in progress");
+    return RM_ERR;
+  }
   close_client();
   if (g.ctx != NULL) {
     RedisModule_FreeThreadSafeContext(g.ctx);
