@@ -404,23 +404,6 @@ static void close_async_inside_process(rec_t *r, simba_term_t *t) {
   x->rc_async = simba_client_close_async(x->c, ext_async_done, x);
 }
 
-/* Processes until simba_client_process says anything but SIMBA_OK; returns it. */
-static int process_until_closed(simba_client_t *c) {
-  int rc = SIMBA_OK;
-  const int64_t give_up = now_ms() + long_wait_ms();
-  while (rc == SIMBA_OK && now_ms() < give_up) {
-    struct pollfd p;
-    int64_t wait = simba_client_timeout_ms(c);
-    p.fd = simba_client_fd(c);
-    p.events = POLLIN;
-    p.revents = 0;
-    if (wait < 0 || wait > 50) wait = 50;
-    if (p.fd >= 0) poll(&p, 1, (int)wait);
-    rc = HOST_CALL(simba_client_process(c));
-  }
-  return rc;
-}
-
 static void ext_close_async(int from_callback) {
   simba_client_t *c = open_external(from_callback ? "ext-async-cb" : "ext-async");
   simba_election_t *e;
@@ -445,7 +428,7 @@ static void ext_close_async(int from_callback) {
   }
   assert_int_equal(ald(&x.calls), 0);
   CHECK_ERR(HOST_CALL(simba_client_wait_live(c, 100)), SIMBA_ECLOSED, NULL);
-  CHECK_ERR(process_until_closed(c), SIMBA_ECLOSED, NULL);
+  CHECK_ERR(process_until_not_ok(c, &in_process), SIMBA_ECLOSED, NULL);
   assert_int_equal(ald(&x.calls), 1);
   assert_int_equal(x.err, SIMBA_OK); /* memory:// confirmed the close */
   assert_int_equal(x.wrong_place, 0);
