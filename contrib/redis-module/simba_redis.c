@@ -18,14 +18,14 @@
  * is closed: every term is revoked and its lease released, so another contender takes over at once
  * instead of after the lease duration.
  *
- * SIMBA.CLOSE blocks only its caller (RedisModule_BlockClient): the close starts
- * inside a callback of the client (where simba_client_close() of an EXTERNAL-mode
- * client does not wait; simba_client_close_async() refuses that mode), the fd and
- * the timer keep driving it, and once the client's loop is torn down the module
- * frees the client and answers +OK (or an error when the session's local deadline
- * passed unanswered). Meanwhile other SIMBA.* commands answer "closing", a second
- * SIMBA.CLOSE joins, MODULE UNLOAD is refused. SHUTDOWN and MODULE UNLOAD close
- * blocking (no event loop runs there); a SHUTDOWN finishes a SIMBA.CLOSE in progress.
+ * SIMBA.CLOSE blocks only its caller (RedisModule_BlockClient): it starts the
+ * close with simba_client_close_async() (EXTERNAL mode since libsimba 1.5), the fd
+ * and the timer keep driving it, and the close's done (inside
+ * simba_client_process()) says whether the backend confirmed it: the module then
+ * frees the client and answers +OK or the error. Meanwhile other SIMBA.* commands
+ * answer "closing", a second SIMBA.CLOSE joins, MODULE UNLOAD is refused. SHUTDOWN
+ * and MODULE UNLOAD close blocking (no event loop runs there); a SHUTDOWN finishes
+ * a SIMBA.CLOSE in progress (its done runs inside that simba_client_close()).
  *
  * See docs/embedding.md.
  */
@@ -43,7 +43,7 @@
 #include "rm_api.h"
 
 #define MODULE_NAME "simba"
-#define MODULE_VERSION 10300 /* libsimba 1.3.0 */
+#define MODULE_VERSION 10500 /* libsimba 1.5.0 */
 /* The two entry points the server looks up; everything else stays hidden. */
 #define RM_EXPORT __attribute__((visibility("default")))
 
@@ -76,11 +76,10 @@ static struct {
   contender_t *contenders;
   /* SIMBA.CLOSE in progress: 1 from the command until its callers are answered. */
   int closing;
-  int close_started;       /* simba_client_close() started the close from a callback */
-  char close_failure[256]; /* why the close failed, for its callers; "" when it did not */
-  int sync_closing;        /* a blocking close (SHUTDOWN, MODULE UNLOAD) is under way */
+  int close_done; /* the close's done ran: free the client, answer the callers */
+  int close_err;  /* its err: SIMBA_OK when the backend confirmed the close */
   waiter_t *waiters;
-} g = {NULL, NULL, -1, 0, 0, "simba.leadership", NULL, 0, 0, "", 0, NULL};
+} g = {NULL, NULL, -1, 0, 0, "simba.leadership", NULL, 0, 0, SIMBA_OK, NULL};
 
 /* --- helpers ----------------------------------------------------------------------- */
 
@@ -142,10 +141,6 @@ static void on_log(void *ud, int level, const char *msg) {
   (void)ud;
   if (level < 0 || level > 3) level = 3;
   RedisModule_Log(g.ctx, levels[level], "simba: %s", msg);
-  /* The close's outcome reaches the host only as this line (SESSION_CLOSED comes
-     either way): the backend did not answer before the session's local deadline. */
-  if (g.closing && level >= SIMBA_LOG_WARN && strncmp(msg, "closing the session failed", 26) == 0)
-    snprintf(g.close_failure, sizeof g.close_failure, "ERR %s", msg);
 }
 
 static void on_event(void *ud, simba_event_type_t type, const char *detail_json) {
@@ -200,14 +195,9 @@ static void drive(void) {
   int rc;
   if (g.client == NULL) return;
   rc = simba_client_process(g.client);
-  if (g.close_started) {
-    /* The close tears the loop down inside a turn; the next call then says so
-       (and never blocks): finish outside simba_client_process(). */
-    if (rc != SIMBA_ECLOSED) rc = simba_client_process(g.client);
-    if (rc == SIMBA_ECLOSED) {
-      finish_close();
-      return;
-    }
+  if (g.close_done) {
+    finish_close(); /* outside simba_client_process(), as the library asks */
+    return;
   }
   if (rc != SIMBA_OK)
     RedisModule_Log(g.ctx, "warning", "simba: simba_client_process: %s (%s)", simba_strerror(rc),
@@ -472,70 +462,41 @@ static void close_free_privdata(RedisModuleCtx *ctx, void *privdata) {
   free(privdata);
 }
 
-/* Answer every blocked SIMBA.CLOSE caller and leave the closing state. */
+/* Answer every blocked SIMBA.CLOSE caller with the close's err and leave the
+   closing state. */
 static void answer_closers(void) {
-  const char *err = g.close_failure[0] != '\0' ? g.close_failure : NULL;
+  char err[160];
+  if (g.close_err != SIMBA_OK)
+    snprintf(err, sizeof err,
+             "ERR closing the session failed (%s); its leases free when it expires on the "
+             "backend",
+             simba_strerror(g.close_err));
   while (g.waiters != NULL) {
     waiter_t *w = g.waiters;
     g.waiters = w->next;
-    RedisModule_UnblockClient(w->bc, err != NULL ? strdup(err) : NULL);
+    RedisModule_UnblockClient(w->bc, g.close_err != SIMBA_OK ? strdup(err) : NULL);
     free(w);
   }
   g.closing = 0;
-  g.close_started = 0;
-  g.close_failure[0] = '\0';
+  g.close_done = 0;
+  g.close_err = SIMBA_OK;
 }
 
-/* The close completed (the loop is torn down): free the client outside
-   simba_client_process() (returns at once now), then answer the callers. */
+/* The close completed: free the client (simba_client_close() returns at once
+   now), then answer the callers. */
 static void finish_close(void) {
   RedisModule_Log(g.ctx, "notice", "simba: SIMBA.CLOSE: closed%s",
-                  g.close_failure[0] != '\0' ? " (the backend did not answer)" : "");
+                  g.close_err != SIMBA_OK ? " (the backend did not confirm it)" : "");
   close_client();
   answer_closers();
 }
 
-/* Inside simba_client_process(), the documented place where simba_client_close()
-   of an EXTERNAL-mode client starts the close without waiting (it answers
-   SIMBA_EWOULDBLOCK); drive() finishes it once the loop is torn down. */
-static void begin_close(void *ud, int err) {
-  int rc;
+/* The close's done: the client's last callback, inside simba_client_process()
+   (or inside SHUTDOWN's blocking simba_client_close()); drive() finishes. */
+static void close_done(void *ud, int err) {
   (void)ud;
-  (void)err;
-  if (g.sync_closing || g.client == NULL) return; /* a blocking close does it all */
-  rc = simba_client_close(g.client);
-  g.close_started = 1;
-  if (rc != SIMBA_EWOULDBLOCK)
-    RedisModule_Log(g.ctx, "warning", "simba: starting the close: %s (%s)", simba_strerror(rc),
-                    simba_last_error());
-}
-
-static void ignore_observation(void *ud, const char *name, const char *holder_session,
-                               const char *holder_client, uint64_t token) {
-  (void)ud;
-  (void)name;
-  (void)holder_session;
-  (void)holder_client;
-  (void)token;
-}
-
-/* simba_client_close_async() refuses EXTERNAL-mode clients (include/simba.h), and
-   simba_client_close() outside a callback runs the loop until the close is
-   answered. A callback inside simba_client_process() that comes without the
-   backend: the done of an observer closed at once (its start reads the backend
-   once; nothing is written). RM_ERR when the library refused. */
-static int start_close(void) {
-  simba_observer_t *o = NULL;
-  if (simba_observe_start(&o, g.client, "simba-redis-close", 0, ignore_observation, NULL) !=
-      SIMBA_OK)
-    return RM_ERR;
-  if (simba_observer_close_async(o, begin_close, NULL) != SIMBA_OK) {
-    simba_observer_free(o);
-    return RM_ERR;
-  }
-  g.closing = 1;
-  arm();
-  return RM_OK;
+  g.close_done = 1;
+  g.close_err = err;
 }
 
 /* SIMBA.CLOSE: close the client (every lease released, the session closed)
@@ -554,13 +515,15 @@ static int cmd_close(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   if (w == NULL) return RedisModule_ReplyWithError(ctx, "ERR out of memory");
   if (!g.closing) {
     RedisModule_Log(g.ctx, "notice", "simba: SIMBA.CLOSE: releasing leases");
-    if (start_close() != RM_OK) {
+    if (simba_client_close_async(g.client, close_done, NULL) != SIMBA_OK) {
       /* Nothing started: close blocking, as SHUTDOWN does. */
       RedisModule_Log(g.ctx, "warning", "simba: SIMBA.CLOSE blocks: %s", simba_last_error());
       free(w);
       close_client();
       return RedisModule_ReplyWithSimpleString(ctx, "OK");
     }
+    g.closing = 1;
+    arm();
   }
   w->bc = RedisModule_BlockClient(ctx, close_reply, NULL, close_free_privdata, 0);
   if (w->bc == NULL) {
@@ -581,7 +544,6 @@ static int cmd_close(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
 static void close_client(void) {
   contender_t *c;
   if (g.client == NULL) return;
-  g.sync_closing = 1;
   if (g.timer_set) {
     RedisModule_StopTimer(g.ctx, g.timer, NULL);
     g.timer_set = 0;
@@ -592,7 +554,6 @@ static void close_client(void) {
   }
   simba_client_close(g.client);
   g.client = NULL;
-  g.sync_closing = 0;
   while ((c = g.contenders) != NULL) {
     g.contenders = c->next;
     if (c->term != NULL) simba_term_release(c->term);
@@ -667,8 +628,9 @@ static int check_host(RedisModuleCtx *ctx) {
   }
   RedisModule_SetModuleAttribs(ctx, MODULE_NAME, MODULE_VERSION, RM_APIVER_1);
 
-  if (simba_version() >> 16 != SIMBA_VERSION_MAJOR || simba_version() < 0x010300)
-    return load_error(ctx, NULL, "libsimba %s is loaded, simba_redis needs 1.3 or later",
+  /* 1.5: simba_client_close_async() of an EXTERNAL-mode client (SIMBA.CLOSE). */
+  if (simba_version() >> 16 != SIMBA_VERSION_MAJOR || simba_version() < 0x010500)
+    return load_error(ctx, NULL, "libsimba %s is loaded, simba_redis needs 1.5 or later",
                       simba_version_string());
   return RM_OK;
 }
