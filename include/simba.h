@@ -415,20 +415,44 @@ SIMBA_API int simba_client_wait_live(simba_client_t *c, int64_t timeout_ms);
 SIMBA_API int simba_client_close(simba_client_t *c);
 
 /**
- * @brief Close a THREAD-mode client without waiting, from any thread, a
- *        callback or a finalizer included: a thread of the library does what
- *        simba_client_close() does, then calls `done(ud, SIMBA_OK)` on that
- *        thread, after every other callback of the client returned, and then
- *        frees the handle. Do not use the handle after this call.
+ * @brief Close a client without waiting, from any thread, a callback or a
+ *        finalizer included (an EXTERNAL-mode client: from its host thread):
+ *        what simba_client_close() does, then `done(ud, err)`, the client's last
+ *        callback, after every other callback of the client returned.
+ *
+ * THREAD mode: a thread of the library closes the client, calls
+ * `done(ud, SIMBA_OK)` on that thread (always SIMBA_OK, whatever the backend
+ * answered), then frees the handle. Do not use the handle after this call.
+ *
+ * EXTERNAL mode (since 1.5): called on the host thread, outside
+ * simba_client_process() or inside a callback, it starts the close and returns
+ * SIMBA_OK at once; nothing of the close runs inside this call. The host keeps
+ * calling simba_client_process() on fd readiness and at
+ * simba_client_timeout_ms(); `done` runs inside the call of
+ * simba_client_process() in which the close completed, which then returns
+ * SIMBA_ECLOSED (as every later call does). `err` says whether the backend
+ * confirmed it: SIMBA_OK (the leases are free now; also when the session had
+ * never gone live or had ended already), SIMBA_ETIMEDOUT (no answer confirmed
+ * it by the session's local deadline, the close being sent again until then:
+ * its leases free when the session expires on the backend), SIMBA_EBACKEND
+ * (the backend refused it; the same). Then free the handle with
+ * simba_client_close() outside simba_client_process() (it returns at once);
+ * inside `done` it returns SIMBA_EWOULDBLOCK and frees nothing. A
+ * simba_client_close() on the host thread before `done` ran finishes the close
+ * blocking and runs `done` before it returns. From another thread this
+ * returns SIMBA_EWOULDBLOCK and closes nothing, as simba_client_close() does.
+ * Before 1.5 it returned SIMBA_EINVAL for every EXTERNAL-mode client: check
+ * simba_version() >= 0x010500 when loading libsimba.so.1 with dlopen().
  *
  * Added in 1.2 (version node SIMBA_1.2): check simba_version() >= 0x010200 when
  * loading libsimba.so.1 with dlopen().
  * @param[in] done may be NULL; the client's last callback.
  * @param[in] c the client.
  * @param[in] ud user data, passed as is to the callback.
- * @return SIMBA_OK (done will run); SIMBA_EINVAL (c is NULL, or an EXTERNAL-mode
- *         client, which only simba_client_close() on its host thread closes:
- *         nothing was closed).
+ * @return SIMBA_OK (done will run); SIMBA_EINVAL (c is NULL); SIMBA_EWOULDBLOCK
+ *         (an EXTERNAL-mode client, off its host thread: nothing was closed);
+ *         SIMBA_ECLOSED (an EXTERNAL-mode client whose simba_client_close_async()
+ *         was called already).
  */
 SIMBA_API int simba_client_close_async(simba_client_t *c, void (*done)(void *ud, int err), void *ud);
 
@@ -635,11 +659,12 @@ SIMBA_API int64_t simba_client_timeout_ms(const simba_client_t *c);
  * Callbacks run inside this call on the host thread (unless a host executor is
  * set). Blocking calls made on the host thread outside this call run the loop
  * themselves until they complete; inside a callback they return SIMBA_EWOULDBLOCK.
- * Calls from other threads are queued and wake the fd, except simba_client_close(),
- * which only the host thread may make.
+ * Calls from other threads are queued and wake the fd, except simba_client_close()
+ * and simba_client_close_async(), which only the host thread may make.
  * @param[in] c the client.
- * @return SIMBA_OK; SIMBA_EINVAL (NULL, or not in EXTERNAL mode); SIMBA_ECLOSED;
- *         SIMBA_EWOULDBLOCK (called from one of its own callbacks).
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL, or not in EXTERNAL mode); SIMBA_ECLOSED
+ *         (the close completed, from the call that ran simba_client_close_async()'s
+ *         done on); SIMBA_EWOULDBLOCK (called from one of its own callbacks).
  */
 SIMBA_API int simba_client_process(simba_client_t *c);
 

@@ -187,6 +187,10 @@ class Node {
 
   SessionStatus status() const { return status_; }
   bool closed() const { return status_ == SessionStatus::kClosed; }
+  // Why the close left the session to expire on the backend: kTimeout when no
+  // answer confirmed it by the local deadline, another outcome when the backend
+  // refused it; kOk when it was confirmed or there was no session to close.
+  Outcome close_failure() const { return close_failure_; }
   NodeView view() const;
   const Config& config() const { return cfg_; }
 
@@ -372,6 +376,7 @@ class Node {
   // until the session's local deadline (ADR 0030).
   bool close_retry_armed_ = false;
   Duration close_backoff_{0};
+  Outcome close_failure_ = Outcome::kOk;
 
   std::map<CallId, Call> calls_;
   CallId next_call_ = 1;

@@ -298,6 +298,7 @@ void Node::on_session_timer(TimePoint now) {
         fx_.log(kLogWarn,
                 "closing the session failed until its local deadline; its leases free "
                 "when it expires on the backend");
+        close_failure_ = Outcome::kTimeout;
         maybe_finish_close(now);
         return;
       }
@@ -440,6 +441,8 @@ void Node::on_close(CallId id, const DoneReply& reply, TimePoint now) {
   if (reply.outcome != Outcome::kOk && reply.outcome != Outcome::kExpired) {
     fx_.log(kLogWarn, std::string("closing the session failed (") + outcome_name(reply.outcome) +
                           "); its leases free when it expires on the backend");
+    // An error the retries ran out on means the deadline came first too.
+    close_failure_ = reply.outcome == Outcome::kError ? Outcome::kTimeout : reply.outcome;
   }
   maybe_finish_close(now);
 }

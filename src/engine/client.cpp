@@ -158,22 +158,26 @@ QueueRef Client::new_queue() { return SerialQueue::make(queue_executors_); }
 // ---------------------------------------------------------------------------
 // Client API
 
+void Client::start_close(bool in_next_turn) {
+  close_requested_ = true;
+  if (loop_.torn_down()) return;
+  if (on_loop_thread() && !in_next_turn) {
+    node_->close(now());
+    settle();
+  } else {
+    loop_.post([this] { node_->close(now()); });
+  }
+}
+
 Code Client::close() {
   // Refused before anything starts: capi reports it (item 2 of ADR 0015).
   if (external() && !on_host_thread()) return Code::kEWouldBlock;
-  close_requested_ = true;
   if (!may_wait_for_close()) {
     // Waiting here would wait for itself: start the close and let it finish.
-    if (!loop_.torn_down()) {
-      if (on_loop_thread()) {
-        node_->close(now());
-        settle();
-      } else {
-        loop_.post([this] { node_->close(now()); });
-      }
-    }
+    start_close();
     return Code::kEWouldBlock;
   }
+  close_requested_ = true;
   std::lock_guard<std::mutex> guard(close_mu_);
   if (finished_) return Code::kOk;
   if (external()) {
@@ -186,11 +190,43 @@ Code Client::close() {
     loop_.post([this] { node_->close(now()); });
     loop_.wait_ended();
   }
+  finish_close();
+  return Code::kOk;
+}
+
+Code Client::close_async(DoneFn done) {
+  if (!external() || !on_host_thread()) return Code::kEWouldBlock;
+  if (close_done_ || finished_) return Code::kEClosed;
+  close_done_ = done ? std::move(done) : [](Code) {};
+  // In the next turn of process(), so that no callback runs inside this call.
+  start_close(true);
+  return Code::kOk;
+}
+
+void Client::finish_close() {
   queue_executors_->close();
   if (executor_) executor_->shutdown();
   status_ = static_cast<int>(SessionStatus::kClosed);
   finished_ = true;
-  return Code::kOk;
+  if (close_done_) {
+    DoneFn done = std::move(close_done_);
+    close_done_ = nullptr;
+    // A callback: a simba_client_close() inside it only says "later".
+    CallbackScope scope;
+    done(close_code());
+  }
+}
+
+Code Client::close_code() const {
+  switch (node_->close_failure()) {
+    case Outcome::kOk:
+    case Outcome::kExpired:
+      return Code::kOk;
+    case Outcome::kTimeout:
+      return Code::kETimedOut;
+    default:
+      return Code::kEBackend;
+  }
 }
 
 Result Client::wait_live(int64_t timeout_ms) {
@@ -383,11 +419,22 @@ Result Client::set_event_sink(EventFn fn) {
 
 Result Client::process() {
   if (!external()) return {Code::kEInval, "simba_client_process is for loop.mode=external clients"};
-  if (finished_ || loop_.torn_down()) return {Code::kEClosed, "the client is closed"};
+  // A close_async() pending is finished here, even when a blocking call's turn
+  // tore the loop down.
+  if (finished_ || (loop_.torn_down() && !close_done_)) {
+    return {Code::kEClosed, "the client is closed"};
+  }
   if (loop_.in_process()) {
     return {Code::kEWouldBlock, "simba_client_process called from its own callback"};
   }
-  loop_.process();
+  if (!loop_.torn_down()) loop_.process();
+  if (close_done_ && loop_.torn_down()) {
+    // close_async()'s close completed: finish it as close() does.
+    std::lock_guard<std::mutex> guard(close_mu_);
+    loop_.run_to_end();
+    finish_close();
+    return {Code::kEClosed, "the client is closed"};
+  }
   return Result::ok();
 }
 

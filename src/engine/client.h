@@ -250,6 +250,12 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // and the executor. From a callback or the loop thread it only starts the
   // close and returns Code::kEWouldBlock; the caller must not wait for itself.
   Code close();
+  // EXTERNAL mode, on the host thread: starts the close as close() does where it
+  // may not wait, and returns. process() finishes it once the loop is torn down
+  // and then runs `done` with the outcome: kOk, or kETimedOut/kEBackend when the
+  // backend did not confirm it (close_code()). kEWouldBlock off the host thread,
+  // kEClosed when a close_async() is pending already; nothing started then.
+  Code close_async(DoneFn done);
   bool close_requested() const { return close_requested_.load(); }
 
   SessionStatus status() const { return static_cast<SessionStatus>(status_.load()); }
@@ -276,7 +282,7 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // EXTERNAL mode.
   bool external() const { return cfg_.loop_mode == LoopMode::kExternal; }
   int fd() const { return loop_.fd(); }
-  int64_t timeout_ms() const { return loop_.timeout_ms(); }
+  int64_t timeout_ms() const { return close_done_ && node_closed_ ? 0 : loop_.timeout_ms(); }
   Result process();
 
   // Elections.
@@ -526,6 +532,14 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   bool node_closed_ = false;  // loop thread
   std::mutex close_mu_;
   bool finished_ = false;  // close() completed
+  DoneFn close_done_;      // close_async()'s, until finish_close() runs it (host thread)
+  // Starts the close without waiting for it (from where close() may not wait);
+  // on the loop thread at once unless `in_next_turn`.
+  void start_close(bool in_next_turn = false);
+  // The loop ended: the executors go, then close_async()'s done runs.
+  void finish_close();
+  // The close's outcome, as close_async()'s done gets it.
+  Code close_code() const;
 };
 
 }  // namespace simba::engine
