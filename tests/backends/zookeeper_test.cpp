@@ -1152,6 +1152,58 @@ TEST_F(ZookeeperOwn, AnOldSessionWhoseCloseFailedIsClosedWhenItReconnects) {
   EXPECT_EQ(e.pairing_errors(), 0);
 }
 
+// A permit grant the server applied but whose answer was lost with the
+// connection (ZCONNECTIONLOSS): the entry is an ephemeral node of the live
+// session, so the session's keep-alive must list it and the core release it
+// (ADR 0005), as on the other backends. The grant is sent while the server is
+// stopped (it reads its socket's buffer when resumed, after the handle gave
+// up on the connection and before the session's expiry). If the backend
+// forgets it, the entry fills the semaphore of size 1 until the session ends,
+// and the waiting acquire of the same client never wins.
+TEST_F(ZookeeperOwn, APermitGrantWhoseAnswerWasLostIsReleasedNotLeaked) {
+  ASSERT_TRUE(big().ready(30'000 * slow_factor())) << "zookeeper did not start";
+  const std::string name = "zk.lost-grant." + unique_id();
+  // A 24 s session: the handle drops a silent connection after 16 s, well
+  // before the local deadline and the server's expiry.
+  LoggedClient c(big().url(), Timing{24'000, 2000});
+  ASSERT_NE(static_cast<simba_client_t*>(c), nullptr) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 10'000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  // A first permit and its release: the resource's view is known, so the
+  // next acquire sends its grant at once (one multi).
+  simba_term_t* first = nullptr;
+  ASSERT_EQ(simba_semaphore_acquire(&first, c, name.c_str(), 1, 5000), SIMBA_OK)
+      << simba_last_error();
+  ASSERT_EQ(simba_lock_release(first), SIMBA_OK);
+  simba_term_release(first);
+  sleep_ms(300);  // the entry's delete event reached the view
+  big().signal(SIGSTOP);
+  std::atomic<int> rc{-1000};
+  simba_term_t* won = nullptr;
+  std::thread waiter(
+      [&] { rc = simba_semaphore_acquire(&won, c, name.c_str(), 1, 45'000 * slow_factor()); });
+  const bool dropped = wait_for([&] { return c.logs.has("connection lost, reconnecting"); },
+                                20'000 * slow_factor(), 1);
+  big().signal(SIGCONT);
+  waiter.join();
+  ASSERT_TRUE(dropped) << c.logs.all();
+  EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
+  // What holds the semaphore, when it is not ours.
+  std::string rows;
+  if (rc.load() != SIMBA_OK) {
+    const char* names[] = {name.c_str()};
+    char* json = nullptr;
+    if (simba_client_inspect_json(c, names, 1, 5000, &json) == SIMBA_OK) rows = json;
+    simba_free(json);
+  }
+  EXPECT_EQ(rc.load(), SIMBA_OK) << "session " << session_id(c) << " and the entries " << rows
+                                 << "\n"
+                                 << c.logs.all();
+  if (won) {
+    simba_lock_release(won);
+    simba_term_release(won);
+  }
+}
+
 // The server is killed and restarted on the same data within the session
 // timeout: the client reconnects to the same session (the server re-arms it
 // from its log), and the term never ends.
