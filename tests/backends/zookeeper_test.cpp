@@ -892,6 +892,18 @@ class ZookeeperOwn : public ::testing::Test {
   }
   static OwnZk& small() { return *small_; }
   static OwnZk& big() { return *big_; }
+  // Runs `call` on a thread while the big server is stopped, until the handle
+  // of `c` drops the silent connection, then resumes the server: it applies
+  // what `call` sent, whose answer is lost. False if nothing was dropped.
+  static bool across_a_dropped_connection(LoggedClient& c, const std::function<void()>& call) {
+    big().signal(SIGSTOP);
+    std::thread waiter(call);
+    const bool dropped = wait_for([&] { return c.logs.has("connection lost, reconnecting"); },
+                                  20'000 * slow_factor(), 1);
+    big().signal(SIGCONT);
+    waiter.join();
+    return dropped;
+  }
 
   static OwnZk* small_;
   static OwnZk* big_;
@@ -1176,28 +1188,22 @@ TEST_F(ZookeeperOwn, APermitGrantWhoseAnswerWasLostIsReleasedNotLeaked) {
   ASSERT_EQ(simba_lock_release(first), SIMBA_OK);
   simba_term_release(first);
   sleep_ms(300);  // the entry's delete event reached the view
-  big().signal(SIGSTOP);
-  std::atomic<int> rc{-1000};
+  int rc = -1000;
   simba_term_t* won = nullptr;
-  std::thread waiter(
-      [&] { rc = simba_semaphore_acquire(&won, c, name.c_str(), 1, 30'000 * slow_factor()); });
-  const bool dropped = wait_for([&] { return c.logs.has("connection lost, reconnecting"); },
-                                20'000 * slow_factor(), 1);
-  big().signal(SIGCONT);
-  waiter.join();
-  ASSERT_TRUE(dropped) << c.logs.all();
+  ASSERT_TRUE(across_a_dropped_connection(c, [&] {
+    rc = simba_semaphore_acquire(&won, c, name.c_str(), 1, 30'000 * slow_factor());
+  })) << c.logs.all();
   EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
   // What holds the semaphore, when it is not ours.
   std::string rows;
-  if (rc.load() != SIMBA_OK) {
+  if (rc != SIMBA_OK) {
     const char* names[] = {name.c_str()};
     char* json = nullptr;
     if (simba_client_inspect_json(c, names, 1, 5000, &json) == SIMBA_OK) rows = json;
     simba_free(json);
   }
-  EXPECT_EQ(rc.load(), SIMBA_OK) << "session " << session_id(c) << " and the entries " << rows
-                                 << "\n"
-                                 << c.logs.all();
+  EXPECT_EQ(rc, SIMBA_OK) << "session " << session_id(c) << " and the entries " << rows << "\n"
+                          << c.logs.all();
   // The lost answer's entry was read back and listed (ADR 0005's orphan).
   EXPECT_TRUE(c.logs.has("whose answer was lost")) << c.logs.all();
   if (won) {
@@ -1226,20 +1232,15 @@ TEST_F(ZookeeperOwn, ALeaseAcquireWhoseAnswerWasLostIsListedNotLeaked) {
   ASSERT_EQ(simba_lock_release(first), SIMBA_OK);
   simba_term_release(first);
   const std::string session = session_id(c);
-  big().signal(SIGSTOP);
-  std::atomic<int> rc{-1000};
+  int rc = -1000;
   simba_term_t* won = nullptr;
-  std::thread waiter(
-      [&] { rc = simba_lock_acquire(&won, c, name.c_str(), 30'000 * slow_factor()); });
-  const bool dropped = wait_for([&] { return c.logs.has("connection lost, reconnecting"); },
-                                20'000 * slow_factor(), 1);
-  big().signal(SIGCONT);
-  waiter.join();
-  ASSERT_TRUE(dropped) << c.logs.all();
+  ASSERT_TRUE(across_a_dropped_connection(c, [&] {
+    rc = simba_lock_acquire(&won, c, name.c_str(), 30'000 * slow_factor());
+  })) << c.logs.all();
   // The acquire may be answered before a keep-alive follows the reconnection.
   EXPECT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << c.logs.all();
   EXPECT_EQ(session_id(c), session) << "the session must survive for the case to mean anything";
-  EXPECT_EQ(rc.load(), SIMBA_OK) << c.logs.all();
+  EXPECT_EQ(rc, SIMBA_OK) << c.logs.all();
   // The lost answer's node was read back (not merely retried after a release).
   EXPECT_TRUE(c.logs.has("whose answer was lost")) << c.logs.all();
   if (won) {
