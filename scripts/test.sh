@@ -30,6 +30,7 @@ cd "$ROOT"
 SIMBA_APT_PACKAGES=(
   build-essential cmake pkg-config
   libuv1-dev libcmocka-dev libgtest-dev
+  libhowardhinnant-date-dev tzdata            # src/schedule: cron time zones (issue 43)
   valgrind
   redis-server redis-tools libhiredis-dev
   postgresql libpq-dev openssl postgresql-client

@@ -106,18 +106,6 @@ class Backend {
 
 struct MemoryFaults;
 
-// ADR 0046 step 1: only memory:// has permits so far. The others answer every
-// permit call (on a later loop turn, as every completion) with kError and this.
-constexpr char kPermitsNotSupportedYet[] =
-    "permits are not supported on this backend yet (ADR 0046 step 2)";
-template <typename Reply>
-Reply permits_not_supported_yet() {
-  Reply r;
-  r.outcome = Outcome::kError;
-  r.error = kPermitsNotSupportedYet;
-  return r;
-}
-
 // What a backend gets from the client that owns it.
 struct BackendContext {
   uv_loop_t* loop = nullptr;

@@ -43,63 +43,13 @@ namespace {
 
 using namespace simba_testing;
 
-struct BackendParam {
-  std::string label;  // test name suffix
-  std::string env;    // the variable that names the server ("" for memory)
-  std::string url;    // "" when the variable is unset: the tests skip
-};
-
-// The backends under test: memory:// always, each real server when its URL is set.
-std::vector<BackendParam> ConformanceBackends() {
-  std::vector<BackendParam> out;
-  out.push_back({"memory", "", "memory://"});
-  const struct {
-    const char* label;
-    const char* env;
-  } servers[] = {
-      {"redis", "SIMBA_TEST_REDIS_URL"},
-      {"postgresql", "SIMBA_TEST_POSTGRES_URL"},
-      {"zookeeper", "SIMBA_TEST_ZOOKEEPER_URL"},
-      {"redis_sentinel", "SIMBA_TEST_REDIS_SENTINEL_URL"},
-      {"etcd", "SIMBA_TEST_ETCD_URL"},
-  };
-  for (const auto& s : servers) {
-    const char* url = std::getenv(s.env);
-    out.push_back({s.label, s.env, url && *url ? url : ""});
-  }
-  return out;
-}
-
-// Names the backend in gtest's messages instead of dumping the struct's bytes.
-void PrintTo(const BackendParam& p, std::ostream* os) { *os << p.label; }
-
-// Whether the library was built with the backend's client library: a URL in
-// the environment does not make a backend that was left out fail every test.
-bool built_in(const BackendParam& p) {
-  static std::map<std::string, bool> known;
-  auto it = known.find(p.label);
-  if (it != known.end()) return it->second;
-  simba_client_t* c = nullptr;
-  const bool ok = simba_client_open(&c, p.url.c_str(), nullptr) != SIMBA_EUNSUPPORTED;
-  simba_client_close(c);
-  known[p.label] = ok;
-  return ok;
-}
-
 class Conformance : public ::testing::TestWithParam<BackendParam> {
  protected:
   void SetUp() override {
-    const BackendParam& p = GetParam();
-    if (p.url.empty()) {
-      GTEST_SKIP() << p.env << " is not set: no " << p.label
-                   << " server to test (scripts/test.sh starts one)";
-    }
-    if (!built_in(p)) {
-      GTEST_SKIP() << p.label << " is not built into this library (" << p.env << " is set)";
-    }
+    const std::string skip = backend_skip_reason(GetParam());
+    if (!skip.empty()) GTEST_SKIP() << skip;
     id_ = unique_id();
-    // memory:// clients of one process share a store per NAME: one per test.
-    url_ = p.label == "memory" ? "memory://conf-" + id_ : p.url;
+    url_ = backend_test_url(GetParam(), id_, "conf-");
   }
 
   const std::string& url() const { return url_; }
@@ -1231,9 +1181,8 @@ TEST_P(Conformance, AnUnwatchedNamesReleaseIsNotDelivered) {
 }
 
 // --- Permits: semaphores and read/write locks (ADR 0046) ------------------------
-// Below the C API (which gains them with the lead's ABI step), through the
-// Backend of the URL. A backend that answers kPermitsNotSupportedYet (ADR 0046
-// step 2 brings them to Redis, PostgreSQL, ZooKeeper and etcd) is skipped.
+// Below the C API, through the Backend of the URL. Every backend has them: a
+// probe that is not granted fails the test (no skip).
 
 using simba::AcquireReply;
 using simba::Outcome;
@@ -1269,7 +1218,7 @@ bool lists(const std::vector<simba::OwnedLease>& owned, const std::string& name,
 struct PermitPair {
   std::unique_ptr<WatchingBackend> a_, b_;
   std::string sa_, sb_;
-  std::string skip, error;  // why start() returned false
+  std::string error;  // why start() returned false
   bool start(const std::string& url, const std::string& probe) {
     a_ = std::make_unique<WatchingBackend>(url);
     b_ = std::make_unique<WatchingBackend>(url);
@@ -1278,9 +1227,6 @@ struct PermitPair {
     sb_ = b_->open();
     if (sa_.empty() || sb_.empty()) return error = "no session", false;
     const AcquireReply r = a_->acquire_permit(sa_, probe, ask_read());
-    if (r.outcome == Outcome::kError && r.error == simba::kPermitsNotSupportedYet) {
-      return skip = r.error, false;
-    }
     if (r.outcome != Outcome::kOk) return error = "probe: " + r.error, false;
     return true;
   }
@@ -1289,13 +1235,10 @@ struct PermitPair {
   const std::string& sa() const { return sa_; }
   const std::string& sb() const { return sb_; }
 };
-// Starts `p`, or skips the test on a backend without permits yet.
-#define PERMITS_START(p)                                                     \
-  PermitPair p;                                                              \
-  if (!p.start(url(), lease("probe"))) {                                     \
-    if (!p.skip.empty()) GTEST_SKIP() << GetParam().label << ": " << p.skip; \
-    FAIL() << p.error;                                                       \
-  }
+// Starts `p`, or fails the test.
+#define PERMITS_START(p) \
+  PermitPair p;          \
+  if (!p.start(url(), lease("probe"))) FAIL() << p.error;
 
 // Up to N permits, tokens strictly increasing, a session's own counted; a
 // release frees one; the size is fixed by the first holder.
@@ -1483,8 +1426,6 @@ TEST_P(Conformance, Permits_InspectListsPermits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(ConformanceBackends()),
-                         [](const ::testing::TestParamInfo<BackendParam>& info) {
-                           return info.param.label;
-                         });
+                         backend_test_name);
 
 }  // namespace

@@ -3,7 +3,10 @@
 # EtcdCluster tests (etcd_cluster_test.cpp):
 # 1. acquire through a follower then keep-alive at once, many times, while
 #    this script moves the raft leadership every 0.3 s (etcdctl move-leader);
-# 2. SIGTERM of the member the client talks to (a follower, the URL's first)
+# 2. SIGSTOP of the raft leader (by the test, given its pid) under a client
+#    of a follower: a renewal the caller gives up on resets the keep-alive
+#    stream, so the next one is answered while the leader is still stopped;
+# 3. SIGTERM of the member the client talks to (a follower, the URL's first)
 #    while terms are held and calls flow: etcd stops gracefully (GOAWAY).
 #
 # Usage: etcd_cluster_test.sh PATH/TO/test_backends
@@ -14,9 +17,10 @@ TESTS=${1:?usage: etcd_cluster_test.sh PATH/TO/test_backends}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # shellcheck source=etcd_cluster_lib.sh
 source "$ROOT/tests/backends/etcd_cluster_lib.sh"
-mover=""
+mover="" stopped=""
 cleanup() {
   [[ -n "$mover" ]] && kill "$mover" 2>/dev/null && wait "$mover" 2>/dev/null
+  [[ -n "$stopped" ]] && kill -CONT "$stopped" 2>/dev/null
   stop_servers
 }
 trap cleanup EXIT
@@ -55,8 +59,21 @@ mover=""
 
 l=$(leader)
 [[ -n "$l" ]] || { echo "FAIL: no raft leader"; exit 1; }
+f=$(((l + 1) % 3))
+echo "2. SIGSTOP of the raft leader m$l (the test resumes it); the client talks to m$f"
+stopped=${pid[$l]}
+SIMBA_TEST_ETCD_CLUSTER_URL="etcd://127.0.0.1:${client[$f]}" \
+  SIMBA_TEST_ETCD_FOLLOWER_URL="etcd://127.0.0.1:${client[$f]}" \
+  SIMBA_TEST_ETCD_LEADER_PID="$stopped" \
+  "$TESTS" --gtest_filter='EtcdCluster.ARenewalGivenUp*' || fails=$((fails + 1))
+kill -CONT "$stopped" 2>/dev/null
+stopped=""
+for i in 0 1 2; do simba_wait_until 30 "etcd member m$i" simba_etcd_healthy "${client[$i]}" || exit 1; done
+
+l=$(leader)
+[[ -n "$l" ]] || { echo "FAIL: no raft leader"; exit 1; }
 f=$(((l + 1) % 3)) o=$(((l + 2) % 3))
-echo "2. SIGTERM of m$f, the member the client talks to (raft leader m$l)"
+echo "3. SIGTERM of m$f, the member the client talks to (raft leader m$l)"
 SIMBA_TEST_ETCD_CLUSTER_URL="etcd://127.0.0.1:${client[$f]},127.0.0.1:${client[$o]},127.0.0.1:${client[$l]}" \
   SIMBA_TEST_ETCD_STOP_PID="${pid[$f]}" \
   "$TESTS" --gtest_filter='EtcdCluster.Sigterm*' || fails=$((fails + 1))

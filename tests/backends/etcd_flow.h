@@ -32,7 +32,8 @@ struct Flow {
     b->acquire(sid, name, ms(10000), [this, name, keep](const simba::AcquireReply& r) {
       --pending;
       if (r.outcome != simba::Outcome::kOk) {
-        failures.push_back("acquire " + name + ": " + r.error);
+        failures.push_back("acquire " + name + ": " +
+                           (r.outcome == simba::Outcome::kHeld ? "held" : r.error));
         return;
       }
       ++ok;
@@ -72,10 +73,10 @@ struct Flow {
   }
 };
 
-inline simba::OpenReply open_session(BackendOnLoop& b) {
+inline simba::OpenReply open_session(BackendOnLoop& b, int64_t lease_ms = 6000) {
   simba::OpenReply out;
   bool done = false;
-  b->open_session(ms(6000), ms(10000), [&](const simba::OpenReply& r) {
+  b->open_session(ms(lease_ms), ms(10000), [&](const simba::OpenReply& r) {
     out = r;
     done = true;
   });

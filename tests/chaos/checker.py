@@ -497,7 +497,8 @@ def plot(run_dir, png, title=None):
 
 def report(r, out):
     print(f"checker: {r['backend']} seed {r['seed']}: {r['fault_windows']} fault windows "
-          f"{r['faults_by_kind']}, {r['terms']} terms, {r['writes_accepted']} writes accepted, "
+          f"{r['faults_by_kind']}, {r['terms']} terms, {r.get('permit_terms', 0)} permit terms, "
+          f"{r['writes_accepted']} writes accepted, "
           f"{r['stale_writes_rejected']} stale writes rejected, worst failover {r['worst_failover_ms']} ms, "
           f"terms outliving windows {r['survived']}, "
           f"{len(r['violations'])} violations", file=out)

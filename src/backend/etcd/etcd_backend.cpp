@@ -492,7 +492,7 @@ void EtcdBackend::abandoned(Call* c) {
 // A renewal the caller gave up on while it waited on the LeaseKeepAlive
 // stream: etcd answers a stream's renewals one after another, and a member
 // that forwards one to a leader it can no longer reach holds every later one
-// behind it for its request timeout (about 5 s, measured under a SIGSTOP of
+// behind it for its request timeout (6 s, measured under a SIGSTOP of
 // the leader). The stream is reset, and the next renewal opens a new one,
 // which the member forwards to the leader it knows by then; renewals still
 // waiting on the old stream go again on the new one (renewing twice is

@@ -347,10 +347,19 @@ BEGIN
       FROM @S@.simba_permit n,
            unnest(n.e_permit, n.e_kind, n.e_session, n.e_token) AS e(permit, kind, session_id, token)
       WHERE n.resource = ANY (v_resources) AND e.session_id = p_session;
-  -- The resources where it has no entry left are dropped from its list.
+  -- The resources where it has no entry left are dropped from its list. One
+  -- about to be dropped is read again under a share lock: a grant of this
+  -- session to it that has not committed yet either committed before (its
+  -- entry is seen: kept) or waits for this transaction, then finds the
+  -- resource gone from the list and adds it back (simba_acquire_permit).
   SELECT coalesce(array_agg(n.resource), '{}') INTO v_held FROM @S@.simba_permit n
     WHERE n.resource = ANY (v_resources) AND p_session = ANY (n.e_session);
   IF cardinality(v_held) < cardinality(v_resources) THEN
+    SELECT v_held || coalesce(array_agg(x.resource), '{}') INTO v_held
+      FROM (SELECT n.resource, n.e_session FROM @S@.simba_permit n
+              WHERE n.resource = ANY (v_resources) AND NOT (n.resource = ANY (v_held))
+              FOR SHARE) x
+      WHERE p_session = ANY (x.e_session);
     UPDATE @S@.simba_session s SET permit_resources = v_held WHERE s.id = p_session;
   END IF;
 END
@@ -397,7 +406,6 @@ DECLARE
   v_intent boolean;
   v_mine boolean;
   v_nearest timestamptz;
-  v_listed boolean;
 BEGIN
   IF p_kind NOT IN (1, 2, 3) OR (p_kind = 1 AND coalesce(p_size, 0) <= 0) THEN
     RAISE EXCEPTION 'simba_acquire_permit: kind % with size %', p_kind, p_size
@@ -426,8 +434,7 @@ BEGIN
     END IF;
     v_read_perm := v_perm;
     v_now := clock_timestamp();
-    SELECT s.expires_at, v_res = ANY (s.permit_resources) INTO v_ours, v_listed
-      FROM @S@.simba_session s WHERE s.id = p_session;
+    SELECT s.expires_at INTO v_ours FROM @S@.simba_session s WHERE s.id = p_session;
     IF NOT FOUND OR v_ours <= v_now THEN
       code := -1;
       RETURN;
@@ -516,10 +523,11 @@ BEGIN
     END IF;
     v_locked := true;
   END LOOP;
-  IF NOT v_listed THEN
-    UPDATE @S@.simba_session s SET permit_resources = s.permit_resources || v_res
-      WHERE s.id = p_session AND NOT (v_res = ANY (s.permit_resources));
-  END IF;
+  -- Listed for the keep-alive, checked after the grant (a new snapshot): a
+  -- keep-alive may have dropped the resource meanwhile, when it had no entry
+  -- of ours (see simba_keep_alive_all).
+  UPDATE @S@.simba_session s SET permit_resources = s.permit_resources || v_res
+    WHERE s.id = p_session AND NOT (v_res = ANY (s.permit_resources));
 END
 $simba$;
 
