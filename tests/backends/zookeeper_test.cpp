@@ -892,6 +892,18 @@ class ZookeeperOwn : public ::testing::Test {
   }
   static OwnZk& small() { return *small_; }
   static OwnZk& big() { return *big_; }
+  // Runs `call` on a thread while the big server is stopped, until the handle
+  // of `c` drops the silent connection, then resumes the server: it applies
+  // what `call` sent, whose answer is lost. False if nothing was dropped.
+  static bool across_a_dropped_connection(LoggedClient& c, const std::function<void()>& call) {
+    big().signal(SIGSTOP);
+    std::thread waiter(call);
+    const bool dropped = wait_for([&] { return c.logs.has("connection lost, reconnecting"); },
+                                  20'000 * slow_factor(), 1);
+    big().signal(SIGCONT);
+    waiter.join();
+    return dropped;
+  }
 
   static OwnZk* small_;
   static OwnZk* big_;
@@ -1150,6 +1162,92 @@ TEST_F(ZookeeperOwn, AnOldSessionWhoseCloseFailedIsClosedWhenItReconnects) {
   // Before the old session's expiry could have freed the name.
   EXPECT_LT(mono_ms() - resumed, 2000 * slow_factor()) << c.logs.all();
   EXPECT_EQ(e.pairing_errors(), 0);
+}
+
+// A permit grant the server applied but whose answer was lost with the
+// connection (ZCONNECTIONLOSS): the entry is an ephemeral node of the live
+// session, so the session's keep-alive must list it and the core release it
+// (ADR 0005), as on the other backends. The grant is sent while the server is
+// stopped (it reads its socket's buffer when resumed, after the handle gave
+// up on the connection and before the session's expiry). If the backend
+// forgets it, the entry fills the semaphore of size 1 until the session ends,
+// and the waiting acquire of the same client never wins.
+TEST_F(ZookeeperOwn, APermitGrantWhoseAnswerWasLostIsReleasedNotLeaked) {
+  ASSERT_TRUE(big().ready(30'000 * slow_factor())) << "zookeeper did not start";
+  const std::string name = "zk.lost-grant." + unique_id();
+  // A 24 s session: the handle drops a silent connection after 16 s, well
+  // before the local deadline and the server's expiry.
+  LoggedClient c(big().url(), Timing{24'000, 2000});
+  ASSERT_NE(static_cast<simba_client_t*>(c), nullptr) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 10'000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  // A first permit and its release: the resource's view is known, so the
+  // next acquire sends its grant at once (one multi).
+  simba_term_t* first = nullptr;
+  ASSERT_EQ(simba_semaphore_acquire(&first, c, name.c_str(), 1, 5000), SIMBA_OK)
+      << simba_last_error();
+  ASSERT_EQ(simba_lock_release(first), SIMBA_OK);
+  simba_term_release(first);
+  sleep_ms(300);  // the entry's delete event reached the view
+  int rc = -1000;
+  simba_term_t* won = nullptr;
+  ASSERT_TRUE(across_a_dropped_connection(c, [&] {
+    rc = simba_semaphore_acquire(&won, c, name.c_str(), 1, 30'000 * slow_factor());
+  })) << c.logs.all();
+  EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
+  // What holds the semaphore, when it is not ours.
+  std::string rows;
+  if (rc != SIMBA_OK) {
+    const char* names[] = {name.c_str()};
+    char* json = nullptr;
+    if (simba_client_inspect_json(c, names, 1, 5000, &json) == SIMBA_OK) rows = json;
+    simba_free(json);
+  }
+  EXPECT_EQ(rc, SIMBA_OK) << "session " << session_id(c) << " and the entries " << rows << "\n"
+                          << c.logs.all();
+  // The lost answer's entry was read back and listed (ADR 0005's orphan).
+  EXPECT_TRUE(c.logs.has("whose answer was lost")) << c.logs.all();
+  if (won) {
+    simba_lock_release(won);
+    simba_term_release(won);
+  }
+}
+
+// The same for a lease: an acquire's multi the server applied but whose
+// answer was lost leaves the lease node of our live session. The backend reads
+// it back once reconnected and lists it, so the next attempt is answered with
+// it (ADR 0011) or the core releases it (ADR 0005). Forgotten, every attempt
+// found the node "held" and the name stayed blocked for the session's life.
+TEST_F(ZookeeperOwn, ALeaseAcquireWhoseAnswerWasLostIsListedNotLeaked) {
+  ASSERT_TRUE(big().ready(30'000 * slow_factor())) << "zookeeper did not start";
+  const std::string name = "zk.lost-lease." + unique_id();
+  // A 24 s session, as above: the handle drops the silent connection after 16 s.
+  LoggedClient c(big().url(), Timing{24'000, 2000});
+  ASSERT_NE(static_cast<simba_client_t*>(c), nullptr) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 10'000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  // A first term and its release: the token node exists, so the next
+  // acquire is one multi.
+  simba_term_t* first = nullptr;
+  ASSERT_EQ(simba_lock_acquire(&first, c, name.c_str(), 5000), SIMBA_OK) << simba_last_error();
+  const uint64_t first_token = simba_term_token(first);
+  ASSERT_EQ(simba_lock_release(first), SIMBA_OK);
+  simba_term_release(first);
+  const std::string session = session_id(c);
+  int rc = -1000;
+  simba_term_t* won = nullptr;
+  ASSERT_TRUE(across_a_dropped_connection(c, [&] {
+    rc = simba_lock_acquire(&won, c, name.c_str(), 30'000 * slow_factor());
+  })) << c.logs.all();
+  // The acquire may be answered before a keep-alive follows the reconnection.
+  EXPECT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << c.logs.all();
+  EXPECT_EQ(session_id(c), session) << "the session must survive for the case to mean anything";
+  EXPECT_EQ(rc, SIMBA_OK) << c.logs.all();
+  // The lost answer's node was read back (not merely retried after a release).
+  EXPECT_TRUE(c.logs.has("whose answer was lost")) << c.logs.all();
+  if (won) {
+    EXPECT_GT(simba_term_token(won), first_token);
+    simba_lock_release(won);
+    simba_term_release(won);
+  }
 }
 
 // The server is killed and restarted on the same data within the session

@@ -161,6 +161,11 @@ struct Session {
   std::map<std::string, PermitView> views;                        // by resource
   std::map<std::string, std::map<uint64_t, HeldPermit>> permits;  // by resource, permit
   std::map<Req*, std::unique_ptr<Req>> reqs;
+  // Acquires whose answer was lost with the connection: the server may have
+  // applied them. Read once reconnected, and recorded if our session owns the
+  // node, so the keep-alive lists it (ADR 0005: the core releases or adopts it).
+  std::set<std::string> unsure_leases;
+  std::map<std::string, std::map<uint64_t, HeldPermit>> unsure_permits;  // by resource, permit
   // Acquires beyond kMaxAcquiresInFlight wait here (call id, name).
   std::deque<std::pair<uint64_t, std::string>> acquire_queue;
   int acquires_in_flight = 0;
@@ -182,6 +187,9 @@ void void_done(int rc, const void* data);
 void string_done(int rc, const char*, const void* data);
 void strings_done(int rc, const struct String_vector* sv, const void* data);
 void data_done(int rc, const char* value, int len, const struct Stat* st, const void* data);
+
+// The connection failed under a request: the server may have applied it or not.
+bool connection_rc(int rc);
 
 // What an inspect() gathers over several requests.
 struct InspectState {
@@ -356,6 +364,21 @@ class ZookeeperBackend final : public Backend {
   // (set by that acquire's answer) says whether an absent node is news; a
   // watch re-armed after an event passes nullptr.
   void watch(Session* s, const std::string& name, std::shared_ptr<bool> held = nullptr);
+
+  // --- answers lost with the connection (zookeeper_leases.cpp) ---------------
+
+  // At a reconnection (on_event): reads the nodes of every unsure write (a
+  // read sent as the connection fails could be dropped unanswered); one
+  // answered by a connection failure again waits for the next reconnection.
+  void check_unsure(Session* s);
+  // Records the lease node if our session owns it (its token the czxid, its
+  // version the token node's when that node's mzxid is the czxid) and watches it.
+  void check_lease(Session* s, const std::string& name);
+  // Records the entry if our session owns it, and watches it.
+  void check_entry(Session* s, const std::string& resource, uint64_t permit, HeldPermit e);
+  bool ours(Session* s, const struct Stat& st) const {
+    return s->zk && st.ephemeralOwner == zoo_client_id(s->zk->zh())->client_id;
+  }
 
   // --- permits (zookeeper_permits.cpp) ---------------------------------------
 

@@ -72,7 +72,11 @@ void ZookeeperBackend::permit_round(Session* s, const std::shared_ptr<PermitOp>&
   if (op->multi) {
     const ZkPermitPlan& p = op->plan;
     const PermitKind kind = p.what == ZkPermitPlan::kIntent ? PermitKind::kIntent : op->ask.kind;
-    Req* r = new_req(s, op->reads ? 0 : op->call, [this, op](Req& r, int rc) {
+    const HeldPermit e{kind, p.token};
+    Req* r = new_req(s, op->reads ? 0 : op->call, [this, op, e, n = p.permit](Req& r, int rc) {
+      // Applied or not: the entry is read back once reconnected (the call is
+      // answered with the error now, as a lost answer always was).
+      if (connection_rc(rc)) r.s->unsure_permits[op->resource][n] = e;
       // The first failing operation tells why (those before it answer ZOK).
       op->multi_rc = rc;
       for (const zoo_op_result_t& res : r.results) {

@@ -29,11 +29,11 @@ std::string zk_error(int rc) {
 bool expired_rc(int rc) {
   return rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE || rc == ZAUTHFAILED;
 }
+}  // namespace
+
 bool connection_rc(int rc) {
   return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZCLOSING;
 }
-
-}  // namespace
 
 // --- completions -----------------------------------------------------------
 
@@ -249,6 +249,7 @@ void ZookeeperBackend::on_event(uint64_t serial, int type, int state, const std:
           close_session_obj(s, 0);
           return;
         }
+        check_unsure(s);  // acquires whose answer the old connection lost
       }
     } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
       s->expired = true;
