@@ -87,51 +87,86 @@ int bench_queue_executor_submit(void *ctx, void (*run)(void *arg), void *arg) {
   return rc;
 }
 
-int64_t bench_lock_cycle_ns(simba_client_t *c, const char *name) {
+int64_t bench_acquire_cycle_ns(simba_client_t *c, bench_kind_t kind, const char *name,
+                               uint32_t permits, int64_t *acquire_ns) {
   simba_term_t *t = NULL;
   const int64_t t0 = bench_now_ns();
-  int r = simba_lock_acquire(&t, c, name, 5000);
-  if (r == SIMBA_OK) r = simba_lock_release(t);
+  int r;
+  switch (kind) {
+    case BENCH_SEMAPHORE:
+      r = simba_semaphore_acquire(&t, c, name, permits, 5000);
+      break;
+    case BENCH_READ:
+    case BENCH_WRITE:
+      r = simba_rwlock_acquire(&t, c, name, kind == BENCH_READ ? SIMBA_LOCK_READ : SIMBA_LOCK_WRITE,
+                               5000);
+      break;
+    default:
+      r = simba_lock_acquire(&t, c, name, 5000);
+      break;
+  }
   const int64_t t1 = bench_now_ns();
+  if (r == SIMBA_OK) r = simba_lock_release(t);
+  const int64_t t2 = bench_now_ns();
   if (r != SIMBA_OK) {
-    fprintf(stderr, "lock cycle of %s: %s (%s)\n", name, simba_strerror(r), simba_last_error());
+    fprintf(stderr, "cycle of %s: %s (%s)\n", name, simba_strerror(r), simba_last_error());
     return -1;
   }
-  return t1 - t0;
+  if (acquire_ns) *acquire_ns = t1 - t0;
+  return t2 - t0;
 }
 
-/* `n` cycles of c, pushed into s when `measured`. 0 or -1. */
-static int cycle_block(simba_client_t *c, const char *name, int n, int measured,
-                       bench_samples_t *s) {
-  for (int i = 0; i < n; i++) {
-    const int64_t ns = bench_lock_cycle_ns(c, name);
-    if (ns < 0) return -1;
-    if (measured) bench_samples_push(s, ns);
+int64_t bench_lock_cycle_ns(simba_client_t *c, const char *name) {
+  return bench_acquire_cycle_ns(c, BENCH_LOCK, name, 0, NULL);
+}
+
+int bench_arms_alternating(const bench_arm_t *arms, int n, int iterations, int warmup, int block,
+                           bench_stats_t *outs) {
+  bench_samples_t *s = calloc((size_t)n, sizeof *s);
+  if (!s) return -1;
+  int rc = 0;
+  int k = 0;
+  for (int done = 0; done < warmup + iterations && rc == 0; done += block, k++) {
+    const int measured = done >= warmup;
+    for (int a = 0; a < n && rc == 0; a++) {
+      const int arm = (k + a) % n;
+      for (int i = 0; i < block; i++) {
+        const int64_t ns = arms[arm].run(arms[arm].ctx, measured);
+        if (ns < 0) {
+          rc = -1;
+          break;
+        }
+        if (measured) bench_samples_push(&s[arm], ns);
+      }
+    }
   }
-  return 0;
+  for (int a = 0; a < n; a++) {
+    outs[a] = bench_summarize(&s[a]);
+    bench_samples_free(&s[a]);
+  }
+  free(s);
+  return rc;
+}
+
+typedef struct lock_arm {
+  simba_client_t *c;
+  const char *name;
+} lock_arm_t;
+
+static int64_t lock_arm_run(void *ctx, int measured) {
+  (void)measured;
+  const lock_arm_t *l = ctx;
+  return bench_lock_cycle_ns(l->c, l->name);
 }
 
 int bench_cycles_alternating(simba_client_t *a, const char *a_name, simba_client_t *b,
                              const char *b_name, int iterations, int warmup, int block,
                              bench_stats_t *a_out, bench_stats_t *b_out) {
-  bench_samples_t sa, sb;
-  bench_samples_init(&sa);
-  bench_samples_init(&sb);
-  int rc = 0;
-  int k = 0;
-  for (int done = 0; done < warmup + iterations && rc == 0; done += block, k++) {
-    const int measured = done >= warmup;
-    const int a_first = k % 2 == 0;
-    rc = cycle_block(a_first ? a : b, a_first ? a_name : b_name, block, measured,
-                     a_first ? &sa : &sb);
-    if (rc == 0) {
-      rc = cycle_block(a_first ? b : a, a_first ? b_name : a_name, block, measured,
-                       a_first ? &sb : &sa);
-    }
-  }
-  *a_out = bench_summarize(&sa);
-  *b_out = bench_summarize(&sb);
-  bench_samples_free(&sa);
-  bench_samples_free(&sb);
+  lock_arm_t la = {a, a_name}, lb = {b, b_name};
+  const bench_arm_t arms[2] = {{lock_arm_run, &la}, {lock_arm_run, &lb}};
+  bench_stats_t outs[2];
+  const int rc = bench_arms_alternating(arms, 2, iterations, warmup, block, outs);
+  *a_out = outs[0];
+  *b_out = outs[1];
   return rc;
 }

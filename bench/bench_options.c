@@ -21,6 +21,7 @@ static void usage(FILE *f) {
       "  --json FILE             write the results as JSON to FILE\n"
       "  --rtt-iterations N      raw round trips per kind (default 5000)\n"
       "  --cycle-iterations N    lock acquire+release cycles (default 2000)\n"
+      "  --permit-iterations N   cycles of each kind in the permits phase (default 500)\n"
       "  --warmup N              unmeasured iterations before each loop (default 200)\n"
       "  --handovers N           handovers between two processes (default 200)\n"
       "  --handover-gap-ms N     pause between handovers (default 25; ZooKeeper: use 100)\n"
@@ -37,7 +38,8 @@ static void usage(FILE *f) {
       "                          most 2 periods), reported apart; 0: never (default 5000)\n"
       "  --also-durability V     also measure raw + cycle with this durability\n"
       "                          (Redis appendfsync: always|everysec|no), then restore\n"
-      "  --only LIST             phases to run: raw,handover,cycle,leases (default all)\n"
+      "  --only LIST             phases to run: raw,handover,cycle,permits,leases\n"
+      "                          (default all)\n"
       "  -h, --help\n");
 }
 
@@ -58,6 +60,7 @@ static const struct {
 } kCountOptions[] = {
     COUNT_OPTION("--rtt-iterations", rtt_iterations),
     COUNT_OPTION("--cycle-iterations", cycle_iterations),
+    COUNT_OPTION("--permit-iterations", permit_iterations),
     COUNT_OPTION("--warmup", warmup),
     COUNT_OPTION("--handovers", handovers),
     COUNT_OPTION("--handover-gap-ms", handover_gap_ms),
@@ -76,6 +79,7 @@ static void set_defaults(options_t *o) {
   snprintf(o->url, sizeof o->url, "%s", url && *url ? url : "redis://127.0.0.1:6379");
   o->rtt_iterations = 5000;
   o->cycle_iterations = 2000;
+  o->permit_iterations = 500;
   o->warmup = 200;
   o->handovers = 200;
   o->handover_gap_ms = 25;
@@ -89,7 +93,7 @@ static void set_defaults(options_t *o) {
   o->window_periods = 4;
   o->elect_timeout_s = 30;
   o->slow_renew_ms = 5000;
-  o->run_raw = o->run_handover = o->run_cycle = o->run_leases = 1;
+  o->run_raw = o->run_handover = o->run_cycle = o->run_leases = o->run_permits = 1;
 }
 
 /* A count option a = v: 1 if set, 0 if a is none, -1 after a message. */
@@ -143,6 +147,7 @@ static int set_option(options_t *o, const char *a, const char *v) {
     o->run_handover = strstr(v, "handover") != NULL;
     o->run_cycle = strstr(v, "cycle") != NULL;
     o->run_leases = strstr(v, "leases") != NULL;
+    o->run_permits = strstr(v, "permits") != NULL;
   } else {
     return set_count(o, a, v);
   }

@@ -184,6 +184,42 @@ static void print_native_rows(const options_t *o, const raw_backend_t *rb, const
   }
 }
 
+static const char *const kKindLabels[BENCH_KIND_COUNT] = {"lock", "semaphore", "read", "write"};
+
+/* Each cycle as raw round trips (a lock cycle is two) and against the lock
+ * cycle of the same blocks (issue 41). */
+static void print_permit_rows(const results_t *r) {
+  const permit_result_t *p = &r->permits;
+  char buf[160], label[96];
+  if (p->done) {
+    printf("\n  permit cycles (semaphore of %u), each kind and the RTT in blocks of %d in turns:\n",
+           p->permits, kPairBlock);
+    print_row("raw RTT, in turns with the cycles below", &p->rtt, NULL);
+    for (int k = 0; k < BENCH_KIND_COUNT; k++) {
+      snprintf(label, sizeof label, "%s acquire+release cycle", kKindLabels[k]);
+      snprintf(buf, sizeof buf, "%.2f RTT (p99 %.2f), acquire %.2f RTT, %.2f x lock",
+               ratio(p->cycle[k].p50_us, p->rtt.p50_us), ratio(p->cycle[k].p99_us, p->rtt.p99_us),
+               ratio(p->acquire[k].p50_us, p->rtt.p50_us),
+               ratio(p->cycle[k].p50_us, p->cycle[BENCH_LOCK].p50_us));
+      print_row(label, &p->cycle[k], buf);
+    }
+    for (int k = 0; k < BENCH_KIND_COUNT && p->counted; k++) {
+      printf("  %-44s %.2f backend calls per %s cycle", "", p->calls_per_cycle[k], kKindLabels[k]);
+      if (!isnan(p->usec_per_call[k]))
+        printf(", %.1f us each inside the server", p->usec_per_call[k]);
+      printf("\n");
+    }
+  }
+  if (p->memory_done) {
+    for (int k = 0; k < BENCH_KIND_COUNT; k++) {
+      snprintf(label, sizeof label, "diag: %s cycle on memory://", kKindLabels[k]);
+      snprintf(buf, sizeof buf, "%.2f x lock",
+               ratio(p->memory_cycle[k].p50_us, p->memory_cycle[BENCH_LOCK].p50_us));
+      print_row(label, &p->memory_cycle[k], buf);
+    }
+  }
+}
+
 /* The diagnostics, --also-durability, and the baseline at the end. */
 static void print_other_rows(const raw_backend_t *rb, const results_t *r) {
   char buf[160], label[96];
@@ -282,6 +318,7 @@ void print_report(const options_t *o, const raw_backend_t *rb, const results_t *
   print_handover_rows(r, &v);
   print_native_rows(o, rb, r);
   print_other_rows(rb, r);
+  print_permit_rows(r);
   print_lease_table(o, r, &v);
   if (r->handover.failed) printf("\nhandover phase failed: %s\n", r->handover.error);
   printf("\n");
@@ -343,6 +380,7 @@ static void json_run(bench_json_t *j, const options_t *o, const raw_backend_t *r
   bench_json_begin_object(j, "options");
   bench_json_int(j, "rtt_iterations", o->rtt_iterations);
   bench_json_int(j, "cycle_iterations", o->cycle_iterations);
+  bench_json_int(j, "permit_iterations", o->permit_iterations);
   bench_json_int(j, "warmup", o->warmup);
   bench_json_int(j, "handovers", o->handovers);
   bench_json_int(j, "handover_gap_ms", o->handover_gap_ms);
@@ -375,6 +413,28 @@ static void json_handover(bench_json_t *j, const results_t *r, const verdicts_t 
 }
 
 /* The baseline, the cycle, the handover and the diagnostics. */
+/* The permit cycles: stats, and p50 and p99 as raw round trips. */
+static void json_permits(bench_json_t *j, const permit_result_t *p) {
+  bench_json_begin_object(j, "permit_cycles");
+  bench_json_int(j, "block", kPairBlock);
+  bench_json_int(j, "semaphore_permits", p->permits);
+  bench_json_stats(j, "raw_rtt", &p->rtt);
+  for (int k = 0; k < BENCH_KIND_COUNT; k++) {
+    bench_json_begin_object(j, kKindLabels[k]);
+    bench_json_stats(j, "cycle", &p->cycle[k]);
+    bench_json_stats(j, "acquire", &p->acquire[k]);
+    bench_json_double(j, "cycle_rtts_p50", ratio(p->cycle[k].p50_us, p->rtt.p50_us));
+    bench_json_double(j, "cycle_rtts_p99", ratio(p->cycle[k].p99_us, p->rtt.p99_us));
+    if (p->counted) {
+      bench_json_double(j, "server_calls_per_cycle", p->calls_per_cycle[k]);
+      bench_json_double(j, "server_usec_per_call", p->usec_per_call[k]);
+    }
+    if (p->memory_done) bench_json_stats(j, "memory_cycle", &p->memory_cycle[k]);
+    bench_json_end_object(j);
+  }
+  bench_json_end_object(j);
+}
+
 static void json_phases(bench_json_t *j, const raw_backend_t *rb, const results_t *r,
                         const verdicts_t *v) {
   if (r->raw.done) json_raw(j, "raw", rb, &r->raw);
@@ -396,6 +456,7 @@ static void json_phases(bench_json_t *j, const raw_backend_t *rb, const results_
     bench_json_stats(j, "snapshot_json_call", &r->snapshot_hop);
     bench_json_end_object(j);
   }
+  if (r->permits.done) json_permits(j, &r->permits);
   if (r->host_executor_done) {
     bench_json_begin_object(j, "host_executor_lock_cycle");
     bench_json_stats(j, "memory_default_pool", &r->host_memory_pool);

@@ -237,13 +237,30 @@ void run_cycle(simba_client_t *c, const raw_backend_t *rb, raw_conn_t *rc, int i
 
 /* One lock cycle of Simba's (acquire, then release, of "bench-cycle"), in ns. */
 static int64_t simba_lock_cycle_ns(simba_client_t *c) {
-  simba_term_t *t = NULL;
+  const int64_t ns = bench_lock_cycle_ns(c, "bench-cycle");
+  if (ns < 0) exit(1); /* after bench_lock_cycle_ns's message */
+  return ns;
+}
+
+/* The baseline round trip, one sample (the mean of a pair with write_pairs). */
+typedef struct raw_arm {
+  const raw_backend_t *rb;
+  raw_conn_t *rc;
+} raw_arm_t;
+
+static int64_t raw_arm_run(void *ctx, int measured) {
+  (void)measured;
+  const raw_arm_t *a = ctx;
+  char err[256];
+  const int trips = a->rb->write_pairs ? 2 : 1;
   const int64_t t0 = bench_now_ns();
-  int r = simba_lock_acquire(&t, c, "bench-cycle", 5000);
-  if (r != SIMBA_OK) die("simba_lock_acquire", r);
-  r = simba_lock_release(t);
-  if (r != SIMBA_OK) die("simba_lock_release", r);
-  return bench_now_ns() - t0;
+  for (int k = 0; k < trips; k++) {
+    if (a->rb->round_trip(a->rc, RAW_OP_WRITE, err, sizeof err) != 0) {
+      fprintf(stderr, "simba_bench: raw round trip: %s\n", err);
+      return -1;
+    }
+  }
+  return (bench_now_ns() - t0) / trips;
 }
 
 /* Why in blocks: kPairBlock, simba_bench.h. */
@@ -252,22 +269,17 @@ int run_cycle_paired(simba_client_t *c, const raw_backend_t *rb, raw_conn_t *rc,
   bench_samples_t cyc, rtt;
   bench_samples_init(&cyc);
   bench_samples_init(&rtt);
-  char err[256];
-  const int trips = rb->write_pairs ? 2 : 1;
+  raw_arm_t raw = {rb, rc};
   int rc_out = 0;
   for (int done = 0; done < warmup + iterations && rc_out == 0; done += kPairBlock) {
     const int measured = done >= warmup;
     for (int i = 0; i < kPairBlock; i++) {
-      const int64_t t0 = bench_now_ns();
-      for (int k = 0; k < trips; k++) {
-        if (rb->round_trip(rc, RAW_OP_WRITE, err, sizeof err) != 0) {
-          fprintf(stderr, "simba_bench: raw round trip: %s\n", err);
-          rc_out = -1;
-          break;
-        }
+      const int64_t ns = raw_arm_run(&raw, measured);
+      if (ns < 0) {
+        rc_out = -1;
+        break;
       }
-      if (rc_out != 0) break;
-      if (measured) bench_samples_push(&rtt, (bench_now_ns() - t0) / trips);
+      if (measured) bench_samples_push(&rtt, ns);
     }
     for (int i = 0; i < kPairBlock && rc_out == 0; i++) {
       const int64_t ns = simba_lock_cycle_ns(c);
@@ -310,6 +322,106 @@ int run_native_cycle_paired(simba_client_t *c, const raw_backend_t *rb, raw_conn
   bench_samples_free(&cyc);
   bench_samples_free(&nat);
   return rc_out;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Phase: permit cycles (issue 41) */
+
+/* A cycle of one kind; the acquires' durations go to `acquire`. */
+typedef struct kind_arm {
+  simba_client_t *c;
+  bench_kind_t kind;
+  uint32_t permits;
+  bench_samples_t acquire;
+} kind_arm_t;
+
+static const char *const kKindNames[BENCH_KIND_COUNT] = {"bench-cycle", "bench-semaphore",
+                                                         "bench-rwlock", "bench-rwlock"};
+
+/* Cycles per kind whose backend calls are counted. */
+enum { kPermitCounted = 100 };
+
+static int64_t kind_arm_run(void *ctx, int measured) {
+  kind_arm_t *a = ctx;
+  int64_t acq = 0;
+  const int64_t ns = bench_acquire_cycle_ns(a->c, a->kind, kKindNames[a->kind], a->permits, &acq);
+  if (ns >= 0 && measured) bench_samples_push(&a->acquire, acq);
+  return ns;
+}
+
+/* Every kind's cycle on client c, with the baseline as arm 0 when rb is not
+ * NULL; cycles[k] and acquires[k] (if not NULL) per kind. */
+static int permit_arms(simba_client_t *c, const raw_backend_t *rb, raw_conn_t *rc, uint32_t permits,
+                       int iterations, int warmup, bench_stats_t *rtt, bench_stats_t *cycles,
+                       bench_stats_t *acquires) {
+  raw_arm_t raw = {rb, rc};
+  kind_arm_t kinds[BENCH_KIND_COUNT];
+  bench_arm_t arms[BENCH_KIND_COUNT + 1];
+  bench_stats_t outs[BENCH_KIND_COUNT + 1];
+  int n = 0;
+  if (rb) arms[n++] = (bench_arm_t){raw_arm_run, &raw};
+  for (int k = 0; k < BENCH_KIND_COUNT; k++) {
+    kinds[k] = (kind_arm_t){c, (bench_kind_t)k, permits, {0}};
+    bench_samples_init(&kinds[k].acquire);
+    arms[n++] = (bench_arm_t){kind_arm_run, &kinds[k]};
+  }
+  const int r = bench_arms_alternating(arms, n, iterations, warmup, kPairBlock, outs);
+  if (rb) *rtt = outs[0];
+  for (int k = 0; k < BENCH_KIND_COUNT; k++) {
+    cycles[k] = outs[n - BENCH_KIND_COUNT + k];
+    if (acquires) acquires[k] = bench_summarize(&kinds[k].acquire);
+    bench_samples_free(&kinds[k].acquire);
+  }
+  return r;
+}
+
+/* The server's count of calls over `n` cycles of each kind alone: how many
+ * round trips an operation makes. settle_ms: as for run_cycle (a lagging
+ * count then also holds the client's keep-alives of the wait, about
+ * settle_ms / renew per kind). */
+static void count_permit_calls(simba_client_t *c, const raw_backend_t *rb, raw_conn_t *rc, int n,
+                               int64_t settle_ms, permit_result_t *out) {
+  char err[256];
+  uint64_t calls0 = 0, usec0 = 0;
+  bench_sleep_ns(settle_ms * 1000000);
+  if (rb->server_calls(rc, &calls0, &usec0, err, sizeof err) != 0) return;
+  for (int k = 0; k < BENCH_KIND_COUNT; k++) {
+    for (int i = 0; i < n; i++) {
+      if (bench_acquire_cycle_ns(c, (bench_kind_t)k, kKindNames[k], out->permits, NULL) < 0) return;
+    }
+    uint64_t calls1 = 0, usec1 = 0;
+    bench_sleep_ns(settle_ms * 1000000);
+    if (rb->server_calls(rc, &calls1, &usec1, err, sizeof err) != 0) return;
+    out->calls_per_cycle[k] = (double)(calls1 - calls0) / n;
+    out->usec_per_call[k] = calls1 > calls0 && !rb->calls_untimed
+                                ? (double)(usec1 - usec0) / (double)(calls1 - calls0)
+                                : NAN;
+    calls0 = calls1;
+    usec0 = usec1;
+  }
+  out->counted = 1;
+}
+
+int run_permit_cycles(const options_t *o, const raw_backend_t *rb, raw_conn_t *rc,
+                      int64_t settle_ms, permit_result_t *out) {
+  memset(out, 0, sizeof *out);
+  out->permits = 4;
+  simba_client_t *c = open_client(o->url, o, "bench-permits");
+  const int r = permit_arms(c, rb, rc, out->permits, o->permit_iterations, o->warmup, &out->rtt,
+                            out->cycle, out->acquire);
+  if (r == 0) {
+    progress("permit cycles: backend calls over %d of each kind alone", kPermitCounted);
+    count_permit_calls(c, rb, rc, kPermitCounted, settle_ms, out);
+  }
+  simba_client_close(c);
+  if (r != 0) return -1;
+  out->done = 1;
+  progress("permit cycles on memory://: %d of each kind, in turns", o->permit_iterations);
+  simba_client_t *m = open_client("memory://simba-bench-permits", o, "bench-permits-memory");
+  out->memory_done = permit_arms(m, NULL, NULL, out->permits, o->permit_iterations, o->warmup, NULL,
+                                 out->memory_cycle, NULL) == 0;
+  simba_client_close(m);
+  return 0;
 }
 
 bench_stats_t run_snapshot_hop(simba_client_t *c, int iterations) {

@@ -369,7 +369,7 @@ static int pg_server_calls(raw_conn_t *c, uint64_t *calls, uint64_t *usec, char 
                      "round(coalesce(sum(total_time), 0) * 1000)::bigint "
                      "FROM pg_stat_user_functions WHERE schemaname = $1 AND funcname IN "
                      "('simba_open', 'simba_keep_alive', 'simba_acquire', 'simba_release', "
-                     "'simba_close')",
+                     "'simba_close', 'simba_acquire_permit', 'simba_release_permit')",
                      1, p, err, errlen);
   if (!r) return -1;
   *calls = strtoull(PQgetvalue(r, 0, 0), NULL, 10);
@@ -586,7 +586,8 @@ const raw_backend_t raw_postgres_backend = {
     .op_label = {"raw SELECT 1", "raw SELECT of a lease row (read)", "raw simba_acquire|_release"},
     .calls_desc =
         "pg_stat_user_functions: calls of simba_open, simba_keep_alive, "
-        "simba_acquire, simba_release, simba_close (track_functions = pl)",
+        "simba_acquire, simba_release, simba_close, simba_acquire_permit, "
+        "simba_release_permit (track_functions = pl)",
     .namespace_param = "schema",
     .namespace_fmt = "simba_bench_%ld",
     .write_pairs = 1,

@@ -27,6 +27,10 @@
  *              library's own overhead) and simba_client_snapshot_json (a
  *              call without a backend call: run on the caller's thread when the
  *              loop thread is idle, ADR 0014; a hop to it and back otherwise)
+ *   permits    (issue 41) an uncontended simba_semaphore_acquire (size 4),
+ *              simba_rwlock_acquire READ and WRITE, each + simba_lock_release,
+ *              in blocks taken in turns with the raw baseline and the lock
+ *              cycle (bench_arms_alternating); then the same on memory://
  *   leases     for each count (1, 100, 10000): one client starts that many
  *              elections (the time until every on_elected arrived is "time to
  *              elect"), then, in a quiet window of whole renew periods with only
@@ -240,6 +244,13 @@ static int cycle_phase(const options_t *o, const raw_backend_t *rb, raw_conn_t *
   return 0;
 }
 
+static void permits_phase(const options_t *o, const raw_backend_t *rb, raw_conn_t *rc,
+                          int64_t settle_ms, results_t *r) {
+  progress("permit cycles: %d of each kind, with the baseline and the lock cycle, in turns",
+           o->permit_iterations);
+  if (run_permit_cycles(o, rb, rc, settle_ms, &r->permits) != 0) progress("permit cycles failed");
+}
+
 static void leases_phase(const options_t *o, const raw_backend_t *rb, raw_conn_t *rc,
                          results_t *r) {
   for (int i = 0; i < o->n_lease_counts; i++) {
@@ -331,6 +342,7 @@ static int run_phases(const options_t *o, const raw_backend_t *rb, raw_conn_t *r
   /* Before any client exists in this process: fork() copies no thread. */
   if (o->run_handover) handover_phase(o, rb, r);
   if (o->run_cycle && cycle_phase(o, rb, rc, settle_ms, r) != 0) return 1;
+  if (o->run_permits && o->permit_iterations > 0) permits_phase(o, rb, rc, settle_ms, r);
   if (o->run_leases) leases_phase(o, rb, rc, r);
   if (o->also_durability && rb->set_durability) durability_phase(o, rb, rc, settle_ms, r);
   if (o->run_raw) raw_end_phase(o, rb, rc, r);

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bench_cycle.h"
 #include "bench_util.h"
 #include "raw_backend.h"
 
@@ -49,7 +50,8 @@ typedef struct options {
   int n_lease_counts;
   int window_periods;
   const char *also_durability;
-  int run_raw, run_handover, run_cycle, run_leases;
+  int permit_iterations; /* per kind, in the permits phase (issue 41) */
+  int run_raw, run_handover, run_cycle, run_leases, run_permits;
 } options_t;
 
 /* Fills *o from the defaults, $SIMBA_BENCH_URL and argv; prints the usage and
@@ -127,6 +129,22 @@ typedef struct lease_result {
   char error[256];
 } lease_result_t;
 
+/* The permit cycles (issue 41): the raw baseline and a cycle of each kind
+ * (bench_kind_t: lock, semaphore, read, write) in blocks taken in turns; the
+ * same cycles on memory:// (no I/O), in turns too. */
+typedef struct permit_result {
+  int done, memory_done;
+  uint32_t permits; /* the semaphore's size */
+  bench_stats_t rtt;
+  bench_stats_t cycle[BENCH_KIND_COUNT], acquire[BENCH_KIND_COUNT];
+  bench_stats_t memory_cycle[BENCH_KIND_COUNT];
+  /* Backend calls per cycle of each kind, counted by the server over cycles
+   * of that kind alone (raw_backend_t.server_calls), and their time inside
+   * the server (NaN when untimed). */
+  int counted;
+  double calls_per_cycle[BENCH_KIND_COUNT], usec_per_call[BENCH_KIND_COUNT];
+} permit_result_t;
+
 typedef struct results {
   char date[32];
   char machine[256];
@@ -162,6 +180,7 @@ typedef struct results {
   char alt_durability[96];
   raw_result_t alt_raw;
   cycle_result_t alt_cycle;
+  permit_result_t permits;
 } results_t;
 
 /* ------------------------------------------------------------------------- */
@@ -210,6 +229,10 @@ int run_cycle_paired(simba_client_t *c, const raw_backend_t *rb, raw_conn_t *rc,
 int run_native_cycle_paired(simba_client_t *c, const raw_backend_t *rb, raw_conn_t *rc,
                             int iterations, int warmup, bench_stats_t *simba_out,
                             bench_stats_t *native_out, char *err, size_t errlen);
+/* The permit cycles against the baseline and the lock cycle, in blocks of
+ * kPairBlock taken in turns; then the same on memory:// (issue 41). 0, or -1. */
+int run_permit_cycles(const options_t *o, const raw_backend_t *rb, raw_conn_t *rc,
+                      int64_t settle_ms, permit_result_t *out);
 /* simba_client_snapshot_json calls, timed. */
 bench_stats_t run_snapshot_hop(simba_client_t *c, int iterations);
 

@@ -130,7 +130,7 @@ extern "C" {
 /** @{ */
 
 #define SIMBA_VERSION_MAJOR 1 /**< Bumped only on an ABI break. */
-#define SIMBA_VERSION_MINOR 4 /**< Bumped when functions are added. */
+#define SIMBA_VERSION_MINOR 5 /**< Bumped when functions are added. */
 #define SIMBA_VERSION_PATCH 0 /**< Bumped for fixes. */
 
 /** Error codes. Pinned to their values; new codes are only ever appended. */
@@ -415,20 +415,44 @@ SIMBA_API int simba_client_wait_live(simba_client_t *c, int64_t timeout_ms);
 SIMBA_API int simba_client_close(simba_client_t *c);
 
 /**
- * @brief Close a THREAD-mode client without waiting, from any thread, a
- *        callback or a finalizer included: a thread of the library does what
- *        simba_client_close() does, then calls `done(ud, SIMBA_OK)` on that
- *        thread, after every other callback of the client returned, and then
- *        frees the handle. Do not use the handle after this call.
+ * @brief Close a client without waiting, from any thread, a callback or a
+ *        finalizer included (an EXTERNAL-mode client: from its host thread):
+ *        what simba_client_close() does, then `done(ud, err)`, the client's last
+ *        callback, after every other callback of the client returned.
+ *
+ * THREAD mode: a thread of the library closes the client, calls
+ * `done(ud, SIMBA_OK)` on that thread (always SIMBA_OK, whatever the backend
+ * answered), then frees the handle. Do not use the handle after this call.
+ *
+ * EXTERNAL mode (since 1.5): called on the host thread, outside
+ * simba_client_process() or inside a callback, it starts the close and returns
+ * SIMBA_OK at once; nothing of the close runs inside this call. The host keeps
+ * calling simba_client_process() on fd readiness and at
+ * simba_client_timeout_ms(); `done` runs inside the call of
+ * simba_client_process() in which the close completed, which then returns
+ * SIMBA_ECLOSED (as every later call does). `err` says whether the backend
+ * confirmed it: SIMBA_OK (the leases are free now; also when the session had
+ * never gone live or had ended already), SIMBA_ETIMEDOUT (no answer confirmed
+ * it by the session's local deadline, the close being sent again until then:
+ * its leases free when the session expires on the backend), SIMBA_EBACKEND
+ * (the backend refused it; the same). Then free the handle with
+ * simba_client_close() outside simba_client_process() (it returns at once);
+ * inside `done` it returns SIMBA_EWOULDBLOCK and frees nothing. A
+ * simba_client_close() on the host thread before `done` ran finishes the close
+ * blocking and runs `done` before it returns. From another thread this
+ * returns SIMBA_EWOULDBLOCK and closes nothing, as simba_client_close() does.
+ * Before 1.5 it returned SIMBA_EINVAL for every EXTERNAL-mode client: check
+ * simba_version() >= 0x010500 when loading libsimba.so.1 with dlopen().
  *
  * Added in 1.2 (version node SIMBA_1.2): check simba_version() >= 0x010200 when
  * loading libsimba.so.1 with dlopen().
  * @param[in] done may be NULL; the client's last callback.
  * @param[in] c the client.
  * @param[in] ud user data, passed as is to the callback.
- * @return SIMBA_OK (done will run); SIMBA_EINVAL (c is NULL, or an EXTERNAL-mode
- *         client, which only simba_client_close() on its host thread closes:
- *         nothing was closed).
+ * @return SIMBA_OK (done will run); SIMBA_EINVAL (c is NULL); SIMBA_EWOULDBLOCK
+ *         (an EXTERNAL-mode client, off its host thread: nothing was closed);
+ *         SIMBA_ECLOSED (an EXTERNAL-mode client whose simba_client_close_async()
+ *         was called already).
  */
 SIMBA_API int simba_client_close_async(simba_client_t *c, void (*done)(void *ud, int err), void *ud);
 
@@ -467,7 +491,10 @@ SIMBA_API char *simba_client_snapshot_json(simba_client_t *c);
  * session as {"id", "client" (its client.name), "remaining_ms", "own" (true for
  * this client's)}, and "leases", sorted by name: {"name", "token" (the last
  * granted, 0 if never), "holder" (a session id, or null when free),
- * "holder_client" and "remaining_ms" (the holder's) when known}.
+ * "holder_client" and "remaining_ms" (the holder's) when known}. Since 1.5 a
+ * name's permit entries follow its lease row, one row each, with "kind"
+ * ("semaphore", "read", "write" or "intent", a waiting writer's) and "permit"
+ * (the entry's id); "token" is the permit's (docs/fencing.md).
  *
  * @param names    lease names to report; NULL (with n_names 0) for every lease
  *                 the backend knows (on Redis a SCAN of the prefix: name the
@@ -632,11 +659,12 @@ SIMBA_API int64_t simba_client_timeout_ms(const simba_client_t *c);
  * Callbacks run inside this call on the host thread (unless a host executor is
  * set). Blocking calls made on the host thread outside this call run the loop
  * themselves until they complete; inside a callback they return SIMBA_EWOULDBLOCK.
- * Calls from other threads are queued and wake the fd, except simba_client_close(),
- * which only the host thread may make.
+ * Calls from other threads are queued and wake the fd, except simba_client_close()
+ * and simba_client_close_async(), which only the host thread may make.
  * @param[in] c the client.
- * @return SIMBA_OK; SIMBA_EINVAL (NULL, or not in EXTERNAL mode); SIMBA_ECLOSED;
- *         SIMBA_EWOULDBLOCK (called from one of its own callbacks).
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL, or not in EXTERNAL mode); SIMBA_ECLOSED
+ *         (the close completed, from the call that ran simba_client_close_async()'s
+ *         done on); SIMBA_EWOULDBLOCK (called from one of its own callbacks).
  */
 SIMBA_API int simba_client_process(simba_client_t *c);
 
@@ -705,12 +733,41 @@ typedef enum {
 SIMBA_API const char *simba_term_name(const simba_term_t *t);
 
 /**
- * @brief The fencing token: > 0, constant within the term, strictly increasing across
- *        terms of the name. 0 for NULL.
+ * @brief The fencing token: constant within the term. For an election, a lock, a
+ *        semaphore permit or a write lock: > 0 and strictly increasing across the
+ *        terms of the name (a semaphore's across all its permits). For a read lock:
+ *        the name's write epoch when the read was granted, the token of the last
+ *        writer, 0 before any writer; readers may share it (docs/fencing.md). 0 for
+ *        NULL.
  * @param[in] t the term.
  * @return the fencing token; 0 for NULL.
  */
 SIMBA_API uint64_t simba_term_token(const simba_term_t *t);
+
+/** What a term is a term of (simba_term_kind(), 1.5). */
+typedef enum {
+  SIMBA_TERM_ELECTION = 0,  /**< An election's (and a task's) term. */
+  SIMBA_TERM_LOCK = 1,      /**< A lock's term. */
+  SIMBA_TERM_SEMAPHORE = 2, /**< A permit of a semaphore. */
+  SIMBA_TERM_READ = 3,      /**< A read lock of a read/write lock. */
+  SIMBA_TERM_WRITE = 4      /**< A write lock of a read/write lock. */
+} simba_term_kind_t;
+
+/**
+ * @brief What the term is a term of. Added in 1.5 (version node SIMBA_1.5).
+ * @param[in] t the term.
+ * @return its kind; SIMBA_TERM_ELECTION for NULL.
+ */
+SIMBA_API simba_term_kind_t simba_term_kind(const simba_term_t *t);
+
+/**
+ * @brief The name of a term kind, as its constant without the prefix: "ELECTION",
+ *        "LOCK", "SEMAPHORE", "READ", "WRITE". Added in 1.5 (version node SIMBA_1.5).
+ * @param[in] kind a term kind.
+ * @return a static string, never NULL; "UNKNOWN" for a value this library does not
+ *         define.
+ */
+SIMBA_API const char *simba_term_kind_name(simba_term_kind_t kind);
 
 /**
  * @brief 1 while not revoked and the session's local deadline has not passed; else 0.
@@ -1027,11 +1084,135 @@ SIMBA_API int simba_lock_acquire_async(simba_client_t *c, const char *name, int6
  *        for the term's on_revoked callbacks, which have all run by then; except
  *        when called from a callback, leader work or the loop thread, where it
  *        does not wait.
- *        Releasing an already revoked lock only drops the reference.
+ *        Releasing an already revoked lock only drops the reference. Also
+ *        releases a semaphore permit or a read/write lock (1.5) the same way, with
+ *        the permit's entry and token.
  * @param[in] term the term.
- * @return SIMBA_OK; SIMBA_EINVAL (NULL, or not a lock term).
+ * @return SIMBA_OK; SIMBA_EINVAL (NULL, or an election's term).
  */
 SIMBA_API int simba_lock_release(simba_term_t *term);
+
+/** @} */
+
+/* ------------------------------------------------------------------------- */
+/** @name Semaphores and read/write locks (1.5)
+ * A permit is a lease of the session like a lock (ADR 0046): each granted permit
+ * is a term (token, validity from the session's local deadline, revoke fd, exactly
+ * one revocation with a reason), released with simba_lock_release(), and every
+ * permit of a session that ends is revoked (SESSION_EXPIRED or DEADLINE_PASSED)
+ * and freed on the backend at the session's expiry, never before.
+ *
+ * Semaphores, read/write locks and locks are separate namespaces: semaphore "x",
+ * read/write lock "x" and lock "x" are three unrelated resources. Permits of one
+ * name, of this client or of others, are granted side by side (no queue behind
+ * this client's other permits, unlike locks); a session's own permits count
+ * against a semaphore's size. Waiters are woken by the release and retry; there
+ * is no FIFO order.
+ *
+ * Read/write locks prefer writers: a blocking write acquire that finds the name
+ * held leaves an intent on the backend, and while a live session's intent is
+ * there, read acquires wait (try-reads return SIMBA_EBUSY). Writers contend among
+ * themselves when the name frees. A try-write leaves no intent. There is no
+ * upgrade: a write waits for every read of the name, this session's own
+ * included. Tokens: docs/fencing.md.
+ *
+ * Added in 1.5 (version node SIMBA_1.5): check simba_version() >= 0x010500 when
+ * loading libsimba.so.1 with dlopen().
+ */
+/** @{ */
+
+/** Read/write lock modes: exactly one of them (simba_rwlock_acquire()). */
+typedef enum {
+  SIMBA_LOCK_READ = 1, /**< Shared with other readers. */
+  SIMBA_LOCK_WRITE = 2 /**< Exclusive. */
+} simba_lock_mode_t;
+
+/**
+ * @brief Acquire a permit of semaphore @p name, waiting up to @p timeout_ms.
+ * @param[out] out the permit's term, owned by the caller: simba_lock_release() it.
+ * @param[in] c the client.
+ * @param[in] name the semaphore's name (the lease name rule).
+ * @param[in] permits the semaphore's size, >= 1. The first holder fixes it while the
+ *            name has holders; asking another size then fails at once.
+ * @param[in] timeout_ms how long to wait, in milliseconds; negative: without bound.
+ * @return SIMBA_OK; SIMBA_ETIMEDOUT; SIMBA_EINVAL (NULL argument, bad name, permits
+ *         0); SIMBA_ESTATE (the semaphore has another size: simba_last_error() says
+ *         "semaphore NAME has N permits, not M"); SIMBA_ECLOSED; SIMBA_EWOULDBLOCK
+ *         (from a callback or the loop thread).
+ */
+SIMBA_API int simba_semaphore_acquire(simba_term_t **out, simba_client_t *c, const char *name,
+                                      uint32_t permits, int64_t timeout_ms);
+
+/**
+ * @brief One attempt at a permit, as simba_lock_try_acquire() is at a lock.
+ * @param[out] out the permit's term, owned by the caller: simba_lock_release() it.
+ * @param[in] c the client.
+ * @param[in] name the semaphore's name.
+ * @param[in] permits the semaphore's size, >= 1.
+ * @return SIMBA_OK; SIMBA_EBUSY (every permit is held); SIMBA_ETIMEDOUT;
+ *         SIMBA_EBACKEND; and as simba_semaphore_acquire().
+ */
+SIMBA_API int simba_semaphore_try_acquire(simba_term_t **out, simba_client_t *c, const char *name,
+                                          uint32_t permits);
+
+/**
+ * @brief Acquire a permit without blocking: @p cb runs once on the callback executor
+ *        with SIMBA_OK and the term, SIMBA_ETIMEDOUT, SIMBA_ESTATE (another size;
+ *        simba_last_error() in the callback says which) or SIMBA_ECANCELED (client
+ *        closed).
+ * @param[in] c the client.
+ * @param[in] name the semaphore's name.
+ * @param[in] permits the semaphore's size, >= 1.
+ * @param[in] timeout_ms how long to wait, in milliseconds; negative: without bound.
+ * @param[in] cb called once with the outcome (simba_lock_fn).
+ * @param[in] ud user data, passed as is to the callback.
+ * @return SIMBA_OK (cb will run); SIMBA_EINVAL; SIMBA_ECLOSED (cb will not run).
+ */
+SIMBA_API int simba_semaphore_acquire_async(simba_client_t *c, const char *name,
+                                            uint32_t permits, int64_t timeout_ms,
+                                            simba_lock_fn cb, void *ud);
+
+/**
+ * @brief Acquire read/write lock @p name in @p mode, waiting up to @p timeout_ms.
+ * @param[out] out the term, owned by the caller: simba_lock_release() it.
+ * @param[in] c the client.
+ * @param[in] name the lock's name (the lease name rule).
+ * @param[in] mode SIMBA_LOCK_READ or SIMBA_LOCK_WRITE.
+ * @param[in] timeout_ms how long to wait, in milliseconds; negative: without bound.
+ * @return SIMBA_OK; SIMBA_ETIMEDOUT; SIMBA_EINVAL (NULL argument, bad name, mode not
+ *         exactly one of the two); SIMBA_ECLOSED; SIMBA_EWOULDBLOCK (from a callback
+ *         or the loop thread).
+ */
+SIMBA_API int simba_rwlock_acquire(simba_term_t **out, simba_client_t *c, const char *name,
+                                   int mode, int64_t timeout_ms);
+
+/**
+ * @brief One attempt, as simba_lock_try_acquire(): a read fails while a writer holds
+ *        the name or a live writer's intent is there; a write fails while anyone
+ *        holds it, and leaves no intent.
+ * @param[out] out the term, owned by the caller: simba_lock_release() it.
+ * @param[in] c the client.
+ * @param[in] name the lock's name.
+ * @param[in] mode SIMBA_LOCK_READ or SIMBA_LOCK_WRITE.
+ * @return SIMBA_OK; SIMBA_EBUSY; SIMBA_ETIMEDOUT; SIMBA_EBACKEND; and as
+ *         simba_rwlock_acquire().
+ */
+SIMBA_API int simba_rwlock_try_acquire(simba_term_t **out, simba_client_t *c, const char *name,
+                                       int mode);
+
+/**
+ * @brief Acquire without blocking: @p cb runs once on the callback executor with
+ *        SIMBA_OK and the term, SIMBA_ETIMEDOUT, or SIMBA_ECANCELED (client closed).
+ * @param[in] c the client.
+ * @param[in] name the lock's name.
+ * @param[in] mode SIMBA_LOCK_READ or SIMBA_LOCK_WRITE.
+ * @param[in] timeout_ms how long to wait, in milliseconds; negative: without bound.
+ * @param[in] cb called once with the outcome (simba_lock_fn).
+ * @param[in] ud user data, passed as is to the callback.
+ * @return SIMBA_OK (cb will run); SIMBA_EINVAL; SIMBA_ECLOSED (cb will not run).
+ */
+SIMBA_API int simba_rwlock_acquire_async(simba_client_t *c, const char *name, int mode,
+                                         int64_t timeout_ms, simba_lock_fn cb, void *ud);
 
 /** @} */
 

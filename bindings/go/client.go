@@ -688,7 +688,7 @@ func BackendSchema(url string) (string, error) {
 	return C.GoString(out), nil
 }
 
-// Version is the loaded library's version ("1.4.0").
+// Version is the loaded library's version ("1.5.0").
 func Version() string { return C.GoString(C.simba_version_string()) }
 
 // CheckLeaseName checks name against the rule every name-taking call
@@ -704,7 +704,9 @@ func checkName(op, name string) error {
 func init() {
 	// The names of codes, reasons, statuses and events come from 1.3, every
 	// CloseAsync and the observer's close from 1.4 (SIMBA_1.4).
-	if v := uint(C.simba_version()); v < 0x010400 || v>>16 != 1 {
-		panic(fmt.Sprintf("simba: libsimba %s is too old or incompatible: this binding needs 1.x, x >= 4", Version()))
+	// The shim links the permit calls of 1.5 (SIMBA_1.5): the loader already
+	// refuses an older library.
+	if v := uint(C.simba_version()); v < 0x010500 || v>>16 != 1 {
+		panic(fmt.Sprintf("simba: libsimba %s is too old or incompatible: this binding needs 1.x, x >= 5", Version()))
 	}
 }

@@ -13,13 +13,23 @@ import (
 	"unsafe"
 )
 
+// ask says what an acquire asks for: a lock, or a permit (1.5) of kind
+// TermSemaphore (arg: the size), TermRead or TermWrite. A value, so that the
+// lock cycle allocates nothing for it.
+type ask struct {
+	kind TermKind
+	arg  uint32
+}
+
+var lockAsk = ask{kind: TermLock}
+
 // acquire makes one blocking simba_lock_acquire of at most wait (try: one
-// simba_lock_try_acquire). The name goes to C as a Go string, checked there
-// (simba_lease_name_check refuses a NUL byte) and copied to the C stack, and
-// the token comes back with the term: one cgo call and no C allocation. The
-// handle goes as an integer: cgo would box a C pointer argument (an
-// allocation) to check that it is not a Go pointer.
-func (c *Client) acquire(op string, name string, wait time.Duration, try bool) (*Term, error) {
+// simba_lock_try_acquire), or the permit call a asks for. The name goes to C
+// as a Go string, checked there (simba_lease_name_check refuses a NUL byte)
+// and copied to the C stack, and the token comes back with the term: one cgo
+// call and no C allocation. The handle goes as an integer: cgo would box a C
+// pointer argument (an allocation) to check that it is not a Go pointer.
+func (c *Client) acquire(op string, name string, a ask, wait time.Duration, try bool) (*Term, error) {
 	c.mu.RLock()
 	if c.c == nil {
 		c.mu.RUnlock()
@@ -27,21 +37,33 @@ func (c *Client) acquire(op string, name string, wait time.Duration, try bool) (
 	}
 	h := C.uintptr_t(uintptr(unsafe.Pointer(c.c)))
 	var r C.s_acquired
-	if try {
+	switch {
+	case a.kind != TermLock:
+		var sem, t C.int
+		if a.kind == TermSemaphore {
+			sem = 1
+		}
+		if try {
+			t = 1
+		}
+		r = C.s_permit_acquire(h, sem, name, C.uint32_t(a.arg), ms(wait.Milliseconds()), t)
+	case try:
 		r = C.s_lock_try_acquire(h, name)
-	} else {
+	default:
 		r = C.s_lock_acquire(h, name, ms(wait.Milliseconds()))
 	}
 	c.mu.RUnlock()
 	if r.rc < 0 {
 		return nil, errorFrom(op, int(r.rc), r.msg)
 	}
-	return newTerm(r.term, true, name, uint64(r.token)), nil
+	t := newTerm(r.term, true, name, uint64(r.token))
+	t.kind = a.kind
+	return t, nil
 }
 
 // lockLoop acquires in slices until it succeeds, the deadline passes, or
 // abandoned() says the caller gave up.
-func (c *Client) lockLoop(op, name string, deadline time.Time, abandoned func() bool) (*Term, error) {
+func (c *Client) lockLoop(op, name string, a ask, deadline time.Time, abandoned func() bool) (*Term, error) {
 	for {
 		wait := slice
 		if !deadline.IsZero() {
@@ -54,7 +76,7 @@ func (c *Client) lockLoop(op, name string, deadline time.Time, abandoned func() 
 				wait = left
 			}
 		}
-		t, err := c.acquire(op, name, wait, false)
+		t, err := c.acquire(op, name, a, wait, false)
 		if err == nil || !errors.Is(err, ErrTimeout) || abandoned() {
 			return t, err
 		}
@@ -188,7 +210,7 @@ func (c *Client) Lock(ctx context.Context, name string) (*Term, error) {
 		if w != firstWaiter { // firstWaiter's turn is closed already
 			<-w.turn
 		}
-		return c.lockLoop("Lock", name, deadline, func() bool { return false })
+		return c.lockLoop("Lock", name, lockAsk, deadline, func() bool { return false })
 	}
 	if w == firstWaiter {
 		// A first attempt on this goroutine, bounded by firstSlice: an
@@ -199,7 +221,7 @@ func (c *Client) Lock(ctx context.Context, name string) (*Term, error) {
 			wait = time.Until(deadline)
 		}
 		if wait > 0 {
-			t, err := c.acquire("Lock", name, wait, false)
+			t, err := c.acquire("Lock", name, lockAsk, wait, false)
 			if err == nil || !errors.Is(err, ErrTimeout) || ctx.Err() != nil {
 				c.leave(name, q, w)
 				if err != nil && ctx.Err() != nil {
@@ -216,14 +238,7 @@ func (c *Client) Lock(ctx context.Context, name string) (*Term, error) {
 		case <-gone:
 			return nil, nil
 		}
-		return c.lockLoop("Lock", name, deadline, func() bool {
-			select {
-			case <-gone:
-				return true
-			default:
-				return false
-			}
-		})
+		return c.lockLoop("Lock", name, lockAsk, deadline, abandonedWhen(gone))
 	})
 }
 
@@ -231,14 +246,32 @@ func (c *Client) Lock(ctx context.Context, name string) (*Term, error) {
 // for which errors.Is(err, ErrBusy). It waits at most one renew period (for
 // the session to be live and for the backend's answer), or until ctx is done.
 func (c *Client) TryLock(ctx context.Context, name string) (*Term, error) {
+	return c.tryAcquire(ctx, "TryLock", name, lockAsk)
+}
+
+// tryAcquire makes the one attempt of a try call, bounded by ctx too.
+func (c *Client) tryAcquire(ctx context.Context, op, name string, a ask) (*Term, error) {
 	if ctx.Err() != nil {
-		return nil, ctxError("TryLock", ctx)
+		return nil, ctxError(op, ctx)
 	}
-	get := func(<-chan struct{}) (*Term, error) { return c.acquire("TryLock", name, 0, true) }
+	get := func(<-chan struct{}) (*Term, error) { return c.acquire(op, name, a, 0, true) }
 	if ctx.Done() == nil {
 		return get(nil)
 	}
-	return waitTerm(ctx, "TryLock", get)
+	return waitTerm(ctx, op, get)
+}
+
+// abandonedWhen is lockLoop's abandoned for a waitTerm whose caller gives up
+// by closing gone.
+func abandonedWhen(gone <-chan struct{}) func() bool {
+	return func() bool {
+		select {
+		case <-gone:
+			return true
+		default:
+			return false
+		}
+	}
 }
 
 // Unlock releases a lock term (see Term.Unlock).

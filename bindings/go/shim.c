@@ -182,6 +182,24 @@ s_acquired s_lock_try_acquire(uintptr_t h, _GoString_ name) {
   if (r.rc == SIMBA_OK) r.token = simba_term_token(r.term);
   return r;
 }
+s_acquired s_permit_acquire(uintptr_t h, int sem, _GoString_ name, uint32_t arg, int64_t ms,
+                            int try_) {
+  simba_client_t *c = (simba_client_t *)h;
+  s_acquired r = {NULL, 0, 0, NULL};
+  char n[NAME_CAP];
+  r.rc = go_name(name, n, &r.msg);
+  if (r.rc != SIMBA_OK) return r;
+  int rc;
+  if (sem)
+    rc = try_ ? simba_semaphore_try_acquire(&r.term, c, n, arg)
+              : simba_semaphore_acquire(&r.term, c, n, arg, ms);
+  else
+    rc = try_ ? simba_rwlock_try_acquire(&r.term, c, n, (int)arg)
+              : simba_rwlock_acquire(&r.term, c, n, (int)arg, ms);
+  r.rc = go_err(rc, &r.msg);
+  if (r.rc == SIMBA_OK) r.token = simba_term_token(r.term);
+  return r;
+}
 int s_term_reason(uintptr_t t) { return (int)simba_term_revoke_reason((simba_term_t *)t); }
 /* Whether 2 ms passed since this thread last said so (see s_released.yield). */
 static int yield_due(void) {

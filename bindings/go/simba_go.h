@@ -76,6 +76,10 @@ int s_close_async(int kind, void *p, uintptr_t h, char **msg);
  * a C pointer argument (an allocation) to check that it is no Go pointer. */
 s_acquired s_lock_acquire(uintptr_t c, _GoString_ name, int64_t ms);
 s_acquired s_lock_try_acquire(uintptr_t c, _GoString_ name);
+/* A permit (1.5): of semaphore name of size arg (sem), else of read/write lock
+ * name in mode arg; one attempt when try_, else a wait of ms. */
+s_acquired s_permit_acquire(uintptr_t c, int sem, _GoString_ name, uint32_t arg, int64_t ms,
+                            int try_);
 int s_term_reason(uintptr_t t); /* simba_term_revoke_reason */
 s_released s_lock_release(uintptr_t t);
 int s_term_on_revoked(simba_term_t *t, uintptr_t h, char **msg);

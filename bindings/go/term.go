@@ -46,6 +46,7 @@ type Term struct {
 	name  string
 	token uint64
 	lock  bool
+	kind  TermKind
 
 	mu    sync.RWMutex
 	t     *C.simba_term_t // nil once released (or unlocked)
@@ -115,7 +116,11 @@ func (g *termGuard) finalize() {
 func newTerm(t *C.simba_term_t, lock bool, name string, token uint64) *Term {
 	g := guards.Get().(*termGuard)
 	g.p = t
-	return &Term{t: t, g: g, lock: lock, name: name, token: token}
+	kind := TermElection
+	if lock {
+		kind = TermLock
+	}
+	return &Term{t: t, g: g, lock: lock, kind: kind, name: name, token: token}
 }
 
 // disarm gives the guard back once t.t was taken out (t.mu held).
@@ -128,14 +133,22 @@ func (t *Term) disarm() {
 // borrowedTerm wraps a term passed to a callback, taking its own reference.
 func borrowedTerm(t *C.simba_term_t) *Term {
 	C.simba_term_retain(t)
-	return newTerm(t, false, C.GoString(C.simba_term_name(t)), uint64(C.simba_term_token(t)))
+	r := newTerm(t, false, C.GoString(C.simba_term_name(t)), uint64(C.simba_term_token(t)))
+	r.kind = TermKind(C.simba_term_kind(t))
+	return r
 }
+
+// Kind says what the term is a term of: TermElection (an election's or a
+// task's), TermLock, TermSemaphore, TermRead or TermWrite (libsimba 1.5).
+func (t *Term) Kind() TermKind { return t.kind }
 
 // Name is the lease name (for a partition group, "GROUP.K").
 func (t *Term) Name() string { return t.name }
 
-// Token is the fencing token: > 0, fixed within the term, strictly increasing
-// across terms of the name.
+// Token is the fencing token, fixed within the term: > 0 and strictly
+// increasing across terms of the name (a semaphore's across all its permits).
+// A read lock's is the name's write epoch when it was granted, the token of
+// the last writer (0 before any), shared by readers (docs/fencing.md).
 func (t *Term) Token() uint64 { return t.token }
 
 func (t *Term) String() string {

@@ -16,13 +16,20 @@ export interface OpenOptions {
 
 export interface SimbaError extends Error { code: string; errno: number; }
 
+/** What a term is a term of (simba_term_kind). */
+export type TermKind = 'ELECTION' | 'LOCK' | 'SEMAPHORE' | 'READ' | 'WRITE';
+
+export interface AcquireOptions { timeout?: number; signal?: AbortSignal; }
+
 export class Term {
   readonly name: string;
   readonly token: bigint;
   readonly valid: boolean;
   readonly remaining: number;
   readonly reason: string | null;
+  /** True for a term this program releases: a lock's or a permit's. */
   readonly isLock: boolean;
+  readonly kind: TermKind;
   ensureValid(minMs?: number): this;
   onRevoked(fn: (reason: string) => void): void;
   revokeFd(): number;
@@ -76,8 +83,18 @@ export class Client extends EventEmitter {
   readonly status: string;
   readonly closed: boolean;
   waitLive(timeoutMs?: number): Promise<void>;
-  lock(name: string, options?: { timeout?: number; signal?: AbortSignal }): Promise<Term>;
+  lock(name: string, options?: AcquireOptions): Promise<Term>;
   tryLock(name: string): Promise<Term>;
+  /** A permit of semaphore `name` of `permits` permits (libsimba 1.5); rejects
+   *  SIMBA_ESTATE when the semaphore has another size. */
+  semaphore(name: string, permits: number, options?: AcquireOptions): Promise<Term>;
+  trySemaphore(name: string, permits: number): Promise<Term>;
+  /** Read/write lock `name`, shared (libsimba 1.5); writers are preferred. */
+  readLock(name: string, options?: AcquireOptions): Promise<Term>;
+  /** Read/write lock `name`, exclusive (libsimba 1.5). */
+  writeLock(name: string, options?: AcquireOptions): Promise<Term>;
+  tryReadLock(name: string): Promise<Term>;
+  tryWriteLock(name: string): Promise<Term>;
   election(name: string): Election;
   runWhileLeader(name: string, fn: Work): Task;
   schedule(name: string, options: { initialDelay?: number; period: number }, fn: Work): Task;
@@ -104,6 +121,8 @@ export function codeName(code: number): string;
 export function reasonName(reason: number): string;
 export function statusName(status: number): string;
 export function eventName(event: number): string;
+/** The library's name of a term kind (libsimba 1.5); 'UNKNOWN' for one it does not define. */
+export function kindName(kind: number): string;
 export function strerror(code: number): string;
 export function checkName(name: string): void;
 export function schema(url: string): string;

@@ -27,6 +27,7 @@
 
 typedef struct RedisModuleCtx RedisModuleCtx;
 typedef struct RedisModuleString RedisModuleString;
+typedef struct RedisModuleBlockedClient RedisModuleBlockedClient;
 typedef long long rm_mstime_t;
 typedef uint64_t RedisModuleTimerID;
 
@@ -36,6 +37,7 @@ typedef struct RedisModuleEvent {
 } RedisModuleEvent;
 
 typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
+typedef void (*RedisModuleFreePrivDataFunc)(RedisModuleCtx *ctx, void *privdata);
 typedef void (*RedisModuleTimerProc)(RedisModuleCtx *ctx, void *data);
 typedef void (*RedisModuleEventLoopFunc)(int fd, void *user_data, int mask);
 typedef void (*RedisModuleEventCallback)(RedisModuleCtx *ctx, RedisModuleEvent eid,
@@ -71,7 +73,13 @@ typedef void (*RedisModuleEventCallback)(RedisModuleCtx *ctx, RedisModuleEvent e
   X(int, EventLoopAdd, (int fd, int mask, RedisModuleEventLoopFunc func, void *user_data))   \
   X(int, EventLoopDel, (int fd, int mask))                                                   \
   X(int, SubscribeToServerEvent,                                                             \
-    (RedisModuleCtx * ctx, RedisModuleEvent event, RedisModuleEventCallback callback))
+    (RedisModuleCtx * ctx, RedisModuleEvent event, RedisModuleEventCallback callback))       \
+  X(RedisModuleBlockedClient *, BlockClient,                                                 \
+    (RedisModuleCtx * ctx, RedisModuleCmdFunc reply_callback,                                \
+     RedisModuleCmdFunc timeout_callback, RedisModuleFreePrivDataFunc free_privdata,         \
+     long long timeout_ms))                                                                  \
+  X(int, UnblockClient, (RedisModuleBlockedClient * bc, void *privdata))                     \
+  X(void *, GetBlockedClientPrivateData, (RedisModuleCtx * ctx))
 
 #define RM_DECLARE(ret, name, params) extern ret(*RedisModule_##name) params;
 RM_API_FUNCTIONS(RM_DECLARE)

@@ -18,6 +18,15 @@
  * is closed: every term is revoked and its lease released, so another contender takes over at once
  * instead of after the lease duration.
  *
+ * SIMBA.CLOSE blocks only its caller (RedisModule_BlockClient): it starts the
+ * close with simba_client_close_async() (EXTERNAL mode since libsimba 1.5), the fd
+ * and the timer keep driving it, and the close's done (inside
+ * simba_client_process()) says whether the backend confirmed it: the module then
+ * frees the client and answers +OK or the error. Meanwhile other SIMBA.* commands
+ * answer "closing", a second SIMBA.CLOSE joins, MODULE UNLOAD is refused. SHUTDOWN
+ * and MODULE UNLOAD close blocking (no event loop runs there); a SHUTDOWN finishes
+ * a SIMBA.CLOSE in progress (its done runs inside that simba_client_close()).
+ *
  * See docs/embedding.md.
  */
 #define _GNU_SOURCE /* dladdr, RTLD_DEFAULT */
@@ -34,7 +43,7 @@
 #include "rm_api.h"
 
 #define MODULE_NAME "simba"
-#define MODULE_VERSION 10300 /* libsimba 1.3.0 */
+#define MODULE_VERSION 10500 /* libsimba 1.5.0 */
 /* The two entry points the server looks up; everything else stays hidden. */
 #define RM_EXPORT __attribute__((visibility("default")))
 
@@ -51,6 +60,12 @@ typedef struct contender {
   struct contender *next;
 } contender_t;
 
+/* A SIMBA.CLOSE caller, blocked until the close completes. */
+typedef struct waiter {
+  RedisModuleBlockedClient *bc;
+  struct waiter *next;
+} waiter_t;
+
 static struct {
   RedisModuleCtx *ctx; /* detached context: timers, publish, log outside commands */
   simba_client_t *client;
@@ -59,7 +74,12 @@ static struct {
   int timer_set;
   char channel[256];
   contender_t *contenders;
-} g = {NULL, NULL, -1, 0, 0, "simba.leadership", NULL};
+  /* SIMBA.CLOSE in progress: 1 from the command until its callers are answered. */
+  int closing;
+  int close_done; /* the close's done ran: free the client, answer the callers */
+  int close_err;  /* its err: SIMBA_OK when the backend confirmed the close */
+  waiter_t *waiters;
+} g = {NULL, NULL, -1, 0, 0, "simba.leadership", NULL, 0, 0, SIMBA_OK, NULL};
 
 /* --- helpers ----------------------------------------------------------------------- */
 
@@ -169,10 +189,16 @@ static void arm(void) {
   g.timer_set = 1;
 }
 
+static void finish_close(void);
+
 static void drive(void) {
   int rc;
   if (g.client == NULL) return;
   rc = simba_client_process(g.client);
+  if (g.close_done) {
+    finish_close(); /* outside simba_client_process(), as the library asks */
+    return;
+  }
   if (rc != SIMBA_OK)
     RedisModule_Log(g.ctx, "warning", "simba: simba_client_process: %s (%s)", simba_strerror(rc),
                     simba_last_error());
@@ -269,12 +295,18 @@ static int reply_not_open(RedisModuleCtx *ctx) {
   return RedisModule_ReplyWithError(ctx, "ERR the simba client is closed");
 }
 
+static int reply_closing(RedisModuleCtx *ctx) {
+  return RedisModule_ReplyWithError(ctx,
+                                    "ERR the simba client is closing (SIMBA.CLOSE in progress)");
+}
+
 /* SIMBA.CONTEND name: contend for the lease (idempotent names are refused). */
 static int cmd_contend(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   char err[512];
   size_t len;
   const char *name;
   if (argc != 2) return RedisModule_WrongArity(ctx);
+  if (g.closing) return reply_closing(ctx);
   if (g.client == NULL) return reply_not_open(ctx);
   name = name_arg(argv[1], &len, err, sizeof err);
   if (name == NULL || contend(name, len, err, sizeof err) == NULL) {
@@ -293,6 +325,7 @@ static int cmd_resign(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   contender_t *c;
   int rc;
   if (argc != 2) return RedisModule_WrongArity(ctx);
+  if (g.closing) return reply_closing(ctx);
   if (g.client == NULL) return reply_not_open(ctx);
   name = name_arg(argv[1], &len, err, sizeof err);
   if (name == NULL) return RedisModule_ReplyWithError(ctx, err);
@@ -317,6 +350,7 @@ static int cmd_token(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   char err[512];
   contender_t *c;
   if (argc != 2) return RedisModule_WrongArity(ctx);
+  if (g.closing) return reply_closing(ctx);
   name = name_arg(argv[1], &len, err, sizeof err);
   if (name == NULL) return RedisModule_ReplyWithError(ctx, err);
   c = find(name, len);
@@ -335,6 +369,7 @@ static int cmd_status(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
   simba_session_status_t s = simba_client_status(g.client);
   (void)argv;
   if (argc != 1) return RedisModule_WrongArity(ctx);
+  if (g.closing) return reply_closing(ctx);
   for (c = g.contenders; c != NULL; c = c->next) n++;
   RedisModule_ReplyWithMap(ctx, 2);
   RedisModule_ReplyWithCString(ctx, "session");
@@ -365,6 +400,7 @@ static int cmd_snapshot(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
   int rc;
   (void)argv;
   if (argc != 1) return RedisModule_WrongArity(ctx);
+  if (g.closing) return reply_closing(ctx);
   if (g.client == NULL) return reply_not_open(ctx);
   json = simba_client_snapshot_json(g.client);
   if (json == NULL) {
@@ -412,23 +448,99 @@ static const char *hiredis_conflict(const char *backend) {
 
 static void close_client(void);
 
-/* SIMBA.CLOSE: close the client (every lease released, the session closed). The
-   module keeps no timer afterwards, so MODULE UNLOAD is allowed: Redis refuses to
-   unload a module with a pending timer, which a running client always has. */
+/* What the blocked SIMBA.CLOSE callers are answered; NULL privdata means +OK. */
+static int close_reply(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  const char *err = RedisModule_GetBlockedClientPrivateData(ctx);
+  (void)argv;
+  (void)argc;
+  if (err != NULL) return RedisModule_ReplyWithError(ctx, err);
+  return RedisModule_ReplyWithSimpleString(ctx, "OK");
+}
+
+static void close_free_privdata(RedisModuleCtx *ctx, void *privdata) {
+  (void)ctx;
+  free(privdata);
+}
+
+/* Answer every blocked SIMBA.CLOSE caller with the close's err and leave the
+   closing state. */
+static void answer_closers(void) {
+  char err[160];
+  if (g.close_err != SIMBA_OK)
+    snprintf(err, sizeof err,
+             "ERR closing the session failed (%s); its leases free when it expires on the "
+             "backend",
+             simba_strerror(g.close_err));
+  while (g.waiters != NULL) {
+    waiter_t *w = g.waiters;
+    g.waiters = w->next;
+    RedisModule_UnblockClient(w->bc, g.close_err != SIMBA_OK ? strdup(err) : NULL);
+    free(w);
+  }
+  g.closing = 0;
+  g.close_done = 0;
+  g.close_err = SIMBA_OK;
+}
+
+/* The close completed: free the client (simba_client_close() returns at once
+   now), then answer the callers. */
+static void finish_close(void) {
+  RedisModule_Log(g.ctx, "notice", "simba: SIMBA.CLOSE: closed%s",
+                  g.close_err != SIMBA_OK ? " (the backend did not confirm it)" : "");
+  close_client();
+  answer_closers();
+}
+
+/* The close's done: the client's last callback, inside simba_client_process()
+   (or inside SHUTDOWN's blocking simba_client_close()); drive() finishes. */
+static void close_done(void *ud, int err) {
+  (void)ud;
+  g.close_done = 1;
+  g.close_err = err;
+}
+
+/* SIMBA.CLOSE: close the client (every lease released, the session closed)
+   without stalling the server: the caller is blocked until the close completes
+   (+OK, or an error when the backend did not answer before the session's local
+   deadline, ADR 0030) while the server's loop keeps driving the client. A second
+   SIMBA.CLOSE during the close joins it (blocked too, same answer); the other
+   SIMBA.* commands answer a "closing" error. Afterwards the module keeps no timer,
+   so MODULE UNLOAD is allowed (refused while the close is in flight). */
 static int cmd_close(RedisModuleCtx *ctx, RedisModuleString **argv, int argc) {
+  waiter_t *w;
   (void)argv;
   if (argc != 1) return RedisModule_WrongArity(ctx);
   if (g.client == NULL) return reply_not_open(ctx);
-  RedisModule_Log(g.ctx, "notice", "simba: SIMBA.CLOSE: releasing leases");
-  close_client();
-  return RedisModule_ReplyWithSimpleString(ctx, "OK");
+  w = calloc(1, sizeof *w);
+  if (w == NULL) return RedisModule_ReplyWithError(ctx, "ERR out of memory");
+  if (!g.closing) {
+    RedisModule_Log(g.ctx, "notice", "simba: SIMBA.CLOSE: releasing leases");
+    if (simba_client_close_async(g.client, close_done, NULL) != SIMBA_OK) {
+      /* Nothing started: close blocking, as SHUTDOWN does. */
+      RedisModule_Log(g.ctx, "warning", "simba: SIMBA.CLOSE blocks: %s", simba_last_error());
+      free(w);
+      close_client();
+      return RedisModule_ReplyWithSimpleString(ctx, "OK");
+    }
+    g.closing = 1;
+    arm();
+  }
+  w->bc = RedisModule_BlockClient(ctx, close_reply, NULL, close_free_privdata, 0);
+  if (w->bc == NULL) {
+    free(w);
+    return RedisModule_ReplyWithError(ctx, "ERR cannot block the client");
+  }
+  w->next = g.waiters;
+  g.waiters = w;
+  return RM_OK;
 }
 
 /* --- load, shutdown, unload -------------------------------------------------------------- */
 
 /* Close the client on the main thread: terms revoked (published), leases released,
    session closed. Blocks until the close is answered, at most until the session's local
-   deadline when the backend does not answer (ADR 0030). */
+   deadline when the backend does not answer (ADR 0030); returns at once when an
+   asynchronous close already completed. */
 static void close_client(void) {
   contender_t *c;
   if (g.client == NULL) return;
@@ -456,14 +568,20 @@ static void on_shutdown(RedisModuleCtx *ctx, RedisModuleEvent eid, uint64_t sube
   (void)subevent;
   (void)data;
   RedisModule_Log(g.ctx, "notice", "simba: server shutting down: releasing leases");
+  /* No event loop runs any more: a SIMBA.CLOSE in progress is finished blocking. */
   close_client();
+  if (g.closing) answer_closers();
 }
 
 RM_EXPORT int RedisModule_OnUnload(RedisModuleCtx *ctx);
 RM_EXPORT int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc);
 
 int RedisModule_OnUnload(RedisModuleCtx *ctx) {
-  (void)ctx;
+  if (g.closing) {
+    /* Its callers wait for an answer, and the loop must keep driving the close. */
+    RedisModule_Log(ctx, "warning", "simba: MODULE UNLOAD refused: SIMBA.CLOSE is in progress");
+    return RM_ERR;
+  }
   close_client();
   if (g.ctx != NULL) {
     RedisModule_FreeThreadSafeContext(g.ctx);
@@ -510,8 +628,9 @@ static int check_host(RedisModuleCtx *ctx) {
   }
   RedisModule_SetModuleAttribs(ctx, MODULE_NAME, MODULE_VERSION, RM_APIVER_1);
 
-  if (simba_version() >> 16 != SIMBA_VERSION_MAJOR || simba_version() < 0x010300)
-    return load_error(ctx, NULL, "libsimba %s is loaded, simba_redis needs 1.3 or later",
+  /* 1.5: simba_client_close_async() of an EXTERNAL-mode client (SIMBA.CLOSE). */
+  if (simba_version() >> 16 != SIMBA_VERSION_MAJOR || simba_version() < 0x010500)
+    return load_error(ctx, NULL, "libsimba %s is loaded, simba_redis needs 1.5 or later",
                       simba_version_string());
   return RM_OK;
 }

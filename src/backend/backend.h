@@ -60,6 +60,21 @@ class Backend {
   // Frees the lease only where both session and token match.
   virtual CallRef release(const std::string& session, const std::string& name, uint64_t token,
                           Duration timeout, DoneCb cb) = 0;
+  // A permit of semaphore `name` (ask.kind kSemaphore, its size ask.size) or
+  // of read/write lock `name` (kRead, kWrite), as ADR 0046 says: kOk with the
+  // permit's id and token; kHeld when the semaphore is full or a writer, a
+  // reader or (for a read) a live session's intent is in the way, a blocking
+  // writer's intent left or kept in the same call (AcquireReply::permit; a
+  // grant deletes the writer's intent ask.intent); kRefused with the size the
+  // semaphore has when ask.size differs; kExpired when the session is gone.
+  virtual CallRef acquire_permit(const std::string& session, const std::string& name,
+                                 const PermitAsk& ask, Duration timeout, AcquireCb cb) = 0;
+  // Frees the entry (kind, name, permit) only where session and token match
+  // (an intent's token is 0), and broadcasts its resource's release
+  // (permit_resource) when a permit went.
+  virtual CallRef release_permit(const std::string& session, const std::string& name,
+                                 PermitKind kind, uint64_t permit, uint64_t token, Duration timeout,
+                                 DoneCb cb) = 0;
   // Frees every lease of the session at once and ends it.
   virtual CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) = 0;
   // Reads every live session and the leases `names` (every lease the backend
@@ -71,6 +86,7 @@ class Backend {
   // already completed is ignored. Never completes anything inside itself.
   virtual void abandon(CallRef call) = 0;
   // Release broadcast: `fn(name)` when any node releases a watched `name`.
+  // A permit's resource is watched and broadcast as permit_resource(kind, name).
   // Best effort (the core's retry schedule is the safety net), and it may
   // come more than once, or for an unwatched name that was watched a moment
   // ago; a backend never delivers it for a name nobody here ever watched.

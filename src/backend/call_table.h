@@ -145,6 +145,19 @@ class CallTable {
   std::map<uint64_t, Call*> calls_;
 };
 
+// A call of `kind` answered through its member `slot` (set to `cb`) that
+// completes on a later loop turn with kError and `error`: for a call the
+// backend cannot make (ADR 0046 step 1: permits).
+template <typename Call, typename Kind, typename Cb>
+uint64_t fail_call_later(CallTable<Call>& calls, Kind kind, Duration timeout, Cb Call::*slot, Cb cb,
+                         const char* error) {
+  Call* c = calls.start(timeout);
+  c->kind = kind;
+  c->*slot = std::move(cb);
+  calls.preset(c, Outcome::kError, error);
+  return c->id;
+}
+
 }  // namespace simba
 
 #endif  // SIMBA_BACKEND_CALL_TABLE_H

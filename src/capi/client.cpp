@@ -93,9 +93,15 @@ int simba_client_close_async(simba_client_t* c, simba_done_fn done, void* ud) {
   return guarded([&]() -> int {
     if (!c) return fail(SIMBA_EINVAL, "simba_client_close_async: client is NULL");
     if (c->impl->external()) {
-      return fail(SIMBA_EINVAL,
-                  "simba_client_close_async: an EXTERNAL-mode client has no thread to finish "
-                  "the close on: call simba_client_close on its host thread");
+      // The host's simba_client_process() finishes it; simba_client_close() frees.
+      switch (c->impl->close_async(simba::capi::done_fn(done, ud))) {
+        case simba::engine::Code::kOk:
+          return SIMBA_OK;
+        case simba::engine::Code::kEClosed:
+          return fail(SIMBA_ECLOSED, "simba_client_close_async: the close was started already");
+        default:
+          return refuse_external_close_here("simba_client_close_async");
+      }
     }
     close_on_own_thread(c, done, ud);
     return SIMBA_OK;

@@ -40,6 +40,22 @@ const char* simba_revoke_reason_name(simba_revoke_reason_t reason) {
   return simba::revoke_reason_name(static_cast<simba::RevokeReason>(reason));
 }
 
+const char* simba_term_kind_name(simba_term_kind_t kind) {
+  switch (kind) {
+    case SIMBA_TERM_ELECTION:
+      return "ELECTION";
+    case SIMBA_TERM_LOCK:
+      return "LOCK";
+    case SIMBA_TERM_SEMAPHORE:
+      return "SEMAPHORE";
+    case SIMBA_TERM_READ:
+      return "READ";
+    case SIMBA_TERM_WRITE:
+      return "WRITE";
+  }
+  return "UNKNOWN";
+}
+
 int simba_lease_name_check(const char* name, size_t len) {
   return simba::capi::guarded([&] {
     if (!name) return simba::capi::fail(SIMBA_EINVAL, "lease name is NULL");

@@ -49,6 +49,21 @@ int simba_term_ensure_valid(const simba_term_t* t, int64_t min_remaining_ms) {
   return SIMBA_OK;
 }
 
+simba_term_kind_t simba_term_kind(const simba_term_t* t) {
+  const simba::engine::LockTerm* lock = t ? term_of(t)->as_lock() : nullptr;
+  if (!lock) return SIMBA_TERM_ELECTION;
+  switch (lock->kind) {
+    case simba::ContenderKind::kSemaphore:
+      return SIMBA_TERM_SEMAPHORE;
+    case simba::ContenderKind::kRead:
+      return SIMBA_TERM_READ;
+    case simba::ContenderKind::kWrite:
+      return SIMBA_TERM_WRITE;
+    default:
+      return SIMBA_TERM_LOCK;
+  }
+}
+
 simba_revoke_reason_t simba_term_revoke_reason(const simba_term_t* t) {
   return t ? static_cast<simba_revoke_reason_t>(term_of(t)->revoked()) : SIMBA_REVOKE_NONE;
 }

@@ -15,9 +15,38 @@ const char* outcome_name(Outcome o) {
       return "error";
     case Outcome::kTimeout:
       return "timeout";
+    case Outcome::kRefused:
+      return "refused";
   }
   // Only reachable with a value cast from an out-of-range integer.
   return "unknown";
+}
+
+const char* permit_kind_name(PermitKind k) {
+  switch (k) {
+    case PermitKind::kLease:
+      return "lease";
+    case PermitKind::kSemaphore:
+      return "semaphore";
+    case PermitKind::kRead:
+      return "read";
+    case PermitKind::kWrite:
+      return "write";
+    case PermitKind::kIntent:
+      return "intent";
+  }
+  return "unknown";
+}
+
+std::string permit_resource(PermitKind k, std::string_view name) {
+  switch (k) {
+    case PermitKind::kLease:
+      return std::string(name);
+    case PermitKind::kSemaphore:
+      return "sem/" + std::string(name);
+    default:
+      return "rw/" + std::string(name);
+  }
 }
 
 }  // namespace simba

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/time.h"
@@ -17,14 +18,42 @@ enum class Outcome {
   kExpired,  // the session does not exist (any more) on the backend
   kError,    // the backend answered an error or could not be reached
   kTimeout,  // no answer within the call's timeout
+  kRefused,  // acquire_permit: the semaphore has another size (AcquireReply::size)
 };
 
 const char* outcome_name(Outcome o);
 
+// What an entry a session holds is (ADR 0046): a lease (a lock's or an
+// election's), or a permit of a semaphore or a read/write lock, or a waiting
+// writer's intent. Semaphore NAME, read/write lock NAME and lease NAME are
+// unrelated resources.
+enum class PermitKind : uint8_t { kLease = 0, kSemaphore, kRead, kWrite, kIntent };
+// "lease", "semaphore", "read", "write", "intent".
+const char* permit_kind_name(PermitKind k);
+// The name release broadcasts of an entry's resource travel under
+// (Backend::watch, on_released): NAME for a lease, "sem/NAME" for a semaphore,
+// "rw/NAME" for a read/write lock (its reads, writes and intents). '/' is
+// outside the lease-name rule, so these never meet a lease's name.
+std::string permit_resource(PermitKind k, std::string_view name);
+
 struct OwnedLease {
   std::string name;
   uint64_t token = 0;
-  bool operator==(const OwnedLease& o) const { return name == o.name && token == o.token; }
+  PermitKind kind = PermitKind::kLease;
+  uint64_t permit = 0;  // a permit's or an intent's id; 0 for a lease
+  bool operator==(const OwnedLease& o) const {
+    return name == o.name && token == o.token && kind == o.kind && permit == o.permit;
+  }
+};
+
+// What acquire_permit asks for (ADR 0046).
+struct PermitAsk {
+  PermitKind kind = PermitKind::kSemaphore;  // kSemaphore, kRead or kWrite
+  uint32_t size = 0;                         // kSemaphore: the size the caller names
+  uint64_t intent = 0;                       // kWrite: the intent this writer left before (0: none)
+  // kWrite: a blocking writer, which leaves (or keeps) an intent when Held; a
+  // try-write leaves none.
+  bool leave_intent = false;
 };
 
 struct OpenReply {
@@ -46,6 +75,10 @@ struct AcquireReply {
   uint64_t token = 0;                 // kOk: the new term's token
   Duration holder_remaining{-1};      // kHeld: the holder's remaining validity, or negative
   std::string error;
+  // acquire_permit: kOk the permit's id; kHeld the id of the writer's intent
+  // left or kept (0: none).
+  uint64_t permit = 0;
+  uint32_t size = 0;  // acquire_permit kRefused: the size the semaphore has
 };
 
 struct DoneReply {
@@ -63,9 +96,11 @@ struct SessionInfo {
 
 struct LeaseInfo {
   std::string name;
-  uint64_t token = 0;             // the last token granted for the name
-  std::string holder;             // the holding live session, "" when free
-  Duration holder_remaining{-1};  // the holder's remaining validity, or negative
+  uint64_t token = 0;                    // the last token granted for the name
+  std::string holder;                    // the holding live session, "" when free
+  Duration holder_remaining{-1};         // the holder's remaining validity, or negative
+  PermitKind kind = PermitKind::kLease;  // a permit's row: its kind and id (ADR 0046)
+  uint64_t permit = 0;
 };
 
 struct InspectReply {

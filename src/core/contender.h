@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 
+#include "core/backend_types.h"
 #include "core/lease_name.h"
 #include "core/term_state.h"
 #include "core/time.h"
@@ -20,7 +21,40 @@ namespace simba {
 using ContenderId = uint64_t;
 using CallId = uint64_t;
 
-enum class ContenderKind : uint8_t { kElection, kLock };
+// A lock, or a permit of a semaphore or a read/write lock (ADR 0046): these
+// take the lock's path (a give-up time, try-once), but permits of one name
+// contend side by side, not in the per-node queue of a name.
+enum class ContenderKind : uint8_t { kElection, kLock, kSemaphore, kRead, kWrite };
+inline bool is_permit(ContenderKind k) { return k >= ContenderKind::kSemaphore; }
+// "election", "lock", "semaphore", "read", "write": for snapshots and logs.
+inline const char* contender_kind_name(ContenderKind k) {
+  switch (k) {
+    case ContenderKind::kElection:
+      return "election";
+    case ContenderKind::kLock:
+      return "lock";
+    case ContenderKind::kSemaphore:
+      return "semaphore";
+    case ContenderKind::kRead:
+      return "read";
+    case ContenderKind::kWrite:
+      return "write";
+  }
+  return "?";
+}
+// The entry a contender of kind `k` holds on the backend.
+inline PermitKind permit_kind_of(ContenderKind k) {
+  switch (k) {
+    case ContenderKind::kSemaphore:
+      return PermitKind::kSemaphore;
+    case ContenderKind::kRead:
+      return PermitKind::kRead;
+    case ContenderKind::kWrite:
+      return PermitKind::kWrite;
+    default:
+      return PermitKind::kLease;
+  }
+}
 
 // The Node's timers: one ordered map, each entry naming what it is for.
 enum class TimerKind { kRenew, kDeadline, kCall, kContender, kReleaseRetry };
@@ -54,7 +88,7 @@ enum class ContenderState : uint8_t {
 struct Contender {
   Contender(LeaseName lease_name, ContenderKind contender_kind)
       : name(std::move(lease_name)),
-        until_(contender_kind == ContenderKind::kLock ? TimePoint::max() : TimePoint{}),
+        until_(contender_kind != ContenderKind::kElection ? TimePoint::max() : TimePoint{}),
         kind(contender_kind),
         timer_armed(false),
         stopping(false),
@@ -65,12 +99,15 @@ struct Contender {
         attempt_queued(false),
         attempt_when_answered(false),
         watching(false),
-        held_role_(kNothing) {}
+        held_role_(kNothing),
+        permit_granted_(false) {}
   Contender(const Contender&) = delete;
   Contender& operator=(const Contender&) = delete;
 
   // Locks: when it gives up (TimePoint::max() never). Elections never do.
-  TimePoint give_up_at() const { return kind == ContenderKind::kLock ? until_ : TimePoint::max(); }
+  TimePoint give_up_at() const {
+    return kind != ContenderKind::kElection ? until_ : TimePoint::max();
+  }
   void set_give_up_at(TimePoint at) { until_ = at; }  // locks
   // Elections: the end of the cooldown of the last step-down.
   TimePoint cooldown_until() const { return until_; }
@@ -99,10 +136,27 @@ struct Contender {
     hold(kHandoverStarted, static_cast<uint64_t>(at.time_since_epoch().count()));
   }
 
+  // Permits (ADR 0046) use the slot of next_of_name, which only a contender
+  // in the per-name queue needs: before a grant, a semaphore's size (set by
+  // the owner before add_lock; after a kRefused failure, the size the
+  // semaphore has) or a waiting writer's intent; from the grant on, the
+  // permit's id.
+  uint32_t size() const {
+    return kind == ContenderKind::kSemaphore ? static_cast<uint32_t>(permit_word(false)) : 0;
+  }
+  void set_size(uint32_t n) { set_permit_word(n, false); }
+  uint64_t intent() const { return kind == ContenderKind::kWrite ? permit_word(false) : 0; }
+  void set_intent(uint64_t id) { set_permit_word(id, false); }
+  uint64_t permit() const { return permit_word(true); }
+  void set_permit(uint64_t id) { set_permit_word(id, true); }
+
   ContenderId id = 0;  // set by add_election / add_lock; 0 while not added
   LeaseName name;      // shared with its terms and the owner
   TermRef term;
-  Contender* next_of_name = nullptr;  // by_name_'s: the next contender of its name
+  union {
+    Contender* next_of_name = nullptr;  // by_name_'s: the next contender of its name
+    uint64_t permit_word_;              // permits only (above)
+  };
   // Its entry in the node's timers while `timer_armed` (8 bytes where a
   // std::optional of the iterator takes 16).
   Timers::iterator timer{};
@@ -126,9 +180,18 @@ struct Contender {
   // answered Held until it leads, cools down or leaves (ADR 0040).
   bool watching : 1;
   uint8_t held_role_ : 3;
+  bool permit_granted_ : 1;  // permit_word_ is the permit's id
   int pending_step_downs = 0;
 
  private:
+  uint64_t permit_word(bool granted) const {
+    return is_permit(kind) && permit_granted_ == granted ? permit_word_ : 0;
+  }
+  void set_permit_word(uint64_t v, bool granted) {
+    assert(is_permit(kind));
+    permit_word_ = v;
+    permit_granted_ = granted;
+  }
   enum : uint8_t { kNothing, kAttempt, kUnanswered, kAdoptedBefore, kHandoverStarted };
   uint64_t held_as(uint8_t role) const { return held_role_ == role ? held_ : 0; }
   void hold(uint8_t role, uint64_t value) {

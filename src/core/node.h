@@ -34,7 +34,16 @@ enum class SessionEvent { kOpened, kLive, kSuspended, kExpired, kClosed, kLeaseS
 const char* session_event_name(SessionEvent e);
 
 // Why a lock could not be had.
-enum class LockFailure { kTimeout, kBusy, kBackend, kCanceled };
+// kRefused: a semaphore named with another size than the one it has (the
+// contender's size() then says which; ADR 0046).
+enum class LockFailure { kTimeout, kBusy, kBackend, kCanceled, kRefused };
+
+// An entry a session holds, beside its name and token: a lease (kLease, 0) or
+// a permit or intent with its id (ADR 0046).
+struct EntryRef {
+  PermitKind kind = PermitKind::kLease;
+  uint64_t permit = 0;
+};
 
 // What the node asks of the world. Every method is called on the loop thread,
 // from inside a Node method; none may call back into the Node synchronously.
@@ -53,6 +62,12 @@ class Effects {
                             Duration timeout) = 0;
   virtual void send_release(CallId call, const std::string& session, const std::string& name,
                             uint64_t token, Duration timeout) = 0;
+  // Permits (ADR 0046): Backend::acquire_permit, release_permit; answered
+  // through on_acquire and on_release.
+  virtual void send_acquire_permit(CallId call, const std::string& session, const std::string& name,
+                                   const PermitAsk& ask, Duration timeout) = 0;
+  virtual void send_release_permit(CallId call, const std::string& session, const std::string& name,
+                                   EntryRef entry, uint64_t token, Duration timeout) = 0;
   virtual void send_close(CallId call, const std::string& session, Duration timeout) = 0;
   // The timeout of `call` passed unanswered (whether or not the node still
   // wanted its answer): the backend may drop what the call left stuck. The
@@ -137,7 +152,9 @@ class Node {
   // (TimePoint::max() never); `try_once` gives up after the first answer.
   // Returns false if an election uses the name or the node closes. A lock on a
   // name another lock of this node holds or waits for queues behind it (a
-  // try_once fails with kBusy at once).
+  // try_once fails with kBusy at once). A permit (kinds kSemaphore, with its
+  // size() set, kRead, kWrite; ADR 0046) contends the same way but never
+  // queues: permits of one name contend side by side.
   bool add_lock(Contender& c, TimePoint give_up_at, bool try_once, TimePoint now);
   // Stops an election, releases a lock, or cancels a pending lock (kCanceled).
   // Returns false if `c` is not added here or already stopping.
@@ -170,6 +187,10 @@ class Node {
 
   SessionStatus status() const { return status_; }
   bool closed() const { return status_ == SessionStatus::kClosed; }
+  // Why the close left the session to expire on the backend: kTimeout when no
+  // answer confirmed it by the local deadline, another outcome when the backend
+  // refused it; kOk when it was confirmed or there was no session to close.
+  Outcome close_failure() const { return close_failure_; }
   NodeView view() const;
   const Config& config() const { return cfg_; }
 
@@ -182,6 +203,7 @@ class Node {
     std::string session;
     std::string name;           // acquire, release
     uint64_t token = 0;         // release
+    EntryRef entry;             // a permit's acquire (kind) or release (kind, id)
     ContenderId contender = 0;  // acquire, release of a handover
     uint64_t retry = 0;         // release: the ReleaseRetry it is a retry of
     TimePoint sent_at;
@@ -239,7 +261,7 @@ class Node {
   void acquire_answered_late(CallId id, const Call& call, const AcquireReply& reply, TimePoint now);
   void acquire_of_stopped_answered(Contender& c, const Call& call, const AcquireReply& reply,
                                    TimePoint now);
-  void acquire_won(Contender& c, const Call& call, uint64_t token, TimePoint now);
+  void acquire_won(Contender& c, const Call& call, const AcquireReply& reply, TimePoint now);
   // A try_once lock fails with `why`; anything else retries later.
   void fail_or_retry(Contender& c, LockFailure why, TimePoint now);
   void schedule_attempt(Contender& c, TimePoint at);
@@ -277,14 +299,20 @@ class Node {
   void ack_step_downs(Contender& c);
   // `timeout`: the call's (zero: call_timeout()). Returns the call.
   CallId release_lease(const std::string& session, const std::string& name, uint64_t token,
-                       ContenderId handover, TimePoint now, Duration timeout = Duration::zero());
+                       ContenderId handover, TimePoint now, Duration timeout = Duration::zero(),
+                       EntryRef entry = {});
+  // A waiting writer that leaves withdraws its intent (ADR 0046).
+  void withdraw_intent(Contender& c, TimePoint now);
+  // An acquire_permit answered after its attempt was given up: what it won
+  // (a permit, or an intent no writer keeps) is released.
+  void permit_answered_late(const Call& call, const AcquireReply& reply, TimePoint now);
   // Drops the own releases too old to be echoed, once there are many.
   void forget_old_own_releases(TimePoint now);
   // A release of this session failed: send it again later (ADR 0030).
   void release_failed(CallId id, const Call& call, const DoneReply& reply, TimePoint now);
   void on_release_retry(uint64_t id, TimePoint now);
   // The retry of (name, token); 0 if none.
-  uint64_t find_release_retry(std::string_view name, uint64_t token) const;
+  uint64_t find_release_retry(std::string_view name, uint64_t token, EntryRef entry = {}) const;
   void drop_release_retry(uint64_t id);
   void drop_release_retries();
 
@@ -330,6 +358,7 @@ class Node {
   struct ReleaseRetry {
     std::string name;
     uint64_t token = 0;
+    EntryRef entry;
     CallId first = 0;      // the release that failed first: a keep-alive sent
                            // after it that no longer lists the lease proves it free
     CallId in_flight = 0;  // the retry sent, until answered
@@ -347,6 +376,7 @@ class Node {
   // until the session's local deadline (ADR 0030).
   bool close_retry_armed_ = false;
   Duration close_backoff_{0};
+  Outcome close_failure_ = Outcome::kOk;
 
   std::map<CallId, Call> calls_;
   CallId next_call_ = 1;
@@ -372,6 +402,9 @@ class Node {
   // timed out, or its contender stopped or gave up) and that may still run on
   // the backend, until it is answered or its tombstone is forgotten.
   std::map<std::string, CallId, std::less<>> unanswered_by_name_;
+  // Per permit resource (permit_resource()), the permit contenders that watch
+  // it: the node's one watch of it, and whom its broadcast wakes.
+  std::map<std::string, std::vector<ContenderId>, std::less<>> permit_watchers_;
 };
 
 }  // namespace simba

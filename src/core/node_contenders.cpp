@@ -28,7 +28,7 @@ void Node::unlist_by_name(Contender& c) { by_name_.erase(&c); }
 void Node::link(Contender& c) {
   c.id = next_contender_++;
   contenders_.insert(&c);
-  list_by_name(c);
+  if (!is_permit(c.kind)) list_by_name(c);  // permits never queue (ADR 0046)
 }
 
 bool Node::add_election(Contender& c, TimePoint now, bool with_work) {
@@ -41,8 +41,9 @@ bool Node::add_election(Contender& c, TimePoint now, bool with_work) {
 }
 
 bool Node::add_lock(Contender& c, TimePoint give_up_at, bool try_once, TimePoint now) {
-  if (closing_ || c.id != 0 || c.kind != ContenderKind::kLock) return false;
-  const ContenderId front = front_of(c.name);
+  if (closing_ || c.id != 0 || c.kind == ContenderKind::kElection) return false;
+  if (c.kind == ContenderKind::kSemaphore && c.size() == 0) return false;
+  const ContenderId front = is_permit(c.kind) ? 0 : front_of(c.name);
   const bool queued = front != 0;
   if (queued && find(front)->kind == ContenderKind::kElection) return false;
   link(c);
@@ -67,7 +68,7 @@ bool Node::add_lock(Contender& c, TimePoint give_up_at, bool try_once, TimePoint
 
 void Node::attempt(Contender& c, TimePoint now) {
   if (c.state != State::kCandidate) return;
-  if (c.kind == ContenderKind::kLock && now >= c.give_up_at()) {
+  if (c.kind != ContenderKind::kElection && now >= c.give_up_at()) {
     fail_lock(c, LockFailure::kTimeout, now);
     return;
   }
@@ -94,11 +95,21 @@ void Node::attempt(Contender& c, TimePoint now) {
   Call& call = calls_.at(c.attempt());
   call.name = c.name;
   call.contender = c.id;
+  call.entry.kind = permit_kind_of(c.kind);
   c.state = State::kAcquiring;
   c.released_in_flight = false;
   ++acquires_;
   arm_give_up(c);
-  fx_.send_acquire(c.attempt(), session_id_, call.name, call_timeout());
+  if (!is_permit(c.kind)) {
+    fx_.send_acquire(c.attempt(), session_id_, call.name, call_timeout());
+    return;
+  }
+  PermitAsk ask;
+  ask.kind = call.entry.kind;
+  ask.size = c.size();
+  ask.intent = c.intent();  // kept by the backend while this writer waits
+  ask.leave_intent = c.kind == ContenderKind::kWrite && !c.try_once;
+  fx_.send_acquire_permit(c.attempt(), session_id_, call.name, ask, call_timeout());
 }
 
 bool Node::wait_for_unanswered(Contender& c, TimePoint now) {
@@ -110,6 +121,8 @@ bool Node::wait_for_unanswered(Contender& c, TimePoint now) {
   // new acquire could find the name held by this very session.
   c.set_unanswered(0);
   c.attempt_when_answered = false;
+  // Permits may be held several at once by one session: no wait (ADR 0046).
+  if (is_permit(c.kind)) return false;
   auto u = unanswered_by_name_.find(c.name.view());
   if (u == unanswered_by_name_.end()) return false;
   auto late = calls_.find(u->second);
@@ -125,6 +138,16 @@ bool Node::wait_for_unanswered(Contender& c, TimePoint now) {
 }
 
 void Node::start_watching(Contender& c) {
+  if (c.watching) return;
+  if (is_permit(c.kind)) {
+    // Every permit contender of the resource is woken by its broadcast.
+    const std::string key = permit_resource(permit_kind_of(c.kind), c.name);
+    std::vector<ContenderId>& ids = permit_watchers_[key];
+    c.watching = true;
+    ids.push_back(c.id);
+    if (ids.size() == 1) fx_.watch(key);
+    return;
+  }
   for (const Contender* o = by_name_.first(c.name); o; o = o->next_of_name) {
     if (o->watching) return;  // the name's queue watches it already
   }
@@ -139,6 +162,17 @@ void Node::start_watching(Contender& c) {
 void Node::stop_watching(Contender& c) {
   if (!c.watching) return;
   c.watching = false;
+  if (is_permit(c.kind)) {
+    const std::string key = permit_resource(permit_kind_of(c.kind), c.name);
+    auto w = permit_watchers_.find(key);
+    if (w == permit_watchers_.end()) return;
+    w->second.erase(std::remove(w->second.begin(), w->second.end(), c.id), w->second.end());
+    if (w->second.empty()) {
+      permit_watchers_.erase(w);
+      fx_.unwatch(key);
+    }
+    return;
+  }
   fx_.unwatch(c.name.str());
 }
 
@@ -183,7 +217,9 @@ void Node::abandon_attempt(Contender& c) {
   --acquires_in_flight_;
   if (auto it = calls_.find(c.attempt()); it != calls_.end()) {
     it->second.abandoned = true;
-    if (it->second.session == session_id_) unanswered_by_name_[c.name.str()] = c.attempt();
+    if (it->second.session == session_id_ && !is_permit(c.kind)) {
+      unanswered_by_name_[c.name.str()] = c.attempt();
+    }
   }
   c.set_attempt(0);
 }
@@ -216,9 +252,16 @@ void Node::handle_acquire(CallId id, const AcquireReply& reply, TimePoint now) {
   }
   switch (reply.outcome) {
     case Outcome::kOk:
-      acquire_won(*c, *call, reply.token, now);
+      acquire_won(*c, *call, reply, now);
+      return;
+    case Outcome::kRefused:
+      // A semaphore of another size: say which, and give up (ADR 0046).
+      if (c->kind == ContenderKind::kSemaphore) c->set_size(reply.size);
+      fail_lock(*c, LockFailure::kRefused, now);
       return;
     case Outcome::kHeld:
+      // A waiting writer's intent, passed on its next attempts.
+      if (c->kind == ContenderKind::kWrite && reply.permit != 0) c->set_intent(reply.permit);
       if (c->try_once) {
         fail_lock(*c, LockFailure::kBusy, now);
         return;
@@ -250,10 +293,14 @@ void Node::acquire_answered_late(CallId id, const Call& call, const AcquireReply
   // A late reply to an abandoned attempt releases what it won, unless what it
   // names is a term this node holds (a backend that answers a re-acquire by
   // the holding session with the current token): that would free a live term.
+  if (call.entry.kind != PermitKind::kLease) {
+    permit_answered_late(call, reply, now);
+    return;
+  }
   if (reply.outcome == Outcome::kOk) {
     bool live_term = false;
     contenders_.for_each([&](const Contender* other) {
-      if (other->term && other->term->session_id() == call.session &&
+      if (other->term && !is_permit(other->kind) && other->term->session_id() == call.session &&
           other->term->name() == call.name && other->term->token() == reply.token) {
         live_term = true;
       }
@@ -277,18 +324,55 @@ void Node::acquire_of_stopped_answered(Contender& c, const Call& call, const Acq
 
 // A term is adopted only from the current attempt of a session still usable,
 // and only with a token above every token this session released for the name.
-void Node::acquire_won(Contender& c, const Call& call, uint64_t token, TimePoint now) {
+void Node::acquire_won(Contender& c, const Call& call, const AcquireReply& reply, TimePoint now) {
+  const uint64_t token = reply.token;
   const bool same_session = call.session == session_id_ && session_usable();
-  auto rel = released_.find(call.name);
-  const bool fresh_token = rel == released_.end() || token > rel->second;
-  if (same_session && fresh_token && token > 0) {
+  // A permit is known by its id, which grows with every grant of its
+  // resource; a reader's token is an epoch, which may repeat or be 0.
+  const bool permit = call.entry.kind != PermitKind::kLease;
+  const uint64_t id = permit ? reply.permit : token;
+  auto rel = released_.find(permit ? permit_resource(call.entry.kind, call.name) : call.name);
+  const bool fresh = rel == released_.end() || id > rel->second;
+  if (same_session && fresh && id > 0) {
+    if (permit) c.set_permit(reply.permit);  // the grant deleted a writer's intent
     adopt(c, token, now);
     return;
   }
   fx_.log(kLogWarn, "not adopting lease " + call.name + " token " + std::to_string(token) +
                         (same_session ? " (token not above a released one)" : " (session ended)"));
-  release_lease(call.session, call.name, token, 0, now);
+  release_lease(call.session, call.name, token, 0, now, Duration::zero(),
+                EntryRef{call.entry.kind, permit ? reply.permit : 0});
+  if (permit && c.kind == ContenderKind::kWrite) c.set_intent(0);  // deleted by the grant
   fail_or_retry(c, LockFailure::kBackend, now);
+}
+
+void Node::permit_answered_late(const Call& call, const AcquireReply& reply, TimePoint now) {
+  EntryRef won{call.entry.kind, reply.permit};
+  if (reply.outcome == Outcome::kHeld) {
+    if (reply.permit == 0) return;
+    won.kind = PermitKind::kIntent;
+    // An intent a writer of this session still waits with is its own.
+    bool kept = false;
+    contenders_.for_each([&](const Contender* o) {
+      kept = kept || (o->kind == ContenderKind::kWrite && o->intent() == reply.permit &&
+                      o->name == call.name && call.session == session_id_);
+    });
+    if (kept) return;
+  } else if (reply.outcome != Outcome::kOk || reply.permit == 0) {
+    return;
+  }
+  release_lease(call.session, call.name, won.kind == PermitKind::kIntent ? 0 : reply.token, 0, now,
+                Duration::zero(), won);
+}
+
+void Node::withdraw_intent(Contender& c, TimePoint now) {
+  const uint64_t intent = c.intent();
+  if (intent == 0) return;
+  c.set_intent(0);
+  // The close frees it with the session; an ended session took it along.
+  if (closing_ || !session_usable()) return;
+  release_lease(session_id_, c.name.str(), 0, 0, now, Duration::zero(),
+                EntryRef{PermitKind::kIntent, intent});
 }
 
 void Node::fail_or_retry(Contender& c, LockFailure why, TimePoint now) {
@@ -331,8 +415,11 @@ void Node::forget(Contender& c, std::optional<LockFailure> failure, TimePoint no
   abandon_attempt(c);
   disarm(c);
   if (!failure) ack_step_downs(c);
-  const bool was_front = front_of(name) == id;
-  unlist_by_name(c);
+  withdraw_intent(c, now);  // a writer that gives up or stops waiting
+  const bool permit = is_permit(c.kind);
+  const bool was_front = !permit && front_of(name) == id;
+  if (!permit) unlist_by_name(c);
+  if (permit) stop_watching(c);
   contenders_.erase(id);
   if (c.watching) {
     // The next lock queued on the name inherits the watch: it contends now.
@@ -386,7 +473,7 @@ bool Node::stop(Contender& contender, TimePoint now) {
     case State::kCandidate:
     case State::kCooldown:
     case State::kWaiting:
-      if (c->kind == ContenderKind::kLock) {
+      if (c->kind != ContenderKind::kElection) {
         fail_lock(*c, LockFailure::kCanceled, now);
       } else {
         finish(*c, now);
@@ -431,8 +518,8 @@ void Node::on_contender_timer(Contender& c, TimePoint now) {
     release_term(c, now);
     return;
   }
-  if (c.kind == ContenderKind::kLock && c.state != State::kLeader && c.state != State::kReleasing &&
-      now >= c.give_up_at()) {
+  if (c.kind != ContenderKind::kElection && c.state != State::kLeader &&
+      c.state != State::kReleasing && now >= c.give_up_at()) {
     fail_lock(c, LockFailure::kTimeout, now);
     return;
   }
@@ -448,6 +535,19 @@ void Node::on_released(const std::string& name, TimePoint now) {
     const bool echo = now - own->second <= call_timeout();
     own_release_at_.erase(own);
     if (echo) return;
+  }
+  if (auto w = permit_watchers_.find(name); w != permit_watchers_.end()) {
+    // A permit resource: every contender of it here may go now (ADR 0046).
+    const std::vector<ContenderId> ids = w->second;  // attempt() may change it
+    for (ContenderId id : ids) {
+      Contender* p = find(id);
+      if (p && p->state == State::kCandidate) {
+        attempt(*p, now);
+      } else if (p && p->state == State::kAcquiring) {
+        p->released_in_flight = true;
+      }
+    }
+    return;
   }
   Contender* c = find(front_of(name));
   if (!c) return;

@@ -56,7 +56,8 @@ void Node::release_term(Contender& c, TimePoint now) {
     maybe_send_close(now);
     return;
   }
-  release_lease(c.term->session_id(), c.name.str(), c.term->token(), c.id, now);
+  release_lease(c.term->session_id(), c.name.str(), c.term->token(), c.id, now, Duration::zero(),
+                EntryRef{permit_kind_of(c.kind), c.permit()});
 }
 
 void Node::work_done(Contender& c, uint64_t token, TimePoint now) {
@@ -81,7 +82,7 @@ void Node::finish_handover(Contender& c, TimePoint now) {
 // After a term ended: stop, cool down, or contend again.
 void Node::after_term(Contender& c, TimePoint now) {
   ack_step_downs(c);
-  if (c.stopping || c.kind == ContenderKind::kLock) {
+  if (c.stopping || c.kind != ContenderKind::kElection) {
     finish(c, now);
     return;
   }
@@ -102,21 +103,32 @@ void Node::ack_step_downs(Contender& c) {
 // Releases
 
 CallId Node::release_lease(const std::string& session, const std::string& name, uint64_t token,
-                           ContenderId handover, TimePoint now, Duration timeout) {
-  if (session == session_id_) {
+                           ContenderId handover, TimePoint now, Duration timeout, EntryRef entry) {
+  const bool permit = entry.kind != PermitKind::kLease;
+  if (session == session_id_ && !permit) {
     uint64_t& high = released_[name];
     high = std::max(high, token);
     own_release_at_[name] = now;
     forget_old_own_releases(now);
+  } else if (session == session_id_ && entry.kind != PermitKind::kIntent) {
+    // By permit id (a reader's token repeats); no echo rule: a release of a
+    // permit should wake this node's other contenders of its resource.
+    uint64_t& high = released_[permit_resource(entry.kind, name)];
+    high = std::max(high, entry.permit);
   }
   if (timeout <= Duration::zero()) timeout = call_timeout();
   const CallId id = new_call(CallKind::kRelease, session, timeout, now);
   Call& call = calls_.at(id);
   call.name = name;
   call.token = token;
+  call.entry = entry;
   call.contender = handover;
   ++releases_;
-  fx_.send_release(id, session, name, token, timeout);
+  if (permit) {
+    fx_.send_release_permit(id, session, name, entry, token, timeout);
+  } else {
+    fx_.send_release(id, session, name, token, timeout);
+  }
   return id;
 }
 
@@ -136,7 +148,7 @@ void Node::on_release(CallId id, const DoneReply& reply, TimePoint now) {
   const bool done = reply.outcome == Outcome::kOk || reply.outcome == Outcome::kExpired;
   if (call->abandoned) {
     // A late answer: the release ran after all, so its retry has nothing to do.
-    if (done) drop_release_retry(find_release_retry(call->name, call->token));
+    if (done) drop_release_retry(find_release_retry(call->name, call->token, call->entry));
     return;
   }
   if (done) {
@@ -165,7 +177,7 @@ void Node::release_failed(CallId id, const Call& call, const DoneReply& reply, T
   const std::string what = "release of " + call.name + " token " + std::to_string(call.token) +
                            " failed (" + outcome_name(reply.outcome) +
                            (reply.error.empty() ? "" : ": " + reply.error) + ")";
-  uint64_t rid = call.retry ? call.retry : find_release_retry(call.name, call.token);
+  uint64_t rid = call.retry ? call.retry : find_release_retry(call.name, call.token, call.entry);
   auto it = release_retries_.find(rid);
   // Not for another session, nor once the session is no longer usable, nor
   // for a retry dropped while in flight (the lease was seen free, or closed).
@@ -182,6 +194,7 @@ void Node::release_failed(CallId id, const Call& call, const DoneReply& reply, T
     it = release_retries_.emplace(rid, ReleaseRetry{}).first;
     it->second.name = call.name;
     it->second.token = call.token;
+    it->second.entry = call.entry;
     it->second.first = id;
   }
   ReleaseRetry& r = it->second;
@@ -210,13 +223,17 @@ void Node::on_release_retry(uint64_t id, TimePoint now) {
   }
   ReleaseRetry& r = it->second;
   // Its call ends by the deadline: past it the session may be gone anyway.
-  r.in_flight = release_lease(session_id_, r.name, r.token, 0, now, std::min(call_timeout(), left));
+  r.in_flight =
+      release_lease(session_id_, r.name, r.token, 0, now, std::min(call_timeout(), left), r.entry);
   calls_.at(r.in_flight).retry = id;
 }
 
-uint64_t Node::find_release_retry(std::string_view name, uint64_t token) const {
+uint64_t Node::find_release_retry(std::string_view name, uint64_t token, EntryRef entry) const {
   for (const auto& [id, r] : release_retries_) {
-    if (r.token == token && r.name == name) return id;
+    if (r.token == token && r.name == name && r.entry.kind == entry.kind &&
+        r.entry.permit == entry.permit) {
+      return id;
+    }
   }
   return 0;
 }

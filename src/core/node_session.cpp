@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "core/json.h"
@@ -154,6 +155,7 @@ void Node::on_keep_alive(CallId id, const KeepAliveReply& reply, TimePoint now) 
       session_ended(RevokeReason::kSessionExpired, now);
       return;
     case Outcome::kHeld:
+    case Outcome::kRefused:
     case Outcome::kError:
     case Outcome::kTimeout:
       keep_alive_failed(reply, now);
@@ -195,16 +197,20 @@ void Node::keep_alive_renewed(CallId id, const Call& call, const KeepAliveReply&
 
 void Node::reconcile_owned(CallId id, const std::vector<OwnedLease>& listed, TimePoint now) {
   // Runs on every keep-alive, over every lease: the sets view the reply's
-  // names and the terms' names instead of copying them.
-  using Held = std::pair<std::string_view, uint64_t>;
+  // names and the terms' names instead of copying them. An entry is
+  // (kind, name, permit, token): a lease is (kLease, name, 0, token) (ADR 0046).
+  using Held = std::tuple<PermitKind, std::string_view, uint64_t, uint64_t>;
+  auto held_by = [](const Contender& c) {
+    return Held{permit_kind_of(c.kind), c.term->name().view(), c.permit(), c.term->token()};
+  };
   std::set<Held> owned;
-  for (const OwnedLease& l : listed) owned.emplace(l.name, l.token);
+  for (const OwnedLease& l : listed) owned.emplace(l.kind, l.name, l.permit, l.token);
   // Terms adopted before this keep-alive was sent must be listed as ours.
   std::vector<Contender*> all = contenders_by_address();
   std::vector<ContenderId> lost;
   for (const Contender* c : all) {
     if (c->term && c->state == State::kLeader && c->adopted_before() <= id &&
-        !owned.count({c->term->name(), c->term->token()})) {
+        !owned.count(held_by(*c))) {
       lost.push_back(c->id);
     }
   }
@@ -216,39 +222,51 @@ void Node::reconcile_owned(CallId id, const std::vector<OwnedLease>& listed, Tim
   // release no longer lists is free: its retry has nothing left to do.
   std::vector<uint64_t> freed;
   for (const auto& [rid, r] : release_retries_) {
-    if (id > r.first && !owned.count({r.name, r.token})) freed.push_back(rid);
+    if (id > r.first && !owned.count({r.entry.kind, r.name, r.entry.permit, r.token})) {
+      freed.push_back(rid);
+    }
   }
   for (uint64_t rid : freed) drop_release_retry(rid);
   // The terms left (taken after the losses, which may free a lost term's
-  // name; a lost term was not listed anyway).
+  // name; a lost term was not listed anyway), and the intents of the writers
+  // that wait.
   if (!lost.empty()) all = contenders_by_address();  // a lost one may be gone
   std::set<Held> ours;
   for (const Contender* c : all) {
-    if (c->term) ours.emplace(c->term->name(), c->term->token());
+    if (c->term) ours.insert(held_by(*c));
+    if (c->intent()) ours.emplace(PermitKind::kIntent, c->name.view(), c->intent(), 0);
   }
   // A lease the backend lists as ours that no term holds, and that no call
   // in flight can explain, was won by an answer we never adopted: free it.
-  for (const auto& [name, token] : owned) {
-    if (ours.count({name, token})) continue;
+  for (const Held& entry : owned) {
+    if (ours.count(entry)) continue;
+    const auto& [kind, name, permit, token] = entry;
+    const bool is_lease = kind == PermitKind::kLease;
     bool explained = false;
     // Only calls still awaited count: an abandoned attempt's tombstone would
     // keep the orphan for the tombstone's life (ADR 0005 bounds it to about
     // a renew period plus a call timeout); if its late reply still comes,
     // releasing the same token twice is harmless.
     for (const auto& [cid, c] : calls_) {
-      if (c.abandoned) continue;
-      if ((c.kind == CallKind::kAcquire && c.name == name) ||
-          (c.kind == CallKind::kRelease && c.name == name && c.token == token)) {
+      if (c.abandoned || c.name != name) continue;
+      // An acquire of the kind may have won it; a write's may have left an intent.
+      const bool may_have_won = c.entry.kind == kind ||
+                                (kind == PermitKind::kIntent && c.entry.kind == PermitKind::kWrite);
+      if ((c.kind == CallKind::kAcquire && may_have_won) ||
+          (c.kind == CallKind::kRelease && c.token == token && c.entry.kind == kind &&
+           c.entry.permit == permit)) {
         explained = true;
         break;
       }
     }
     // A release waiting to be sent again will free it.
-    if (explained || find_release_retry(name, token)) continue;
+    if (explained || find_release_retry(name, token, EntryRef{kind, permit})) continue;
     const std::string orphan(name);
-    fx_.log(kLogInfo, "releasing lease " + orphan + " (token " + std::to_string(token) +
+    fx_.log(kLogInfo, std::string("releasing ") + (is_lease ? "lease" : permit_kind_name(kind)) +
+                          " " + orphan + (is_lease ? "" : " #" + std::to_string(permit)) +
+                          " (token " + std::to_string(token) +
                           ") that this session holds without a term");
-    release_lease(session_id_, orphan, token, 0, now);
+    release_lease(session_id_, orphan, token, 0, now, Duration::zero(), EntryRef{kind, permit});
   }
 }
 
@@ -280,6 +298,7 @@ void Node::on_session_timer(TimePoint now) {
         fx_.log(kLogWarn,
                 "closing the session failed until its local deadline; its leases free "
                 "when it expires on the backend");
+        close_failure_ = Outcome::kTimeout;
         maybe_finish_close(now);
         return;
       }
@@ -329,6 +348,7 @@ void Node::session_ended(RevokeReason reason, TimePoint now) {
       abandon_attempt(*c);
       c->state = State::kCandidate;
     }
+    if (c->intent()) c->set_intent(0);  // a writer's intent went with the session
     if (c->state == State::kLeader) {
       lose_term(*c, reason, now);
     } else if (c->stopping && (c->state == State::kCandidate || !c->term)) {
@@ -421,6 +441,8 @@ void Node::on_close(CallId id, const DoneReply& reply, TimePoint now) {
   if (reply.outcome != Outcome::kOk && reply.outcome != Outcome::kExpired) {
     fx_.log(kLogWarn, std::string("closing the session failed (") + outcome_name(reply.outcome) +
                           "); its leases free when it expires on the backend");
+    // An error the retries ran out on means the deadline came first too.
+    close_failure_ = reply.outcome == Outcome::kError ? Outcome::kTimeout : reply.outcome;
   }
   maybe_finish_close(now);
 }

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <tuple>
 
 #include "core/json.h"
 #include "core/log_level.h"
@@ -157,22 +158,26 @@ QueueRef Client::new_queue() { return SerialQueue::make(queue_executors_); }
 // ---------------------------------------------------------------------------
 // Client API
 
+void Client::start_close(bool in_next_turn) {
+  close_requested_ = true;
+  if (loop_.torn_down()) return;
+  if (on_loop_thread() && !in_next_turn) {
+    node_->close(now());
+    settle();
+  } else {
+    loop_.post([this] { node_->close(now()); });
+  }
+}
+
 Code Client::close() {
   // Refused before anything starts: capi reports it (item 2 of ADR 0015).
   if (external() && !on_host_thread()) return Code::kEWouldBlock;
-  close_requested_ = true;
   if (!may_wait_for_close()) {
     // Waiting here would wait for itself: start the close and let it finish.
-    if (!loop_.torn_down()) {
-      if (on_loop_thread()) {
-        node_->close(now());
-        settle();
-      } else {
-        loop_.post([this] { node_->close(now()); });
-      }
-    }
+    start_close();
     return Code::kEWouldBlock;
   }
+  close_requested_ = true;
   std::lock_guard<std::mutex> guard(close_mu_);
   if (finished_) return Code::kOk;
   if (external()) {
@@ -185,11 +190,43 @@ Code Client::close() {
     loop_.post([this] { node_->close(now()); });
     loop_.wait_ended();
   }
+  finish_close();
+  return Code::kOk;
+}
+
+Code Client::close_async(DoneFn done) {
+  if (!external() || !on_host_thread()) return Code::kEWouldBlock;
+  if (close_done_ || finished_) return Code::kEClosed;
+  close_done_ = done ? std::move(done) : [](Code) {};
+  // In the next turn of process(), so that no callback runs inside this call.
+  start_close(true);
+  return Code::kOk;
+}
+
+void Client::finish_close() {
   queue_executors_->close();
   if (executor_) executor_->shutdown();
   status_ = static_cast<int>(SessionStatus::kClosed);
   finished_ = true;
-  return Code::kOk;
+  if (close_done_) {
+    DoneFn done = std::move(close_done_);
+    close_done_ = nullptr;
+    // A callback: a simba_client_close() inside it only says "later".
+    CallbackScope scope;
+    done(close_code());
+  }
+}
+
+Code Client::close_code() const {
+  switch (node_->close_failure()) {
+    case Outcome::kOk:
+    case Outcome::kExpired:
+      return Code::kOk;
+    case Outcome::kTimeout:
+      return Code::kETimedOut;
+    default:
+      return Code::kEBackend;
+  }
 }
 
 Result Client::wait_live(int64_t timeout_ms) {
@@ -251,7 +288,7 @@ Result Client::snapshot_json(std::string* out) {
       if (!first) s += ",";
       first = false;
       s += "{\"name\":" + json_quote(c.name) +
-           ",\"kind\":" + json_quote(c.kind == ContenderKind::kLock ? "lock" : "election") +
+           ",\"kind\":" + json_quote(contender_kind_name(c.kind)) +
            ",\"state\":" + json_quote(c.state) + ",\"token\":" + std::to_string(c.token) +
            ",\"remaining_ms\":" + std::to_string(to_ms(c.remaining)) + "}";
     }
@@ -347,13 +384,19 @@ Result Client::inspect_json(const std::vector<std::string>& names, int64_t timeo
     first = false;
   }
   s += "],\"leases\":[";
-  std::sort(reply->leases.begin(), reply->leases.end(),
-            [](const LeaseInfo& a, const LeaseInfo& b) { return a.name < b.name; });
+  // A name's lease row first, then its permit entries by kind and id (ADR 0046).
+  std::sort(reply->leases.begin(), reply->leases.end(), [](const LeaseInfo& a, const LeaseInfo& b) {
+    return std::tie(a.name, a.kind, a.permit) < std::tie(b.name, b.kind, b.permit);
+  });
   first = true;
   for (const LeaseInfo& li : reply->leases) {
     s += std::string(first ? "" : ",") + "{\"name\":" + json_quote(li.name) +
          ",\"token\":" + std::to_string(li.token) +
          ",\"holder\":" + (li.holder.empty() ? std::string("null") : json_quote(li.holder));
+    if (li.kind != PermitKind::kLease) {
+      s += ",\"kind\":" + json_quote(permit_kind_name(li.kind)) +
+           ",\"permit\":" + std::to_string(li.permit);
+    }
     auto holder = by_id.find(li.holder);
     if (holder != by_id.end()) s += ",\"holder_client\":" + json_quote(holder->second->client_name);
     if (!li.holder.empty() && li.holder_remaining >= Duration::zero()) {
@@ -376,11 +419,22 @@ Result Client::set_event_sink(EventFn fn) {
 
 Result Client::process() {
   if (!external()) return {Code::kEInval, "simba_client_process is for loop.mode=external clients"};
-  if (finished_ || loop_.torn_down()) return {Code::kEClosed, "the client is closed"};
+  // A close_async() pending is finished here, even when a blocking call's turn
+  // tore the loop down.
+  if (finished_ || (loop_.torn_down() && !close_done_)) {
+    return {Code::kEClosed, "the client is closed"};
+  }
   if (loop_.in_process()) {
     return {Code::kEWouldBlock, "simba_client_process called from its own callback"};
   }
-  loop_.process();
+  if (!loop_.torn_down()) loop_.process();
+  if (close_done_ && loop_.torn_down()) {
+    // close_async()'s close completed: finish it as close() does.
+    std::lock_guard<std::mutex> guard(close_mu_);
+    loop_.run_to_end();
+    finish_close();
+    return {Code::kEClosed, "the client is closed"};
+  }
   return Result::ok();
 }
 
@@ -584,8 +638,8 @@ void Client::close_election(const ElectionRef& e, LastFn last) {
 // ---------------------------------------------------------------------------
 // Locks
 
-Result Client::lock_acquire(const std::string& name, int64_t timeout_ms, bool try_once,
-                            Term** out) {
+Result Client::lock_acquire(const LockAsk& ask, const std::string& name, int64_t timeout_ms,
+                            bool try_once, Term** out) {
   if (!may_block()) {
     return {Code::kEWouldBlock,
             "a blocking lock call would wait for itself here (callback or loop)"};
@@ -594,9 +648,10 @@ Result Client::lock_acquire(const std::string& name, int64_t timeout_ms, bool tr
   // wait for itself (it finishes the waiter with its error if it fails).
   auto w = std::make_shared<Waiter>();
   auto queue = new_queue();
-  auto enlist = [this, w, queue, name, timeout_ms, try_once] {
-    const Result r = add_lock(name, timeout_ms, try_once, queue,
-                              [w](Code code, Term* t) { w->finish(code, {}, t); });
+  auto enlist = [this, w, queue, ask, name, timeout_ms, try_once] {
+    const Result r = add_lock(
+        ask, name, timeout_ms, try_once, queue,
+        [w](Code code, Term* t, const std::string& detail) { w->finish(code, detail, t); });
     if (r.code != Code::kOk) w->finish(r.code, r.detail);
   };
   LoopLease lease(loop_, may_lend_loop());
@@ -616,19 +671,24 @@ Result Client::lock_acquire(const std::string& name, int64_t timeout_ms, bool tr
   return Result::ok();
 }
 
-Result Client::lock_acquire_async(const std::string& name, int64_t timeout_ms, bool try_once,
-                                  LockFn cb) {
+Result Client::lock_acquire_async(const LockAsk& ask, const std::string& name, int64_t timeout_ms,
+                                  bool try_once, LockFn cb) {
   Result result;
   auto queue = new_queue();
-  LockFn done = [queue, cb](Code code, Term* term) {
-    if (!queue->post([cb, code, term] { cb(code, term); }) && term) term->release();
+  auto done = [queue, cb](Code code, Term* term, const std::string& detail) {
+    if (!queue->post([cb, code, term, detail] { cb(code, term, detail); }) && term) {
+      term->release();
+    }
   };
-  Result r = run_sync([&] { result = add_lock(name, timeout_ms, try_once, queue, done); });
+  Result r = run_sync([&] { result = add_lock(ask, name, timeout_ms, try_once, queue, done); });
   return r.code != Code::kOk ? r : result;
 }
 
-Result Client::add_lock(const std::string& name, int64_t timeout_ms, bool try_once,
-                        const QueueRef& queue, LockFn done) {
+Result Client::add_lock(const LockAsk& ask, const std::string& name, int64_t timeout_ms,
+                        bool try_once, const QueueRef& queue, decltype(Lock::done) done) {
+  if (ask.kind == ContenderKind::kSemaphore && ask.permits == 0) {
+    return {Code::kEInval, "a semaphore has at least 1 permit"};
+  }
   if (close_requested_ || node_->closed()) return {Code::kEClosed, "the client is closed"};
   const TimePoint t = now();
   TimePoint give_up = TimePoint::max();
@@ -638,7 +698,7 @@ Result Client::add_lock(const std::string& name, int64_t timeout_ms, bool try_on
     give_up = t + ms(timeout_ms);
   }
   // Freed by lock_failed() or stopped(), which may come before add_lock returns.
-  auto lock = std::make_unique<Lock>(LeaseName(name));
+  auto lock = std::make_unique<Lock>(LeaseName(name), ask);
   lock->queue = queue;
   lock->done = std::move(done);
   if (node_->add_lock(*lock, give_up, try_once, t)) {
@@ -659,7 +719,7 @@ void Client::lock_release(Term* term, bool wait_for_answer, LastFn then) {
   auto stop = [this, id, term, w, block, then_held] {
     Contender* c = node_->closed() ? nullptr : node_->find(id);
     // The lock may be done already (revoked, then released), its id reused.
-    if (!c || c->kind != ContenderKind::kLock || c->term.get() != term) {
+    if (!c || c->kind == ContenderKind::kElection || c->term.get() != term) {
       w->finish(Code::kOk);
       // After its on_revoked callbacks, which may wait for a later loop turn.
       if (then_held) {

@@ -32,7 +32,8 @@ namespace simba::engine {
 
 using DoneFn = std::function<void(Code code)>;
 using EventFn = std::function<void(SessionEvent, const std::string& detail)>;
-using LockFn = std::function<void(Code code, Term* term)>;
+// `detail`: what went wrong, when code is not kOk (may be empty).
+using LockFn = std::function<void(Code code, Term* term, const std::string& detail)>;
 // Leader work: runs on a thread of its own for each term of a task's election.
 using WorkFn = std::function<void(Term*)>;
 // The last callback of a handle's close (the *_close_async of simba.h): runs
@@ -249,6 +250,12 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // and the executor. From a callback or the loop thread it only starts the
   // close and returns Code::kEWouldBlock; the caller must not wait for itself.
   Code close();
+  // EXTERNAL mode, on the host thread: starts the close as close() does where it
+  // may not wait, and returns. process() finishes it once the loop is torn down
+  // and then runs `done` with the outcome: kOk, or kETimedOut/kEBackend when the
+  // backend did not confirm it (close_code()). kEWouldBlock off the host thread,
+  // kEClosed when a close_async() is pending already; nothing started then.
+  Code close_async(DoneFn done);
   bool close_requested() const { return close_requested_.load(); }
 
   SessionStatus status() const { return static_cast<SessionStatus>(status_.load()); }
@@ -275,7 +282,7 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // EXTERNAL mode.
   bool external() const { return cfg_.loop_mode == LoopMode::kExternal; }
   int fd() const { return loop_.fd(); }
-  int64_t timeout_ms() const { return loop_.timeout_ms(); }
+  int64_t timeout_ms() const { return close_done_ && node_closed_ ? 0 : loop_.timeout_ms(); }
   Result process();
 
   // Elections.
@@ -315,10 +322,40 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
     loop_.post([] {});
   }
 
+  // What a lock acquire asks for: a lock, or a permit of a semaphore of
+  // `permits` (kSemaphore) or of a read/write lock (kRead, kWrite; ADR 0046).
+  struct LockAsk {
+    ContenderKind kind = ContenderKind::kLock;
+    uint32_t permits = 0;
+  };
+  static LockAsk semaphore(uint32_t permits) { return {ContenderKind::kSemaphore, permits}; }
+  static LockAsk rwlock(bool write) {
+    return {write ? ContenderKind::kWrite : ContenderKind::kRead, 0};
+  }
+
   // Locks. acquire: timeout_ms < 0 waits without bound.
-  Result lock_acquire(const std::string& name, int64_t timeout_ms, bool try_once, Term** out);
+  Result lock_acquire(const std::string& name, int64_t timeout_ms, bool try_once, Term** out) {
+    return lock_acquire(LockAsk{}, name, timeout_ms, try_once, out);
+  }
   // cb runs once, on the lock's serial queue.
-  Result lock_acquire_async(const std::string& name, int64_t timeout_ms, bool try_once, LockFn cb);
+  Result lock_acquire_async(const std::string& name, int64_t timeout_ms, bool try_once, LockFn cb) {
+    return lock_acquire_async(LockAsk{}, name, timeout_ms, try_once, std::move(cb));
+  }
+  // The same for a permit (a semaphore's size of another holder: kEState,
+  // "semaphore NAME has N permits, not M"). Its term is a PermitTerm, released
+  // with lock_release.
+  Result lock_acquire(const LockAsk& ask, const std::string& name, int64_t timeout_ms,
+                      bool try_once, Term** out);
+  Result lock_acquire_async(const LockAsk& ask, const std::string& name, int64_t timeout_ms,
+                            bool try_once, LockFn cb);
+  Result semaphore_acquire(const std::string& name, uint32_t permits, int64_t timeout_ms,
+                           bool try_once, Term** out) {
+    return lock_acquire(semaphore(permits), name, timeout_ms, try_once, out);
+  }
+  Result rwlock_acquire(const std::string& name, bool write, int64_t timeout_ms, bool try_once,
+                        Term** out) {
+    return lock_acquire(rwlock(write), name, timeout_ms, try_once, out);
+  }
   // Revokes the lock's term and releases it with its token. With `wait`,
   // where the caller may block, it waits for the backend's answer (at most one
   // call timeout) and then until every on_revoked callback of the term ran.
@@ -343,6 +380,10 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
                     Duration timeout) override;
   void send_release(CallId call, const std::string& session, const std::string& name,
                     uint64_t token, Duration timeout) override;
+  void send_acquire_permit(CallId call, const std::string& session, const std::string& name,
+                           const PermitAsk& ask, Duration timeout) override;
+  void send_release_permit(CallId call, const std::string& session, const std::string& name,
+                           EntryRef entry, uint64_t token, Duration timeout) override;
   void send_close(CallId call, const std::string& session, Duration timeout) override;
   void abandon(CallId call) override;
   void watch(const std::string& name) override;
@@ -362,8 +403,13 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // One lock acquire or held lock: the record of its lease, made by add_lock
   // and freed when the node reports it done (lock_failed, stopped).
   struct Lock : simba::Contender {
-    explicit Lock(LeaseName name) : Contender(std::move(name), ContenderKind::kLock) {}
-    LockFn done;  // acquire result (once)
+    Lock(LeaseName name, const LockAsk& ask) : Contender(std::move(name), ask.kind), asked(ask) {
+      if (ask.kind == ContenderKind::kSemaphore) set_size(ask.permits);
+    }
+    // The acquire's result (once), with what failed in words ("" for the
+    // code's usual text).
+    std::function<void(Code code, Term* term, const std::string& detail)> done;
+    const LockAsk asked;
     QueueRef queue;
     std::shared_ptr<Waiter> released;  // a blocking simba_lock_release waits here
     LastFn release_then;               // simba_term_close_async's, after the release
@@ -419,8 +465,8 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   // Loop thread: starts the work of a task's new term on its own thread.
   void start_work(const ElectionRef& el, Term* t, uint64_t token);
   // Loop thread: registers a lock with the node; `done` gets its outcome.
-  Result add_lock(const std::string& name, int64_t timeout_ms, bool try_once, const QueueRef& queue,
-                  LockFn done);
+  Result add_lock(const LockAsk& ask, const std::string& name, int64_t timeout_ms, bool try_once,
+                  const QueueRef& queue, decltype(Lock::done) done);
 
   TimePoint now() const { return MonotonicClock::instance().now(); }
   // After every event the Node saw: re-arm the timer, publish the status.
@@ -486,6 +532,14 @@ class Client : public Effects, private Loop::Host, public std::enable_shared_fro
   bool node_closed_ = false;  // loop thread
   std::mutex close_mu_;
   bool finished_ = false;  // close() completed
+  DoneFn close_done_;      // close_async()'s, until finish_close() runs it (host thread)
+  // Starts the close without waiting for it (from where close() may not wait);
+  // on the loop thread at once unless `in_next_turn`.
+  void start_close(bool in_next_turn = false);
+  // The loop ended: the executors go, then close_async()'s done runs.
+  void finish_close();
+  // The close's outcome, as close_async()'s done gets it.
+  Code close_code() const;
 };
 
 }  // namespace simba::engine

@@ -21,6 +21,8 @@ Code lock_failure_code(LockFailure why) {
       return Code::kEBackend;
     case LockFailure::kCanceled:
       return Code::kECanceled;
+    case LockFailure::kRefused:
+      return Code::kEState;  // a semaphore of another size (ADR 0046)
   }
   return Code::kEBackend;
 }
@@ -130,6 +132,26 @@ void Client::send_release(CallId call, const std::string& session, const std::st
       });
 }
 
+void Client::send_acquire_permit(CallId call, const std::string& session, const std::string& name,
+                                 const PermitAsk& ask, Duration timeout) {
+  backend_calls_[call] =
+      backend_->acquire_permit(session, name, ask, timeout, [this, call](const AcquireReply& r) {
+        backend_calls_.erase(call);
+        node_->on_acquire(call, r, now());
+        settle();
+      });
+}
+
+void Client::send_release_permit(CallId call, const std::string& session, const std::string& name,
+                                 EntryRef entry, uint64_t token, Duration timeout) {
+  backend_calls_[call] = backend_->release_permit(session, name, entry.kind, entry.permit, token,
+                                                  timeout, [this, call](const DoneReply& r) {
+                                                    backend_calls_.erase(call);
+                                                    node_->on_release(call, r, now());
+                                                    settle();
+                                                  });
+}
+
 void Client::send_close(CallId call, const std::string& session, Duration timeout) {
   backend_calls_[call] =
       backend_->close_session(session, timeout, [this, call](const DoneReply& r) {
@@ -208,6 +230,10 @@ TermRef Client::new_term(Contender& who, uint64_t token, std::shared_ptr<Session
     return TermRef(new Term(LeaseName::borrow(who.name), token, std::move(session),
                             election_of(who).queue_ref()));
   }
+  if (is_permit(who.kind)) {
+    return TermRef(new PermitTerm(who.name, token, std::move(session), lock_of(who).queue, who.id,
+                                  who.kind, who.permit()));
+  }
   return TermRef(new LockTerm(who.name, token, std::move(session), lock_of(who).queue, who.id));
 }
 
@@ -251,9 +277,9 @@ void Client::elected(Contender& who, const TermRef& term) {
   Lock& lock = lock_of(who);
   t->retain();  // the caller's reference
   t->as_lock()->caller_refs = 1;
-  LockFn done = std::move(lock.done);
+  auto done = std::move(lock.done);
   lock.done = nullptr;
-  if (done) done(Code::kOk, t);
+  if (done) done(Code::kOk, t, {});
 }
 
 void Client::announce(const ElectionRef& el, Term* t, uint64_t token) {
@@ -301,7 +327,13 @@ void Client::revoked(Contender& who, const TermRef& term) {
 
 void Client::lock_failed(Contender& who, LockFailure why) {
   std::unique_ptr<Lock> lock(&lock_of(who));  // the node let go of it
-  if (lock->done) lock->done(lock_failure_code(why), nullptr);
+  std::string detail;
+  if (why == LockFailure::kRefused) {
+    // The node left the size the semaphore has in the contender (ADR 0046).
+    detail = "semaphore " + lock->name.str() + " has " + std::to_string(who.size()) +
+             " permits, not " + std::to_string(lock->asked.permits);
+  }
+  if (lock->done) lock->done(lock_failure_code(why), nullptr, detail);
 }
 
 void Client::stopped(Contender& who) {

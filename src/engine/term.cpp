@@ -12,6 +12,9 @@ namespace simba::engine {
 // bytes take a block of 80 (what only a lock needs is in LockTerm, ADR 0043).
 // Its client is found through its queue (ADR 0042).
 static_assert(sizeof(void*) != 8 || sizeof(Term) <= 72, "engine::Term grew past 72 bytes");
+// A lock's kind sits in LockTerm's padding; only a permit's term pays for its id.
+static_assert(sizeof(void*) != 8 || sizeof(LockTerm) <= 88, "engine::LockTerm grew past 88");
+static_assert(sizeof(void*) != 8 || sizeof(PermitTerm) <= 96, "engine::PermitTerm grew past 96");
 
 Term::~Term() {
   if (efd_ >= 0) close(efd_);

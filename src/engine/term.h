@@ -32,6 +32,7 @@ struct Term : simba::TermState {
 
   // The lock's part of a lock's term; null for an election's.
   LockTerm* as_lock();
+  const LockTerm* as_lock() const;
 
   // Loop thread: hand the on_revoked callbacks to the queue, before the listener's.
   void deliver_revoked(std::function<void()> then);
@@ -76,12 +77,15 @@ struct Term : simba::TermState {
 };
 
 // A lock's term: what only a lock needs, so that an election's term, one per
-// held lease, stays 72 bytes (a block of 80; ADR 0043).
-struct LockTerm final : Term {
+// held lease, stays 72 bytes (a block of 80; ADR 0043). A permit's term (ADR
+// 0046) is a PermitTerm, below.
+struct LockTerm : Term {
   LockTerm(simba::LeaseName name, uint64_t token, std::shared_ptr<simba::SessionClock> session,
-           simba::engine::QueueRef q, simba::ContenderId contender)
+           simba::engine::QueueRef q, simba::ContenderId contender,
+           simba::ContenderKind kind = simba::ContenderKind::kLock)
       : Term(std::move(name), token, std::move(session), std::move(q), true),
-        contender(contender) {}
+        contender(contender),
+        kind(kind) {}
 
   // Its lock's id in the node (the lock is found by it at the release).
   const simba::ContenderId contender;
@@ -90,9 +94,25 @@ struct LockTerm final : Term {
   // the lock is released all the same (ADR 0015).
   std::atomic<int> caller_refs{0};
   std::atomic<bool> release_requested{false};
+  // kLock, or a permit's kind: kSemaphore, kRead, kWrite (in the padding).
+  const simba::ContenderKind kind;
+};
+
+// A permit of a semaphore or a read/write lock: a lock's term with the
+// permit's id (its entry on the backend is (kind, name, permit)).
+struct PermitTerm final : LockTerm {
+  PermitTerm(simba::LeaseName name, uint64_t token, std::shared_ptr<simba::SessionClock> session,
+             simba::engine::QueueRef q, simba::ContenderId contender, simba::ContenderKind kind,
+             uint64_t permit)
+      : LockTerm(std::move(name), token, std::move(session), std::move(q), contender, kind),
+        permit(permit) {}
+  const uint64_t permit;
 };
 
 inline LockTerm* Term::as_lock() { return is_lock ? static_cast<LockTerm*>(this) : nullptr; }
+inline const LockTerm* Term::as_lock() const {
+  return is_lock ? static_cast<const LockTerm*>(this) : nullptr;
+}
 
 }  // namespace simba::engine
 

@@ -43,63 +43,13 @@ namespace {
 
 using namespace simba_testing;
 
-struct BackendParam {
-  std::string label;  // test name suffix
-  std::string env;    // the variable that names the server ("" for memory)
-  std::string url;    // "" when the variable is unset: the tests skip
-};
-
-// The backends under test: memory:// always, each real server when its URL is set.
-std::vector<BackendParam> ConformanceBackends() {
-  std::vector<BackendParam> out;
-  out.push_back({"memory", "", "memory://"});
-  const struct {
-    const char* label;
-    const char* env;
-  } servers[] = {
-      {"redis", "SIMBA_TEST_REDIS_URL"},
-      {"postgresql", "SIMBA_TEST_POSTGRES_URL"},
-      {"zookeeper", "SIMBA_TEST_ZOOKEEPER_URL"},
-      {"redis_sentinel", "SIMBA_TEST_REDIS_SENTINEL_URL"},
-      {"etcd", "SIMBA_TEST_ETCD_URL"},
-  };
-  for (const auto& s : servers) {
-    const char* url = std::getenv(s.env);
-    out.push_back({s.label, s.env, url && *url ? url : ""});
-  }
-  return out;
-}
-
-// Names the backend in gtest's messages instead of dumping the struct's bytes.
-void PrintTo(const BackendParam& p, std::ostream* os) { *os << p.label; }
-
-// Whether the library was built with the backend's client library: a URL in
-// the environment does not make a backend that was left out fail every test.
-bool built_in(const BackendParam& p) {
-  static std::map<std::string, bool> known;
-  auto it = known.find(p.label);
-  if (it != known.end()) return it->second;
-  simba_client_t* c = nullptr;
-  const bool ok = simba_client_open(&c, p.url.c_str(), nullptr) != SIMBA_EUNSUPPORTED;
-  simba_client_close(c);
-  known[p.label] = ok;
-  return ok;
-}
-
 class Conformance : public ::testing::TestWithParam<BackendParam> {
  protected:
   void SetUp() override {
-    const BackendParam& p = GetParam();
-    if (p.url.empty()) {
-      GTEST_SKIP() << p.env << " is not set: no " << p.label
-                   << " server to test (scripts/test.sh starts one)";
-    }
-    if (!built_in(p)) {
-      GTEST_SKIP() << p.label << " is not built into this library (" << p.env << " is set)";
-    }
+    const std::string skip = backend_skip_reason(GetParam());
+    if (!skip.empty()) GTEST_SKIP() << skip;
     id_ = unique_id();
-    // memory:// clients of one process share a store per NAME: one per test.
-    url_ = p.label == "memory" ? "memory://conf-" + id_ : p.url;
+    url_ = backend_test_url(GetParam(), id_, "conf-");
   }
 
   const std::string& url() const { return url_; }
@@ -1230,9 +1180,252 @@ TEST_P(Conformance, AnUnwatchedNamesReleaseIsNotDelivered) {
   EXPECT_FALSE(watcher.heard_of(unwatched)) << "an unwatched name was delivered";
 }
 
+// --- Permits: semaphores and read/write locks (ADR 0046) ------------------------
+// Below the C API, through the Backend of the URL. Every backend has them: a
+// probe that is not granted fails the test (no skip).
+
+using simba::AcquireReply;
+using simba::Outcome;
+using simba::PermitAsk;
+using simba::PermitKind;
+
+PermitAsk ask_semaphore(uint32_t size) {
+  PermitAsk a;
+  a.kind = PermitKind::kSemaphore;
+  a.size = size;
+  return a;
+}
+PermitAsk ask_read() {
+  PermitAsk a;
+  a.kind = PermitKind::kRead;
+  return a;
+}
+PermitAsk ask_write(bool wait, uint64_t intent = 0) {
+  PermitAsk a;
+  a.kind = PermitKind::kWrite;
+  a.leave_intent = wait;
+  a.intent = intent;
+  return a;
+}
+// Whether `owned` lists the entry (kind, permit, token) of `name`.
+bool lists(const std::vector<simba::OwnedLease>& owned, const std::string& name, PermitKind kind,
+           uint64_t permit, uint64_t token) {
+  return std::find(owned.begin(), owned.end(), simba::OwnedLease{name, token, kind, permit}) !=
+         owned.end();
+}
+
+// Two Backends of the URL, each with a session, for the permit tests.
+struct PermitPair {
+  std::unique_ptr<WatchingBackend> a_, b_;
+  std::string sa_, sb_;
+  std::string error;  // why start() returned false
+  bool start(const std::string& url, const std::string& probe) {
+    a_ = std::make_unique<WatchingBackend>(url);
+    b_ = std::make_unique<WatchingBackend>(url);
+    if (!a_->ok() || !b_->ok()) return error = a_->error + b_->error, false;
+    sa_ = a_->open();
+    sb_ = b_->open();
+    if (sa_.empty() || sb_.empty()) return error = "no session", false;
+    const AcquireReply r = a_->acquire_permit(sa_, probe, ask_read());
+    if (r.outcome != Outcome::kOk) return error = "probe: " + r.error, false;
+    return true;
+  }
+  WatchingBackend& a() { return *a_; }
+  WatchingBackend& b() { return *b_; }
+  const std::string& sa() const { return sa_; }
+  const std::string& sb() const { return sb_; }
+};
+// Starts `p`, or fails the test.
+#define PERMITS_START(p) \
+  PermitPair p;          \
+  if (!p.start(url(), lease("probe"))) FAIL() << p.error;
+
+// Up to N permits, tokens strictly increasing, a session's own counted; a
+// release frees one; the size is fixed by the first holder.
+TEST_P(Conformance, Permits_ASemaphoreGrantsUpToItsSizeWithIncreasingTokens) {
+  PERMITS_START(pp);
+  const std::string name = lease("sem");
+  const AcquireReply p1 = pp.a().acquire_permit(pp.sa(), name, ask_semaphore(2));
+  ASSERT_EQ(p1.outcome, Outcome::kOk) << p1.error;
+  EXPECT_GT(p1.permit, 0u);
+  EXPECT_EQ(p1.token, p1.permit);
+  const AcquireReply p2 =
+      pp.a().acquire_permit(pp.sa(), name, ask_semaphore(2));  // the same session
+  ASSERT_EQ(p2.outcome, Outcome::kOk) << p2.error;
+  EXPECT_GT(p2.token, p1.token);
+  EXPECT_NE(p2.permit, p1.permit);
+  EXPECT_EQ(pp.b().acquire_permit(pp.sb(), name, ask_semaphore(2)).outcome, Outcome::kHeld);
+  const AcquireReply other = pp.b().acquire_permit(pp.sb(), name, ask_semaphore(3));
+  EXPECT_EQ(other.outcome, Outcome::kRefused);
+  EXPECT_EQ(other.size, 2u);
+  // Listed by the keep-alive as entries, beside nothing of the lease namespace.
+  const simba::KeepAliveReply ka = pp.a().keep_alive(pp.sa());
+  ASSERT_EQ(ka.outcome, Outcome::kOk);
+  EXPECT_TRUE(lists(ka.owned, name, PermitKind::kSemaphore, p1.permit, p1.token));
+  EXPECT_TRUE(lists(ka.owned, name, PermitKind::kSemaphore, p2.permit, p2.token));
+  // Semaphore NAME and lock NAME are unrelated.
+  EXPECT_EQ(pp.b().acquire(pp.sb(), name).outcome, Outcome::kOk);
+  ASSERT_EQ(pp.a().release_permit(pp.sa(), name, PermitKind::kSemaphore, p1.permit, p1.token),
+            Outcome::kOk);
+  const AcquireReply p3 = pp.b().acquire_permit(pp.sb(), name, ask_semaphore(2));
+  ASSERT_EQ(p3.outcome, Outcome::kOk) << p3.error;
+  EXPECT_GT(p3.token, p2.token);
+  // Without holders the size goes: the next first holder sets another.
+  ASSERT_EQ(pp.a().release_permit(pp.sa(), name, PermitKind::kSemaphore, p2.permit, p2.token),
+            Outcome::kOk);
+  ASSERT_EQ(pp.b().release_permit(pp.sb(), name, PermitKind::kSemaphore, p3.permit, p3.token),
+            Outcome::kOk);
+  const AcquireReply p4 = pp.a().acquire_permit(pp.sa(), name, ask_semaphore(5));
+  EXPECT_EQ(p4.outcome, Outcome::kOk) << p4.error;
+  EXPECT_GT(p4.token, p3.token);
+}
+
+// A release frees an entry only where session, permit and token all match.
+TEST_P(Conformance, Permits_AReleaseNeedsTheSessionThePermitAndTheToken) {
+  PERMITS_START(pp);
+  const std::string name = lease("sem1");
+  const AcquireReply p = pp.a().acquire_permit(pp.sa(), name, ask_semaphore(1));
+  ASSERT_EQ(p.outcome, Outcome::kOk) << p.error;
+  EXPECT_EQ(pp.b().release_permit(pp.sb(), name, PermitKind::kSemaphore, p.permit, p.token),
+            Outcome::kOk);
+  EXPECT_EQ(pp.a().release_permit(pp.sa(), name, PermitKind::kSemaphore, p.permit, p.token + 1),
+            Outcome::kOk);
+  EXPECT_EQ(pp.a().release_permit(pp.sa(), name, PermitKind::kRead, p.permit, p.token),
+            Outcome::kOk);
+  EXPECT_EQ(pp.b().acquire_permit(pp.sb(), name, ask_semaphore(1)).outcome, Outcome::kHeld);
+  ASSERT_EQ(pp.a().release_permit(pp.sa(), name, PermitKind::kSemaphore, p.permit, p.token),
+            Outcome::kOk);
+  EXPECT_EQ(pp.b().acquire_permit(pp.sb(), name, ask_semaphore(1)).outcome, Outcome::kOk);
+}
+
+// Readers share, carrying the write epoch; a waiting writer's intent holds
+// new readers back; the writer's token is above every earlier one and
+// becomes the epoch.
+TEST_P(Conformance, Permits_ReadersShareAndAWaitingWritersIntentHoldsNewReadersBack) {
+  PERMITS_START(pp);
+  const std::string name = lease("rw");
+  const AcquireReply r1 = pp.a().acquire_permit(pp.sa(), name, ask_read());
+  const AcquireReply r2 = pp.b().acquire_permit(pp.sb(), name, ask_read());
+  ASSERT_EQ(r1.outcome, Outcome::kOk) << r1.error;
+  ASSERT_EQ(r2.outcome, Outcome::kOk) << r2.error;
+  EXPECT_EQ(r1.token, r2.token);  // the epoch: no writer yet
+  EXPECT_NE(r1.permit, r2.permit);
+  // A try-write leaves nothing; a blocking one leaves an intent, and keeps it.
+  const AcquireReply tried = pp.b().acquire_permit(pp.sb(), name, ask_write(false));
+  EXPECT_EQ(tried.outcome, Outcome::kHeld);
+  EXPECT_EQ(tried.permit, 0u);
+  EXPECT_EQ(pp.a().acquire_permit(pp.sa(), name, ask_read()).outcome,
+            Outcome::kOk);  // no intent yet
+  const AcquireReply w = pp.b().acquire_permit(pp.sb(), name, ask_write(true));
+  ASSERT_EQ(w.outcome, Outcome::kHeld);
+  ASSERT_GT(w.permit, 0u);
+  EXPECT_EQ(pp.b().acquire_permit(pp.sb(), name, ask_write(true, w.permit)).permit, w.permit);
+  const simba::KeepAliveReply ka = pp.b().keep_alive(pp.sb());
+  EXPECT_TRUE(lists(ka.owned, name, PermitKind::kIntent, w.permit, 0));
+  EXPECT_EQ(pp.a().acquire_permit(pp.sa(), name, ask_read()).outcome, Outcome::kHeld);
+  // The readers go (the session's own read included: no upgrade): the writer wins.
+  for (const simba::OwnedLease& e : pp.a().keep_alive(pp.sa()).owned) {
+    ASSERT_EQ(pp.a().release_permit(pp.sa(), e.name, e.kind, e.permit, e.token), Outcome::kOk);
+  }
+  ASSERT_EQ(pp.b().release_permit(pp.sb(), name, PermitKind::kRead, r2.permit, r2.token),
+            Outcome::kOk);
+  const AcquireReply won = pp.b().acquire_permit(pp.sb(), name, ask_write(true, w.permit));
+  ASSERT_EQ(won.outcome, Outcome::kOk) << won.error;
+  EXPECT_EQ(won.token, won.permit);
+  EXPECT_GT(won.token, w.permit);
+  EXPECT_FALSE(lists(pp.b().keep_alive(pp.sb()).owned, name, PermitKind::kIntent, w.permit, 0))
+      << "the grant deletes the writer's intent";
+  EXPECT_EQ(pp.a().acquire_permit(pp.sa(), name, ask_read()).outcome, Outcome::kHeld);
+  EXPECT_EQ(pp.a().acquire_permit(pp.sa(), name, ask_write(false)).outcome, Outcome::kHeld);
+  ASSERT_EQ(pp.b().release_permit(pp.sb(), name, PermitKind::kWrite, won.permit, won.token),
+            Outcome::kOk);
+  const AcquireReply after = pp.a().acquire_permit(pp.sa(), name, ask_read());
+  ASSERT_EQ(after.outcome, Outcome::kOk);
+  EXPECT_EQ(after.token, won.token);  // the epoch is the last writer's token
+}
+
+// An intent withdrawn (released with token 0) lets readers in again.
+TEST_P(Conformance, Permits_AWithdrawnIntentLetsReadersIn) {
+  PERMITS_START(pp);
+  const std::string name = lease("intent");
+  const AcquireReply r = pp.a().acquire_permit(pp.sa(), name, ask_read());
+  ASSERT_EQ(r.outcome, Outcome::kOk);
+  const AcquireReply w = pp.b().acquire_permit(pp.sb(), name, ask_write(true));
+  ASSERT_EQ(w.outcome, Outcome::kHeld);
+  ASSERT_EQ(pp.a().acquire_permit(pp.sa(), name, ask_read()).outcome, Outcome::kHeld);
+  ASSERT_EQ(pp.b().release_permit(pp.sb(), name, PermitKind::kIntent, w.permit, 0), Outcome::kOk);
+  EXPECT_FALSE(lists(pp.b().keep_alive(pp.sb()).owned, name, PermitKind::kIntent, w.permit, 0));
+  EXPECT_EQ(pp.a().acquire_permit(pp.sa(), name, ask_read()).outcome, Outcome::kOk);
+}
+
+// A session's permits and intents go with it.
+TEST_P(Conformance, Permits_AClosedSessionsPermitsAndIntentsAreFreed) {
+  PERMITS_START(pp);
+  const std::string sem = lease("csem"), rw = lease("crw");
+  ASSERT_EQ(pp.a().acquire_permit(pp.sa(), sem, ask_semaphore(1)).outcome, Outcome::kOk);
+  ASSERT_EQ(pp.b().acquire_permit(pp.sb(), rw, ask_read()).outcome, Outcome::kOk);
+  ASSERT_EQ(pp.a().acquire_permit(pp.sa(), rw, ask_write(true)).outcome, Outcome::kHeld);
+  ASSERT_EQ(pp.b().acquire_permit(pp.sb(), sem, ask_semaphore(1)).outcome, Outcome::kHeld);
+  ASSERT_EQ(pp.a().close_session(pp.sa()), Outcome::kOk);
+  EXPECT_EQ(pp.b().acquire_permit(pp.sb(), sem, ask_semaphore(1)).outcome, Outcome::kOk);
+  EXPECT_EQ(pp.b().acquire_permit(pp.sb(), rw, ask_read()).outcome, Outcome::kOk)
+      << "the closed session's intent still holds readers back";
+}
+
+// A release is broadcast under the permit's resource (permit_resource), not
+// under the lease name.
+TEST_P(Conformance, Permits_AReleaseIsBroadcastUnderItsResource) {
+  PERMITS_START(pp);
+  const std::string name = lease("bcast");
+  const std::string sem = simba::permit_resource(PermitKind::kSemaphore, name);
+  const std::string rw = simba::permit_resource(PermitKind::kRead, name);
+  const AcquireReply s = pp.a().acquire_permit(pp.sa(), name, ask_semaphore(1));
+  const AcquireReply r = pp.a().acquire_permit(pp.sa(), name, ask_read());
+  ASSERT_EQ(s.outcome, Outcome::kOk);
+  ASSERT_EQ(r.outcome, Outcome::kOk);
+  ASSERT_EQ(pp.b().acquire_permit(pp.sb(), name, ask_semaphore(1)).outcome, Outcome::kHeld);
+  pp.b().backend().watch(sem);
+  pp.b().backend().watch(rw);
+  pp.b().run_for(300);
+  pp.b().heard.clear();
+  ASSERT_EQ(pp.a().release_permit(pp.sa(), name, PermitKind::kSemaphore, s.permit, s.token),
+            Outcome::kOk);
+  EXPECT_TRUE(pp.b().run_until([&] { return pp.b().heard_of(sem); }, 3000 * slow_factor()));
+  ASSERT_EQ(pp.a().release_permit(pp.sa(), name, PermitKind::kRead, r.permit, r.token),
+            Outcome::kOk);
+  EXPECT_TRUE(pp.b().run_until([&] { return pp.b().heard_of(rw); }, 3000 * slow_factor()));
+  EXPECT_FALSE(pp.b().heard_of(name));
+  pp.b().backend().unwatch(sem);
+  pp.b().backend().unwatch(rw);
+}
+
+// inspect lists each permit as a row with its kind and id.
+TEST_P(Conformance, Permits_InspectListsPermits) {
+  PERMITS_START(pp);
+  const std::string name = lease("insp");
+  const AcquireReply s = pp.a().acquire_permit(pp.sa(), name, ask_semaphore(2));
+  const AcquireReply w = pp.b().acquire_permit(pp.sb(), name, ask_write(true));
+  ASSERT_EQ(s.outcome, Outcome::kOk);
+  ASSERT_EQ(w.outcome, Outcome::kOk);
+  const simba::InspectReply in = pp.a().inspect({name});
+  ASSERT_EQ(in.outcome, Outcome::kOk) << in.error;
+  int found = 0;
+  for (const simba::LeaseInfo& l : in.leases) {
+    if (l.name != name) continue;
+    if (l.kind == PermitKind::kSemaphore && l.permit == s.permit) {
+      EXPECT_EQ(l.holder, pp.sa());
+      EXPECT_EQ(l.token, s.token);
+      ++found;
+    }
+    if (l.kind == PermitKind::kWrite && l.permit == w.permit) {
+      EXPECT_EQ(l.holder, pp.sb());
+      ++found;
+    }
+  }
+  EXPECT_EQ(found, 2);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(ConformanceBackends()),
-                         [](const ::testing::TestParamInfo<BackendParam>& info) {
-                           return info.param.label;
-                         });
+                         backend_test_name);
 
 }  // namespace

@@ -87,6 +87,15 @@ class EngineFaults : public ::testing::Test {
            margin * kMsNs;
   }
 
+  // EXTERNAL mode: waits for the fd (at most 5 ms), then processes once.
+  static int ProcessOnce(simba_client_t* c) {
+    int64_t wait = simba_client_timeout_ms(c);
+    if (wait < 0 || wait > 5) wait = 5;
+    struct pollfd p = {simba_client_fd(c), POLLIN, 0};
+    poll(&p, 1, static_cast<int>(wait));
+    return simba_client_process(c);
+  }
+
   void BackendUnreachable(bool hang);
   void Stress(bool pauses);
 
@@ -250,6 +259,67 @@ TEST_F(EngineFaults, LateKeepAliveRepliesNeverExtendTheDeadline) {
   EXPECT_EQ(live, std::vector<std::string>{sid2});
 }
 
+// simba_client_close_async() of an EXTERNAL-mode client (1.5): the backend
+// answers nothing, so the close is sent again until the session's local
+// deadline; done then says SIMBA_ETIMEDOUT (the leases free at the session's
+// expiry), inside simba_client_process(), which returns SIMBA_ECLOSED.
+TEST_F(EngineFaults, ExternalCloseAsyncUnansweredSaysTimedOut) {
+  Timing t{1000, 200};
+  t.settings = {{"loop.mode", "external"}};
+  Election e;
+  Client c;
+  ASSERT_EQ(c.open(url(), t), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  ASSERT_EQ(e.start(c, lease("close-async")), SIMBA_OK) << simba_last_error();
+  struct Done {
+    int calls = 0;
+    int err = 1;
+    bool in_process = false;
+    int revoked_before = 0;
+    Election* e = nullptr;
+  } d;
+  d.e = &e;
+  bool in_process = false;
+  int rc = SIMBA_OK;
+  auto process = [&] {
+    in_process = true;
+    rc = ProcessOnce(c);
+    in_process = false;
+  };
+  const int64_t give_up = mono_ns() + 5000 * slow_factor() * kMsNs;
+  while (e.elected_count() == 0 && rc == SIMBA_OK && mono_ns() < give_up) process();
+  ASSERT_EQ(e.elected_count(), 1);
+  faults(c).hang = true;
+  static bool* in_process_now;
+  in_process_now = &in_process;
+  const int64_t started = mono_ns();
+  ASSERT_EQ(simba_client_close_async(
+                c,
+                [](void* ud, int err) {
+                  auto* x = static_cast<Done*>(ud);
+                  ++x->calls;
+                  x->err = err;
+                  x->in_process = *in_process_now;
+                  x->revoked_before = x->e->revoked_count();
+                },
+                &d),
+            SIMBA_OK)
+      << simba_last_error();
+  while (rc == SIMBA_OK && mono_ns() < give_up) process();
+  const int64_t took_ms = (mono_ns() - started) / kMsNs;
+  EXPECT_EQ(rc, SIMBA_ECLOSED) << simba_last_error();
+  EXPECT_EQ(d.calls, 1);
+  EXPECT_EQ(d.err, SIMBA_ETIMEDOUT);
+  EXPECT_TRUE(d.in_process);
+  EXPECT_EQ(d.revoked_before, 1) << "done must come after the term's on_revoked";
+  EXPECT_EQ(e.last_revoked().reason, SIMBA_REVOKE_STOPPED);
+  EXPECT_LE(took_ms, 1000 + 500 * slow_factor()) << "the close outlived the local deadline";
+  EXPECT_EQ(simba_client_process(c), SIMBA_ECLOSED);
+  EXPECT_EQ(d.calls, 1);
+  faults(c).hang = false;
+  c.close();  // frees at once
+}
+
 // A renewal processed after the local deadline never extends it, even when no
 // thread read a term in between (a pause of the process: here an EXTERNAL-mode
 // host that does not run the loop). The reply was due before the deadline and
@@ -266,11 +336,7 @@ TEST_F(EngineFaults, RenewalProcessedAfterTheDeadlineNeverExtendsIt) {
     const int64_t until = mono_ns() + timeout_ms * kMsNs;
     while (!pred()) {
       if (mono_ns() >= until) return false;
-      int64_t wait = simba_client_timeout_ms(c);
-      if (wait < 0 || wait > 5) wait = 5;
-      struct pollfd p = {simba_client_fd(c), POLLIN, 0};
-      poll(&p, 1, static_cast<int>(wait));
-      if (simba_client_process(c) != SIMBA_OK) return false;
+      if (ProcessOnce(c) != SIMBA_OK) return false;
     }
     return true;
   };

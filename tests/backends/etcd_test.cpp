@@ -1,11 +1,16 @@
 // The etcd backend's own rules (ADR 0045), beyond the conformance suite: its
 // URL, the message codec, and on a real etcd (SIMBA_TEST_ETCD_URL) the lease
-// mapping: the TTL rule, the remaining time, the leases a keep-alive lists.
+// mapping: the TTL rule, the remaining time, the leases a keep-alive lists;
+// and permits (ADR 0046): their keys and values, the entries a keep-alive
+// lists, racing acquires, the cost of a cycle.
 #ifdef SIMBA_WITH_ETCD
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/etcd/etcd_messages.h"
@@ -126,6 +131,44 @@ TEST(EtcdMessages, KeysSessionIdsAndUndecodableAnswers) {
   EXPECT_FALSE(decode_watch(junk, sizeof junk, &w));
 }
 
+// Permit entries and counters (ADR 0046): keys sort by permit id, values
+// read back, anything else is refused.
+TEST(EtcdMessages, PermitKeysAndValues) {
+  using namespace simba::etcd_impl;
+  const EtcdKeys k("/p");
+  EXPECT_EQ(k.permit("rw/a", 42), "/p/p/rw/a/00000000000000000042");
+  EXPECT_EQ(k.counter("sem/a"), "/p/pn/sem/a");
+  EXPECT_LT(k.permit("sem/a", 9), k.permit("sem/a", 10));
+  std::string r;
+  uint64_t permit = 0;
+  ASSERT_TRUE(k.parse_permit(k.permit("sem/a.b", 18446744073709551615u), &r, &permit));
+  EXPECT_EQ(r, "sem/a.b");
+  EXPECT_EQ(permit, 18446744073709551615u);
+  for (const char* bad : {"/p/l/a", "/p/p/sem/a/42", "/p/p/00000000000000000042",
+                          "/p/p/sem/a/0000000000000000004x", "/p/p/sem/a/99999999999999999999"}) {
+    EXPECT_FALSE(k.parse_permit(bad, &r, &permit)) << bad;
+  }
+  PermitKind kind = PermitKind::kLease;
+  std::string sid;
+  uint64_t token = 0;
+  ASSERT_TRUE(parse_permit_value(permit_value(PermitKind::kIntent, "00000000000000ff", 0), &kind,
+                                 &sid, &token));
+  EXPECT_EQ(kind, PermitKind::kIntent);
+  EXPECT_EQ(sid, "00000000000000ff");
+  EXPECT_EQ(token, 0u);
+  for (const char* bad :
+       {"", "read", "read s", "lease s 1", "read s 1 2", "read  1", "read s -1"}) {
+    EXPECT_FALSE(parse_permit_value(bad, &kind, &sid, &token)) << bad;
+  }
+  PermitCounter c{7, 5, 3}, back;
+  ASSERT_TRUE(parse_counter_value(counter_value(c), &back));
+  EXPECT_EQ(back.seq, 7u);
+  EXPECT_EQ(back.epoch, 5u);
+  EXPECT_EQ(back.size, 3u);
+  EXPECT_FALSE(parse_counter_value("1 2 4294967296", &back));
+  EXPECT_FALSE(parse_counter_value("1 2", &back));
+}
+
 // --- on a real etcd ----------------------------------------------------------
 
 class EtcdServer : public ::testing::Test {
@@ -157,6 +200,18 @@ class EtcdServer : public ::testing::Test {
     EXPECT_TRUE(b.run_until([&] { return done; }, 5000));
     return out;
   }
+  // Keep-alives until one lists `n` entries (within 5 s); the last one.
+  KeepAliveReply keep_alive_listing(BackendOnLoop& b, const std::string& sid, int64_t lease_ms,
+                                    size_t n) {
+    KeepAliveReply k;
+    b.run_until(
+        [&] {
+          k = keep_alive(b, sid, lease_ms);
+          return k.owned.size() == n;
+        },
+        5000);
+    return k;
+  }
   AcquireReply acquire(BackendOnLoop& b, const std::string& sid, const std::string& name) {
     AcquireReply out;
     bool done = false;
@@ -165,6 +220,25 @@ class EtcdServer : public ::testing::Test {
       done = true;
     });
     EXPECT_TRUE(b.run_until([&] { return done; }, 5000));
+    return out;
+  }
+  AcquireReply acquire_permit(BackendOnLoop& b, const std::string& sid, const std::string& name,
+                              const PermitAsk& ask) {
+    AcquireReply out;
+    bool done = false;
+    b->acquire_permit(sid, name, ask, ms(5000), [&](const AcquireReply& r) {
+      out = r;
+      done = true;
+    });
+    EXPECT_TRUE(b.run_until([&] { return done; }, 5000));
+    return out;
+  }
+  Outcome release_permit(BackendOnLoop& b, const std::string& sid, const std::string& name,
+                         PermitKind kind, uint64_t permit, uint64_t token) {
+    Outcome out = Outcome::kTimeout;
+    b->release_permit(sid, name, kind, permit, token, ms(5000),
+                      [&](const DoneReply& r) { out = r.outcome; });
+    EXPECT_TRUE(b.run_until([&] { return out != Outcome::kTimeout; }, 5000));
     return out;
   }
   // etcdctl on the test's server, e.g. {"del", key}.
@@ -218,14 +292,8 @@ TEST_F(EtcdServer, KeepAliveListsTheLeasesTheSessionStillHolds) {
   ASSERT_EQ(etcdctl("put --lease=" + r.session_id + " " + prefix_ + "/l/unseen " + r.session_id),
             0);
   ASSERT_EQ(etcdctl("del " + prefix_ + "/l/deleted"), 0);
-  KeepAliveReply k;
-  ASSERT_TRUE(b.run_until(
-      [&] {
-        k = keep_alive(b, r.session_id, 2000);
-        return k.owned.size() == 2;
-      },
-      5000))
-      << k.owned.size() << " leases listed";
+  const KeepAliveReply k = keep_alive_listing(b, r.session_id, 2000, 2);
+  ASSERT_EQ(k.owned.size(), 2u) << "leases listed";
   EXPECT_EQ(k.outcome, Outcome::kOk);
   bool kept = false, unseen = false;
   for (const OwnedLease& l : k.owned) {
@@ -336,6 +404,129 @@ TEST_F(EtcdServer, UsedUpStreamIdsMoveTheCallsToANewConnection) {
              [&](const DoneReply&) { done = true; });
   ASSERT_TRUE(b.run_until([&] { return done && released > before; }, 5000));
   std::printf("%d calls over connections of 8 streams each\n", calls);
+}
+
+PermitAsk semaphore(uint32_t size) {
+  PermitAsk a;
+  a.kind = PermitKind::kSemaphore;
+  a.size = size;
+  return a;
+}
+
+// A permit entry of the session whose acquire answer never came (put behind
+// the backend's back) is listed by the keep-alive with its kind, id and token,
+// read from etcd, so the core can free it; one deleted behind its back is not.
+TEST_F(EtcdServer, KeepAliveListsThePermitEntriesTheSessionStillHolds) {
+  BackendOnLoop b(url_);
+  ASSERT_TRUE(b) << b.error();
+  const OpenReply r = open(b, 2000);
+  ASSERT_EQ(r.outcome, Outcome::kOk) << r.error;
+  const AcquireReply kept = acquire_permit(b, r.session_id, "s", semaphore(3));
+  const AcquireReply gone = acquire_permit(b, r.session_id, "s", semaphore(3));
+  ASSERT_EQ(kept.outcome, Outcome::kOk) << kept.error;
+  ASSERT_EQ(gone.outcome, Outcome::kOk) << gone.error;
+  ASSERT_EQ(etcdctl("put --lease=" + r.session_id + " " + prefix_ +
+                    "/p/rw/w/00000000000000000007 'write " + r.session_id + " 7'"),
+            0);
+  ASSERT_EQ(etcdctl("del " + etcd_impl::EtcdKeys(prefix_).permit("sem/s", gone.permit)), 0);
+  KeepAliveReply k = keep_alive_listing(b, r.session_id, 2000, 2);
+  ASSERT_EQ(k.owned.size(), 2u) << "entries listed";
+  EXPECT_NE(std::find(k.owned.begin(), k.owned.end(),
+                      OwnedLease{"s", kept.token, PermitKind::kSemaphore, kept.permit}),
+            k.owned.end());
+  EXPECT_NE(std::find(k.owned.begin(), k.owned.end(), OwnedLease{"w", 7, PermitKind::kWrite, 7}),
+            k.owned.end());
+  // And it is released as the core would, with what was listed.
+  EXPECT_EQ(release_permit(b, r.session_id, "w", PermitKind::kWrite, 7, 7), Outcome::kOk);
+  k = keep_alive(b, r.session_id, 2000);
+  EXPECT_EQ(k.owned.size(), 1u);
+}
+
+// Two clients acquiring at once from views of the resource that the other's
+// grants made stale: the counter's guard makes the loser read again, and
+// the semaphore never has more holders than its size.
+TEST_F(EtcdServer, RacingClientsNeverGrantMoreThanTheSize) {
+  BackendOnLoop a(url_), b(url_);
+  ASSERT_TRUE(a && b);
+  const std::string sa = open(a, 3000).session_id, sb = open(b, 3000).session_id;
+  ASSERT_FALSE(sa.empty() || sb.empty());
+  int granted = 0, held = 0, other = 0;
+  for (int round = 0; round < 5; ++round) {
+    int pending = 0;
+    std::vector<std::pair<bool, AcquireReply>> won;
+    for (int i = 0; i < 6; ++i) {
+      BackendOnLoop& on = i % 2 ? b : a;
+      ++pending;
+      on->acquire_permit(i % 2 ? sb : sa, "race", semaphore(3), ms(5000),
+                         [&, i](const AcquireReply& r) {
+                           --pending;
+                           if (r.outcome == Outcome::kOk) {
+                             won.push_back({i % 2 == 1, r});
+                           } else if (r.outcome == Outcome::kHeld) {
+                             ++held;
+                           } else {
+                             ++other;
+                           }
+                         });
+    }
+    ASSERT_TRUE(a.run_until(
+        [&] {
+          b.run_for(1);
+          return pending == 0;
+        },
+        10000));
+    EXPECT_LE(won.size(), 3u);
+    granted += static_cast<int>(won.size());
+    for (const auto& [on_b, r] : won) {
+      EXPECT_EQ(release_permit(on_b ? b : a, on_b ? sb : sa, "race", PermitKind::kSemaphore,
+                               r.permit, r.token),
+                Outcome::kOk);
+    }
+  }
+  EXPECT_EQ(other, 0);
+  EXPECT_GT(granted, 0);
+  std::printf("%d granted, %d held in 5 rounds of 6 racing acquires of 3 permits\n", granted, held);
+}
+
+// One permit cycle (acquire + release of a semaphore permit) against a lease
+// cycle (the same two Txns of a lock) and one Txn: p50 of 1000 each. One
+// client cycling on a name decides from what it saw last: one round trip per
+// call.
+TEST_F(EtcdServer, APermitCycleIsTwoRoundTrips) {
+  BackendOnLoop b(url_);
+  ASSERT_TRUE(b) << b.error();
+  const OpenReply r = open(b, 5000);
+  ASSERT_EQ(r.outcome, Outcome::kOk) << r.error;
+  const int n = 1000;
+  auto p50 = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  auto us_since = [](std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<double> txn, lease, permit;
+  for (int i = 0; i < n; ++i) {
+    if (i % 100 == 0) {
+      ASSERT_EQ(keep_alive(b, r.session_id, 5000).outcome, Outcome::kOk);
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    const AcquireReply l = acquire(b, r.session_id, "cycle");
+    txn.push_back(us_since(t0));
+    ASSERT_EQ(l.outcome, Outcome::kOk) << l.error;
+    bool done = false;
+    b->release(r.session_id, "cycle", l.token, ms(5000), [&](const DoneReply&) { done = true; });
+    ASSERT_TRUE(b.run_until([&] { return done; }, 5000));
+    lease.push_back(us_since(t0));
+    t0 = std::chrono::steady_clock::now();
+    const AcquireReply p = acquire_permit(b, r.session_id, "cycle", semaphore(1));
+    ASSERT_EQ(p.outcome, Outcome::kOk) << p.error;
+    ASSERT_EQ(release_permit(b, r.session_id, "cycle", PermitKind::kSemaphore, p.permit, p.token),
+              Outcome::kOk);
+    permit.push_back(us_since(t0));
+  }
+  std::printf("p50 over %d: one Txn %.0f us, lease cycle %.0f us, permit cycle %.0f us\n", n,
+              p50(txn), p50(lease), p50(permit));
 }
 
 }  // namespace

@@ -495,6 +495,46 @@ TEST_F(MemoryStoreTest, ExpireSessionHookEndsItNowAndFreesItsLeases) {
   store.expire_session("unknown");  // no-op
 }
 
+// Permits (ADR 0046): an expired holder's permits and intents are swept by
+// the acquire that meets them, and a watch of a permit resource says whether
+// an acquire could go now.
+TEST_F(MemoryStoreTest, AnExpiredSessionsPermitsAndIntentsGoWithIt) {
+  record_releases();
+  const std::string a = open(), b = open(ms(5000));
+  PermitAsk sem;
+  sem.kind = PermitKind::kSemaphore;
+  sem.size = 1;
+  PermitAsk read;
+  read.kind = PermitKind::kRead;
+  PermitAsk write;
+  write.kind = PermitKind::kWrite;
+  write.leave_intent = true;
+  ASSERT_EQ(store.acquire_permit(a, "x", sem).outcome, Outcome::kOk);
+  ASSERT_EQ(store.acquire_permit(b, "y", read).outcome, Outcome::kOk);
+  const AcquireReply intent = store.acquire_permit(a, "y", write);
+  ASSERT_EQ(intent.outcome, Outcome::kHeld);
+  ASSERT_GT(intent.permit, 0u);
+  EXPECT_EQ(store.acquire_permit(b, "x", sem).outcome, Outcome::kHeld);
+  EXPECT_EQ(store.acquire_permit(b, "y", read).outcome, Outcome::kHeld);
+  EXPECT_FALSE(store.watch(99, "sem/x"));
+  clock.advance(kLease);  // a expires; b lives on
+  take_released();
+  EXPECT_EQ(store.acquire_permit(b, "x", sem).outcome, Outcome::kOk);
+  EXPECT_EQ(store.acquire_permit(b, "y", read).outcome, Outcome::kOk);
+  const std::vector<std::string> heard = take_released();
+  EXPECT_NE(std::find(heard.begin(), heard.end(), "sem/x"), heard.end());
+  EXPECT_NE(std::find(heard.begin(), heard.end(), "rw/y"), heard.end());
+  // A size is the first holder's only while it holds: b's permit keeps 1.
+  sem.size = 2;
+  const AcquireReply refused = store.acquire_permit(b, "x", sem);
+  EXPECT_EQ(refused.outcome, Outcome::kRefused);
+  EXPECT_EQ(refused.size, 1u);
+  const KeepAliveReply ka = store.keep_alive(b, kLease);
+  EXPECT_EQ(ka.owned.size(), 3u);  // sem x, read y twice
+  EXPECT_EQ(store.acquire_permit(a, "x", sem).outcome, Outcome::kExpired);
+  EXPECT_STREQ(outcome_name(Outcome::kRefused), "refused");
+}
+
 TEST_F(MemoryStoreTest, LiveSessionsListsOnlyLiveOnes) {
   const std::string a = open(ms(100));
   const std::string b = open(ms(300));

@@ -28,10 +28,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -568,7 +571,7 @@ TEST_F(PostgresShared, CreatesItsSchemaOnFirstUse) {
   EXPECT_EQ(s.q("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
                 "WHERE n.nspname = $1 AND p.proname LIKE 'simba_%'",
                 {schema}),
-            "6");
+            "9");
   c.close();
   s.q("DROP SCHEMA " + q + " CASCADE");
 }
@@ -674,55 +677,113 @@ TEST_F(PostgresShared, AnOlderSchemaIsUsedWithCreateFalseAndMigratedWithCreate) 
   s.q("DROP SCHEMA " + q + " CASCADE");
 }
 
+// A login role of the test's own for the schema `q` (quoted). The schema and
+// the role go whatever the test's outcome: a role is the cluster's, not the
+// schema's, and would outlive a failed run.
+struct ScratchRole {
+  ScratchRole(PgSync& sync, std::string schema_q, const std::string& prefix)
+      : s(sync), q(std::move(schema_q)), name(prefix + unique_id()) {
+    for (char& ch : name) {
+      if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    }
+    name = name.substr(0, 48);
+  }
+  ~ScratchRole() {
+    s.q("DROP SCHEMA IF EXISTS " + q + " CASCADE");
+    s.q("DROP ROLE IF EXISTS " + name);
+  }
+  // Makes it, with the grants `simba schema` listed before version 3 (no
+  // permit table).
+  std::string create_with_older_grants() const {
+    return "CREATE ROLE " + name + " LOGIN;\nGRANT USAGE ON SCHEMA " + q + " TO " + name +
+           ";\nGRANT SELECT, INSERT, UPDATE, DELETE ON " + q + ".simba_session, " + q +
+           ".simba_lease TO " + name + ";\nGRANT SELECT ON " + q + ".simba_schema_version TO " +
+           name + ";\n";
+  }
+  PgSync& s;
+  const std::string q;
+  std::string name;
+};
+
 // The DBA applied an older version's DDL and the clients' role has only the
 // grants `simba schema` lists: a client left at create=true (the default)
 // cannot migrate (it owns nothing), says why, and runs on the schema as it is.
 TEST_F(PostgresShared, AnOlderSchemaTheRoleCannotMigrateIsUsedAsItIs) {
   const std::string schema = unique_schema("notowner");
   const std::string q = "\"" + schema + "\"";
-  std::string role = "simba_client_" + unique_id();
-  for (char& ch : role) {
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  }
-  role = role.substr(0, 48);
   PgSync s(url_);
   ASSERT_TRUE(s.ok()) << s.error();
-  // The schema and the role go whatever the test's outcome: a role is the
-  // cluster's, not the schema's, and would outlive a failed run.
-  struct DropAfter {
-    PgSync& s;
-    const std::string &q, &role;
-    ~DropAfter() {
-      s.q("DROP SCHEMA IF EXISTS " + q + " CASCADE");
-      s.q("DROP ROLE IF EXISTS " + role);
-    }
-  } drop_after{s, q, role};
+  const ScratchRole role(s, q, "simba_client_");
   ASSERT_EQ(s.script(simba::pg_schema_script(schema)), "");
   const std::string acquire_def =
       stand_in_schema_version(s, schema, simba::kPostgresSchemaMinVersion);
-  ASSERT_EQ(s.script("CREATE ROLE " + role +
-                     " LOGIN;\n"
-                     "GRANT USAGE ON SCHEMA " +
-                     q + " TO " + role +
-                     ";\n"
-                     "GRANT SELECT, INSERT, UPDATE, DELETE ON " +
-                     q + ".simba_session, " + q + ".simba_lease TO " + role +
-                     ";\n"
-                     "GRANT SELECT ON " +
-                     q + ".simba_schema_version TO " + role + ";\n"),
-            "");
+  ASSERT_EQ(s.script(role.create_with_older_grants()), "");
   {
-    LoggedClient c(with_params(with_user(url_, role), "schema=" + schema), {1000, 200});
+    LoggedClient c(with_params(with_user(url_, role.name), "schema=" + schema), {1000, 200});
     ASSERT_NE(c, nullptr) << simba_last_error();
     ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << c.logs.all();
     EXPECT_TRUE(c.logs.has("migrating the schema")) << c.logs.all();
     EXPECT_TRUE(c.logs.has("cannot migrate it: ")) << c.logs.all();
     EXPECT_TRUE(c.logs.has("running on it as it is")) << c.logs.all();
     EXPECT_EQ(lock_cycle(c, "pg.notowner." + unique_id()), 1u);
+    // Its close too, without grants on the permit table of version 3.
+    c.close();
+    EXPECT_FALSE(c.logs.has("permission denied for table")) << c.logs.all();
   }
   EXPECT_EQ(s.q("SELECT max(version) FROM " + q + ".simba_schema_version"),
             std::to_string(simba::kPostgresSchemaMinVersion));
   EXPECT_NE(s.q(acquire_def).find("-- stand-in body"), std::string::npos);
+}
+
+// Calls `start(cb)` on `b` and runs its loop until the reply came.
+template <typename Reply, typename Start>
+Reply call_on(BackendOnLoop& b, Start start) {
+  Reply out;
+  bool got = false;
+  start([&](const Reply& r) {
+    out = r;
+    got = true;
+  });
+  EXPECT_TRUE(b.run_until([&] { return got; }, 5000 * slow_factor()));
+  return out;
+}
+
+// A DBA migrated to version 3 but granted the clients' role only the tables
+// of the versions before: its clients run leases as before (keep-alive,
+// close), and a permit call fails with the server's reason.
+TEST_F(PostgresShared, WithoutGrantsOnThePermitTableLeasesRunAsBefore) {
+  const std::string schema = unique_schema("nopermitgrant");
+  const std::string q = "\"" + schema + "\"";
+  PgSync s(url_);
+  ASSERT_TRUE(s.ok()) << s.error();
+  const ScratchRole role(s, q, "simba_nopg_");
+  ASSERT_EQ(s.script(simba::pg_schema_script(schema)), "");
+  ASSERT_EQ(s.script(role.create_with_older_grants()), "");
+  BackendOnLoop b(with_params(with_user(url_, role.name), "schema=" + schema + "&create=false"));
+  ASSERT_TRUE(b) << b.error();
+  const simba::OpenReply o = call_on<simba::OpenReply>(
+      b, [&](auto cb) { return b->open_session(simba::ms(5000), simba::ms(2000), cb); });
+  ASSERT_EQ(o.outcome, simba::Outcome::kOk) << o.error;
+  const std::string name = "pg.nopermitgrant." + unique_id();
+  const simba::AcquireReply lease = call_on<simba::AcquireReply>(
+      b, [&](auto cb) { return b->acquire(o.session_id, name, simba::ms(2000), cb); });
+  ASSERT_EQ(lease.outcome, simba::Outcome::kOk) << lease.error;
+  const simba::KeepAliveReply ka = call_on<simba::KeepAliveReply>(b, [&](auto cb) {
+    return b->keep_alive(o.session_id, simba::ms(5000), simba::ms(2000), cb);
+  });
+  EXPECT_EQ(ka.outcome, simba::Outcome::kOk) << ka.error;
+  EXPECT_EQ(ka.owned, (std::vector<simba::OwnedLease>{{name, lease.token}}));
+  simba::PermitAsk read;
+  read.kind = simba::PermitKind::kRead;
+  const simba::AcquireReply denied = call_on<simba::AcquireReply>(
+      b, [&](auto cb) { return b->acquire_permit(o.session_id, name, read, simba::ms(2000), cb); });
+  EXPECT_EQ(denied.outcome, simba::Outcome::kError);
+  EXPECT_NE(denied.error.find("permission denied"), std::string::npos) << denied.error;
+  EXPECT_EQ(call_on<simba::DoneReply>(
+                b, [&](auto cb) { return b->close_session(o.session_id, simba::ms(2000), cb); })
+                .outcome,
+            simba::Outcome::kOk);
+  EXPECT_EQ(s.q("SELECT count(*) FROM " + q + ".simba_session"), "0");
 }
 
 // A schema already at a newer version than this libsimba's: the DDL (a
@@ -814,6 +875,110 @@ TEST_F(PostgresShared, ANewConnectionPreparesTheStatementsAgain) {
   EXPECT_EQ(simba_lock_release(t), SIMBA_OK);
   EXPECT_TRUE(c.logs.has("connected")) << c.logs.all();
   EXPECT_EQ(counter(c, "sessions_opened"), 1) << c.logs.all();
+}
+
+// A schema of version 2 (before permits, ADR 0046): a client runs on it as it
+// is, its permit calls failing with the version they need; a client with
+// create migrates it to the current version, where permits work, beside the
+// client still running on the statements it prepared before.
+TEST_F(PostgresShared, AVersion2SchemaRunsWithoutPermitsAndIsMigratedToThem) {
+  static_assert(simba::kPostgresSchemaPermitsVersion == 3, "the test makes a version 2 schema");
+  const std::string schema = unique_schema("v2");
+  const std::string q = "\"" + schema + "\"";
+  PgSync s(url_);
+  ASSERT_TRUE(s.ok()) << s.error();
+  ASSERT_EQ(s.script(simba::pg_schema_script(schema)), "");
+  // What version 3 added goes, and version 2's simba_close comes back.
+  ASSERT_EQ(s.script("DROP FUNCTION " + q + ".simba_keep_alive_all(uuid, bigint), " + q +
+                     ".simba_acquire_permit(uuid, text, smallint, bigint, bigint, boolean), " + q +
+                     ".simba_release_permit(uuid, text, smallint, bigint, bigint);\n"
+                     "DROP TABLE " +
+                     q +
+                     ".simba_permit;\n"
+                     "ALTER TABLE " +
+                     q +
+                     ".simba_session DROP COLUMN permit_resources;\n"
+                     "CREATE OR REPLACE FUNCTION " +
+                     q +
+                     ".simba_close(p_session uuid) RETURNS integer LANGUAGE plpgsql AS $$\n"
+                     "DECLARE v_name text; v_freed integer := 0;\n"
+                     "BEGIN\n"
+                     "  DELETE FROM " +
+                     q +
+                     ".simba_session s WHERE s.id = p_session;\n"
+                     "  FOR v_name IN UPDATE " +
+                     q +
+                     ".simba_lease l SET session_id = NULL WHERE l.session_id = p_session "
+                     "RETURNING l.name LOOP\n"
+                     "    v_freed := v_freed + 1;\n"
+                     "  END LOOP;\n"
+                     "  RETURN v_freed;\n"
+                     "END $$;\n"
+                     "UPDATE " +
+                     q + ".simba_schema_version SET version = 2;\n"),
+            "");
+  const std::string name = "pg.v2." + unique_id();
+  BackendOnLoop old(with_params(url_, "schema=" + schema + "&create=false"));
+  ASSERT_TRUE(old) << old.error();
+  const simba::OpenReply o1 = call_on<simba::OpenReply>(
+      old, [&](auto cb) { return old->open_session(simba::ms(5000), simba::ms(2000), cb); });
+  ASSERT_EQ(o1.outcome, simba::Outcome::kOk) << o1.error;
+  EXPECT_TRUE(old.logged("semaphores and read/write locks need version 3"));
+  const simba::AcquireReply lease = call_on<simba::AcquireReply>(
+      old, [&](auto cb) { return old->acquire(o1.session_id, name, simba::ms(2000), cb); });
+  EXPECT_EQ(lease.outcome, simba::Outcome::kOk) << lease.error;
+  simba::PermitAsk sem;
+  sem.kind = simba::PermitKind::kSemaphore;
+  sem.size = 2;
+  const simba::AcquireReply refused = call_on<simba::AcquireReply>(old, [&](auto cb) {
+    return old->acquire_permit(o1.session_id, name, sem, simba::ms(2000), cb);
+  });
+  EXPECT_EQ(refused.outcome, simba::Outcome::kError);
+  EXPECT_NE(refused.error.find("need version 3"), std::string::npos) << refused.error;
+  EXPECT_EQ(call_on<simba::KeepAliveReply>(old,
+                                           [&](auto cb) {
+                                             return old->keep_alive(o1.session_id, simba::ms(5000),
+                                                                    simba::ms(2000), cb);
+                                           })
+                .owned.size(),
+            1u);
+
+  BackendOnLoop now(with_params(url_, "schema=" + schema));
+  ASSERT_TRUE(now) << now.error();
+  const simba::OpenReply o2 = call_on<simba::OpenReply>(
+      now, [&](auto cb) { return now->open_session(simba::ms(5000), simba::ms(2000), cb); });
+  ASSERT_EQ(o2.outcome, simba::Outcome::kOk) << o2.error;
+  EXPECT_TRUE(now.logged("from version 2"));
+  EXPECT_EQ(s.q("SELECT max(version) FROM " + q + ".simba_schema_version"),
+            std::to_string(simba::kPostgresSchemaVersion));
+  const simba::AcquireReply permit = call_on<simba::AcquireReply>(now, [&](auto cb) {
+    return now->acquire_permit(o2.session_id, name, sem, simba::ms(2000), cb);
+  });
+  ASSERT_EQ(permit.outcome, simba::Outcome::kOk) << permit.error;
+  const simba::KeepAliveReply listed = call_on<simba::KeepAliveReply>(now, [&](auto cb) {
+    return now->keep_alive(o2.session_id, simba::ms(5000), simba::ms(2000), cb);
+  });
+  ASSERT_EQ(listed.outcome, simba::Outcome::kOk) << listed.error;
+  EXPECT_EQ(listed.owned,
+            (std::vector<simba::OwnedLease>{{name, permit.token, sem.kind, permit.permit}}));
+  // The old client's statements still work on the migrated schema.
+  const simba::KeepAliveReply old_ka = call_on<simba::KeepAliveReply>(old, [&](auto cb) {
+    return old->keep_alive(o1.session_id, simba::ms(5000), simba::ms(2000), cb);
+  });
+  EXPECT_EQ(old_ka.outcome, simba::Outcome::kOk) << old_ka.error;
+  EXPECT_EQ(old_ka.owned, (std::vector<simba::OwnedLease>{{name, lease.token}}));
+  EXPECT_EQ(
+      call_on<simba::DoneReply>(
+          old, [&](auto cb) { return old->close_session(o1.session_id, simba::ms(2000), cb); })
+          .outcome,
+      simba::Outcome::kOk);
+  EXPECT_EQ(
+      call_on<simba::DoneReply>(
+          now, [&](auto cb) { return now->close_session(o2.session_id, simba::ms(2000), cb); })
+          .outcome,
+      simba::Outcome::kOk);
+  EXPECT_EQ(s.q("SELECT sum(cardinality(e_permit)) FROM " + q + ".simba_permit"), "0");
+  s.q("DROP SCHEMA " + q + " CASCADE");
 }
 
 // Clients starting together on a missing schema: every one goes live, the
@@ -1061,6 +1226,80 @@ TEST_F(PostgresShared, AnAnswerWaitingInTheSocketIsNotTakenForATimeout) {
   EXPECT_EQ(simba_lock_release(got.term), SIMBA_OK);  // runs the loop here until answered
 }
 
+// Racers for the race tests: sessions of their own (simba_open, in the
+// default schema, which a client made), each on a connection of its own under
+// READ COMMITTED (the default), that run one statement per round, all let go
+// at once.
+class RaceRig {
+ public:
+  RaceRig(const std::string& url, int racers) : admin(url) {
+    if (!admin.ok()) return;
+    {
+      Client c;  // the schema exists once a client went live
+      if (c.open(url, Timing{1000, 200}) != SIMBA_OK ||
+          simba_client_wait_live(c, 5000 * slow_factor()) != SIMBA_OK) {
+        return;
+      }
+    }
+    for (int i = 0; i < racers; ++i) {
+      conns.push_back(std::make_unique<PgSync>(url));
+      if (!conns.back()->ok() ||
+          conns.back()->q("SHOW transaction_isolation") != "read committed") {
+        return;
+      }
+      sessions.push_back(new_session());
+    }
+    ok = true;
+  }
+  std::string new_session() {
+    const std::string sid = admin.q("SELECT gen_random_uuid()::text");
+    EXPECT_EQ(admin.q("SELECT public.simba_open($1::uuid, 600000, 'racer')", {sid}), "600000");
+    return sid;
+  }
+  // Ends racer i's session (as if it expired) and gives it a new one.
+  void expire(int i) {
+    admin.q(
+        "UPDATE public.simba_session SET expires_at = clock_timestamp() - interval '1 second' "
+        "WHERE id = $1::uuid",
+        {sessions[i]});
+    sessions[i] = new_session();
+  }
+  // Every racer runs `sql` with `params(i)` at once; their first rows ("a|b"),
+  // "error" for none.
+  std::vector<std::string> round(const std::string& sql,
+                                 const std::function<std::vector<std::string>(int)>& params) {
+    const int n = static_cast<int>(conns.size());
+    std::vector<std::string> answers(n);
+    std::mutex mu;
+    std::condition_variable cv;
+    int ready = 0;
+    std::vector<std::thread> threads;
+    for (int i = 0; i < n; ++i) {
+      threads.emplace_back([&, i] {
+        const std::vector<std::string> p = params(i);
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          ++ready;
+          cv.notify_all();
+          cv.wait(lock, [&] { return ready == n; });
+        }
+        const std::vector<std::string> row = conns[i]->rows(sql, p);
+        answers[i] = row.empty() ? "error" : row[0];
+      });
+    }
+    for (auto& t : threads) t.join();
+    return answers;
+  }
+  ~RaceRig() {
+    for (const auto& sid : sessions) admin.q("SELECT public.simba_close($1::uuid)", {sid});
+  }
+
+  PgSync admin;
+  std::vector<std::unique_ptr<PgSync>> conns;
+  std::vector<std::string> sessions;
+  bool ok = false;
+};
+
 // N sessions race for one name, under READ COMMITTED (the default), through
 // the acquire function itself: in every round exactly one wins, and no token
 // is ever handed out twice. Half the rounds free the lease by release, half by
@@ -1070,55 +1309,15 @@ TEST_F(PostgresShared, RacingAcquiresNeverBothWinNorRepeatAToken) {
   constexpr int kRacers = 8;
   const int rounds = 40 / static_cast<int>(slow_factor());
   const std::string name = "pg.race." + unique_id();
-  PgSync admin(url_);
-  ASSERT_TRUE(admin.ok()) << admin.error();
-  // The schema exists once a client went live.
-  {
-    Client c;
-    ASSERT_EQ(c.open(url_, Timing{1000, 200}), SIMBA_OK);
-    ASSERT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK);
-  }
-  std::vector<std::unique_ptr<PgSync>> conns;
-  std::vector<std::string> sessions;
-  for (int i = 0; i < kRacers; ++i) {
-    conns.push_back(std::make_unique<PgSync>(url_));
-    ASSERT_TRUE(conns.back()->ok()) << conns.back()->error();
-    ASSERT_EQ(conns.back()->q("SHOW transaction_isolation"), "read committed");
-    sessions.push_back(admin.q("SELECT gen_random_uuid()::text"));
-    ASSERT_EQ(admin.q("SELECT public.simba_open($1::uuid, 600000, 'racer')", {sessions.back()}),
-              "600000");
-  }
-
-  std::mutex mu;
-  std::condition_variable cv;
-  int round = -1, arrived = 0;
-  std::vector<std::string> answers(kRacers);
-  std::vector<std::thread> threads;
-  for (int i = 0; i < kRacers; ++i) {
-    threads.emplace_back([&, i] {
-      for (int r = 0; r < rounds; ++r) {
-        {
-          std::unique_lock<std::mutex> lock(mu);
-          cv.wait(lock, [&] { return round >= r; });
-        }
-        const std::vector<std::string> row = conns[i]->rows(
-            "SELECT code, value FROM public.simba_acquire($1::uuid, $2)", {sessions[i], name});
-        std::lock_guard<std::mutex> lock(mu);
-        answers[i] = row.empty() ? "error" : row[0];
-        ++arrived;
-        cv.notify_all();
-      }
-    });
-  }
+  RaceRig rig(url_, kRacers);
+  ASSERT_TRUE(rig.ok) << rig.admin.error();
   std::set<long long> tokens;
   long long last = 0;
-  int failures = 0;
-  for (int r = 0; r < rounds && failures == 0; ++r) {
-    std::unique_lock<std::mutex> lock(mu);
-    arrived = 0;
-    round = r;
-    cv.notify_all();
-    cv.wait(lock, [&] { return arrived == kRacers; });
+  for (int r = 0; r < rounds; ++r) {
+    const std::vector<std::string> answers =
+        rig.round("SELECT code, value FROM public.simba_acquire($1::uuid, $2)", [&](int i) {
+          return std::vector<std::string>{rig.sessions[i], name};
+        });
     int winner = -1, winners = 0;
     for (int i = 0; i < kRacers; ++i) {
       if (answers[i].compare(0, 2, "1|") == 0) {
@@ -1128,37 +1327,126 @@ TEST_F(PostgresShared, RacingAcquiresNeverBothWinNorRepeatAToken) {
         EXPECT_TRUE(tokens.insert(token).second) << "token " << token << " handed out twice";
         EXPECT_GT(token, last);
         last = token;
-      } else if (answers[i].compare(0, 2, "0|") != 0) {
-        ADD_FAILURE() << "racer " << i << " answered " << answers[i];
-        ++failures;
+      } else {
+        ASSERT_EQ(answers[i].compare(0, 2, "0|"), 0) << "racer " << i << " answered " << answers[i];
       }
     }
-    EXPECT_EQ(winners, 1) << "round " << r;
-    if (winners != 1) ++failures;
-    if (winner < 0) break;
+    ASSERT_EQ(winners, 1) << "round " << r;
     if (r % 2 == 0) {
-      EXPECT_EQ(admin.q("SELECT public.simba_release($1::uuid, $2, $3)",
-                        {sessions[winner], name, std::to_string(last)}),
+      EXPECT_EQ(rig.admin.q("SELECT public.simba_release($1::uuid, $2, $3)",
+                            {rig.sessions[winner], name, std::to_string(last)}),
                 "1");
     } else {
-      // The holder's session expires; a new session replaces it.
-      admin.q(
-          "UPDATE public.simba_session SET expires_at = clock_timestamp() - interval '1 "
-          "second' WHERE id = $1::uuid",
-          {sessions[winner]});
-      sessions[winner] = admin.q("SELECT gen_random_uuid()::text");
-      admin.q("SELECT public.simba_open($1::uuid, 600000, 'racer')", {sessions[winner]});
+      rig.expire(winner);  // the holder's session expires; a new session replaces it
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    round = rounds;  // let every thread finish its loop
-    cv.notify_all();
-  }
-  // Threads still waiting for rounds that never ran leave through round = rounds.
-  for (auto& t : threads) t.join();
   EXPECT_EQ(static_cast<int>(tokens.size()), rounds);
-  for (const auto& sid : sessions) admin.q("SELECT public.simba_close($1::uuid)", {sid});
+}
+
+// Racing permit acquires on their own connections (ADR 0046), round after
+// round: a semaphore of size 3 grants exactly 3, a write exactly 1, never a
+// permit id twice and always above the ones before. The winners then release,
+// or (every other round) their sessions expire, so the next round also sweeps
+// the entries of ended sessions.
+TEST_F(PostgresShared, RacingPermitAcquiresNeverExceedTheSizeNorRepeatAnId) {
+  constexpr int kRacers = 8, kSize = 3;
+  const int rounds = 30 / static_cast<int>(slow_factor());
+  const std::string name = "pg.permit.race." + unique_id();
+  RaceRig rig(url_, kRacers);
+  ASSERT_TRUE(rig.ok) << rig.admin.error();
+  std::map<std::string, long long> last;  // per kind
+  std::set<std::pair<std::string, long long>> ids;
+  for (int r = 0; r < 2 * rounds; ++r) {
+    const std::string kind = r % 2 == 0 ? "1" : "3";  // a semaphore round, then a write round
+    const std::vector<std::string> answers = rig.round(
+        "SELECT code, token, permit FROM public.simba_acquire_permit($1::uuid, $2, $3::smallint, "
+        "3, 0, false)",
+        [&](int i) {
+          return std::vector<std::string>{rig.sessions[i], name, kind};
+        });
+    std::vector<std::pair<int, std::string>> winners;  // racer, "permit|token"
+    const long long before = last[kind];               // the rounds before's highest
+    for (int i = 0; i < kRacers; ++i) {
+      if (answers[i].compare(0, 2, "1|") == 0) {
+        long long token = 0, permit = 0;
+        ASSERT_EQ(std::sscanf(answers[i].c_str(), "1|%lld|%lld", &token, &permit), 2);
+        EXPECT_EQ(token, permit);
+        EXPECT_TRUE(ids.insert({kind, permit}).second) << "permit " << permit << " twice";
+        EXPECT_GT(permit, before);
+        last[kind] = std::max(last[kind], permit);
+        winners.emplace_back(i, std::to_string(permit) + "|" + std::to_string(token));
+      } else {
+        ASSERT_EQ(answers[i].compare(0, 2, "0|"), 0) << "racer " << i << " answered " << answers[i];
+      }
+    }
+    ASSERT_EQ(winners.size(), kind == "1" ? size_t{kSize} : size_t{1}) << "round " << r;
+    for (const auto& [i, entry] : winners) {
+      if (r % 4 < 2) {
+        const size_t bar = entry.find('|');
+        EXPECT_EQ(
+            rig.admin.q("SELECT public.simba_release_permit($1::uuid, $2, $3::smallint, $4, $5)",
+                        {rig.sessions[i], name, kind, entry.substr(0, bar), entry.substr(bar + 1)}),
+            "1");
+      } else {
+        rig.expire(i);
+      }
+    }
+  }
+  EXPECT_EQ(static_cast<int>(ids.size()), rounds * (kSize + 1));
+}
+
+// A permit granted while the session's keep-alive runs is still listed by the
+// next keep-alive. The acquire reads the session's permit_resources (the
+// resource listed from an earlier, released permit) before the keep-alive drops
+// the resource from it, and grants after: without the resource in the list, no
+// keep-alive lists the entry, so the core ends the term TAKEN_OVER and never
+// releases the entry as an orphan; it then counts against the size until the
+// session ends. The row lock of a third transaction holds the acquire between
+// its read and its grant, as any concurrent acquire or release of the resource
+// may.
+TEST_F(PostgresShared, APermitGrantedDuringAKeepAliveIsListedByTheNext) {
+  const std::string name = "pg.permit.ka." + unique_id();
+  RaceRig rig(url_, 0);
+  ASSERT_TRUE(rig.ok) << rig.admin.error();
+  const std::string sid = rig.new_session();
+  rig.sessions.push_back(sid);
+  const std::string acquire =
+      "SELECT code, token, permit FROM public.simba_acquire_permit($1::uuid, $2, 1::smallint, 1, "
+      "0, false)";
+  ASSERT_EQ(rig.admin.rows(acquire, {sid, name}), std::vector<std::string>{"1|1|1"});
+  ASSERT_EQ(rig.admin.q("SELECT public.simba_release_permit($1::uuid, $2, 1::smallint, 1, 1)",
+                        {sid, name}),
+            "1");
+  PgSync locker(url_), acquirer(url_);
+  ASSERT_TRUE(locker.ok() && acquirer.ok());
+  ASSERT_EQ(locker.script("BEGIN"), "");
+  ASSERT_EQ(
+      locker.q("SELECT 1 FROM public.simba_permit WHERE resource = $1 FOR UPDATE", {"sem/" + name}),
+      "1");
+  const std::string pid = acquirer.q("SELECT pg_backend_pid()");
+  std::vector<std::string> granted;
+  std::thread t([&] { granted = acquirer.rows(acquire, {sid, name}); });
+  // The acquire read the row and the session, and waits for the row's lock.
+  bool waiting = false;
+  for (int i = 0; i < 500 && !waiting; ++i) {
+    waiting = rig.admin.q("SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1::int",
+                          {pid}) == "Lock";
+    if (!waiting) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(waiting);
+  rig.admin.rows("SELECT * FROM public.simba_keep_alive_all($1::uuid, 600000)", {sid});
+  EXPECT_EQ(locker.script("COMMIT"), "");
+  t.join();
+  ASSERT_EQ(granted, std::vector<std::string>{"1|2|2"});
+  // The next keep-alive lists the permit (kind 1, permit 2, token 2).
+  bool listed = false;
+  for (const std::string& row :
+       rig.admin.rows("SELECT lease_name, lease_token, entry_kind, entry_permit "
+                      "FROM public.simba_keep_alive_all($1::uuid, 600000)",
+                      {sid})) {
+    listed = listed || row == name + "|2|1|2";
+  }
+  EXPECT_TRUE(listed) << "permit 2 of semaphore " << name << " held but never listed";
 }
 
 // TLS with the certificate the test script made: verify-full against

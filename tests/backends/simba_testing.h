@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <ostream>
 #include <random>
 #include <set>
 #include <string>
@@ -125,6 +126,70 @@ inline std::string unique_id() {
   std::snprintf(buf, sizeof buf, "%ld-%08x-%u", static_cast<long>(getpid()), nonce,
                 counter.fetch_add(1));
   return buf;
+}
+
+// ---------------------------------------------------------------------------
+// The backends a suite runs on (Conformance, EnginePermits): memory:// always,
+// each real server when its URL is in the environment (scripts/test.sh starts
+// the servers and sets them).
+
+struct BackendParam {
+  std::string label;  // test name suffix
+  std::string env;    // the variable that names the server ("" for memory)
+  std::string url;    // "" when the variable is unset: the tests skip
+};
+
+inline std::vector<BackendParam> ConformanceBackends() {
+  std::vector<BackendParam> out;
+  out.push_back({"memory", "", "memory://"});
+  const struct {
+    const char* label;
+    const char* env;
+  } servers[] = {
+      {"redis", "SIMBA_TEST_REDIS_URL"},
+      {"postgresql", "SIMBA_TEST_POSTGRES_URL"},
+      {"zookeeper", "SIMBA_TEST_ZOOKEEPER_URL"},
+      {"redis_sentinel", "SIMBA_TEST_REDIS_SENTINEL_URL"},
+      {"etcd", "SIMBA_TEST_ETCD_URL"},
+  };
+  for (const auto& s : servers) {
+    const char* url = std::getenv(s.env);
+    out.push_back({s.label, s.env, url && *url ? url : ""});
+  }
+  return out;
+}
+
+// Names the backend in gtest's messages instead of dumping the struct's bytes.
+inline void PrintTo(const BackendParam& p, std::ostream* os) { *os << p.label; }
+inline std::string backend_test_name(const ::testing::TestParamInfo<BackendParam>& info) {
+  return info.param.label;
+}
+
+// Why a test on `p` is skipped ("" when it runs): its variable is unset, or
+// the library was built without the backend's client library (a URL in the
+// environment does not make such a backend fail every test).
+inline std::string backend_skip_reason(const BackendParam& p) {
+  if (p.url.empty()) {
+    return p.env + " is not set: no " + p.label + " server to test (scripts/test.sh starts one)";
+  }
+  static std::mutex mu;
+  static std::map<std::string, bool> known;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = known.find(p.label);
+  if (it == known.end()) {
+    simba_client_t* c = nullptr;
+    const bool ok = simba_client_open(&c, p.url.c_str(), nullptr) != SIMBA_EUNSUPPORTED;
+    simba_client_close(c);
+    it = known.emplace(p.label, ok).first;
+  }
+  return it->second ? "" : p.label + " is not built into this library (" + p.env + " is set)";
+}
+
+// The URL a test of `id` uses: memory:// clients of one process share a store
+// per NAME, so one per test; a server's URL as it is.
+inline std::string backend_test_url(const BackendParam& p, const std::string& id,
+                                    const std::string& prefix) {
+  return p.label == "memory" ? "memory://" + prefix + id : p.url;
 }
 
 // ---------------------------------------------------------------------------

@@ -92,6 +92,31 @@ class WatchingBackend {
     run_until([&] { return got; }, kWaitMs);
     return r.outcome;
   }
+  // Permits (ADR 0046).
+  simba::AcquireReply acquire_permit(const std::string& session, const std::string& name,
+                                     const simba::PermitAsk& ask) {
+    return wait<simba::AcquireReply>(
+        [&](auto cb) { b_->acquire_permit(session, name, ask, kTimeout, cb); });
+  }
+  simba::Outcome release_permit(const std::string& session, const std::string& name,
+                                simba::PermitKind kind, uint64_t permit, uint64_t token) {
+    return wait<simba::DoneReply>([&](auto cb) {
+             b_->release_permit(session, name, kind, permit, token, kTimeout, cb);
+           })
+        .outcome;
+  }
+  simba::KeepAliveReply keep_alive(const std::string& session) {
+    return wait<simba::KeepAliveReply>(
+        [&](auto cb) { b_->keep_alive(session, kLease, kTimeout, cb); });
+  }
+  simba::Outcome close_session(const std::string& session) {
+    return wait<simba::DoneReply>([&](auto cb) { b_->close_session(session, kTimeout, cb); })
+        .outcome;
+  }
+  simba::InspectReply inspect(const std::vector<std::string>& names) {
+    return wait<simba::InspectReply>([&](auto cb) { b_->inspect(names, kTimeout, cb); });
+  }
+
   bool heard_of(const std::string& name) const {
     for (const std::string& n : heard) {
       if (n == name) return true;
@@ -103,6 +128,21 @@ class WatchingBackend {
   std::string error;  // make_backend's, when !ok()
 
  private:
+  // Starts a call with `start(cb)` and runs the loop until it is answered
+  // (kTimeout if it is not within kWaitMs).
+  template <typename Reply, typename Start>
+  Reply wait(Start start) {
+    bool got = false;
+    Reply r;
+    r.outcome = simba::Outcome::kTimeout;
+    start([&](const Reply& rep) {
+      r = rep;
+      got = true;
+    });
+    run_until([&] { return got; }, kWaitMs);
+    return r;
+  }
+
   static constexpr simba::Duration kLease = std::chrono::milliseconds(20000);
   static constexpr simba::Duration kTimeout = std::chrono::milliseconds(5000);
   static constexpr int kWaitMs = 8000;

@@ -5,7 +5,8 @@
 // (SESSION_EXPIRED) and the digest ACL; on servers of the tests' own a
 // maxSessionTimeout below the lease (SessionLeaseShortened), a server stopped
 // (SIGSTOP) past the session timeout, and a quick server restart the session
-// survives.
+// survives. Permits (ADR 0046): the plan on a view of a resource node, an
+// entry as an ephemeral node of its session, a stale view.
 //
 // Two servers of our own serve the whole binary (a JVM takes a second or two to
 // start): they start together, on first use, and stop at the end of the suite.
@@ -34,8 +35,10 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/zookeeper/zookeeper_results.h"
 #include "backend/zookeeper/zookeeper_url.h"
 #include "backends/simba_testing.h"
+#include "backends/watching_backend.h"
 #include "simba.h"
 
 namespace {
@@ -387,6 +390,98 @@ TEST(ZookeeperUrl, SnapshotAndLogNeverShowThePassword) {
   for (const auto& l : logs.lines) EXPECT_EQ(l.find("topsecret"), std::string::npos) << l;
 }
 
+// --- permits: the plan on a view (ADR 0046) ---------------------------------------
+
+simba::PermitAsk permit_ask(simba::PermitKind kind, uint32_t size = 0, bool wait = false,
+                            uint64_t intent = 0) {
+  simba::PermitAsk a;
+  a.kind = kind;
+  a.size = size;
+  a.leave_intent = wait;
+  a.intent = intent;
+  return a;
+}
+
+TEST(ZookeeperPermitPlan, EntryNamesCarryTheKindAndThePermit) {
+  using simba::PermitKind;
+  EXPECT_EQ(simba::zk_permit_child(PermitKind::kIntent, 42), "intent-0000000042");
+  for (PermitKind k :
+       {PermitKind::kSemaphore, PermitKind::kRead, PermitKind::kWrite, PermitKind::kIntent}) {
+    const auto e = simba::parse_zk_permit_child(simba::zk_permit_child(k, 2147483647));
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->kind, k);
+    EXPECT_EQ(e->permit, 2147483647u);
+  }
+  for (const char* foreign : {"lock-0000000001", "read-", "read-0000000000", "sem-12x", "write",
+                              "read-1234567890123456789"}) {
+    EXPECT_FALSE(simba::parse_zk_permit_child(foreign).has_value()) << foreign;
+  }
+}
+
+TEST(ZookeeperPermitPlan, ASemaphoreCountsItsEntriesAndKeepsItsSize) {
+  using simba::PermitKind;
+  using simba::ZkPermitPlan;
+  const auto ask2 = permit_ask(PermitKind::kSemaphore, 2);
+  ZkPermitPlan p = simba::plan_zk_permit(ask2, 0, "", {});
+  ASSERT_EQ(p.what, ZkPermitPlan::kGrant);
+  EXPECT_EQ(p.permit, 1u);
+  EXPECT_EQ(p.token, 1u);
+  EXPECT_EQ(p.data, "2");
+  // Foreign children count for nothing; entries do.
+  p = simba::plan_zk_permit(ask2, 7, "2", {"sem-0000000003", "junk", "sem-0000000007"});
+  EXPECT_EQ(p.what, ZkPermitPlan::kHeld);
+  EXPECT_EQ(p.permit, 0u);
+  p = simba::plan_zk_permit(permit_ask(PermitKind::kSemaphore, 3), 7, "2", {"sem-0000000003"});
+  EXPECT_EQ(p.what, ZkPermitPlan::kRefused);
+  EXPECT_EQ(p.size, 2u);
+  // Without holders the stored size is no one's: the first holder sets it.
+  p = simba::plan_zk_permit(permit_ask(PermitKind::kSemaphore, 5), 7, "2", {});
+  ASSERT_EQ(p.what, ZkPermitPlan::kGrant);
+  EXPECT_EQ(p.permit, 8u);
+  EXPECT_EQ(p.data, "5");
+  EXPECT_EQ(simba::plan_zk_permit(permit_ask(PermitKind::kSemaphore, 0), 0, "", {}).what,
+            ZkPermitPlan::kError);
+  EXPECT_EQ(simba::plan_zk_permit(ask2, 3, "two", {}).what, ZkPermitPlan::kError);
+  EXPECT_EQ(simba::plan_zk_permit(ask2, INT32_MAX, "2", {}).what, ZkPermitPlan::kError);
+}
+
+TEST(ZookeeperPermitPlan, ReadersCarryTheEpochAndWritersLeaveKeepAndDropIntents) {
+  using simba::PermitKind;
+  using simba::ZkPermitPlan;
+  const auto read = permit_ask(PermitKind::kRead);
+  ZkPermitPlan p = simba::plan_zk_permit(read, 9, "6", {"read-0000000008"});
+  ASSERT_EQ(p.what, ZkPermitPlan::kGrant);
+  EXPECT_EQ(p.permit, 10u);
+  EXPECT_EQ(p.token, 6u);  // the epoch, unchanged
+  EXPECT_EQ(p.data, "6");
+  // A try-write leaves nothing; a blocking one leaves an intent, then keeps it.
+  EXPECT_EQ(simba::plan_zk_permit(permit_ask(PermitKind::kWrite), 9, "6", {"read-0000000008"}).what,
+            ZkPermitPlan::kHeld);
+  p = simba::plan_zk_permit(permit_ask(PermitKind::kWrite, 0, true), 9, "6", {"read-0000000008"});
+  ASSERT_EQ(p.what, ZkPermitPlan::kIntent);
+  EXPECT_EQ(p.permit, 10u);
+  EXPECT_EQ(p.data, "6");
+  const std::vector<std::string> waiting = {"read-0000000008", "intent-0000000010"};
+  p = simba::plan_zk_permit(permit_ask(PermitKind::kWrite, 0, true, 10), 10, "6", waiting);
+  EXPECT_EQ(p.what, ZkPermitPlan::kHeld);
+  EXPECT_EQ(p.permit, 10u);
+  // An intent holds readers back, even a reader of the intent's own session.
+  EXPECT_EQ(simba::plan_zk_permit(read, 10, "6", waiting).what, ZkPermitPlan::kHeld);
+  // The readers gone, the writer wins, becomes the epoch, drops its intent.
+  p = simba::plan_zk_permit(permit_ask(PermitKind::kWrite, 0, true, 10), 10, "6",
+                            {"intent-0000000010"});
+  ASSERT_EQ(p.what, ZkPermitPlan::kGrant);
+  EXPECT_EQ(p.permit, 11u);
+  EXPECT_EQ(p.token, 11u);
+  EXPECT_EQ(p.data, "11");
+  EXPECT_TRUE(p.drop_intent);
+  // Another writer's intent does not stop a writer.
+  p = simba::plan_zk_permit(permit_ask(PermitKind::kWrite), 10, "6", {"intent-0000000010"});
+  EXPECT_EQ(p.what, ZkPermitPlan::kGrant);
+  EXPECT_FALSE(p.drop_intent);
+  EXPECT_EQ(simba::plan_zk_permit(read, 11, "11", {"write-0000000011"}).what, ZkPermitPlan::kHeld);
+}
+
 // --- the shared server ---------------------------------------------------------
 
 class ZookeeperShared : public ::testing::Test {
@@ -666,6 +761,116 @@ TEST_F(ZookeeperShared, DigestAclKeepsOtherIdentitiesOut) {
 
 // --- servers of our own ----------------------------------------------------------
 
+// Two Backends of the shared server, each with a session, for permits.
+class ZookeeperPermits : public ZookeeperShared {
+ protected:
+  void SetUp() override {
+    ZookeeperShared::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    a_ = std::make_unique<simba_testing::WatchingBackend>(url_);
+    b_ = std::make_unique<simba_testing::WatchingBackend>(url_);
+    ASSERT_TRUE(a_->ok() && b_->ok()) << a_->error << b_->error;
+    sa = a_->open();
+    sb = b_->open();
+    ASSERT_FALSE(sa.empty() || sb.empty());
+  }
+  simba_testing::WatchingBackend& a() { return *a_; }
+  simba_testing::WatchingBackend& b() { return *b_; }
+
+  std::unique_ptr<simba_testing::WatchingBackend> a_, b_;
+  std::string sa, sb;
+};
+
+// A permit is an ephemeral node of its session, named by its kind and id, its
+// data the token. Deleted by someone else, it leaves the keep-alive's list
+// (its term ends TAKEN_OVER) and its room is free.
+TEST_F(ZookeeperPermits, APermitIsAnEphemeralNodeOfItsSession) {
+  using simba::PermitKind;
+  const std::string name = "zk.permit." + unique_id();
+  const simba::AcquireReply p = a().acquire_permit(sa, name, permit_ask(PermitKind::kSemaphore, 1));
+  ASSERT_EQ(p.outcome, simba::Outcome::kOk) << p.error;
+  const std::string node =
+      chroot_ + "/sem/" + name + "/" + simba::zk_permit_child(PermitKind::kSemaphore, p.permit);
+  RawZk raw(hosts_);
+  ASSERT_TRUE(raw.connected());
+  struct Stat st {};
+  ASSERT_EQ(raw.exists(node, &st), ZOK) << node;
+  char sid[24];
+  std::snprintf(sid, sizeof sid, "%016llx", static_cast<unsigned long long>(st.ephemeralOwner));
+  EXPECT_EQ(sa, sid);
+  EXPECT_EQ(st.dataLength, static_cast<int>(std::to_string(p.token).size()));
+  ASSERT_EQ(b().acquire_permit(sb, name, permit_ask(PermitKind::kSemaphore, 1)).outcome,
+            simba::Outcome::kHeld);
+  ASSERT_EQ(raw.remove(node), ZOK);
+  a().run_for(200);
+  const simba::KeepAliveReply ka = a().keep_alive(sa);
+  ASSERT_EQ(ka.outcome, simba::Outcome::kOk);
+  for (const simba::OwnedLease& o : ka.owned) EXPECT_NE(o.permit, p.permit) << "still listed";
+  const simba::AcquireReply q = b().acquire_permit(sb, name, permit_ask(PermitKind::kSemaphore, 1));
+  ASSERT_EQ(q.outcome, simba::Outcome::kOk) << q.error;
+  EXPECT_GT(q.token, p.token);
+}
+
+// Each session plans on its own view of a resource node: a view made stale by
+// another session's grant loses the version guard and is decided again on
+// what the same round trip read; a view stale the other way (an entry gone)
+// gets one more round. Never two permits of a semaphore of one.
+TEST_F(ZookeeperPermits, AStaleViewLosesTheGuardAndIsDecidedAgain) {
+  using simba::Outcome;
+  using simba::PermitKind;
+  const std::string name = "zk.stale." + unique_id();
+  const auto one = permit_ask(PermitKind::kSemaphore, 1);
+  const simba::AcquireReply b1 = b().acquire_permit(sb, name, one);
+  ASSERT_EQ(b1.outcome, Outcome::kOk) << b1.error;
+  ASSERT_EQ(b().release_permit(sb, name, PermitKind::kSemaphore, b1.permit, b1.token),
+            Outcome::kOk);
+  // b's view: free at version 1. a takes the permit: b's view is stale.
+  const simba::AcquireReply a1 = a().acquire_permit(sa, name, one);
+  ASSERT_EQ(a1.outcome, Outcome::kOk) << a1.error;
+  EXPECT_EQ(b().acquire_permit(sb, name, one).outcome, Outcome::kHeld);
+  // b's view now lists a's entry; a releases: b's view is stale the other way.
+  ASSERT_EQ(a().release_permit(sa, name, PermitKind::kSemaphore, a1.permit, a1.token),
+            Outcome::kOk);
+  const simba::AcquireReply b2 = b().acquire_permit(sb, name, one);
+  ASSERT_EQ(b2.outcome, Outcome::kOk) << b2.error;
+  EXPECT_GT(b2.token, a1.token);
+  EXPECT_EQ(a().acquire_permit(sa, name, one).outcome, Outcome::kHeld);
+}
+
+// A session that ends on the server (closed from outside here, as an expiry)
+// takes its permits and intents with it: the waiters hear it through the
+// children watch and win.
+TEST_F(ZookeeperPermits, ADeadSessionsEntriesGoWithItsZookeeperSession) {
+  using simba::Outcome;
+  using simba::PermitKind;
+  const std::string name = "zk.dead." + unique_id();
+  const std::string sem = simba::permit_resource(PermitKind::kSemaphore, name);
+  ASSERT_EQ(a().acquire_permit(sa, name, permit_ask(PermitKind::kSemaphore, 1)).outcome,
+            Outcome::kOk);
+  ASSERT_EQ(b().acquire_permit(sb, name, permit_ask(PermitKind::kRead)).outcome, Outcome::kOk);
+  ASSERT_EQ(a().acquire_permit(sa, name, permit_ask(PermitKind::kWrite, 0, true)).outcome,
+            Outcome::kHeld);
+  ASSERT_EQ(b().acquire_permit(sb, name, permit_ask(PermitKind::kRead)).outcome, Outcome::kHeld);
+  ASSERT_EQ(b().acquire_permit(sb, name, permit_ask(PermitKind::kSemaphore, 1)).outcome,
+            Outcome::kHeld);
+  b().backend().watch(sem);
+  b().run_for(100);
+  b().heard.clear();
+  clientid_t id;
+  id.client_id = static_cast<int64_t>(std::strtoull(sa.c_str(), nullptr, 16));
+  session_password(id.client_id, id.passwd);
+  {
+    RawZk killer(hosts_, &id);  // a's loop does not run: it does not reconnect meanwhile
+    ASSERT_TRUE(killer.connected());
+  }  // zookeeper_close: the server ends the session and deletes its nodes
+  EXPECT_TRUE(b().run_until([&] { return b().heard_of(sem); }, 3000 * slow_factor()));
+  EXPECT_EQ(b().acquire_permit(sb, name, permit_ask(PermitKind::kSemaphore, 1)).outcome,
+            Outcome::kOk);
+  EXPECT_EQ(b().acquire_permit(sb, name, permit_ask(PermitKind::kRead)).outcome, Outcome::kOk)
+      << "the dead session's intent still holds readers back";
+  b().backend().unwatch(sem);
+}
+
 class ZookeeperOwn : public ::testing::Test {
  protected:
   // "small" grants at most 1200 ms; "big" up to 30 s. Started together on first
@@ -687,6 +892,25 @@ class ZookeeperOwn : public ::testing::Test {
   }
   static OwnZk& small() { return *small_; }
   static OwnZk& big() { return *big_; }
+  // Runs `call` on a thread while the big server is stopped, until the handle
+  // of `c` drops the silent connection, then resumes the server: it applies
+  // what `call` sent, whose answer is lost. False if nothing was dropped.
+  // Whether the backend read back a write whose answer was lost (the case the
+  // two tests below are for), as a line of the test's output.
+  static void note_lost_answer_read_back(LoggedClient& c) {
+    std::printf("[ note     ] %s\n", c.logs.has("whose answer was lost")
+                                         ? "the lost answer's write was read back"
+                                         : "the server never applied the write: not read back");
+  }
+  static bool across_a_dropped_connection(LoggedClient& c, const std::function<void()>& call) {
+    big().signal(SIGSTOP);
+    std::thread waiter(call);
+    const bool dropped = wait_for([&] { return c.logs.has("connection lost, reconnecting"); },
+                                  20'000 * slow_factor(), 1);
+    big().signal(SIGCONT);
+    waiter.join();
+    return dropped;
+  }
 
   static OwnZk* small_;
   static OwnZk* big_;
@@ -945,6 +1169,112 @@ TEST_F(ZookeeperOwn, AnOldSessionWhoseCloseFailedIsClosedWhenItReconnects) {
   // Before the old session's expiry could have freed the name.
   EXPECT_LT(mono_ms() - resumed, 2000 * slow_factor()) << c.logs.all();
   EXPECT_EQ(e.pairing_errors(), 0);
+}
+
+// A permit grant the server applied but whose answer was lost with the
+// connection (ZCONNECTIONLOSS): the entry is an ephemeral node of the live
+// session, so the session's keep-alive must list it and the core release it
+// (ADR 0005), as on the other backends. The grant is sent while the server is
+// stopped (it reads its socket's buffer when resumed, after the handle gave
+// up on the connection and before the session's expiry). If the backend
+// forgets it, the entry fills the semaphore of size 1 until the session ends,
+// and the waiting acquire of the same client never wins.
+TEST_F(ZookeeperOwn, APermitGrantWhoseAnswerWasLostIsReleasedNotLeaked) {
+  ASSERT_TRUE(big().ready(30'000 * slow_factor())) << "zookeeper did not start";
+  const std::string name = "zk.lost-grant." + unique_id();
+  // A 24 s session: the handle drops a silent connection after 16 s, well
+  // before the local deadline and the server's expiry.
+  LoggedClient c(big().url(), Timing{24'000, 2000});
+  ASSERT_NE(static_cast<simba_client_t*>(c), nullptr) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 10'000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  // A first permit and its release: the resource's view is known, so the
+  // next acquire sends its grant at once (one multi).
+  simba_term_t* first = nullptr;
+  ASSERT_EQ(simba_semaphore_acquire(&first, c, name.c_str(), 1, 5000), SIMBA_OK)
+      << simba_last_error();
+  ASSERT_EQ(simba_lock_release(first), SIMBA_OK);
+  simba_term_release(first);
+  sleep_ms(300);  // the entry's delete event reached the view
+  int rc = -1000;
+  simba_term_t* won = nullptr;
+  ASSERT_TRUE(across_a_dropped_connection(c, [&] {
+    rc = simba_semaphore_acquire(&won, c, name.c_str(), 1, 30'000 * slow_factor());
+  })) << c.logs.all();
+  EXPECT_EQ(simba_client_status(c), SIMBA_SESSION_LIVE);
+  // What holds the semaphore, when it is not ours.
+  std::string rows;
+  if (rc != SIMBA_OK) {
+    const char* names[] = {name.c_str()};
+    char* json = nullptr;
+    if (simba_client_inspect_json(c, names, 1, 5000, &json) == SIMBA_OK) rows = json;
+    simba_free(json);
+  }
+  EXPECT_EQ(rc, SIMBA_OK) << "session " << session_id(c) << " and the entries " << rows << "\n"
+                          << c.logs.all();
+  // Whether the case happened is the server's race: it may see the closed
+  // connection before the buffered write, and then never applies it (the
+  // acquire is simply sent again). Said, not asserted: it failed so once at
+  // load 2 while every check above passed.
+  note_lost_answer_read_back(c);
+  if (won) {
+    simba_lock_release(won);
+    simba_term_release(won);
+  }
+}
+
+// The same for a lease: an acquire's multi the server applied but whose
+// answer was lost leaves the lease node of our live session. The backend reads
+// it back once reconnected and lists it, so the next attempt is answered with
+// it (ADR 0011) or the core releases it (ADR 0005). Forgotten, every attempt
+// found the node "held" and the name stayed blocked for the session's life.
+TEST_F(ZookeeperOwn, ALeaseAcquireWhoseAnswerWasLostIsListedNotLeaked) {
+  ASSERT_TRUE(big().ready(30'000 * slow_factor())) << "zookeeper did not start";
+  const std::string name = "zk.lost-lease." + unique_id();
+  // A 24 s session, as above: the handle drops the silent connection after 16 s.
+  LoggedClient c(big().url(), Timing{24'000, 2000});
+  ASSERT_NE(static_cast<simba_client_t*>(c), nullptr) << simba_last_error();
+  ASSERT_EQ(simba_client_wait_live(c, 10'000 * slow_factor()), SIMBA_OK) << simba_last_error();
+  // A first term and its release: the token node exists, so the next
+  // acquire is one multi.
+  simba_term_t* first = nullptr;
+  ASSERT_EQ(simba_lock_acquire(&first, c, name.c_str(), 5000), SIMBA_OK) << simba_last_error();
+  const uint64_t first_token = simba_term_token(first);
+  ASSERT_EQ(simba_lock_release(first), SIMBA_OK);
+  simba_term_release(first);
+  // The release answered before the stop (an inspect is answered after it on
+  // the same connection), so the next acquire is sent to the stopped server
+  // rather than held back behind the release.
+  const char* names[] = {name.c_str()};
+  ASSERT_TRUE(wait_for(
+      [&] {
+        char* json = nullptr;
+        const bool free = simba_client_inspect_json(c, names, 1, 5000, &json) == SIMBA_OK &&
+                          std::string(json).find("\"holder\":null") != std::string::npos;
+        simba_free(json);
+        return free;
+      },
+      5000 * slow_factor(), 20))
+      << c.logs.all();
+  const std::string session = session_id(c);
+  int rc = -1000;
+  simba_term_t* won = nullptr;
+  ASSERT_TRUE(across_a_dropped_connection(c, [&] {
+    rc = simba_lock_acquire(&won, c, name.c_str(), 30'000 * slow_factor());
+  })) << c.logs.all();
+  // The acquire may be answered before a keep-alive follows the reconnection.
+  EXPECT_EQ(simba_client_wait_live(c, 5000 * slow_factor()), SIMBA_OK) << c.logs.all();
+  EXPECT_EQ(session_id(c), session) << "the session must survive for the case to mean anything";
+  EXPECT_EQ(rc, SIMBA_OK) << c.logs.all();
+  // Whether the case happened is the server's race: it may see the closed
+  // connection before the buffered write, and then never applies it (the
+  // acquire is simply sent again). Said, not asserted: it failed so once at
+  // load 2 while every check above passed.
+  note_lost_answer_read_back(c);
+  if (won) {
+    EXPECT_GT(simba_term_token(won), first_token);
+    simba_lock_release(won);
+    simba_term_release(won);
+  }
 }
 
 // The server is killed and restarted on the same data within the session

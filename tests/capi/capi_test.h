@@ -15,6 +15,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -69,6 +70,27 @@ static inline int64_t tscale(void) {
 static inline int64_t lease_ms(void) { return 500 * tscale(); }
 /* A generous bound for anything that should happen "soon". */
 static inline int64_t long_wait_ms(void) { return 15000 * tscale(); }
+
+/* EXTERNAL mode: polls the client's fd (at most 10 ms) and processes until
+ * simba_client_process answers anything but SIMBA_OK or the long wait passed;
+ * returns that answer. *in_process (may be NULL) is 1 while it processes. */
+static inline int process_until_not_ok(simba_client_t *c, int *in_process) {
+  const int64_t until = now_ms() + long_wait_ms();
+  int rc = SIMBA_OK;
+  while (rc == SIMBA_OK && now_ms() < until) {
+    struct pollfd p;
+    int64_t t = simba_client_timeout_ms(c);
+    if (t < 0 || t > 10) t = 10;
+    p.fd = simba_client_fd(c);
+    p.events = POLLIN;
+    p.revents = 0;
+    poll(&p, 1, (int)t);
+    if (in_process) *in_process = 1;
+    rc = simba_client_process(c);
+    if (in_process) *in_process = 0;
+  }
+  return rc;
+}
 /* A short quiet period used to check that nothing more happens. */
 static inline int64_t quiet_ms(void) { return 300 * tscale(); }
 

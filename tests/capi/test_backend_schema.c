@@ -53,7 +53,7 @@ static void test_schema_postgres_default_and_named(void **state) {
   t0 = now_ms();
   CHECK_OK(simba_backend_schema("postgresql://u:hunter2@192.0.2.1:5432/db", &text));
   assert_non_null(text);
-  assert_true(strncmp(text, "-- Simba schema version 2 in schema \"public\"", 44) == 0);
+  assert_true(strncmp(text, "-- Simba schema version 3 in schema \"public\"", 44) == 0);
   assert_non_null(strstr(text, "\nBEGIN;\n"));
   assert_non_null(strstr(text, "CREATE TABLE IF NOT EXISTS \"public\".simba_session"));
   assert_non_null(strstr(text, "CREATE TABLE IF NOT EXISTS \"public\".simba_lease"));

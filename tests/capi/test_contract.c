@@ -596,12 +596,41 @@ static void test_close_async_from_a_callback_runs_done_last(void **state) {
   simba_election_free(e); /* the handle of a closed client: frees only */
 }
 
+static void *close_async_from_other_thread(void *arg) {
+  closer_t *k = (closer_t *)arg;
+  k->rc = simba_client_close_async(k->c, NULL, NULL);
+  snprintf(k->detail, sizeof k->detail, "%s", simba_last_error());
+  return NULL;
+}
+
+static void count_done(void *ud, int err) {
+  int *n = (int *)ud;
+  n[0]++;
+  n[1] = err;
+}
+
+/* Rule (1.5): an EXTERNAL-mode client's close_async starts the close on its
+ * host thread and returns; done runs inside simba_client_process, which then
+ * says SIMBA_ECLOSED; off the host thread it is refused as simba_client_close. */
 static void test_close_async_arguments(void **state) {
   simba_client_t *x = open_client_kv("contract-close-async-ext", "loop.mode", "external");
+  closer_t k;
+  pthread_t th;
+  int done[2] = {0, -100};
   (void)state;
   CHECK_ERR(simba_client_close_async(NULL, NULL, NULL), SIMBA_EINVAL, "NULL");
-  CHECK_ERR(simba_client_close_async(x, NULL, NULL), SIMBA_EINVAL, "EXTERNAL");
-  CHECK_OK(simba_client_close(x)); /* refused above: still open, closes here */
+  memset(&k, 0, sizeof k);
+  k.c = x;
+  assert_int_equal(pthread_create(&th, NULL, close_async_from_other_thread, &k), 0);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  assert_int_equal(k.rc, SIMBA_EWOULDBLOCK);
+  assert_true(contains_ci(k.detail, "host thread"));
+  CHECK_OK(simba_client_close_async(x, count_done, done));
+  assert_int_equal(done[0], 0); /* never inside the call */
+  assert_int_equal(process_until_not_ok(x, NULL), SIMBA_ECLOSED);
+  assert_int_equal(done[0], 1);
+  assert_int_equal(done[1], SIMBA_OK);
+  CHECK_OK(simba_client_close(x)); /* frees */
   {
     async_t a;
     memset(&a, 0, sizeof a);

@@ -375,6 +375,126 @@ static void test_external_close_from_callback(void **state) {
   rec_destroy(&r);
 }
 
+/* simba_client_close_async of an EXTERNAL-mode client (1.5): it starts the
+ * close and returns; done runs once, last, inside simba_client_process, which
+ * returns SIMBA_ECLOSED from then on; simba_client_close then frees at once. */
+typedef struct {
+  simba_client_t *c;
+  rec_t *r;
+  int rc_async;       /* from the callback, when started there */
+  int calls;          /* atomic: done's */
+  int err;            /* done's */
+  int wrong_place;    /* done off the host thread or outside process */
+  int revoked_before; /* the election's on_revoked calls when done ran */
+  int close_in_done;  /* simba_client_close inside done: EWOULDBLOCK, frees nothing */
+} ext_async_t;
+
+static void ext_async_done(void *ud, int err) {
+  ext_async_t *x = (ext_async_t *)ud;
+  ainc(&x->calls);
+  x->err = err;
+  if (!pthread_equal(pthread_self(), host_thread) || !in_process) ++x->wrong_place;
+  x->revoked_before = ald(&x->r->revoked);
+  x->close_in_done = simba_client_close(x->c);
+}
+
+static void close_async_inside_process(rec_t *r, simba_term_t *t) {
+  ext_async_t *x = (ext_async_t *)r->hook_ud;
+  (void)t;
+  x->rc_async = simba_client_close_async(x->c, ext_async_done, x);
+}
+
+static void ext_close_async(int from_callback) {
+  simba_client_t *c = open_external(from_callback ? "ext-async-cb" : "ext-async");
+  simba_election_t *e;
+  ext_async_t x;
+  rec_t r;
+  memset(&x, 0, sizeof x);
+  x.c = c;
+  x.r = &r;
+  x.rc_async = -100;
+  rec_init(&r, "ext-async");
+  r.hook_ud = &x;
+  if (from_callback) r.on_elected_hook = close_async_inside_process;
+  e = rec_start(&r, c, "close-async");
+  assert_true(drive(&c, 1, flag_set, &r.elected, long_wait_ms()));
+  if (from_callback) {
+    assert_int_equal(x.rc_async, SIMBA_OK);
+  } else {
+    CHECK_OK(simba_client_close_async(c, ext_async_done, &x));
+    /* Nothing of the close ran inside the call. */
+    assert_int_equal(ald(&r.revoked), 0);
+    CHECK_ERR(simba_client_close_async(c, NULL, NULL), SIMBA_ECLOSED, "already");
+  }
+  assert_int_equal(ald(&x.calls), 0);
+  CHECK_ERR(HOST_CALL(simba_client_wait_live(c, 100)), SIMBA_ECLOSED, NULL);
+  CHECK_ERR(process_until_not_ok(c, &in_process), SIMBA_ECLOSED, NULL);
+  assert_int_equal(ald(&x.calls), 1);
+  assert_int_equal(x.err, SIMBA_OK); /* memory:// confirmed the close */
+  assert_int_equal(x.wrong_place, 0);
+  assert_int_equal(x.revoked_before, 1); /* done came last */
+  assert_int_equal(x.close_in_done, SIMBA_EWOULDBLOCK);
+  assert_int_equal(rec_reason(&r, 0), SIMBA_REVOKE_STOPPED);
+  assert_int_equal(simba_client_status(c), SIMBA_SESSION_CLOSED);
+  assert_int_equal(simba_client_timeout_ms(c), -1);
+  CHECK_ERR(HOST_CALL(simba_client_process(c)), SIMBA_ECLOSED, NULL);
+  assert_int_equal(ald(&x.calls), 1);
+  rec_seal(&r);
+  CHECK_OK(HOST_CALL(simba_client_close(c))); /* frees, at once */
+  simba_election_free(e);
+  REC_CHECK(&r);
+  rec_destroy(&r);
+}
+
+static void test_external_close_async_from_the_host_thread(void **state) {
+  (void)state;
+  ext_close_async(0);
+}
+
+static void test_external_close_async_from_a_callback(void **state) {
+  (void)state;
+  ext_close_async(1);
+}
+
+/* A blocking simba_client_close before done ran finishes the close and runs
+ * done before it returns; off the host thread close_async is refused. */
+typedef struct {
+  simba_client_t *c;
+  int rc;
+} ext_off_t;
+
+static void *close_async_off_thread(void *arg) {
+  ext_off_t *o = (ext_off_t *)arg;
+  o->rc = simba_client_close_async(o->c, NULL, NULL);
+  return NULL;
+}
+
+static void test_external_close_async_then_close(void **state) {
+  simba_client_t *c = open_external("ext-async-close");
+  ext_async_t x;
+  rec_t r;
+  ext_off_t o;
+  pthread_t th;
+  (void)state;
+  memset(&x, 0, sizeof x);
+  rec_init(&r, "ext-async-close");
+  x.c = c;
+  x.r = &r;
+  CHECK_OK(HOST_CALL(simba_client_wait_live(c, long_wait_ms())));
+  o.c = c;
+  o.rc = 0;
+  assert_int_equal(pthread_create(&th, NULL, close_async_off_thread, &o), 0);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  assert_int_equal(o.rc, SIMBA_EWOULDBLOCK);
+  assert_int_equal(simba_client_status(c), SIMBA_SESSION_LIVE); /* nothing closed */
+  CHECK_OK(simba_client_close_async(c, ext_async_done, &x));
+  CHECK_OK(HOST_CALL(simba_client_close(c)));
+  assert_int_equal(ald(&x.calls), 1);
+  assert_int_equal(x.err, SIMBA_OK);
+  assert_int_equal(x.close_in_done, SIMBA_EWOULDBLOCK);
+  rec_destroy(&r);
+}
+
 /* A partition group on an EXTERNAL-mode client: its manager thread needs the
  * loop (reads, locks, stops), which only the host drives. simba_task_close on
  * the host thread drives the loop while it waits for the manager to leave;
@@ -418,6 +538,9 @@ int main(void) {
       cmocka_unit_test(test_external_locks),
       cmocka_unit_test(test_external_close_from_callback),
       cmocka_unit_test(test_external_group_close),
+      cmocka_unit_test(test_external_close_async_from_the_host_thread),
+      cmocka_unit_test(test_external_close_async_from_a_callback),
+      cmocka_unit_test(test_external_close_async_then_close),
   };
   host_thread = pthread_self();
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,9 +9,19 @@
  *
  *   chaos_worker --url URL --id ID --names a,b --reg DIR --log FILE
  *                [--lease MS] [--margin MS] [--drift D] [--period MS]
+ *                [--sem NAME [--sem-size N]] [--rw NAME [--write-every K]]
+ *                [--permit-rogue]
  *
  * While it holds a name, each round checks the term, works --period ms (a
  * sleep), then writes with the term's token.
+ *
+ * --sem / --rw (ADR 0046): one more thread each, which takes a permit of
+ * semaphore NAME (size N, 2 by default) or a read lock of read/write lock NAME
+ * (a write lock one time in K, 4 by default), blocking and async forms in
+ * turn, holds it 2-6 rounds of --period (one time in 8: 1-3 leases) checking
+ * it each round, releases it, and again. --permit-rogue (negative control): a
+ * holder that ignores its own release, still calling its permit valid 5 rounds
+ * after letting it go.
  *
  * Log lines (space separated, first field the time in ns):
  *   T start ID PID
@@ -19,6 +29,9 @@
  *   T valid NAME TOKEN              the term was valid at T (T read before asking)
  *   T write NAME TOKEN SEQ accepted|rejected|error T_CHECKED
  *   T revoked NAME TOKEN REASON
+ *   T permit PID KIND NAME TOKEN SIZE V  a permit granted (checker.py's format)
+ *   T pvalid PID                         the permit was valid at T (as "valid")
+ *   T prevoked PID REASON
  *   T exit ID
  * SIGTERM or SIGINT: close the client (every term revoked, STOPPED) and exit 0.
  */
@@ -29,6 +42,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,6 +142,125 @@ static int register_write(const char *name, uint64_t token, uint64_t seq) {
   return rc;
 }
 
+/* Permit contenders (--sem, --rw): a thread each, beside the elections. */
+typedef struct permit_loop {
+  simba_client_t *c;
+  const char *name;
+  int sem;          /* 1: a semaphore of `size` permits; 0: a read/write lock */
+  uint32_t size;    /* 0 for a read/write lock (the checker's SIZE) */
+  int write_every;  /* read/write lock: one write lock in K */
+  int64_t lease_ms; /* the long holds' unit */
+  pthread_t thread;
+} permit_loop_t;
+
+static int period_ms = 20;
+/* An acquire's bound: short, so that a SIGTERM's stop waits little for it. */
+static const int64_t acquire_ms = 250;
+static int permit_rogue;
+static int permit_seq; /* atomic: numbers the worker's permit terms */
+
+static void on_prevoked(void *ud, simba_term_t *term, simba_revoke_reason_t reason) {
+  (void)term;
+  logf_line("prevoked %d %d", (int)(intptr_t)ud, (int)reason);
+}
+
+/* The grant's line, its time read before asking, as "elected" reads it. */
+static int log_grant(const permit_loop_t *pl, simba_term_t *t) {
+  int id = __atomic_add_fetch(&permit_seq, 1, __ATOMIC_RELAXED);
+  int64_t t0 = mono_ns();
+  int valid = simba_term_is_valid(t);
+  simba_term_kind_t k = simba_term_kind(t);
+  log_at(t0, "permit %d %s %s %" PRIu64 " %u %d", id,
+         k == SIMBA_TERM_SEMAPHORE ? "semaphore"
+         : k == SIMBA_TERM_WRITE   ? "write"
+                                   : "read",
+         pl->name, simba_term_token(t), pl->size, valid);
+  simba_term_on_revoked(t, on_prevoked, (void *)(intptr_t)id);
+  return id;
+}
+
+typedef struct waiter {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  const permit_loop_t *pl;
+  int done, id;
+  simba_term_t *term;
+} waiter_t;
+
+static void on_permit(void *ud, int err, simba_term_t *t) {
+  waiter_t *w = ud;
+  int id = err == SIMBA_OK ? log_grant(w->pl, t) : 0;
+  pthread_mutex_lock(&w->mu);
+  w->term = err == SIMBA_OK ? t : NULL;
+  w->id = id;
+  w->done = 1;
+  pthread_cond_signal(&w->cv);
+  pthread_mutex_unlock(&w->mu);
+}
+
+/* One acquire, the blocking form or the async one: the term, or NULL. */
+static simba_term_t *permit_acquire(const permit_loop_t *pl, int mode, int async, int *id) {
+  simba_term_t *t = NULL;
+  if (!async) {
+    int rc = pl->sem ? simba_semaphore_acquire(&t, pl->c, pl->name, pl->size, acquire_ms)
+                     : simba_rwlock_acquire(&t, pl->c, pl->name, mode, acquire_ms);
+    if (rc != SIMBA_OK) return NULL;
+    *id = log_grant(pl, t);
+    return t;
+  }
+  waiter_t w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, pl, 0, 0, NULL};
+  int rc = pl->sem
+               ? simba_semaphore_acquire_async(pl->c, pl->name, pl->size, acquire_ms, on_permit, &w)
+               : simba_rwlock_acquire_async(pl->c, pl->name, mode, acquire_ms, on_permit, &w);
+  if (rc != SIMBA_OK) return NULL;
+  pthread_mutex_lock(&w.mu);
+  while (!w.done) pthread_cond_wait(&w.cv, &w.mu); /* the callback runs exactly once */
+  pthread_mutex_unlock(&w.mu);
+  *id = w.id;
+  return w.term;
+}
+
+static void *permit_main(void *arg) {
+  permit_loop_t *pl = arg;
+  unsigned seed = (unsigned)getpid() * 2654435761u + (unsigned)pl->sem;
+  struct timespec nap = {0, (long)period_ms * 1000000L};
+  for (unsigned n = 0; !stopping; n++) {
+    int mode = rand_r(&seed) % pl->write_every == 0 ? SIMBA_LOCK_WRITE : SIMBA_LOCK_READ;
+    int id = 0;
+    simba_term_t *t = permit_acquire(pl, mode, n & 1, &id);
+    if (!t) {
+      nanosleep(&nap, NULL);
+      continue;
+    }
+    /* Mostly short holds; one in 8 spans 1-3 leases, so that pauses, cuts
+     * and backend faults land on a held permit, not only between permits. */
+    int rounds = rand_r(&seed) % 8 == 0
+                     ? (int)(pl->lease_ms / period_ms) * (1 + (int)(rand_r(&seed) % 3))
+                     : 2 + (int)(rand_r(&seed) % 5);
+    for (int i = 0; i < rounds && !stopping; i++) {
+      int64_t t0 = mono_ns(); /* read before asking, as for "valid" */
+      if (!permit_rogue && !simba_term_is_valid(t)) break;
+      log_at(t0, "pvalid %d", id);
+      nanosleep(&nap, NULL);
+    }
+    simba_lock_release(t);
+    /* The negative control: work on after letting go, as if still valid. */
+    for (int i = 0; permit_rogue && i < 5 && !stopping; i++) {
+      logf_line("pvalid %d", id);
+      nanosleep(&nap, NULL);
+    }
+    struct timespec idle = {0, (long)(rand_r(&seed) % 3) * period_ms * 1000000L};
+    nanosleep(&idle, NULL);
+  }
+  return NULL;
+}
+
+static int has_flag(int argc, char **argv, const char *key) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], key) == 0) return 1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *url = arg(argc, argv, "--url", NULL);
   const char *names = arg(argc, argv, "--names", "a");
@@ -137,7 +270,13 @@ int main(int argc, char **argv) {
   const char *lease = arg(argc, argv, "--lease", "1000");
   const char *margin = arg(argc, argv, "--margin", NULL);
   const char *drift = arg(argc, argv, "--drift", NULL);
-  int period_ms = atoi(arg(argc, argv, "--period", "20"));
+  period_ms = atoi(arg(argc, argv, "--period", "20"));
+  permit_rogue = has_flag(argc, argv, "--permit-rogue");
+  permit_loop_t loops[2] = {
+      {NULL, arg(argc, argv, "--sem", NULL), 1, (uint32_t)atoi(arg(argc, argv, "--sem-size", "2")),
+       1, atoll(lease), 0},
+      {NULL, arg(argc, argv, "--rw", NULL), 0, 0, atoi(arg(argc, argv, "--write-every", "4")),
+       atoll(lease), 0}};
   if (!url || !logp || !reg_dir) {
     fprintf(stderr, "usage: chaos_worker --url URL --id ID --names a,b --reg DIR --log FILE\n");
     return 2;
@@ -184,6 +323,12 @@ int main(int argc, char **argv) {
     }
   }
 
+  for (int i = 0; i < 2; i++) {
+    loops[i].c = c;
+    if (loops[i].name && pthread_create(&loops[i].thread, NULL, permit_main, &loops[i]) != 0)
+      return 2;
+  }
+
   struct timespec nap = {0, (long)period_ms * 1000000L};
   while (!stopping) {
     for (int i = 0; i < n_slots; i++) {
@@ -216,6 +361,8 @@ int main(int argc, char **argv) {
     struct timespec idle = {0, 2000000L};
     nanosleep(&idle, NULL);
   }
+  for (int i = 0; i < 2; i++)
+    if (loops[i].name) pthread_join(loops[i].thread, NULL); /* each released its permit */
   for (int i = 0; i < n_slots; i++) simba_election_stop_wait(slots[i].election, 10000);
   for (int i = 0; i < n_slots; i++) simba_election_free(slots[i].election);
   simba_client_close(c);

@@ -26,6 +26,20 @@ whole interval). Violation kinds:
   failover         a gap between two terms longer than the bound (2 x lease +
                    3 s, counted from the end of any backend or network fault
                    in the gap)
+  permit_overflow  more permits of a semaphore valid at one instant than its
+                   size (ADR 0046)
+  rw_overlap       a write term of a read/write lock valid at an instant when
+                   another term (read or write) of its name is valid
+
+Permit terms (semaphores, read/write locks) are logged by a worker as
+  T permit ID KIND NAME TOKEN SIZE V  granted; ID numbers the worker's permit
+                                     terms (several may share a token: readers),
+                                     KIND semaphore|read|write, SIZE the
+                                     semaphore's (0 for a read/write lock), V 1
+                                     when read valid at the grant
+  T pvalid ID                        seen valid, as "valid" for a term
+  T prevoked ID REASON               revoked
+and their validity intervals are built as a term's.
 
 Figures (check()'s result; summarize() adds them up over a campaign's rounds):
 
@@ -97,6 +111,68 @@ def load(run_dir):
 
 def ms(ns):
     return round(ns / 1e6, 1)
+
+
+def permit_terms(workers):
+    """The permit terms of the workers' logs, each with its validity interval
+    [first, last] (None when never seen valid)."""
+    terms = []
+    for wid, lines in workers.items():
+        by_id = {}
+        for f in lines:
+            what = f[1]
+            if what == "permit" and len(f) >= 8:
+                tm = {"worker": wid, "id": f[2], "kind": f[3], "name": f[4], "token": int(f[5]),
+                      "size": int(f[6]), "first": None, "last": None}
+                by_id[f[2]] = tm
+                terms.append(tm)
+                if f[7] == "1":
+                    tm["first"] = tm["last"] = int(f[0])
+            elif what == "pvalid" and len(f) >= 3 and f[2] in by_id:
+                tm, t = by_id[f[2]], int(f[0])
+                tm["first"] = t if tm["first"] is None else min(tm["first"], t)
+                tm["last"] = t if tm["last"] is None else max(tm["last"], t)
+    return [tm for tm in terms if tm["first"] is not None]
+
+
+def check_permits(terms, flag):
+    """never more than N valid permits of a semaphore; never a valid write term
+    beside another valid term of its name (ADR 0046)."""
+    def term_s(tm):
+        return (f"{tm['worker']} {tm['kind']} {tm['name']} token {tm['token']} valid "
+                f"[{ms(tm['first'])}, {ms(tm['last'])}] ms")
+
+    sems, rws = defaultdict(list), defaultdict(list)
+    for tm in terms:
+        (sems if tm["kind"] == "semaphore" else rws)[tm["name"]].append(tm)
+    for n, ts in sems.items():
+        # A sweep over the closed intervals: at one instant a start counts
+        # before an end, so permits that touch overlap.
+        edges = sorted([(tm["first"], 0, tm) for tm in ts] + [(tm["last"], 1, tm) for tm in ts],
+                       key=lambda e: (e[0], e[1]))
+        size = min(tm["size"] for tm in ts)
+        valid, worst = [], None
+        for t, is_end, tm in edges:
+            if is_end:
+                valid.remove(tm)
+                continue
+            valid.append(tm)
+            if len(valid) > size and (worst is None or len(valid) > len(worst[1])):
+                worst = (t, list(valid))
+        if worst:
+            flag("permit_overflow", f"semaphore {n} of {size} permits: {len(worst[1])} valid at "
+                                    f"{ms(worst[0])} ms: " + "; ".join(term_s(x) for x in worst[1]),
+                 name=n)
+    for n, ts in rws.items():
+        for i, w in enumerate(ts):
+            if w["kind"] != "write":
+                continue
+            for j, o in enumerate(ts):
+                if j == i or (o["kind"] == "write" and j < i):
+                    continue  # each pair of writers once
+                if o["first"] <= w["last"] and w["first"] <= o["last"]:
+                    flag("rw_overlap", f"read/write lock {n}: {term_s(w)} and {term_s(o)} both valid",
+                         name=n)
 
 
 def check(run_dir):
@@ -182,6 +258,10 @@ def check(run_dir):
         if w not in acked_in_reg:
             flag("write_lost", f"{w[2]} saw write seq {w[3]} of {w[0]} token {w[1]} accepted; the "
                                f"register has no such write", name=w[0])
+
+    # Semaphores and read/write locks
+    permits = permit_terms(workers)
+    check_permits(permits, flag)
 
     # 6. pairing
     for tm in terms:
@@ -271,7 +351,8 @@ def check(run_dir):
         "backend": begin["backend"], "seed": begin["seed"], "lease_ms": begin["lease_ms"],
         "fault_windows": sum(1 for f in faults if f["kind"] != "graceful_stop"),
         "faults_by_kind": {k: sum(1 for f in faults if f["kind"] == k) for k in sorted({f["kind"] for f in faults})},
-        "terms": sum(len(v) for v in by_name.values()), "writes_accepted": writes,
+        "terms": sum(len(v) for v in by_name.values()), "permit_terms": len(permits),
+        "writes_accepted": writes,
         "writes_acked": len(acked),
         "stale_writes_rejected": sum(1 for lines in workers.values() for f in lines
                                      if f[1] == "write" and len(f) >= 6 and f[5] == "rejected"),
@@ -416,7 +497,8 @@ def plot(run_dir, png, title=None):
 
 def report(r, out):
     print(f"checker: {r['backend']} seed {r['seed']}: {r['fault_windows']} fault windows "
-          f"{r['faults_by_kind']}, {r['terms']} terms, {r['writes_accepted']} writes accepted, "
+          f"{r['faults_by_kind']}, {r['terms']} terms, {r.get('permit_terms', 0)} permit terms, "
+          f"{r['writes_accepted']} writes accepted, "
           f"{r['stale_writes_rejected']} stale writes rejected, worst failover {r['worst_failover_ms']} ms, "
           f"terms outliving windows {r['survived']}, "
           f"{len(r['violations'])} violations", file=out)

@@ -66,6 +66,15 @@ class Run:
         return r if result else sorted({v["kind"] for v in r["violations"]})
 
 
+def permit(run, wid, pid, kind, name, token, size, start_ms, end_ms):
+    """One permit term of worker wid (checker.py's permit lines), seen valid
+    every 100 ms over [start_ms, end_ms], then revoked."""
+    run.w(wid, f"{start_ms * MS} permit {pid} {kind} {name} {token} {size} 1")
+    for t in range(start_ms, end_ms + 1, 100):
+        run.w(wid, f"{t * MS} pvalid {pid}")
+    run.w(wid, f"{end_ms * MS + 5} prevoked {pid} 1")
+
+
 class CheckerTest(unittest.TestCase):
     def test_clean_history_passes(self):
         r = Run()
@@ -235,6 +244,63 @@ class FiguresTest(unittest.TestCase):
         self.assertIn("failover: p50 50.0 ms, p99 99.0 ms", checker.summary_text(s))
 
     @unittest.skipUnless(shutil.which("gnuplot"), "gnuplot not installed (apt-get install gnuplot-nox)")
+    # Semaphores and read/write locks (ADR 0046). Each history keeps the lease
+    # "a" clean (one term to the end) so only the permit checks can fire.
+
+    def _permit_run(self):
+        r = Run()
+        r.term("w0.1", 1, 0, 10000, revoked=False)
+        return r
+
+    def test_semaphore_at_its_size_passes(self):
+        r = self._permit_run()
+        # Two permits of a semaphore of 2 at once, a third after one ended.
+        permit(r, "w1.1", 1, "semaphore", "s", 5, 2, 0, 3000)
+        permit(r, "w2.1", 1, "semaphore", "s", 6, 2, 1000, 5000)
+        permit(r, "w1.1", 2, "semaphore", "s", 7, 2, 3500, 8000)
+        res = r.write(10000, result=True)
+        self.assertEqual(res["violations"], [])
+        self.assertEqual(res["permit_terms"], 3)
+
+    def test_negative_control_n_plus_one_overlapping_permits(self):
+        r = self._permit_run()
+        # Three permits of a semaphore of 2 valid together over [2000, 3000].
+        permit(r, "w1.1", 1, "semaphore", "s", 5, 2, 0, 3000)
+        permit(r, "w2.1", 1, "semaphore", "s", 6, 2, 1000, 5000)
+        permit(r, "w3.1", 1, "semaphore", "s", 7, 2, 2000, 8000)
+        res = r.write(10000, result=True)
+        self.assertEqual(sorted({v["kind"] for v in res["violations"]}), ["permit_overflow"])
+        self.assertIn("3 valid", res["violations"][0]["detail"])
+
+    def test_permits_that_touch_at_one_instant_overlap(self):
+        r = self._permit_run()
+        permit(r, "w1.1", 1, "semaphore", "s", 5, 1, 0, 3000)
+        permit(r, "w2.1", 1, "semaphore", "s", 6, 1, 3000, 5000)
+        self.assertEqual(r.write(10000), ["permit_overflow"])
+
+    def test_readers_together_then_a_writer_alone_pass(self):
+        r = self._permit_run()
+        permit(r, "w1.1", 1, "read", "rw", 0, 0, 0, 3000)
+        permit(r, "w2.1", 1, "read", "rw", 0, 0, 500, 2500)
+        permit(r, "w3.1", 1, "write", "rw", 8, 0, 3500, 6000)
+        permit(r, "w1.1", 2, "read", "rw", 8, 0, 6500, 9000)
+        self.assertEqual(r.write(10000), [])
+
+    def test_write_beside_a_read_or_a_write(self):
+        for other in ("read", "write"):
+            r = self._permit_run()
+            permit(r, "w1.1", 1, other, "rw", 3, 0, 0, 3000)
+            permit(r, "w2.1", 1, "write", "rw", 8, 0, 2000, 6000)
+            res = r.write(10000, result=True)
+            self.assertEqual([v["kind"] for v in res["violations"]], ["rw_overlap"], other)
+
+    def test_permits_of_other_names_and_kinds_do_not_count_together(self):
+        r = self._permit_run()
+        permit(r, "w1.1", 1, "semaphore", "s", 5, 1, 0, 3000)
+        permit(r, "w2.1", 1, "semaphore", "t", 5, 1, 0, 3000)
+        permit(r, "w3.1", 1, "write", "s", 9, 0, 0, 3000)
+        self.assertEqual(r.write(10000), [])
+
     def test_plot_writes_a_png(self):
         r = Run()
         r.term("w0.1", 1, 0, 3000)

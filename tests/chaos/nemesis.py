@@ -54,9 +54,11 @@ PostgreSQL, started through setpriv, loses PR_SET_PDEATHSIG with its uid).
 
   nemesis.py --backend redis --seconds 30 --worker build/tests/chaos/chaos_worker
              [--seed N] [--lease MS] [--workers 3] [--names a,b] [--faults k1,k2]
-             [--no-aof] [--wipe] [--slow-clock RATE --shim slowclock.so] [--expect KIND]
-             [--keep DIR]
-Exit status: the checker's (0 no violation; with --expect, 0 iff KIND was flagged).
+             [--no-aof] [--wipe] [--slow-clock RATE --shim slowclock.so] [--expect KIND,...]
+             [--no-permits] [--keep DIR]
+Every worker also holds permits of semaphore s (size 2) and read/write lock rw
+(one write in 4) unless --no-permits (chaos_worker --sem/--rw; ADR 0046).
+Exit status: the checker's (0 no violation; with --expect, 0 iff each KIND was flagged).
 """
 import argparse
 import ctypes
@@ -939,7 +941,7 @@ class Workers:
         argv = pre + [a.worker, "--url", url, "--id", wid,
                 "--names", a.names, "--reg", os.path.join(self.run_dir, "register"),
                 "--log", os.path.join(self.run_dir, "workers", wid + ".log"), "--lease", str(a.lease),
-                *a.worker_arg]
+                *([] if a.no_permits else ["--sem", "s", "--rw", "rw"]), *a.worker_arg]
         env = dict(os.environ)
         if slot == 0 and a.slow_clock:
             env["LD_PRELOAD"] = a.shim
@@ -1209,7 +1211,9 @@ def main():
                     help="etcd: a killed member restarts with an empty data dir (a lost disk; negative control)")
     ap.add_argument("--slow-clock", type=float, default=0.0, help="worker 0's clock rate (negative control)")
     ap.add_argument("--shim", default=None)
-    ap.add_argument("--expect", default=None, help="a violation kind the checker must flag")
+    ap.add_argument("--expect", default=None, help="violation kinds (comma separated) the checker must flag")
+    ap.add_argument("--no-permits", action="store_true",
+                    help="workers hold no semaphore permit (s, size 2) nor read/write lock (rw)")
     ap.add_argument("--keep", default=None, help="copy the run's logs here")
     ap.add_argument("--require-survival", default="",
                     help="fault kinds (comma separated) that at least one term must outlive")
@@ -1345,7 +1349,7 @@ def main():
             kinds.add("no_survival")
             print(f"checker: VIOLATION no_survival: no term outlived any of {got[1]} {k} windows", file=sys.stderr)
     if a.expect:
-        rc = 0 if a.expect in kinds else 1
+        rc = 0 if set(a.expect.split(",")) <= kinds else 1
         print(f"nemesis: negative control: expected '{a.expect}' "
               f"{'flagged' if rc == 0 else 'NOT flagged'} (flagged: {sorted(kinds) or 'nothing'})",
               file=sys.stderr)

@@ -325,6 +325,105 @@ case_status_shows_sessions_leases_and_json() {
   wait "$p"
 }
 
+# --- semaphores and read/write locks (simba lock --permits N, --read, --write) ---
+
+# The permit rows of name $1 of kind $2 in `simba status --json`, one a line:
+# "PERMIT TOKEN CLIENT".
+permit_rows() {
+  "$SIMBA" -q status "$1" --json | grep -o '{[^{}]*"kind":"'"$2"'"[^{}]*}' |
+    sed -E 's/.*"token":([0-9]+).*"permit":([0-9]+),"holder_client":"([^"]*)".*/\2 \1 \3/'
+}
+permits_held() { [[ "$(permit_rows "$1" "$2" | wc -l)" -ge "$3" ]]; }
+
+case_lock_kind_usage_errors() {
+  local n; n=$(name)
+  "$SIMBA" -q lock "$n" --permits 0 -- true; expect_eq "permits 0" $? 125
+  "$SIMBA" -q lock "$n" --permits two -- true; expect_eq "permits not a number" $? 125
+  "$SIMBA" -q lock "$n" --permits=-1 -- true; expect_eq "permits negative" $? 125
+  "$SIMBA" -q lock "$n" --permits 4294967296 -- true; expect_eq "permits too big" $? 125
+  "$SIMBA" -q lock "$n" --read --write -- true 2>"$WORK/err"; expect_eq "read and write" $? 125
+  expect_match "one kind message" "$(cat "$WORK/err")" "one of --permits N, --read and --write"
+  "$SIMBA" -q lock "$n" --permits 2 --read -- true; expect_eq "permits and read" $? 125
+  "$SIMBA" -q run "$n" --read -- true; expect_eq "run has no --read" $? 125
+  expect_match "lock help" "$("$SIMBA" lock --help)" "--permits N"
+}
+
+# At most N commands run at once under --permits N; each gets a SEMAPHORE term
+# with its own token, the N+1st times out naming the holders, another size is
+# refused at once, and status lists each permit.
+case_lock_permits_holds_at_most_n() {
+  local n out rc p1 p2 rows; n=$(name)
+  out=$("$SIMBA" -q lock "$n" --permits=2 -- sh -c 'echo "$SIMBA_TERM_KIND $SIMBA_LEASE $SIMBA_TOKEN"')
+  expect_eq "one permit exit" $? 0
+  expect_match "semaphore term" "$out" "^SEMAPHORE $n [1-9][0-9]*$"
+  "$SIMBA" -q --client-name sem-a lock "$n" --permits 2 -- sleep 3 & p1=$!
+  "$SIMBA" -q --client-name sem-b lock "$n" --permits 2 -- sleep 3 & p2=$!
+  wait_for 5 permits_held "$n" semaphore 2 || fail "two permits never held at once"
+  rows=$(permit_rows "$n" semaphore)
+  grep -qxE '[1-9][0-9]* [1-9][0-9]* sem-a' <<<"$rows" || fail "no permit of sem-a: $rows"
+  grep -qxE '[1-9][0-9]* [1-9][0-9]* sem-b' <<<"$rows" || fail "no permit of sem-b: $rows"
+  # Semaphore tokens are the permit ids: distinct per permit.
+  [[ "$(cut -d' ' -f2 <<<"$rows" | sort -u | wc -l)" == 2 ]] || fail "tokens not distinct: $rows"
+  "$SIMBA" lock "$n" --permits 2 --timeout 200ms -- true 2>"$WORK/err"; rc=$?
+  expect_eq "third permit times out" $rc 124
+  expect_match "holders named" "$(cat "$WORK/err")" "$n: semaphore is held by session [0-9a-f]+ \\(client \"sem-a\"\\)"
+  "$SIMBA" lock "$n" --permits 3 --timeout 5s -- true 2>"$WORK/err"; rc=$?
+  expect_eq "another size refused" $rc 125
+  expect_match "size message" "$(cat "$WORK/err")" "semaphore $n has 2 permits, not 3"
+  out=$("$SIMBA" -q status "$n")
+  expect_match "status permits table" "$out" "PERMITS \\(2\\)"
+  expect_match "status permit row" "$out" "$n +semaphore +[1-9][0-9]* +[1-9][0-9]* +[0-9a-f]{32} +sem-a +[0-9.]+s"
+  wait "$p1" "$p2"
+  [[ -z "$(permit_rows "$n" semaphore)" ]] || fail "permits still held after both exited"
+}
+
+# Readers share: two --read commands run at once, with the write epoch as token;
+# a writer waits for them, and its token is above every earlier one; the next
+# reader carries the writer's token.
+case_lock_read_write() {
+  local n p1 p2 r0 w r1 w2 rc; n=$(name)
+  r0=$("$SIMBA" -q lock "$n" --read -- sh -c 'echo "$SIMBA_TERM_KIND $SIMBA_TOKEN"')
+  expect_eq "read before any writer" "$r0" "READ 0"
+  "$SIMBA" -q --client-name reader-a lock "$n" --read -- sleep 2 & p1=$!
+  "$SIMBA" -q --client-name reader-b lock "$n" --read -- sleep 2 & p2=$!
+  wait_for 5 permits_held "$n" read 2 || fail "two readers never held at once"
+  "$SIMBA" lock "$n" --write --timeout 200ms -- true 2>"$WORK/err"; rc=$?
+  expect_eq "writer waits for readers" $rc 124
+  expect_match "readers named" "$(cat "$WORK/err")" "$n: read is held by session"
+  w=$("$SIMBA" -q lock "$n" --write --timeout 10s -- sh -c 'echo "$SIMBA_TERM_KIND $SIMBA_TOKEN"')
+  expect_eq "writer exit" $? 0
+  expect_match "write term" "$w" "^WRITE [1-9][0-9]*$"
+  wait "$p1" "$p2"
+  r1=$("$SIMBA" -q lock "$n" --read -- sh -c 'echo "$SIMBA_TOKEN"')
+  expect_eq "a reader carries the last writer's token" "$r1" "${w#WRITE }"
+  w2=$("$SIMBA" -q lock "$n" --write -- sh -c 'echo "$SIMBA_TOKEN"')
+  ((w2 > ${w#WRITE })) || fail "write token $w2 after ${w#WRITE }"
+  # Separate namespaces: the lock and the semaphore of the same name are free.
+  "$SIMBA" -q --client-name rw-writer lock "$n" --write -- sleep 2 & p1=$!
+  wait_for 5 permits_held "$n" write 1 || fail "the writer never held"
+  "$SIMBA" -q lock "$n" --timeout 1s -- true; expect_eq "lock of the same name" $? 0
+  "$SIMBA" -q lock "$n" --permits 1 --timeout 1s -- true; expect_eq "semaphore of the same name" $? 0
+  wait "$p1"
+}
+
+# The permit's entry is taken behind simba's back: the next keep-alive ends the
+# term (TAKEN_OVER) and the command gets SIGTERM, as under a lock.
+case_permit_taken_over_stops_the_command() {
+  local n row permit token rc; n=$(name)
+  "$SIMBA" --client-name sem-victim lock "$n" --permits 1 "${GRACE[@]}" -- \
+    sh -c "trap 'echo stopped > $WORK/sem-taken; exit 0' TERM; while :; do sleep 0.05; done" \
+    2>"$WORK/sem-taken.log" &
+  local p=$!
+  wait_for 5 permits_held "$n" semaphore 1 || fail "never held"
+  row=$(permit_rows "$n" semaphore); permit=${row%% *}; token=$(cut -d' ' -f2 <<<"$row")
+  redis-cli -p "$PORT" hset "simba:sem:$n" "e:$permit" "semaphore someone-else $token" >/dev/null
+  wait "$p"; rc=$?
+  expect_eq "exit with the command's status" $rc 0
+  grep -q "ended: TAKEN_OVER; stopping the command" "$WORK/sem-taken.log" ||
+    fail "no 'ended: TAKEN_OVER' line: $(cat "$WORK/sem-taken.log")"
+  [[ -f "$WORK/sem-taken" ]] || fail "the command got no SIGTERM"
+}
+
 # simba schema prints the DDL of a postgresql:// URL without connecting (port 1
 # has no server), in the URL's schema; other backends have none: exit 125.
 case_schema_prints_the_postgres_ddl() {

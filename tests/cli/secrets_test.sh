@@ -39,7 +39,7 @@ PORT=$(simba_free_port)
 # The ACL line of docs/security.md, for the default prefix "simba".
 cat >"$WORK/users.acl" <<ACL
 user default on >$REDIS_DEFAULT_PW ~* &* +@all
-user simba on >$REDIS_SIMBA_PW resetkeys ~simba:* resetchannels &simba:released:* -@all +evalsha +eval +script|load +select +subscribe +unsubscribe +config|get +get +set +del +pexpire +pttl +sadd +srem +smembers +hget +hmget +hset +hdel +publish +scan
+user simba on >$REDIS_SIMBA_PW resetkeys ~simba:* resetchannels &simba:released:* -@all +evalsha +eval +script|load +select +subscribe +unsubscribe +config|get +get +set +del +pexpire +pttl +sadd +srem +smembers +hget +hmget +hgetall +hlen +hset +hdel +publish +scan
 ACL
 redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK" \
   --aclfile "$WORK/users.acl" --daemonize no >"$WORK/redis.log" 2>&1 &

@@ -31,5 +31,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   int64_t lease = 0;
   const std::string sid(reinterpret_cast<const char*>(data), size < 16 ? size : 16);
   if (parse_session_id(sid, &lease)) FUZZ_CHECK(session_id(lease) == sid, "sid %s", sid.c_str());
+  // Permit entries, counters and keys (ADR 0046): what reads back writes back.
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  simba::PermitKind kind = simba::PermitKind::kLease;
+  std::string owner, resource;
+  uint64_t token = 0, permit = 0;
+  if (parse_permit_value(text, &kind, &owner, &token)) {
+    FUZZ_CHECK(permit_value(kind, owner, token) == text, "entry %s", text.c_str());
+  }
+  PermitCounter counter;
+  if (parse_counter_value(text, &counter)) {
+    FUZZ_CHECK(counter_value(counter) == text, "counter %s", text.c_str());
+  }
+  const EtcdKeys keys("/p");
+  if (keys.parse_permit(text, &resource, &permit)) {
+    FUZZ_CHECK(resource.size() < size, "resource longer than the key");
+  }
   return 0;
 }

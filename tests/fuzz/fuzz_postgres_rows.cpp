@@ -52,6 +52,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } else {
       FUZZ_CHECK(k.owned.empty(), "leases listed with a failed keep-alive");
     }
+    const simba::KeepAliveReply ka = simba::decode_pg_keep_alive_all(r);
+    if (ka.outcome == simba::Outcome::kOk) {
+      check_duration(ka.remaining, "keep-alive remaining");
+      for (const auto& l : ka.owned) {
+        FUZZ_CHECK(l.token <= INT64_MAX && l.permit <= INT64_MAX, "entry");
+        FUZZ_CHECK(
+            l.kind == simba::PermitKind::kLease ? l.token > 0 && l.permit == 0 : l.permit > 0,
+            "entry of its kind");
+      }
+    } else {
+      FUZZ_CHECK(ka.owned.empty(), "entries listed with a failed keep-alive");
+    }
+    const simba::AcquireReply ap = simba::decode_pg_acquire_permit(r);
+    if (ap.outcome == simba::Outcome::kOk) FUZZ_CHECK(ap.permit > 0, "permit 0 granted");
+    if (ap.outcome == simba::Outcome::kRefused) FUZZ_CHECK(ap.size > 0, "refused without a size");
+    if (ap.outcome == simba::Outcome::kHeld) check_duration(ap.holder_remaining, "holder");
     const simba::AcquireReply a = simba::decode_pg_acquire(r);
     if (a.outcome == simba::Outcome::kOk) FUZZ_CHECK(a.token > 0, "token 0 granted");
     if (a.outcome == simba::Outcome::kHeld) check_duration(a.holder_remaining, "holder");

@@ -27,7 +27,12 @@ void decode_all(const redisReply* r) {
     if (k.outcome == simba::Outcome::kOk) {
       FUZZ_CHECK(k.remaining.count() >= 0, "negative keep-alive remaining");
       check_duration(k.remaining, "keep-alive remaining");
-      for (const auto& l : k.owned) FUZZ_CHECK(l.token > 0 && l.token <= INT64_MAX, "token");
+      for (const auto& l : k.owned) {
+        // A permit entry's token may be 0 (a reader before any writer, an intent).
+        FUZZ_CHECK(l.token <= INT64_MAX && (l.token > 0 || l.kind != simba::PermitKind::kLease),
+                   "token");
+        FUZZ_CHECK((l.kind == simba::PermitKind::kLease) == (l.permit == 0), "permit id");
+      }
     } else {
       FUZZ_CHECK(k.owned.empty(), "leases listed with a failed keep-alive");
     }
@@ -35,6 +40,11 @@ void decode_all(const redisReply* r) {
     const simba::AcquireReply a = simba::decode_acquire_reply(r);
     if (a.outcome == simba::Outcome::kOk) FUZZ_CHECK(a.token > 0, "token 0 granted");
     if (a.outcome == simba::Outcome::kHeld) check_duration(a.holder_remaining, "holder");
+
+    const simba::AcquireReply ap = simba::decode_acquire_permit_reply(r);
+    if (ap.outcome == simba::Outcome::kOk) FUZZ_CHECK(ap.permit > 0, "permit 0 granted");
+    if (ap.outcome == simba::Outcome::kRefused) FUZZ_CHECK(ap.size > 0, "refused without size");
+    if (ap.outcome == simba::Outcome::kHeld) check_duration(ap.holder_remaining, "holder");
 
     const simba::InspectReply i = simba::decode_inspect_reply(r);
     for (const auto& s : i.sessions) check_duration(s.remaining, "session remaining");

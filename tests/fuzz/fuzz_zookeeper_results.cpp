@@ -1,8 +1,11 @@
 // The ZooKeeper backend's decoders: session marker data (any bytes a client
 // with write access could put there), token and lease node Stats (any values),
-// and the inspect reply built from them.
+// and the inspect reply built from them; permits' entry names, resource node
+// data and the plan made on them (ADR 0046).
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "backend/zookeeper/zookeeper_results.h"
 #include "fuzz_common.h"
@@ -55,6 +58,34 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& l : r.leases) {
     FUZZ_CHECK(l.token <= INT64_MAX, "token from a negative zxid");
     FUZZ_CHECK(l.holder_remaining.count() <= kMaxNs, "lease remaining");
+  }
+  // Permits: any children and data a client with write access could leave.
+  simba::PermitAsk ask;
+  ask.kind = static_cast<simba::PermitKind>(in.byte() % 6);
+  ask.size = static_cast<uint32_t>(in.int64());
+  ask.leave_intent = in.byte() & 1;
+  ask.intent = static_cast<uint64_t>(in.int64());
+  const int32_t version = static_cast<int32_t>(in.int64());
+  const std::string rdata = in.str(24);
+  std::vector<std::string> children;
+  const int nchildren = in.byte() % 8;
+  for (int i = 0; i < nchildren; ++i) {
+    children.push_back(in.str(24));
+    if (const auto e = simba::parse_zk_permit_child(children.back())) {
+      FUZZ_CHECK(e->permit > 0, "permit 0");
+      FUZZ_CHECK(simba::parse_zk_permit_child(simba::zk_permit_child(e->kind, e->permit))->permit ==
+                     e->permit,
+                 "child name round trip");
+    }
+  }
+  const simba::ZkPermitPlan plan = simba::plan_zk_permit(ask, version, rdata, children);
+  if (plan.what == simba::ZkPermitPlan::kGrant || plan.what == simba::ZkPermitPlan::kIntent) {
+    FUZZ_CHECK(version >= 0 && plan.permit == static_cast<uint64_t>(version) + 1, "next permit");
+    FUZZ_CHECK(simba::parse_zk_permit_number(plan.data).has_value(), "data readable again");
+  }
+  struct Stat est = read_stat(in);
+  if (const auto row = simba::zk_permit_row("n", in.str(24), in.str(24), est, sessions)) {
+    FUZZ_CHECK(row->permit > 0 && row->token <= INT64_MAX, "permit row");
   }
   return 0;
 }

@@ -36,6 +36,9 @@ void Stats::add(const Stats& o) {
   orphans_seen += o.orphans_seen;
   orphan_max_ms = std::max(orphan_max_ms, o.orphan_max_ms);
   drifting_store += o.drifting_store;
+  permit_terms += o.permit_terms;
+  write_terms += o.write_terms;
+  permit_refused += o.permit_refused;
 }
 
 std::string Stats::summary() const {
@@ -49,6 +52,10 @@ std::string Stats::summary() const {
     << handovers << " hand-overs, " << closes << " node closes; " << quiet_checks
     << " liveness checks, " << orphans_seen << " orphans seen (longest " << orphan_max_ms
     << " ms into a quiet stretch), " << drifting_store << " schedules with a drifting store clock";
+  if (permit_terms > 0) {
+    s << "; permits: " << permit_terms << " terms (" << write_terms << " writes), "
+      << permit_refused << " refused sizes";
+  }
   return s.str();
 }
 
@@ -92,6 +99,31 @@ void SimEffects::send_release(CallId call, const std::string& session, const std
   r.call = call;
   r.session = session;
   r.name = name;
+  r.token = token;
+  r.timeout = timeout;
+  sim_.fx_send(box_, std::move(r));
+}
+void SimEffects::send_acquire_permit(CallId call, const std::string& session,
+                                     const std::string& name, const PermitAsk& ask,
+                                     Duration timeout) {
+  Req r;
+  r.kind = ReqKind::kAcquirePermit;
+  r.call = call;
+  r.session = session;
+  r.name = name;
+  r.ask = ask;
+  r.timeout = timeout;
+  sim_.fx_send(box_, std::move(r));
+}
+void SimEffects::send_release_permit(CallId call, const std::string& session,
+                                     const std::string& name, EntryRef entry, uint64_t token,
+                                     Duration timeout) {
+  Req r;
+  r.kind = ReqKind::kReleasePermit;
+  r.call = call;
+  r.session = session;
+  r.name = name;
+  r.entry = entry;
   r.token = token;
   r.timeout = timeout;
   sim_.fx_send(box_, std::move(r));
@@ -253,6 +285,12 @@ void Sim::make_params() {
   p.timer_slop = slop < 0.4 ? Duration(0) : slop < 0.8 ? ms(1) : ms(10);
   p.quiet = chance(0.7);
   p.chaos_len = p.quiet ? between(ms(1000), ms(4000)) : between(ms(2000), ms(6000));
+  if (!permits_) return;  // drawn last: a schedule without permits is unchanged
+  for (int i = 0; i < 2; ++i) {
+    const std::string name = "p" + std::to_string(i);
+    p.permit_names.push_back(name);
+    p.sem_size[name] = 1 + static_cast<uint32_t>(pick(3));
+  }
 }
 
 void Sim::setup() {
@@ -417,8 +455,8 @@ Result Sim::run() {
 
 }  // namespace detail
 
-Result run_schedule(uint64_t seed, std::ostream* trace) {
-  detail::Sim sim(seed, trace);
+Result run_schedule(uint64_t seed, std::ostream* trace, bool permits) {
+  detail::Sim sim(seed, trace, permits);
   return sim.run();
 }
 

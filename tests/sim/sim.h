@@ -81,6 +81,10 @@ struct Stats {
   uint64_t orphans_seen = 0;    // orphan leases noticed (then freed in time)
   uint64_t orphan_max_ms = 0;   // the longest an orphan lasted into a quiet stretch
   uint64_t drifting_store = 0;  // schedules whose store clock runs at a rate != 1
+  // The permit scenario (ADR 0046); the summary names them only when there are any.
+  uint64_t permit_terms = 0;    // elected() of semaphore, read and write permits
+  uint64_t write_terms = 0;     // of which writes
+  uint64_t permit_refused = 0;  // semaphore acquires refused (another size)
 
   void add(const Stats& o);
   std::string summary() const;
@@ -94,7 +98,13 @@ struct Result {
 };
 
 // Runs schedule `seed`. With `trace`, every event, call and callback is printed.
-Result run_schedule(uint64_t seed, std::ostream* trace = nullptr);
+// With `permits`, the application also takes semaphore and read/write permits
+// of names of their own (ADR 0046), checked after every event: never more than
+// N valid permits of a semaphore of size N, never a valid write term beside
+// any other valid term of its name; in the quiet stretch, no permit or intent
+// held by a live session without a term or a waiting writer for it beyond
+// invariant 7's bound. Without, a schedule is what it always was.
+Result run_schedule(uint64_t seed, std::ostream* trace = nullptr, bool permits = false);
 
 }  // namespace simba::sim
 

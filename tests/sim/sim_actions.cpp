@@ -32,6 +32,19 @@ void Sim::act(NodeBox& b) {
     if (t.finished || t.stop_requested) continue;
     (t.kind == ContenderKind::kElection ? elections : locks).push_back(id);
   }
+  if (permits_ && chance(0.5)) {
+    // Permits: take one (at most four at once per node), or let one go.
+    std::vector<ContenderId> held;
+    for (ContenderId id : locks) {
+      if (is_permit(b.cs.at(id).kind)) held.push_back(id);
+    }
+    if (held.size() < 4 && chance(0.6)) {
+      add_permit(b, p_.permit_names[pick(p_.permit_names.size())]);
+    } else if (!held.empty()) {
+      stop(b, held[pick(held.size())]);
+    }
+    return;
+  }
   const double r = unit();
   if (r < 0.35) {
     if (static_cast<int>(elections.size()) < b.target_elections) {
@@ -107,6 +120,15 @@ void Sim::schedule_work_exit(NodeBox& b, ContenderId who, uint64_t token, Durati
   });
 }
 
+void Sim::draw_lock_limits(TimePoint* give_up, bool* once) {
+  const double r = unit();
+  if (r < 0.3) {
+    *once = true;
+  } else if (r < 0.7) {
+    *give_up = now() + between(Duration(0), p_.cfg.lease_duration * 2);
+  }
+}
+
 void Sim::add_lock(NodeBox& b, const std::string& name) {
   // An election of this node on the name refuses the lock; a lock queues.
   bool refused = false;
@@ -118,12 +140,7 @@ void Sim::add_lock(NodeBox& b, const std::string& name) {
   }
   TimePoint give_up = TimePoint::max();
   bool once = false;
-  const double r = unit();
-  if (r < 0.3) {
-    once = true;
-  } else if (r < 0.7) {
-    give_up = now() + between(Duration(0), p_.cfg.lease_duration * 2);
-  }
+  draw_lock_limits(&give_up, &once);
   const ContenderId expect = b.next_id;
   b.adding = Adding{expect, name, ContenderKind::kLock};
   auto c = std::make_unique<Contender>(LeaseName(name), ContenderKind::kLock);
@@ -147,6 +164,37 @@ void Sim::add_lock(NodeBox& b, const std::string& name) {
   Track& t = b.cs[id];  // may exist already (a try_once that failed at once)
   t.name = name;
   t.kind = ContenderKind::kLock;
+}
+
+void Sim::add_permit(NodeBox& b, const std::string& name) {
+  const double k = unit();
+  const ContenderKind kind = k < 0.4   ? ContenderKind::kSemaphore
+                             : k < 0.7 ? ContenderKind::kRead
+                                       : ContenderKind::kWrite;
+  TimePoint give_up = TimePoint::max();
+  bool once = false;
+  draw_lock_limits(&give_up, &once);
+  const ContenderId expect = b.next_id;
+  b.adding = Adding{expect, name, kind};
+  auto c = std::make_unique<Contender>(LeaseName(name), kind);
+  if (kind == ContenderKind::kSemaphore) c->set_size(p_.sem_size.at(name));
+  const ContenderId id = b.node->add_lock(*c, give_up, once, now()) ? c->id : 0;
+  if (id && !(b.cs.count(id) && b.cs.at(id).finished)) b.owned[id] = std::move(c);
+  b.adding.reset();
+  if (tr_) {
+    T() << node_str(b) << " add_permit " << permit_kind_name(permit_kind_of(kind)) << " " << name
+        << (once ? " try_once" : "")
+        << (give_up != TimePoint::max() ? " give_up_at " + t_str(give_up) : "") << " -> " << id
+        << "\n";
+  }
+  if (id != expect) {
+    fail(node_str(b) + " add_permit(" + name + ") returned " + std::to_string(id) + ", expected " +
+         std::to_string(expect));
+  }
+  ++b.next_id;
+  Track& t = b.cs[id];
+  t.name = name;
+  t.kind = kind;
 }
 
 void Sim::stop(NodeBox& b, ContenderId id) {

@@ -95,26 +95,42 @@ void Sim::fx_elected(NodeBox& b, ContenderId who, const TermRef& term) {
          ", call sent in " + alias(a.session) + ", node's session " + alias(b.session) +
          (b.session_live ? "" : " (ended)"));
   }
-  if (term->token() == 0) fail(ctx + ": token 0");
+  // A reader's token is its name's write epoch: 0 before any writer.
+  if (term->token() == 0 && t.kind != ContenderKind::kRead) fail(ctx + ": token 0");
   if (!term->valid()) fail(ctx + ": the new term is not valid");
-  // Invariant 2: tokens strictly increasing per name. A term of a session the
-  // store ended early (expire_session) may come after a later one: that is the
-  // fault the fencing token covers, not the node's doing.
-  uint64_t& high = max_token_[term->name().str()];
-  if (term->token() <= high) {
-    auto h = hooked_.find(term->session_id());
-    if (h == hooked_.end() || h->second > now()) {
-      fail("[tokens increase] " + ctx + " after token " + std::to_string(high) +
-           " was already elected");
+  uint64_t permit = 0;
+  if (is_permit(t.kind)) {
+    // Permits of one name are granted side by side and elected in any order:
+    // each permit (its id) is elected once.
+    auto c = b.owned.find(who);
+    permit = c == b.owned.end() ? 0 : c->second->permit();
+    const std::string key =
+        permit_resource(permit_kind_of(t.kind), term->name()) + "#" + std::to_string(permit);
+    if (permit == 0 || !permits_elected_.insert(key).second) {
+      fail("[a permit is elected once] " + ctx + ": permit " + key);
     }
+  } else {
+    // Invariant 2: tokens strictly increasing per name. A term of a session the
+    // store ended early (expire_session) may come after a later one: that is the
+    // fault the fencing token covers, not the node's doing.
+    uint64_t& high = max_token_[term->name().str()];
+    if (term->token() <= high) {
+      auto h = hooked_.find(term->session_id());
+      if (h == hooked_.end() || h->second > now()) {
+        fail("[tokens increase] " + ctx + " after token " + std::to_string(high) +
+             " was already elected");
+      }
+    }
+    high = std::max(high, term->token());
   }
-  high = std::max(high, term->token());
 
   auto rec = std::make_shared<TermRec>();
   rec->term = term;
   rec->slot = b.slot;
   rec->inst = b.inst;
   rec->who = who;
+  rec->kind = t.kind;
+  rec->permit = permit;
   rec->elected_at = now();
   t.term = rec;
   terms_.push_back(rec);
@@ -134,6 +150,8 @@ void Sim::fx_elected(NodeBox& b, ContenderId who, const TermRef& term) {
   }
   ++stats_.terms;
   if (t.kind == ContenderKind::kLock) ++stats_.lock_terms;
+  if (is_permit(t.kind)) ++stats_.permit_terms;
+  if (t.kind == ContenderKind::kWrite) ++stats_.write_terms;
 }
 
 void Sim::fx_revoked(NodeBox& b, ContenderId who, const TermRef& term, RevokeReason reason) {
@@ -183,7 +201,12 @@ void Sim::fx_lock_failed(NodeBox& b, ContenderId who, LockFailure why) {
   Track& t = track(b, who, "lock_failed");
   if (tr_)
     T() << node_str(b) << " lock_failed contender " << who << " " << failure_name(why) << "\n";
-  if (t.kind != ContenderKind::kLock) fail(node_str(b) + " lock_failed for an election");
+  if (t.kind == ContenderKind::kElection) fail(node_str(b) + " lock_failed for an election");
+  // Every holder of a simulated semaphore names its one size.
+  if (why == LockFailure::kRefused) {
+    ++stats_.permit_refused;
+    fail(node_str(b) + " contender " + std::to_string(who) + " refused a semaphore's size");
+  }
   if (t.term) fail("[elected/revoked pairing] lock_failed while holding " + term_str(*t.term));
   t.finished = true;
   abandon(b, who);

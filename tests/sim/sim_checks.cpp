@@ -1,6 +1,8 @@
 // The phases of a schedule (chaos, the quiet stretch, the final close) and the
 // invariants checked after every event and in the quiet stretch.
 #include <algorithm>
+#include <iterator>
+#include <set>
 #include <sstream>
 
 #include "sim/sim_world.h"
@@ -80,6 +82,7 @@ void Sim::check_terms() {
       const TermRec& a = *valid[i];
       const TermRec& b = *valid[j];
       if (a.term->name() != b.term->name()) continue;
+      if (is_permit(a.kind) || is_permit(b.kind)) continue;  // check_permits
       // A session the store ended early (expire_session) lost its leases while
       // its node still counted on them: a later term of another node may overlap
       // it. Only the fencing token protects there, as the seed says.
@@ -91,11 +94,41 @@ void Sim::check_terms() {
       fail("[one valid term per name] " + term_str(a) + " and " + term_str(b));
     }
   }
+  check_permits(valid);
   terms_.erase(std::remove_if(terms_.begin(), terms_.end(),
                               [](const std::shared_ptr<TermRec>& r) {
                                 return r->revoked_cb && r->ended_seen;
                               }),
                terms_.end());
+}
+
+// The permit invariants (sim.h), at every instant, except against a permit of a
+// session the store ended early (as invariant 1).
+void Sim::check_permits(const std::vector<TermRec*>& valid) {
+  if (!permits_) return;
+  for (const std::string& name : p_.permit_names) {
+    std::vector<const TermRec*> sem, rw;
+    for (const TermRec* r : valid) {
+      if (r->term->name() != name || ended_early(*r, now())) continue;
+      if (r->kind == ContenderKind::kSemaphore) sem.push_back(r);
+      if (r->kind == ContenderKind::kRead || r->kind == ContenderKind::kWrite) rw.push_back(r);
+    }
+    const uint32_t size = p_.sem_size.at(name);
+    if (sem.size() > size) {
+      std::string all;
+      for (const TermRec* r : sem) all += " " + term_str(*r);
+      fail("[at most N permits] " + std::to_string(sem.size()) + " valid permits of semaphore " +
+           name + " of size " + std::to_string(size) + ":" + all);
+    }
+    for (const TermRec* w : rw) {
+      if (w->kind != ContenderKind::kWrite) continue;
+      for (const TermRec* o : rw) {
+        if (o == w || ended_early(*o, w->elected_at) || ended_early(*w, o->elected_at)) continue;
+        fail("[a write term is alone] " + term_str(*w) + " beside " +
+             permit_kind_name(permit_kind_of(o->kind)) + " " + term_str(*o));
+      }
+    }
+  }
 }
 
 // Invariant 6: after 2 s without faults, every name with a started election
@@ -188,19 +221,66 @@ void Sim::check_orphans() {
       orphans_.erase(name);
       continue;
     }
-    auto it = orphans_.find(name);
-    if (it == orphans_.end() || it->second.key != key) {
-      orphans_[name] = Orphan{key, now()};
-      ++stats_.orphans_seen;
-      continue;
-    }
-    const TimePoint from = std::max(it->second.since, quiet_start_);
-    stats_.orphan_max_ms =
-        std::max<uint64_t>(stats_.orphan_max_ms, static_cast<uint64_t>(to_ms(now() - from)));
-    if (now() - from > orphan_limit_) {
+    TimePoint since;
+    if (orphan_too_old(name, key, &since)) {
       fail("[orphan rule] lease " + name + " token " + std::to_string(v.token) + " held by " +
-           alias(v.holder) + " without a term since " + t_str(it->second.since) + " ms");
+           alias(v.holder) + " without a term since " + t_str(since) + " ms");
     }
+  }
+  if (permits_) check_permit_orphans();
+}
+
+bool Sim::orphan_too_old(const std::string& slot, const std::string& key, TimePoint* since) {
+  auto it = orphans_.find(slot);
+  if (it == orphans_.end() || it->second.key != key) {
+    orphans_[slot] = Orphan{key, now()};
+    ++stats_.orphans_seen;
+    return false;
+  }
+  *since = it->second.since;
+  const TimePoint from = std::max(it->second.since, quiet_start_);
+  stats_.orphan_max_ms =
+      std::max<uint64_t>(stats_.orphan_max_ms, static_cast<uint64_t>(to_ms(now() - from)));
+  return now() - from > orphan_limit_;
+}
+
+bool Sim::explains(const NodeBox& b, const LeaseInfo& l) const {
+  for (const auto& [id, t] : b.cs) {
+    if (t.term && permit_kind_of(t.kind) == l.kind && t.term->permit == l.permit &&
+        t.term->term->name() == l.name) {
+      return true;
+    }
+  }
+  for (const auto& [id, c] : b.owned) {
+    if (l.kind == PermitKind::kIntent && c->intent() == l.permit && c->name == l.name) return true;
+  }
+  return false;
+}
+
+void Sim::check_permit_orphans() {
+  // inspect() reads without expiring anyone: nothing is broadcast.
+  const InspectReply in = store_->inspect(p_.permit_names);
+  std::set<std::string> seen;
+  for (const LeaseInfo& l : in.leases) {
+    if (l.kind == PermitKind::kLease || l.holder.empty()) continue;
+    const std::string key = std::string("permit ") + permit_kind_name(l.kind) + " " + l.name +
+                            " #" + std::to_string(l.permit);
+    auto s = session_index_.find(l.holder);
+    if (s != session_index_.end()) {
+      const SessionRec& rec = sessions_[s->second];
+      const NodeBox* b = find(rec.slot, rec.inst);
+      if (b && b->session_live && b->session == l.holder && explains(*b, l)) continue;
+    }
+    seen.insert(key);
+    TimePoint since;
+    if (orphan_too_old(key, l.holder, &since)) {
+      fail("[orphan rule] " + key + " held by " + alias(l.holder) + " without a term since " +
+           t_str(since) + " ms");
+    }
+  }
+  for (auto it = orphans_.begin(); it != orphans_.end();) {
+    const bool stale = it->first.rfind("permit ", 0) == 0 && !seen.count(it->first);
+    it = stale ? orphans_.erase(it) : std::next(it);
   }
 }
 

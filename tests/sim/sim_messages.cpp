@@ -48,12 +48,17 @@ void Sim::fx_send(NodeBox& b, Req r) {
       }
     }
   }
-  if (r.kind == ReqKind::kAcquire) {
+  if (r.kind == ReqKind::kAcquire || r.kind == ReqKind::kAcquirePermit) {
     // Which contender: the one being added, else the oldest unfinished
-    // contender of the name (the front of the node's queue for the name).
+    // contender of the name (the front of the node's queue for the name); a
+    // permit's, the one whose attempt this is (permits do not queue).
     ContenderId who = 0;
     if (b.adding && b.adding->name == r.name) {
       who = b.adding->id;
+    } else if (r.kind == ReqKind::kAcquirePermit) {
+      for (const auto& [id, c] : b.owned) {
+        if (c->attempt() == r.call) who = id;
+      }
     } else {
       for (const auto& [id, t] : b.cs) {
         if (!t.finished && t.name == r.name) {
@@ -128,6 +133,17 @@ void Sim::at_store(int slot, uint64_t inst, const Req& r) {
   std::string what;
   const CallId call = r.call;
   const TimePoint late_at = r.sent_at + r.timeout;
+  auto to_on_acquire = [this, call](const AcquireReply& rep) {
+    return [this, call, rep](NodeBox& b) {
+      // Answered as the node receives it: on_acquire may send the next
+      // attempt at once (a Held answer after a release broadcast).
+      auto it = b.acq.find(call);
+      if (it != b.acq.end()) it->second.answered = true;
+      b.delivering_acquire = call;
+      b.node->on_acquire(call, rep, now());
+      b.delivering_acquire = 0;
+    };
+  };
   switch (r.kind) {
     case ReqKind::kOpen: {
       OpenReply rep;
@@ -177,15 +193,7 @@ void Sim::at_store(int slot, uint64_t inst, const Req& r) {
         what = std::string(outcome_name(rep.outcome)) +
                (rep.outcome == Outcome::kOk ? " token " + std::to_string(rep.token) : "");
       }
-      fn = [this, call, rep](NodeBox& b) {
-        // Answered as the node receives it: on_acquire may send the next
-        // attempt at once (a Held answer after a release broadcast).
-        auto it = b.acq.find(call);
-        if (it != b.acq.end()) it->second.answered = true;
-        b.delivering_acquire = call;
-        b.node->on_acquire(call, rep, now());
-        b.delivering_acquire = 0;
-      };
+      fn = to_on_acquire(rep);
       break;
     }
     case ReqKind::kRelease: {
@@ -197,6 +205,36 @@ void Sim::at_store(int slot, uint64_t inst, const Req& r) {
       }
       lost(rep);
       if (tr_) what = outcome_name(rep.outcome);
+      fn = [this, call, rep](NodeBox& b) { b.node->on_release(call, rep, now()); };
+      break;
+    }
+    case ReqKind::kAcquirePermit: {
+      AcquireReply rep;
+      if (err) {
+        rep.error = "injected error";
+      } else {
+        rep = store_->acquire_permit(r.session, r.name, r.ask);
+      }
+      lost(rep);
+      if (tr_) {
+        what = std::string(permit_kind_name(r.ask.kind)) + " " + outcome_name(rep.outcome) +
+               " permit " + std::to_string(rep.permit) + " token " + std::to_string(rep.token);
+      }
+      fn = to_on_acquire(rep);
+      break;
+    }
+    case ReqKind::kReleasePermit: {
+      DoneReply rep;
+      if (err) {
+        rep.error = "injected error";
+      } else {
+        rep = store_->release_permit(r.session, r.name, r.entry.kind, r.entry.permit, r.token);
+      }
+      lost(rep);
+      if (tr_) {
+        what = std::string(permit_kind_name(r.entry.kind)) + " #" + std::to_string(r.entry.permit) +
+               " " + outcome_name(rep.outcome);
+      }
       fn = [this, call, rep](NodeBox& b) { b.node->on_release(call, rep, now()); };
       break;
     }

@@ -37,15 +37,18 @@ uint64_t default_schedules() {
   return 10000;
 }
 
-std::string replay_hint(uint64_t seed) {
+std::string replay_hint(uint64_t seed, bool permits) {
   return "replay with its trace: SIMBA_SIM_SEED=" + std::to_string(seed) +
-         " ./test_sim --gtest_filter='Sim.RandomSchedules'";
+         " ./test_sim --gtest_filter='Sim." + (permits ? "PermitSchedules" : "RandomSchedules") +
+         "'";
 }
 
-TEST(Sim, RandomSchedules) {
+// Runs the schedules the environment names (see the top of this file), with
+// or without permits, and reports them.
+void run_schedules(bool permits) {
   if (std::getenv("SIMBA_SIM_SEED")) {
     const uint64_t seed = env_u64("SIMBA_SIM_SEED", 1);
-    const Result r = run_schedule(seed, &std::cout);
+    const Result r = run_schedule(seed, &std::cout, permits);
     std::cout << "schedule " << seed << ": " << r.stats.summary() << "\n";
     EXPECT_TRUE(r.ok) << "schedule " << seed << ": " << r.failure;
     return;
@@ -64,7 +67,7 @@ TEST(Sim, RandomSchedules) {
     Stats mine;
     std::vector<Result> bad;
     for (uint64_t i; (i = next++) < n;) {
-      Result r = run_schedule(base + i);
+      Result r = run_schedule(base + i, nullptr, permits);
       mine.add(r.stats);
       if (!r.ok) bad.push_back(std::move(r));
     }
@@ -78,19 +81,26 @@ TEST(Sim, RandomSchedules) {
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
-  std::cout << "[sim] seeds " << base << ".." << base + n - 1 << " in " << secs
-            << " s: " << total.summary() << "\n";
+  std::cout << (permits ? "[sim permits] seeds " : "[sim] seeds ") << base << ".." << base + n - 1
+            << " in " << secs << " s: " << total.summary() << "\n";
   EXPECT_EQ(total.schedules, n);
   std::sort(failures.begin(), failures.end(),
             [](const Result& a, const Result& b) { return a.seed < b.seed; });
   if (!failures.empty()) {
-    std::cout << "[sim] " << failures.size() << " schedules failed\n";
+    std::cout << (permits ? "[sim permits] " : "[sim] ") << failures.size()
+              << " schedules failed\n";
   }
   for (size_t i = 0; i < failures.size() && i < 10; ++i) {
     ADD_FAILURE() << "schedule " << failures[i].seed << " violated an invariant "
-                  << failures[i].failure << "\n  " << replay_hint(failures[i].seed);
+                  << failures[i].failure << "\n  " << replay_hint(failures[i].seed, permits);
   }
 }
+
+TEST(Sim, RandomSchedules) { run_schedules(false); }
+
+// The same worlds, whose application also takes semaphore and read/write
+// permits (ADR 0046; sim.h lists what is checked).
+TEST(Sim, PermitSchedules) { run_schedules(true); }
 
 // A schedule is a function of its seed: the same seed gives the same trace.
 TEST(Sim, SameSeedSameSchedule) {
@@ -102,6 +112,16 @@ TEST(Sim, SameSeedSameSchedule) {
     EXPECT_EQ(ra.stats.events, rb.stats.events);
     EXPECT_EQ(ra.stats.terms, rb.stats.terms);
     EXPECT_TRUE(a.str() == b.str()) << "schedule " << seed << " is not reproducible";
+  }
+}
+
+TEST(Sim, SameSeedSamePermitSchedule) {
+  for (uint64_t seed : {3u, 17u}) {
+    std::ostringstream a, b;
+    const Result ra = run_schedule(seed, &a, true);
+    const Result rb = run_schedule(seed, &b, true);
+    EXPECT_EQ(ra.stats.permit_terms, rb.stats.permit_terms);
+    EXPECT_TRUE(a.str() == b.str()) << "permit schedule " << seed << " is not reproducible";
   }
 }
 

@@ -82,9 +82,21 @@ struct Params {
   bool reacquire_ok = false;
   // A node's loop runs a due timer up to this late (a busy loop).
   Duration timer_slop{0};
+  // The permit scenario: names of semaphores and read/write locks (apart from
+  // the lease names), and each semaphore's size, which every holder names.
+  std::vector<std::string> permit_names;
+  std::map<std::string, uint32_t> sem_size;
 };
 
-enum class ReqKind { kOpen, kKeepAlive, kAcquire, kRelease, kClose };
+enum class ReqKind {
+  kOpen,
+  kKeepAlive,
+  kAcquire,
+  kRelease,
+  kClose,
+  kAcquirePermit,
+  kReleasePermit
+};
 inline const char* req_name(ReqKind k) {
   switch (k) {
     case ReqKind::kOpen:
@@ -97,6 +109,10 @@ inline const char* req_name(ReqKind k) {
       return "release";
     case ReqKind::kClose:
       return "close";
+    case ReqKind::kAcquirePermit:
+      return "acquire_permit";
+    case ReqKind::kReleasePermit:
+      return "release_permit";
   }
   return "?";
 }
@@ -110,6 +126,8 @@ struct Req {
   Duration lease{0};
   Duration timeout{0};
   TimePoint sent_at;
+  PermitAsk ask;   // kAcquirePermit
+  EntryRef entry;  // kReleasePermit
 };
 
 // One elected term, as the checker follows it.
@@ -118,6 +136,8 @@ struct TermRec {
   int slot = 0;
   uint64_t inst = 0;
   ContenderId who = 0;
+  ContenderKind kind = ContenderKind::kElection;
+  uint64_t permit = 0;  // a permit's id
   TimePoint elected_at;
   bool ended_seen = false;     // read invalid once: must stay invalid
   bool term_ended_cb = false;  // Effects::term_ended seen
@@ -172,6 +192,10 @@ class SimEffects final : public Effects {
                     Duration timeout) override;
   void send_release(CallId call, const std::string& session, const std::string& name,
                     uint64_t token, Duration timeout) override;
+  void send_acquire_permit(CallId call, const std::string& session, const std::string& name,
+                           const PermitAsk& ask, Duration timeout) override;
+  void send_release_permit(CallId call, const std::string& session, const std::string& name,
+                           EntryRef entry, uint64_t token, Duration timeout) override;
   void send_close(CallId call, const std::string& session, Duration timeout) override;
   // The simulated store answers every call anyway, late if the node gave up:
   // the worst case for the node's late-answer rules.
@@ -245,6 +269,8 @@ inline const char* failure_name(LockFailure why) {
       return "backend";
     case LockFailure::kCanceled:
       return "canceled";
+    case LockFailure::kRefused:
+      return "refused";
   }
   return "?";
 }
@@ -260,7 +286,8 @@ inline std::string json_session(const std::string& js) {
 
 class Sim {
  public:
-  Sim(uint64_t seed, std::ostream* trace) : seed_(seed), rng_(seed), tr_(trace) {}
+  Sim(uint64_t seed, std::ostream* trace, bool permits = false)
+      : seed_(seed), permits_(permits), rng_(seed), tr_(trace) {}
   Result run();
 
   // Effects entry points.
@@ -322,6 +349,10 @@ class Sim {
   void note_handover(NodeBox& b, ContenderId id);
   void schedule_work_exit(NodeBox& b, ContenderId who, uint64_t token, Duration after);
   void add_lock(NodeBox& b, const std::string& name);
+  // A lock's (or permit's) limits: try-once, a give-up time, or neither.
+  void draw_lock_limits(TimePoint* give_up, bool* once);
+  // The permit scenario: a semaphore, read or write permit of a permit name.
+  void add_permit(NodeBox& b, const std::string& name);
   void stop(NodeBox& b, ContenderId id);
   void step_down(NodeBox& b, ContenderId id);
   void close_node(NodeBox& b);
@@ -338,6 +369,14 @@ class Sim {
   void start_quiet();
   void start_final();
   void check_terms();
+  // The permit invariants over the terms valid now (sim.h).
+  void check_permits(const std::vector<TermRec*>& valid);
+  // Whether `x`'s session was ended early by the store (expire_session) at or
+  // before `at`: a later term may overlap it (the fencing token's fault).
+  bool ended_early(const TermRec& x, TimePoint at) const {
+    auto h = hooked_.find(x.term->session_id());
+    return h != hooked_.end() && h->second <= at;
+  }
   bool valid_now(const TermState& t) const;
   // In the quiet stretch, once what the faults left behind had a lease and a
   // renew period to settle: no session may end and no term be lost any more.
@@ -347,6 +386,16 @@ class Sim {
   }
   void check_liveness();
   void check_orphans();
+  // The same for the permits and intents of the permit scenario (ADR 0005's
+  // rule by entry: the reconcile releases them).
+  void check_permit_orphans();
+  // Notes that `slot` (a lease name, or a permit entry) is orphaned as `key`
+  // (its holder and token) now; true, with when it began, once it has been
+  // for longer than invariant 7 allows.
+  bool orphan_too_old(const std::string& slot, const std::string& key, TimePoint* since);
+  // Whether `b`, on its live session `session`, holds a term or a waiting
+  // writer's intent for the permit entry `l`.
+  bool explains(const NodeBox& b, const LeaseInfo& l) const;
   Track& track(NodeBox& b, ContenderId who, const char* what);
   void abandon(NodeBox& b, ContenderId who);
   bool all_closed() const;
@@ -359,6 +408,7 @@ class Sim {
   std::string term_str(const TermRec& r) const;
 
   const uint64_t seed_;
+  const bool permits_;
   std::mt19937_64 rng_;
   std::ostream* tr_;
   Params p_;
@@ -383,6 +433,8 @@ class Sim {
 
   std::vector<std::shared_ptr<TermRec>> terms_;  // not yet revoked-and-invalid
   std::map<std::string, uint64_t> max_token_;
+  // Every permit elected, as resource#id: each is elected at most once.
+  std::set<std::string> permits_elected_;
   std::map<std::string, TimePoint> hooked_;  // sessions ended early by expire_session
   std::vector<SessionRec> sessions_;
   std::map<std::string, size_t> session_index_;

@@ -104,6 +104,8 @@ inline const char* lock_failure_name(LockFailure f) {
       return "BACKEND";
     case LockFailure::kCanceled:
       return "CANCELED";
+    case LockFailure::kRefused:
+      return "REFUSED";
   }
   return "?";
 }
@@ -119,7 +121,11 @@ struct FxCall {
   std::string session;
   std::string name;    // acquire, release
   uint64_t token = 0;  // release
-  Duration lease{0};   // open, keep-alive
+  // A permit's acquire (its ask) or release (its entry): send_acquire_permit
+  // and send_release_permit are recorded as kAcquire and kRelease with these.
+  EntryRef entry;
+  PermitAsk ask;
+  Duration lease{0};  // open, keep-alive
   Duration timeout{0};
   bool answered = false;  // the test took it (see take())
 
@@ -146,6 +152,10 @@ struct FxCall {
       if (!session.empty()) o << " session=" << session;
       if (!name.empty()) o << " name=" << name;
       if (kind == Fx::kRelease) o << " token=" << token;
+      if (entry.kind != PermitKind::kLease) {
+        o << " " << permit_kind_name(entry.kind) << "#" << entry.permit;
+        if (kind == Fx::kAcquire) o << " size=" << ask.size << " intent=" << ask.intent;
+      }
       o << " timeout=" << timeout.count() << "ns";
       if (answered) o << " (answered)";
     }
@@ -208,9 +218,38 @@ class RecordingEffects final : public Effects {
     e.timeout = timeout;
     check_backend_call(e);
     for (const auto& [ptr, t] : terms_) {
-      if (!t.ended && t.term->name() == name && t.term->token() == token &&
-          t.term->session_id() == session) {
+      if (!t.ended && t.entry.kind == PermitKind::kLease && t.term->name() == name &&
+          t.term->token() == token && t.term->session_id() == session) {
         fail("release of " + name + " token " + std::to_string(token) +
+             " while its term is not revoked yet");
+      }
+    }
+  }
+  void send_acquire_permit(CallId call, const std::string& session, const std::string& name,
+                           const PermitAsk& ask, Duration timeout) override {
+    FxCall& e = push(Fx::kAcquire);
+    e.call = call;
+    e.session = session;
+    e.name = name;
+    e.entry.kind = ask.kind;
+    e.ask = ask;
+    e.timeout = timeout;
+    check_backend_call(e);
+  }
+  void send_release_permit(CallId call, const std::string& session, const std::string& name,
+                           EntryRef entry, uint64_t token, Duration timeout) override {
+    FxCall& e = push(Fx::kRelease);
+    e.call = call;
+    e.session = session;
+    e.name = name;
+    e.entry = entry;
+    e.token = token;
+    e.timeout = timeout;
+    check_backend_call(e);
+    for (const auto& [ptr, t] : terms_) {
+      if (!t.ended && t.entry.kind == entry.kind && t.entry.permit == entry.permit &&
+          t.term->name() == name && t.term->session_id() == session) {
+        fail("release of " + name + " permit " + std::to_string(entry.permit) +
              " while its term is not revoked yet");
       }
     }
@@ -282,11 +321,14 @@ class RecordingEffects final : public Effects {
       return;
     }
     if (terms_.count(term.get())) fail("elected twice with the same term object " + term_str(term));
-    if (term->token() == 0) fail("elected with token 0");
+    // A reader's token is the name's write epoch: 0 before any writer (ADR 0046).
+    if (term->token() == 0 && c.kind != ContenderKind::kRead) fail("elected with token 0");
     if (term->revoked() != RevokeReason::kNone) fail("elected a revoked term " + term_str(term));
     if (!term->valid()) fail("elected a term that is not valid " + term_str(term));
+    // Permits of one name are held side by side; a lease's term is alone.
     for (const auto& [ptr, t] : terms_) {
-      if (!t.revoked && t.term->name() == term->name()) {
+      if (!t.revoked && t.term->name() == term->name() && !is_permit(c.kind) &&
+          t.entry.kind == PermitKind::kLease) {
         fail("elected " + term_str(term) + " while " + term_str(t.term) +
              " of the same name is not revoked yet");
       }
@@ -294,6 +336,7 @@ class RecordingEffects final : public Effects {
     TermRecord& r = terms_[term.get()];
     r.term = term;
     r.who = who;
+    r.entry = EntryRef{permit_kind_of(c.kind), c.permit()};
     r.elected_seq = e.seq;
     elected_order_.push_back(term);
   }
@@ -524,6 +567,7 @@ class RecordingEffects final : public Effects {
   struct TermRecord {
     TermRef term;
     ContenderId who = 0;
+    EntryRef entry;  // a permit's kind and id
     size_t elected_seq = 0;
     bool ended = false;
     bool revoked = false;

@@ -30,7 +30,8 @@ static const char *term_end_reason(simba_revoke_reason_t r, char buf[32]) {
 }
 
 static bool is_term_variable(const char *entry) {
-  static const char *const names[] = {"SIMBA_LEASE=", "SIMBA_TOKEN=", "SIMBA_DEADLINE_MS="};
+  static const char *const names[] = {
+      "SIMBA_LEASE=", "SIMBA_TOKEN=", "SIMBA_DEADLINE_MS=", "SIMBA_TERM_KIND="};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
     if (strncmp(entry, names[i], strlen(names[i])) == 0) return true;
   }
@@ -39,10 +40,10 @@ static bool is_term_variable(const char *entry) {
 
 /* The environment with the term's variables, built before fork: after fork a
  * multi-threaded process may only call async-signal-safe functions. */
-static char **term_environment(const simba_term_t *term, char vars[3][512]) {
+static char **term_environment(const simba_term_t *term, char vars[4][512]) {
   size_t n = 0;
   while (environ[n]) ++n;
-  char **envp = calloc(n + 4, sizeof *envp);
+  char **envp = calloc(n + 5, sizeof *envp);
   if (!envp) return NULL;
   size_t k = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -51,16 +52,16 @@ static char **term_environment(const simba_term_t *term, char vars[3][512]) {
   snprintf(vars[0], 512, "SIMBA_LEASE=%s", simba_term_name(term));
   snprintf(vars[1], 512, "SIMBA_TOKEN=%" PRIu64, simba_term_token(term));
   snprintf(vars[2], 512, "SIMBA_DEADLINE_MS=%" PRId64, simba_term_remaining_ms(term));
-  envp[k++] = vars[0];
-  envp[k++] = vars[1];
-  envp[k++] = vars[2];
+  /* ELECTION, LOCK, SEMAPHORE, READ or WRITE: how to read SIMBA_TOKEN (docs/fencing.md). */
+  snprintf(vars[3], 512, "SIMBA_TERM_KIND=%s", simba_term_kind_name(simba_term_kind(term)));
+  for (int v = 0; v < 4; ++v) envp[k++] = vars[v];
   envp[k] = NULL;
   return envp;
 }
 
 int cli_child_start(cli_child_t *child, char *const argv[], const simba_term_t *term) {
   memset(child, 0, sizeof *child);
-  char vars[3][512];
+  char vars[4][512];
   char **envp = term_environment(term, vars);
   int errpipe[2];
   if (!envp || pipe2(errpipe, O_CLOEXEC) != 0) {

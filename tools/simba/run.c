@@ -1,5 +1,6 @@
 /* simba run NAME -- CMD: run CMD whenever this process leads NAME.
- * simba lock NAME -- CMD: run CMD once under the lock NAME. */
+ * simba lock NAME -- CMD: run CMD once under the lock NAME (or a permit of the
+ * semaphore NAME, or the read or write lock NAME). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -36,16 +37,24 @@ static const char kRunUsage[] =
     "and simba exits with 128 + the signal. Common options: simba --help.\n";
 
 static const char kLockUsage[] =
-    "usage: simba lock NAME [--timeout D] [--grace D] [OPTIONS] -- CMD [ARGS...]\n"
+    "usage: simba lock NAME [--permits N | --read | --write] [--timeout D] [--grace D]\n"
+    "                  [OPTIONS] -- CMD [ARGS...]\n"
     "\n"
     "Wait for the lock NAME (at most the timeout), run CMD once while holding it,\n"
     "release it and exit with CMD's status (124 if the timeout passed first).\n"
-    "CMD gets SIMBA_LEASE, SIMBA_TOKEN and SIMBA_DEADLINE_MS, and is stopped like\n"
-    "under `simba run` if the lock's term ends or nearly ends.\n"
+    "CMD gets SIMBA_LEASE, SIMBA_TOKEN, SIMBA_DEADLINE_MS and SIMBA_TERM_KIND, and\n"
+    "is stopped like under `simba run` if the lock's term ends or nearly ends.\n"
     "\n"
+    "  --permits N    take one permit of the semaphore NAME of N permits (at most\n"
+    "                 N holders at once; every holder must name the same N)\n"
+    "  --read         take the read/write lock NAME shared (with other readers)\n"
+    "  --write        take the read/write lock NAME exclusive (writers go first)\n"
     "  --timeout D    how long to wait for the lock (default 30s)\n"
     "  --grace D      stop CMD when less than D is left (default 2s, or less\n"
     "                 with a short lease)\n"
+    "\n"
+    "A lock, a semaphore and a read/write lock of one NAME are unrelated\n"
+    "(docs/locks.md); tokens of each: docs/fencing.md.\n"
     "\n"
     "Common options: simba --help.\n";
 
@@ -58,7 +67,43 @@ typedef struct {
   int64_t timeout_ms;
   bool grace_given;
   const char *listen; /* run --listen ADDR, or NULL */
+  uint32_t permits;   /* lock --permits N: a semaphore's size; 0 for a lock */
+  int rw_mode;        /* lock --read / --write: SIMBA_LOCK_READ or _WRITE; 0 for a lock */
 } options_t;
+
+/* Takes lock's --permits N, --read and --write: 1 taken, 0 not one of them, -1 a bad
+   value or a second kind (logged). */
+static int parse_kind(int argc, char **argv, int *i, options_t *o) {
+  const char *a = argv[*i];
+  const char *v = NULL;
+  int mode = 0;
+  if (strcmp(a, "--read") == 0) {
+    mode = SIMBA_LOCK_READ;
+  } else if (strcmp(a, "--write") == 0) {
+    mode = SIMBA_LOCK_WRITE;
+  } else if (strncmp(a, "--permits", 9) == 0 && (a[9] == '\0' || a[9] == '=')) {
+    v = a[9] == '=' ? a + 10 : (*i + 1 < argc ? argv[++*i] : "");
+  } else {
+    return 0;
+  }
+  if (o->permits || o->rw_mode) {
+    LOG_ERROR("lock: one of --permits N, --read and --write, once");
+    return -1;
+  }
+  if (mode) {
+    o->rw_mode = mode;
+    return 1;
+  }
+  char *end = NULL;
+  errno = 0;
+  const unsigned long n = strtoul(v, &end, 10);
+  if (!*v || *v == '-' || *end || errno || n == 0 || n > UINT32_MAX) {
+    LOG_ERROR("--permits needs a whole number from 1 to %" PRIu32 " (got \"%s\")", UINT32_MAX, v);
+    return -1;
+  }
+  o->permits = (uint32_t)n;
+  return 1;
+}
 
 /* Takes this command's own flag at argv[*i] (--once, --grace, --cooldown, --timeout,
    --listen), with its value: 1 taken, 0 not one of them, -1 a bad value (logged). */
@@ -144,7 +189,8 @@ static int parse(cli_common_t *common, int argc, char **argv, bool is_run, optio
       fputs(usage, stdout);
       return 0;
     }
-    const int f = parse_flag(argc, argv, &i, is_run, o);
+    int f = parse_flag(argc, argv, &i, is_run, o);
+    if (f == 0 && !is_run) f = parse_kind(argc, argv, &i, o);
     if (f < 0) return EXIT_SIMBA_FAILED;
     if (f > 0) continue;
     const int r = cli_common_option(common, argc, argv, &i);
@@ -183,6 +229,7 @@ static int parse(cli_common_t *common, int argc, char **argv, bool is_run, optio
 typedef struct {
   int err;
   simba_term_t *term;
+  char detail[256]; /* simba_last_error() of a failure, read in the callback */
 } handoff_t;
 
 static void hand_off(int fd, int err, simba_term_t *term) {
@@ -190,6 +237,7 @@ static void hand_off(int fd, int err, simba_term_t *term) {
   memset(&h, 0, sizeof h); /* no uninitialised padding through write() */
   h.err = err;
   h.term = term;
+  if (err != SIMBA_OK) snprintf(h.detail, sizeof h.detail, "%s", simba_last_error());
   /* Smaller than PIPE_BUF: written whole. */
   if (write(fd, &h, sizeof h) != (ssize_t)sizeof h && term) simba_term_release(term);
 }
@@ -361,26 +409,60 @@ int cli_run(cli_common_t *common, int argc, char **argv) {
 
 static void on_lock(void *ud, int err, simba_term_t *term) { hand_off(*(int *)ud, err, term); }
 
-/* Best effort, for the timeout message: who holds `name` now. */
-static void log_holder(simba_client_t *c, const char *name) {
+/* What `simba lock` takes, for messages: "the lock x", "a permit of the semaphore x". */
+static const char *lock_what(const options_t *o, char buf[300]) {
+  const char *what = o->permits                       ? "a permit of the semaphore"
+                     : o->rw_mode == SIMBA_LOCK_READ  ? "the read lock"
+                     : o->rw_mode == SIMBA_LOCK_WRITE ? "the write lock"
+                                                      : "the lock";
+  snprintf(buf, 300, "%s %s", what, o->name);
+  return buf;
+}
+
+/* Whether an inspect row (simba_client_inspect_json) is of what `o` takes: a lease
+   row has no "kind"; a read/write lock's rows are its reads, writes and intents. */
+static bool row_is_ours(const options_t *o, const json_value_t *row) {
+  const json_value_t *k = json_get(row, "kind");
+  const char *kind = k && k->type == JSON_STRING ? k->string : NULL;
+  if (o->permits) return kind && strcmp(kind, "semaphore") == 0;
+  if (o->rw_mode) return kind && strcmp(kind, "semaphore") != 0;
+  return !kind;
+}
+
+/* Best effort, for the timeout message: who holds `o->name` now (each permit's
+   holder for a semaphore or a read/write lock). */
+static void log_holder(simba_client_t *c, const options_t *o) {
   char *text = NULL;
-  const char *names[] = {name};
+  const char *names[] = {o->name};
   if (simba_client_inspect_json(c, names, 1, 1000, &text) != SIMBA_OK) return;
   json_value_t *root = json_parse(text);
   const json_value_t *leases = json_get(root, "leases");
-  if (leases && leases->type == JSON_ARRAY && leases->count == 1) {
-    const json_value_t *l = &leases->items[0];
+  size_t held = 0;
+  for (size_t i = 0; leases && leases->type == JSON_ARRAY && i < leases->count; ++i) {
+    const json_value_t *l = &leases->items[i];
+    const json_value_t *holder = json_get(l, "holder");
+    if (!row_is_ours(o, l) || !holder || holder->type != JSON_STRING) continue;
     const json_value_t *remaining = json_get(l, "remaining_ms");
-    if (json_get(l, "holder") && json_get(l, "holder")->type == JSON_STRING) {
-      LOG_INFO("%s is held by session %s (client \"%s\"), %.0f ms left", name,
-               json_string(l, "holder"), json_string(l, "holder_client"),
-               remaining && remaining->type == JSON_NUMBER ? remaining->number : -1.0);
-    } else {
-      LOG_INFO("%s is free now", name);
-    }
+    const json_value_t *kind = json_get(l, "kind");
+    ++held;
+    LOG_INFO("%s%s%s is held by session %s (client \"%s\"), %.0f ms left", o->name,
+             kind ? ": " : "", kind ? json_string(l, "kind") : "", holder->string,
+             json_string(l, "holder_client"),
+             remaining && remaining->type == JSON_NUMBER ? remaining->number : -1.0);
   }
+  if (root && !held) LOG_INFO("%s is free now", o->name);
   json_free(root);
   simba_free(text);
+}
+
+/* Starts waiting for what `o` takes; the outcome goes to on_lock(ud). */
+static int lock_acquire_async(simba_client_t *c, const options_t *o, void *ud) {
+  if (o->permits) {
+    return simba_semaphore_acquire_async(c, o->name, o->permits, o->timeout_ms, on_lock, ud);
+  }
+  if (o->rw_mode)
+    return simba_rwlock_acquire_async(c, o->name, o->rw_mode, o->timeout_ms, on_lock, ud);
+  return simba_lock_acquire_async(c, o->name, o->timeout_ms, on_lock, ud);
 }
 
 int cli_lock(cli_common_t *common, int argc, char **argv) {
@@ -396,28 +478,31 @@ int cli_lock(cli_common_t *common, int argc, char **argv) {
   if (!c) return EXIT_SIMBA_FAILED;
   status = EXIT_SIMBA_FAILED;
   int signo = 0;
-  handoff_t h = {SIMBA_ECANCELED, NULL};
-  if (simba_lock_acquire_async(c, o.name, o.timeout_ms, on_lock, &handoff[1]) != SIMBA_OK) {
-    LOG_ERROR("cannot wait for the lock %s: %s", o.name, simba_last_error());
+  handoff_t h = {SIMBA_ECANCELED, NULL, ""};
+  char what[300];
+  lock_what(&o, what);
+  if (lock_acquire_async(c, &o, &handoff[1]) != SIMBA_OK) {
+    LOG_ERROR("cannot wait for %s: %s", what, simba_last_error());
   } else if (!wait_handoff(handoff[0], signal_fd, &h, &signo)) {
-    LOG_INFO("stopped by signal %d while waiting for the lock %s", signo, o.name);
+    LOG_INFO("stopped by signal %d while waiting for %s", signo, what);
     status = EXIT_SIGNAL_BASE + signo;
   } else if (h.err == SIMBA_ETIMEDOUT) {
-    LOG_ERROR("timed out after %" PRId64 " ms waiting for the lock %s", o.timeout_ms, o.name);
-    log_holder(c, o.name);
+    LOG_ERROR("timed out after %" PRId64 " ms waiting for %s", o.timeout_ms, what);
+    log_holder(c, &o);
     status = EXIT_LOCK_TIMEOUT;
   } else if (h.err != SIMBA_OK) {
-    LOG_ERROR("cannot acquire the lock %s: %s", o.name, simba_strerror(h.err));
+    /* SIMBA_ESTATE: the semaphore has another size, which the detail names. */
+    LOG_ERROR("cannot acquire %s: %s (%s)", what, simba_strerror(h.err), h.detail);
   } else {
     simba_term_t *term = h.term;
-    LOG_INFO("holding the lock %s with token %" PRIu64 " (%" PRId64 " ms left): starting %s",
-             o.name, simba_term_token(term), simba_term_remaining_ms(term), o.cmd[0]);
+    LOG_INFO("holding %s with token %" PRIu64 " (%" PRId64 " ms left): starting %s", what,
+             simba_term_token(term), simba_term_remaining_ms(term), o.cmd[0]);
     cli_child_t child;
     status = cli_child_start(&child, o.cmd, term);
     if (status == 0) {
       cli_supervise(&child, term, o.grace_ms, signal_fd, &signo);
       status = cli_child_exit_code(&child);
-      LOG_INFO("%s exited with status %d; releasing the lock %s", o.cmd[0], status, o.name);
+      LOG_INFO("%s exited with status %d; releasing %s", o.cmd[0], status, what);
     }
     simba_lock_release(term); /* waits for the backend: the lock is free on return */
     if (signo) status = EXIT_SIGNAL_BASE + signo;

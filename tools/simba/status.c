@@ -13,9 +13,11 @@ static const char kStatusUsage[] =
     "usage: simba status [NAME...] [--json] [--timeout D] [OPTIONS]\n"
     "\n"
     "Show the live sessions on the backend and, for each NAME (every lease the\n"
-    "backend knows when none is given), its last token and its holder. One read:\n"
-    "it may be stale by the time it prints. memory:// backends live inside one\n"
-    "process, so another process sees nothing of them.\n"
+    "backend knows when none is given), its last token and its holder, then each\n"
+    "permit held of a semaphore or read/write lock NAME (kind, permit id, token,\n"
+    "holder; \"intent\" is a writer waiting). One read: it may be stale by the\n"
+    "time it prints. memory:// backends live inside one process, so another\n"
+    "process sees nothing of them.\n"
     "\n"
     "  --json         print the JSON of simba_client_inspect_json() (simba.h)\n"
     "  --timeout D    how long to wait for the backend (default 5s)\n"
@@ -28,6 +30,36 @@ static void print_remaining(const json_value_t *ms) {
     return;
   }
   printf("%.1fs", ms->number / 1000.0);
+}
+
+/* A permit entry's row has a "kind" (simba_client_inspect_json, 1.5); a lease's none. */
+static bool is_permit(const json_value_t *row) {
+  const json_value_t *kind = json_get(row, "kind");
+  return kind && kind->type == JSON_STRING;
+}
+
+static double number_or_zero(const json_value_t *v) {
+  return v && v->type == JSON_NUMBER ? v->number : 0.0;
+}
+
+/* The permits held: kind, permit id, token and holder of each entry. */
+static void print_permits(const json_value_t *leases) {
+  size_t n = 0;
+  for (size_t i = 0; leases && i < leases->count; ++i) n += is_permit(&leases->items[i]);
+  if (!n) return;
+  printf("\nPERMITS (%zu)\n", n);
+  printf("  %-32s %-9s %-8s %-8s %-34s %-24s %s\n", "NAME", "KIND", "PERMIT", "TOKEN", "HOLDER",
+         "CLIENT", "EXPIRES IN");
+  for (size_t i = 0; i < leases->count; ++i) {
+    const json_value_t *p = &leases->items[i];
+    if (!is_permit(p)) continue;
+    printf("  %-32s %-9s %-8.0f %-8.0f %-34s %-24s ", json_string(p, "name"),
+           json_string(p, "kind"), number_or_zero(json_get(p, "permit")),
+           number_or_zero(json_get(p, "token")), json_string(p, "holder"),
+           json_string(p, "holder_client"));
+    print_remaining(json_get(p, "remaining_ms"));
+    printf("\n");
+  }
 }
 
 static void print_table(const json_value_t *root) {
@@ -52,12 +84,15 @@ static void print_table(const json_value_t *root) {
     printf("\n");
   }
 
-  printf("\nLEASES (%zu)\n", leases ? leases->count : 0);
-  if (leases && leases->count) {
+  size_t n_leases = 0;
+  for (size_t i = 0; leases && i < leases->count; ++i) n_leases += !is_permit(&leases->items[i]);
+  printf("\nLEASES (%zu)\n", n_leases);
+  if (n_leases) {
     printf("  %-32s %-8s %-34s %-24s %s\n", "NAME", "TOKEN", "HOLDER", "CLIENT", "EXPIRES IN");
   }
   for (size_t i = 0; leases && i < leases->count; ++i) {
     const json_value_t *l = &leases->items[i];
+    if (is_permit(l)) continue; /* under PERMITS */
     const json_value_t *token = json_get(l, "token");
     const json_value_t *holder = json_get(l, "holder");
     const bool held = holder && holder->type == JSON_STRING;
@@ -71,6 +106,7 @@ static void print_table(const json_value_t *root) {
     }
     printf("\n");
   }
+  print_permits(leases);
 }
 
 int cli_status(cli_common_t *common, int argc, char **argv) {

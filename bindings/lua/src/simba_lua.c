@@ -78,6 +78,7 @@ static const luaL_Reg term_methods[] = {
     {"ensure_valid", slua_term_ensure_valid},
     {"reason", slua_term_reason},
     {"is_lock", slua_term_is_lock},
+    {"kind", slua_term_kind},
     {"on_revoked", slua_term_on_revoked},
     {"close_async", slua_term_close_async},
     {"revoke_fd", slua_term_revoke_fd},
@@ -140,6 +141,15 @@ static const luaL_Reg client_methods[] = {
     {"try_lock", slua_client_try_lock},
     {"unlock", slua_client_unlock},
     {"lock_async", slua_client_lock_async},
+    {"semaphore", slua_client_semaphore},
+    {"try_semaphore", slua_client_try_semaphore},
+    {"semaphore_async", slua_client_semaphore_async},
+    {"read_lock", slua_client_read_lock},
+    {"try_read_lock", slua_client_try_read_lock},
+    {"read_lock_async", slua_client_read_lock_async},
+    {"write_lock", slua_client_write_lock},
+    {"try_write_lock", slua_client_try_write_lock},
+    {"write_lock_async", slua_client_write_lock_async},
     {"run_while_leader", slua_client_run_while_leader},
     {"schedule", slua_client_schedule},
     {"join_group", slua_client_join_group},
@@ -152,6 +162,7 @@ static const luaL_Reg module_fns[] = {
     {"version", l_version},
     {"strerror", l_strerror},
     {"check_name", l_check_name},
+    {"kind_name", slua_kind_name},
     {"check_config", slua_check_config},
     {"schema", l_schema},
     {"now_ms", l_now_ms},
@@ -214,6 +225,7 @@ int luaopen_simba(lua_State *L) {
   if ((v >> 16) != SIMBA_VERSION_MAJOR || v < 0x010400u)
     return luaL_error(L, "simba: libsimba %s is too old (need 1.4 or later)",
                       simba_version_string());
+  slua_resolve_1_5();
   lua_newtable(L);
   lua_createtable(L, 0, 1);
   lua_pushstring(L, "v");

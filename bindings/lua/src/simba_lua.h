@@ -284,6 +284,18 @@ int slua_client_lock(lua_State *L);
 int slua_client_try_lock(lua_State *L);
 int slua_client_unlock(lua_State *L);
 int slua_client_lock_async(lua_State *L);
+int slua_client_semaphore(lua_State *L);
+int slua_client_try_semaphore(lua_State *L);
+int slua_client_semaphore_async(lua_State *L);
+int slua_client_read_lock(lua_State *L);
+int slua_client_try_read_lock(lua_State *L);
+int slua_client_read_lock_async(lua_State *L);
+int slua_client_write_lock(lua_State *L);
+int slua_client_try_write_lock(lua_State *L);
+int slua_client_write_lock_async(lua_State *L);
+int slua_term_kind(lua_State *L);
+int slua_kind_name(lua_State *L);
+void slua_resolve_1_5(void);
 int slua_client_bench_c_cycle(lua_State *L);
 
 /* lua_observe.c: following a name's holder */

@@ -85,6 +85,14 @@ function msOf(v, what) {
   return v < 0 || v === Infinity ? -1 : Math.floor(v);
 }
 
+// A semaphore's size: the C ABI's uint32_t, >= 1 (checked here, not wrapped).
+function permitsOf(n) {
+  if (!Number.isInteger(n) || n < 1 || n > 0xffffffff) {
+    throw argError(`permits must be an integer 1..4294967295, not ${String(n)}`);
+  }
+  return n;
+}
+
 // Configuration keys and values of open()'s options.
 function configPairs(options) {
   const keys = [];
@@ -133,13 +141,14 @@ function sweepYoung() {
 const EEXPIRED = -3; // SIMBA_EEXPIRED
 const RESOLVED = Promise.resolve(); // what release() returns: nothing to wait for
 
-/** A period of ownership of a lease: a lock's or an election's. */
+/** A period of ownership of a lease: a lock's, a permit's or an election's. */
 class Term {
-  constructor(ext, client, isLock, name) {
+  constructor(ext, client, isLock, name, kind) {
     this._t = ext; // null once released
     this._c = client;
     this._net = null;
     this._isLock = isLock;
+    this._kind = kind; // simba_term_kind's name, known from the call that made the term
     this._name = name; // cached: immutable
     this._token = undefined;
     this._reason = 0; // the revoke reason at release
@@ -165,7 +174,10 @@ class Term {
     const r = this._t === null ? this._reason : native.termReason(this._t);
     return r === 0 ? null : reasonText(r);
   }
+  /** True for a term this program releases: a lock's or a permit's. */
   get isLock() { return this._isLock; }
+  /** 'ELECTION', 'LOCK', 'SEMAPHORE', 'READ' or 'WRITE' (simba_term_kind). */
+  get kind() { return this._kind; }
   /** Throws SIMBA_EEXPIRED unless the term stays valid for more than minMs. */
   ensureValid(minMs = 0) {
     if (this._t === null) {
@@ -249,7 +261,7 @@ class Election extends EventEmitter {
     this._stopped = null;
     this._closing = null;
     this._h = native.electionStart(client._h, name, (kind, ext, reason) => {
-      const term = new Term(ext, client, false, name);
+      const term = new Term(ext, client, false, name, 'ELECTION');
       if (kind === 1) {
         this.term = term;
         this.emit('elected', term);
@@ -301,7 +313,7 @@ class Task extends EventEmitter {
         if (abort) abort();
         return;
       }
-      const term = new Term(ext, client, false, kind === 2 ? undefined : name);
+      const term = new Term(ext, client, false, kind === 2 ? undefined : name, 'ELECTION');
       const ac = new AbortController();
       const abort = (fallback) => {
         if (ac.signal.aborted) return;
@@ -413,24 +425,79 @@ class Client extends EventEmitter {
       const id = ++this._lockId;
       // a result the library has at once (memory://) comes back from the call
       const ext = native.lock(this._h, name, msOf(timeout, 'timeout'), id);
-      if (ext !== undefined) return Promise.resolve(new Term(ext, this, true, name));
-      return new Promise((resolve, reject) => {
-        const w = { resolve, reject, signal, onAbort: null, name };
-        this._locks.set(id, w);
-        this._waitStart();
-        if (signal) {
-          w.onAbort = () => {
-            if (!this._locks.delete(id)) return;
-            this._abandoned.add(id);
-            this._waitEnd();
-            reject(signal.reason);
-          };
-          signal.addEventListener('abort', w.onAbort, { once: true });
-        }
-      });
+      if (ext !== undefined) return Promise.resolve(new Term(ext, this, true, name, 'LOCK'));
+      return this._wait(id, signal, name, 'LOCK');
     } catch (e) {
       return Promise.reject(e);
     }
+  }
+
+  /** A permit of semaphore name of `permits` permits (libsimba 1.5), waiting
+   *  up to timeout ms; rejects SIMBA_ESTATE when the semaphore has another
+   *  size ("semaphore NAME has N permits, not M"). */
+  semaphore(name, permits, options) {
+    return this._permit(1, permits, 'SEMAPHORE', name, options);
+  }
+
+  /** Read/write lock name, shared (libsimba 1.5): waits while a writer holds
+   *  or waits for it; its token is the name's write epoch. */
+  readLock(name, options) { return this._permit(2, 1, 'READ', name, options); }
+
+  /** Read/write lock name, exclusive (libsimba 1.5); no upgrade from a read. */
+  writeLock(name, options) { return this._permit(2, 2, 'WRITE', name, options); }
+
+  /** One attempt at a permit: SIMBA_EBUSY when every permit is held. */
+  trySemaphore(name, permits) { return this._tryPermit(1, permits, 'SEMAPHORE', name); }
+
+  /** One attempt: SIMBA_EBUSY while a writer holds or waits for it. */
+  tryReadLock(name) { return this._tryPermit(2, 1, 'READ', name); }
+
+  /** One attempt: SIMBA_EBUSY while anyone holds it (leaves no intent). */
+  tryWriteLock(name) { return this._tryPermit(2, 2, 'WRITE', name); }
+
+  _permit(what, arg, kind, name, options) {
+    try {
+      this._check();
+      const timeout = options == null ? undefined : options.timeout;
+      const signal = options == null ? undefined : options.signal;
+      if (signal && signal.aborted) throw signal.reason;
+      if (what === 1) permitsOf(arg);
+      const id = ++this._lockId;
+      const ext = native.permit(this._h, name, what, arg, msOf(timeout, 'timeout'), id);
+      if (ext !== undefined) return Promise.resolve(new Term(ext, this, true, name, kind));
+      return this._wait(id, signal, name, kind);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  _tryPermit(what, arg, kind, name) {
+    try {
+      this._check();
+      if (what === 1) permitsOf(arg);
+      const p = native.tryPermit(this._h, name, what, arg);
+      return this._op(p.then((ext) => new Term(ext, this, true, name, kind)));
+    } catch (e) {
+      return Promise.reject(e);
+    }
+  }
+
+  // A lock or permit result to come through _onLock.
+  _wait(id, signal, name, kind) {
+    return new Promise((resolve, reject) => {
+      const w = { resolve, reject, signal, onAbort: null, name, kind };
+      this._locks.set(id, w);
+      this._waitStart();
+      if (signal) {
+        w.onAbort = () => {
+          if (!this._locks.delete(id)) return;
+          this._abandoned.add(id);
+          this._waitEnd();
+          reject(signal.reason);
+        };
+        signal.addEventListener('abort', w.onAbort, { once: true });
+      }
+    });
   }
 
   // Every lock result: (id, err, term).
@@ -446,7 +513,7 @@ class Client extends EventEmitter {
     this._waitEnd();
     if (w.onAbort) w.signal.removeEventListener('abort', w.onAbort);
     if (err) w.reject(err);
-    else w.resolve(new Term(ext, this, true, w.name));
+    else w.resolve(new Term(ext, this, true, w.name, w.kind));
   }
 
   _waitStart() {
@@ -461,7 +528,7 @@ class Client extends EventEmitter {
   tryLock(name) {
     try {
       this._check();
-      return this._op(native.tryLock(this._h, name).then((ext) => new Term(ext, this, true, name)));
+      return this._op(native.tryLock(this._h, name).then((ext) => new Term(ext, this, true, name, 'LOCK')));
     } catch (e) {
       return Promise.reject(e);
     }
@@ -654,6 +721,7 @@ module.exports = {
   reasonName: (n) => native.reasonName(n),
   statusName: (n) => native.statusName(n),
   eventName: (n) => native.eventName(n),
+  kindName: (n) => native.kindName(n),
   strerror: (n) => native.strerror(n),
   checkName: (name) => native.checkName(name),
   schema: (url) => native.schema(url),

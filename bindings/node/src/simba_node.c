@@ -12,6 +12,7 @@
  * (try-lock, inspect) run on libuv's pool, never on the JS thread.
  * Design: docs/adr/0033-node-binding-on-nodes-loop.md. */
 #define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
 #include <node_api.h>
 #include <pthread.h>
 #include <simba.h>
@@ -133,6 +134,48 @@ static napi_value throw_simba(napi_env env, int rc, const char *msg) {
 static napi_value throw_type(napi_env env, const char *msg) {
   napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", msg);
   return NULL;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Semaphores and read/write locks (1.5): looked up in the loaded libsimba, so
+ * that the addon builds against and loads with 1.4 (a direct reference to a
+ * SIMBA_1.5 symbol would refuse to load there); a call then says what it needs. */
+
+typedef int (*sem_async_fn)(simba_client_t *, const char *, uint32_t, int64_t, simba_lock_fn,
+                            void *);
+typedef int (*rw_async_fn)(simba_client_t *, const char *, int, int64_t, simba_lock_fn, void *);
+typedef int (*sem_try_fn)(simba_term_t **, simba_client_t *, const char *, uint32_t);
+typedef int (*rw_try_fn)(simba_term_t **, simba_client_t *, const char *, int);
+typedef int (*term_kind_fn)(const simba_term_t *);
+typedef const char *(*kind_name_fn)(int);
+
+static struct {
+  sem_async_fn sem_async;
+  rw_async_fn rw_async;
+  sem_try_fn sem_try;
+  rw_try_fn rw_try;
+  term_kind_fn term_kind;
+  kind_name_fn kind_name;
+} p15;
+static pthread_once_t p15_once = PTHREAD_ONCE_INIT;
+
+static void p15_resolve(void) {
+  /* the libsimba.so.1 this addon was loaded with (RTLD_NOLOAD: no second copy) */
+  void *h = dlopen("libsimba.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (!h) return;
+  *(void **)&p15.sem_async = dlsym(h, "simba_semaphore_acquire_async");
+  *(void **)&p15.rw_async = dlsym(h, "simba_rwlock_acquire_async");
+  *(void **)&p15.sem_try = dlsym(h, "simba_semaphore_try_acquire");
+  *(void **)&p15.rw_try = dlsym(h, "simba_rwlock_try_acquire");
+  *(void **)&p15.term_kind = dlsym(h, "simba_term_kind");
+  *(void **)&p15.kind_name = dlsym(h, "simba_term_kind_name");
+}
+
+static napi_value throw_needs_1_5(napi_env env, const char *what) {
+  char buf[160];
+  snprintf(buf, sizeof buf, "%s needs libsimba 1.5.0 or later; the loaded one is %s", what,
+           simba_version_string());
+  return throw_simba(env, SIMBA_EUNSUPPORTED, buf);
 }
 
 #define CHECK(call)                                                           \
@@ -851,6 +894,10 @@ static simba_term_t *get_term(napi_env env, napi_value v) { return get_term_h(en
   }
 
 TERM_FN(n_term_name, { return str(env, simba_term_name(t)); })
+TERM_FN(n_term_kind, {
+  if (!p15.term_kind) return throw_needs_1_5(env, "simba_term_kind");
+  return num(env, p15.term_kind(t));
+})
 TERM_FN(n_term_token, {
   napi_value v;
   napi_create_bigint_uint64(env, simba_term_token(t), &v);
@@ -1040,7 +1087,7 @@ TERM_FN(n_term_on_revoked, {
 })
 
 /* ------------------------------------------------------------------------- */
-/* Locks */
+/* Locks (and permits: what 1 semaphore, 2 read/write lock) */
 
 typedef struct lock_req {
   nclient *cl;
@@ -1048,6 +1095,7 @@ typedef struct lock_req {
   int in_call; /* lock() is driving the client: keep the result for it */
   int done, err;
   simba_term_t *term;
+  char msg[200]; /* SIMBA_ESTATE's detail (a semaphore's size), read in the callback */
 } lock_req;
 
 static void tr_lock(void *ud, int err, simba_term_t *term) {
@@ -1061,6 +1109,7 @@ static void tr_lock(void *ud, int err, simba_term_t *term) {
     free(q);
     return;
   }
+  if (err == SIMBA_ESTATE) snprintf(q->msg, sizeof q->msg, "%s", simba_last_error());
   if (q->in_call) {
     q->done = 1;
     q->err = err;
@@ -1073,7 +1122,7 @@ static void tr_lock(void *ud, int err, simba_term_t *term) {
     napi_get_null(cl->env, &argv[1]);
     argv[2] = wrap_term(cl->env, term);
   } else {
-    argv[1] = make_error(cl->env, err, NULL);
+    argv[1] = make_error(cl->env, err, q->msg);
     napi_get_null(cl->env, &argv[2]);
   }
   call_ref(cl, cl->lock_fn, 3, argv);
@@ -1087,16 +1136,17 @@ static void tr_lock(void *ud, int err, simba_term_t *term) {
  * inside this call and returned (no loop iteration, no JS callback), within
  * SYNC_BUDGET per loop turn; otherwise undefined, and the result
  * goes to the client's onLock(id, err, term). */
-static napi_value n_lock(napi_env env, napi_callback_info info) {
-  napi_value argv[4];
+static napi_value acquire(napi_env env, napi_value *argv, int what, int64_t arg, napi_value timeout,
+                          napi_value id) {
   nclient *cl;
   char buf[NAME_MAX_BYTES + 2], *name;
   size_t len = 0;
   lock_req *q;
   napi_valuetype vt;
   int rc, k;
-  if (get_args(env, info, 4, argv)) return NULL;
   if (!(cl = get_client(env, argv[0]))) return NULL;
+  if (what == 1 && !p15.sem_async) return throw_needs_1_5(env, "simba_semaphore_acquire_async");
+  if (what == 2 && !p15.rw_async) return throw_needs_1_5(env, "simba_rwlock_acquire_async");
   /* the name on the stack when it fits (the common case), else malloc'd */
   if (napi_typeof(env, argv[1], &vt) == napi_ok && vt == napi_string &&
       napi_get_value_string_utf8(env, argv[1], buf, sizeof buf, &len) == napi_ok &&
@@ -1112,9 +1162,14 @@ static napi_value n_lock(napi_env env, napi_callback_info info) {
     return throw_simba(env, SIMBA_ENOMEM, "out of memory");
   }
   q->cl = cl;
-  q->id = (double)get_i64(env, argv[3], 0);
+  q->id = (double)get_i64(env, id, 0);
   q->in_call = !cl->depth && cl->sync_budget > 0;
-  rc = simba_lock_acquire_async(cl->c, name, get_i64(env, argv[2], -1), tr_lock, q);
+  if (what == 1)
+    rc = p15.sem_async(cl->c, name, (uint32_t)arg, get_i64(env, timeout, -1), tr_lock, q);
+  else if (what == 2)
+    rc = p15.rw_async(cl->c, name, (int)arg, get_i64(env, timeout, -1), tr_lock, q);
+  else
+    rc = simba_lock_acquire_async(cl->c, name, get_i64(env, timeout, -1), tr_lock, q);
   if (name != buf) free(name);
   if (rc != SIMBA_OK) {
     napi_value e = make_error(env, rc, simba_last_error());
@@ -1134,10 +1189,28 @@ static napi_value n_lock(napi_env env, napi_callback_info info) {
   rc = q->err;
   {
     simba_term_t *t = q->term;
+    napi_value v = rc != SIMBA_OK ? throw_simba(env, rc, q->msg) : wrap_term(env, t);
     free(q);
-    if (rc != SIMBA_OK) return throw_simba(env, rc, NULL);
-    return wrap_term(env, t);
+    return v;
   }
+}
+
+static napi_value n_lock(napi_env env, napi_callback_info info) {
+  napi_value argv[4];
+  if (get_args(env, info, 4, argv)) return NULL;
+  return acquire(env, argv, 0, 0, argv[2], argv[3]);
+}
+
+/* permit(client, name, what, arg, timeoutMs, id) -> term | undefined, as lock():
+ * what 1: simba_semaphore_acquire_async (arg: the size); 2:
+ * simba_rwlock_acquire_async (arg: the mode). */
+static napi_value n_permit(napi_env env, napi_callback_info info) {
+  napi_value argv[6];
+  int64_t what;
+  if (get_args(env, info, 6, argv)) return NULL;
+  what = get_i64(env, argv[2], 0);
+  if (what != 1 && what != 2) return throw_type(env, "permit: what must be 1 or 2");
+  return acquire(env, argv, (int)what, get_i64(env, argv[3], 0), argv[4], argv[5]);
 }
 
 /* Calls that may wait for the backend run on libuv's pool: the JS thread's
@@ -1147,7 +1220,9 @@ typedef struct pool_op {
   nclient *cl;
   simba_client_t *c;
   napi_deferred deferred;
-  int kind; /* 1 try-lock, 2 inspect, 3 wait_live */
+  int kind; /* 1 try-lock, 2 inspect, 3 wait_live, 4 try a permit */
+  int what; /* kind 4: 1 semaphore (arg: size), 2 read/write lock (arg: mode) */
+  int64_t arg;
   char *name;
   char **names;
   size_t n_names;
@@ -1163,6 +1238,9 @@ static void pool_exec(napi_env env, void *data) {
   (void)env;
   if (o->kind == 1) {
     o->rc = simba_lock_try_acquire(&o->term, o->c, o->name);
+  } else if (o->kind == 4) {
+    o->rc = o->what == 1 ? p15.sem_try(&o->term, o->c, o->name, (uint32_t)o->arg)
+                         : p15.rw_try(&o->term, o->c, o->name, (int)o->arg);
   } else if (o->kind == 2) {
     o->rc = simba_client_inspect_json(o->c, (const char *const *)o->names, o->n_names, o->timeout,
                                       &o->json);
@@ -1177,7 +1255,7 @@ static void pool_done(napi_env env, napi_status status, void *data) {
   size_t i;
   if (o->rc != SIMBA_OK) {
     napi_reject_deferred(env, o->deferred, make_error(env, o->rc, o->msg));
-  } else if (o->kind == 1) {
+  } else if (o->kind == 1 || o->kind == 4) {
     napi_resolve_deferred(env, o->deferred, wrap_term(env, o->term));
   } else if (o->kind == 2) {
     napi_resolve_deferred(env, o->deferred, str(env, o->json));
@@ -1202,13 +1280,12 @@ static napi_value start_pool(napi_env env, pool_op *o, const char *what) {
   return promise;
 }
 
-/* tryLock(client, name) -> Promise<term> */
-static napi_value n_try_lock(napi_env env, napi_callback_info info) {
-  napi_value argv[2];
+/* A try on libuv's pool: kind 1 a lock, 4 a permit (what, arg as permit()). */
+static napi_value start_try(napi_env env, napi_value *argv, int kind, int what, int64_t arg,
+                            const char *label) {
   nclient *cl;
   pool_op *o;
   char *name;
-  if (get_args(env, info, 2, argv)) return NULL;
   if (!(cl = get_client(env, argv[0]))) return NULL;
   if (!(name = get_name(env, argv[1], "name"))) return NULL;
   o = (pool_op *)calloc(1, sizeof *o);
@@ -1218,9 +1295,30 @@ static napi_value n_try_lock(napi_env env, napi_callback_info info) {
   }
   o->cl = cl;
   o->c = cl->c;
-  o->kind = 1;
+  o->kind = kind;
+  o->what = what;
+  o->arg = arg;
   o->name = name;
-  return start_pool(env, o, "simba.tryLock");
+  return start_pool(env, o, label);
+}
+
+/* tryLock(client, name) -> Promise<term> */
+static napi_value n_try_lock(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  if (get_args(env, info, 2, argv)) return NULL;
+  return start_try(env, argv, 1, 0, 0, "simba.tryLock");
+}
+
+/* tryPermit(client, name, what, arg) -> Promise<term>: what as permit(). */
+static napi_value n_try_permit(napi_env env, napi_callback_info info) {
+  napi_value argv[4];
+  int64_t what;
+  if (get_args(env, info, 4, argv)) return NULL;
+  what = get_i64(env, argv[2], 0);
+  if (what != 1 && what != 2) return throw_type(env, "tryPermit: what must be 1 or 2");
+  if (what == 1 && !p15.sem_try) return throw_needs_1_5(env, "simba_semaphore_try_acquire");
+  if (what == 2 && !p15.rw_try) return throw_needs_1_5(env, "simba_rwlock_try_acquire");
+  return start_try(env, argv, 4, (int)what, get_i64(env, argv[3], 0), "simba.tryPermit");
 }
 
 /* inspect(client, names[]|null, timeoutMs) -> Promise<json> */
@@ -1787,6 +1885,13 @@ NAME_FN(n_reason_name, reason_name)
 NAME_FN(n_status_name, status_name)
 NAME_FN(n_event_name, event_name)
 
+static napi_value n_kind_name(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  if (get_args(env, info, 1, argv)) return NULL;
+  if (!p15.kind_name) return throw_needs_1_5(env, "simba_term_kind_name");
+  return str(env, p15.kind_name((int)get_i64(env, argv[0], 0)));
+}
+
 static napi_value n_check_name(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   char *s;
@@ -1873,6 +1978,10 @@ NAPI_MODULE_INIT() {
              {"setEvent", n_set_event},
              {"lock", n_lock},
              {"tryLock", n_try_lock},
+             {"permit", n_permit},
+             {"tryPermit", n_try_permit},
+             {"termKind", n_term_kind},
+             {"kindName", n_kind_name},
              {"inspect", n_inspect},
              {"waitLive", n_wait_live},
              {"termName", n_term_name},
@@ -1909,6 +2018,7 @@ NAPI_MODULE_INIT() {
     napi_throw_error(env, "SIMBA_EUNSUPPORTED", "simba: the loaded libsimba is older than 1.4");
     return NULL;
   }
+  pthread_once(&p15_once, p15_resolve);
   d = (addon_data *)calloc(1, sizeof *d);
   if (!d || napi_set_instance_data(env, d, addon_data_free, NULL) != napi_ok) {
     free(d);

@@ -31,7 +31,7 @@ function rejectsWith(p, code) {
 test('open: live session, version, names of every code and unknown values', async () => {
   const c = await client();
   assert.equal(c.status, 'LIVE');
-  assert.equal(simba.version, '1.4.0');
+  assert.equal(simba.version, '1.5.0');
   assert.ok(simba.versionNumber >= 0x010300);
   assert.equal(simba.codes.EBUSY, -9);
   assert.equal(simba.codeName(-9), 'EBUSY');
@@ -524,4 +524,114 @@ test('closeAsync: an observer from inside its loop, a lock term after its onRevo
   assert.ok(t2.token > tok);
   await t2.closeAsync();
   await t2.closeAsync(); // released: resolves at once
+});
+
+test('semaphore: permits counted, tokens rising, another size refused, kind', async () => {
+  const a = await client();
+  const b = await client();
+  const name = uniqueName('sem');
+  const s1 = await a.semaphore(name, 2, { timeout: 5000 });
+  const s2 = await b.semaphore(name, 2, { timeout: 5000 });
+  assert.equal(s1.kind, 'SEMAPHORE');
+  assert.equal(simba.kindName(simba._native.termKind(s1._t)), 'SEMAPHORE');
+  assert.equal(s1.isLock, true);
+  assert.ok(s1.valid && s1.remaining > 0 && s1.name === name);
+  assert.ok(s1.token > 0n && s2.token > s1.token, `${s1.token} < ${s2.token}`);
+  await rejectsWith(b.trySemaphore(name, 2), 'SIMBA_EBUSY');
+  await rejectsWith(a.semaphore(name, 2, { timeout: 200 }), 'SIMBA_ETIMEDOUT');
+  await assert.rejects(b.semaphore(name, 5, { timeout: 5000 }), (e) =>
+    e.code === 'SIMBA_ESTATE' && e.message === `semaphore ${name} has 2 permits, not 5`);
+  await assert.rejects(b.trySemaphore(name, 3), (e) =>
+    e.code === 'SIMBA_ESTATE' && e.message.includes('has 2 permits, not 3'));
+  const waiting = b.semaphore(name, 2, { timeout: 10000 });
+  await sleep(50);
+  await s1.release();
+  assert.equal(s1.valid, false);
+  assert.equal(s1.reason, 'STOPPED');
+  assert.equal(s1.kind, 'SEMAPHORE'); // readable once released
+  const s3 = await waiting;
+  assert.ok(s3.token > s2.token);
+  // closeAsync: resolves once the backend answered the release (release() does not wait)
+  await s2.closeAsync();
+  await s3.closeAsync();
+  // the size went with its last holder
+  await (await a.trySemaphore(name, 7)).release();
+  for (const bad of [0, -1, 1.5, 2 ** 32, '2', undefined]) {
+    await assert.rejects(a.semaphore(name, bad), (e) => e.code === 'ERR_INVALID_ARG_VALUE');
+  }
+  await rejectsWith(a.readLock('a\0b'), 'SIMBA_EINVAL');
+  const ac = new AbortController();
+  const held = await a.semaphore(name, 1);
+  const aborted = b.semaphore(name, 1, { signal: ac.signal });
+  ac.abort(new Error('stop waiting'));
+  await assert.rejects(aborted, /stop waiting/);
+  await held.closeAsync();
+  // nothing kept by the abandoned wait: a permit it won is released at once
+  await until(async () => {
+    try {
+      await (await b.trySemaphore(name, 1)).closeAsync();
+      return true;
+    } catch (e) {
+      if (e.code !== 'SIMBA_EBUSY') throw e;
+      return false;
+    }
+  }, 5000, 'the abandoned permit released');
+});
+
+test('read/write lock: readers share, writer excludes and is preferred, epoch tokens', async () => {
+  const a = await client();
+  const b = await client();
+  const name = uniqueName('rw');
+  const w0 = await a.writeLock(name, { timeout: 5000 });
+  assert.equal(w0.kind, 'WRITE');
+  assert.equal(simba.kindName(simba._native.termKind(w0._t)), 'WRITE');
+  await rejectsWith(b.tryReadLock(name), 'SIMBA_EBUSY');
+  await w0.release();
+  const r1 = await a.readLock(name, { timeout: 5000 });
+  const r2 = await b.tryReadLock(name);
+  assert.equal(r1.kind, 'READ');
+  assert.equal(r1.token, w0.token); // the write epoch
+  assert.equal(r2.token, w0.token);
+  await rejectsWith(a.tryWriteLock(name), 'SIMBA_EBUSY');
+  const writer = b.writeLock(name, { timeout: 10000 });
+  // its intent reaches the backend: new readers wait
+  await until(async () => {
+    try {
+      await (await a.tryReadLock(name)).closeAsync();
+      return false;
+    } catch (e) {
+      if (e.code !== 'SIMBA_EBUSY') throw e;
+      return true;
+    }
+  }, 5000, "the writer's intent");
+  await r1.release();
+  await r2.release();
+  const w1 = await writer;
+  assert.ok(w1.token > w0.token);
+  const reader = a.readLock(name, { timeout: 10000 });
+  await sleep(50);
+  await w1.release();
+  const r3 = await reader;
+  assert.equal(r3.token, w1.token);
+  await rejectsWith(b.writeLock(name, { timeout: 200 }), 'SIMBA_ETIMEDOUT');
+  await r3.release();
+  const lk = await a.lock(name, { timeout: 5000 }); // a lock of the same name is another resource
+  assert.equal(lk.kind, 'LOCK');
+  await lk.release();
+  assert.deepEqual([0, 1, 2, 3, 4, 9].map(simba.kindName),
+    ['ELECTION', 'LOCK', 'SEMAPHORE', 'READ', 'WRITE', 'UNKNOWN']);
+});
+
+test('a closed client revokes its permits and frees them', async () => {
+  const a = await simba.open(URL, OPTS);
+  const b = await client();
+  const name = uniqueName('permclose');
+  const s = await a.semaphore(name, 1, { timeout: 5000 });
+  const w = await a.writeLock(name, { timeout: 5000 });
+  await a.close();
+  assert.equal(s.valid, false);
+  assert.equal(w.valid, false);
+  await rejectsWith(a.semaphore(name, 1), 'SIMBA_ECLOSED');
+  await (await b.semaphore(name, 1, { timeout: 5000 })).release();
+  await (await b.readLock(name, { timeout: 5000 })).release();
 });

@@ -1,7 +1,8 @@
 """Simba for Python: distributed locks and leader election over libsimba's C ABI.
 
-Loaded with ctypes (no compiled extension); needs libsimba 1.3 or later, found
-through ``SIMBA_LIBRARY``, pkg-config's libdir, or ``ctypes.util.find_library``.
+Loaded with ctypes (no compiled extension); needs libsimba 1.4 or later (1.5 for
+semaphores and read/write locks), found through ``SIMBA_LIBRARY``, pkg-config's
+libdir, or ``ctypes.util.find_library``.
 
     import simba
 
@@ -18,7 +19,7 @@ from . import _errors, _lib
 from ._client import Change, Client, Election, Observer, Task, check_config
 from ._errors import (Backend, Busy, Cancelled, Closed, Code, Event, InvalidArgument, InvalidType,
                       NoMemory, RevokeReason, SessionStatus, SimbaError, StateError, TermExpired,
-                      Timeout, Unsupported, WouldBlock, code_name, strerror)
+                      TermKind, Timeout, Unsupported, WouldBlock, code_name, strerror)
 from ._errors import check as _check
 from ._errors import encode as _encode
 from ._errors import encode_name as _encode_name
@@ -29,12 +30,13 @@ __all__ = [
     "Backend", "Busy", "Cancellation", "Cancelled", "Change", "Client", "Closed", "Code",
     "Election", "Event", "InvalidArgument", "InvalidType", "NoMemory", "Observer",
     "RevokeReason", "SessionStatus", "SimbaError", "StateError", "Task", "Term", "TermExpired",
+    "TermKind", "kind_name",
     "Timeout", "Unsupported", "WouldBlock", "check_config", "check_name", "code_name",
     "event_name", "reason_name", "schema", "status_name", "strerror", "version",
     "version_string", "__version__",
 ]
 
-__version__ = "1.4.0"
+__version__ = "1.5.0"
 
 
 def version() -> int:
@@ -50,6 +52,11 @@ def version_string() -> str:
 def reason_name(value: int) -> str:
     """The library's name of a revoke reason (``"UNKNOWN"`` for one it does not define)."""
     return _lib.text(_c.simba_revoke_reason_name(int(value)))
+
+
+def kind_name(value: int) -> str:
+    """The library's name of a term kind (libsimba 1.5; ``"UNKNOWN"`` for one it does not define)."""
+    return _lib.text(_lib.require("simba_term_kind_name")(int(value)))
 
 
 def status_name(value: int) -> str:

@@ -838,23 +838,79 @@ class Client(_BaseClient):
         / :class:`Cancelled`). A term that arrives after the future was
         cancelled is released at once."""
         n = encode_name(name)
-        fut: "concurrent.futures.Future[Term]" = concurrent.futures.Future()
+        h, ms = self._live("lock_async"), to_ms(timeout, "timeout")
+        return _term_future(lambda key: lib.simba_lock_acquire_async(h, n, ms, _on_lock, key),
+                            lambda err: error(err, f"lock {name!r}: {_errors_code(err)}"))
 
-        def done(err: int, term: Optional[Term]) -> None:
-            if err == 0 and term is not None:
-                if not fut.set_running_or_notify_cancel():
-                    term.release()
-                    return
-                fut.set_result(term)
-            elif fut.set_running_or_notify_cancel():
-                fut.set_exception(error(err, f"lock {name!r}: {_errors_code(err)}"))
-        key = _lib.register(done)
-        rc = lib.simba_lock_acquire_async(self._live("lock_async"), n, to_ms(timeout, "timeout"),
-                                          _on_lock, key)
-        if rc < 0:
-            _lib.unregister(key)
-            check(rc)
-        return fut
+    # --- semaphores and read/write locks (libsimba 1.5, ADR 0046) -------------
+    # A permit's term is a lock's: a context manager, released with release().
+    def semaphore(self, name: str, permits: int, timeout: Optional[float] = None) -> Term:
+        """Acquire a permit of semaphore ``name`` of ``permits`` permits, waiting up
+        to ``timeout`` seconds (None: no bound); raises :class:`Timeout`, and
+        :class:`StateError` when the semaphore has another size::
+
+            with client.semaphore("encoders", 4, timeout=2.0) as term:
+                encode(fencing_token=term.token)
+        """
+        return self._permit("semaphore", name, (_permits(permits),), timeout)
+
+    def try_semaphore(self, name: str, permits: int) -> Term:
+        """One attempt; raises :class:`Busy` when every permit is held."""
+        return self._permit("semaphore", name, (_permits(permits),), None, try_=True)
+
+    def semaphore_async(self, name: str, permits: int,
+                        timeout: Optional[float] = None) -> "concurrent.futures.Future[Term]":
+        """A future of a permit's term (or of :class:`Timeout`, :class:`StateError`,
+        :class:`Cancelled`), as :meth:`lock_async`."""
+        return self._permit_async("semaphore", name, (_permits(permits),), timeout)
+
+    def read_lock(self, name: str, timeout: Optional[float] = None) -> Term:
+        """Acquire read/write lock ``name`` shared; waits while a writer holds it
+        or waits for it (writers are preferred). Its token is the name's write epoch."""
+        return self._permit("rwlock", name, (READ,), timeout)
+
+    def write_lock(self, name: str, timeout: Optional[float] = None) -> Term:
+        """Acquire read/write lock ``name`` exclusive (waits for every reader, this
+        client's own included: there is no upgrade)."""
+        return self._permit("rwlock", name, (WRITE,), timeout)
+
+    def try_read_lock(self, name: str) -> Term:
+        """One attempt; :class:`Busy` while a writer holds or waits for it."""
+        return self._permit("rwlock", name, (READ,), None, try_=True)
+
+    def try_write_lock(self, name: str) -> Term:
+        """One attempt; :class:`Busy` while anyone holds it (leaves no intent)."""
+        return self._permit("rwlock", name, (WRITE,), None, try_=True)
+
+    def read_lock_async(self, name: str,
+                        timeout: Optional[float] = None) -> "concurrent.futures.Future[Term]":
+        """A future of a read lock's term, as :meth:`lock_async`."""
+        return self._permit_async("rwlock", name, (READ,), timeout)
+
+    def write_lock_async(self, name: str,
+                         timeout: Optional[float] = None) -> "concurrent.futures.Future[Term]":
+        """A future of a write lock's term, as :meth:`lock_async`."""
+        return self._permit_async("rwlock", name, (WRITE,), timeout)
+
+    def _permit(self, what: str, name: str, args: tuple, timeout: Optional[float], *,
+                try_: bool = False) -> Term:
+        n = encode_name(name)
+        out = c_void_p()
+        if try_:
+            fn = _lib.require(f"simba_{what}_try_acquire")
+            check(fn(byref(out), self._live(what), n, *args))
+        else:
+            fn = _lib.require(f"simba_{what}_acquire")
+            check(fn(byref(out), self._live(what), n, *args, to_ms(timeout, "timeout")))
+        return Term(out.value, is_lock=True, owned=True, name=name)  # type: ignore[arg-type]
+
+    def _permit_async(self, what: str, name: str, args: tuple,
+                      timeout: Optional[float]) -> "concurrent.futures.Future[Term]":
+        fn = _lib.require(f"simba_{what}_acquire_async")
+        n = encode_name(name)
+        h, ms = self._live(f"{what}_async"), to_ms(timeout, "timeout")
+        return _term_future(lambda key: fn(h, n, *args, ms, _on_lock, key),
+                            lambda err: permit_error(err, what, name))
 
     def elect(self, name: str, on_elected: Optional[Callable[[Term], Any]] = None,
               on_revoked: Optional[Callable[[Term, RevokeReason], Any]] = None) -> Election:
@@ -901,6 +957,48 @@ class Client(_BaseClient):
 
     def __repr__(self) -> str:
         return f"<simba.Client {self.url!r} status={self.status}>"
+
+
+READ, WRITE = 1, 2  # simba_lock_mode_t
+
+
+def _term_future(start: Callable[[int], int],
+                 fail: Callable[[int], Exception]) -> "concurrent.futures.Future[Term]":
+    """A future of the term an ``*_acquire_async`` call (``start(key)``) delivers
+    to _on_lock; a term that arrives after the future was cancelled is released."""
+    fut: "concurrent.futures.Future[Term]" = concurrent.futures.Future()
+
+    def done(err: int, term: Optional[Term]) -> None:
+        if err == 0 and term is not None:
+            if not fut.set_running_or_notify_cancel():
+                term.release()
+                return
+            fut.set_result(term)
+        elif fut.set_running_or_notify_cancel():
+            fut.set_exception(fail(err))
+    key = _lib.register(done)
+    rc = start(key)
+    if rc < 0:
+        _lib.unregister(key)
+        check(rc)
+    return fut
+
+
+def _permits(permits: int) -> int:
+    # Checked here: ctypes would wrap a negative or too large int into uint32.
+    if isinstance(permits, bool) or not isinstance(permits, int):
+        raise InvalidType(-1, f"permits must be an int, not {type(permits).__name__}")
+    if not 1 <= permits <= 0xFFFFFFFF:
+        raise InvalidArgument(-1, f"permits must be 1..4294967295, not {permits}")
+    return permits
+
+
+def permit_error(err: int, what: str, name: str) -> Exception:
+    """An async permit's failure: ESTATE's detail (the size) is simba_last_error(),
+    set for the callback's thread; the others say the code."""
+    if err == -2:
+        return error(err)
+    return error(err, f"{what} {name!r}: {_errors_code(err)}")
 
 
 def _errors_code(err: int) -> str:

@@ -182,6 +182,20 @@ class RevokeReason(_LibraryEnum):
         return _lib.text(lib.simba_revoke_reason_name(value))
 
 
+class TermKind(_LibraryEnum):
+    """What a term is a term of (simba_term_kind_t, libsimba 1.5)."""
+
+    ELECTION = 0
+    LOCK = 1
+    SEMAPHORE = 2
+    READ = 3
+    WRITE = 4
+
+    @classmethod
+    def _library_name(cls, value: int) -> str:
+        return _lib.text(_lib.require("simba_term_kind_name")(value))
+
+
 class SessionStatus(_LibraryEnum):
     """A client's session status (simba_session_status_t)."""
 

@@ -171,12 +171,42 @@ _SIGS: Dict[str, Any] = {
     "simba_task_step_down": (c_int, [_P, c_int64, DONE_FN, _P]),
     "simba_task_close": (c_int, [_P]),
     "simba_task_close_async": (c_int, [_P, DONE_FN, _P]),
+    # 1.5 (SIMBA_1.5): bound when the library has them, else require() says so.
+    "simba_term_kind": (c_int, [_P]),
+    "simba_term_kind_name": (c_char_p, [c_int]),
+    "simba_semaphore_acquire": (c_int, [POINTER(_P), _P, c_char_p, c_uint32, c_int64]),
+    "simba_semaphore_try_acquire": (c_int, [POINTER(_P), _P, c_char_p, c_uint32]),
+    "simba_semaphore_acquire_async": (c_int, [_P, c_char_p, c_uint32, c_int64, LOCK_FN, _P]),
+    "simba_rwlock_acquire": (c_int, [POINTER(_P), _P, c_char_p, c_int, c_int64]),
+    "simba_rwlock_try_acquire": (c_int, [POINTER(_P), _P, c_char_p, c_int]),
+    "simba_rwlock_acquire_async": (c_int, [_P, c_char_p, c_int, c_int64, LOCK_FN, _P]),
 }
+_SINCE_1_5 = {n for n in _SIGS if n.startswith(("simba_semaphore_", "simba_rwlock_",
+                                                 "simba_term_kind"))}
+_missing: Dict[str, str] = {}
 
 for _name, (_res, _args) in _SIGS.items():
-    _f = getattr(lib, _name)
+    try:
+        _f = getattr(lib, _name)
+    except AttributeError:
+        if _name not in _SINCE_1_5:
+            raise
+        _missing[_name] = "1.5.0"
+        continue
     _f.restype = _res
     _f.argtypes = _args
+
+
+def require(name: str) -> Any:
+    """The C function ``name``, or :class:`simba.Unsupported` naming the libsimba it
+    needs (the package loads 1.4, which has no semaphores or read/write locks)."""
+    need = _missing.get(name)
+    if need is not None:
+        from ._errors import Unsupported
+        raise Unsupported(-10, f"{name} needs libsimba {need} or later; the loaded one is "
+                                  f"{_version_text(int(lib.simba_version()))}")
+    return getattr(lib, name)
+
 
 # The lock cycle's two calls without argtypes (ctypes then skips converting each
 # argument; callers pass ctypes objects): measured ~0.4 us less per

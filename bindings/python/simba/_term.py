@@ -7,7 +7,7 @@ from ctypes import c_void_p
 from typing import Any, Callable, Optional
 
 from . import _lib
-from ._errors import RevokeReason, check, error
+from ._errors import RevokeReason, TermKind, check, error
 from ._lib import lib
 
 _FOREVER_MS = -1
@@ -114,8 +114,14 @@ class Term:
 
     @property
     def is_lock(self) -> bool:
-        """True for a lock term (from :meth:`Client.lock`), False for an election's."""
+        """True for a term this program releases (a lock's, a semaphore permit's, a
+        read or write lock's: :meth:`release`), False for an election's."""
         return self._is_lock
+
+    @property
+    def kind(self) -> TermKind:
+        """What the term is a term of (:class:`TermKind`; libsimba 1.5)."""
+        return TermKind(_lib.require("simba_term_kind")(self._hv))
 
     def ensure_valid(self, min_remaining: float = 0.0) -> "Term":
         """Return self if the term stays valid for more than ``min_remaining``

@@ -23,8 +23,8 @@ from ctypes import byref, c_void_p
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Generator, List, Optional, Union
 
 from . import _lib
-from ._client import (Change, Election, Observer, Task, _BaseClient, _ClientCore, _on_lock,
-                      config_items, open_client)
+from ._client import (READ, WRITE, Change, Election, Observer, Task, _BaseClient, _ClientCore,
+                      _on_lock, _permits, config_items, open_client, permit_error)
 from ._errors import (Closed, Event, RevokeReason, StateError, check, encode_name, error)
 from ._lib import lib
 from ._term import Cancellation, Term, _run_guarded, to_ms
@@ -179,8 +179,46 @@ class Client(_BaseClient):
         self._kick()
         return Term(out.value, is_lock=True, owned=True)  # type: ignore[arg-type]
 
-    async def _acquire(self, name: str, timeout: Optional[float]) -> Term:
-        self._check_thread("lock")
+    # --- semaphores and read/write locks (libsimba 1.5) -------------------------
+    def semaphore(self, name: str, permits: int,
+                  timeout: Optional[float] = None) -> "_LockRequest":
+        """``term = await c.semaphore(name, permits, timeout)``, or ``async with``:
+        a permit of semaphore ``name`` (:class:`simba.StateError` for another size)."""
+        return _LockRequest(self, name, timeout, "semaphore", (_permits(permits),))
+
+    def read_lock(self, name: str, timeout: Optional[float] = None) -> "_LockRequest":
+        """``await`` / ``async with`` read/write lock ``name`` shared."""
+        return _LockRequest(self, name, timeout, "rwlock", (READ,))
+
+    def write_lock(self, name: str, timeout: Optional[float] = None) -> "_LockRequest":
+        """``await`` / ``async with`` read/write lock ``name`` exclusive."""
+        return _LockRequest(self, name, timeout, "rwlock", (WRITE,))
+
+    async def try_semaphore(self, name: str, permits: int) -> Term:
+        """One attempt (:class:`simba.Busy` when every permit is held), as :meth:`try_lock`."""
+        return self._try_permit("semaphore", name, (_permits(permits),))
+
+    async def try_read_lock(self, name: str) -> Term:
+        """One attempt at a read lock (:class:`simba.Busy`)."""
+        return self._try_permit("rwlock", name, (READ,))
+
+    async def try_write_lock(self, name: str) -> Term:
+        """One attempt at a write lock (:class:`simba.Busy`)."""
+        return self._try_permit("rwlock", name, (WRITE,))
+
+    def _try_permit(self, what: str, name: str, args: tuple) -> Term:
+        self._check_thread(f"try_{what}")
+        fn = _lib.require(f"simba_{what}_try_acquire")
+        n = encode_name(name)
+        out = c_void_p()
+        check(fn(byref(out), self._live(f"try_{what}"), n, *args))
+        self._kick()
+        return Term(out.value, is_lock=True, owned=True)  # type: ignore[arg-type]
+
+    async def _acquire(self, name: str, timeout: Optional[float], what: str = "lock",
+                       args: tuple = ()) -> Term:
+        self._check_thread(what)
+        start = _lib.require(f"simba_{what}_acquire_async") if args else lib.simba_lock_acquire_async
         n = encode_name(name)
         fut: "asyncio.Future[Term]" = self._loop.create_future()
 
@@ -191,12 +229,13 @@ class Client(_BaseClient):
                 return
             if err == 0 and term is not None:
                 fut.set_result(term)
+            elif args:
+                fut.set_exception(permit_error(err, what, name))
             else:
                 fut.set_exception(error(err, f"lock {name!r} not acquired"))
 
         key = _lib.register(done)
-        rc = lib.simba_lock_acquire_async(self._live("lock"), n, to_ms(timeout, "timeout"),
-                                          _on_lock, key)
+        rc = start(self._live(what), n, *args, to_ms(timeout, "timeout"), _on_lock, key)
         if rc < 0:
             _lib.unregister(key)
             check(rc)
@@ -255,17 +294,22 @@ class Client(_BaseClient):
 
 
 class _LockRequest:
-    def __init__(self, client: Client, name: str, timeout: Optional[float]) -> None:
+    def __init__(self, client: Client, name: str, timeout: Optional[float], what: str = "lock",
+                 args: tuple = ()) -> None:
         self._client = client
         self._name = name
         self._timeout = timeout
+        self._what = what
+        self._args = args
         self._term: Optional[Term] = None
 
     def __await__(self) -> Generator[Any, None, Term]:
-        return self._client._acquire(self._name, self._timeout).__await__()
+        return self._client._acquire(self._name, self._timeout, self._what,
+                                     self._args).__await__()
 
     async def __aenter__(self) -> Term:
-        self._term = await self._client._acquire(self._name, self._timeout)
+        self._term = await self._client._acquire(self._name, self._timeout, self._what,
+                                                 self._args)
         return self._term
 
     async def __aexit__(self, *exc: object) -> None:

@@ -138,3 +138,16 @@ def test_schema():
     assert "CREATE" in simba.schema("postgresql://u@h/db")
     with pytest.raises(simba.Unsupported):
         simba.schema("memory://x")
+
+
+def test_permits_on_a_1_4_library_say_what_they_need(monkeypatch):
+    # A 1.4 libsimba loads (the package's minimum) without the SIMBA_1.5 symbols:
+    # the permit calls then fail at the call, naming the version.
+    monkeypatch.setitem(_lib._missing, "simba_semaphore_acquire", "1.5.0")
+    monkeypatch.setitem(_lib._missing, "simba_term_kind", "1.5.0")
+    with simba.Client("memory://old") as c:
+        with pytest.raises(simba.Unsupported, match="simba_semaphore_acquire needs libsimba 1.5.0"):
+            c.semaphore("s", 2)
+        with c.lock("l") as t:
+            with pytest.raises(simba.Unsupported, match="simba_term_kind needs libsimba 1.5.0"):
+                t.kind

@@ -9,14 +9,24 @@ lease bound; a graceful SHUTDOWN and SIMBA.RESIGN hand it over at once; every
 new term has a larger token; elections and revocations are published on the
 channel; the commands reject bad input, and a name with a NUL byte inside is
 refused by every command (not cut: "name\\0junk" must not resign "name"); module
-arguments with a NUL byte are refused at MODULE LOAD.
+arguments with a NUL byte are refused at MODULE LOAD. SIMBA.CLOSE against a backend
+that answers nothing (the chaos suite's proxy in blackhole mode) blocks only its
+caller: other clients' PINGs are answered at once, the other commands answer
+"closing", a second SIMBA.CLOSE joins, MODULE UNLOAD is refused; the callers get +OK
+when the backend resumes, the library's reason by the local deadline when it never
+does; a SHUTDOWN during the close exits 0 (SIMBA_REDIS_MODULE_VALGRIND=1: these
+servers run under valgrind).
 """
 
 import json
 import os
 import shutil
+import re
 import signal
 import socket
+import subprocess
+import sys
+import threading
 import time
 
 from embedtest import (Failure, Resp, RespError, Sandbox, check, free_port, log,
@@ -42,6 +52,63 @@ def libsimba_links_libhiredis():
         return True
 
 
+def chaos_proxy():
+    """The chaos suite's TCP proxy (tests/chaos/nemesis.py): its 'blackhole' mode
+    forwards nothing (the backend answers nothing, as if SIGSTOPped; the suite's
+    PostgreSQL may be shared, so it is not stopped itself) and the bytes flow, late,
+    back in 'pass'."""
+    root = os.environ.get("SIMBA_SOURCE_DIR") or os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__)))))
+    sys.path.insert(0, os.path.join(root, "tests", "chaos"))
+    import nemesis
+    return nemesis.Proxy
+
+
+def ping_latency(port, conn=None):
+    """Seconds a PING takes to be answered: on conn (a Resp: the server's own
+    latency), else from a fresh redis-cli (its start-up included)."""
+    t0 = time.monotonic()
+    cli = shutil.which("redis-cli")
+    if conn is not None:
+        out = conn.call("PING")
+    elif cli:
+        out = subprocess.run([cli, "-h", "127.0.0.1", "-p", str(port), "PING"],
+                             capture_output=True, timeout=10).stdout.decode().strip()
+    else:
+        out = resp_call(port, "PING")
+    check(out == "PONG", f"PING answered {out!r}")
+    return time.monotonic() - t0
+
+
+def shutdown(port, timeout=60):
+    """SHUTDOWN NOSAVE, returning once the server closed the connection."""
+    with Resp(port, timeout=timeout) as r:
+        r.send("SHUTDOWN", "NOSAVE")
+        try:
+            r.read()
+        except OSError:
+            pass  # the server closes the connection
+
+
+def stop_cleanly(sb, h):
+    """SHUTDOWN NOSAVE; the server must exit 0 (under valgrind: without an error)."""
+    shutdown(h.port)
+    rc = h.wait(60)
+    check(rc == 0, f"{h.tag}: exit status {rc}:\n{sb.tail(f'{h.tag}.out', 100)}")
+
+
+def pending(r, wait=0.1):
+    """True while the connection r has no reply within `wait` seconds."""
+    r.sock.settimeout(wait)
+    try:
+        got = r.read()
+    except (socket.timeout, TimeoutError):
+        return True
+    finally:
+        r.sock.settimeout(10)
+    raise Failure(f"answered while the close is pending: {got!r}")
+
+
 def main():
     server = os.environ.get("SIMBA_REDIS_SERVER") or shutil.which("redis-server")
     module = os.environ.get("SIMBA_REDIS_MODULE")
@@ -53,9 +120,9 @@ def main():
     backend = sql_backend(sb)
     name = unique("redis-module")
 
-    def start(tag, *module_args, expect_fail=False, bare=False):
+    def start(tag, *module_args, expect_fail=False, bare=False, wrap=()):
         port = free_port()
-        args = [server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+        args = [*wrap, server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "no", "--dir", sb.dir, "--logfile", "",
                 "--enable-module-command", "yes"]
         if not bare:
@@ -70,7 +137,8 @@ def main():
                 raise Failure(f"{tag}: the server started although the module arguments are bad")
             return p
         try:
-            wait_until(f"{tag} on {port}", lambda: resp_call(port, "PING") == "PONG", 10)
+            wait_until(f"{tag} on {port}", lambda: resp_call(port, "PING") == "PONG",
+                       60 if wrap else 10)
         except Failure:
             print(sb.tail(f"{tag}.out"))
             raise
@@ -202,12 +270,7 @@ def main():
     # --- graceful SHUTDOWN: the lease is released, the other leads at once ------------------
     leader, follower = follower, dead
     t0 = time.monotonic()
-    with Resp(hosts[leader].port) as r:
-        r.send("SHUTDOWN", "NOSAVE")
-        try:
-            r.read()
-        except OSError:
-            pass  # the server closes the connection
+    shutdown(hosts[leader].port, timeout=5)
     hosts[leader].wait(10)
     ls = wait_until("the other to lead after SHUTDOWN",
                     lambda: token(follower), HANDOVER_BOUND_S + 3)
@@ -308,6 +371,8 @@ def main():
     check(resp_call(hosts[leader].port, "PING") == "PONG", "the server after MODULE UNLOAD")
     log(f"SIMBA.CLOSE: host-{follower} leads with token {tok5} after {took:.2f}s; MODULE UNLOAD ok")
 
+    close_against_a_silent_backend(sb, start, backend)
+
     # --- a redis:// backend from inside redis-server (libsimba's own hiredis, ADR 0021) ----
     redis_backend = os.environ.get("SIMBA_TEST_REDIS_URL")
     if libsimba_links_libhiredis() or not redis_backend:
@@ -323,6 +388,129 @@ def main():
     check(resp_call(rhost.port, "SIMBA.RESIGN", rname) == "OK", "SIMBA.RESIGN on redis://")
     check(resp_call(rhost.port, "PING") == "PONG", "the server on a redis:// backend")
     log(f"redis:// backend from inside redis-server: led with token {rtok}, resigned")
+
+
+def close_against_a_silent_backend(sb, start, backend):
+    """SIMBA.CLOSE never stalls the server: against a backend that answers nothing,
+    other clients are served at once while the caller waits for the close."""
+    m = re.search(r"(://(?:[^@/]*@)?)(127\.0\.0\.1|localhost):(\d+)", backend)
+    check(m is not None, f"no loopback host:port in {backend!r}")
+    proxy = chaos_proxy()([int(m.group(3))])
+    purl = backend[:m.start()] + f"{m.group(1)}127.0.0.1:{proxy.port}" + backend[m.end():]
+    args = ["session.lease-duration", f"{LEASE_MS}ms", "session.renew-interval", f"{RENEW_MS}ms"]
+    # SIMBA_REDIS_MODULE_VALGRIND=1 runs these servers under valgrind (exit 99 on an error).
+    wrap = ()
+    if os.environ.get("SIMBA_REDIS_MODULE_VALGRIND") and shutil.which("valgrind"):
+        wrap = ("valgrind", "--error-exitcode=99", "--errors-for-leak-kinds=none",
+                "--trace-children=no")
+
+    def leading_host(tag, name):
+        h = start(tag, "backend", purl, "contend", name, *args, wrap=wrap)
+        wait_until(f"{tag} to lead", lambda: resp_call(h.port, "SIMBA.TOKEN", name), 30)
+        return h
+
+    # The backend resumes after a while: the caller (and a second SIMBA.CLOSE, which
+    # joins) get +OK then, while PINGs were answered all along.
+    name = unique("redis-module-close")
+    h = leading_host("host-c", name)
+    proxy.mode = "blackhole"
+    t0 = time.monotonic()
+    closer = Resp(h.port, timeout=10)
+    closer.send("SIMBA.CLOSE")
+    other = Resp(h.port, timeout=10)  # another client of the server, connected before
+    pings = [ping_latency(h.port, other) for _ in range(5)]
+    cli_pings = [ping_latency(h.port) for _ in range(3)]
+    joiner = Resp(h.port, timeout=10)
+    joiner.send("SIMBA.CLOSE")
+    for args_ in (("SIMBA.CONTEND", "other"), ("SIMBA.TOKEN", name), ("SIMBA.STATUS",)):
+        try:
+            r = resp_call(h.port, *args_)
+            raise Failure(f"{args_} during the close answered {r!r}")
+        except RespError as e:
+            check("closing" in str(e), f"{args_} during the close: {e}")
+    try:
+        resp_call(h.port, "MODULE", "UNLOAD", "simba")
+        raise Failure("MODULE UNLOAD during SIMBA.CLOSE was accepted")
+    except RespError as e:
+        check("blocked clients" in str(e) or "unload" in str(e).lower(),
+              f"MODULE UNLOAD during SIMBA.CLOSE: {e}")
+    while time.monotonic() - t0 < 1.0:
+        pings.append(ping_latency(h.port, other))
+        time.sleep(0.05)
+    cli_pings.append(ping_latency(h.port))
+    check(pending(closer) and pending(joiner), "SIMBA.CLOSE answered before the backend did")
+    worst, cli_worst = max(pings), max(cli_pings)
+    check(worst < 0.2, f"PING took {worst * 1000:.0f} ms while SIMBA.CLOSE was pending")
+    # redis-cli's own start-up counts here: a looser bound on a loaded machine.
+    check(cli_worst < 0.5, f"redis-cli PING took {cli_worst * 1000:.0f} ms during SIMBA.CLOSE")
+    t1 = time.monotonic()
+    proxy.mode = "pass"
+    check(closer.read() == "OK", "SIMBA.CLOSE after the backend resumed")
+    took = time.monotonic() - t1
+    check(joiner.read() == "OK", "the joined SIMBA.CLOSE")
+    check(took < LEASE_MS / 1000, f"SIMBA.CLOSE answered {took:.2f}s after the backend resumed")
+    st = pairs(resp_call(h.port, "SIMBA.STATUS"))
+    check(st["session"] == "closed" and st["leases"] == [], f"STATUS after CLOSE: {st}")
+    check(resp_call(h.port, "MODULE", "UNLOAD", "simba") == "OK", "MODULE UNLOAD after CLOSE")
+    log(f"SIMBA.CLOSE against a paused backend: {len(pings)} PINGs, worst"
+        f" {worst * 1000:.0f} ms ({len(cli_pings)} redis-cli PINGs, worst"
+        f" {cli_worst * 1000:.0f} ms); answered {took * 1000:.0f} ms after the resume")
+    other.close()
+    closer.close()
+    joiner.close()
+    stop_cleanly(sb, h)
+
+    # The backend never resumes: the caller is answered by the session's local deadline,
+    # with the library's reason (the leases free when the session expires on the backend).
+    name = unique("redis-module-close-deadline")
+    h = leading_host("host-d", name)
+    proxy.mode = "blackhole"
+    t0 = time.monotonic()
+    closer = Resp(h.port, timeout=LEASE_MS / 1000 + 5)
+    closer.send("SIMBA.CLOSE")
+    with Resp(h.port, timeout=10) as other:
+        worst = max(ping_latency(h.port, other) for _ in range(5))
+    try:
+        r = closer.read()
+    except RespError as e:
+        r = f"-{e}"
+    took = time.monotonic() - t0
+    check(worst < 0.2, f"PING took {worst * 1000:.0f} ms while SIMBA.CLOSE was pending")
+    check(took <= LEASE_MS / 1000 + 1.0, f"SIMBA.CLOSE took {took:.2f}s (local deadline)")
+    check(r.startswith("-") and "closing the session failed" in r
+          and "free when it expires on the backend" in r, f"SIMBA.CLOSE by the deadline: {r!r}")
+    check(resp_call(h.port, "PING") == "PONG", "the server after the close")
+    log(f"SIMBA.CLOSE against a silent backend: answered {r!r} after {took:.2f}s, PINGs"
+        f" worst {worst * 1000:.0f} ms")
+    closer.close()
+    stop_cleanly(sb, h)
+    proxy.mode = "pass"
+
+    # SHUTDOWN during the close: finished blocking, the server exits cleanly.
+    name = unique("redis-module-close-shutdown")
+    h = leading_host("host-e", name)
+    proxy.mode = "blackhole"
+    closer = Resp(h.port, timeout=30)
+    closer.send("SIMBA.CLOSE")
+    check(pending(closer, 0.3), "SIMBA.CLOSE answered before the backend did")
+    t0 = time.monotonic()
+    # SHUTDOWN closes blocking (no event loop any more): the backend resumes meanwhile.
+    resume = threading.Timer(0.5, setattr, (proxy, "mode", "pass"))
+    resume.start()
+    shutdown(h.port)
+    rc = h.wait(60)
+    took = time.monotonic() - t0
+    resume.join()
+    out = sb.tail(f"{h.tag}.out", 400)
+    check(rc == 0, f"SHUTDOWN during SIMBA.CLOSE: exit status {rc}:\n{out}")
+    check("crashed" not in out and "Invalid read" not in out and "Invalid write" not in out,
+          f"SHUTDOWN during SIMBA.CLOSE:\n{out}")
+    check(took < LEASE_MS / 1000 + (10 if wrap else 0),
+          f"SHUTDOWN took {took:.2f}s although the backend resumed after 0.5 s")
+    closer.close()
+    proxy.close()
+    log(f"SHUTDOWN during SIMBA.CLOSE (the backend resumed after 0.5 s): exit 0 after {took:.2f}s"
+        + (" (under valgrind, no error)" if wrap else ""))
 
 
 if __name__ == "__main__":

@@ -12,11 +12,19 @@
 //                 lease (and the token key) : read it. token = its create_revision
 //   release       one Txn: delete the lease key if its lease and
 //                 create_revision are ours
+//   acquire_permit one Txn guarded by the resource counter's mod_revision as
+//                 this client last saw it: decided from the entries seen then
+//                 (none can have come since), it writes the counter and the
+//                 entry (a Held reads the entries as they are); a lost guard
+//                 reads counter and entries instead, and the call tries again
+//                 (ADR 0046; see acquire_permit)
+//   release_permit one Txn: delete the entry if its value and lease are ours
 //   close_session LeaseRevoke: etcd deletes every key attached to the lease
-//   inspect       Ranges of the three key directories, then LeaseTimeToLive of
+//   inspect       Ranges of the four key directories, then LeaseTimeToLive of
 //                 each live session
 //   watch         one Watch stream per connection, one watch (of DELETE
-//                 events) per watched name
+//                 events) per watched name: a lease key, or a permit
+//                 resource's entry directory
 #include "backend/etcd/etcd_backend.h"
 
 #include <uv.h>
@@ -80,6 +88,92 @@ constexpr uint64_t kSilentMs = 1000;
 // watch without one reports its name once instead.
 constexpr size_t kMaxHeldRevisions = 4096;
 
+// A permit acquire whose guard lost this many times (others granted or left
+// intents meanwhile) answers Held: the core tries again, as after any Held.
+constexpr int kPermitTries = 3;
+
+// What this client last saw of a permit resource, read in one Txn: its
+// counter (mod 0: absent) and its entries.
+struct PermitView {
+  int64_t mod = 0;
+  PermitCounter counter;
+  std::vector<Kv> entries;
+};
+
+// What an acquire does, decided from a view as memory:// decides
+// (memory_store.cpp, MemoryStore::acquire_permit).
+struct PermitPlan {
+  Outcome outcome = Outcome::kHeld;
+  uint64_t permit = 0, token = 0;  // kOk: the grant; kHeld: the writer's intent (0: none)
+  uint32_t size = 0;               // kRefused: the semaphore's
+  PermitCounter counter;           // after the plan
+  std::vector<PermitOp> ops;       // its writes (none: nothing changes)
+};
+
+struct PermitEntry {
+  PermitKind kind = PermitKind::kSemaphore;
+  uint64_t permit = 0, token = 0;
+  std::string sid;
+};
+
+PermitPlan plan_permit(const EtcdKeys& keys, const std::string& resource, const PermitView& v,
+                       const PermitAsk& ask, const std::string& sid, int64_t lease) {
+  PermitPlan p;
+  p.counter = v.counter;
+  std::vector<PermitEntry> entries;
+  for (const Kv& kv : v.entries) {
+    PermitEntry e;
+    std::string r;
+    if (keys.parse_permit(kv.key, &r, &e.permit) &&
+        parse_permit_value(kv.value, &e.kind, &e.sid, &e.token)) {
+      entries.push_back(std::move(e));
+    }
+  }
+  bool in_the_way = false;
+  const PermitEntry* intent = nullptr;  // the writer's own, ask.intent
+  for (const PermitEntry& e : entries) {
+    if (ask.kind == PermitKind::kRead) {
+      in_the_way |= e.kind == PermitKind::kWrite || e.kind == PermitKind::kIntent;
+    } else if (ask.kind == PermitKind::kWrite) {
+      in_the_way |= e.kind == PermitKind::kWrite || e.kind == PermitKind::kRead;
+    }
+    if (e.kind == PermitKind::kIntent && e.permit == ask.intent && e.sid == sid) intent = &e;
+  }
+  if (ask.kind == PermitKind::kSemaphore) {
+    if (!entries.empty() && v.counter.size != ask.size) {
+      p.outcome = Outcome::kRefused;
+      p.size = v.counter.size;
+      return p;
+    }
+    if (entries.empty()) p.counter.size = ask.size;  // the first holder sets it
+    in_the_way = entries.size() >= p.counter.size;
+  }
+  PermitKind kind = ask.kind;
+  if (!in_the_way) {
+    p.outcome = Outcome::kOk;
+    p.permit = ++p.counter.seq;
+    p.token = p.permit;  // a semaphore's and a writer's
+    if (kind == PermitKind::kWrite) p.counter.epoch = p.permit;
+    if (kind == PermitKind::kRead) p.token = p.counter.epoch;
+    // The grant deletes the writer's intent.
+    if (kind == PermitKind::kWrite && intent) {
+      p.ops.push_back({false, keys.permit(resource, intent->permit), "", 0});
+    }
+  } else {
+    p.outcome = Outcome::kHeld;
+    if (ask.kind != PermitKind::kWrite || !ask.leave_intent) return p;
+    if (intent) {  // kept
+      p.permit = intent->permit;
+      return p;
+    }
+    p.permit = ++p.counter.seq;  // a blocking writer leaves one
+    kind = PermitKind::kIntent;
+  }
+  p.ops.push_back({true, keys.counter(resource), counter_value(p.counter), 0});
+  p.ops.push_back({true, keys.permit(resource, p.permit), permit_value(kind, sid, p.token), lease});
+  return p;
+}
+
 // `s` whole seconds of a server's answer, bounded like every reply number.
 Duration seconds(int64_t s) { return reply_ms(std::min<int64_t>(s, kMaxReplyMs / 1000) * 1000); }
 
@@ -123,6 +217,10 @@ class EtcdBackend final : public Backend {
                   AcquireCb cb) override;
   CallRef release(const std::string& session, const std::string& name, uint64_t token,
                   Duration timeout, DoneCb cb) override;
+  CallRef acquire_permit(const std::string& session, const std::string& name, const PermitAsk& ask,
+                         Duration timeout, AcquireCb cb) override;
+  CallRef release_permit(const std::string& session, const std::string& name, PermitKind kind,
+                         uint64_t permit, uint64_t token, Duration timeout, DoneCb cb) override;
   CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) override;
   CallRef inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
   void abandon(CallRef call) override { calls_.abandon(call); }
@@ -135,6 +233,7 @@ class EtcdBackend final : public Backend {
   enum class Kind { kOpen, kKeepAlive, kAcquire, kDone, kInspect };
 
   struct InspectState;
+  struct PermitState;
 
   struct Call : CallBase {
     Kind kind = Kind::kDone;
@@ -160,12 +259,29 @@ class EtcdBackend final : public Backend {
     std::vector<OwnedLease> owned;
     int lookups = 0;
     std::shared_ptr<InspectState> inspecting;
+    std::shared_ptr<PermitState> permit;
+  };
+
+  // An acquire_permit under way: what it asks, and its try in flight.
+  struct PermitState {
+    std::string name, resource, sid;
+    PermitAsk ask;
+    int tries = 0;
+    PermitView seen;  // what the try was decided from
+    PermitPlan plan;
+  };
+
+  // An entry the session holds (a lease key or a permit entry), as the
+  // keep-alive lists it, and the revision that wrote it.
+  struct Held {
+    OwnedLease entry;
+    int64_t rev = 0;
   };
 
   struct InspectState {
     std::vector<std::string> names;
     int pending = 0;
-    RangeAnswer sessions, leases, tokens;
+    RangeAnswer sessions, leases, tokens, permits;
     std::map<int64_t, int64_t> ttl_s;  // lease -> remaining seconds
   };
 
@@ -251,6 +367,31 @@ class EtcdBackend final : public Backend {
   void send_keep_alive(uint64_t id);
   void keep_alive_step(Call* c);
   void inspect_step(uint64_t id);
+  void permit_try(Call* c);
+  void permit_answer(Call* c, const TxnAnswer& t);
+  void note_held(const std::string& name, int64_t revision);
+  // An acquire's Txn answer in *t; false when it failed the call instead.
+  bool acquire_answer(Call* c, int status, const std::string& err, const std::string& answer,
+                      TxnAnswer* t);
+  // The session's entry of key `kv` (a lease key or a permit entry) and its sid.
+  bool entry_of(const Kv& kv, Held* held, std::string* sid) const;
+  bool entry_key(const std::string& key) const {
+    std::string r;
+    uint64_t permit = 0;
+    return name_of_lease_key(key, &r) || keys_.parse_permit(key, &r, &permit);
+  }
+  // `lease` no longer holds `key` where it held `token` (a release answered).
+  void forget(int64_t lease, const std::string& key, uint64_t token);
+  CallRef released_by(Call* c, std::string request, const std::string& key, uint64_t token,
+                      const std::string& resource = "");
+  // The Watch request of `name`: its lease key, or a permit resource's entries.
+  std::string watch_request(const std::string& name, int64_t start_revision, int64_t id) const {
+    if (name.find('/') == std::string::npos) {
+      return watch_create_request(keys_.lease(name), start_revision, id);
+    }
+    const std::string dir = keys_.permit_dir(name);
+    return watch_create_request(dir, start_revision, id, prefix_end(dir));
+  }
   void send_watch_create(const std::string& name, int64_t start_revision);
   void open_watch_stream(GrpcConn* conn);
   void on_watch_answer(const uint8_t* data, size_t len);
@@ -286,15 +427,18 @@ class EtcdBackend final : public Backend {
   int32_t watch_stream_ = 0;      // the Watch stream on conn_
   uint32_t max_stream_id_ = kMaxStreamId;
 
-  // The tokens of the leases each session of ours holds, as acquire and
-  // keep-alive last saw them.
-  std::map<int64_t, std::map<std::string, uint64_t>> owned_;
+  // The entries each session of ours holds, by key, as acquire, acquire_permit
+  // and keep-alive last saw them.
+  std::map<int64_t, std::map<std::string, Held>> owned_;
   bool answered_win(int64_t lease, const std::string& name, int64_t token) const {
     auto l = owned_.find(lease);
     if (l == owned_.end()) return false;
-    auto n = l->second.find(name);
-    return n != l->second.end() && static_cast<int64_t>(n->second) == token;
+    auto n = l->second.find(keys_.lease(name));
+    return n != l->second.end() && static_cast<int64_t>(n->second.entry.token) == token;
   }
+  // What this client last saw of each permit resource (at most
+  // kMaxHeldRevisions; then it starts again from nothing).
+  std::map<std::string, PermitView> views_;
   std::map<std::string, int64_t> held_revision_;  // name -> a Held answer's revision
   std::deque<std::string> held_order_;
 
@@ -718,49 +862,49 @@ void EtcdBackend::keep_alive_step(Call* c) {
   if (!c->listed) {
     c->listed = true;
     auto& known = owned_[c->lease];
-    std::map<std::string, uint64_t> still;
+    std::map<std::string, Held> still;
     std::set<std::string> listed;
-    std::vector<std::string> unknown;  // names read with a Range
+    std::vector<std::string> unknown;  // keys read with a Range
     for (const std::string& key : c->ttl.keys) {
-      std::string name;
-      if (!name_of_lease_key(key, &name) || !listed.insert(name).second) continue;
-      auto it = known.find(name);
+      if (!entry_key(key) || !listed.insert(key).second) continue;
+      auto it = known.find(key);
       if (it != known.end()) {
-        c->owned.push_back({name, it->second});
+        c->owned.push_back(it->second.entry);
         still.insert(*it);
       } else {
-        unknown.push_back(name);
+        unknown.push_back(key);
       }
     }
-    for (const auto& [name, token] : known) {
-      if (listed.count(name)) continue;
-      if (static_cast<int64_t>(token) > c->ttl.revision) {
-        // Won after the answer was read (its token, the Txn's revision, is
+    for (const auto& [key, held] : known) {
+      if (listed.count(key)) continue;
+      if (held.rev > c->ttl.revision) {
+        // Won after the answer was read (the revision that wrote it is
         // above the answer's): not listed yet, and stays known.
-        still.insert({name, token});
+        still.insert({key, held});
       } else {
         // Deleted, or missed: the answer's keys are the raft leader's and
         // its header revision is our member's, read later (ADR 0045). A
         // linearizable Range tells.
-        unknown.push_back(name);
+        unknown.push_back(key);
       }
     }
     known.swap(still);
     c->ttl.keys.clear();
-    for (const std::string& name : unknown) {
+    for (const std::string& key : unknown) {
       ++c->lookups;
-      rpc(c, kRange, range_request(keys_.lease(name), ""),
-          [this, name](Call* c, int status, const std::string& err, const std::string& answer) {
+      rpc(c, kRange, range_request(key, ""),
+          [this, key](Call* c, int status, const std::string& err, const std::string& answer) {
             RangeAnswer r;
             if (status != 0) return fail(c->id, Outcome::kError, status_text(status, err));
             if (!decode_range(reinterpret_cast<const uint8_t*>(answer.data()), answer.size(), &r)) {
               return fail(c->id, Outcome::kError, "etcd: undecodable Range answer");
             }
-            if (!r.kvs.empty() && r.kvs[0].lease == c->lease && r.kvs[0].create_revision > 0) {
-              const auto token = static_cast<uint64_t>(r.kvs[0].create_revision);
-              c->owned.push_back({name, token});
+            Held held;
+            std::string sid;
+            if (!r.kvs.empty() && r.kvs[0].lease == c->lease && entry_of(r.kvs[0], &held, &sid)) {
+              c->owned.push_back(held.entry);
               // Known from now on: the next keep-alive reads it no more.
-              if (auto o = owned_.find(c->lease); o != owned_.end()) o->second[name] = token;
+              if (auto o = owned_.find(c->lease); o != owned_.end()) o->second[key] = held;
             }
             --c->lookups;
             keep_alive_step(c);
@@ -786,15 +930,8 @@ Backend::CallRef EtcdBackend::acquire(const std::string& session, const std::str
   rpc(c, kTxn, acquire_request(keys_, name, session, c->lease),
       [this, name, session](Call* c, int status, const std::string& err,
                             const std::string& answer) {
-        // A put with a lease etcd does not know: our session is gone.
-        if (status == kGrpcNotFound)
-          return fail(c->id, Outcome::kExpired, status_text(status, err));
-        if (status != 0) return fail(c->id, Outcome::kError, status_text(status, err));
         TxnAnswer t;
-        if (!decode_txn(reinterpret_cast<const uint8_t*>(answer.data()), answer.size(), &t) ||
-            t.revision <= 0) {
-          return fail(c->id, Outcome::kError, "etcd: undecodable Txn answer");
-        }
+        if (!acquire_answer(c, status, err, answer, &t)) return;
         AcquireReply r;
         // Sent again after a broken connection and held by this session:
         // the first try won it (the core holds one acquire per name at a
@@ -809,22 +946,73 @@ Backend::CallRef EtcdBackend::acquire(const std::string& session, const std::str
         if (t.succeeded || won_before) {
           r.outcome = Outcome::kOk;
           r.token = static_cast<uint64_t>(won_before ? t.kvs[0].create_revision : t.revision);
-          owned_[c->lease][name] = r.token;
+          owned_[c->lease][keys_.lease(name)] = {OwnedLease{name, r.token},
+                                                 static_cast<int64_t>(r.token)};
         } else {
           r.outcome = Outcome::kHeld;
-          if (held_revision_.emplace(name, t.revision).second) {
-            held_order_.push_back(name);
-            if (held_order_.size() > kMaxHeldRevisions) {
-              held_revision_.erase(held_order_.front());
-              held_order_.pop_front();
-            }
-          } else {
-            held_revision_[name] = t.revision;
-          }
+          note_held(name, t.revision);
         }
         deliver(c->id, &Call::acquire, r);
       });
   return c->id;
+}
+
+bool EtcdBackend::acquire_answer(Call* c, int status, const std::string& err,
+                                 const std::string& answer, TxnAnswer* t) {
+  // A put with a lease etcd does not know: our session is gone.
+  if (status == kGrpcNotFound) {
+    fail(c->id, Outcome::kExpired, status_text(status, err));
+    return false;
+  }
+  if (status != 0) {
+    fail(c->id, Outcome::kError, status_text(status, err));
+    return false;
+  }
+  if (!decode_txn(reinterpret_cast<const uint8_t*>(answer.data()), answer.size(), t) ||
+      t->revision <= 0) {
+    fail(c->id, Outcome::kError, "etcd: undecodable Txn answer");
+    return false;
+  }
+  return true;
+}
+
+// The revision of a Held answer for `name` (a lease's, or a permit resource),
+// where its watch starts.
+void EtcdBackend::note_held(const std::string& name, int64_t revision) {
+  if (held_revision_.emplace(name, revision).second) {
+    held_order_.push_back(name);
+    if (held_order_.size() > kMaxHeldRevisions) {
+      held_revision_.erase(held_order_.front());
+      held_order_.pop_front();
+    }
+  } else {
+    held_revision_[name] = revision;
+  }
+}
+
+void EtcdBackend::forget(int64_t lease, const std::string& key, uint64_t token) {
+  auto it = owned_.find(lease);
+  if (it == owned_.end()) return;
+  auto k = it->second.find(key);
+  if (k != it->second.end() && k->second.entry.token == token) it->second.erase(k);
+}
+
+bool EtcdBackend::entry_of(const Kv& kv, Held* held, std::string* sid) const {
+  std::string name;
+  if (kv.create_revision <= 0) return false;
+  held->rev = kv.create_revision;
+  if (name_of_lease_key(kv.key, &name)) {
+    held->entry = OwnedLease{name, static_cast<uint64_t>(kv.create_revision)};
+    *sid = kv.value;
+    return true;
+  }
+  OwnedLease& e = held->entry;
+  if (!keys_.parse_permit(kv.key, &name, &e.permit) ||
+      !parse_permit_value(kv.value, &e.kind, sid, &e.token)) {
+    return false;
+  }
+  e.name = name.substr(name.find('/') + 1);  // the resource less its "sem/" or "rw/"
+  return true;
 }
 
 Backend::CallRef EtcdBackend::release(const std::string& session, const std::string& name,
@@ -835,19 +1023,189 @@ Backend::CallRef EtcdBackend::release(const std::string& session, const std::str
     preset(c, Outcome::kExpired, "etcd: no such session");
     return c->id;
   }
-  rpc(c, kTxn, release_request(keys_, name, c->lease, static_cast<int64_t>(token)),
-      [this, name, token](Call* c, int status, const std::string& err, const std::string&) {
+  return released_by(c, release_request(keys_, name, c->lease, static_cast<int64_t>(token)),
+                     keys_.lease(name), token);
+}
+
+// The release Txn `request` of `key`; its answer forgets the entry, and a
+// permit entry it deleted leaves the view of its `resource` (which stays
+// one the counter's guard can trust: entries only went).
+Backend::CallRef EtcdBackend::released_by(Call* c, std::string request, const std::string& key,
+                                          uint64_t token, const std::string& resource) {
+  rpc(c, kTxn, std::move(request),
+      [this, key, token, resource](Call* c, int status, const std::string& err,
+                                   const std::string& answer) {
         if (status != 0) return fail(c->id, Outcome::kError, status_text(status, err));
-        auto it = owned_.find(c->lease);
-        if (it != owned_.end()) {
-          auto n = it->second.find(name);
-          if (n != it->second.end() && n->second == token) it->second.erase(n);
+        forget(c->lease, key, token);
+        TxnAnswer t;
+        auto v = resource.empty() ? views_.end() : views_.find(resource);
+        if (v != views_.end() &&
+            decode_txn(reinterpret_cast<const uint8_t*>(answer.data()), answer.size(), &t) &&
+            t.succeeded) {
+          auto& entries = v->second.entries;
+          entries.erase(std::remove_if(entries.begin(), entries.end(),
+                                       [&](const Kv& kv) { return kv.key == key; }),
+                        entries.end());
         }
         DoneReply r;
         r.outcome = Outcome::kOk;
         deliver(c->id, &Call::done, r);
       });
   return c->id;
+}
+
+// --- permits (ADR 0046) ---------------------------------------------------------
+//
+// etcd's compares cannot count keys, nor can a Txn write seq + 1 of a value it
+// has not read: a semaphore's "fewer than N holders", the next permit id and
+// the epoch are decided here, from the entries and counter this client last
+// saw, and the Txn is guarded by the counter's mod_revision then. Every grant
+// and intent writes the counter, and entries only go otherwise (a release, a
+// session's etcd lease ending): under the guard the entries now are a subset
+// of those seen, so a grant decided from them is safe. A Txn that grants
+// only writes; one that answers Held or Refused reads the entries as they
+// are, and a lost guard reads counter and entries: a Held or Refused decided
+// from entries gone since, or a lost guard, tries again with what was read
+// (a second round trip), up to kPermitTries. One round trip when this client saw the resource last
+// (a name's cycles from one client, a new name); two when another client granted on it since.
+
+Backend::CallRef EtcdBackend::acquire_permit(const std::string& session, const std::string& name,
+                                             const PermitAsk& ask, Duration timeout, AcquireCb cb) {
+  Call* c = new_call(Kind::kAcquire, timeout);
+  c->acquire = std::move(cb);
+  const bool semaphore = ask.kind == PermitKind::kSemaphore;
+  if (!semaphore && ask.kind != PermitKind::kRead && ask.kind != PermitKind::kWrite) {
+    preset(c, Outcome::kError, "etcd: no such permit kind");
+    return c->id;
+  }
+  if (semaphore && ask.size == 0) {
+    preset(c, Outcome::kError, "etcd: a semaphore's size must be positive");
+    return c->id;
+  }
+  if (!parse_session_id(session, &c->lease)) {
+    preset(c, Outcome::kExpired, "etcd: no such session");
+    return c->id;
+  }
+  c->permit = std::make_shared<PermitState>();
+  c->permit->name = name;
+  c->permit->resource = permit_resource(ask.kind, name);
+  c->permit->sid = session;
+  c->permit->ask = ask;
+  permit_try(c);
+  return c->id;
+}
+
+void EtcdBackend::permit_try(Call* c) {
+  PermitState& st = *c->permit;
+  auto v = views_.find(st.resource);
+  st.seen = v != views_.end() ? v->second : PermitView{};  // unseen: a new resource?
+  st.plan = plan_permit(keys_, st.resource, st.seen, st.ask, st.sid, c->lease);
+  ++st.tries;
+  rpc(c, kTxn,
+      permit_acquire_request(keys_.counter(st.resource), st.seen.mod, keys_.permit_dir(st.resource),
+                             st.plan.outcome != Outcome::kOk, st.plan.ops),
+      [this](Call* c, int status, const std::string& err, const std::string& answer) {
+        TxnAnswer t;
+        if (acquire_answer(c, status, err, answer, &t)) permit_answer(c, t);
+      });
+}
+
+void EtcdBackend::permit_answer(Call* c, const TxnAnswer& t) {
+  PermitState& st = *c->permit;
+  const PermitPlan& plan = st.plan;
+  const std::string dir = keys_.permit_dir(st.resource), counter = keys_.counter(st.resource);
+  PermitView now;  // the resource as the Txn read it (the counter: unchanged, or read)
+  if (t.succeeded) {
+    now.mod = st.seen.mod;
+    now.counter = st.seen.counter;
+    // A grant reads nothing: the entries seen, less any gone since, are there.
+    if (plan.outcome == Outcome::kOk) now.entries = st.seen.entries;
+  }
+  for (const Kv& kv : t.kvs) {
+    if (kv.key.compare(0, dir.size(), dir) == 0) {
+      now.entries.push_back(kv);
+    } else if (kv.key == counter) {
+      now.mod = kv.mod_revision;
+      if (!parse_counter_value(kv.value, &now.counter)) {
+        return fail(c->id, Outcome::kError, "etcd: unreadable permit counter " + counter);
+      }
+    }
+  }
+  // The plan's entry, written by this Txn. After a lost guard it is not
+  // looked for: a session's acquires of one resource run side by side and
+  // plan the same entry from the same view. So a try sent again after a
+  // broken connection whose first send was applied leaves an entry no call
+  // explains: the keep-alive lists it and the core releases it (ADR 0005).
+  const PermitOp* put = plan.ops.empty() ? nullptr : &plan.ops.back();
+  if (t.succeeded) {
+    if (put) {
+      now.mod = t.revision;
+      now.counter = plan.counter;
+    }
+    for (const PermitOp& op : plan.ops) {
+      if (op.put && op.key.compare(0, dir.size(), dir) == 0) {
+        Kv kv;
+        kv.key = op.key;
+        kv.value = op.value;
+        kv.create_revision = kv.mod_revision = t.revision;
+        kv.lease = op.lease;
+        now.entries.push_back(std::move(kv));
+      } else if (!op.put) {
+        now.entries.erase(std::remove_if(now.entries.begin(), now.entries.end(),
+                                         [&](const Kv& kv) { return kv.key == op.key; }),
+                          now.entries.end());
+      }
+    }
+  }
+  if (views_.size() >= kMaxHeldRevisions && !views_.count(st.resource)) views_.clear();
+  views_[st.resource] = now;
+  const bool done = t.succeeded;
+  if (done && put) {
+    Held held;
+    std::string sid;
+    Kv kv;
+    kv.key = put->key;
+    kv.value = put->value;
+    kv.create_revision = t.revision;
+    if (entry_of(kv, &held, &sid)) owned_[c->lease][put->key] = held;
+    for (const PermitOp& op : plan.ops) {
+      if (!op.put) forget(c->lease, op.key, 0);  // the writer's intent, deleted by its grant
+    }
+  }
+  AcquireReply r;
+  if (done && plan.outcome == Outcome::kOk) {
+    r.outcome = Outcome::kOk;
+    r.permit = plan.permit;
+    r.token = plan.token;
+    return deliver(c->id, &Call::acquire, r);
+  }
+  if (done && plan.permit != 0) st.ask.intent = plan.permit;  // left or kept
+  // Held or Refused, decided from entries that may have gone since: what the
+  // Txn read tells; a lost guard tries again with it.
+  const bool again =
+      !done ||
+      plan_permit(keys_, st.resource, now, st.ask, st.sid, c->lease).outcome == Outcome::kOk;
+  if (again && st.tries < kPermitTries) return permit_try(c);
+  r.outcome = done ? plan.outcome : Outcome::kHeld;
+  r.size = done ? plan.size : 0;
+  if (st.ask.kind == PermitKind::kWrite && st.ask.leave_intent) r.permit = st.ask.intent;
+  note_held(st.resource, t.revision);
+  deliver(c->id, &Call::acquire, r);
+}
+
+Backend::CallRef EtcdBackend::release_permit(const std::string& session, const std::string& name,
+                                             PermitKind kind, uint64_t permit, uint64_t token,
+                                             Duration timeout, DoneCb cb) {
+  Call* c = new_call(Kind::kDone, timeout);
+  c->done = std::move(cb);
+  if (!parse_session_id(session, &c->lease)) {
+    preset(c, Outcome::kExpired, "etcd: no such session");
+    return c->id;
+  }
+  const std::string resource = permit_resource(kind, name);
+  const std::string key = keys_.permit(resource, permit);
+  return released_by(c, permit_release_request(key, permit_value(kind, session, token), c->lease),
+                     key, token, resource);
 }
 
 Backend::CallRef EtcdBackend::close_session(const std::string& session, Duration timeout,
@@ -880,13 +1238,14 @@ Backend::CallRef EtcdBackend::inspect(const std::vector<std::string>& names, Dur
   c->inspect = std::move(cb);
   c->inspecting = std::make_shared<InspectState>();
   c->inspecting->names = names;
-  c->inspecting->pending = 3;
+  c->inspecting->pending = 4;
   const struct {
     const std::string* dir;
     RangeAnswer InspectState::*into;
   } reads[] = {{&keys_.sessions_dir(), &InspectState::sessions},
                {&keys_.leases_dir(), &InspectState::leases},
-               {&keys_.tokens_dir(), &InspectState::tokens}};
+               {&keys_.tokens_dir(), &InspectState::tokens},
+               {&keys_.permits_dir(), &InspectState::permits}};
   for (const auto& read : reads) {
     rpc(c, kRange, range_request(*read.dir, prefix_end(*read.dir)),
         [this, into = read.into](Call* c, int status, const std::string& err,
@@ -960,6 +1319,22 @@ void EtcdBackend::inspect_step(uint64_t id) {
     }
   }
   for (auto& [n, l] : leases) r.leases.push_back(std::move(l));
+  // A row per permit entry of a live session (ADR 0046).
+  for (const Kv& kv : st.permits.kvs) {
+    Held held;
+    std::string sid;
+    if (!entry_of(kv, &held, &sid) || sid != session_id(kv.lease) || !live.count(sid)) continue;
+    const OwnedLease& e = held.entry;
+    if (!all && std::find(st.names.begin(), st.names.end(), e.name) == st.names.end()) continue;
+    LeaseInfo l;
+    l.name = e.name;
+    l.token = e.token;
+    l.holder = sid;
+    l.holder_remaining = live[sid];
+    l.kind = e.kind;
+    l.permit = e.permit;
+    r.leases.push_back(std::move(l));
+  }
   deliver(id, &Call::inspect, r);
 }
 
@@ -1001,8 +1376,7 @@ void EtcdBackend::unwatch(const std::string& name) {
 }
 
 void EtcdBackend::send_watch_create(const std::string& name, int64_t start_revision) {
-  conn_->send(watch_stream_,
-              watch_create_request(keys_.lease(name), start_revision, watches_[name].id));
+  conn_->send(watch_stream_, watch_request(name, start_revision, watches_[name].id));
 }
 
 void EtcdBackend::open_watch_stream(GrpcConn* conn) {
@@ -1014,7 +1388,7 @@ void EtcdBackend::open_watch_stream(GrpcConn* conn) {
     names.push_back(name);
   }
   watch_stream_ = conn->start(
-      kWatch, watch_create_request(keys_.lease(names[0]), 0, watches_[names[0]].id), false,
+      kWatch, watch_request(names[0], 0, watches_[names[0]].id), false,
       [this](const uint8_t* d, size_t n) { on_watch_answer(d, n); },
       [this, conn](int status, const std::string& err) {
         if (conn != conn_) return;
@@ -1055,7 +1429,8 @@ void EtcdBackend::on_watch_answer(const uint8_t* data, size_t len) {
   }
   for (const std::string& key : a.deleted) {
     std::string n;
-    if (name_of_lease_key(key, &n)) released(n);
+    uint64_t permit = 0;
+    if (name_of_lease_key(key, &n) || keys_.parse_permit(key, &n, &permit)) released(n);
   }
 }
 

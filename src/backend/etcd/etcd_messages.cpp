@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string_view>
 
 #include "etcd_rpc.pb-c.h"
 
@@ -53,7 +54,116 @@ void add_kvs(const Etcdserverpb__RangeResponse* r, std::vector<Kv>* out) {
   }
 }
 
+// Decimal digits only, at most 20, within 64 bits.
+bool parse_u64(std::string_view s, uint64_t* out) {
+  if (s.empty() || s.size() > 20) return false;
+  uint64_t v = 0;
+  for (char ch : s) {
+    if (ch < '0' || ch > '9') return false;
+    const uint64_t d = static_cast<uint64_t>(ch - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+// A number as the values' writer writes it: no leading zero.
+bool parse_dec(std::string_view s, uint64_t* out) {
+  return (s.size() == 1 || (!s.empty() && s[0] != '0')) && parse_u64(s, out);
+}
+
+// `s` split at single spaces into exactly `n` fields.
+bool split_fields(std::string_view s, size_t n, std::string_view* fields) {
+  for (size_t i = 0; i + 1 < n; ++i) {
+    const size_t sp = s.find(' ');
+    if (sp == std::string_view::npos) return false;
+    fields[i] = s.substr(0, sp);
+    s.remove_prefix(sp + 1);
+  }
+  if (s.find(' ') != std::string_view::npos) return false;
+  fields[n - 1] = s;
+  return true;
+}
+
+Etcdserverpb__RequestOp range_op(Etcdserverpb__RangeRequest* r, const std::string& key,
+                                 const std::string& end) {
+  r->key = bytes(key);
+  r->range_end = bytes(end);
+  Etcdserverpb__RequestOp op = ETCDSERVERPB__REQUEST_OP__INIT;
+  op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+  op.request_range = r;
+  return op;
+}
+
+// compare `a` && compare `b` ? delete `key`
+std::string delete_if(const std::string& key, Etcdserverpb__Compare* a, Etcdserverpb__Compare* b) {
+  Etcdserverpb__DeleteRangeRequest del = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+  del.key = bytes(key);
+  Etcdserverpb__RequestOp op = ETCDSERVERPB__REQUEST_OP__INIT;
+  op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
+  op.request_delete_range = &del;
+  Etcdserverpb__Compare* cmps[] = {a, b};
+  Etcdserverpb__RequestOp* oks[] = {&op};
+  Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
+  txn.n_compare = 2;
+  txn.compare = cmps;
+  txn.n_success = 1;
+  txn.success = oks;
+  return pack(&txn.base);
+}
+
 }  // namespace
+
+std::string EtcdKeys::permit(const std::string& resource, uint64_t permit) const {
+  char id[21];
+  std::snprintf(id, sizeof id, "%020llu", static_cast<unsigned long long>(permit));
+  return permit_dir(resource) + id;
+}
+
+bool EtcdKeys::parse_permit(const std::string& key, std::string* resource, uint64_t* permit) const {
+  if (key.compare(0, permits_.size(), permits_) != 0) return false;
+  const size_t slash = key.rfind('/');
+  if (slash == std::string::npos || slash <= permits_.size() || key.size() - slash != 21) {
+    return false;
+  }
+  *resource = key.substr(permits_.size(), slash - permits_.size());
+  return parse_u64(std::string_view(key).substr(slash + 1), permit);
+}
+
+std::string permit_value(PermitKind kind, const std::string& sid, uint64_t token) {
+  return std::string(permit_kind_name(kind)) + " " + sid + " " + std::to_string(token);
+}
+
+bool parse_permit_value(const std::string& value, PermitKind* kind, std::string* sid,
+                        uint64_t* token) {
+  std::string_view f[3];
+  if (!split_fields(value, 3, f) || !parse_dec(f[2], token) || f[1].empty()) return false;
+  for (PermitKind k :
+       {PermitKind::kSemaphore, PermitKind::kRead, PermitKind::kWrite, PermitKind::kIntent}) {
+    if (f[0] == permit_kind_name(k)) {
+      *kind = k;
+      *sid = std::string(f[1]);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string counter_value(const PermitCounter& c) {
+  return std::to_string(c.seq) + " " + std::to_string(c.epoch) + " " + std::to_string(c.size);
+}
+
+bool parse_counter_value(const std::string& value, PermitCounter* c) {
+  std::string_view f[3];
+  uint64_t size = 0;
+  if (!split_fields(value, 3, f) || !parse_dec(f[0], &c->seq) || !parse_dec(f[1], &c->epoch) ||
+      !parse_dec(f[2], &size) || size > UINT32_MAX) {
+    return false;
+  }
+  c->size = static_cast<uint32_t>(size);
+  return true;
+}
 
 std::string prefix_end(const std::string& prefix) {
   // etcd's rule: the prefix with its last byte below 0xff incremented.
@@ -180,24 +290,78 @@ std::string release_request(const EtcdKeys& keys, const std::string& name, int64
   term.key = bytes(lease_key);
   term.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_CREATE_REVISION;
   term.create_revision = token;
-  Etcdserverpb__DeleteRangeRequest del = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
-  del.key = bytes(lease_key);
-  Etcdserverpb__RequestOp op = ETCDSERVERPB__REQUEST_OP__INIT;
-  op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
-  op.request_delete_range = &del;
-  Etcdserverpb__Compare* cmps[] = {&ours, &term};
-  Etcdserverpb__RequestOp* oks[] = {&op};
+  return delete_if(lease_key, &ours, &term);
+}
+
+std::string permit_acquire_request(const std::string& counter, int64_t counter_mod,
+                                   const std::string& dir, bool read_entries,
+                                   const std::vector<PermitOp>& ops) {
+  const std::string dir_end = prefix_end(dir);
+  Etcdserverpb__Compare guard = ETCDSERVERPB__COMPARE__INIT;
+  guard.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__MOD;
+  guard.key = bytes(counter);
+  guard.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_MOD_REVISION;
+  guard.mod_revision = counter_mod;
+  Etcdserverpb__RangeRequest r_entries = ETCDSERVERPB__RANGE_REQUEST__INIT,
+                             r_counter = ETCDSERVERPB__RANGE_REQUEST__INIT,
+                             r_entries2 = ETCDSERVERPB__RANGE_REQUEST__INIT;
+  std::vector<Etcdserverpb__PutRequest> puts(ops.size());
+  std::vector<Etcdserverpb__DeleteRangeRequest> dels(ops.size());
+  std::vector<Etcdserverpb__RequestOp> oks;
+  oks.reserve(ops.size() + 1);
+  if (read_entries) oks.push_back(range_op(&r_entries, dir, dir_end));
+  for (size_t i = 0; i < ops.size(); ++i) {
+    Etcdserverpb__RequestOp op = ETCDSERVERPB__REQUEST_OP__INIT;
+    if (ops[i].put) {
+      puts[i] = ETCDSERVERPB__PUT_REQUEST__INIT;
+      puts[i].key = bytes(ops[i].key);
+      puts[i].value = bytes(ops[i].value);
+      puts[i].lease = ops[i].lease;
+      op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
+      op.request_put = &puts[i];
+    } else {
+      dels[i] = ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT;
+      dels[i].key = bytes(ops[i].key);
+      op.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE;
+      op.request_delete_range = &dels[i];
+    }
+    oks.push_back(op);
+  }
+  Etcdserverpb__RequestOp kos[] = {range_op(&r_counter, counter, ""),
+                                   range_op(&r_entries2, dir, dir_end)};
+  std::vector<Etcdserverpb__RequestOp*> ok_ptrs;
+  for (auto& op : oks) ok_ptrs.push_back(&op);
+  Etcdserverpb__RequestOp* ko_ptrs[] = {&kos[0], &kos[1]};
+  Etcdserverpb__Compare* cmps[] = {&guard};
   Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
-  txn.n_compare = 2;
+  txn.n_compare = 1;
   txn.compare = cmps;
-  txn.n_success = 1;
-  txn.success = oks;
+  txn.n_success = ok_ptrs.size();
+  txn.success = ok_ptrs.data();
+  txn.n_failure = 2;
+  txn.failure = ko_ptrs;
   return pack(&txn.base);
 }
 
-std::string watch_create_request(const std::string& key, int64_t start_revision, int64_t watch_id) {
+std::string permit_release_request(const std::string& key, const std::string& value,
+                                   int64_t lease) {
+  Etcdserverpb__Compare same = ETCDSERVERPB__COMPARE__INIT, ours = ETCDSERVERPB__COMPARE__INIT;
+  same.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__VALUE;
+  same.key = bytes(key);
+  same.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_VALUE;
+  same.value = bytes(value);
+  ours.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__LEASE;
+  ours.key = bytes(key);
+  ours.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_LEASE;
+  ours.lease = lease;
+  return delete_if(key, &same, &ours);
+}
+
+std::string watch_create_request(const std::string& key, int64_t start_revision, int64_t watch_id,
+                                 const std::string& range_end) {
   Etcdserverpb__WatchCreateRequest c = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
   c.key = bytes(key);
+  c.range_end = bytes(range_end);
   c.start_revision = start_revision;
   Etcdserverpb__WatchCreateRequest__FilterType no_put =
       ETCDSERVERPB__WATCH_CREATE_REQUEST__FILTER_TYPE__NOPUT;

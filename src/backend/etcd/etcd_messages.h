@@ -11,6 +11,17 @@
 //   {p}/t/{name}  written in the acquire's Txn with the lease key, never
 //                 deleted: its mod_revision is the last token of `name`, for
 //                 inspect once the lease is free.
+// Permits (ADR 0046), {r} = permit_resource(kind, name): sem/{name} or rw/{name}:
+//   {p}/p/{r}/{permit}  an entry (permit id in 20 decimal digits, so that the
+//                 keys sort by it), attached to its session's etcd lease;
+//                 value = "{kind} {sid} {token}" (kind: semaphore, read,
+//                 write or intent; an intent's token is 0).
+//   {p}/pn/{r}    the resource's counter, never deleted: value = "{seq}
+//                 {epoch} {size}" (the last permit id taken, the last
+//                 writer's token, the semaphore size its first holder set;
+//                 the size counts only while an entry exists). Every grant
+//                 and every intent writes it, so its mod_revision guards an
+//                 acquire's Txn: the entries it was decided from gained none.
 #ifndef SIMBA_BACKEND_ETCD_ETCD_MESSAGES_H
 #define SIMBA_BACKEND_ETCD_ETCD_MESSAGES_H
 
@@ -19,22 +30,48 @@
 #include <string>
 #include <vector>
 
+#include "core/backend_types.h"
+
 namespace simba::etcd_impl {
 
 class EtcdKeys {
  public:
   explicit EtcdKeys(const std::string& prefix)
-      : sessions_(prefix + "/s/"), leases_(prefix + "/l/"), tokens_(prefix + "/t/") {}
+      : sessions_(prefix + "/s/"),
+        leases_(prefix + "/l/"),
+        tokens_(prefix + "/t/"),
+        permits_(prefix + "/p/"),
+        counters_(prefix + "/pn/") {}
   std::string session(const std::string& sid) const { return sessions_ + sid; }
   std::string lease(const std::string& name) const { return leases_ + name; }
   std::string token(const std::string& name) const { return tokens_ + name; }
   const std::string& sessions_dir() const { return sessions_; }
   const std::string& leases_dir() const { return leases_; }
   const std::string& tokens_dir() const { return tokens_; }
+  // `resource` is permit_resource(kind, name).
+  std::string permit_dir(const std::string& resource) const { return permits_ + resource + "/"; }
+  std::string permit(const std::string& resource, uint64_t permit) const;
+  std::string counter(const std::string& resource) const { return counters_ + resource; }
+  const std::string& permits_dir() const { return permits_; }
+  // An entry's key back to its resource and permit id; false for any other key.
+  bool parse_permit(const std::string& key, std::string* resource, uint64_t* permit) const;
 
  private:
-  std::string sessions_, leases_, tokens_;
+  std::string sessions_, leases_, tokens_, permits_, counters_;
 };
+
+// A permit entry's value, and back (false: not one).
+std::string permit_value(PermitKind kind, const std::string& sid, uint64_t token);
+bool parse_permit_value(const std::string& value, PermitKind* kind, std::string* sid,
+                        uint64_t* token);
+
+// A resource's counter value, and back (false: not one).
+struct PermitCounter {
+  uint64_t seq = 0, epoch = 0;
+  uint32_t size = 0;
+};
+std::string counter_value(const PermitCounter& c);
+bool parse_counter_value(const std::string& value, PermitCounter* c);
 
 // The range_end that makes a Range cover every key starting with `prefix`.
 std::string prefix_end(const std::string& prefix);
@@ -58,8 +95,23 @@ std::string acquire_request(const EtcdKeys& keys, const std::string& name, const
 // lease(lease key) == lease && create_revision(lease key) == token ? delete lease key
 std::string release_request(const EtcdKeys& keys, const std::string& name, int64_t lease,
                             int64_t token);
-// A watch of the deletions of `key` from `start_revision` (0: now) with our id.
-std::string watch_create_request(const std::string& key, int64_t start_revision, int64_t watch_id);
+// One permit acquire: mod_revision(counter) == counter_mod ? [range `dir`
+// (the entries before the ops) if read_entries,] `ops` : range counter,
+// range `dir`.
+struct PermitOp {
+  bool put = true;  // else a delete
+  std::string key, value;
+  int64_t lease = 0;
+};
+std::string permit_acquire_request(const std::string& counter, int64_t counter_mod,
+                                   const std::string& dir, bool read_entries,
+                                   const std::vector<PermitOp>& ops);
+// value(key) == value && lease(key) == lease ? delete key
+std::string permit_release_request(const std::string& key, const std::string& value, int64_t lease);
+// A watch of the deletions of `key` (of [key, range_end) if range_end is not
+// empty) from `start_revision` (0: now) with our id.
+std::string watch_create_request(const std::string& key, int64_t start_revision, int64_t watch_id,
+                                 const std::string& range_end = "");
 std::string watch_cancel_request(int64_t watch_id);
 
 // --- answers (false: undecodable) -----------------------------------------------

@@ -58,6 +58,17 @@ class MemoryBackend final : public Backend {
     return run([this, session, name, token] { return store_->release(session, name, token); },
                timeout, std::move(cb));
   }
+  CallRef acquire_permit(const std::string& session, const std::string& name, const PermitAsk& ask,
+                         Duration timeout, AcquireCb cb) override {
+    return run([this, session, name, ask] { return store_->acquire_permit(session, name, ask); },
+               timeout, std::move(cb));
+  }
+  CallRef release_permit(const std::string& session, const std::string& name, PermitKind kind,
+                         uint64_t permit, uint64_t token, Duration timeout, DoneCb cb) override {
+    return run([this, session, name, kind, permit,
+                token] { return store_->release_permit(session, name, kind, permit, token); },
+               timeout, std::move(cb));
+  }
   CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) override {
     return run([this, session] { return store_->close_session(session); }, timeout, std::move(cb));
   }

@@ -182,6 +182,8 @@ void MemoryStore::expire_locked(const std::string& session, std::vector<std::str
     freed->push_back(std::string(name_of(*lease)));
     unlink(*lease);
   }
+  const std::set<std::string, std::less<>> resources = it->second.permit_resources;
+  for (const std::string& key : resources) drop_permits(it->second, key, freed);
   drop_holder(it->second);
   sessions_.erase(it);
 }
@@ -260,6 +262,12 @@ KeepAliveReply MemoryStore::keep_alive(const std::string& session, Duration leas
         for (const Lease* lease : leases) {
           reply.owned.push_back(OwnedLease{std::string(name_of(*lease)), lease->token});
         }
+        for (const std::string& key : s.permit_resources) {
+          const std::string name = key.substr(key.find('/') + 1);
+          for (const PermitEntry& e : permits_.find(key)->second.entries) {
+            if (e.holder == &s) reply.owned.push_back(OwnedLease{name, e.token, e.kind, e.permit});
+          }
+        }
       },
       // Never revived: an expired session stays expired, its leases freed.
       [&] { reply.outcome = Outcome::kExpired; });
@@ -327,6 +335,170 @@ DoneReply MemoryStore::release(const std::string& session, const std::string& na
   return reply;
 }
 
+// ---------------------------------------------------------------------------
+// Permits (ADR 0046)
+
+void MemoryStore::drop_permits(Session& s, const std::string& key,
+                               std::vector<std::string>* freed) {
+  auto p = permits_.find(key);
+  s.permit_resources.erase(key);
+  if (p == permits_.end()) return;
+  auto& entries = p->second.entries;
+  const size_t before = entries.size();
+  entries.erase(std::remove_if(entries.begin(), entries.end(),
+                               [&](const PermitEntry& e) { return e.holder == &s; }),
+                entries.end());
+  if (entries.size() == before) return;
+  if (entries.empty()) p->second.size = 0;  // the next first holder sets it
+  freed->push_back(key);
+}
+
+void MemoryStore::sweep_permits(Permits& p, TimePoint now, std::vector<std::string>* freed) {
+  std::vector<std::string> ended;
+  for (const PermitEntry& e : p.entries) {
+    if (e.holder->expires_at <= now &&
+        std::find(ended.begin(), ended.end(), *e.holder->id) == ended.end()) {
+      ended.push_back(*e.holder->id);
+    }
+  }
+  for (const std::string& session : ended) expire_locked(session, freed);
+}
+
+bool MemoryStore::permits_room(const std::string& key, const Permits& p) {
+  if (key.compare(0, 4, "sem/") == 0) return p.entries.size() < p.size || p.entries.empty();
+  bool read = false, write = false, intent = false;
+  for (const PermitEntry& e : p.entries) {
+    read |= e.kind == PermitKind::kRead;
+    write |= e.kind == PermitKind::kWrite;
+    intent |= e.kind == PermitKind::kIntent;
+  }
+  // A writer could go, or a reader could.
+  return (!read && !write) || (!write && !intent);
+}
+
+void MemoryStore::grant_permit(Permits& p, const std::string& key, Session& s, PermitKind kind,
+                               AcquireReply* reply) {
+  const uint64_t permit = ++p.seq;
+  uint64_t token = permit;  // a semaphore's and a writer's
+  if (kind == PermitKind::kWrite) p.epoch = permit;
+  if (kind == PermitKind::kRead) token = p.epoch;
+  p.entries.push_back(PermitEntry{kind, permit, token, &s});
+  s.permit_resources.insert(key);
+  reply->outcome = Outcome::kOk;
+  reply->permit = permit;
+  reply->token = token;
+}
+
+void MemoryStore::held_permit(Permits& p, const std::string& key, Session& s, const PermitAsk& ask,
+                              TimePoint now, AcquireReply* reply) {
+  reply->outcome = Outcome::kHeld;
+  // The first holder's remaining time: the core retries after it, in case it died.
+  for (const PermitEntry& e : p.entries) {
+    if (e.kind != PermitKind::kIntent && e.holder != &s) {
+      const Duration left = e.holder->expires_at - now;
+      if (reply->holder_remaining < Duration::zero() || left < reply->holder_remaining) {
+        reply->holder_remaining = left;
+      }
+    }
+  }
+  if (ask.kind != PermitKind::kWrite || !ask.leave_intent) return;
+  // A blocking writer keeps its intent, or leaves one.
+  for (const PermitEntry& e : p.entries) {
+    if (e.kind == PermitKind::kIntent && e.permit == ask.intent && e.holder == &s) {
+      reply->permit = e.permit;
+      return;
+    }
+  }
+  reply->permit = ++p.seq;
+  p.entries.push_back(PermitEntry{PermitKind::kIntent, reply->permit, 0, &s});
+  s.permit_resources.insert(key);  // listed, and dropped with the session
+}
+
+AcquireReply MemoryStore::acquire_permit(const std::string& session, const std::string& name,
+                                         const PermitAsk& ask) {
+  AcquireReply reply;
+  const bool semaphore = ask.kind == PermitKind::kSemaphore;
+  if (!semaphore && ask.kind != PermitKind::kRead && ask.kind != PermitKind::kWrite) {
+    reply.error = "memory backend: no such permit kind";
+    return reply;
+  }
+  if (semaphore && ask.size == 0) {
+    reply.error = "memory backend: a semaphore's size must be positive";
+    return reply;
+  }
+  const std::string key = permit_resource(ask.kind, name);
+  with_session(
+      session,
+      [&](TimePoint now, std::vector<std::string>* freed) {
+        Permits& p = permits_[key];
+        sweep_permits(p, now, freed);
+        Session& s = sessions_.find(session)->second;
+        bool in_the_way = false;
+        for (const PermitEntry& e : p.entries) {
+          if (ask.kind == PermitKind::kRead) {
+            in_the_way |= e.kind == PermitKind::kWrite || e.kind == PermitKind::kIntent;
+          } else if (ask.kind == PermitKind::kWrite) {
+            in_the_way |= e.kind == PermitKind::kWrite || e.kind == PermitKind::kRead;
+          }
+        }
+        if (semaphore) {
+          if (!p.entries.empty() && p.size != ask.size) {
+            reply.outcome = Outcome::kRefused;
+            reply.size = p.size;
+            return;
+          }
+          if (p.entries.empty()) p.size = ask.size;
+          in_the_way = p.entries.size() >= p.size;
+        }
+        if (in_the_way) {
+          held_permit(p, key, s, ask, now, &reply);
+          return;
+        }
+        if (ask.kind == PermitKind::kWrite && ask.intent != 0) {
+          // The grant deletes the writer's intent in the same step.
+          auto& entries = p.entries;
+          entries.erase(std::remove_if(entries.begin(), entries.end(),
+                                       [&](const PermitEntry& e) {
+                                         return e.kind == PermitKind::kIntent &&
+                                                e.permit == ask.intent && e.holder == &s;
+                                       }),
+                        entries.end());
+        }
+        grant_permit(p, key, s, ask.kind, &reply);
+      },
+      [&] { reply.outcome = Outcome::kExpired; });
+  return reply;
+}
+
+DoneReply MemoryStore::release_permit(const std::string& session, const std::string& name,
+                                      PermitKind kind, uint64_t permit, uint64_t token) {
+  const std::string key = permit_resource(kind, name);
+  with_session(
+      session,
+      [&](TimePoint, std::vector<std::string>* freed) {
+        auto p = permits_.find(key);
+        if (p == permits_.end()) return;
+        Session& s = sessions_.find(session)->second;
+        auto& entries = p->second.entries;
+        // Session, permit and token must all match, as a lease's release.
+        auto it = std::find_if(entries.begin(), entries.end(), [&](const PermitEntry& e) {
+          return e.kind == kind && e.permit == permit && e.token == token && e.holder == &s;
+        });
+        if (it == entries.end()) return;
+        entries.erase(it);
+        if (entries.empty()) p->second.size = 0;
+        if (std::none_of(entries.begin(), entries.end(),
+                         [&](const PermitEntry& e) { return e.holder == &s; })) {
+          s.permit_resources.erase(key);
+        }
+        freed->push_back(key);  // an intent withdrawn wakes the readers it held back
+      },
+      [] {});
+  DoneReply reply;
+  reply.outcome = Outcome::kOk;
+  return reply;
+}
+
 DoneReply MemoryStore::close_session(const std::string& session) {
   std::vector<std::string> freed;
   {
@@ -373,6 +545,22 @@ InspectReply MemoryStore::inspect(const std::vector<std::string>& names) {
   } else {
     for (const std::string& name : names) describe(name, find_lease(name));
   }
+  // Every permit entry of the names asked for (of every name if none).
+  for (const auto& [key, permits] : permits_) {
+    const std::string name = key.substr(key.find('/') + 1);
+    if (!names.empty() && std::find(names.begin(), names.end(), name) == names.end()) continue;
+    for (const PermitEntry& e : permits.entries) {
+      if (e.holder->expires_at <= now) continue;
+      LeaseInfo info;
+      info.name = name;
+      info.kind = e.kind;
+      info.permit = e.permit;
+      info.token = e.token;
+      info.holder = *e.holder->id;
+      info.holder_remaining = e.holder->expires_at - now;
+      reply.leases.push_back(std::move(info));
+    }
+  }
   reply.outcome = Outcome::kOk;
   return reply;
 }
@@ -396,6 +584,10 @@ void MemoryStore::unsubscribe(uint64_t id) {
 bool MemoryStore::watch(uint64_t id, const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   watchers_[name].push_back(id);
+  if (name.find('/') != std::string::npos) {
+    auto p = permits_.find(name);
+    return p == permits_.end() || permits_room(name, p->second);
+  }
   const Lease* lease = find_lease(name);
   const Session* holder = lease ? holder_of(*lease) : nullptr;
   if (!holder) return true;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,12 @@ class MemoryStore {
   AcquireReply acquire(const std::string& session, const std::string& name);
   // Frees the lease only if it is held by `session` with `token`; broadcasts.
   DoneReply release(const std::string& session, const std::string& name, uint64_t token);
+  // Permits of semaphores and read/write locks (ADR 0046; Backend::acquire_permit
+  // and release_permit say what each answers).
+  AcquireReply acquire_permit(const std::string& session, const std::string& name,
+                              const PermitAsk& ask);
+  DoneReply release_permit(const std::string& session, const std::string& name, PermitKind kind,
+                           uint64_t permit, uint64_t token);
   // Frees every lease of the session and deletes it; broadcasts each release.
   DoneReply close_session(const std::string& session);
 
@@ -97,7 +104,34 @@ class MemoryStore {
     uint32_t leases = kNone;  // the records it holds, linked through prev/next
     uint32_t slot = 0;        // in holders_
     bool foreign = false;     // a hand_over holder that is no session: never expires
+    // The permit resources (permits_' keys) where it holds an entry.
+    std::set<std::string, std::less<>> permit_resources;
   };
+  // Permits live apart from the lease records, whose 24 bytes they leave
+  // alone: one Permits per resource ever used (permit_resource(kind, name)),
+  // never erased, so permit ids never reset.
+  struct PermitEntry {
+    PermitKind kind;
+    uint64_t permit;
+    uint64_t token;   // 0 for an intent
+    Session* holder;  // a session of sessions_: expire_locked drops its entries
+  };
+  struct Permits {
+    uint32_t size = 0;   // a semaphore's, set by its first holder, 0 without holders
+    uint64_t seq = 0;    // the last permit id taken (grants and intents)
+    uint64_t epoch = 0;  // a read/write lock's: the last writer's token
+    std::vector<PermitEntry> entries;
+  };
+  // Drops `s`'s entries of `key`, noting the resource in *freed.
+  void drop_permits(Session& s, const std::string& key, std::vector<std::string>* freed);
+  // Expires the holders of `p`'s entries whose sessions ended by `now`.
+  void sweep_permits(Permits& p, TimePoint now, std::vector<std::string>* freed);
+  // Whether an acquire of `p` (of resource `key`) could be granted now.
+  static bool permits_room(const std::string& key, const Permits& p);
+  void grant_permit(Permits& p, const std::string& key, Session& s, PermitKind kind,
+                    AcquireReply* reply);
+  void held_permit(Permits& p, const std::string& key, Session& s, const PermitAsk& ask,
+                   TimePoint now, AcquireReply* reply);
   // 2048 records (48 KiB) a chunk: a power of two, so at() is a shift and a mask.
   static constexpr unsigned kChunkBits = 11;
   Lease& at(uint32_t i) const { return chunks_[i >> kChunkBits][i & ((1u << kChunkBits) - 1)]; }
@@ -149,7 +183,8 @@ class MemoryStore {
   const Clock& clock_;
   std::mutex mu_;
   std::map<std::string, Session> sessions_;
-  std::map<std::string, Session> foreign_;        // hand_over holders that are no session
+  std::map<std::string, Session> foreign_;  // hand_over holders that are no session
+  std::map<std::string, Permits, std::less<>> permits_;
   std::vector<std::unique_ptr<Lease[]>> chunks_;  // the records
   uint32_t leases_ = 0;                           // records made
   // From a name to its record: open addressing with linear probing, slots

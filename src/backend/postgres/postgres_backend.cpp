@@ -1,6 +1,10 @@
 // The PostgreSQL backend: libpq non-blocking on the client's libuv loop
 // (uv_pq.h). Every operation is one call of a SQL function installed with the
-// schema (postgres_schema.cpp), so one round trip.
+// schema (postgres_schema.cpp), so one round trip. Permits (ADR 0046) live in
+// their own table, simba_permit: a row per resource (permit_resource(kind,
+// name)) with its size, permit counter, write epoch and entries, written under
+// the row's lock; a release is broadcast on the release channel under the
+// resource.
 //
 // Connections: one command connection, made on demand and remade after a drop
 // (with backoff after failures), and one listener connection that LISTENs on
@@ -151,7 +155,8 @@ Backend::CallRef PostgresBackend::keep_alive(const std::string& session, Duratio
           cb(out);
           return;
         }
-        cb(decode_pg_keep_alive(r));
+        // The statement prepared on this connection tells (cmd_prepare).
+        cb(PQnfields(r) == 5 ? decode_pg_keep_alive_all(r) : decode_pg_keep_alive(r));
       },
       /*urgent=*/true);
 }
@@ -174,6 +179,39 @@ Backend::CallRef PostgresBackend::release(const std::string& session, const std:
   return start(stmts_.release, {session, name, std::to_string(token)}, timeout,
                done_parser(std::move(cb)),
                /*urgent=*/true);
+}
+
+Backend::CallRef PostgresBackend::acquire_permit(const std::string& session,
+                                                 const std::string& name, const PermitAsk& ask,
+                                                 Duration timeout, AcquireCb cb) {
+  const bool write = ask.kind == PermitKind::kWrite;
+  return start(stmts_.acquire_permit,
+               {session, name, std::to_string(static_cast<int>(ask.kind)), std::to_string(ask.size),
+                std::to_string(write ? ask.intent : 0), write && ask.leave_intent ? "t" : "f"},
+               timeout, [cb](const PGresult* r, Outcome o, const std::string& err) {
+                 AcquireReply out;
+                 if (failed(r, o, err, &out)) {
+                   cb(out);
+                   return;
+                 }
+                 cb(decode_pg_acquire_permit(r));
+               });
+}
+
+Backend::CallRef PostgresBackend::release_permit(const std::string& session,
+                                                 const std::string& name, PermitKind kind,
+                                                 uint64_t permit, uint64_t token, Duration timeout,
+                                                 DoneCb cb) {
+  return start(stmts_.release_permit,
+               {session, name, std::to_string(static_cast<int>(kind)), std::to_string(permit),
+                std::to_string(token)},
+               timeout, done_parser(std::move(cb)), /*urgent=*/true);
+}
+
+std::string PostgresBackend::no_permits() const {
+  return prefixed("the schema \"" + url_.schema + "\" has no semaphores or read/write locks: " +
+                  "they need version " + std::to_string(kPostgresSchemaPermitsVersion) +
+                  "; apply the DDL that `simba schema` prints as the schema's owner");
 }
 
 Backend::CallRef PostgresBackend::close_session(const std::string& session, Duration timeout,
@@ -268,6 +306,11 @@ Backend::CallRef PostgresBackend::start(const std::string& statement,
 }
 
 void PostgresBackend::dispatch(Call* c) {
+  if (!permits_ &&
+      (c->statement == stmts_.acquire_permit || c->statement == stmts_.release_permit)) {
+    calls_.preset(c, Outcome::kError, no_permits());
+    return;
+  }
   if (c->timeout_ms != stmt_timeout_ms_) {
     stmt_timeout_ms_ = c->timeout_ms;
     cmd_->send(kTagSetTimeout, "SET statement_timeout = " + std::to_string(c->timeout_ms), {},

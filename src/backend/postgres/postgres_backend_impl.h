@@ -85,6 +85,11 @@ class PostgresBackend final : public Backend {
 
   CallRef release(const std::string& session, const std::string& name, uint64_t token,
                   Duration timeout, DoneCb cb) override;
+  CallRef acquire_permit(const std::string& session, const std::string& name, const PermitAsk& ask,
+                         Duration timeout, AcquireCb cb) override;
+
+  CallRef release_permit(const std::string& session, const std::string& name, PermitKind kind,
+                         uint64_t permit, uint64_t token, Duration timeout, DoneCb cb) override;
 
   CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) override;
 
@@ -131,6 +136,8 @@ class PostgresBackend final : public Backend {
 
   void log(int level, const std::string& line);
   std::string prefixed(const std::string& why) const;
+  // Why a permit call fails on a schema older than kPostgresSchemaPermitsVersion.
+  std::string no_permits() const;
 
   // An answer that is known before any I/O: delivered on a later loop turn.
   template <typename Fn>
@@ -193,7 +200,8 @@ class PostgresBackend final : public Backend {
   void cmd_connected();
 
   // The schema is there: prepares the calls' statements on this connection
-  // (PgStatements::prepare), then cmd_setup_done.
+  // (PgStatements::prepare, or prepare_leases without permits), then
+  // cmd_setup_done.
   void cmd_prepare();
 
   // The command connection is set up. The listener, started with it, gets to
@@ -209,6 +217,9 @@ class PostgresBackend final : public Backend {
   void cmd_result(uint64_t tag, const PGresult* r);
 
   void schema_version_result(const PGresult* r);
+
+  // The schema is at `version`, one we run on: prepares.
+  void schema_usable(long long version);
 
   // --- release broadcast -----------------------------------------------------
 
@@ -242,6 +253,10 @@ class PostgresBackend final : public Backend {
   int64_t stmt_timeout_ms_ = -1;  // the command connection's statement_timeout
   uint64_t connect_started_ = 0;  // loop ms when the command connection was started
   bool schema_ok_ = false;        // the schema was found (or made) at a version we run on
+  // The schema has permits (kPostgresSchemaPermitsVersion): the statements
+  // prepared, and so the keep-alive's answer, are those of PgStatements::prepare.
+  // Set with schema_ok_; an older schema's clients call no permit function.
+  bool permits_ = false;
   // The DDL failed on this command connection (its error here): the version is
   // read again, and a schema we can run on is used as it is.
   std::string ddl_error_;

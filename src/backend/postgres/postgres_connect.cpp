@@ -165,7 +165,14 @@ void PostgresBackend::cmd_connected() {
 }
 
 void PostgresBackend::cmd_prepare() {
-  cmd_->send(kTagPrepare, stmts_.prepare, {}, UvPq::Mode::kSimple);
+  cmd_->send(kTagPrepare, permits_ ? stmts_.prepare : stmts_.prepare_leases, {},
+             UvPq::Mode::kSimple);
+}
+
+void PostgresBackend::schema_usable(long long version) {
+  schema_ok_ = true;
+  permits_ = version >= kPostgresSchemaPermitsVersion;
+  cmd_prepare();
 }
 
 void PostgresBackend::cmd_setup_done() {
@@ -244,8 +251,7 @@ void PostgresBackend::cmd_result(uint64_t tag, const PGresult* r) {
     }
     log(kLogInfo,
         "schema \"" + url_.schema + "\" is at version " + std::to_string(kPostgresSchemaVersion));
-    schema_ok_ = true;
-    cmd_prepare();
+    schema_usable(kPostgresSchemaVersion);
     return;
   }
   Call* c = calls_.find(tag);
@@ -280,8 +286,7 @@ void PostgresBackend::schema_version_result(const PGresult* r) {
                         std::to_string(kPostgresSchemaVersion) +
                         " (migrations keep older clients working)");
     }
-    schema_ok_ = true;
-    cmd_prepare();
+    schema_usable(version);
     return;
   }
   const bool runs_on_it = !missing && version >= kPostgresSchemaMinVersion;
@@ -291,9 +296,12 @@ void PostgresBackend::schema_version_result(const PGresult* r) {
     log(kLogWarn, at_version + ", older than this libsimba's " +
                       std::to_string(kPostgresSchemaVersion) + ": running on it as it is (" +
                       (ddl_error_.empty() ? "create=false" : "cannot migrate it: " + ddl_error_) +
-                      "); apply the DDL that `simba schema` prints as the schema's owner");
-    schema_ok_ = true;
-    cmd_prepare();
+                      "); apply the DDL that `simba schema` prints as the schema's owner" +
+                      (version < kPostgresSchemaPermitsVersion
+                           ? " (semaphores and read/write locks need version " +
+                                 std::to_string(kPostgresSchemaPermitsVersion) + ")"
+                           : ""));
+    schema_usable(version);
     return;
   }
   if (!ddl_error_.empty()) {

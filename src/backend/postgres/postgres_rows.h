@@ -25,7 +25,11 @@ bool pg_field_int(const PGresult* r, int row, int col, long long* out);
 // outcome kError and an error message.
 OpenReply decode_pg_open(const PGresult* r, const std::string& session_id);
 KeepAliveReply decode_pg_keep_alive(const PGresult* r);
+// The keep-alive of a schema with permits: its rows also carry (kind, permit).
+KeepAliveReply decode_pg_keep_alive_all(const PGresult* r);
 AcquireReply decode_pg_acquire(const PGresult* r);
+AcquireReply decode_pg_acquire_permit(const PGresult* r);
+// Rows of either inspect statement (with or without permits).
 InspectReply decode_pg_inspect(const PGresult* r);
 
 }  // namespace simba

@@ -11,11 +11,15 @@ namespace simba {
 // The schema version this libsimba installs (with create=true) and prefers.
 // Migrations only go forward; each keeps the functions of the versions before
 // it working, with the same signatures and meaning.
-constexpr int kPostgresSchemaVersion = 2;
+constexpr int kPostgresSchemaVersion = 3;
+// The first version with permits (ADR 0046): on an older schema, which this
+// libsimba still runs on, its permit calls fail and its keep-alive lists leases.
+constexpr int kPostgresSchemaPermitsVersion = 3;
 // The oldest version this libsimba runs on: with create=false a schema from
 // kPostgresSchemaMinVersion up is used as it is (a warning says what
 // migrating would bring), so upgrading libsimba never needs a DBA first.
-// Version 2 only made simba_acquire cheaper on the server.
+// Version 2 only made simba_acquire cheaper on the server; version 3 added
+// permits.
 constexpr int kPostgresSchemaMinVersion = 1;
 
 // `schema` as a quoted identifier (the URL parser admits [A-Za-z0-9_] only).
@@ -39,15 +43,26 @@ std::string pg_schema_script(const std::string& schema);
 // `prepare` gives them on a connection (sent as UvPq::Mode::kPrepared);
 // `version` as plain SQL (it runs before the schema may exist).
 struct PgStatements {
-  std::string version;     // -> max(version)
-  std::string prepare;     // PREPAREs every statement below (one simple query)
+  std::string version;  // -> max(version)
+  // PREPAREs every statement below (one simple query) on a schema with
+  // permits; prepare_leases those but the permit calls, and the keep-alive
+  // and inspect of the versions before, on an older one.
+  std::string prepare;
+  std::string prepare_leases;
   std::string open;        // $1 uuid, $2 lease ms, $3 client name -> lease ms, or -1 (id taken)
-  std::string keep_alive;  // $1 uuid, $2 lease ms -> rows (remaining_ms, name, token)
+  std::string keep_alive;  // $1 uuid, $2 lease ms -> rows (remaining_ms, name, token) and, with
+                           //   permits, (kind, permit): 0, 0 for a lease
   std::string acquire;     // $1 uuid, $2 name -> (code, value)
   std::string release;     // $1 uuid, $2 name, $3 token -> 1 freed, 0 not (asynchronous commit)
   std::string close;       // $1 uuid -> leases freed (asynchronous commit)
   std::string inspect;     // $1 text[] names ('{}': all) -> rows (kind, id/name, client/holder,
-                           //   token, remaining ms); kind 's' session, 'l' lease
+                           //   token, remaining ms) and, with permits, (permit kind, permit);
+                           //   kind 's' session, 'l' lease, 'p' permit
+  // $1 uuid, $2 name, $3 kind, $4 size, $5 intent, $6 leave intent -> (code, token, permit,
+  // value)
+  std::string acquire_permit;
+  // $1 uuid, $2 name, $3 kind, $4 permit, $5 token -> 1 freed, 0 not (asynchronous commit)
+  std::string release_permit;
 };
 PgStatements pg_statements(const std::string& schema);
 

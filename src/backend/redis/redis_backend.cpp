@@ -1,7 +1,7 @@
 // The Redis backend's operations (open_session, keep_alive, acquire, release,
-// close_session, inspect, shutdown), the call plumbing they share (start, send,
-// the pipelined WAIT, timeouts, answers) and make_redis_backend. The class and
-// its design notes: redis_backend_impl.h.
+// acquire_permit, release_permit, close_session, inspect, shutdown), the call
+// plumbing they share (start, send, the pipelined WAIT, timeouts, answers) and
+// make_redis_backend. The class and its design notes: redis_backend_impl.h.
 #include "backend/redis/redis_backend.h"
 
 #include <hiredis/async.h>
@@ -99,28 +99,15 @@ Backend::CallRef RedisBackend::keep_alive(const std::string& session, Duration l
   const std::string lease_ms = std::to_string(std::max<int64_t>(1, to_ms_ceil(lease)));
   return start({"EVALSHA", script(kKeepAlive).sha, "2", session_key(session), leases_key(session),
                 lease_ms, url_.prefix, session},
-               timeout, kReplicated, [cb](const redisReply* r, Outcome o, const std::string& err) {
-                 KeepAliveReply out;
-                 if (failed(r, o, err, &out)) {
-                   cb(out);
-                   return;
-                 }
-                 cb(decode_keep_alive_reply(r));
-               });
+               timeout, kReplicated,
+               parser<KeepAliveReply>(std::move(cb), decode_keep_alive_reply));
 }
 
 Backend::CallRef RedisBackend::acquire(const std::string& session, const std::string& name,
                                        Duration timeout, AcquireCb cb) {
   return start({"EVALSHA", script(kAcquire).sha, "3", session_key(session), leases_key(session),
                 lease_key(name), session, url_.prefix, name},
-               timeout, kReplicated, [cb](const redisReply* r, Outcome o, const std::string& err) {
-                 AcquireReply out;
-                 if (failed(r, o, err, &out)) {
-                   cb(out);
-                   return;
-                 }
-                 cb(decode_acquire_reply(r));
-               });
+               timeout, kReplicated, parser<AcquireReply>(std::move(cb), decode_acquire_reply));
 }
 
 Backend::CallRef RedisBackend::release(const std::string& session, const std::string& name,
@@ -128,6 +115,40 @@ Backend::CallRef RedisBackend::release(const std::string& session, const std::st
   return start({"EVALSHA", script(kRelease).sha, "1", lease_key(name), session,
                 std::to_string(token), name, released_channel(name)},
                timeout, done_parser(std::move(cb)));
+}
+
+// Replicated as an acquire is: a grant (or an intent left) counts once WAIT
+// says wait_replicas have it.
+Backend::CallRef RedisBackend::acquire_permit(const std::string& session, const std::string& name,
+                                              const PermitAsk& ask, Duration timeout,
+                                              AcquireCb cb) {
+  const bool semaphore = ask.kind == PermitKind::kSemaphore;
+  if ((!semaphore && ask.kind != PermitKind::kRead && ask.kind != PermitKind::kWrite) ||
+      (semaphore && ask.size == 0)) {
+    const std::string why =
+        semaphore ? "redis: a semaphore's size must be positive" : "redis: no such permit kind";
+    return fail_later(timeout, [cb, why] {
+      AcquireReply out;
+      out.error = why;
+      cb(out);
+    });
+  }
+  return start({"EVALSHA", script(kAcquirePermit).sha, "3", session_key(session),
+                leases_key(session), keys_.permits(semaphore, name), session, url_.prefix,
+                permit_kind_name(ask.kind), std::to_string(ask.size), std::to_string(ask.intent),
+                ask.leave_intent ? "1" : "0", permit_resource(ask.kind, name)},
+               timeout, kReplicated,
+               parser<AcquireReply>(std::move(cb), decode_acquire_permit_reply));
+}
+
+Backend::CallRef RedisBackend::release_permit(const std::string& session, const std::string& name,
+                                              PermitKind kind, uint64_t permit, uint64_t token,
+                                              Duration timeout, DoneCb cb) {
+  return start(
+      {"EVALSHA", script(kReleasePermit).sha, "1",
+       keys_.permits(kind == PermitKind::kSemaphore, name), session, std::to_string(permit),
+       permit_kind_name(kind), std::to_string(token), url_.prefix, permit_resource(kind, name)},
+      timeout, done_parser(std::move(cb)));
 }
 
 Backend::CallRef RedisBackend::close_session(const std::string& session, Duration timeout,
@@ -142,15 +163,7 @@ Backend::CallRef RedisBackend::inspect(const std::vector<std::string>& names, Du
   std::vector<std::string> argv = {"EVALSHA", script(kInspect).sha, "0", url_.prefix,
                                    glob_escape(url_.prefix)};
   argv.insert(argv.end(), names.begin(), names.end());
-  return start(std::move(argv), timeout,
-               [cb](const redisReply* r, Outcome o, const std::string& err) {
-                 InspectReply out;
-                 if (failed(r, o, err, &out)) {
-                   cb(out);
-                   return;
-                 }
-                 cb(decode_inspect_reply(r));
-               });
+  return start(std::move(argv), timeout, parser<InspectReply>(std::move(cb), decode_inspect_reply));
 }
 
 void RedisBackend::shutdown(std::function<void()> done) {

@@ -71,6 +71,11 @@ class RedisBackend final : public Backend {
                   AcquireCb cb) override;
   CallRef release(const std::string& session, const std::string& name, uint64_t token,
                   Duration timeout, DoneCb cb) override;
+  // Permits (ADR 0046): one script each, on the name's {p}:sem: or {p}:rw: hash.
+  CallRef acquire_permit(const std::string& session, const std::string& name, const PermitAsk& ask,
+                         Duration timeout, AcquireCb cb) override;
+  CallRef release_permit(const std::string& session, const std::string& name, PermitKind kind,
+                         uint64_t permit, uint64_t token, Duration timeout, DoneCb cb) override;
   CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) override;
   CallRef inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
   void abandon(CallRef call) override { calls_.abandon(call); }
@@ -108,6 +113,18 @@ class RedisBackend final : public Backend {
   }
 
   static Done done_parser(DoneCb cb);
+  // The answer of a script that `decode` reads, or the failure every answer shares.
+  template <typename Reply>
+  static Done parser(std::function<void(const Reply&)> cb, Reply (*decode)(const redisReply*)) {
+    return [cb, decode](const redisReply* r, Outcome o, const std::string& err) {
+      Reply out;
+      if (failed(r, o, err, &out)) {
+        cb(out);
+        return;
+      }
+      cb(decode(r));
+    };
+  }
 
   std::string session_key(const std::string& sid) const { return keys_.session(sid); }
   std::string leases_key(const std::string& sid) const { return keys_.leases(sid); }

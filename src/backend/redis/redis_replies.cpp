@@ -1,6 +1,7 @@
 #include "backend/redis/redis_replies.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -106,8 +107,40 @@ OpenReply decode_open_reply(const redisReply* r, const std::string& session_id) 
   return out;
 }
 
+namespace {
+
+// A permit entry's "kind/name/permit" (the keep-alive's name of one) into `l`.
+bool parse_permit_entry(const std::string& s, OwnedLease* l) {
+  const size_t a = s.find('/'), b = s.rfind('/');
+  if (a == std::string::npos || b <= a + 1) return false;
+  const std::string kind = s.substr(0, a);
+  bool known = false;
+  for (PermitKind k :
+       {PermitKind::kSemaphore, PermitKind::kRead, PermitKind::kWrite, PermitKind::kIntent}) {
+    if (kind == permit_kind_name(k)) {
+      l->kind = k;
+      known = true;
+    }
+  }
+  // The permit id: 1 to 18 digits (below 2^63), not 0.
+  const std::string digits = s.substr(b + 1);
+  uint64_t permit = 0;
+  if (!known || digits.empty() || digits.size() > 18) return false;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return false;
+    permit = permit * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (permit == 0) return false;
+  l->permit = permit;
+  l->name = s.substr(a + 1, b - a - 1);
+  return true;
+}
+
+}  // namespace
+
 KeepAliveReply decode_keep_alive_reply(const redisReply* r) {
   // {pttl, name1, token1, name2, token2, ...}; {-1} when the session is gone.
+  // A permit entry's name is "kind/name/permit" (its token may be 0).
   KeepAliveReply out;
   long long v = 0;
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || r->elements % 2 != 1 ||
@@ -123,12 +156,20 @@ KeepAliveReply decode_keep_alive_reply(const redisReply* r) {
   out.remaining = reply_ms(v);
   for (size_t i = 1; i + 1 < r->elements; i += 2) {
     long long token = 0;
-    if (!reply_int(r->element[i + 1], &token) || token <= 0) {
+    OwnedLease l{reply_str(r->element[i]), 0};
+    const bool permit = l.name.find('/') != std::string::npos;
+    if (permit && !parse_permit_entry(l.name, &l)) {
+      out = KeepAliveReply();
+      out.error = "redis: malformed permit entry in keep-alive reply";
+      return out;
+    }
+    if (!reply_int(r->element[i + 1], &token) || token < (permit ? 0 : 1)) {
       out = KeepAliveReply();
       out.error = "redis: malformed token in keep-alive reply";
       return out;
     }
-    out.owned.push_back(OwnedLease{reply_str(r->element[i]), static_cast<uint64_t>(token)});
+    l.token = static_cast<uint64_t>(token);
+    out.owned.push_back(std::move(l));
   }
   return out;
 }
@@ -145,14 +186,52 @@ AcquireReply decode_acquire_reply(const redisReply* r) {
   return acquire_reply(code, v, "redis");
 }
 
+AcquireReply decode_acquire_permit_reply(const redisReply* r) {
+  // {1, permit, token} granted; {0, holder pttl, intent} held; {2, size}
+  // refused; {-1} our session is gone.
+  AcquireReply out;
+  long long code = 0, v[2] = {0, 0};
+  const size_t want = r->type != REDIS_REPLY_ARRAY || r->elements < 1 ? 0
+                      : !reply_int(r->element[0], &code)              ? 0
+                      : code < 0                                      ? 1
+                      : code == 2                                     ? 2
+                                                                      : 3;
+  bool ok = want > 0 && r->elements >= want && code <= 2;
+  for (size_t i = 1; ok && i < want; ++i) ok = reply_int(r->element[i], &v[i - 1]);
+  if (!ok) {
+    out.error = "redis: unexpected reply to acquire_permit";
+  } else if (code < 0) {
+    out.outcome = Outcome::kExpired;
+  } else if (code == 0) {
+    out.outcome = Outcome::kHeld;
+    out.holder_remaining = v[0] >= 0 ? reply_ms(v[0]) : Duration(-1);
+    out.permit = v[1] > 0 ? static_cast<uint64_t>(v[1]) : 0;
+  } else if (code == 2) {
+    out.outcome = v[0] > 0 && v[0] <= UINT32_MAX ? Outcome::kRefused : Outcome::kError;
+    out.size = out.outcome == Outcome::kRefused ? static_cast<uint32_t>(v[0]) : 0;
+    if (out.outcome == Outcome::kError) out.error = "redis: malformed size in acquire_permit reply";
+  } else if (v[0] <= 0 || v[1] < 0) {
+    out.error = "redis: malformed permit in acquire_permit reply";
+  } else {
+    out.outcome = Outcome::kOk;
+    out.permit = static_cast<uint64_t>(v[0]);
+    out.token = static_cast<uint64_t>(v[1]);
+  }
+  return out;
+}
+
 InspectReply decode_inspect_reply(const redisReply* r) {
-  // {{sid, client, pttl, ...}, {name, token, holder, pttl, ...}}
+  // {{sid, client, pttl, ...}, {name, token, holder, pttl, ...},
+  //  {kind, name, permit, token, holder, pttl, ...}}
   InspectReply out;
   const redisReply* sessions =
-      r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[0] : nullptr;
+      r->type == REDIS_REPLY_ARRAY && r->elements == 3 ? r->element[0] : nullptr;
   const redisReply* leases = sessions ? r->element[1] : nullptr;
-  if (!sessions || !leases || sessions->type != REDIS_REPLY_ARRAY || sessions->elements % 3 != 0 ||
-      leases->type != REDIS_REPLY_ARRAY || leases->elements % 4 != 0) {
+  const redisReply* permits = sessions ? r->element[2] : nullptr;
+  if (!sessions || !leases || !permits || sessions->type != REDIS_REPLY_ARRAY ||
+      sessions->elements % 3 != 0 || leases->type != REDIS_REPLY_ARRAY ||
+      leases->elements % 4 != 0 || permits->type != REDIS_REPLY_ARRAY ||
+      permits->elements % 6 != 0) {
     out.error = "redis: unexpected reply to inspect";
     return out;
   }
@@ -171,6 +250,27 @@ InspectReply decode_inspect_reply(const redisReply* r) {
     info.token = token > 0 ? static_cast<uint64_t>(token) : 0;
     info.holder = reply_str(leases->element[i + 2]);
     info.holder_remaining = info.holder.empty() || pttl < 0 ? Duration(-1) : reply_ms(pttl);
+    out.leases.push_back(std::move(info));
+  }
+  for (size_t i = 0; i < permits->elements; i += 6) {
+    OwnedLease entry;
+    long long token = 0, pttl = -1;
+    // A row this client cannot read (a kind it does not know) is left out.
+    if (!parse_permit_entry(reply_str(permits->element[i]) + "/" +
+                                reply_str(permits->element[i + 1]) + "/" +
+                                reply_str(permits->element[i + 2]),
+                            &entry)) {
+      continue;
+    }
+    if (!reply_int(permits->element[i + 3], &token) || token < 0) token = 0;
+    if (!reply_int(permits->element[i + 5], &pttl)) pttl = -1;
+    LeaseInfo info;
+    info.name = entry.name;
+    info.kind = entry.kind;
+    info.permit = entry.permit;
+    info.token = static_cast<uint64_t>(token);
+    info.holder = reply_str(permits->element[i + 4]);
+    info.holder_remaining = pttl < 0 ? Duration(-1) : reply_ms(pttl);
     out.leases.push_back(std::move(info));
   }
   out.outcome = Outcome::kOk;

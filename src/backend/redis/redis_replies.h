@@ -39,6 +39,7 @@ bool reply_int(const redisReply* r, long long* out);
 OpenReply decode_open_reply(const redisReply* r, const std::string& session_id);
 KeepAliveReply decode_keep_alive_reply(const redisReply* r);
 AcquireReply decode_acquire_reply(const redisReply* r);
+AcquireReply decode_acquire_permit_reply(const redisReply* r);
 InspectReply decode_inspect_reply(const redisReply* r);
 
 // A deep copy of a reply, for an answer that must outlive its callback (a

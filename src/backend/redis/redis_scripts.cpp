@@ -4,6 +4,7 @@
 #include <string>
 
 #include "backend/redis/redis_keys.h"
+#include "core/backend_types.h"
 
 namespace simba {
 namespace {
@@ -19,19 +20,29 @@ return -1
 
 // KEYS[1] session key, KEYS[2] its lease set; ARGV[1] lease ms, ARGV[2] prefix,
 // ARGV[3] sid. Returns {-1} if the session is gone, else {pttl, name, token, ...}
-// for every lease of the set whose hash still names the session (the others
-// leave the set).
+// for every lease of the set whose hash still names the session, and
+// {pttl, ..., "kind/name/permit", token, ...} for every permit entry of the set
+// (ADR 0046) its hash still gives the session (the others leave the set).
 constexpr char kKeepAliveScript[] = R"lua(
 if redis.call('PEXPIRE', KEYS[1], ARGV[1]) == 0 then return {-1} end
 local out = {redis.call('PTTL', KEYS[1])}
 local names = redis.call('SMEMBERS', KEYS[2])
 for _, n in ipairs(names) do
-  local h = redis.call('HMGET', lease_key(ARGV[2], n), 'session', 'token')
-  if h[1] == ARGV[3] then
-    out[#out + 1] = n
-    out[#out + 1] = h[2]
+  local resource, permit = string.match(n, '^(.+)/(%d+)$')
+  local kind, holder, token
+  if resource then
+    local v = redis.call('HGET', permits_key(ARGV[2], resource), 'e:' .. permit)
+    if v then kind, holder, token = string.match(v, '^(%a+) (%S+) (%d+)$') end
+    n = (kind or '') .. string.match(resource, '/.+$') .. '/' .. permit
   else
-    redis.call('SREM', KEYS[2], n)
+    local h = redis.call('HMGET', lease_key(ARGV[2], n), 'session', 'token')
+    holder, token = h[1], h[2]
+  end
+  if holder == ARGV[3] then
+    out[#out + 1] = n
+    out[#out + 1] = token
+  else
+    redis.call('SREM', KEYS[2], resource and resource .. '/' .. permit or n)
   end
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[1])
@@ -80,27 +91,151 @@ return 0
 
 // KEYS[1] session key, KEYS[2] its lease set; ARGV[1] sid, ARGV[2] prefix.
 // Frees (and publishes) every lease the session holds, then ends it.
+// Its permit entries (ADR 0046) too, publishing once per resource.
 constexpr char kCloseScript[] = R"lua(
 local names = redis.call('SMEMBERS', KEYS[2])
-local freed = 0
+local freed, resources, seen = 0, {}, {}
 for _, n in ipairs(names) do
-  local k = lease_key(ARGV[2], n)
-  if redis.call('HGET', k, 'session') == ARGV[1] then
-    redis.call('HDEL', k, 'session')
-    redis.call('PUBLISH', released_channel(ARGV[2], n), n)
-    freed = freed + 1
+  local resource, permit = string.match(n, '^(.+)/(%d+)$')
+  if resource then
+    local k, f = permits_key(ARGV[2], resource), 'e:' .. permit
+    local v = redis.call('HGET', k, f)
+    if v and string.match(v, '^%a+ (%S+) ') == ARGV[1] then
+      redis.call('HDEL', k, f)
+      if not seen[resource] then
+        seen[resource] = true
+        resources[#resources + 1] = resource
+      end
+    end
+  else
+    local k = lease_key(ARGV[2], n)
+    if redis.call('HGET', k, 'session') == ARGV[1] then
+      redis.call('HDEL', k, 'session')
+      redis.call('PUBLISH', released_channel(ARGV[2], n), n)
+      freed = freed + 1
+    end
   end
+end
+for _, resource in ipairs(resources) do
+  permits_freed(ARGV[2], resource)
+  freed = freed + 1
 end
 redis.call('DEL', KEYS[1], KEYS[2])
 return freed
 )lua";
 
+// KEYS[1] session key, KEYS[2] its lease set, KEYS[3] the name's permits hash;
+// ARGV[1] sid, ARGV[2] prefix, ARGV[3] kind (semaphore|read|write), ARGV[4]
+// size, ARGV[5] the writer's intent (0: none), ARGV[6] '1' for a blocking
+// writer (leaves or keeps an intent when held), ARGV[7] the resource
+// (permit_resource). ADR 0046, as memory_store.cpp: entries of dead sessions
+// are swept (and the resource published); then a semaphore is full at its
+// size, a read meets a write or an intent, a write meets a write or a read.
+// Returns {-1} (our session is gone), {1, permit, token}, {0, the first other
+// holder's pttl or -1, the intent left or kept or 0} or {2, size} (refused).
+constexpr char kAcquirePermitScript[] = R"lua(
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl == -2 then return {-1} end
+local sid, kind = ARGV[1], ARGV[3]
+local all = redis.call('HGETALL', KEYS[3])
+local seq, epoch, size = 0, 0, 0
+local live, ttls, swept = {}, {}, false
+for i = 1, #all, 2 do
+  local f, v = all[i], all[i + 1]
+  if f == 'seq' then seq = tonumber(v)
+  elseif f == 'epoch' then epoch = tonumber(v)
+  elseif f == 'size' then size = tonumber(v)
+  else
+    local k, s = string.match(v, '^(%a+) (%S+) ')
+    s = s or ''
+    local t = ttls[s]
+    if not t then
+      t = redis.call('PTTL', session_key(ARGV[2], s))
+      ttls[s] = t
+    end
+    if t == -2 then
+      redis.call('HDEL', KEYS[3], f)
+      swept = true
+    else
+      live[#live + 1] = {f, k, s, t}
+    end
+  end
+end
+if swept then permits_freed(ARGV[2], ARGV[7]) end
+local busy = false
+if kind == 'semaphore' then
+  if #live > 0 and size ~= tonumber(ARGV[4]) then return {2, size} end
+  busy = #live >= tonumber(ARGV[4])
+else
+  local blocks = kind == 'read' and 'intent' or 'read'
+  for _, e in ipairs(live) do busy = busy or e[2] == 'write' or e[2] == blocks end
+end
+local mine = 'e:' .. ARGV[5]
+local function note(permit)
+  if redis.call('SADD', KEYS[2], ARGV[7] .. '/' .. permit) == 1 and ttl > 0 and
+     redis.call('PTTL', KEYS[2]) == -1 then
+    redis.call('PEXPIRE', KEYS[2], ttl)
+  end
+end
+if busy then
+  local left = -1
+  for _, e in ipairs(live) do
+    if e[2] ~= 'intent' and e[3] ~= sid and (left < 0 or e[4] < left) then left = e[4] end
+  end
+  if kind ~= 'write' or ARGV[6] ~= '1' then return {0, left, 0} end
+  for _, e in ipairs(live) do
+    if e[1] == mine and e[2] == 'intent' and e[3] == sid then return {0, left, tonumber(ARGV[5])} end
+  end
+  seq = seq + 1
+  local p = string.format('%d', seq)
+  redis.call('HSET', KEYS[3], 'seq', p, 'e:' .. p, 'intent ' .. sid .. ' 0')
+  note(p)
+  return {0, left, seq}
+end
+if kind == 'write' then
+  for _, e in ipairs(live) do
+    if e[1] == mine and e[2] == 'intent' and e[3] == sid then redis.call('HDEL', KEYS[3], mine) end
+  end
+end
+seq = seq + 1
+local p = string.format('%d', seq)
+local token = p
+local fields = {'seq', p}
+if kind == 'write' then
+  fields[3], fields[4] = 'epoch', p
+elseif kind == 'read' then
+  token = string.format('%d', epoch)
+elseif #live == 0 then
+  fields[3], fields[4] = 'size', ARGV[4]
+end
+fields[#fields + 1] = 'e:' .. p
+fields[#fields + 1] = kind .. ' ' .. sid .. ' ' .. token
+redis.call('HSET', KEYS[3], unpack(fields))
+note(p)
+return {1, seq, tonumber(token)}
+)lua";
+
+// KEYS[1] the name's permits hash; ARGV[1] sid, ARGV[2] permit, ARGV[3] kind,
+// ARGV[4] token, ARGV[5] prefix, ARGV[6] the resource. Frees the entry only
+// where session, kind and token match, and publishes the resource. As a
+// lease's release, the entry stays in the session's set until the next
+// keep-alive.
+constexpr char kReleasePermitScript[] = R"lua(
+local f = 'e:' .. ARGV[2]
+if redis.call('HGET', KEYS[1], f) ~= ARGV[3] .. ' ' .. ARGV[1] .. ' ' .. ARGV[4] then return 0 end
+redis.call('HDEL', KEYS[1], f)
+permits_freed(ARGV[5], ARGV[6])
+return 1
+)lua";
+
 // ARGV[1] prefix, ARGV[2] the prefix escaped for a SCAN pattern, ARGV[3..] lease
-// names (every lease under the prefix when none). Returns {sessions, leases}:
-// sessions {id, client name, pttl, ...} of every live session, leases {name,
-// token, holder, holder pttl, ...} with holder '' (pttl -2) when free or when
-// its session is gone, as acquire sees it. Read-only; for operators: the SCANs
-// walk the whole keyspace, so name the leases on a big server.
+// names (every lease under the prefix when none). Returns {sessions, leases,
+// permits}: sessions {id, client name, pttl, ...} of every live session, leases
+// {name, token, holder, holder pttl, ...} with holder '' (pttl -2) when free or
+// when its session is gone, as acquire sees it, permits {kind, name, permit,
+// token, holder, holder pttl, ...} of the live sessions' entries of the
+// semaphores and read/write locks of those names. Read-only; for operators: the
+// SCANs walk the whole keyspace, so name the leases on a big server.
 constexpr char kInspectScript[] = R"lua(
 local p = ARGV[1]
 local function scan(pattern)
@@ -142,7 +277,30 @@ for _, n in ipairs(names) do
   leases[#leases + 1] = holder
   leases[#leases + 1] = ttl
 end
-return {sessions, leases}
+local permits = {}
+local function list(resource, name)
+  local all = redis.call('HGETALL', permits_key(p, resource .. name))
+  for i = 1, #all, 2 do
+    local permit = string.match(all[i], '^e:(%d+)$')
+    local kind, holder, token = string.match(all[i + 1], '^(%a+) (%S+) (%d+)$')
+    local ttl = -2
+    if permit and holder then ttl = redis.call('PTTL', session_key(p, holder)) end
+    if ttl ~= -2 then
+      for _, x in ipairs({kind, name, permit, token, holder, ttl}) do permits[#permits + 1] = x end
+    end
+  end
+end
+for _, resource in ipairs({SEM_RESOURCE, RW_RESOURCE}) do
+  if #ARGV > 2 then
+    for i = 3, #ARGV do list(resource, ARGV[i]) end
+  else
+    local from = string.len(permits_key(p, resource)) + 1
+    for _, k in ipairs(scan(permits_key(ARGV[2], resource) .. '*')) do
+      list(resource, string.sub(k, from))
+    end
+  end
+end
+return {sessions, leases, permits}
 )lua";
 
 }  // namespace
@@ -200,19 +358,43 @@ std::string sha1_hex(const std::string& text) {
   return out;
 }
 
+namespace {
+
+// A permit's hash from its resource (permit_resource: "sem/NAME" or
+// "rw/NAME"), and what follows a permit entry's going: a semaphore without
+// entries drops its size (its seq alone is left), and the release is published.
+constexpr char kLuaPermits[] = R"lua(
+local function is_semaphore(resource)
+  return string.sub(resource, 1, string.len(SEM_RESOURCE)) == SEM_RESOURCE
+end
+local function permits_key(p, resource)
+  if is_semaphore(resource) then
+    return p .. SEM_KEY .. string.sub(resource, string.len(SEM_RESOURCE) + 1)
+  end
+  return p .. RW_KEY .. string.sub(resource, string.len(RW_RESOURCE) + 1)
+end
+local function permits_freed(p, resource)
+  local k = permits_key(p, resource)
+  if is_semaphore(resource) and redis.call('HLEN', k) <= 2 then redis.call('HDEL', k, 'size') end
+  redis.call('PUBLISH', released_channel(p, resource), resource)
+end
+)lua";
+
+}  // namespace
+
 std::string redis_lua_keys() {
   using namespace redis_layout;
   const std::string q = "'";
-  return "local function session_key(p, sid) return p .. " + q + kSession + q +
-         " .. sid end\n"
-         "local LEASES_SUFFIX = " +
-         q + kLeases + q +
-         "\n"
-         "local function lease_key(p, name) return p .. " +
-         q + kLease + q +
-         " .. name end\n"
-         "local function released_channel(p, name) return p .. " +
-         q + kReleased + q + " .. name end\n";
+  std::string lua =
+      "local function session_key(p, sid) return p .. " + q + kSession + q + " .. sid end\n";
+  lua += "local LEASES_SUFFIX = " + q + kLeases + q + "\n";
+  lua += "local function lease_key(p, name) return p .. " + q + kLease + q + " .. name end\n";
+  lua += "local function released_channel(p, name) return p .. " + q + kReleased + q +
+         " .. name end\n";
+  lua += "local SEM_RESOURCE, RW_RESOURCE = " + q + permit_resource(PermitKind::kSemaphore, "") +
+         q + ", " + q + permit_resource(PermitKind::kRead, "") + q + "\n";
+  lua += "local SEM_KEY, RW_KEY = " + q + kSem + q + ", " + q + kRw + q + "\n";
+  return lua + kLuaPermits;
 }
 
 namespace {
@@ -227,9 +409,11 @@ RedisScript make_script(const char* body) {
 }  // namespace
 
 const RedisScript& script(int which) {
-  static const RedisScript scripts[] = {make_script(kOpenScript),    make_script(kKeepAliveScript),
-                                        make_script(kAcquireScript), make_script(kReleaseScript),
-                                        make_script(kCloseScript),   make_script(kInspectScript)};
+  static const RedisScript scripts[] = {
+      make_script(kOpenScript),          make_script(kKeepAliveScript),
+      make_script(kAcquireScript),       make_script(kReleaseScript),
+      make_script(kCloseScript),         make_script(kInspectScript),
+      make_script(kAcquirePermitScript), make_script(kReleasePermitScript)};
   return scripts[which];
 }
 

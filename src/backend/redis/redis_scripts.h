@@ -8,7 +8,17 @@
 
 namespace simba {
 
-enum RedisScriptId { kOpen = 0, kKeepAlive, kAcquire, kRelease, kClose, kInspect, kScriptCount };
+enum RedisScriptId {
+  kOpen = 0,
+  kKeepAlive,
+  kAcquire,
+  kRelease,
+  kClose,
+  kInspect,
+  kAcquirePermit,
+  kReleasePermit,
+  kScriptCount
+};
 
 // A script (its key functions, redis_keys.h, then its body) and the SHA-1
 // EVALSHA names it by.

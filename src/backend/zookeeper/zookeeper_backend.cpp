@@ -33,6 +33,8 @@ ZookeeperBackend::ZookeeperBackend(const BackendContext& ctx, ZookeeperUrl url)
   sessions_dir_ = url_.chroot + "/sessions";
   leases_dir_ = url_.chroot + "/leases";
   tokens_dir_ = url_.chroot + "/tokens";
+  sem_dir_ = url_.chroot + "/sem";
+  rw_dir_ = url_.chroot + "/rw";
   if (url_.has_auth) {
     // The creator's identity may do everything; anyone may read (exists-watches
     // and `simba status` from another identity). Nobody else may create or
@@ -70,12 +72,8 @@ Backend::CallRef ZookeeperBackend::keep_alive(const std::string& session, Durati
                                               Duration timeout, KeepAliveCb cb) {
   Call* c = new_call(Kind::kKeepAlive, timeout);
   c->keep_alive = std::move(cb);
-  Session* s = usable(session);
-  if (!s) {
-    preset(c, Outcome::kExpired, "zookeeper: no such session");
-    return c->id;
-  }
-  c->session_serial = s->serial;
+  Session* s = call_session(c, session);
+  if (!s) return c->id;
   const uint64_t call = c->id;
   Req* r = new_req(s, call, [this](Req& r, int rc) {
     Session* s = r.s;
@@ -86,6 +84,14 @@ Backend::CallRef ZookeeperBackend::keep_alive(const std::string& session, Durati
       out.outcome = Outcome::kOk;
       out.remaining = ms(zoo_recv_timeout(s->zk->zh()));
       for (const auto& [name, o] : s->owned) out.owned.push_back(OwnedLease{name, o.token});
+      // Permits and intents, by entry (ADR 0046): each one's node is
+      // exists-watched as a lease node is, so a deleted one has left.
+      for (const auto& [resource, entries] : s->permits) {
+        const std::string name = resource.substr(resource.find('/') + 1);
+        for (const auto& [permit, e] : entries) {
+          out.owned.push_back(OwnedLease{name, e.token, e.kind, permit});
+        }
+      }
       if (rc == ZNONODE) {
         log(kLogWarn, "the marker of session " + s->id + " was deleted; creating it again");
         create_marker(s, 0);
@@ -103,12 +109,8 @@ Backend::CallRef ZookeeperBackend::acquire(const std::string& session, const std
                                            Duration timeout, AcquireCb cb) {
   Call* c = new_call(Kind::kAcquire, timeout);
   c->acquire = std::move(cb);
-  Session* s = usable(session);
-  if (!s) {
-    preset(c, Outcome::kExpired, "zookeeper: no such session");
-    return c->id;
-  }
-  c->session_serial = s->serial;
+  Session* s = call_session(c, session);
+  if (!s) return c->id;
   if (s->acquires_in_flight >= kMaxAcquiresInFlight) {
     s->acquire_queue.emplace_back(c->id, name);
     return c->id;
@@ -121,13 +123,9 @@ Backend::CallRef ZookeeperBackend::release(const std::string& session, const std
                                            uint64_t token, Duration timeout, DoneCb cb) {
   Call* c = new_call(Kind::kDone, timeout);
   c->done = std::move(cb);
-  Session* s = usable(session);
-  if (!s) {
-    // Its lease nodes went with it.
-    preset(c, Outcome::kExpired, "zookeeper: no such session");
-    return c->id;
-  }
-  c->session_serial = s->serial;
+  // No session (kExpired): its lease nodes went with it.
+  Session* s = call_session(c, session);
+  if (!s) return c->id;
   auto it = s->owned.find(name);
   if (it == s->owned.end() || it->second.token != token) {
     // Not ours (any more): nothing to free.
@@ -264,8 +262,18 @@ Backend::CallRef ZookeeperBackend::inspect(const std::vector<std::string>& names
         for (const std::string& n : found) inspect_name(s, st, n);
       });
     }
+    for (const char* kind : {"sem", "rw"}) {
+      inspect_children(s, st, url_.chroot + "/" + kind,
+                       [this, st, kind](Session* s, const std::vector<std::string>& found) {
+                         for (const std::string& n : found) inspect_permits(s, st, kind, n);
+                       });
+    }
   } else {
-    for (const std::string& n : names) inspect_name(s, st, n);
+    for (const std::string& n : names) {
+      inspect_name(s, st, n);
+      inspect_permits(s, st, "sem", n);
+      inspect_permits(s, st, "rw", n);
+    }
   }
   return c->id;
 }
@@ -290,6 +298,16 @@ ZookeeperBackend::Call* ZookeeperBackend::new_call(Kind kind, Duration timeout) 
   Call* c = calls_.start(timeout);
   c->kind = kind;
   return c;
+}
+
+Session* ZookeeperBackend::call_session(Call* c, const std::string& id) {
+  Session* s = usable(id);
+  if (!s) {
+    preset(c, Outcome::kExpired, "zookeeper: no such session");
+    return nullptr;
+  }
+  c->session_serial = s->serial;
+  return s;
 }
 
 void ZookeeperBackend::preset(uint64_t id, Outcome o, const std::string& err) {

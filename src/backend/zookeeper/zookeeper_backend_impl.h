@@ -1,7 +1,8 @@
 // The ZooKeeper backend's class, private to src/backend/zookeeper/: its
 // members are defined in zookeeper_backend.cpp (the Backend operations, the
 // calls), zookeeper_session.cpp (sessions, connections, requests) and
-// zookeeper_leases.cpp (acquire and the lease watches, inspect).
+// zookeeper_leases.cpp (acquire and the lease watches, inspect) and
+// zookeeper_permits.cpp (semaphores and read/write locks).
 //
 // The backend: libzookeeper_st on the client's libuv loop (through
 // uv_zookeeper.h), one zhandle_t per Simba session.
@@ -23,6 +24,23 @@
 //                        lease node}, so it frees the lease only while no acquire
 //                        happened since ours, i.e. only the node whose czxid is the
 //                        token and whose ephemeral owner is our session (ADR 0011).
+//
+//   {c}/sem/{name}, {c}/rw/{name}   permits (ADR 0046): a persistent resource node per
+//                        semaphore and per read/write lock, never deleted. Its version
+//                        is the last permit id taken (grants and intents), its data the
+//                        semaphore's size while held, or the write epoch (the last
+//                        writer's token). Its children are the entries, ephemeral nodes
+//                        of their sessions named "{kind}-{permit:010}" (sem-, read-,
+//                        write-, intent-) with data = the token, gone with the session.
+//                        An acquire is one multi {setData resource node at the version
+//                        it was seen with, create the entry, [delete the writer's
+//                        intent]}: the version guard decides it on the server, so the
+//                        view it was planned on (plan_zk_permit) still held. The view is
+//                        the session's: a grant goes alone and the view follows it;
+//                        an intent, a Held and a stale or unknown view read the node
+//                        (getData + getChildren with a watch: the release broadcast)
+//                        in the same round trip. An exists-watch on each entry of the
+//                        session keeps the keep-alive's list, as for lease nodes.
 //
 // The session's leases are known locally: the holder keeps an exists-watch on each
 // of its lease nodes, and ZooKeeper delivers a watch event before the answer to any
@@ -88,6 +106,37 @@ struct Owned {
   int32_t version = 0;  // the token node's version our acquire set
 };
 
+// A resource node as a session last read it (plan_zk_permit's view).
+struct PermitView {
+  bool known = false;
+  int32_t version = 0;
+  std::string data;
+  std::vector<std::string> children;
+};
+
+// An entry the session holds: by resource, by permit id.
+struct HeldPermit {
+  PermitKind kind = PermitKind::kSemaphore;
+  uint64_t token = 0;
+};
+
+// One acquire_permit over its rounds (each one round trip).
+struct PermitOp {
+  uint64_t call = 0;
+  std::string name, resource;
+  PermitAsk ask;
+  int rounds_left = 3;        // rounds after the first: a lost race or a stale view
+  bool multi = false;         // this round sent the plan's multi
+  bool reads = false;         // this round read the resource node after it
+  bool must_read = false;     // the view is stale: the next round only reads
+  int32_t multi_version = 0;  // the resource node's version after a multi
+  ZkPermitPlan plan;          // this round's
+  int multi_rc = ZOK;
+  int data_rc = ZOK;  // the getData that follows it
+  std::string data;
+  struct Stat stat {};
+};
+
 struct Session {
   uint64_t serial = 0;
   UvZk* zk = nullptr;
@@ -109,7 +158,14 @@ struct Session {
   std::vector<std::vector<std::string>> addrs;  // per URL host
   std::string resolve_error;
   std::map<std::string, Owned> owned;
+  std::map<std::string, PermitView> views;                        // by resource
+  std::map<std::string, std::map<uint64_t, HeldPermit>> permits;  // by resource, permit
   std::map<Req*, std::unique_ptr<Req>> reqs;
+  // Acquires whose answer was lost with the connection: the server may have
+  // applied them. Read once reconnected, and recorded if our session owns the
+  // node, so the keep-alive lists it (ADR 0005: the core releases or adopts it).
+  std::set<std::string> unsure_leases;
+  std::map<std::string, std::map<uint64_t, HeldPermit>> unsure_permits;  // by resource, permit
   // Acquires beyond kMaxAcquiresInFlight wait here (call id, name).
   std::deque<std::pair<uint64_t, std::string>> acquire_queue;
   int acquires_in_flight = 0;
@@ -132,6 +188,9 @@ void string_done(int rc, const char*, const void* data);
 void strings_done(int rc, const struct String_vector* sv, const void* data);
 void data_done(int rc, const char* value, int len, const struct Stat* st, const void* data);
 
+// The connection failed under a request: the server may have applied it or not.
+bool connection_rc(int rc);
+
 // What an inspect() gathers over several requests.
 struct InspectState {
   uint64_t call = 0;
@@ -140,6 +199,11 @@ struct InspectState {
   std::set<std::string> asked;  // names whose nodes were read (or are being)
   std::map<std::string, ZkSessionRow> sessions;
   std::map<std::string, struct Stat> tokens, leases;
+  struct PermitNode {
+    std::string name, child, data;
+    struct Stat stat {};
+  };
+  std::vector<PermitNode> permits;  // entries read under {c}/sem and {c}/rw
 };
 
 class ZookeeperBackend final : public Backend {
@@ -156,6 +220,11 @@ class ZookeeperBackend final : public Backend {
                   AcquireCb cb) override;
   CallRef release(const std::string& session, const std::string& name, uint64_t token,
                   Duration timeout, DoneCb cb) override;
+  // Permits (ADR 0046; zookeeper_permits.cpp).
+  CallRef acquire_permit(const std::string& session, const std::string& name, const PermitAsk& ask,
+                         Duration timeout, AcquireCb cb) override;
+  CallRef release_permit(const std::string& session, const std::string& name, PermitKind kind,
+                         uint64_t permit, uint64_t token, Duration timeout, DoneCb cb) override;
   CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) override;
   CallRef inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
   void abandon(CallRef call) override { calls_.abandon(call); }
@@ -163,8 +232,9 @@ class ZookeeperBackend final : public Backend {
   // The exists-watches stay as they are (set with every acquire: the holder
   // needs them too); only the watched names' deletions are delivered
   // (ADR 0040). A Held answer comes before its exists-watch's answer and
-  // events, so a watch that follows it misses nothing.
-  void watch(const std::string& name) override { watches_.insert(name); }
+  // events, so a watch that follows it misses nothing. A permit resource's
+  // children are watched from a session of ours (zookeeper_permits.cpp).
+  void watch(const std::string& name) override;
   void unwatch(const std::string& name) override { watches_.erase(name); }
   void shutdown(std::function<void()> done) override;
 
@@ -185,6 +255,9 @@ class ZookeeperBackend final : public Backend {
   };
 
   Call* new_call(Kind kind, Duration timeout);
+  // The usable session `id` of call `c` (its session_serial set), or nullptr
+  // with `c` preset to kExpired.
+  Session* call_session(Call* c, const std::string& id);
 
   // Completes the call with `o` on a later loop turn (never inside the call).
   void preset(Call* c, Outcome o, const std::string& err) { calls_.preset(c, o, err); }
@@ -292,6 +365,52 @@ class ZookeeperBackend final : public Backend {
   // watch re-armed after an event passes nullptr.
   void watch(Session* s, const std::string& name, std::shared_ptr<bool> held = nullptr);
 
+  // --- answers lost with the connection (zookeeper_leases.cpp) ---------------
+
+  // At a reconnection (on_event): reads the nodes of every unsure write (a
+  // read sent as the connection fails could be dropped unanswered); one
+  // answered by a connection failure again waits for the next reconnection.
+  void check_unsure(Session* s);
+  // Records the lease node if our session owns it (its token the czxid, its
+  // version the token node's when that node's mzxid is the czxid) and watches it.
+  void check_lease(Session* s, const std::string& name);
+  // Records the entry if our session owns it, and watches it.
+  void check_entry(Session* s, const std::string& resource, uint64_t permit, HeldPermit e);
+  bool ours(Session* s, const struct Stat& st) const {
+    return s->zk && st.ephemeralOwner == zoo_client_id(s->zk->zh())->client_id;
+  }
+
+  // --- permits (zookeeper_permits.cpp) ---------------------------------------
+
+  std::string resource_path(const std::string& resource) const {
+    return url_.chroot + "/" + resource;
+  }
+  std::string entry_path(const std::string& resource, PermitKind kind, uint64_t permit) const {
+    return resource_path(resource) + "/" + zk_permit_child(kind, permit);
+  }
+  // One round: the plan's multi when the session's view allows one, then
+  // getData + getChildren (watched) of the resource node, answered together.
+  void permit_round(Session* s, const std::shared_ptr<PermitOp>& op);
+  // The round's last answer: `rc` and `children` the getChildren's, or the
+  // multi's own when it went alone.
+  void permit_round_answered(Session* s, const std::shared_ptr<PermitOp>& op, int rc,
+                             std::vector<std::string> children);
+  // The multi went alone and won: the view follows it without a read (the
+  // entries it lists remain a superset of the node's).
+  void permit_view_granted(Session* s, const PermitOp& op);
+  // The plan for `op` on the session's view (its intent only if ours).
+  ZkPermitPlan plan_permit(Session* s, const PermitOp& op);
+  // A getChildren answer for `resource` on `s`: the view's new children, and a
+  // release broadcast when an entry it listed is gone.
+  void permit_children(Session* s, const std::string& resource, std::vector<std::string> children);
+  // A watched getChildren of the resource node (after a child event).
+  void watch_permits(Session* s, const std::string& resource);
+  // An exists-watch on an entry the session holds: its deletion by anyone
+  // drops it from the keep-alive's list (as watch() for a lease node).
+  void watch_entry(Session* s, const std::string& resource, uint64_t permit);
+  // A watch event under {c}/sem or {c}/rw; false when the path is elsewhere.
+  bool permit_event(Session* s, int type, const std::string& path);
+
   // --- close (zookeeper_session.cpp) -----------------------------------------
 
   // Ends the session's handle: the server deletes its ephemeral nodes at once
@@ -322,13 +441,16 @@ class ZookeeperBackend final : public Backend {
                     bool data, std::function<void(Req&)> then);
 
   void inspect_name(Session* s, const std::shared_ptr<InspectState>& st, const std::string& name);
+  // The entries of resource {c}/{kind}/{name} ("sem" or "rw").
+  void inspect_permits(Session* s, const std::shared_ptr<InspectState>& st, const std::string& kind,
+                       const std::string& name);
 
   uv_loop_t* loop_;
   LogFn log_;
   std::string client_name_;
   ZookeeperUrl url_;
   std::string where_;  // hosts and chroot, for messages (never the password)
-  std::string sessions_dir_, leases_dir_, tokens_dir_;
+  std::string sessions_dir_, leases_dir_, tokens_dir_, sem_dir_, rw_dir_;
   struct ACL acl_entries_[2];
   struct ACL_vector acl_ {};
 

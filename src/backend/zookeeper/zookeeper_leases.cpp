@@ -4,6 +4,7 @@
 #include <zookeeper/zookeeper.h>
 
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -94,6 +95,9 @@ void ZookeeperBackend::acquire_answered(Req& r, int rc, const std::string& name,
       return;
     }
   }
+  // The multi may have been applied: the node is read back once reconnected
+  // (answering the call with it would have to wait for that).
+  if (connection_rc(rc)) s->unsure_leases.insert(name);
   fill_error(s, rc, &out.outcome, &out.error);
   deliver_acquire(r.call, out);
 }
@@ -120,6 +124,10 @@ void ZookeeperBackend::watch(Session* s, const std::string& name, std::shared_pt
     if (rc == ZOK && r.has_stat) {
       if (it != s->owned.end() && static_cast<uint64_t>(r.stat.czxid) != it->second.token) {
         s->owned.erase(it);  // ours was deleted and someone else holds it now
+      } else if (it == s->owned.end() && ours(s, r.stat)) {
+        // Held by our session, won by an attempt whose answer was lost
+        // (ZNODEEXISTS since): recorded, so the keep-alive lists it.
+        check_lease(s, name);
       }
     } else if (rc == ZNONODE) {
       // Deleted before the watch was set: no event will say so. After an
@@ -136,6 +144,68 @@ void ZookeeperBackend::watch(Session* s, const std::string& name, std::shared_pt
                     stat_done, r));
 }
 
+// --- answers lost with the connection ---------------------------------------
+
+void ZookeeperBackend::check_unsure(Session* s) {
+  if (s->dead || s->expired || !s->zk || zoo_state(s->zk->zh()) != ZOO_CONNECTED_STATE) return;
+  const std::set<std::string> leases = std::move(s->unsure_leases);
+  const auto permits = std::move(s->unsure_permits);
+  s->unsure_leases.clear();
+  s->unsure_permits.clear();
+  for (const std::string& name : leases) check_lease(s, name);
+  for (const auto& [resource, entries] : permits) {
+    for (const auto& [permit, e] : entries) check_entry(s, resource, permit, e);
+  }
+}
+
+void ZookeeperBackend::check_lease(Session* s, const std::string& name) {
+  // Two reads in one round trip, answered in order: a token node whose mzxid
+  // is still the lease node's czxid carries the version our acquire set.
+  auto lease = std::make_shared<std::pair<int, struct Stat>>(ZOK, Stat{});
+  Req* a = new_req(s, 0, [lease](Req& r, int rc) { *lease = {rc, r.stat}; });
+  a->paths = {lease_path(name)};
+  sent(s, a, zoo_aexists(s->zk->zh(), a->paths[0].c_str(), 0, stat_done, a));
+  if (s->dead) return;
+  Req* t = new_req(s, 0, [this, name, lease](Req& r, int rc) {
+    Session* s = r.s;
+    const auto& [lease_rc, st] = *lease;
+    if (connection_rc(lease_rc) || connection_rc(rc)) {
+      s->unsure_leases.insert(name);  // at the next reconnection
+      return;
+    }
+    // Absent: never applied, or gone since. Another owner: not won.
+    if (lease_rc != ZOK || rc != ZOK || !ours(s, st) || r.stat.mzxid != st.czxid) return;
+    if (s->owned.count(name)) return;  // an answer came meanwhile
+    s->owned[name] = Owned{static_cast<uint64_t>(st.czxid), r.stat.version};
+    log(kLogInfo, "lease " + name + " (token " + std::to_string(st.czxid) +
+                      ") was won by an acquire whose answer was lost; listed as the session's");
+    watch(s, name);
+  });
+  t->paths = {token_path(name)};
+  sent(s, t, zoo_aexists(s->zk->zh(), t->paths[0].c_str(), 0, stat_done, t));
+}
+
+void ZookeeperBackend::check_entry(Session* s, const std::string& resource, uint64_t permit,
+                                   HeldPermit e) {
+  Req* r = new_req(s, 0, [this, resource, permit, e](Req& r, int rc) {
+    Session* s = r.s;
+    if (connection_rc(rc)) {
+      s->unsure_permits[resource][permit] = e;  // at the next reconnection
+      return;
+    }
+    if (rc != ZOK || !r.has_stat || !ours(s, r.stat)) return;
+    auto& mine = s->permits[resource];
+    if (mine.count(permit)) return;
+    mine[permit] = e;
+    log(kLogInfo, std::string(permit_kind_name(e.kind)) + " " + resource + " #" +
+                      std::to_string(permit) +
+                      " was won by an acquire whose answer was lost; listed as the session's");
+    watch_entry(s, resource, permit);
+  });
+  r->paths = {entry_path(resource, e.kind, permit)};
+  sent(s, r, zoo_aexists(s->zk->zh(), r->paths[0].c_str(), 0, stat_done, r));
+}
+
 // --- inspect ---------------------------------------------------------------
 
 void ZookeeperBackend::inspect_step_done(const std::shared_ptr<InspectState>& st) {
@@ -147,6 +217,11 @@ void ZookeeperBackend::inspect_step_done(const std::shared_ptr<InspectState>& st
     return;
   }
   out = build_zk_inspect(st->sessions, st->asked, st->tokens, st->leases);
+  for (const InspectState::PermitNode& e : st->permits) {
+    if (auto row = zk_permit_row(e.name, e.child, e.data, e.stat, st->sessions)) {
+      out.leases.push_back(std::move(*row));
+    }
+  }
   deliver_inspect(st->call, out);
 }
 
@@ -211,6 +286,19 @@ void ZookeeperBackend::inspect_name(Session* s, const std::shared_ptr<InspectSta
   inspect_read(s, st, lease_path(name), false, [st, name](Req& r) {
     if (r.has_stat) st->leases[name] = r.stat;
   });
+}
+
+void ZookeeperBackend::inspect_permits(Session* s, const std::shared_ptr<InspectState>& st,
+                                       const std::string& kind, const std::string& name) {
+  const std::string dir = url_.chroot + "/" + kind + "/" + name;
+  inspect_children(
+      s, st, dir, [this, st, dir, name](Session* s, const std::vector<std::string>& found) {
+        for (const std::string& child : found) {
+          inspect_read(s, st, dir + "/" + child, true, [st, name, child](Req& r) {
+            st->permits.push_back(InspectState::PermitNode{name, child, r.value, r.stat});
+          });
+        }
+      });
 }
 
 }  // namespace simba::zookeeper_impl

@@ -29,11 +29,11 @@ std::string zk_error(int rc) {
 bool expired_rc(int rc) {
   return rc == ZSESSIONEXPIRED || rc == ZINVALIDSTATE || rc == ZAUTHFAILED;
 }
+}  // namespace
+
 bool connection_rc(int rc) {
   return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZCLOSING;
 }
-
-}  // namespace
 
 // --- completions -----------------------------------------------------------
 
@@ -249,6 +249,7 @@ void ZookeeperBackend::on_event(uint64_t serial, int type, int state, const std:
           close_session_obj(s, 0);
           return;
         }
+        check_unsure(s);  // acquires whose answer the old connection lost
       }
     } else if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE) {
       s->expired = true;
@@ -267,6 +268,7 @@ void ZookeeperBackend::on_event(uint64_t serial, int type, int state, const std:
     }
     return;
   }
+  if (permit_event(s, type, path)) return;
   const std::string prefix = leases_dir_ + "/";
   if (path.compare(0, prefix.size(), prefix) != 0) return;
   const std::string name = path.substr(prefix.size());
@@ -290,6 +292,8 @@ void ZookeeperBackend::set_up(Session* s) {
   dirs.push_back(sessions_dir_);
   dirs.push_back(leases_dir_);
   dirs.push_back(tokens_dir_);
+  dirs.push_back(sem_dir_);
+  dirs.push_back(rw_dir_);
   for (const std::string& d : dirs) create_dir(s, d, nullptr);
   create_marker(s, s->open_call);
 }

@@ -21,6 +21,15 @@ async function main(): Promise<void> {
   await closedTerm;
   const t2 = await c.tryLock('b');
   await t2.release();
+  const s1: simba.Term = await c.semaphore('s', 3, { timeout: 100, signal: AbortSignal.timeout(50) });
+  const kind: simba.TermKind = s1.kind;
+  await (await c.trySemaphore('s', 3)).release();
+  await (await c.readLock('rw')).release();
+  await (await c.writeLock('rw', { timeout: 10 })).release();
+  await (await c.tryReadLock('rw')).release();
+  await (await c.tryWriteLock('rw')).release();
+  const kn: string = simba.kindName(2);
+  void [kind, kn];
 
   const e: simba.Election = c.election('e');
   e.on('elected', (term) => void term.token).on('revoked', (term, why) => void [term.name, why]);

@@ -12,5 +12,8 @@ async function wrong(c: simba.Client): Promise<void> {
   void [tok, t[Symbol.asyncDispose]().then((x: string) => x)]; // ERROR: resolves void
   e.closeAsync(() => 1); // ERROR: no argument
   void e.closeAsync().then((x: number) => x); // ERROR: resolves void
+  c.semaphore('s'); // ERROR: the size is required
+  const k: 'LOCK' | 'ELECTION' = t.kind; // ERROR: a permit's kinds too
+  void k;
 }
 void wrong;

@@ -56,6 +56,19 @@ pub const SIMBA_REVOKE_DEADLINE_PASSED: simba_revoke_reason_t = 3;
 pub const SIMBA_REVOKE_SESSION_EXPIRED: simba_revoke_reason_t = 4;
 pub const SIMBA_REVOKE_TAKEN_OVER: simba_revoke_reason_t = 5;
 
+/// Since 1.5.
+pub type simba_term_kind_t = c_int;
+pub const SIMBA_TERM_ELECTION: simba_term_kind_t = 0;
+pub const SIMBA_TERM_LOCK: simba_term_kind_t = 1;
+pub const SIMBA_TERM_SEMAPHORE: simba_term_kind_t = 2;
+pub const SIMBA_TERM_READ: simba_term_kind_t = 3;
+pub const SIMBA_TERM_WRITE: simba_term_kind_t = 4;
+
+/// Since 1.5: the `mode` of `simba_rwlock_*`.
+pub type simba_lock_mode_t = c_int;
+pub const SIMBA_LOCK_READ: simba_lock_mode_t = 1;
+pub const SIMBA_LOCK_WRITE: simba_lock_mode_t = 2;
+
 macro_rules! opaque {
     ($($name:ident),*) => {$(
         #[repr(C)]
@@ -176,6 +189,10 @@ extern "C" {
 
     pub fn simba_term_name(t: *const simba_term_t) -> *const c_char;
     pub fn simba_term_token(t: *const simba_term_t) -> u64;
+    /// Since 1.5.
+    pub fn simba_term_kind(t: *const simba_term_t) -> simba_term_kind_t;
+    /// Since 1.5.
+    pub fn simba_term_kind_name(kind: simba_term_kind_t) -> *const c_char;
     pub fn simba_term_is_valid(t: *const simba_term_t) -> c_int;
     pub fn simba_term_remaining_ms(t: *const simba_term_t) -> i64;
     pub fn simba_term_ensure_valid(t: *const simba_term_t, min_remaining_ms: i64) -> c_int;
@@ -226,6 +243,55 @@ extern "C" {
         ud: *mut c_void,
     ) -> c_int;
     pub fn simba_lock_release(term: *mut simba_term_t) -> c_int;
+
+    /// Since 1.5.
+    pub fn simba_semaphore_acquire(
+        out: *mut *mut simba_term_t,
+        c: *mut simba_client_t,
+        name: *const c_char,
+        permits: u32,
+        timeout_ms: i64,
+    ) -> c_int;
+    /// Since 1.5.
+    pub fn simba_semaphore_try_acquire(
+        out: *mut *mut simba_term_t,
+        c: *mut simba_client_t,
+        name: *const c_char,
+        permits: u32,
+    ) -> c_int;
+    /// Since 1.5.
+    pub fn simba_semaphore_acquire_async(
+        c: *mut simba_client_t,
+        name: *const c_char,
+        permits: u32,
+        timeout_ms: i64,
+        cb: simba_lock_fn,
+        ud: *mut c_void,
+    ) -> c_int;
+    /// Since 1.5: `mode` is [`SIMBA_LOCK_READ`] or [`SIMBA_LOCK_WRITE`].
+    pub fn simba_rwlock_acquire(
+        out: *mut *mut simba_term_t,
+        c: *mut simba_client_t,
+        name: *const c_char,
+        mode: c_int,
+        timeout_ms: i64,
+    ) -> c_int;
+    /// Since 1.5.
+    pub fn simba_rwlock_try_acquire(
+        out: *mut *mut simba_term_t,
+        c: *mut simba_client_t,
+        name: *const c_char,
+        mode: c_int,
+    ) -> c_int;
+    /// Since 1.5.
+    pub fn simba_rwlock_acquire_async(
+        c: *mut simba_client_t,
+        name: *const c_char,
+        mode: c_int,
+        timeout_ms: i64,
+        cb: simba_lock_fn,
+        ud: *mut c_void,
+    ) -> c_int;
 
     pub fn simba_run_while_leader(
         out: *mut *mut simba_task_t,
@@ -313,6 +379,9 @@ mod tests {
             assert_eq!(text(simba_event_name(-1)), "UNKNOWN");
             assert_eq!(text(simba_revoke_reason_name(SIMBA_REVOKE_TAKEN_OVER)), "TAKEN_OVER");
             assert_eq!(text(simba_revoke_reason_name(9)), "UNKNOWN");
+            assert_eq!(text(simba_term_kind_name(SIMBA_TERM_SEMAPHORE)), "SEMAPHORE");
+            assert_eq!(text(simba_term_kind_name(42)), "UNKNOWN");
+            assert_eq!(simba_term_kind(core::ptr::null()), SIMBA_TERM_ELECTION);
         }
     }
 
@@ -335,7 +404,7 @@ mod tests {
             assert!(table.contains(&std::format!("`{name}`")), "{name} has no row in the README");
             n += 1;
         }
-        assert!(n >= 62, "read {n} functions");
+        assert!(n >= 70, "read {n} functions");
     }
 
     #[test]

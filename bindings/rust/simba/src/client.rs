@@ -14,7 +14,7 @@ use crate::event::{Event, SessionStatus};
 use crate::observe::{Holder, Observation, Observer};
 use crate::shared::Shared;
 use crate::task::Task;
-use crate::term::{LockTerm, Term};
+use crate::term::{LockMode, LockTerm, Term};
 use crate::util::{ms_duration, run_callback, take_c_string, wait_ms, OneShot};
 
 /// A Simba client: one session on one backend, in THREAD mode (the engine runs
@@ -261,24 +261,138 @@ impl Client {
     where
         F: FnOnce(Result<LockTerm>) + Send + 'static,
     {
+        let ms = wait_ms(timeout);
+        self.acquire_async(name, done, |c, n, cb, ud| unsafe { sys::simba_lock_acquire_async(c, n, ms, cb, ud) })
+    }
+
+    /// Starts an `X_acquire_async` (`start` gets the client, the name, the
+    /// callback and its user data) whose outcome goes to `done`, once.
+    fn acquire_async<F, S>(&self, name: &str, done: F, start: S) -> Result<()>
+    where
+        F: FnOnce(Result<LockTerm>) + Send + 'static,
+        S: FnOnce(*mut sys::simba_client_t, *const c_char, sys::simba_lock_fn, *mut c_void) -> i32,
+    {
         type Cb = Box<dyn FnOnce(Result<LockTerm>) + Send>;
         unsafe extern "C" fn tramp(ud: *mut c_void, err: i32, t: *mut sys::simba_term_t) {
             let f = Box::from_raw(ud as *mut Cb);
             // Own the term before anything can panic, so it is always released.
-            let r = if err == sys::SIMBA_OK { Ok(LockTerm::from_owned(t)) } else { Err(Error::code_only(err)) };
+            // A refused size's detail is simba_last_error() here (1.5); other
+            // failures leave no detail of their own.
+            let r = match err {
+                sys::SIMBA_OK => Ok(LockTerm::from_owned(t)),
+                sys::SIMBA_ESTATE => Err(Error::last(err)),
+                _ => Err(Error::code_only(err)),
+            };
             run_callback("lock_async", move || f(r));
         }
         let n = lease_cstring(name)?;
         let ud = Box::into_raw(Box::new(Box::new(done) as Cb));
-        let rc = unsafe {
-            sys::simba_lock_acquire_async(self.raw, n.as_ptr(), wait_ms(timeout), Some(tramp), ud as *mut c_void)
-        };
+        let rc = start(self.raw, n.as_ptr(), Some(tramp), ud as *mut c_void);
         if rc != sys::SIMBA_OK {
             let e = Error::last(rc);
             drop(unsafe { Box::from_raw(ud) });
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Acquires a permit of semaphore `name` of size `permits` (>= 1), waiting
+    /// up to `timeout` (`Duration::MAX`: without bound). The first holder fixes
+    /// the size while the name has holders: another size fails at once with
+    /// `State` ("semaphore NAME has N permits, not M"). Permits are granted
+    /// side by side, this client's own counting against the size; there is no
+    /// queue and no FIFO order. Semaphores, read/write locks and locks are
+    /// separate namespaces. Release the permit with [`LockTerm::unlock`]
+    /// (libsimba 1.5).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let client = simba::Client::open("memory://doc-semaphore")?;
+    /// let a = client.acquire_semaphore("doc.pool", 2, Duration::from_secs(5))?;
+    /// let b = client.try_acquire_semaphore("doc.pool", 2)?;
+    /// assert_eq!(a.term().kind(), simba::TermKind::Semaphore);
+    /// assert!(b.term().token() > a.term().token());
+    /// let full = client.try_acquire_semaphore("doc.pool", 2).unwrap_err();
+    /// assert_eq!(full.kind(), simba::ErrorKind::Busy);
+    /// a.unlock()?;
+    /// b.unlock()?;
+    /// # Ok::<(), simba::Error>(())
+    /// ```
+    pub fn acquire_semaphore(&self, name: &str, permits: u32, timeout: Duration) -> Result<LockTerm> {
+        let n = lease_cstring(name)?;
+        let mut t = std::ptr::null_mut();
+        check(unsafe { sys::simba_semaphore_acquire(&mut t, self.raw, n.as_ptr(), permits, wait_ms(timeout)) })?;
+        Ok(unsafe { LockTerm::from_owned(t) })
+    }
+
+    /// One attempt at a permit: `Busy` when every permit is held.
+    pub fn try_acquire_semaphore(&self, name: &str, permits: u32) -> Result<LockTerm> {
+        let n = lease_cstring(name)?;
+        let mut t = std::ptr::null_mut();
+        check(unsafe { sys::simba_semaphore_try_acquire(&mut t, self.raw, n.as_ptr(), permits) })?;
+        Ok(unsafe { LockTerm::from_owned(t) })
+    }
+
+    /// Acquires a permit without blocking: `done` runs exactly once on the
+    /// callback executor with the permit, `TimedOut`, `State` (another size,
+    /// with the library's detail) or `Canceled` (client closed).
+    pub fn acquire_semaphore_async<F>(&self, name: &str, permits: u32, timeout: Duration, done: F) -> Result<()>
+    where
+        F: FnOnce(Result<LockTerm>) + Send + 'static,
+    {
+        let ms = wait_ms(timeout);
+        self.acquire_async(name, done, |c, n, cb, ud| unsafe {
+            sys::simba_semaphore_acquire_async(c, n, permits, ms, cb, ud)
+        })
+    }
+
+    /// Acquires read/write lock `name` in `mode`, waiting up to `timeout`
+    /// (`Duration::MAX`: without bound). Readers share the name; a writer
+    /// excludes everyone, this client's own readers included (no upgrade), and
+    /// while it waits its intent holds new readers back. A read's token is the
+    /// name's write epoch. Release it with [`LockTerm::unlock`] (libsimba 1.5).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// use simba::LockMode;
+    /// let client = simba::Client::open("memory://doc-rwlock")?;
+    /// let w = client.rwlock("doc.rw", LockMode::Write, Duration::from_secs(5))?;
+    /// let epoch = w.term().token();
+    /// w.unlock()?;
+    /// let r1 = client.rwlock("doc.rw", LockMode::Read, Duration::from_secs(5))?;
+    /// let r2 = client.try_rwlock("doc.rw", LockMode::Read)?;
+    /// assert_eq!(r1.term().kind(), simba::TermKind::Read);
+    /// assert_eq!(r2.term().token(), epoch);
+    /// r1.unlock()?;
+    /// r2.unlock()?;
+    /// # Ok::<(), simba::Error>(())
+    /// ```
+    pub fn rwlock(&self, name: &str, mode: LockMode, timeout: Duration) -> Result<LockTerm> {
+        let n = lease_cstring(name)?;
+        let mut t = std::ptr::null_mut();
+        check(unsafe { sys::simba_rwlock_acquire(&mut t, self.raw, n.as_ptr(), mode.raw(), wait_ms(timeout)) })?;
+        Ok(unsafe { LockTerm::from_owned(t) })
+    }
+
+    /// One attempt: `Busy` when a read finds a writer (or a live writer's
+    /// intent), or a write finds anyone; a try-write leaves no intent.
+    pub fn try_rwlock(&self, name: &str, mode: LockMode) -> Result<LockTerm> {
+        let n = lease_cstring(name)?;
+        let mut t = std::ptr::null_mut();
+        check(unsafe { sys::simba_rwlock_try_acquire(&mut t, self.raw, n.as_ptr(), mode.raw()) })?;
+        Ok(unsafe { LockTerm::from_owned(t) })
+    }
+
+    /// Acquires without blocking: `done` runs exactly once on the callback
+    /// executor with the term, `TimedOut`, or `Canceled` (client closed).
+    pub fn rwlock_async<F>(&self, name: &str, mode: LockMode, timeout: Duration, done: F) -> Result<()>
+    where
+        F: FnOnce(Result<LockTerm>) + Send + 'static,
+    {
+        let ms = wait_ms(timeout);
+        self.acquire_async(name, done, |c, n, cb, ud| unsafe {
+            sys::simba_rwlock_acquire_async(c, n, mode.raw(), ms, cb, ud)
+        })
     }
 
     /// Acquires as a `Future` (any executor; no runtime is assumed): it

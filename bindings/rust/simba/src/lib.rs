@@ -49,7 +49,7 @@ pub use error::{check_lease_name, Error, ErrorKind, Result};
 pub use event::{Event, EventKind, SessionStatus};
 pub use observe::{Holder, Observation, Observer};
 pub use task::Task;
-pub use term::{LockTerm, RevokeReason, Revoked, Term};
+pub use term::{LockMode, LockTerm, RevokeReason, Revoked, Term, TermKind};
 pub use util::Completion;
 
 /// The raw C ABI.

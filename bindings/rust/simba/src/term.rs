@@ -25,6 +25,42 @@ c_enum! {
     }
 }
 
+c_enum! {
+    /// What a term is a term of (`simba_term_kind`, libsimba 1.5). `Display`
+    /// prints the library's name (`ELECTION`, `LOCK`, `SEMAPHORE`, `READ`, `WRITE`).
+    pub enum TermKind, raw raw, named sys::simba_term_kind_name {
+        /// An election's (and a task's) term.
+        Election = sys::SIMBA_TERM_ELECTION,
+        /// A lock's term.
+        Lock = sys::SIMBA_TERM_LOCK,
+        /// A permit of a semaphore.
+        Semaphore = sys::SIMBA_TERM_SEMAPHORE,
+        /// A read lock of a read/write lock.
+        Read = sys::SIMBA_TERM_READ,
+        /// A write lock of a read/write lock.
+        Write = sys::SIMBA_TERM_WRITE,
+    }
+}
+
+/// The mode of a read/write lock (`simba_lock_mode_t`, libsimba 1.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LockMode {
+    /// Shared with other readers; waits while a live writer's intent is there.
+    Read,
+    /// Exclusive; while it waits, its intent holds new readers back.
+    Write,
+}
+
+impl LockMode {
+    /// The C value.
+    pub fn raw(self) -> i32 {
+        match self {
+            LockMode::Read => sys::SIMBA_LOCK_READ,
+            LockMode::Write => sys::SIMBA_LOCK_WRITE,
+        }
+    }
+}
+
 impl RevokeReason {
     /// The reason of a raw `simba_revoke_reason_t`; `None` for `SIMBA_REVOKE_NONE`.
     pub fn from_raw(r: sys::simba_revoke_reason_t) -> Option<RevokeReason> {
@@ -85,10 +121,18 @@ impl Term {
         unsafe { CStr::from_ptr(sys::simba_term_name(self.raw)) }.to_str().unwrap_or("")
     }
 
-    /// The fencing token: > 0, constant within the term, strictly increasing
-    /// across terms of the name. Pass it with every write to the resource.
+    /// The fencing token, constant within the term: > 0 and strictly
+    /// increasing across terms of the name (a semaphore's across all its
+    /// permits). A read lock's is the name's write epoch when it was granted
+    /// (the last writer's token, 0 before any), shared by readers
+    /// (docs/fencing.md). Pass it with every write to the resource.
     pub fn token(&self) -> u64 {
         unsafe { sys::simba_term_token(self.raw) }
+    }
+
+    /// What the term is a term of (libsimba 1.5).
+    pub fn kind(&self) -> TermKind {
+        TermKind::of(unsafe { sys::simba_term_kind(self.raw) })
     }
 
     /// Not revoked and the session's local deadline has not passed.
@@ -269,7 +313,9 @@ impl std::fmt::Debug for Term {
     }
 }
 
-/// A held lock: a [`Term`] owned by the caller. Dereferences to its term.
+/// A held lock, or a held permit of a semaphore or read/write lock
+/// (`term().kind()` says which): a [`Term`] owned by the caller. Dereferences
+/// to its term.
 ///
 /// `unlock()` (or dropping it) revokes the term (`Stopped`) and releases the
 /// lease with its token; outside callbacks it waits for the backend's answer

@@ -453,3 +453,123 @@ fn term_revoked_future_resolves_with_the_reason() {
         assert_eq!(block_on(term.revoked().unwrap(), WAIT), Some(RevokeReason::Stopped), "{label}");
     }
 }
+
+/// Semaphores (1.5): the size holds for everyone (a client's own permits
+/// count), tokens increase across permits, another size is refused by name, a
+/// lock of the name is another resource, a waiter gets a released permit.
+#[test]
+fn semaphore_permits() {
+    use simba::TermKind;
+    for (label, url) in backends("sem") {
+        let (a, b) = (open(&url), open(&url));
+        let n = name("sem");
+        let p1 = a.acquire_semaphore(&n, 2, WAIT).unwrap();
+        let p2 = a.try_acquire_semaphore(&n, 2).unwrap();
+        assert_eq!(p1.term().kind(), TermKind::Semaphore, "{label}");
+        assert_eq!(p1.term().name(), n);
+        assert!(p1.term().token() > 0 && p2.term().token() > p1.term().token(), "{label}");
+        for c in [&a, &b] {
+            assert_eq!(c.try_acquire_semaphore(&n, 2).unwrap_err().kind(), ErrorKind::Busy, "{label}");
+        }
+        let e = b.acquire_semaphore(&n, 3, WAIT).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::State, "{label}");
+        assert!(e.message().contains("has 2 permits, not 3"), "{label}: {e}");
+        let l = b.try_lock(&n).unwrap();
+        assert_eq!(l.term().kind(), TermKind::Lock);
+        l.unlock().unwrap();
+        // The async form: the refused size's detail, then a permit freed under it.
+        let (tx, rx) = mpsc::channel();
+        let tx2 = tx.clone();
+        b.acquire_semaphore_async(&n, 4, WAIT, move |r| tx2.send(r).unwrap()).unwrap();
+        let e = rx.recv_timeout(WAIT).unwrap().unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::State, "{label}");
+        assert!(e.message().contains("has 2 permits, not 4"), "{label}: {e}");
+        b.acquire_semaphore_async(&n, 2, WAIT, move |r| tx.send(r).unwrap()).unwrap();
+        let top = p2.term().token();
+        let gone = p1.term().clone();
+        p1.unlock().unwrap();
+        assert_eq!(gone.revoke_reason(), Some(RevokeReason::Stopped));
+        let p3 = rx.recv_timeout(WAIT).unwrap().unwrap();
+        assert!(p3.term().token() > top, "{label}");
+        p2.unlock().unwrap();
+        p3.unlock().unwrap();
+        // No holder left: the next first holder fixes another size.
+        b.try_acquire_semaphore(&n, 5).unwrap().unlock().unwrap();
+        // A bounded wait ends with TimedOut.
+        let full: Vec<_> = (0..2).map(|_| a.try_acquire_semaphore(&n, 2).unwrap()).collect();
+        let began = Instant::now();
+        assert_eq!(b.acquire_semaphore(&n, 2, Duration::from_millis(200)).unwrap_err().kind(), ErrorKind::TimedOut);
+        assert!(began.elapsed() >= Duration::from_millis(150), "{label}");
+        full.into_iter().for_each(|p| p.unlock().unwrap());
+        assert_eq!(a.acquire_semaphore(&n, 0, WAIT).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    }
+}
+
+/// Read/write locks (1.5): readers share the name and carry the write epoch, a
+/// writer excludes everyone and moves it, a waiting writer holds new readers
+/// back, the async form.
+#[test]
+fn rwlock_modes_and_tokens() {
+    use simba::{LockMode, TermKind};
+    for (label, url) in backends("rw") {
+        let (a, b) = (open(&url), open(&url));
+        let n = name("rw");
+        let r1 = a.rwlock(&n, LockMode::Read, WAIT).unwrap();
+        let r2 = b.try_rwlock(&n, LockMode::Read).unwrap();
+        assert_eq!(r1.term().kind(), TermKind::Read, "{label}");
+        assert_eq!((r1.term().token(), r2.term().token()), (0, 0), "{label}");
+        assert_eq!(b.try_rwlock(&n, LockMode::Write).unwrap_err().kind(), ErrorKind::Busy);
+        r1.unlock().unwrap();
+        r2.unlock().unwrap();
+        let w = a.try_rwlock(&n, LockMode::Write).unwrap();
+        assert_eq!(w.term().kind(), TermKind::Write);
+        let wtok = w.term().token();
+        assert!(wtok > 0, "{label}");
+        for mode in [LockMode::Read, LockMode::Write] {
+            assert_eq!(b.try_rwlock(&n, mode).unwrap_err().kind(), ErrorKind::Busy, "{label} {mode:?}");
+        }
+        w.unlock().unwrap();
+        let r = b.rwlock(&n, LockMode::Read, WAIT).unwrap();
+        assert_eq!(r.term().token(), wtok, "{label}");
+        // A writer waiting behind the read holds new readers back.
+        let (tx, rx) = mpsc::channel();
+        a.rwlock_async(&n, LockMode::Write, WAIT, move |res| tx.send(res).unwrap()).unwrap();
+        assert!(
+            wait_until(WAIT, || match b.try_rwlock(&n, LockMode::Read) {
+                Ok(x) => x.unlock().is_err(),
+                Err(e) => e.kind() == ErrorKind::Busy,
+            }),
+            "{label}: the writer's intent"
+        );
+        r.unlock().unwrap();
+        let w2 = rx.recv_timeout(WAIT).unwrap().unwrap();
+        assert!(w2.term().token() > wtok, "{label}");
+        w2.unlock().unwrap();
+        assert_eq!(a.try_rwlock("bad name", LockMode::Read).unwrap_err().kind(), ErrorKind::InvalidArgument);
+        assert_eq!(a.try_rwlock("a\0b", LockMode::Write).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    }
+}
+
+/// Term kinds by the library's names, unknown values included, and a closed
+/// client's permits revoked.
+#[test]
+fn term_kinds_and_close() {
+    use simba::{LockMode, TermKind};
+    assert_eq!(TermKind::Election.to_string(), "ELECTION");
+    assert_eq!(TermKind::Lock.to_string(), "LOCK");
+    assert_eq!(TermKind::Semaphore.name(), "SEMAPHORE");
+    assert_eq!(TermKind::Read.to_string(), "READ");
+    assert_eq!(TermKind::Write.to_string(), "WRITE");
+    assert_eq!(TermKind::Other(42).to_string(), "UNKNOWN(42)");
+    assert_eq!(TermKind::Write.raw(), simba::sys::SIMBA_TERM_WRITE);
+    let c = open(&backends("kinds")[0].1);
+    let p = c.try_acquire_semaphore("k", 1).unwrap();
+    let w = c.try_rwlock("k", LockMode::Write).unwrap(); // another namespace
+    let terms = [p.term().clone(), w.term().clone()];
+    c.close().unwrap();
+    for t in terms {
+        assert!(!t.is_valid());
+        assert_eq!(t.revoke_reason(), Some(RevokeReason::Stopped), "{}", t.kind());
+    }
+    drop((p, w)); // after the close: nothing left to release
+}

@@ -45,6 +45,7 @@ static jmethodID m_revoked;  /* Upcall.revoked(long term, int reason) */
 static jmethodID m_done;     /* Upcall.done(int err) */
 static jmethodID m_work;     /* Upcall.work(long term) */
 static jmethodID m_locked;   /* Upcall.locked(int err, long term) */
+static jmethodID m_refused;  /* Upcall.refused(int err, String detail) */
 static jmethodID m_event;    /* Upcall.event(int type, String json) */
 static jmethodID m_observed; /* Upcall.observed(String name, String session, String client, long) */
 
@@ -102,11 +103,12 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved) {
   m_done = (*env)->GetMethodID(env, c_upcall, "done", "(I)V");
   m_work = (*env)->GetMethodID(env, c_upcall, "work", "(J)V");
   m_locked = (*env)->GetMethodID(env, c_upcall, "locked", "(IJ)V");
+  m_refused = (*env)->GetMethodID(env, c_upcall, "refused", "(ILjava/lang/String;)V");
   m_event = (*env)->GetMethodID(env, c_upcall, "event", "(ILjava/lang/String;)V");
   m_observed = (*env)->GetMethodID(env, c_upcall, "observed",
                                    "(Ljava/lang/String;Ljava/lang/String;Ljava/lang/String;J)V");
   if (!m_error || !m_submit || !m_log || !m_elected || !m_revoked || !m_done || !m_work ||
-      !m_locked || !m_event || !m_observed)
+      !m_locked || !m_refused || !m_event || !m_observed)
     return JNI_ERR;
   return JNI_VERSION_1_8;
 }
@@ -323,6 +325,20 @@ void tr_locked_once(void *ud, int err, simba_term_t *term) {
   }
   if (err == SIMBA_OK) simba_term_retain(term);
   (*env)->CallVoidMethod(env, o, m_locked, (jint)err, (jlong)(intptr_t)term);
+  end_once(env, o);
+}
+
+/* A permit's outcome (1.5): as tr_locked_once, but a refused size (SIMBA_ESTATE)
+ * goes up with simba_last_error(), which says the size the name has. */
+void tr_permit_once(void *ud, int err, simba_term_t *term) {
+  if (err != SIMBA_ESTATE) {
+    tr_locked_once(ud, err, term);
+    return;
+  }
+  JNIEnv *env = get_env();
+  if (!env) return;
+  jobject o = take_once(env, ud);
+  if (o) (*env)->CallVoidMethod(env, o, m_refused, (jint)err, new_jstr(env, simba_last_error()));
   end_once(env, o);
 }
 
@@ -642,6 +658,9 @@ JNIEXPORT jstring JNICALL Java_io_simba_Native_name(JNIEnv *env, jclass cls, jin
       break;
     case 3:
       s = simba_revoke_reason_name((simba_revoke_reason_t)v);
+      break;
+    case 5:
+      s = simba_term_kind_name((simba_term_kind_t)v);
       break;
     default:
       s = simba_strerror(v);

@@ -54,6 +54,7 @@ void tr_revoked_once(void *ud, simba_term_t *term, simba_revoke_reason_t reason)
 void tr_work(void *ud, simba_term_t *term);
 void tr_done_once(void *ud, int err);
 void tr_locked_once(void *ud, int err, simba_term_t *term);
+void tr_permit_once(void *ud, int err, simba_term_t *term);
 void tr_observed(void *ud, const char *name, const char *session, const char *client,
                  uint64_t token);
 

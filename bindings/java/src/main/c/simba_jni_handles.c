@@ -142,6 +142,17 @@ JNIEXPORT jint JNICALL Java_io_simba_Native_closeAsync(JNIEnv *env, jclass cls, 
 /* The term, or 0 on timeout (and when busy, for a try): one rule, an empty
  * Optional in Java. The term comes with two references: the lock's and the one
  * that keeps a released LockTerm's accessors answering (see LockTerm). */
+/* An acquire's answer: the term with a second reference, or 0 for a timeout or a
+ * try that found it busy; any other failure throws. Frees the name. */
+static jlong acquired(JNIEnv *env, jstr_t *n, int rc, simba_term_t *t, jboolean try_only) {
+  if (rc == SIMBA_OK)
+    simba_term_retain(t);
+  else if (rc != SIMBA_ETIMEDOUT && !(rc == SIMBA_EBUSY && try_only))
+    throw_code(env, rc);
+  jstr_free(n);
+  return rc == SIMBA_OK ? (jlong)(intptr_t)t : 0;
+}
+
 JNIEXPORT jlong JNICALL Java_io_simba_Native_lockAcquire(JNIEnv *env, jclass cls, jlong h,
                                                          jstring name, jlong ms,
                                                          jboolean try_only) {
@@ -152,12 +163,7 @@ JNIEXPORT jlong JNICALL Java_io_simba_Native_lockAcquire(JNIEnv *env, jclass cls
   simba_term_t *t = NULL;
   int rc =
       try_only ? simba_lock_try_acquire(&t, jc->c, n.s) : simba_lock_acquire(&t, jc->c, n.s, ms);
-  if (rc == SIMBA_OK)
-    simba_term_retain(t);
-  else if (rc != SIMBA_ETIMEDOUT && !(rc == SIMBA_EBUSY && try_only))
-    throw_code(env, rc);
-  jstr_free(&n);
-  return rc == SIMBA_OK ? (jlong)(intptr_t)t : 0;
+  return acquired(env, &n, rc, t, try_only);
 }
 
 JNIEXPORT void JNICALL Java_io_simba_Native_lockAcquireAsync(JNIEnv *env, jclass cls, jlong h,
@@ -168,6 +174,44 @@ JNIEXPORT void JNICALL Java_io_simba_Native_lockAcquireAsync(JNIEnv *env, jclass
   if (jstr_get(env, name, "lease name", &n) != 0) return;
   jobject ref = new_ref(env, cb);
   int rc = simba_lock_acquire_async(jc->c, n.s, ms, tr_locked_once, ref);
+  if (rc != SIMBA_OK) {
+    throw_code(env, rc);
+    del_ref(env, ref);
+  }
+  jstr_free(&n);
+}
+
+/* A permit (1.5): of semaphore name of size arg (kind SIMBA_TERM_SEMAPHORE), else of
+ * read/write lock name in mode arg; as lockAcquire otherwise. */
+JNIEXPORT jlong JNICALL Java_io_simba_Native_permitAcquire(JNIEnv *env, jclass cls, jlong h,
+                                                           jint kind, jstring name, jint arg,
+                                                           jlong ms, jboolean try_only) {
+  (void)cls;
+  jclient_t *jc = (jclient_t *)(intptr_t)h;
+  jstr_t n;
+  if (jstr_get(env, name, "lease name", &n) != 0) return 0;
+  simba_term_t *t = NULL;
+  int rc;
+  if (kind == SIMBA_TERM_SEMAPHORE)
+    rc = try_only ? simba_semaphore_try_acquire(&t, jc->c, n.s, (uint32_t)arg)
+                  : simba_semaphore_acquire(&t, jc->c, n.s, (uint32_t)arg, ms);
+  else
+    rc = try_only ? simba_rwlock_try_acquire(&t, jc->c, n.s, arg)
+                  : simba_rwlock_acquire(&t, jc->c, n.s, arg, ms);
+  return acquired(env, &n, rc, t, try_only);
+}
+
+JNIEXPORT void JNICALL Java_io_simba_Native_permitAcquireAsync(JNIEnv *env, jclass cls, jlong h,
+                                                               jint kind, jstring name, jint arg,
+                                                               jlong ms, jobject cb) {
+  (void)cls;
+  jclient_t *jc = (jclient_t *)(intptr_t)h;
+  jstr_t n;
+  if (jstr_get(env, name, "lease name", &n) != 0) return;
+  jobject ref = new_ref(env, cb);
+  int rc = kind == SIMBA_TERM_SEMAPHORE
+               ? simba_semaphore_acquire_async(jc->c, n.s, (uint32_t)arg, ms, tr_permit_once, ref)
+               : simba_rwlock_acquire_async(jc->c, n.s, arg, ms, tr_permit_once, ref);
   if (rc != SIMBA_OK) {
     throw_code(env, rc);
     del_ref(env, ref);
@@ -218,6 +262,12 @@ JNIEXPORT jlong JNICALL Java_io_simba_Native_termToken(JNIEnv *env, jclass cls, 
   (void)env;
   (void)cls;
   return (jlong)simba_term_token(TERM(t));
+}
+
+JNIEXPORT jint JNICALL Java_io_simba_Native_termKind(JNIEnv *env, jclass cls, jlong t) {
+  (void)env;
+  (void)cls;
+  return (jint)simba_term_kind(TERM(t));
 }
 
 JNIEXPORT jboolean JNICALL Java_io_simba_Native_termIsValid(JNIEnv *env, jclass cls, jlong t) {

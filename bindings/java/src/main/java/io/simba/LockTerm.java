@@ -4,7 +4,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
- * A held lock: a term without leader work. {@link #close()} releases it (revokes the
+ * A held lock, or a held permit of a semaphore or read/write lock ({@link #kind()}
+ * says which): a term without leader work. {@link #close()} releases it (revokes the
  * term with STOPPED, releases the lease with the token, waits for the backend's
  * answer outside callbacks). A lock term that becomes unreachable without close()
  * is released by the cleaner, so a lost lock never stays held for longer than the session.
@@ -17,7 +18,12 @@ public final class LockTerm extends Term implements AutoCloseable {
    *     accessors keep answering after the release (an ended term stays readable)
    */
   LockTerm(long ptr, String name) {
-    super(ptr, true, name);
+    super(ptr, true, name, TermKind.LOCK);
+  }
+
+  /** A permit (1.5): a semaphore's, a read or a write lock. */
+  LockTerm(long ptr, String name, TermKind kind) {
+    super(ptr, true, name, kind);
   }
 
   /**

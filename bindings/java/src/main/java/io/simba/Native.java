@@ -7,10 +7,11 @@ final class Native {
   private Native() {}
 
   /**
-   * The least libsimba this binding runs on: 1.4 (the X_close_async of every handle; 1.3:
-   * simba_code_name, simba_lease_name_check, ...).
+   * The least libsimba this binding runs on: 1.5 (the glue links the semaphore and
+   * read/write lock calls, version node SIMBA_1.5; 1.4: the X_close_async of every handle;
+   * 1.3: simba_code_name, simba_lease_name_check, ...).
    */
-  static final int MIN_VERSION = 0x010400;
+  static final int MIN_VERSION = 0x010500;
 
   /**
    * Loads libsimba_jni: from the path in system property {@code simba.jni.library}, else from
@@ -30,8 +31,8 @@ final class Native {
         System.loadLibrary("simba_jni");
       }
       if (versionNumber() < MIN_VERSION) {
-        throw new UnsatisfiedLinkError("io.simba needs libsimba >= 1.4 (the close of every handle,"
-            + " the names of its values, the lease-name check), loaded " + version());
+        throw new UnsatisfiedLinkError("io.simba needs libsimba >= 1.5 (permits, the close of every"
+            + " handle, the names of its values, the lease-name check), loaded " + version());
       }
     }
 
@@ -129,6 +130,7 @@ final class Native {
   static final int NAME_EVENT = 2;
   static final int NAME_REVOKE_REASON = 3;
   static final int NAME_STRERROR = 4;
+  static final int NAME_TERM_KIND = 5;
   /** The library's name of a value (simba_code_name, ...; simba_strerror for NAME_STRERROR). */
   static native String name(int kind, int value);
   static native void leaseNameCheck(String name);
@@ -162,12 +164,20 @@ final class Native {
   static native long lockAcquire(long h, String name, long ms, boolean tryOnly);
   static native void lockAcquireAsync(long h, String name, long ms, Object cb);
   static native void lockRelease(long t);
+  /**
+   * A permit (1.5) as lockAcquire: of semaphore name of size arg when kind is
+   * SIMBA_TERM_SEMAPHORE (2), else of read/write lock name in mode arg (1 read, 2 write).
+   */
+  static native long permitAcquire(long h, int kind, String name, int arg, long ms, boolean tryOnly);
+  /** As lockAcquireAsync; a refused size comes to Upcall.refused with the library's detail. */
+  static native void permitAcquireAsync(long h, int kind, String name, int arg, long ms, Object cb);
   static native long benchLockCycles(long h, String name, int n);
   /** Callback global references alive now (for leak tests). */
   static native long liveRefs();
 
   static native String termName(long t);
   static native long termToken(long t);
+  static native int termKind(long t);
   static native boolean termIsValid(long t);
   static native long termRemaining(long t);
   static native void termEnsureValid(long t, long ms);

@@ -269,11 +269,21 @@ public final class Simba implements AutoCloseable {
    * exceptionally with SimbaException CANCELED if the client closed.
    */
   public CompletionStage<Optional<LockTerm>> lockAsync(String name, Duration timeout) {
+    return acquireAsync(name, timeout, TermKind.LOCK, (h, ms, up) -> Native.lockAcquireAsync(h, name, ms, up));
+  }
+
+  /** Starts an X_acquire_async with the handle, the wait in ms and the upcall. */
+  private interface AsyncStart {
+    void start(long h, long ms, Upcall up);
+  }
+
+  private CompletionStage<Optional<LockTerm>> acquireAsync(String name, Duration timeout, TermKind kind,
+      AsyncStart start) {
     Objects.requireNonNull(name, "name");
     CompletableFuture<Optional<LockTerm>> f = new CompletableFuture<>();
     long ms = timeout == null ? -1 : Math.max(0, timeout.toMillis());
     withHandle(h -> {
-      Native.lockAcquireAsync(h, name, ms, new Upcall() {
+      start.start(h, ms, new Upcall() {
         @Override
         void locked(int err, long term) {
           if (err == SimbaException.Code.TIMED_OUT.value()) {
@@ -281,14 +291,119 @@ public final class Simba implements AutoCloseable {
           } else if (err != 0) {
             f.completeExceptionally(SimbaException.of(err, name + ": " + SimbaException.Code.of(err).description()));
           } else {
-            LockTerm lt = new LockTerm(term, name);
+            LockTerm lt = new LockTerm(term, name, kind);
             if (!f.complete(Optional.of(lt))) lt.close();
           }
+        }
+
+        @Override
+        void refused(int err, String detail) {
+          f.completeExceptionally(SimbaException.of(err, detail));
         }
       });
       return 0L;
     });
     return f;
+  }
+
+  /*
+   * Semaphores and read/write locks (libsimba 1.5) follow the rule of locks: a timeout
+   * is an empty Optional, a try that finds no room is an empty Optional, every other
+   * failure is an exception. Each permit is a LockTerm (close() releases it; kind() says
+   * SEMAPHORE, READ or WRITE). Semaphores, read/write locks and locks are separate
+   * namespaces; permits of a name are granted side by side, in no order (no FIFO).
+   */
+
+  /**
+   * Acquires a permit of semaphore {@code name} of size {@code permits} (&gt;= 1), waiting
+   * without bound. The first holder fixes the size while the name has holders; this
+   * client's own permits count against it.
+   *
+   * @throws IllegalStateException when the semaphore has another size (the message says
+   *     which)
+   * @throws IllegalArgumentException for a size below 1
+   * @throws SimbaException CLOSED if the client closes meanwhile, WOULD_BLOCK from a callback
+   */
+  public LockTerm acquireSemaphore(String name, int permits) {
+    return acquireSemaphore(name, permits, -1).orElseThrow(
+        () -> new SimbaException(SimbaException.Code.TIMED_OUT, name));
+  }
+
+  /** Acquires a permit of semaphore {@code name}, waiting up to {@code timeout}; empty when it passed. */
+  public Optional<LockTerm> acquireSemaphore(String name, int permits, Duration timeout) {
+    return acquireSemaphore(name, permits, Math.max(0, timeout.toMillis()));
+  }
+
+  /** One attempt at a permit: empty when every permit is held (or no answer came in a renew period). */
+  public Optional<LockTerm> tryAcquireSemaphore(String name, int permits) {
+    return permit(TermKind.SEMAPHORE, name, size(permits), 0, true);
+  }
+
+  /**
+   * Acquires a permit without blocking a thread: completes on the callback executor with
+   * the permit, an empty Optional when {@code timeout} passed (null: no timeout), or
+   * exceptionally with IllegalStateException (another size, the library's detail in the
+   * message) or SimbaException CANCELED (client closed).
+   */
+  public CompletionStage<Optional<LockTerm>> acquireSemaphoreAsync(String name, int permits, Duration timeout) {
+    int n = size(permits);
+    return acquireAsync(name, timeout, TermKind.SEMAPHORE,
+        (h, ms, up) -> Native.permitAcquireAsync(h, TermKind.SEMAPHORE.code(), name, n, ms, up));
+  }
+
+  private Optional<LockTerm> acquireSemaphore(String name, int permits, long ms) {
+    return permit(TermKind.SEMAPHORE, name, size(permits), ms, false);
+  }
+
+  /** A semaphore's size as C's uint32_t, which a negative int would wrap into. */
+  private static int size(int permits) {
+    if (permits < 1) {
+      throw new IllegalArgumentException("permits must be >= 1, not " + permits);
+    }
+    return permits;
+  }
+
+  /**
+   * Acquires read/write lock {@code name} in {@code mode}, waiting without bound. Readers
+   * share the name; a writer excludes everyone, this client's own readers included (no
+   * upgrade), and while it waits its intent holds new readers back. A read's token is the
+   * name's write epoch.
+   *
+   * @throws SimbaException CLOSED if the client closes meanwhile, WOULD_BLOCK from a callback
+   */
+  public LockTerm rwLock(String name, LockMode mode) {
+    return permit(mode.kind(), name, mode.code(), -1, false).orElseThrow(
+        () -> new SimbaException(SimbaException.Code.TIMED_OUT, name));
+  }
+
+  /** Acquires read/write lock {@code name} in {@code mode}, waiting up to {@code timeout}; empty when it passed. */
+  public Optional<LockTerm> rwLock(String name, LockMode mode, Duration timeout) {
+    return permit(mode.kind(), name, mode.code(), Math.max(0, timeout.toMillis()), false);
+  }
+
+  /**
+   * One attempt: empty when a read finds a writer (or a live writer's intent) or a write
+   * finds anyone; a try-write leaves no intent.
+   */
+  public Optional<LockTerm> tryRwLock(String name, LockMode mode) {
+    return permit(mode.kind(), name, mode.code(), 0, true);
+  }
+
+  /**
+   * Acquires without blocking a thread: completes on the callback executor with the term,
+   * an empty Optional when {@code timeout} passed (null: no timeout), or exceptionally with
+   * SimbaException CANCELED (client closed).
+   */
+  public CompletionStage<Optional<LockTerm>> rwLockAsync(String name, LockMode mode, Duration timeout) {
+    Objects.requireNonNull(mode, "mode");
+    return acquireAsync(name, timeout, mode.kind(),
+        (h, ms, up) -> Native.permitAcquireAsync(h, mode.kind().code(), name, mode.code(), ms, up));
+  }
+
+  private Optional<LockTerm> permit(TermKind kind, String name, int arg, long ms, boolean tryOnly) {
+    Objects.requireNonNull(name, "name");
+    long t = withHandle(h -> Native.permitAcquire(h, kind.code(), name, arg, ms, tryOnly));
+    return t == 0 ? Optional.empty() : Optional.of(new LockTerm(t, name, kind));
   }
 
   /** The session's status now; never blocks. */

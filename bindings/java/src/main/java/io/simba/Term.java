@@ -65,6 +65,7 @@ public class Term {
   final Cleaner.Cleanable cleanable;
   private final String name;
   private final long token;
+  private final TermKind kind;
   /** The revoke reason once the term is freed (set before): what its accessors answer then. */
   volatile int endReason;
   private CompletableFuture<RevokeReason> revoked; // guarded by this
@@ -79,10 +80,16 @@ public class Term {
    * @param name the lease name when the caller knows it (spares a native call), else null
    */
   Term(long ptr, boolean lock, String name) {
+    this(ptr, lock, name, null);
+  }
+
+  /** @param kind the term's kind when the caller knows it (spares a native call), else null */
+  Term(long ptr, boolean lock, String name, TermKind kind) {
     this.ptr = ptr;
     this.refs = new Refs(ptr, lock);
     this.name = name != null ? name : Native.termName(ptr);
     this.token = Native.termToken(ptr);
+    this.kind = kind != null ? kind : TermKind.of(Native.termKind(ptr));
     this.cleanable = CLEANER.register(this, refs);
   }
 
@@ -97,9 +104,18 @@ public class Term {
     return name;
   }
 
-  /** The fencing token: &gt; 0, constant within the term, increasing across terms of the name. */
+  /**
+   * The fencing token, constant within the term: &gt; 0 and increasing across terms of the
+   * name (a semaphore's across all its permits). A read lock's is the name's write epoch
+   * when it was granted (the last writer's token, 0 before any), shared by readers.
+   */
   public long token() {
     return token;
+  }
+
+  /** What this term is a term of (libsimba 1.5): ELECTION, LOCK, SEMAPHORE, READ, WRITE. */
+  public TermKind kind() {
+    return kind;
   }
 
   /** Not revoked and the session's local deadline has not passed. */

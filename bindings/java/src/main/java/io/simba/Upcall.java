@@ -12,6 +12,8 @@ abstract class Upcall {
 
   void locked(int err, long term) {}
 
+  void refused(int err, String detail) {}
+
   void event(int type, String json) {}
 
   void observed(String name, String session, String client, long token) {}

@@ -1,13 +1,13 @@
 -- LuaRocks package of the Lua binding. It builds the C module against an
 -- installed libsimba (headers and libsimba.so.1, e.g. from `cmake --install`):
---   luarocks make simba-1.4.0-1.rockspec SIMBA_DIR=/usr/local
+--   luarocks make simba-1.5.0-1.rockspec SIMBA_DIR=/usr/local
 -- or SIMBA_INCDIR=... SIMBA_LIBDIR=... when they are not under one prefix.
 rockspec_format = "3.0"
 package = "simba"
-version = "1.4.0-1"
+version = "1.5.0-1"
 source = {
    url = "git+file:///work/main",
-   tag = "v1.4.0",
+   tag = "v1.5.0",
    dir = "main/bindings/lua",
 }
 description = {
@@ -41,7 +41,7 @@ build = {
          },
          incdirs = { "$(SIMBA_INCDIR)" },
          libdirs = { "$(SIMBA_LIBDIR)" },
-         libraries = { "simba", "pthread" },
+         libraries = { "simba", "pthread", "dl" },
       },
       ["simba.luv"] = "simba/luv.lua",
    },
