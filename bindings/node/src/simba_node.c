@@ -67,12 +67,14 @@ struct nclient {
   int unrefd;  /* client.unref() */
   int pending; /* JS-visible waits (lock) that keep an unref'd client alive */
   int closed, shutting, refs;
-  int closing;       /* simba_client_close_async() started (libsimba 1.5) */
-  int close_done;    /* its done ran: free outside process() (finish_close) */
-  int close_err;     /* its done's err */
-  napi_ref close_cb; /* JS close callback (err) */
-  int in_turn;       /* inside turn()'s callback scope, which uses actx */
-  int sync_budget;   /* see SYNC_BUDGET */
+  int closing;                            /* simba_client_close_async() started (libsimba 1.5) */
+  int close_done;                         /* its done ran: free outside process() (finish_close) */
+  int close_err;                          /* its done's err */
+  napi_ref close_cb;                      /* JS close callback (err) */
+  int in_turn;                            /* inside turn()'s callback scope, which uses actx */
+  int uv_open;                            /* poll, timer, idle, async: not closed yet */
+  napi_async_cleanup_hook_handle cleanup; /* removed once they closed */
+  int sync_budget;                        /* see SYNC_BUDGET */
   pthread_mutex_t mu;
   run_t *queued;  /* runs queued by work threads */
   run_t *running; /* runs handed to JavaScript, not finished */
@@ -346,7 +348,16 @@ static void client_unref_struct(nclient *cl) {
   free(cl);
 }
 
-static void handle_closed(uv_handle_t *h) { client_unref_struct((nclient *)h->data); }
+/* The environment's cleanup waits for the async hook's removal: the handles'
+ * close callbacks (this addon's code) must run before a worker unloads it. */
+static void handle_closed(uv_handle_t *h) {
+  nclient *cl = (nclient *)h->data;
+  if (--cl->uv_open == 0 && cl->cleanup) {
+    napi_remove_async_cleanup_hook(cl->cleanup);
+    cl->cleanup = NULL;
+  }
+  client_unref_struct(cl);
+}
 
 /* Poll and timer keep the process alive unless unref'd and idle. */
 static void update_ref(nclient *cl) {
@@ -633,8 +644,12 @@ static void finish_close(nclient *cl) {
   napi_close_handle_scope(cl->env, hs);
 }
 
-static void cleanup_hook(void *arg) {
+/* Process or worker exit with the client open (or its close_async pending):
+ * the blocking close, since the loop no longer drives process() for it; the
+ * hook is removed once the uv handles closed (handle_closed). */
+static void cleanup_hook(napi_async_cleanup_hook_handle hh, void *arg) {
   nclient *cl = (nclient *)arg;
+  (void)hh;
   if (cl->c) {
     cl->depth = 0;
     (void)client_close(cl);
@@ -645,13 +660,8 @@ static void client_finalize(napi_env env, void *data, void *hint) {
   nclient *cl = (nclient *)data;
   (void)hint;
   (void)env;
-  if (cl->c) {
-    /* unreachable while open (the JS side anchors open clients), but be safe */
-    napi_remove_env_cleanup_hook(env, cleanup_hook, cl);
-    (void)client_close(cl);
-  } else {
-    napi_remove_env_cleanup_hook(env, cleanup_hook, cl);
-  }
+  /* unreachable while open (the JS side anchors open clients), but be safe */
+  if (cl->c) (void)client_close(cl);
   client_unref_struct(cl);
 }
 
@@ -756,7 +766,8 @@ static napi_value n_open(napi_env env, napi_callback_info info) {
   napi_create_reference(env, argv[7], 1, &cl->lock_fn);
   napi_create_string_utf8(env, "simba.client", NAPI_AUTO_LENGTH, &name);
   napi_async_init(env, argv[6], name, &cl->actx);
-  napi_add_env_cleanup_hook(env, cleanup_hook, cl);
+  cl->uv_open = 4;
+  napi_add_async_cleanup_hook(env, cleanup_hook, cl, &cl->cleanup);
   arm(cl);
   CHECK(napi_create_external(env, cl, client_finalize, NULL, &out));
   return out;

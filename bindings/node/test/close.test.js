@@ -167,3 +167,37 @@ test('without a warning listener the warning goes to process.emitWarning',
     }
     assert.deepEqual(seen.map((w) => [w.name, w.code]), [['SimbaCloseWarning', 'SIMBA_ETIMEDOUT']]);
   });
+
+test('a worker terminated while its close is pending on a silent backend', async () => {
+  // the environment's cleanup hook finishes the close blocking (the worker's
+  // thread, until the session's local deadline); the main loop keeps turning
+  const { Worker } = require('node:worker_threads');
+  const u = new URL(REDIS);
+  u.port = String(await proxy.port);
+  const src = `
+    const { parentPort, workerData } = require('node:worker_threads');
+    const simba = require(workerData.lib);
+    (async () => {
+      const c = await simba.open(workerData.url, { lease: ${LEASE} });
+      await c.lock(workerData.name, { timeout: 5000 });
+      parentPort.once('message', () => { c.close(); setTimeout(() => parentPort.postMessage('closing'), 100); });
+      parentPort.postMessage('held');
+    })().catch((e) => parentPort.postMessage('error ' + e.code + ' ' + e.message));`;
+  const w = new Worker(src, { eval: true,
+    workerData: { lib: require.resolve('../lib/index.js'), url: u.toString(), name: uniqueName('close-worker') } });
+  const next = () => new Promise((r, j) => { w.once('message', r); w.once('error', j); });
+  assert.equal(await next(), 'held');
+  await proxy.mode('blackhole');
+  try {
+    w.postMessage('go');
+    assert.equal(await next(), 'closing');
+    const t0 = Date.now();
+    const ticks = await ticksWhile(w.terminate());
+    const took = Date.now() - t0;
+    console.log(`# worker terminated during a pending close: ${took} ms, largest main-loop gap ${ticks.max} ms`);
+    assert.ok(took <= LEASE + 1000, `terminate took ${took} ms`);
+    assert.ok(ticks.max < 250, `the main loop stalled ${ticks.max} ms`);
+  } finally {
+    await proxy.mode('pass');
+  }
+});
