@@ -105,8 +105,14 @@ export class Client extends EventEmitter {
   inspect(names?: string[] | null, options?: { timeout?: number }): Promise<any>;
   unref(): this;
   ref(): this;
+  /** Resolves once the client is freed; libsimba 1.5 does not block the loop
+   *  meanwhile. A close the backend did not confirm by the session's local
+   *  deadline still resolves, after a 'warning' (SIMBA_ETIMEDOUT, SIMBA_EBACKEND;
+   *  process.emitWarning() without a listener): its leases free at the session's expiry. */
   close(): Promise<void>;
   on(event: 'session', fn: (kind: string, detail: object) => void): this;
+  on(event: 'warning', fn: (warning: Error & { code: string; errno: number }) => void): this;
+  on(event: 'closed', fn: () => void): this;
   [Symbol.asyncDispose](): Promise<void>;
 }
 

@@ -41,7 +41,9 @@ class Backend {
   using KeepAliveCb = std::function<void(const KeepAliveReply&)>;
   using AcquireCb = std::function<void(const AcquireReply&)>;
   using DoneCb = std::function<void(const DoneReply&)>;
-  using ReleasedFn = std::function<void(const std::string& name)>;
+  using ReleaseCb = std::function<void(const ReleaseReply&)>;
+  // `grant`: whom the release handed the lease to (ADR 0047), empty when freed.
+  using ReleasedFn = std::function<void(const std::string& name, const Grant& grant)>;
   using InspectCb = std::function<void(const InspectReply&)>;
   // Names a call the backend started, for abandon(); 0 names none.
   using CallRef = uint64_t;
@@ -60,6 +62,34 @@ class Backend {
   // Frees the lease only where both session and token match.
   virtual CallRef release(const std::string& session, const std::string& name, uint64_t token,
                           Duration timeout, DoneCb cb) = 0;
+  // acquire() with a candidate ask (ADR 0047). An empty ask is acquire().
+  // Otherwise kHeld leaves a candidate entry (kCandidate, name, id) -> (session,
+  // 0) with ask.priority and ask.client when ask.leave, or keeps ask.id,
+  // answering its id in AcquireReply::permit; kOk deletes ask.id in the same
+  // call; and a session that holds the lease through a grant while ask.id is
+  // gone gets kOk with that token. Backends without candidates yet answer
+  // kError kCandidatesNotSupportedYet to a non-empty ask.
+  virtual CallRef acquire_candidate(const std::string& session, const std::string& name,
+                                    const CandidateAsk& ask, Duration timeout, AcquireCb cb) = 0;
+  // release() that hands the lease to a candidate (ADR 0047): where session and
+  // token match, the live candidate of client `target` (when given and there
+  // is one), else the highest priority, then the earliest, gets it in the
+  // same call (token + 1, holder its session, its entry deleted); with none
+  // the lease is freed. The reply and the broadcast say who got it. The
+  // default serves backends without candidates: a plain release, and a named
+  // target is absent.
+  virtual CallRef release_handoff(const std::string& session, const std::string& name,
+                                  uint64_t token, const std::string& target, Duration timeout,
+                                  ReleaseCb cb) {
+    return release(session, name, token, timeout,
+                   [cb = std::move(cb), absent = !target.empty()](const DoneReply& r) {
+                     ReleaseReply reply;
+                     reply.outcome = r.outcome;
+                     reply.error = r.error;
+                     reply.target_absent = absent && r.outcome == Outcome::kOk;
+                     cb(reply);
+                   });
+  }
   // A permit of semaphore `name` (ask.kind kSemaphore, its size ask.size) or
   // of read/write lock `name` (kRead, kWrite), as ADR 0046 says: kOk with the
   // permit's id and token; kHeld when the semaphore is full or a writer, a
@@ -71,11 +101,13 @@ class Backend {
                                  const PermitAsk& ask, Duration timeout, AcquireCb cb) = 0;
   // Frees the entry (kind, name, permit) only where session and token match
   // (an intent's token is 0), and broadcasts its resource's release
-  // (permit_resource) when a permit went.
+  // (permit_resource) when a permit went. A kCandidate entry (token 0) is
+  // withdrawn this way too (memory:// only until ADR 0047 step 2).
   virtual CallRef release_permit(const std::string& session, const std::string& name,
                                  PermitKind kind, uint64_t permit, uint64_t token, Duration timeout,
                                  DoneCb cb) = 0;
-  // Frees every lease of the session at once and ends it.
+  // Frees every lease of the session at once and ends it; a backend with
+  // candidates hands each lease over as release_handoff would.
   virtual CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) = 0;
   // Reads every live session and the leases `names` (every lease the backend
   // knows when empty), for operators. Not one of the session's calls: it may
@@ -85,7 +117,8 @@ class Backend {
   // The caller gave up on `call` (see the top of this file); a call that
   // already completed is ignored. Never completes anything inside itself.
   virtual void abandon(CallRef call) = 0;
-  // Release broadcast: `fn(name)` when any node releases a watched `name`.
+  // Release broadcast: `fn(name, grant)` when any node releases a watched
+  // `name`; `grant` says whom a handoff gave it to (ADR 0047), else empty.
   // A permit's resource is watched and broadcast as permit_resource(kind, name).
   // Best effort (the core's retry schedule is the safety net), and it may
   // come more than once, or for an unwatched name that was watched a moment
@@ -116,6 +149,15 @@ struct BackendContext {
 };
 
 enum class BackendError { kNone, kInvalid, kUnsupported };
+
+// What a backend without candidates answers to a non-empty CandidateAsk.
+constexpr char kCandidatesNotSupportedYet[] =
+    "candidates are not supported on this backend yet (ADR 0047 step 2)";
+inline AcquireReply candidates_not_supported_yet() {
+  AcquireReply r;
+  r.error = kCandidatesNotSupportedYet;
+  return r;
+}
 
 // Makes the backend for `url`. On failure returns nullptr, sets `why` to
 // kInvalid (malformed URL) or kUnsupported (unknown scheme, or not built in) and

@@ -34,6 +34,8 @@ const char* permit_kind_name(PermitKind k) {
       return "write";
     case PermitKind::kIntent:
       return "intent";
+    case PermitKind::kCandidate:
+      return "candidate";
   }
   return "unknown";
 }
@@ -41,6 +43,7 @@ const char* permit_kind_name(PermitKind k) {
 std::string permit_resource(PermitKind k, std::string_view name) {
   switch (k) {
     case PermitKind::kLease:
+    case PermitKind::kCandidate:
       return std::string(name);
     case PermitKind::kSemaphore:
       return "sem/" + std::string(name);

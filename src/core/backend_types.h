@@ -25,14 +25,16 @@ const char* outcome_name(Outcome o);
 
 // What an entry a session holds is (ADR 0046): a lease (a lock's or an
 // election's), or a permit of a semaphore or a read/write lock, or a waiting
-// writer's intent. Semaphore NAME, read/write lock NAME and lease NAME are
-// unrelated resources.
-enum class PermitKind : uint8_t { kLease = 0, kSemaphore, kRead, kWrite, kIntent };
-// "lease", "semaphore", "read", "write", "intent".
+// writer's intent, or a waiting election's or lock's candidate entry of lease
+// NAME (ADR 0047: token 0, its id from the name's candidate counter).
+// Semaphore NAME, read/write lock NAME and lease NAME are unrelated resources.
+enum class PermitKind : uint8_t { kLease = 0, kSemaphore, kRead, kWrite, kIntent, kCandidate };
+// "lease", "semaphore", "read", "write", "intent", "candidate".
 const char* permit_kind_name(PermitKind k);
 // The name release broadcasts of an entry's resource travel under
 // (Backend::watch, on_released): NAME for a lease, "sem/NAME" for a semaphore,
-// "rw/NAME" for a read/write lock (its reads, writes and intents). '/' is
+// "rw/NAME" for a read/write lock (its reads, writes and intents), NAME for a
+// lease's candidate (a grant travels in the lease's own release). '/' is
 // outside the lease-name rule, so these never meet a lease's name.
 std::string permit_resource(PermitKind k, std::string_view name);
 
@@ -56,6 +58,26 @@ struct PermitAsk {
   bool leave_intent = false;
 };
 
+// What an acquire of a lease asks besides the lease (ADR 0047): whether to
+// leave a candidate entry when Held, or the one it left before. Empty (the
+// default) is a plain acquire.
+struct CandidateAsk {
+  // Leave a candidate entry when Held, or keep `id` (a try-once lock leaves none).
+  bool leave = false;
+  uint64_t id = 0;       // the candidate entry this contender left before (0: none)
+  int32_t priority = 0;  // higher is chosen first; equal ones by arrival
+  std::string client;    // the client's name (client.name), for a transfer's target
+  bool empty() const { return !leave && id == 0; }
+};
+
+// Who a release handed a lease to (ADR 0047); empty when it was freed.
+struct Grant {
+  std::string session;
+  uint64_t token = 0;
+  bool empty() const { return session.empty(); }
+  bool operator==(const Grant& o) const { return session == o.session && token == o.token; }
+};
+
 struct OpenReply {
   Outcome outcome = Outcome::kError;
   std::string session_id;  // kOk: a new id, never reused
@@ -76,6 +98,7 @@ struct AcquireReply {
   Duration holder_remaining{-1};      // kHeld: the holder's remaining validity, or negative
   std::string error;
   // acquire_permit: kOk the permit's id; kHeld the id of the writer's intent
+  // left or kept (0: none). acquire_candidate: kHeld the candidate entry's id
   // left or kept (0: none).
   uint64_t permit = 0;
   uint32_t size = 0;  // acquire_permit kRefused: the size the semaphore has
@@ -84,6 +107,16 @@ struct AcquireReply {
 struct DoneReply {
   Outcome outcome = Outcome::kError;  // kOk, kExpired, kError, kTimeout
   std::string error;
+};
+
+// What release_handoff answers (ADR 0047): kOk, kExpired, kError, kTimeout as
+// DoneReply; with kOk, who got the lease.
+struct ReleaseReply {
+  Outcome outcome = Outcome::kError;
+  std::string error;
+  Grant grant;                 // the chosen candidate's session and new token; empty: freed
+  bool target_absent = false;  // a target was named but had no live candidate:
+                               // the lease went as without one (grant says where)
 };
 
 // What inspect() reads: an operator's view of the backend (`simba status`).

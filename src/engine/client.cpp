@@ -103,7 +103,8 @@ Result Client::init(const std::string& url) {
     status_ = static_cast<int>(SessionStatus::kClosed);
     return {why == BackendError::kUnsupported ? Code::kEUnsupported : Code::kEInval, error};
   }
-  backend_->on_released([this](const std::string& name) {
+  // The grant (ADR 0047) waits for the core's half of step 1.
+  backend_->on_released([this](const std::string& name, const Grant&) {
     observed_release(name);
     node_->on_released(name, now());
     settle();

@@ -1425,6 +1425,263 @@ TEST_P(Conformance, Permits_InspectListsPermits) {
   EXPECT_EQ(found, 2);
 }
 
+// --- Candidates and handoff (ADR 0047) --------------------------------------------
+// Below the C API: a holder and candidates, each a Backend of the URL with a
+// session. A backend answering kCandidatesNotSupportedYet skips (ADR 0047
+// step 2 brings the others).
+
+using simba::CandidateAsk;
+using simba::Grant;
+using simba::ReleaseReply;
+
+CandidateAsk ask_candidate(const std::string& client, int32_t priority = 0, uint64_t id = 0) {
+  CandidateAsk a;
+  a.leave = true;
+  a.id = id;
+  a.priority = priority;
+  a.client = client;
+  return a;
+}
+// The kCandidate entries of `name` that `owned` lists.
+std::vector<uint64_t> candidate_ids(const std::vector<simba::OwnedLease>& owned,
+                                    const std::string& name) {
+  std::vector<uint64_t> ids;
+  for (const simba::OwnedLease& o : owned) {
+    if (o.kind == PermitKind::kCandidate && o.name == name) ids.push_back(o.permit);
+  }
+  return ids;
+}
+
+// A holder (0) of `name` and three more Backends (1..3), each with a session.
+class Candidates {
+ public:
+  // False with `skip` set when the backend has no candidates, `error` on failure.
+  bool start(const std::string& url, const std::string& name) {
+    name_ = name;
+    for (int i = 0; i < 4; ++i) {
+      b_.push_back(std::make_unique<WatchingBackend>(url));
+      if (!b_[i]->ok()) return error = b_[i]->error, false;
+      s_.push_back(b_[i]->open());
+      if (s_[i].empty()) return error = "no session", false;
+    }
+    const AcquireReply held = b_[0]->acquire(s_[0], name);
+    if (held.outcome != Outcome::kOk) return error = "holder: " + held.error, false;
+    token_ = held.token;
+    const AcquireReply probe = b_[3]->acquire_candidate(s_[3], name + ".probe", ask_candidate("p"));
+    if (probe.outcome == Outcome::kError && probe.error == simba::kCandidatesNotSupportedYet) {
+      return skip = probe.error, false;
+    }
+    if (probe.outcome != Outcome::kOk) return error = "probe: " + probe.error, false;
+    return true;
+  }
+  WatchingBackend& b(int i) { return *b_[i]; }
+  const std::string& s(int i) const { return s_[i]; }
+  uint64_t token() const { return token_; }
+  // `i` waits as a candidate of client "c{i}": its id, or 0 (a failure).
+  uint64_t wait(int i, int32_t priority = 0) {
+    const AcquireReply r =
+        b_[i]->acquire_candidate(s_[i], name_, ask_candidate(client(i), priority));
+    EXPECT_EQ(r.outcome, Outcome::kHeld) << r.error;
+    EXPECT_GT(r.permit, 0u);
+    return r.permit;
+  }
+  static std::string client(int i) { return "c" + std::to_string(i); }
+  ReleaseReply release(const std::string& target = {}) {
+    return b_[0]->release_handoff(s_[0], name_, token_, target);
+  }
+  std::string skip, error;
+
+ private:
+  std::string name_;
+  std::vector<std::unique_ptr<WatchingBackend>> b_;
+  std::vector<std::string> s_;
+  uint64_t token_ = 0;
+};
+#define CANDIDATES_START(c, name)                \
+  Candidates c;                                  \
+  if (!c.start(url(), name)) {                   \
+    if (!c.skip.empty()) GTEST_SKIP() << c.skip; \
+    FAIL() << c.error;                           \
+  }
+
+// Whether `w`'s keep-alive lists lease `name` with `token`.
+bool holds(WatchingBackend& w, const std::string& session, const std::string& name,
+           uint64_t token) {
+  const simba::KeepAliveReply ka = w.keep_alive(session);
+  return ka.outcome == Outcome::kOk && lists(ka.owned, name, PermitKind::kLease, 0, token);
+}
+
+// A Held acquire leaves one entry, listed by the keep-alive; naming it again
+// leaves no second; an ask that does not leave one leaves none.
+TEST_P(Conformance, Candidates_AHeldAcquireLeavesOneEntryListedByTheKeepAlive) {
+  const std::string name = lease("cand");
+  CANDIDATES_START(c, name);
+  const uint64_t id = c.wait(1, 3);
+  const AcquireReply again = c.b(1).acquire_candidate(c.s(1), name, ask_candidate("c1", 3, id));
+  EXPECT_EQ(again.outcome, Outcome::kHeld);
+  EXPECT_EQ(again.permit, id);
+  const simba::KeepAliveReply ka = c.b(1).keep_alive(c.s(1));
+  ASSERT_EQ(ka.outcome, Outcome::kOk);
+  EXPECT_EQ(candidate_ids(ka.owned, name), std::vector<uint64_t>{id});
+  EXPECT_TRUE(lists(ka.owned, name, PermitKind::kCandidate, id, 0));
+  CandidateAsk no_entry;  // a try-once attempt
+  const AcquireReply once = c.b(2).acquire_candidate(c.s(2), name, no_entry);
+  EXPECT_EQ(once.outcome, Outcome::kHeld);
+  EXPECT_EQ(once.permit, 0u);
+  EXPECT_TRUE(candidate_ids(c.b(2).keep_alive(c.s(2)).owned, name).empty());
+  // Arrival order gives increasing ids.
+  EXPECT_GT(c.wait(2), id);
+}
+
+// The release hands the lease to the earliest candidate in the same call: the
+// next token, held by its session (listed, its entry gone), the broadcast says
+// who; its next attempt naming its entry answers Ok with that token.
+TEST_P(Conformance, Candidates_AReleaseHandsToTheEarliestCandidate) {
+  const std::string name = lease("hand");
+  CANDIDATES_START(c, name);
+  const uint64_t id1 = c.wait(1);
+  const uint64_t id2 = c.wait(2);
+  c.b(1).backend().watch(name);
+  c.b(1).run_for(200);
+  c.b(1).heard.clear();
+  c.b(1).grants.clear();
+  const ReleaseReply r = c.release();
+  ASSERT_EQ(r.outcome, Outcome::kOk) << r.error;
+  EXPECT_FALSE(r.target_absent);
+  EXPECT_EQ(r.grant, (Grant{c.s(1), c.token() + 1}));
+  const simba::KeepAliveReply ka = c.b(1).keep_alive(c.s(1));
+  EXPECT_TRUE(lists(ka.owned, name, PermitKind::kLease, 0, c.token() + 1));
+  EXPECT_TRUE(candidate_ids(ka.owned, name).empty()) << "the grant keeps the entry";
+  EXPECT_EQ(candidate_ids(c.b(2).keep_alive(c.s(2)).owned, name), std::vector<uint64_t>{id2});
+  ASSERT_TRUE(c.b(1).run_until([&] { return c.b(1).heard_of(name); }, 3000 * slow_factor()));
+  for (size_t i = 0; i < c.b(1).heard.size(); ++i) {
+    if (c.b(1).heard[i] == name) {
+      EXPECT_EQ(c.b(1).grants[i], (Grant{c.s(1), c.token() + 1}));
+    }
+  }
+  const AcquireReply adopt = c.b(1).acquire_candidate(c.s(1), name, ask_candidate("c1", 0, id1));
+  EXPECT_EQ(adopt.outcome, Outcome::kOk) << adopt.error;
+  EXPECT_EQ(adopt.token, c.token() + 1);
+  EXPECT_EQ(c.b(0).acquire(c.s(0), name).outcome, Outcome::kHeld);
+  EXPECT_EQ(c.b(1).inspect({name}).leases.at(0).holder, c.s(1));
+  c.b(1).backend().unwatch(name);
+}
+
+// A higher priority beats an earlier arrival.
+TEST_P(Conformance, Candidates_PriorityBeatsArrival) {
+  const std::string name = lease("prio");
+  CANDIDATES_START(c, name);
+  c.wait(1, 0);
+  c.wait(2, 5);
+  c.wait(3, 5);
+  EXPECT_EQ(c.release().grant, (Grant{c.s(2), c.token() + 1}));
+}
+
+// A target's candidate wins over a higher priority.
+TEST_P(Conformance, Candidates_ATargetBeatsPriority) {
+  const std::string name = lease("target");
+  CANDIDATES_START(c, name);
+  c.wait(1, 0);
+  c.wait(2, 5);
+  const ReleaseReply r = c.release(Candidates::client(1));
+  EXPECT_EQ(r.grant, (Grant{c.s(1), c.token() + 1}));
+  EXPECT_FALSE(r.target_absent);
+}
+
+// A target without a live candidate: the release chooses as without one and
+// says so; with nobody waiting, the lease is freed, and says so too.
+TEST_P(Conformance, Candidates_AnAbsentTargetFallsBackAndSaysSo) {
+  const std::string name = lease("absent");
+  CANDIDATES_START(c, name);
+  c.wait(1, 0);
+  c.wait(2, 5);
+  const ReleaseReply r = c.release("nobody");
+  EXPECT_EQ(r.outcome, Outcome::kOk);
+  EXPECT_TRUE(r.target_absent);
+  EXPECT_EQ(r.grant, (Grant{c.s(2), c.token() + 1}));
+  const std::string alone = lease("absent.alone");
+  const AcquireReply held = c.b(3).acquire(c.s(3), alone);
+  ASSERT_EQ(held.outcome, Outcome::kOk);
+  const ReleaseReply freed = c.b(3).release_handoff(c.s(3), alone, held.token, "nobody");
+  EXPECT_EQ(freed.outcome, Outcome::kOk);
+  EXPECT_TRUE(freed.target_absent);
+  EXPECT_TRUE(freed.grant.empty());
+  EXPECT_EQ(c.b(0).acquire(c.s(0), alone).outcome, Outcome::kOk);
+}
+
+// A candidate whose session died is skipped, even as the target.
+TEST_P(Conformance, Candidates_ADeadCandidatesSessionIsSkipped) {
+  const std::string name = lease("dead");
+  CANDIDATES_START(c, name);
+  const std::string short_lived = c.b(1).open(std::chrono::milliseconds(300));
+  ASSERT_FALSE(short_lived.empty());
+  const AcquireReply left = c.b(1).acquire_candidate(short_lived, name, ask_candidate("c1", 9));
+  ASSERT_EQ(left.outcome, Outcome::kHeld) << left.error;
+  c.wait(2, 0);
+  c.b(1).run_for(900);  // no keep-alive: the session ends
+  const ReleaseReply r = c.release(Candidates::client(1));
+  EXPECT_TRUE(r.target_absent);
+  EXPECT_EQ(r.grant, (Grant{c.s(2), c.token() + 1}));
+}
+
+// A withdrawn candidate is not chosen.
+TEST_P(Conformance, Candidates_AWithdrawnCandidateIsNotChosen) {
+  const std::string name = lease("withdrawn");
+  CANDIDATES_START(c, name);
+  const uint64_t id = c.wait(1, 9);
+  c.wait(2, 0);
+  ASSERT_EQ(c.b(1).release_permit(c.s(1), name, PermitKind::kCandidate, id, 0), Outcome::kOk);
+  EXPECT_TRUE(candidate_ids(c.b(1).keep_alive(c.s(1)).owned, name).empty());
+  EXPECT_EQ(c.release().grant, (Grant{c.s(2), c.token() + 1}));
+}
+
+// A session's close hands its leases over as a release would; its own
+// candidate entries go with it.
+TEST_P(Conformance, Candidates_ACloseHandsOver) {
+  const std::string name = lease("close");
+  CANDIDATES_START(c, name);
+  c.wait(1);
+  const std::string other = lease("close.other");
+  ASSERT_EQ(c.b(2).acquire(c.s(2), other).outcome, Outcome::kOk);
+  c.b(0).acquire_candidate(c.s(0), other, ask_candidate("c0"));  // the closing one waits too
+  c.b(1).backend().watch(name);
+  c.b(1).run_for(200);
+  c.b(1).heard.clear();
+  c.b(1).grants.clear();
+  ASSERT_EQ(c.b(0).close_session(c.s(0)), Outcome::kOk);
+  EXPECT_TRUE(holds(c.b(1), c.s(1), name, c.token() + 1));
+  ASSERT_TRUE(c.b(1).run_until([&] { return c.b(1).heard_of(name); }, 3000 * slow_factor()));
+  EXPECT_EQ(c.b(1).grants.at(0), (Grant{c.s(1), c.token() + 1}));
+  // The closed session's candidate of `other` is gone: a release there frees it.
+  const simba::InspectReply in = c.b(2).inspect({other});
+  ASSERT_EQ(in.outcome, Outcome::kOk);
+  const ReleaseReply r = c.b(2).release_handoff(c.s(2), other, in.leases.at(0).token);
+  EXPECT_TRUE(r.grant.empty());
+  c.b(1).backend().unwatch(name);
+}
+
+// With no candidates a release frees the lease as before: an empty grant in
+// the reply and the broadcast, the next acquire takes the next token.
+TEST_P(Conformance, Candidates_APlainReleaseBehavesAsBefore) {
+  const std::string name = lease("plain");
+  CANDIDATES_START(c, name);
+  ASSERT_EQ(c.b(1).acquire(c.s(1), name).outcome, Outcome::kHeld);
+  c.b(1).backend().watch(name);
+  c.b(1).run_for(200);
+  c.b(1).heard.clear();
+  c.b(1).grants.clear();
+  const ReleaseReply r = c.release();
+  EXPECT_EQ(r.outcome, Outcome::kOk);
+  EXPECT_TRUE(r.grant.empty());
+  EXPECT_FALSE(r.target_absent);
+  ASSERT_TRUE(c.b(1).run_until([&] { return c.b(1).heard_of(name); }, 3000 * slow_factor()));
+  EXPECT_TRUE(c.b(1).grants.at(0).empty());
+  const AcquireReply next = c.b(1).acquire(c.s(1), name);
+  EXPECT_EQ(next.outcome, Outcome::kOk);
+  EXPECT_EQ(next.token, c.token() + 1);
+  c.b(1).backend().unwatch(name);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(ConformanceBackends()),
                          backend_test_name);
 

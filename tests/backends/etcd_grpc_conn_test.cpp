@@ -569,7 +569,7 @@ TEST(EtcdGoaway, CallsFlowAcrossAGracefulGoawayWithNoFailure) {
   ASSERT_TRUE(b) << b.error();
   BackendOnLoop other(std::string(url) + prefix);
   int released = 0;
-  b->on_released([&](const std::string& n) { released += n == "watched"; });
+  b->on_released([&](const std::string& n, const simba::Grant&) { released += n == "watched"; });
   const OpenReply s = open_session(b);
   ASSERT_EQ(s.outcome, Outcome::kOk) << s.error;
   const OpenReply o = open_session(other);

@@ -350,7 +350,7 @@ TEST_F(EtcdServer, UsedUpStreamIdsMoveTheCallsToANewConnection) {
   unsetenv("SIMBA_TEST_ETCD_MAX_STREAM_ID");
   ASSERT_TRUE(b) << b.error();
   int released = 0;
-  b->on_released([&](const std::string&) { ++released; });
+  b->on_released([&](const std::string&, const Grant&) { ++released; });
   const OpenReply r = open(b, 3000);
   ASSERT_EQ(r.outcome, Outcome::kOk) << r.error;
   const AcquireReply kept = acquire(b, r.session_id, "kept");

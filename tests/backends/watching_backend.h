@@ -27,7 +27,12 @@ class WatchingBackend {
     ctx.client_name = "watch-test";
     simba::BackendError why = simba::BackendError::kNone;
     b_ = simba::make_backend(ctx, url, &why, &error);
-    if (b_) b_->on_released([this](const std::string& name) { heard.push_back(name); });
+    if (b_) {
+      b_->on_released([this](const std::string& name, const simba::Grant& grant) {
+        heard.push_back(name);
+        grants.push_back(grant);
+      });
+    }
   }
   ~WatchingBackend() {
     if (b_) {
@@ -59,11 +64,11 @@ class WatchingBackend {
     run_until([] { return false; }, ms);
   }
 
-  // A new session ("" on failure).
-  std::string open() {
+  // A new session valid for `lease` ("" on failure).
+  std::string open(simba::Duration lease = kLease) {
     bool got = false;
     simba::OpenReply r;
-    b_->open_session(kLease, kTimeout, [&](const simba::OpenReply& rep) {
+    b_->open_session(lease, kTimeout, [&](const simba::OpenReply& rep) {
       r = rep;
       got = true;
     });
@@ -91,6 +96,17 @@ class WatchingBackend {
     });
     run_until([&] { return got; }, kWaitMs);
     return r.outcome;
+  }
+  // Candidates (ADR 0047).
+  simba::AcquireReply acquire_candidate(const std::string& session, const std::string& name,
+                                        const simba::CandidateAsk& ask) {
+    return wait<simba::AcquireReply>(
+        [&](auto cb) { b_->acquire_candidate(session, name, ask, kTimeout, cb); });
+  }
+  simba::ReleaseReply release_handoff(const std::string& session, const std::string& name,
+                                      uint64_t token, const std::string& target = {}) {
+    return wait<simba::ReleaseReply>(
+        [&](auto cb) { b_->release_handoff(session, name, token, target, kTimeout, cb); });
   }
   // Permits (ADR 0046).
   simba::AcquireReply acquire_permit(const std::string& session, const std::string& name,
@@ -125,7 +141,8 @@ class WatchingBackend {
   }
 
   std::vector<std::string> heard;
-  std::string error;  // make_backend's, when !ok()
+  std::vector<simba::Grant> grants;  // each broadcast's grant, as `heard`
+  std::string error;                 // make_backend's, when !ok()
 
  private:
   // Starts a call with `start(cb)` and runs the loop until it is answered

@@ -662,22 +662,40 @@ class Client extends EventEmitter {
     return this;
   }
 
-  /** Close: revoke every term (STOPPED), release the leases, end the session. */
+  /** Close: revoke every term (STOPPED), release the leases, end the session.
+   *  libsimba 1.5: without blocking the loop (simba_client_close_async); it
+   *  resolves once the client is freed, also when the backend never confirmed
+   *  the close (then a 'warning' is emitted: the leases free at the session's
+   *  expiry). libsimba 1.4: simba_client_close() blocks the JS thread. */
   close() {
     if (!this._closing) {
       this._closed = true;
       this._closing = (async () => {
         await Promise.allSettled([...this._ops]);
         await new Promise((r) => setImmediate(r)); // outside any callback of this client
+        let err = 0;
         try {
-          native.close(this._h);
+          err = await new Promise((resolve) => {
+            if (!native.close(this._h, resolve)) resolve(0);
+          });
         } finally {
           openClients.delete(this);
+          if (err !== 0) this._unconfirmed(err);
           this.emit('closed');
         }
       })();
     }
     return this._closing;
+  }
+
+  // A close the backend did not confirm (ETIMEDOUT, EBACKEND): not an error of
+  // the caller's, who cannot act on it, so a warning, not a rejection.
+  _unconfirmed(err) {
+    const w = simbaError(err, `the backend did not confirm the close (${native.codeName(err)}): ` +
+      'its leases free when the session expires');
+    w.name = 'SimbaCloseWarning';
+    if (this.listenerCount('warning') > 0) this.emit('warning', w);
+    else process.emitWarning(w);
   }
 
   get closed() { return this._closed; }

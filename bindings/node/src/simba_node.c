@@ -67,7 +67,14 @@ struct nclient {
   int unrefd;  /* client.unref() */
   int pending; /* JS-visible waits (lock) that keep an unref'd client alive */
   int closed, shutting, refs;
-  int sync_budget; /* see SYNC_BUDGET */
+  int closing;                            /* simba_client_close_async() started (libsimba 1.5) */
+  int close_done;                         /* its done ran: free outside process() (finish_close) */
+  int close_err;                          /* its done's err */
+  napi_ref close_cb;                      /* JS close callback (err) */
+  int in_turn;                            /* inside turn()'s callback scope, which uses actx */
+  int uv_open;                            /* poll, timer, idle, async: not closed yet */
+  napi_async_cleanup_hook_handle cleanup; /* removed once they closed */
+  int sync_budget;                        /* see SYNC_BUDGET */
   pthread_mutex_t mu;
   run_t *queued;  /* runs queued by work threads */
   run_t *running; /* runs handed to JavaScript, not finished */
@@ -326,6 +333,12 @@ static napi_value undef(napi_env env) {
   return v;
 }
 
+static napi_value boolean(napi_env env, bool b) {
+  napi_value v;
+  napi_get_boolean(env, b, &v);
+  return v;
+}
+
 /* ------------------------------------------------------------------------- */
 /* The client on Node's loop */
 
@@ -335,12 +348,21 @@ static void client_unref_struct(nclient *cl) {
   free(cl);
 }
 
-static void handle_closed(uv_handle_t *h) { client_unref_struct((nclient *)h->data); }
+/* The environment's cleanup waits for the async hook's removal: the handles'
+ * close callbacks (this addon's code) must run before a worker unloads it. */
+static void handle_closed(uv_handle_t *h) {
+  nclient *cl = (nclient *)h->data;
+  if (--cl->uv_open == 0 && cl->cleanup) {
+    napi_remove_async_cleanup_hook(cl->cleanup);
+    cl->cleanup = NULL;
+  }
+  client_unref_struct(cl);
+}
 
 /* Poll and timer keep the process alive unless unref'd and idle. */
 static void update_ref(nclient *cl) {
   if (cl->closed) return;
-  if (cl->unrefd && cl->pending <= 0) {
+  if (cl->unrefd && cl->pending <= 0 && !cl->closing) {
     uv_unref((uv_handle_t *)&cl->poll);
     uv_unref((uv_handle_t *)&cl->timer);
     uv_unref((uv_handle_t *)&cl->idle);
@@ -380,11 +402,14 @@ static void arm(nclient *cl) {
 
 /* simba_client_process() on the JS thread, outside callbacks; then re-raise
  * what a callback threw and re-arm. */
+static void finish_close(nclient *cl);
+
 static void drive(nclient *cl) {
   if (cl->closed || !cl->c || cl->depth) return;
   cl->depth++;
   (void)simba_client_process(cl->c);
   cl->depth--;
+  if (cl->close_done) finish_close(cl);
   arm(cl);
   raise_kept(cl);
 }
@@ -396,6 +421,7 @@ static void drive_in_call(nclient *cl) {
   cl->depth++;
   (void)simba_client_process(cl->c);
   cl->depth--;
+  if (cl->close_done) finish_close(cl);
 }
 
 /* A turn from the loop: a handle scope and a callback scope (so that promise
@@ -408,6 +434,7 @@ static void turn(nclient *cl) {
   int k;
   if (cl->closed) return;
   cl->sync_budget = SYNC_BUDGET;
+  cl->in_turn = 1;
   napi_open_handle_scope(env, &hs);
   if (napi_get_reference_value(env, cl->resource, &res) == napi_ok && res)
     napi_open_callback_scope(env, res, cl->actx, &cs);
@@ -420,6 +447,8 @@ static void turn(nclient *cl) {
   }
   if (cs) napi_close_callback_scope(env, cs);
   napi_close_handle_scope(env, hs);
+  cl->in_turn = 0;
+  if (cl->closed) napi_async_destroy(env, cl->actx); /* closed in this turn (finish_close) */
 }
 
 static void on_poll(uv_poll_t *p, int status, int events) {
@@ -519,15 +548,10 @@ static void run_finish(nclient *cl, run_t *r) {
 
 static void client_free_handles(nclient *cl);
 
-/* Close the client on the JS thread, outside callbacks: runs end first (their
- * work threads return, so the close does not wait for them), then
- * simba_client_close() (blocking: one round trip to the backend), then the
- * uv handles. Returns the close's code. */
-static int client_close(nclient *cl) {
+/* Before a close, on the JS thread outside callbacks: runs end (their work
+ * threads return, so the close does not wait for them) and no new one starts. */
+static void end_runs(nclient *cl) {
   run_t *r;
-  int rc;
-  if (!cl->c) return SIMBA_OK;
-  if (cl->depth) return SIMBA_EWOULDBLOCK;
   pthread_mutex_lock(&cl->mu);
   cl->shutting = 1;
   r = cl->queued;
@@ -552,6 +576,12 @@ static int client_close(nclient *cl) {
     if (!r) break;
     run_finish(cl, r);
   }
+}
+
+/* simba_client_close() (blocking, or at once once close_async's done ran),
+ * then the handles and the uv handles. Returns the close's code. */
+static int client_free(nclient *cl) {
+  int rc;
   cl->depth++; /* callbacks inside close may not re-enter process() */
   rc = simba_client_close(cl->c);
   cl->depth--;
@@ -569,14 +599,57 @@ static int client_close(nclient *cl) {
   if (cl->log_fn) napi_delete_reference(cl->env, cl->log_fn);
   if (cl->resource) napi_delete_reference(cl->env, cl->resource);
   if (cl->lock_fn) napi_delete_reference(cl->env, cl->lock_fn);
-  napi_async_destroy(cl->env, cl->actx);
+  if (!cl->in_turn) napi_async_destroy(cl->env, cl->actx); /* else at the turn's end */
   cl->event_fn = cl->log_fn = cl->resource = cl->lock_fn = NULL;
+  return rc;
+}
+
+/* Close the client on the JS thread, outside callbacks, blocking: one round
+ * trip to the backend, up to the session's local deadline when it does not
+ * answer. A pending close_async is finished so (its JS callback is dropped:
+ * only the cleanup hook and the finalizer get here then). */
+static int client_close(nclient *cl) {
+  int rc;
+  if (!cl->c) return SIMBA_OK;
+  if (cl->depth) return SIMBA_EWOULDBLOCK;
+  end_runs(cl);
+  rc = client_free(cl);
+  if (cl->close_cb) napi_delete_reference(cl->env, cl->close_cb);
+  cl->close_cb = NULL;
   raise_kept(cl);
   return rc;
 }
 
-static void cleanup_hook(void *arg) {
+/* close_async's done (inside simba_client_process(), the client's last
+ * callback): the handle is freed once process() returned (finish_close). */
+static void tr_client_closed(void *ud, int err) {
+  nclient *cl = (nclient *)ud;
+  cl->close_err = err;
+  cl->close_done = 1;
+}
+
+/* After the process() call in which the close completed: free the handle
+ * (simba_client_close returns at once now), then JS's callback(err). */
+static void finish_close(nclient *cl) {
+  napi_ref cb = cl->close_cb;
+  napi_handle_scope hs;
+  napi_value argv[1];
+  cl->close_cb = NULL;
+  (void)client_free(cl);
+  if (!cb) return;
+  napi_open_handle_scope(cl->env, &hs);
+  argv[0] = num(cl->env, cl->close_err);
+  call_ref(cl, cb, 1, argv);
+  napi_delete_reference(cl->env, cb);
+  napi_close_handle_scope(cl->env, hs);
+}
+
+/* Process or worker exit with the client open (or its close_async pending):
+ * the blocking close, since the loop no longer drives process() for it; the
+ * hook is removed once the uv handles closed (handle_closed). */
+static void cleanup_hook(napi_async_cleanup_hook_handle hh, void *arg) {
   nclient *cl = (nclient *)arg;
+  (void)hh;
   if (cl->c) {
     cl->depth = 0;
     (void)client_close(cl);
@@ -587,13 +660,8 @@ static void client_finalize(napi_env env, void *data, void *hint) {
   nclient *cl = (nclient *)data;
   (void)hint;
   (void)env;
-  if (cl->c) {
-    /* unreachable while open (the JS side anchors open clients), but be safe */
-    napi_remove_env_cleanup_hook(env, cleanup_hook, cl);
-    (void)client_close(cl);
-  } else {
-    napi_remove_env_cleanup_hook(env, cleanup_hook, cl);
-  }
+  /* unreachable while open (the JS side anchors open clients), but be safe */
+  if (cl->c) (void)client_close(cl);
   client_unref_struct(cl);
 }
 
@@ -698,23 +766,43 @@ static napi_value n_open(napi_env env, napi_callback_info info) {
   napi_create_reference(env, argv[7], 1, &cl->lock_fn);
   napi_create_string_utf8(env, "simba.client", NAPI_AUTO_LENGTH, &name);
   napi_async_init(env, argv[6], name, &cl->actx);
-  napi_add_env_cleanup_hook(env, cleanup_hook, cl);
+  cl->uv_open = 4;
+  napi_add_async_cleanup_hook(env, cleanup_hook, cl, &cl->cleanup);
   arm(cl);
   CHECK(napi_create_external(env, cl, client_finalize, NULL, &out));
   return out;
 }
 
+/* close(client, done(err)) -> true when the close goes on without blocking
+ * (libsimba 1.5: simba_client_close_async on Node's loop; done(err) once it
+ * completed and the handle is freed, err SIMBA_OK, SIMBA_ETIMEDOUT or
+ * SIMBA_EBACKEND), false when it closed already (blocking, libsimba 1.4, or
+ * nothing to close). */
 static napi_value n_close(napi_env env, napi_callback_info info) {
-  napi_value argv[1];
+  napi_value argv[2];
+  napi_valuetype t;
   nclient *cl;
   int rc;
-  if (get_args(env, info, 1, argv)) return NULL;
+  if (get_args(env, info, 2, argv)) return NULL;
   cl = (nclient *)get_ptr(env, argv[0]);
   if (!cl) return throw_type(env, "not a simba client");
-  if (!cl->c) return undef(env);
+  if (!cl->c || cl->closing) return boolean(env, false);
+  if (cl->depth) return throw_simba(env, SIMBA_EWOULDBLOCK, "close from inside a callback");
+  if (simba_version() >= 0x010500 && napi_typeof(env, argv[1], &t) == napi_ok &&
+      t == napi_function) {
+    end_runs(cl);
+    rc = simba_client_close_async(cl->c, tr_client_closed, cl);
+    if (rc == SIMBA_OK) {
+      cl->closing = 1;
+      napi_create_reference(env, argv[1], 1, &cl->close_cb);
+      update_ref(cl);
+      arm(cl); /* the close starts on the next process() turn */
+      return boolean(env, true);
+    }
+  }
   rc = client_close(cl);
   if (rc == SIMBA_EWOULDBLOCK) return throw_simba(env, rc, "close from inside a callback");
-  return undef(env);
+  return boolean(env, false);
 }
 
 static napi_value n_set_ref(napi_env env, napi_callback_info info) {

@@ -72,6 +72,27 @@ test('an unref\'d client with a lock wait pending stays alive until it resolves'
   assert.deepEqual(c.lines, ['got true']);
 });
 
+test('a worker terminated with its client open: the cleanup hook closes it, no crash', async () => {
+  // The addon loaded by the worker only is unloaded at its exit: the uv handles'
+  // close callbacks must run before (an async cleanup hook; a segfault before).
+  const c = child(`
+    const { Worker } = require('node:worker_threads');
+    const w = new Worker(\`
+      const { parentPort } = require('node:worker_threads');
+      const simba = require(process.env.SIMBA_LIB);
+      simba.open('memory://exit', { lease: 3000 }).then(async (c) => {
+        globalThis.keep = [c, await c.lock('n', { timeout: 1000 })];
+        parentPort.postMessage('held');
+      });\`, { eval: true });
+    w.once('message', async (m) => {
+      await w.terminate();
+      console.log(m + ', terminated');
+    });`);
+  const r = await c.exited;
+  assert.deepEqual(c.lines, ['held, terminated']);
+  assert.equal(r.code, 0);
+});
+
 const HOLDER = `
   const simba = require(process.env.SIMBA_LIB);
   (async () => {

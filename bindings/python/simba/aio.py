@@ -19,17 +19,40 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import warnings
 from ctypes import byref, c_void_p
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Generator, List, Optional, Union
 
 from . import _lib
 from ._client import (READ, WRITE, Change, Election, Observer, Task, _BaseClient, _ClientCore,
                       _on_lock, _permits, config_items, open_client, permit_error)
-from ._errors import (Closed, Event, RevokeReason, StateError, check, encode_name, error)
+from ._errors import (Closed, Event, RevokeReason, StateError, check, code_name, encode_name,
+                      error)
 from ._lib import lib
 from ._term import Cancellation, Term, _run_guarded, to_ms
 
-__all__ = ["Client", "AioElection", "AioTask", "AioObserver"]
+__all__ = ["Client", "AioElection", "AioTask", "AioObserver", "CloseWarning"]
+
+
+class CloseWarning(RuntimeWarning):
+    """``await client.close()`` returned, but the backend did not confirm the
+    close (``code_name``: ``"ETIMEDOUT"`` by the session's local deadline, or
+    ``"EBACKEND"``; ``code`` the negative number): the client is freed; its
+    leases free at the session's expiry."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+        self.code_name = code_name(code)
+
+
+@_lib.DONE_FN
+def _on_aio_closed(ud: Optional[int], err: int) -> None:
+    # inside simba_client_process() on the loop's thread: the client frees
+    # itself once process() returned (Client._process)
+    c = _lib.lookup(ud)
+    if c is not None:
+        c._close_err = err
 
 
 class Client(_BaseClient):
@@ -60,6 +83,9 @@ class Client(_BaseClient):
         self._kicked = False
         self._closing = False
         self._close_started = False
+        self._close_err: Optional[int] = None  # close_async's done ran (1.5)
+        self._close_fut: Optional[asyncio.Future] = None
+        self._close_key = 0
         self.elections: Dict[str, "AioElection"] = {}
         self._tasks: List["AioTask"] = []
         self._loop.add_reader(self._fd, self._process)
@@ -72,6 +98,9 @@ class Client(_BaseClient):
         if h is None:
             return
         rc = lib.simba_client_process(h)
+        if self._close_err is not None:
+            self._finish_close_async()
+            return
         if self._close_started:
             self._loop.call_soon(self._finish_close)
             return
@@ -112,7 +141,17 @@ class Client(_BaseClient):
     async def close(self) -> None:
         """Stop every task (its coroutine cancelled and awaited: handover order),
         every election and lock, close the session and free the client. Closing
-        again is a no-op."""
+        again is a no-op; a close in progress is awaited.
+
+        With libsimba 1.5 the loop keeps running while the backend answers
+        (``simba_client_close_async``): a backend that never answers delays this
+        coroutine, not the loop, until the session's local deadline; then it
+        returns after a :class:`CloseWarning` (``warnings.warn``), the leases
+        freeing at the session's expiry. With libsimba 1.4 the close blocks the
+        loop until then."""
+        if self._close_fut is not None:
+            await asyncio.shield(self._close_fut)
+            return
         if self._core.h is None or self._closing:
             return
         self._closing = True
@@ -121,11 +160,52 @@ class Client(_BaseClient):
                 await t.stop()
             except (StateError, Closed):
                 pass
-        self._close_now()
+        if not self._close_async_start():
+            self._close_now()
+            return
+        await asyncio.shield(self._close_fut)  # type: ignore[arg-type]
+
+    aclose = close  # contextlib.aclosing()
+
+    def _close_async_start(self) -> bool:
+        # libsimba 1.5: the close goes on while the loop drives the client
+        h = self._core.h
+        if (h is None or lib.simba_version() < 0x010500 or self._core.pid != os.getpid()
+                or _lib.in_callback()):
+            return False
+        for t in self._tasks:
+            t._abandon()  # work threads stop waiting for their coroutines
+        self._close_key = _lib.register(self)
+        if lib.simba_client_close_async(h, _on_aio_closed, self._close_key) != 0:
+            _lib.unregister(self._close_key)
+            return False
+        self._close_fut = self._loop.create_future()
+        self._kick()  # the close starts on the next process() turn
+        return True
+
+    def _finish_close_async(self) -> None:
+        # close_async's done ran inside the process() call that just returned
+        h, err = self._core.h, self._close_err
+        _lib.unregister(self._close_key)
+        self._loop.remove_reader(self._fd)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        lib.simba_client_close(h)  # frees at once
+        self._core.h = None
+        self._core.drop_keys()
+        if err:
+            warnings.warn(CloseWarning(
+                f"the backend did not confirm the close ({code_name(err)}): its leases free "
+                "when the session expires", err))
+        if self._close_fut is not None and not self._close_fut.done():
+            self._close_fut.set_result(None)
 
     def close_soon(self) -> None:
         """Close from a callback (or anywhere on the loop's thread) without
         waiting: the library starts the close, the loop finishes it."""
+        if self._close_fut is not None:
+            return  # closing without waiting already
         if _lib.in_callback():
             h = self._core.h
             if h is None or self._close_started:

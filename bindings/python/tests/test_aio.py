@@ -133,3 +133,84 @@ def test_close_from_a_callback(url, name):
         with pytest.raises(simba.Closed):
             await a.lock(name)
     run(main())
+
+
+def chaos_proxy():
+    """The chaos suite's TCP proxy (tests/chaos/nemesis.py); 'blackhole'
+    forwards nothing: the backend answers nothing, as if SIGSTOPped."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                    "tests", "chaos"))
+    import nemesis
+    return nemesis.Proxy
+
+
+def test_close_against_a_silent_backend_keeps_the_loop_turning(url, backend, name):
+    # libsimba 1.5: simba_client_close_async on the loop; the close settles by
+    # the session's local deadline with a CloseWarning, the loop ticking meanwhile
+    import warnings
+    from urllib.parse import urlsplit
+    if backend != "redis":
+        pytest.skip("the silent backend is Redis behind the chaos proxy")
+    if simba.version() < 0x010500:
+        pytest.skip("libsimba 1.4 closes blocking")
+    u = urlsplit(url)
+    proxy = chaos_proxy()([u.port])
+    purl = u._replace(netloc=f"{u.hostname}:{proxy.port}").geturl()
+    lease = 2.0
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        c = simba.aio.Client(purl, lease_duration=lease)
+        t = await c.lock(name, timeout=LONG)
+        proxy.mode = "blackhole"
+        gaps = []
+
+        async def ticker():
+            last = loop.time()
+            while True:
+                await asyncio.sleep(0.02)
+                now = loop.time()
+                gaps.append(now - last)
+                last = now
+        tk = asyncio.ensure_future(ticker())
+        t0 = time.monotonic()
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            closing = asyncio.ensure_future(c.close())
+            await asyncio.sleep(0)
+            second = asyncio.ensure_future(c.aclose())  # joins the close in progress
+            await asyncio.gather(closing, second)
+        took = time.monotonic() - t0
+        tk.cancel()
+        print(f"close against a silent backend: {took * 1000:.0f} ms, {len(gaps)} ticks of 20 ms, "
+              f"largest gap {max(gaps) * 1000:.0f} ms")
+        assert 0.3 <= took <= lease + 1.0, took
+        assert max(gaps) < 0.25, max(gaps)
+        assert len(gaps) >= took / 0.02 / 2, (len(gaps), took)
+        ws = [w.message for w in seen if issubclass(w.category, simba.aio.CloseWarning)]
+        assert [w.code_name for w in ws] == ["ETIMEDOUT"], [str(w.message) for w in seen]
+        assert c.closed and t.revoke_reason is simba.RevokeReason.STOPPED
+        await c.close()  # closed: a no-op
+        # its lease frees at the session's expiry (the proxy still holds the close)
+        async with simba.aio.Client(url, lease_duration=lease) as other:
+            t2 = await other.lock(name, timeout=LONG)
+            assert t2.token > t.token
+            await other.release(t2)
+        # answered: released at once, no warning
+        proxy.mode = "pass"
+        c2 = simba.aio.Client(purl, lease_duration=lease)
+        await c2.lock(name, timeout=LONG)
+        with warnings.catch_warnings(record=True) as seen2:
+            warnings.simplefilter("always")
+            t0 = time.monotonic()
+            await c2.close()
+            assert time.monotonic() - t0 < 1.0
+        assert not [w for w in seen2 if issubclass(w.category, simba.aio.CloseWarning)]
+        async with simba.aio.Client(url, lease_duration=lease) as other:
+            await other.release(await other.try_lock(name))
+    try:
+        run(main())
+    finally:
+        proxy.close()

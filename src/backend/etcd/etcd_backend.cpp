@@ -217,6 +217,13 @@ class EtcdBackend final : public Backend {
                   AcquireCb cb) override;
   CallRef release(const std::string& session, const std::string& name, uint64_t token,
                   Duration timeout, DoneCb cb) override;
+  // ADR 0047 step 2 brings candidates here; until then an ask fails.
+  CallRef acquire_candidate(const std::string& session, const std::string& name,
+                            const CandidateAsk& ask, Duration timeout, AcquireCb cb) override {
+    if (ask.empty()) return acquire(session, name, timeout, std::move(cb));
+    return fail_call_later(calls_, Kind::kAcquire, timeout, &Call::acquire, std::move(cb),
+                           kCandidatesNotSupportedYet);
+  }
   CallRef acquire_permit(const std::string& session, const std::string& name, const PermitAsk& ask,
                          Duration timeout, AcquireCb cb) override;
   CallRef release_permit(const std::string& session, const std::string& name, PermitKind kind,
@@ -396,7 +403,7 @@ class EtcdBackend final : public Backend {
   void open_watch_stream(GrpcConn* conn);
   void on_watch_answer(const uint8_t* data, size_t len);
   void released(const std::string& name) {
-    if (released_fn_ && watches_.count(name)) released_fn_(name);
+    if (released_fn_ && watches_.count(name)) released_fn_(name, Grant{});
   }
   bool name_of_lease_key(const std::string& key, std::string* name) const {
     const std::string& dir = keys_.leases_dir();

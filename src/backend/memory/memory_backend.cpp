@@ -24,14 +24,14 @@ class MemoryBackend final : public Backend {
     released_async_.data = this;
     sink_->async = &released_async_;
     // Only the names this client watches wake its loop (ADR 0040).
-    subscription_ = store_->subscribe(
-        [sink = sink_](const std::string& name) {
+    subscription_ = store_->subscribe_grants(
+        [sink = sink_](const std::string& name, const Grant& grant) {
           // Runs on whichever thread released: hand the name to our loop. The
           // sink outlives this backend, so a broadcast racing shutdown finds it
           // detached.
           std::lock_guard<std::mutex> lock(sink->mu);
           if (!sink->async) return;
-          sink->names.push_back(name);
+          sink->names.emplace_back(name, grant);
           uv_async_send(sink->async);
         },
         false);
@@ -53,9 +53,20 @@ class MemoryBackend final : public Backend {
     return run([this, session, name] { return store_->acquire(session, name); }, timeout,
                std::move(cb));
   }
+  CallRef acquire_candidate(const std::string& session, const std::string& name,
+                            const CandidateAsk& ask, Duration timeout, AcquireCb cb) override {
+    return run([this, session, name, ask] { return store_->acquire(session, name, ask); }, timeout,
+               std::move(cb));
+  }
   CallRef release(const std::string& session, const std::string& name, uint64_t token,
                   Duration timeout, DoneCb cb) override {
     return run([this, session, name, token] { return store_->release(session, name, token); },
+               timeout, std::move(cb));
+  }
+  CallRef release_handoff(const std::string& session, const std::string& name, uint64_t token,
+                          const std::string& target, Duration timeout, ReleaseCb cb) override {
+    return run([this, session, name, token,
+                target] { return store_->release_handoff(session, name, token, target); },
                timeout, std::move(cb));
   }
   CallRef acquire_permit(const std::string& session, const std::string& name, const PermitAsk& ask,
@@ -90,7 +101,7 @@ class MemoryBackend final : public Backend {
     // and before this watch, heard by nobody. Say so, on a later loop turn.
     if (store_->watch(subscription_, name)) {
       schedule(Duration::zero(), [this, name] {
-        if (released_fn_) released_fn_(name);
+        if (released_fn_) released_fn_(name, Grant{});
       });
     }
   }
@@ -181,14 +192,14 @@ class MemoryBackend final : public Backend {
   }
 
   void drain_released() {
-    std::deque<std::string> names;
+    std::deque<std::pair<std::string, Grant>> names;
     {
       std::lock_guard<std::mutex> lock(sink_->mu);
       names.swap(sink_->names);
     }
-    for (const std::string& n : names) {
+    for (const auto& [n, grant] : names) {
       if (closing_ || !released_fn_) return;
-      released_fn_(n);
+      released_fn_(n, grant);
     }
   }
 
@@ -202,7 +213,7 @@ class MemoryBackend final : public Backend {
   struct ReleaseSink {
     std::mutex mu;
     uv_async_t* async = nullptr;
-    std::deque<std::string> names;
+    std::deque<std::pair<std::string, Grant>> names;  // with each release's grant
   };
   std::shared_ptr<ReleaseSink> sink_ = std::make_shared<ReleaseSink>();
   ReleasedFn released_fn_;

@@ -175,12 +175,22 @@ bool MemoryStore::live_locked(const std::string& session, TimePoint now) {
 // Removes the session (live or not) and frees every lease it holds, appending
 // the freed names to *freed for a broadcast once the lock is released. Lease
 // records stay, so their tokens keep counting up. No-op for an unknown session.
-void MemoryStore::expire_locked(const std::string& session, std::vector<std::string>* freed) {
+void MemoryStore::expire_locked(const std::string& session, Freed* freed, bool hand_over) {
   auto it = sessions_.find(session);
   if (it == sessions_.end()) return;
+  // Its candidates go first: a closing session is never chosen.
+  const std::set<std::string, std::less<>> waits = it->second.candidate_names;
+  for (const std::string& name : waits) drop_candidates(it->second, name);
+  const TimePoint now = clock_.now();
   for (Lease* lease : sorted_leases(it->second)) {
-    freed->push_back(std::string(name_of(*lease)));
-    unlink(*lease);
+    const std::string name(name_of(*lease));
+    if (hand_over) {
+      bool absent = false;
+      hand_off(find(name), name, {}, now, freed, &absent);
+    } else {
+      freed->push_back(name);
+      unlink(*lease);
+    }
   }
   const std::set<std::string, std::less<>> resources = it->second.permit_resources;
   for (const std::string& key : resources) drop_permits(it->second, key, freed);
@@ -190,17 +200,17 @@ void MemoryStore::expire_locked(const std::string& session, std::vector<std::str
 
 // Runs outside the lock, on a copy of the subscriber list, so that a subscriber
 // may call back into the store (acquire the freed lease, unsubscribe itself).
-void MemoryStore::broadcast(const std::vector<std::string>& names) {
+void MemoryStore::broadcast(const Freed& names) {
   if (names.empty()) return;
   // Per name, who hears it: the subscribers of every name, then its watchers.
-  std::vector<std::vector<std::function<void(const std::string&)>>> hearers(names.size());
+  std::vector<std::vector<GrantFn>> hearers(names.size());
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < names.size(); ++i) {
       for (const auto& [id, sub] : subscribers_) {
         if (sub.all_names) hearers[i].push_back(sub.fn);
       }
-      auto w = watchers_.find(names[i]);
+      auto w = watchers_.find(names[i].name);
       if (w == watchers_.end()) continue;
       for (uint64_t id : w->second) {
         auto sub = subscribers_.find(id);
@@ -209,7 +219,7 @@ void MemoryStore::broadcast(const std::vector<std::string>& names) {
     }
   }
   for (size_t i = 0; i < names.size(); ++i) {
-    for (const auto& fn : hearers[i]) fn(names[i]);
+    for (const auto& fn : hearers[i]) fn(names[i].name, names[i].grant);
   }
 }
 
@@ -252,7 +262,7 @@ KeepAliveReply MemoryStore::keep_alive(const std::string& session, Duration leas
   }
   with_session(
       session,
-      [&](TimePoint now, std::vector<std::string>*) {
+      [&](TimePoint now, Freed*) {
         Session& s = sessions_.find(session)->second;
         s.expires_at = expiry_after(now, lease_duration);
         reply.outcome = Outcome::kOk;
@@ -261,6 +271,13 @@ KeepAliveReply MemoryStore::keep_alive(const std::string& session, Duration leas
         reply.owned.reserve(leases.size());
         for (const Lease* lease : leases) {
           reply.owned.push_back(OwnedLease{std::string(name_of(*lease)), lease->token});
+        }
+        for (const std::string& name : s.candidate_names) {
+          for (const CandidateEntry& e : candidates_.find(name)->second.entries) {
+            if (e.session == &s) {
+              reply.owned.push_back(OwnedLease{name, 0, PermitKind::kCandidate, e.id});
+            }
+          }
         }
         for (const std::string& key : s.permit_resources) {
           const std::string name = key.substr(key.find('/') + 1);
@@ -274,11 +291,12 @@ KeepAliveReply MemoryStore::keep_alive(const std::string& session, Duration leas
   return reply;
 }
 
-AcquireReply MemoryStore::acquire(const std::string& session, const std::string& name) {
+AcquireReply MemoryStore::acquire(const std::string& session, const std::string& name,
+                                  const CandidateAsk& ask) {
   AcquireReply reply;
   with_session(
       session,
-      [&](TimePoint now, std::vector<std::string>* freed) {
+      [&](TimePoint now, Freed* freed) {
         const uint32_t i = record(name);  // A new one: token 0.
         Lease& lease = at(i);
         Session& s = sessions_.find(session)->second;
@@ -290,7 +308,19 @@ AcquireReply MemoryStore::acquire(const std::string& session, const std::string&
           expire_locked(expired, freed);
           holder = nullptr;
         }
-        if (!holder) {
+        auto waiting = candidates_.find(name);
+        CandidateEntry* mine = nullptr;
+        if (waiting != candidates_.end() && ask.id != 0) {
+          for (CandidateEntry& e : waiting->second.entries) {
+            if (e.id == ask.id && e.session == &s) mine = &e;
+          }
+        }
+        if (holder == &s && ask.id != 0 && !mine) {
+          // A release handed it to this candidate: the grant is the answer.
+          reply.outcome = Outcome::kOk;
+          reply.token = lease.token;
+        } else if (!holder) {
+          if (mine) drop_candidates(s, name, ask.id);  // the grant takes its entry
           ++lease.token;
           link(i, s);
           reply.outcome = Outcome::kOk;
@@ -298,7 +328,7 @@ AcquireReply MemoryStore::acquire(const std::string& session, const std::string&
           // Freed and taken in one step: nobody could have acquired it, so
           // waking candidates for it would only cost them a Held.
           for (auto it = freed->begin(); it != freed->end(); ++it) {
-            if (*it == name) {
+            if (it->name == name) {
               freed->erase(it);
               break;
             }
@@ -308,6 +338,17 @@ AcquireReply MemoryStore::acquire(const std::string& session, const std::string&
           // itself (never two terms of one name for one session).
           reply.outcome = Outcome::kHeld;
           if (!holder->foreign) reply.holder_remaining = holder->expires_at - now;
+          if (!ask.leave) return;
+          // A waiting contender keeps its entry (its priority may have moved), or leaves one.
+          if (!mine) {
+            Candidates& c = candidates_[name];
+            c.entries.push_back(CandidateEntry{++c.seq, 0, {}, &s});
+            s.candidate_names.insert(name);
+            mine = &c.entries.back();
+          }
+          mine->priority = ask.priority;
+          mine->client = ask.client;
+          reply.permit = mine->id;
         }
       },
       [&] { reply.outcome = Outcome::kExpired; });
@@ -316,30 +357,93 @@ AcquireReply MemoryStore::acquire(const std::string& session, const std::string&
 
 DoneReply MemoryStore::release(const std::string& session, const std::string& name,
                                uint64_t token) {
+  DoneReply reply;
+  reply.outcome = release_handoff(session, name, token, {}).outcome;
+  return reply;
+}
+
+ReleaseReply MemoryStore::release_handoff(const std::string& session, const std::string& name,
+                                          uint64_t token, const std::string& target) {
+  ReleaseReply reply;
   with_session(
       session,
-      [&](TimePoint, std::vector<std::string>* freed) {
-        Lease* lease = find_lease(name);
+      [&](TimePoint now, Freed* freed) {
+        const uint32_t i = find(name);
         // Both must match: a late release carrying an older term's token must
         // not free a later term of the same session or of another one.
-        if (lease && holder_of(*lease) == &sessions_.find(session)->second &&
-            lease->token == token) {
-          unlink(*lease);
-          freed->push_back(name);
+        if (i != kNone && holder_of(at(i)) == &sessions_.find(session)->second &&
+            at(i).token == token) {
+          reply.grant = hand_off(i, name, target, now, freed, &reply.target_absent);
         }
       },
       // Harmless: an expired session's leases are freed by its expiry anyway.
       [] {});
-  DoneReply reply;
   reply.outcome = Outcome::kOk;
   return reply;
 }
 
 // ---------------------------------------------------------------------------
+// Candidates (ADR 0047)
+
+void MemoryStore::drop_candidates(Session& s, const std::string& name, uint64_t id) {
+  auto c = candidates_.find(name);
+  if (c == candidates_.end()) return;
+  auto& entries = c->second.entries;
+  entries.erase(std::remove_if(entries.begin(), entries.end(),
+                               [&](const CandidateEntry& e) {
+                                 return e.session == &s && (id == 0 || e.id == id);
+                               }),
+                entries.end());
+  if (std::none_of(entries.begin(), entries.end(),
+                   [&](const CandidateEntry& e) { return e.session == &s; })) {
+    s.candidate_names.erase(name);
+  }
+}
+
+Grant MemoryStore::hand_off(uint32_t i, const std::string& name, const std::string& target,
+                            TimePoint now, Freed* freed, bool* target_absent) {
+  unlink(at(i));
+  auto c = candidates_.find(name);
+  const CandidateEntry* chosen = nullptr;
+  if (c != candidates_.end()) {
+    // Only live sessions count: a dead candidate's session ends here, its
+    // entries (and leases) with it.
+    std::vector<std::string> dead;
+    for (const CandidateEntry& e : c->second.entries) {
+      if (e.session->expires_at <= now) dead.push_back(*e.session->id);
+    }
+    for (const std::string& d : dead) expire_locked(d, freed);
+    const auto& entries = c->second.entries;
+    if (!target.empty()) {
+      auto t = std::find_if(entries.begin(), entries.end(),
+                            [&](const CandidateEntry& e) { return e.client == target; });
+      if (t != entries.end()) chosen = &*t;
+    }
+    if (chosen == nullptr) {
+      // The highest priority, then the earliest: entries are in arrival order.
+      for (const CandidateEntry& e : entries) {
+        if (chosen == nullptr || e.priority > chosen->priority) chosen = &e;
+      }
+    }
+  }
+  if (!target.empty() && (chosen == nullptr || chosen->client != target)) *target_absent = true;
+  if (chosen == nullptr) {
+    freed->push_back(name);
+    return {};
+  }
+  Session& next = *chosen->session;
+  drop_candidates(next, name, chosen->id);  // `chosen` dangles from here
+  ++at(i).token;
+  link(i, next);
+  Grant grant{*next.id, at(i).token};
+  freed->push_back(Released{name, grant});
+  return grant;
+}
+
+// ---------------------------------------------------------------------------
 // Permits (ADR 0046)
 
-void MemoryStore::drop_permits(Session& s, const std::string& key,
-                               std::vector<std::string>* freed) {
+void MemoryStore::drop_permits(Session& s, const std::string& key, Freed* freed) {
   auto p = permits_.find(key);
   s.permit_resources.erase(key);
   if (p == permits_.end()) return;
@@ -353,7 +457,7 @@ void MemoryStore::drop_permits(Session& s, const std::string& key,
   freed->push_back(key);
 }
 
-void MemoryStore::sweep_permits(Permits& p, TimePoint now, std::vector<std::string>* freed) {
+void MemoryStore::sweep_permits(Permits& p, TimePoint now, Freed* freed) {
   std::vector<std::string> ended;
   for (const PermitEntry& e : p.entries) {
     if (e.holder->expires_at <= now &&
@@ -429,7 +533,7 @@ AcquireReply MemoryStore::acquire_permit(const std::string& session, const std::
   const std::string key = permit_resource(ask.kind, name);
   with_session(
       session,
-      [&](TimePoint now, std::vector<std::string>* freed) {
+      [&](TimePoint now, Freed* freed) {
         Permits& p = permits_[key];
         sweep_permits(p, now, freed);
         Session& s = sessions_.find(session)->second;
@@ -472,10 +576,22 @@ AcquireReply MemoryStore::acquire_permit(const std::string& session, const std::
 
 DoneReply MemoryStore::release_permit(const std::string& session, const std::string& name,
                                       PermitKind kind, uint64_t permit, uint64_t token) {
+  if (kind == PermitKind::kCandidate) {
+    // A withdrawn candidate frees nothing: no broadcast.
+    with_session(
+        session,
+        [&](TimePoint, Freed*) {
+          if (token == 0) drop_candidates(sessions_.find(session)->second, name, permit);
+        },
+        [] {});
+    DoneReply reply;
+    reply.outcome = Outcome::kOk;
+    return reply;
+  }
   const std::string key = permit_resource(kind, name);
   with_session(
       session,
-      [&](TimePoint, std::vector<std::string>* freed) {
+      [&](TimePoint, Freed* freed) {
         auto p = permits_.find(key);
         if (p == permits_.end()) return;
         Session& s = sessions_.find(session)->second;
@@ -500,10 +616,10 @@ DoneReply MemoryStore::release_permit(const std::string& session, const std::str
 }
 
 DoneReply MemoryStore::close_session(const std::string& session) {
-  std::vector<std::string> freed;
+  Freed freed;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    expire_locked(session, &freed);
+    expire_locked(session, &freed, /*hand_over=*/true);
   }
   broadcast(freed);
   DoneReply reply;
@@ -566,6 +682,12 @@ InspectReply MemoryStore::inspect(const std::vector<std::string>& names) {
 }
 
 uint64_t MemoryStore::subscribe(std::function<void(const std::string& name)> fn, bool all_names) {
+  GrantFn with_grant;
+  if (fn) with_grant = [fn = std::move(fn)](const std::string& name, const Grant&) { fn(name); };
+  return subscribe_grants(std::move(with_grant), all_names);
+}
+
+uint64_t MemoryStore::subscribe_grants(GrantFn fn, bool all_names) {
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t id = next_subscriber_++;
   if (fn) subscribers_.emplace(id, Subscriber{std::move(fn), all_names});
@@ -604,7 +726,7 @@ void MemoryStore::unwatch(uint64_t id, const std::string& name) {
 }
 
 void MemoryStore::expire_session(const std::string& session) {
-  std::vector<std::string> freed;
+  Freed freed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     expire_locked(session, &freed);
@@ -636,7 +758,7 @@ uint64_t MemoryStore::hand_over(const std::string& name, const std::string& sess
 
 MemoryStore::LeaseView MemoryStore::lease(const std::string& name) {
   LeaseView view;
-  std::vector<std::string> freed;
+  Freed freed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (const Lease* lease = find_lease(name)) {
@@ -656,7 +778,7 @@ MemoryStore::LeaseView MemoryStore::lease(const std::string& name) {
 
 bool MemoryStore::session_live(const std::string& session) {
   bool live;
-  std::vector<std::string> freed;
+  Freed freed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     live = live_locked(session, clock_.now());
@@ -668,7 +790,7 @@ bool MemoryStore::session_live(const std::string& session) {
 
 std::vector<std::string> MemoryStore::live_sessions() {
   std::vector<std::string> live;
-  std::vector<std::string> freed;
+  Freed freed;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const TimePoint now = clock_.now();

@@ -1,6 +1,7 @@
 // The state of a memory:// backend: sessions that expire on the store's own
 // clock, lease records name -> (session, token) that are never deleted (so a
 // token never resets), release broadcast, and close freeing every lease at once.
+// Candidates (ADR 0047) wait beside the leases; a release hands a lease to one.
 // Thread-safe: clients on different loops of one process share a store.
 #ifndef SIMBA_BACKEND_MEMORY_STORE_H
 #define SIMBA_BACKEND_MEMORY_STORE_H
@@ -38,16 +39,25 @@ class MemoryStore {
   // kHeld with the holder's remaining time if another live session holds it;
   // kExpired if `session` is not live. A session that already holds the lease
   // gets kHeld too: a session never holds two terms of one name.
-  AcquireReply acquire(const std::string& session, const std::string& name);
-  // Frees the lease only if it is held by `session` with `token`; broadcasts.
+  // With a candidate ask, Backend::acquire_candidate says what it adds.
+  AcquireReply acquire(const std::string& session, const std::string& name,
+                       const CandidateAsk& ask = {});
+  // Frees the lease only if it is held by `session` with `token`, handing it
+  // to a candidate as release_handoff does; broadcasts.
   DoneReply release(const std::string& session, const std::string& name, uint64_t token);
+  // Backend::release_handoff: the lease goes to `target`'s live candidate, else
+  // the highest priority then the earliest live one, else it is freed.
+  ReleaseReply release_handoff(const std::string& session, const std::string& name, uint64_t token,
+                               const std::string& target);
   // Permits of semaphores and read/write locks (ADR 0046; Backend::acquire_permit
-  // and release_permit say what each answers).
+  // and release_permit say what each answers); release_permit of a kCandidate
+  // entry withdraws it.
   AcquireReply acquire_permit(const std::string& session, const std::string& name,
                               const PermitAsk& ask);
   DoneReply release_permit(const std::string& session, const std::string& name, PermitKind kind,
                            uint64_t permit, uint64_t token);
-  // Frees every lease of the session and deletes it; broadcasts each release.
+  // Hands over or frees every lease of the session (as release_handoff) and
+  // deletes it; broadcasts each release.
   DoneReply close_session(const std::string& session);
 
   // Every live session and the leases `names` (every lease record when empty).
@@ -57,6 +67,9 @@ class MemoryStore {
   // for every release (`all_names`), or only for the releases of the names
   // the subscriber watches (watch()). Returns an id for unsubscribe.
   uint64_t subscribe(std::function<void(const std::string& name)> fn, bool all_names = true);
+  // The same, hearing each release's grant too (ADR 0047; empty when freed).
+  using GrantFn = std::function<void(const std::string& name, const Grant& grant)>;
+  uint64_t subscribe_grants(GrantFn fn, bool all_names);
   void unsubscribe(uint64_t id);
   // The subscriber `id` hears the releases of `name` from now on (ADR 0040).
   // Returns whether `name` is free now: a release the subscriber may have
@@ -82,6 +95,13 @@ class MemoryStore {
 
  private:
   struct Session;
+  // A release to broadcast: the name and whom it went to.
+  struct Released {
+    Released(std::string n, Grant g = {}) : name(std::move(n)), grant(std::move(g)) {}
+    std::string name;
+    Grant grant;
+  };
+  using Freed = std::vector<Released>;
   static constexpr uint32_t kNone = UINT32_MAX;  // no record
   // A lease record: 24 bytes. Records are never erased (a token never resets),
   // so they live in chunks that never move, and refer to each other, their
@@ -106,7 +126,27 @@ class MemoryStore {
     bool foreign = false;     // a hand_over holder that is no session: never expires
     // The permit resources (permits_' keys) where it holds an entry.
     std::set<std::string, std::less<>> permit_resources;
+    // The lease names (candidates_' keys) where it has a candidate entry.
+    std::set<std::string, std::less<>> candidate_names;
   };
+  // A lease's candidates (ADR 0047), apart from the 24-byte records like the
+  // permits: one per name ever waited on, never erased, so ids never reset.
+  struct CandidateEntry {
+    uint64_t id;
+    int32_t priority;
+    std::string client;
+    Session* session;  // a session of sessions_: expire_locked drops its entries
+  };
+  struct Candidates {
+    uint64_t seq = 0;                     // the last candidate id taken
+    std::vector<CandidateEntry> entries;  // in arrival order
+  };
+  // Drops `s`'s candidate entries of `name` (all when id is 0).
+  void drop_candidates(Session& s, const std::string& name, uint64_t id = 0);
+  // Takes record `i` (of `name`) from its holder and gives it to the chosen
+  // live candidate (target's first), or frees it; notes it in *freed.
+  Grant hand_off(uint32_t i, const std::string& name, const std::string& target, TimePoint now,
+                 Freed* freed, bool* target_absent);
   // Permits live apart from the lease records, whose 24 bytes they leave
   // alone: one Permits per resource ever used (permit_resource(kind, name)),
   // never erased, so permit ids never reset.
@@ -123,9 +163,9 @@ class MemoryStore {
     std::vector<PermitEntry> entries;
   };
   // Drops `s`'s entries of `key`, noting the resource in *freed.
-  void drop_permits(Session& s, const std::string& key, std::vector<std::string>* freed);
+  void drop_permits(Session& s, const std::string& key, Freed* freed);
   // Expires the holders of `p`'s entries whose sessions ended by `now`.
-  void sweep_permits(Permits& p, TimePoint now, std::vector<std::string>* freed);
+  void sweep_permits(Permits& p, TimePoint now, Freed* freed);
   // Whether an acquire of `p` (of resource `key`) could be granted now.
   static bool permits_room(const std::string& key, const Permits& p);
   void grant_permit(Permits& p, const std::string& key, Session& s, PermitKind kind,
@@ -159,14 +199,15 @@ class MemoryStore {
   // `s`'s records, sorted by name.
   std::vector<Lease*> sorted_leases(const Session& s) const;
   bool live_locked(const std::string& session, TimePoint now);
-  void expire_locked(const std::string& session, std::vector<std::string>* freed);
-  void broadcast(const std::vector<std::string>& names);
+  // `hand_over`: a close, whose leases go to candidates; an expiry frees them.
+  void expire_locked(const std::string& session, Freed* freed, bool hand_over = false);
+  void broadcast(const Freed& names);
   // One step of `session`, under the lock: `live(now, &freed)` when the
   // session is live, else it expires (its leases freed) and `gone()` runs.
   // What was freed is broadcast after the lock.
   template <typename Live, typename Gone>
   void with_session(const std::string& session, Live live, Gone gone) {
-    std::vector<std::string> freed;
+    Freed freed;
     {
       std::lock_guard<std::mutex> lock(mu_);
       const TimePoint now = clock_.now();
@@ -185,6 +226,7 @@ class MemoryStore {
   std::map<std::string, Session> sessions_;
   std::map<std::string, Session> foreign_;  // hand_over holders that are no session
   std::map<std::string, Permits, std::less<>> permits_;
+  std::map<std::string, Candidates, std::less<>> candidates_;
   std::vector<std::unique_ptr<Lease[]>> chunks_;  // the records
   uint32_t leases_ = 0;                           // records made
   // From a name to its record: open addressing with linear probing, slots
@@ -202,7 +244,7 @@ class MemoryStore {
   size_t names_left_ = 0;
   uint64_t next_session_ = 1;
   struct Subscriber {
-    std::function<void(const std::string&)> fn;
+    GrantFn fn;
     bool all_names = true;
   };
   std::map<uint64_t, Subscriber> subscribers_;

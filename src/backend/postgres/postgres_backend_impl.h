@@ -85,6 +85,12 @@ class PostgresBackend final : public Backend {
 
   CallRef release(const std::string& session, const std::string& name, uint64_t token,
                   Duration timeout, DoneCb cb) override;
+  // ADR 0047 step 2 brings candidates here; until then an ask fails.
+  CallRef acquire_candidate(const std::string& session, const std::string& name,
+                            const CandidateAsk& ask, Duration timeout, AcquireCb cb) override {
+    if (ask.empty()) return acquire(session, name, timeout, std::move(cb));
+    return fail_later(timeout, [cb] { cb(candidates_not_supported_yet()); });
+  }
   CallRef acquire_permit(const std::string& session, const std::string& name, const PermitAsk& ask,
                          Duration timeout, AcquireCb cb) override;
 

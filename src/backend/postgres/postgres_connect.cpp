@@ -356,7 +356,7 @@ void PostgresBackend::ensure_listen() {
       return;
     }
     // The core copes with a broadcast that overtakes an acquire's answer.
-    if (released_fn_) released_fn_(payload);
+    if (released_fn_) released_fn_(payload, Grant{});
   };
   h.on_dead = [this, gen](const std::string& why) {
     if (gen != listen_gen_) return;
@@ -401,7 +401,7 @@ void PostgresBackend::replay_heard() {
   names.swap(replay_);
   for (const std::string& n : names) {
     if (handles_.closing() || !released_fn_) return;
-    if (watches_.count(n)) released_fn_(n);
+    if (watches_.count(n)) released_fn_(n, Grant{});
   }
 }
 

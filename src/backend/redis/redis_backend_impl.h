@@ -71,6 +71,12 @@ class RedisBackend final : public Backend {
                   AcquireCb cb) override;
   CallRef release(const std::string& session, const std::string& name, uint64_t token,
                   Duration timeout, DoneCb cb) override;
+  // ADR 0047 step 2 brings candidates here; until then an ask fails.
+  CallRef acquire_candidate(const std::string& session, const std::string& name,
+                            const CandidateAsk& ask, Duration timeout, AcquireCb cb) override {
+    if (ask.empty()) return acquire(session, name, timeout, std::move(cb));
+    return fail_later(timeout, [cb] { cb(candidates_not_supported_yet()); });
+  }
   // Permits (ADR 0046): one script each, on the name's {p}:sem: or {p}:rw: hash.
   CallRef acquire_permit(const std::string& session, const std::string& name, const PermitAsk& ask,
                          Duration timeout, AcquireCb cb) override;

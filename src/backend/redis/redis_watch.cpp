@@ -91,7 +91,7 @@ void RedisBackend::on_message(redisAsyncContext* ac, void* reply, void*) {
     // An UNSUBSCRIBE may still be on its way: only watched names go up.
     if (!self->watches_.count(ev.name)) return;
     // The core copes with a broadcast that overtakes an acquire's answer.
-    if (self->released_fn_) self->released_fn_(ev.name);
+    if (self->released_fn_) self->released_fn_(ev.name, Grant{});
   } else if (ev.kind == SubscriberEvent::kSubscribed) {
     // The acquire answered Held may have run before the subscription did,
     // and a release in between was broadcast to nobody: attempt once more,
@@ -99,7 +99,7 @@ void RedisBackend::on_message(redisAsyncContext* ac, void* reply, void*) {
     auto it = self->watches_.find(ev.name);
     if (it == self->watches_.end() || it->second.confirmed) return;
     it->second.confirmed = true;
-    if (self->released_fn_) self->released_fn_(ev.name);
+    if (self->released_fn_) self->released_fn_(ev.name, Grant{});
   }
 }
 

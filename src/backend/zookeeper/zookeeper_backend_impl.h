@@ -220,6 +220,13 @@ class ZookeeperBackend final : public Backend {
                   AcquireCb cb) override;
   CallRef release(const std::string& session, const std::string& name, uint64_t token,
                   Duration timeout, DoneCb cb) override;
+  // ADR 0047 step 2 brings candidates here; until then an ask fails.
+  CallRef acquire_candidate(const std::string& session, const std::string& name,
+                            const CandidateAsk& ask, Duration timeout, AcquireCb cb) override {
+    if (ask.empty()) return acquire(session, name, timeout, std::move(cb));
+    return fail_call_later(calls_, Kind::kAcquire, timeout, &Call::acquire, std::move(cb),
+                           kCandidatesNotSupportedYet);
+  }
   // Permits (ADR 0046; zookeeper_permits.cpp).
   CallRef acquire_permit(const std::string& session, const std::string& name, const PermitAsk& ask,
                          Duration timeout, AcquireCb cb) override;
@@ -463,7 +470,7 @@ class ZookeeperBackend final : public Backend {
 
   // `name`'s lease node is gone: released_fn_ if the client watches it.
   void released(const std::string& name) {
-    if (released_fn_ && watches_.count(name)) released_fn_(name);
+    if (released_fn_ && watches_.count(name)) released_fn_(name, Grant{});
   }
 
   ReleasedFn released_fn_;

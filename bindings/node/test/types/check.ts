@@ -64,6 +64,7 @@ async function main(): Promise<void> {
   const text: string = c.metrics() + c.status;
   void [c.snapshot(), await c.inspect(['a'], { timeout: 100 }), await c.inspect()];
   c.on('session', (kind, detail) => void [kind, detail]).unref().ref();
+  c.on('warning', (w) => void [w.code, w.errno, w.message]).on('closed', () => undefined);
   await c.waitLive(100);
   await c.close();
   await c[Symbol.asyncDispose]();
