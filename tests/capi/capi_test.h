@@ -71,6 +71,18 @@ static inline int64_t lease_ms(void) { return 500 * tscale(); }
 /* A generous bound for anything that should happen "soon". */
 static inline int64_t long_wait_ms(void) { return 15000 * tscale(); }
 
+/* EXTERNAL mode: waits for the client's fd, at most until its timeout and
+ * never more than `max_ms`; returns poll's answer. */
+static inline int poll_client(simba_client_t *c, int64_t max_ms) {
+  struct pollfd p;
+  int64_t t = simba_client_timeout_ms(c);
+  if (t < 0 || t > max_ms) t = max_ms;
+  p.fd = simba_client_fd(c);
+  p.events = POLLIN;
+  p.revents = 0;
+  return poll(&p, 1, (int)t);
+}
+
 /* EXTERNAL mode: polls the client's fd (at most 10 ms) and processes until
  * simba_client_process answers anything but SIMBA_OK or the long wait passed;
  * returns that answer. *in_process (may be NULL) is 1 while it processes. */
@@ -78,13 +90,7 @@ static inline int process_until_not_ok(simba_client_t *c, int *in_process) {
   const int64_t until = now_ms() + long_wait_ms();
   int rc = SIMBA_OK;
   while (rc == SIMBA_OK && now_ms() < until) {
-    struct pollfd p;
-    int64_t t = simba_client_timeout_ms(c);
-    if (t < 0 || t > 10) t = 10;
-    p.fd = simba_client_fd(c);
-    p.events = POLLIN;
-    p.revents = 0;
-    poll(&p, 1, (int)t);
+    poll_client(c, 10);
     if (in_process) *in_process = 1;
     rc = simba_client_process(c);
     if (in_process) *in_process = 0;

@@ -456,13 +456,7 @@ static simba_client_t *open_external(const char *store) {
 static void drive_until(simba_client_t *c, const int *flag) {
   const int64_t deadline = now_ms() + long_wait_ms();
   while (!ald(flag) && now_ms() < deadline) {
-    struct pollfd p;
-    int64_t wait = simba_client_timeout_ms(c);
-    if (wait < 0 || wait > 20) wait = 20;
-    p.fd = simba_client_fd(c);
-    p.events = POLLIN;
-    p.revents = 0;
-    assert_true(poll(&p, 1, (int)wait) >= 0);
+    assert_true(poll_client(c, 20) >= 0);
     in_process = 1;
     CHECK_OK(simba_client_process(c));
     in_process = 0;
