@@ -129,6 +129,8 @@ TEST(EtcdMessages, KeysSessionIdsAndUndecodableAnswers) {
   EXPECT_FALSE(decode_keep_alive(junk, sizeof junk, &ttl));
   WatchAnswer w;
   EXPECT_FALSE(decode_watch(junk, sizeof junk, &w));
+  std::vector<RangeAnswer> snapshot;
+  EXPECT_FALSE(decode_snapshot(junk, sizeof junk, &snapshot));
 }
 
 // Permit entries and counters (ADR 0046): keys sort by permit id, values
@@ -440,6 +442,52 @@ TEST_F(EtcdServer, KeepAliveListsThePermitEntriesTheSessionStillHolds) {
   EXPECT_EQ(release_permit(b, r.session_id, "w", PermitKind::kWrite, 7, 7), Outcome::kOk);
   k = keep_alive(b, r.session_id, 2000);
   EXPECT_EQ(k.owned.size(), 1u);
+}
+
+// inspect reads the four key directories at one revision: a name is never
+// reported free with the token of the acquire that holds it (separate Ranges
+// could see a won acquire's token key without its lease key, and an observer
+// then saw the name free with that token, then held).
+TEST_F(EtcdServer, InspectReadsOneRevision) {
+  BackendOnLoop b(url_);
+  ASSERT_TRUE(b) << b.error();
+  const OpenReply r = open(b, 3000);
+  ASSERT_EQ(r.outcome, Outcome::kOk) << r.error;
+  int read = 0, held_seen = 0;
+  for (int cycle = 0; cycle < 40; ++cycle) {
+    std::vector<InspectReply> replies;
+    AcquireReply won;
+    bool acquired = false;
+    auto ask = [&] {
+      b->inspect({"snap"}, ms(5000), [&](const InspectReply& i) { replies.push_back(i); });
+    };
+    ask();
+    ask();
+    b->acquire(r.session_id, "snap", ms(5000), [&](const AcquireReply& a) {
+      won = a;
+      acquired = true;
+    });
+    ask();
+    ask();
+    ASSERT_TRUE(b.run_until([&] { return acquired && replies.size() == 4; }, 10000));
+    ASSERT_EQ(won.outcome, Outcome::kOk) << won.error;
+    for (const InspectReply& i : replies) {
+      ASSERT_EQ(i.outcome, Outcome::kOk) << i.error;
+      for (const LeaseInfo& l : i.leases) {
+        if (l.name != "snap" || l.token != won.token) continue;
+        ++read;
+        EXPECT_EQ(l.holder, r.session_id) << "cycle " << cycle << ": free with the held token";
+        held_seen += l.holder == r.session_id;
+      }
+    }
+    Outcome released = Outcome::kTimeout;
+    b->release(r.session_id, "snap", won.token, ms(5000),
+               [&](const DoneReply& d) { released = d.outcome; });
+    ASSERT_TRUE(b.run_until([&] { return released != Outcome::kTimeout; }, 5000));
+    ASSERT_EQ(released, Outcome::kOk);
+  }
+  EXPECT_GT(held_seen, 0);
+  std::printf("%d reads saw the acquire's token, all with its holder\n", read);
 }
 
 // Two clients acquiring at once from views of the resource that the other's

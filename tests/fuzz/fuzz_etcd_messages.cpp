@@ -19,6 +19,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (decode_txn(data, size, &x)) {
     FUZZ_CHECK(x.kvs.size() <= size, "%zu kvs from %zu bytes", x.kvs.size(), size);
   }
+  std::vector<RangeAnswer> snapshot;
+  if (decode_snapshot(data, size, &snapshot)) {
+    FUZZ_CHECK(snapshot.size() <= size, "%zu ranges from %zu bytes", snapshot.size(), size);
+  }
   RangeAnswer r;
   if (decode_range(data, size, &r)) {
     for (const Kv& kv : r.kvs) FUZZ_CHECK(kv.key.size() <= size, "key longer than the input");

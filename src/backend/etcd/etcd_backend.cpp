@@ -20,8 +20,8 @@
 //                 (ADR 0046; see acquire_permit)
 //   release_permit one Txn: delete the entry if its value and lease are ours
 //   close_session LeaseRevoke: etcd deletes every key attached to the lease
-//   inspect       Ranges of the four key directories, then LeaseTimeToLive of
-//                 each live session
+//   inspect       one read-only Txn ranging the four key directories (one
+//                 revision), then LeaseTimeToLive of each live session
 //   watch         one Watch stream per connection, one watch (of DELETE
 //                 events) per watched name: a lease key, or a permit
 //                 resource's entry directory
@@ -1245,30 +1245,31 @@ Backend::CallRef EtcdBackend::inspect(const std::vector<std::string>& names, Dur
   c->inspect = std::move(cb);
   c->inspecting = std::make_shared<InspectState>();
   c->inspecting->names = names;
-  c->inspecting->pending = 4;
-  const struct {
-    const std::string* dir;
-    RangeAnswer InspectState::*into;
-  } reads[] = {{&keys_.sessions_dir(), &InspectState::sessions},
-               {&keys_.leases_dir(), &InspectState::leases},
-               {&keys_.tokens_dir(), &InspectState::tokens},
-               {&keys_.permits_dir(), &InspectState::permits}};
-  for (const auto& read : reads) {
-    rpc(c, kRange, range_request(*read.dir, prefix_end(*read.dir)),
-        [this, into = read.into](Call* c, int status, const std::string& err,
-                                 const std::string& answer) {
-          if (status != 0) return fail(c->id, Outcome::kError, status_text(status, err));
-          if (!decode_range(reinterpret_cast<const uint8_t*>(answer.data()), answer.size(),
-                            &(c->inspecting.get()->*into))) {
-            return fail(c->id, Outcome::kError, "etcd: undecodable Range answer");
-          }
-          if (--c->inspecting->pending == 0) inspect_step(c->id);
-        });
-  }
+  // One read-only Txn: the four directories at one revision. Separate Ranges
+  // could see a won acquire's token key but not its lease key (a name reported
+  // free with the new token, then held: an observer would see both).
+  const std::vector<std::string> dirs = {keys_.sessions_dir(), keys_.leases_dir(),
+                                         keys_.tokens_dir(), keys_.permits_dir()};
+  rpc(c, kTxn, snapshot_request(dirs),
+      [this](Call* c, int status, const std::string& err, const std::string& answer) {
+        if (status != 0) return fail(c->id, Outcome::kError, status_text(status, err));
+        std::vector<RangeAnswer> read;
+        if (!decode_snapshot(reinterpret_cast<const uint8_t*>(answer.data()), answer.size(),
+                             &read) ||
+            read.size() != 4) {
+          return fail(c->id, Outcome::kError, "etcd: undecodable inspect Txn answer");
+        }
+        InspectState& st = *c->inspecting;
+        st.sessions = std::move(read[0]);
+        st.leases = std::move(read[1]);
+        st.tokens = std::move(read[2]);
+        st.permits = std::move(read[3]);
+        inspect_step(c->id);
+      });
   return c->id;
 }
 
-// After the Ranges: the remaining time of each session's lease; then the reply.
+// After the snapshot: the remaining time of each session's lease; then the reply.
 void EtcdBackend::inspect_step(uint64_t id) {
   Call* c = calls_.find(id);
   if (!c) return;

@@ -240,6 +240,28 @@ std::string range_request(const std::string& key, const std::string& range_end) 
   return pack(&r.base);
 }
 
+std::string snapshot_request(const std::vector<std::string>& prefixes) {
+  std::vector<std::string> ends;
+  std::vector<Etcdserverpb__RangeRequest> ranges(prefixes.size());
+  std::vector<Etcdserverpb__RequestOp> ops(prefixes.size());
+  std::vector<Etcdserverpb__RequestOp*> op_ptrs;
+  ends.reserve(prefixes.size());
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    ends.push_back(prefix_end(prefixes[i]));
+    ranges[i] = ETCDSERVERPB__RANGE_REQUEST__INIT;
+    ranges[i].key = bytes(prefixes[i]);
+    ranges[i].range_end = bytes(ends[i]);
+    ops[i] = ETCDSERVERPB__REQUEST_OP__INIT;
+    ops[i].request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+    ops[i].request_range = &ranges[i];
+    op_ptrs.push_back(&ops[i]);
+  }
+  Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;  // no compare: success
+  txn.n_success = op_ptrs.size();
+  txn.success = op_ptrs.data();
+  return pack(&txn.base);
+}
+
 std::string acquire_request(const EtcdKeys& keys, const std::string& name, const std::string& sid,
                             int64_t lease) {
   const std::string lease_key = keys.lease(name), token_key = keys.token(name);
@@ -441,6 +463,23 @@ bool decode_range(const uint8_t* data, size_t len, RangeAnswer* out) {
   out->revision = r->header ? r->header->revision : 0;
   out->kvs.clear();
   add_kvs(r.get(), &out->kvs);
+  return true;
+}
+
+bool decode_snapshot(const uint8_t* data, size_t len, std::vector<RangeAnswer>* out) {
+  auto r = unpack<Etcdserverpb__TxnResponse>(etcdserverpb__txn_response__descriptor, data, len);
+  if (!r || !r->succeeded) return false;
+  out->clear();
+  for (size_t i = 0; i < r->n_responses; ++i) {
+    const Etcdserverpb__ResponseOp* op = r->responses[i];
+    if (!op || op->response_case != ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE) {
+      return false;
+    }
+    RangeAnswer a;
+    a.revision = r->header ? r->header->revision : 0;
+    add_kvs(op->response_range, &a.kvs);
+    out->push_back(std::move(a));
+  }
   return true;
 }
 

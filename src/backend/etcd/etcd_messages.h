@@ -89,6 +89,8 @@ std::string keep_alive_request(int64_t lease);
 std::string time_to_live_request(int64_t lease);  // with the lease's keys
 std::string put_request(const std::string& key, const std::string& value, int64_t lease);
 std::string range_request(const std::string& key, const std::string& range_end);
+// One read-only Txn ranging each prefix: all read at one revision (inspect).
+std::string snapshot_request(const std::vector<std::string>& prefixes);
 // create_revision(lease key) == 0 ? put lease key (sid, lease) and token key : range lease key
 std::string acquire_request(const EtcdKeys& keys, const std::string& name, const std::string& sid,
                             int64_t lease);
@@ -152,6 +154,8 @@ struct RangeAnswer {
   std::vector<Kv> kvs;
 };
 bool decode_range(const uint8_t* data, size_t len, RangeAnswer* out);
+// A snapshot_request's answer: one RangeAnswer per prefix, in order.
+bool decode_snapshot(const uint8_t* data, size_t len, std::vector<RangeAnswer>* out);
 
 struct WatchAnswer {
   int64_t watch_id = 0;
