@@ -40,6 +40,20 @@ const char* permit_kind_name(PermitKind k) {
   return "unknown";
 }
 
+const char* run_outcome_name(RunOutcome o) {
+  switch (o) {
+    case RunOutcome::kRunning:
+      return "running";
+    case RunOutcome::kOk:
+      return "ok";
+    case RunOutcome::kFailed:
+      return "failed";
+    case RunOutcome::kAbandoned:
+      return "abandoned";
+  }
+  return "unknown";
+}
+
 std::string permit_resource(PermitKind k, std::string_view name) {
   switch (k) {
     case PermitKind::kLease:

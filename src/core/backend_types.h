@@ -4,6 +4,7 @@
 #define SIMBA_CORE_BACKEND_TYPES_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,7 +19,8 @@ enum class Outcome {
   kExpired,  // the session does not exist (any more) on the backend
   kError,    // the backend answered an error or could not be reached
   kTimeout,  // no answer within the call's timeout
-  kRefused,  // acquire_permit: the semaphore has another size (AcquireReply::size)
+  kRefused,  // acquire_permit: the semaphore has another size (AcquireReply::size);
+             // write_run: not applied (RunReply::refused says why)
 };
 
 const char* outcome_name(Outcome o);
@@ -78,6 +80,39 @@ struct Grant {
   bool operator==(const Grant& o) const { return session == o.session && token == o.token; }
 };
 
+// A schedule's last run (ADR 0048), one per lease name, stored beside the
+// lease: it outlives the lease's release and its holder's expiry.
+enum class RunOutcome : uint8_t { kRunning = 0, kOk, kFailed, kAbandoned };
+// "running", "ok", "failed", "abandoned".
+const char* run_outcome_name(RunOutcome o);
+struct RunRecord {
+  int64_t period_id = 0;   // the period's scheduled instant, UTC epoch ms
+  int64_t started_ms = 0;  // the writer's wall clock (or the backend's): display only
+  int64_t ended_ms = 0;    // 0 while running
+  uint64_t token = 0;      // the term that started the run
+  RunOutcome outcome = RunOutcome::kRunning;
+  bool operator==(const RunRecord& o) const {
+    return period_id == o.period_id && started_ms == o.started_ms && ended_ms == o.ended_ms &&
+           token == o.token && outcome == o.outcome;
+  }
+};
+
+// Why write_run refused (Outcome::kRefused).
+enum class RunRefusal : uint8_t {
+  kNone,
+  kNotHolder,  // the lease is not held by that session with that token: a stale term
+  kPeriod,     // a start at or below the stored period id, or an end of another period
+};
+
+// What write_run answers: kOk (applied), kRefused (not applied; `refused` says
+// why), kExpired (the session is gone), kError, kTimeout.
+struct RunReply {
+  Outcome outcome = Outcome::kError;
+  RunRefusal refused = RunRefusal::kNone;
+  std::optional<RunRecord> stored{};  // kOk, kRefused: the name's record after the call
+  std::string error;
+};
+
 struct OpenReply {
   Outcome outcome = Outcome::kError;
   std::string session_id;  // kOk: a new id, never reused
@@ -102,6 +137,9 @@ struct AcquireReply {
   // left or kept (0: none).
   uint64_t permit = 0;
   uint32_t size = 0;  // acquire_permit kRefused: the size the semaphore has
+  // acquire, acquire_candidate kOk: the name's run record (ADR 0048), if any,
+  // so that a new leader reads it in the same call.
+  std::optional<RunRecord> run{};
 };
 
 struct DoneReply {
@@ -134,6 +172,7 @@ struct LeaseInfo {
   Duration holder_remaining{-1};         // the holder's remaining validity, or negative
   PermitKind kind = PermitKind::kLease;  // a permit's row: its kind and id (ADR 0046)
   uint64_t permit = 0;
+  std::optional<RunRecord> run{};  // a lease's run record (ADR 0048), if any
 };
 
 struct InspectReply {
