@@ -45,6 +45,7 @@ class Backend {
   // `grant`: whom the release handed the lease to (ADR 0047), empty when freed.
   using ReleasedFn = std::function<void(const std::string& name, const Grant& grant)>;
   using InspectCb = std::function<void(const InspectReply&)>;
+  using RunCb = std::function<void(const RunReply&)>;
   // Names a call the backend started, for abandon(); 0 names none.
   using CallRef = uint64_t;
 
@@ -106,6 +107,16 @@ class Backend {
   virtual CallRef release_permit(const std::string& session, const std::string& name,
                                  PermitKind kind, uint64_t permit, uint64_t token, Duration timeout,
                                  DoneCb cb) = 0;
+  // Writes `name`'s run record (ADR 0048) only while the lease is held by
+  // `session` with `token` (the guard of a release), else kRefused kNotHolder.
+  // A start (outcome kRunning) is applied only if there is no record or the
+  // stored period id is below record.period_id; an end (any other outcome)
+  // only if the stored period id equals it; else kRefused kPeriod. kExpired
+  // when the session is gone. The record is per name: a release or the
+  // holder's expiry keeps it, and acquire's kOk answers it. Backends without
+  // it yet answer kError kRunRecordNotSupportedYet.
+  virtual CallRef write_run(const std::string& session, const std::string& name, uint64_t token,
+                            const RunRecord& record, Duration timeout, RunCb cb) = 0;
   // Frees every lease of the session at once and ends it; a backend with
   // candidates hands each lease over as release_handoff would.
   virtual CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) = 0;
@@ -157,6 +168,20 @@ inline AcquireReply candidates_not_supported_yet() {
   AcquireReply r;
   r.error = kCandidatesNotSupportedYet;
   return r;
+}
+
+// What a backend without run records (ADR 0048) answers to write_run.
+constexpr char kRunRecordNotSupportedYet[] =
+    "run records are not supported on this backend yet (ADR 0048)";
+inline RunReply run_record_not_supported_yet() {
+  RunReply r;
+  r.error = kRunRecordNotSupportedYet;
+  return r;
+}
+// The same through a DoneCb, for backends that fail calls as kDone ones.
+inline std::function<void(const DoneReply&)> run_record_not_supported_done(
+    std::function<void(const RunReply&)> cb) {
+  return [cb = std::move(cb)](const DoneReply&) { cb(run_record_not_supported_yet()); };
 }
 
 // Makes the backend for `url`. On failure returns nullptr, sets `why` to

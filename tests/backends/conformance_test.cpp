@@ -1682,6 +1682,198 @@ TEST_P(Conformance, Candidates_APlainReleaseBehavesAsBefore) {
   c.b(1).backend().unwatch(name);
 }
 
+// --- Run records (ADR 0048) --------------------------------------------------------
+// Below the C API: a schedule's last run, written under the lease's token. A
+// backend answering kRunRecordNotSupportedYet skips (ADR 0048's later steps
+// bring the others).
+
+using simba::RunOutcome;
+using simba::RunRecord;
+using simba::RunRefusal;
+using simba::RunReply;
+
+RunRecord run_record(int64_t period, uint64_t token, RunOutcome outcome = RunOutcome::kRunning) {
+  RunRecord r;
+  r.period_id = period;
+  r.started_ms = period + 7;
+  r.ended_ms = outcome == RunOutcome::kRunning ? 0 : period + 900;
+  r.token = token;
+  r.outcome = outcome;
+  return r;
+}
+// 2026-05-01T10:00Z: a period id as a schedule names them.
+constexpr int64_t kPeriod = 1777629600000;
+
+// Two Backends of the URL, each with a session; a holds `name`.
+class RunPair {
+ public:
+  // False with `skip` set when the backend has no run records, `error` on failure.
+  bool start(const std::string& url, const std::string& name) {
+    name_ = name;
+    for (int i = 0; i < 2; ++i) {
+      b_.push_back(std::make_unique<WatchingBackend>(url));
+      if (!b_[i]->ok()) return error = b_[i]->error, false;
+      s_.push_back(b_[i]->open());
+      if (s_[i].empty()) return error = "no session", false;
+    }
+    const AcquireReply held = b_[0]->acquire(s_[0], name);
+    if (held.outcome != Outcome::kOk) return error = "holder: " + held.error, false;
+    if (held.run) return error = "a new name has a run record", false;
+    token_ = held.token;
+    const RunReply probe = b_[0]->write_run(s_[0], name, token_, run_record(1, token_));
+    if (probe.outcome == Outcome::kError && probe.error == simba::kRunRecordNotSupportedYet) {
+      return skip = probe.error, false;
+    }
+    if (probe.outcome != Outcome::kOk) return error = "probe: " + probe.error, false;
+    return true;
+  }
+  WatchingBackend& b(int i) { return *b_[i]; }
+  const std::string& s(int i) const { return s_[i]; }
+  uint64_t token() const { return token_; }
+  // Writes `r` as the holder a, under its token.
+  RunReply write(const RunRecord& r) { return b_[0]->write_run(s_[0], name_, token_, r); }
+  std::string skip, error;
+
+ private:
+  std::string name_;
+  std::vector<std::unique_ptr<WatchingBackend>> b_;
+  std::vector<std::string> s_;
+  uint64_t token_ = 0;
+};
+#define RUNS_START(r, name)                      \
+  RunPair r;                                     \
+  if (!r.start(url(), name)) {                   \
+    if (!r.skip.empty()) GTEST_SKIP() << r.skip; \
+    FAIL() << r.error;                           \
+  }
+
+// Each check of a write's answer: its outcome, why it was refused, what is stored.
+void expect_run_reply(const RunReply& got, Outcome outcome, RunRefusal refused,
+                      const RunRecord& stored) {
+  EXPECT_EQ(got.outcome, outcome) << simba::outcome_name(got.outcome) << " " << got.error;
+  EXPECT_EQ(got.refused, refused);
+  ASSERT_TRUE(got.stored.has_value());
+  EXPECT_EQ(*got.stored, stored);
+}
+
+// The holder's start is applied, and answered with the stored record.
+TEST_P(Conformance, RunRecord_AStartByTheHolderIsApplied) {
+  const std::string name = lease("run.start");
+  RUNS_START(r, name);
+  const RunRecord start = run_record(kPeriod, r.token());
+  expect_run_reply(r.write(start), Outcome::kOk, RunRefusal::kNone, start);
+}
+
+// A write under a token that does not hold the lease, or from a session that
+// does not, is refused and changes nothing; a gone session is kExpired.
+TEST_P(Conformance, RunRecord_AStaleTokenOrAnotherSessionIsRefused) {
+  const std::string name = lease("run.stale");
+  RUNS_START(r, name);
+  const RunRecord first = run_record(kPeriod, r.token());
+  ASSERT_EQ(r.write(first).outcome, Outcome::kOk);
+  const RunRecord next = run_record(kPeriod + 60000, r.token());
+  expect_run_reply(r.b(0).write_run(r.s(0), name, r.token() + 1, next), Outcome::kRefused,
+                   RunRefusal::kNotHolder, first);
+  expect_run_reply(r.b(1).write_run(r.s(1), name, r.token(), next), Outcome::kRefused,
+                   RunRefusal::kNotHolder, first);
+  // The lease moves on: the old term's token no longer writes, the new one does.
+  ASSERT_EQ(r.b(0).release(r.s(0), name, r.token()), Outcome::kOk);
+  const AcquireReply taken = r.b(1).acquire(r.s(1), name);
+  ASSERT_EQ(taken.outcome, Outcome::kOk);
+  expect_run_reply(r.write(next), Outcome::kRefused, RunRefusal::kNotHolder, first);
+  const RunRecord theirs = run_record(kPeriod + 60000, taken.token);
+  expect_run_reply(r.b(1).write_run(r.s(1), name, taken.token, theirs), Outcome::kOk,
+                   RunRefusal::kNone, theirs);
+  ASSERT_EQ(r.b(0).close_session(r.s(0)), Outcome::kOk);
+  EXPECT_EQ(r.b(0).write_run(r.s(0), name, r.token(), next).outcome, Outcome::kExpired);
+}
+
+// A start at or below the stored period id is refused: at most one start per
+// period, and never an older one after a newer.
+TEST_P(Conformance, RunRecord_AStartAtOrBelowTheStoredPeriodIsRefused) {
+  const std::string name = lease("run.period");
+  RUNS_START(r, name);
+  const RunRecord start = run_record(kPeriod, r.token());
+  ASSERT_EQ(r.write(start).outcome, Outcome::kOk);
+  const RunRecord again = run_record(kPeriod, r.token());
+  expect_run_reply(r.write(again), Outcome::kRefused, RunRefusal::kPeriod, start);
+  expect_run_reply(r.write(run_record(kPeriod - 60000, r.token())), Outcome::kRefused,
+                   RunRefusal::kPeriod, start);
+  const RunRecord later = run_record(kPeriod + 60000, r.token());
+  expect_run_reply(r.write(later), Outcome::kOk, RunRefusal::kNone, later);
+}
+
+// The outcome under the same token is applied to the stored period; an end
+// of another period is refused.
+TEST_P(Conformance, RunRecord_TheOutcomeUnderTheSameTokenIsApplied) {
+  const std::string name = lease("run.outcome");
+  RUNS_START(r, name);
+  const RunRecord start = run_record(kPeriod, r.token());
+  ASSERT_EQ(r.write(start).outcome, Outcome::kOk);
+  const RunRecord other = run_record(kPeriod + 60000, r.token(), RunOutcome::kOk);
+  expect_run_reply(r.write(other), Outcome::kRefused, RunRefusal::kPeriod, start);
+  for (const RunOutcome o : {RunOutcome::kFailed, RunOutcome::kOk}) {
+    const RunRecord end = run_record(kPeriod, r.token(), o);
+    expect_run_reply(r.write(end), Outcome::kOk, RunRefusal::kNone, end);
+  }
+}
+
+// A new holder's acquire answers the record in the same call, and inspect
+// shows it (simba status); the new holder marks an unfinished run abandoned.
+TEST_P(Conformance, RunRecord_ANewHoldersAcquireReadsTheRecord) {
+  const std::string name = lease("run.read");
+  RUNS_START(r, name);
+  const RunRecord start = run_record(kPeriod, r.token());
+  ASSERT_EQ(r.write(start).outcome, Outcome::kOk);
+  ASSERT_EQ(r.b(0).release(r.s(0), name, r.token()), Outcome::kOk);
+  const AcquireReply taken = r.b(1).acquire(r.s(1), name);
+  ASSERT_EQ(taken.outcome, Outcome::kOk) << taken.error;
+  ASSERT_TRUE(taken.run.has_value());
+  EXPECT_EQ(*taken.run, start);
+  const simba::InspectReply in = r.b(1).inspect({name});
+  ASSERT_EQ(in.outcome, Outcome::kOk) << in.error;
+  ASSERT_EQ(in.leases.size(), 1u);
+  ASSERT_TRUE(in.leases[0].run.has_value());
+  EXPECT_EQ(*in.leases[0].run, start);
+  RunRecord abandoned = start;  // the run's own token, under the new term's guard
+  abandoned.outcome = RunOutcome::kAbandoned;
+  abandoned.ended_ms = start.started_ms + 5000;
+  expect_run_reply(r.b(1).write_run(r.s(1), name, taken.token, abandoned), Outcome::kOk,
+                   RunRefusal::kNone, abandoned);
+}
+
+// The record is per name: it survives the lease's release and its holder's
+// expiry.
+TEST_P(Conformance, RunRecord_TheRecordSurvivesTheReleaseAndTheExpiry) {
+  const std::string name = lease("run.survive");
+  RUNS_START(r, name);
+  const RunRecord first = run_record(kPeriod, r.token(), RunOutcome::kOk);
+  ASSERT_EQ(r.write(run_record(kPeriod, r.token())).outcome, Outcome::kOk);
+  ASSERT_EQ(r.write(first).outcome, Outcome::kOk);
+  ASSERT_EQ(r.b(0).release(r.s(0), name, r.token()), Outcome::kOk);
+  simba::InspectReply in = r.b(1).inspect({name});
+  ASSERT_EQ(in.outcome, Outcome::kOk) << in.error;
+  ASSERT_EQ(in.leases.size(), 1u);
+  EXPECT_EQ(in.leases[0].holder, "");
+  ASSERT_TRUE(in.leases[0].run.has_value());
+  EXPECT_EQ(*in.leases[0].run, first);
+  // A short-lived holder starts the next period and expires mid-run.
+  const std::string short_lived = r.b(1).open(std::chrono::milliseconds(300));
+  ASSERT_FALSE(short_lived.empty());
+  const AcquireReply held = r.b(1).acquire(short_lived, name);
+  ASSERT_EQ(held.outcome, Outcome::kOk) << held.error;
+  ASSERT_TRUE(held.run.has_value());
+  EXPECT_EQ(*held.run, first);
+  const RunRecord second = run_record(kPeriod + 60000, held.token);
+  ASSERT_EQ(r.b(1).write_run(short_lived, name, held.token, second).outcome, Outcome::kOk);
+  r.b(1).run_for(900);  // no keep-alive: the session ends
+  const AcquireReply next = r.b(1).acquire(r.s(1), name);
+  ASSERT_EQ(next.outcome, Outcome::kOk) << next.error;
+  EXPECT_GT(next.token, held.token);
+  ASSERT_TRUE(next.run.has_value());
+  EXPECT_EQ(*next.run, second);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(ConformanceBackends()),
                          backend_test_name);
 

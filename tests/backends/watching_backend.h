@@ -121,6 +121,12 @@ class WatchingBackend {
            })
         .outcome;
   }
+  // Run records (ADR 0048).
+  simba::RunReply write_run(const std::string& session, const std::string& name, uint64_t token,
+                            const simba::RunRecord& record) {
+    return wait<simba::RunReply>(
+        [&](auto cb) { b_->write_run(session, name, token, record, kTimeout, cb); });
+  }
   simba::KeepAliveReply keep_alive(const std::string& session) {
     return wait<simba::KeepAliveReply>(
         [&](auto cb) { b_->keep_alive(session, kLease, kTimeout, cb); });

@@ -80,6 +80,12 @@ class MemoryBackend final : public Backend {
                 token] { return store_->release_permit(session, name, kind, permit, token); },
                timeout, std::move(cb));
   }
+  CallRef write_run(const std::string& session, const std::string& name, uint64_t token,
+                    const RunRecord& record, Duration timeout, RunCb cb) override {
+    return run([this, session, name, token,
+                record] { return store_->write_run(session, name, token, record); },
+               timeout, std::move(cb));
+  }
   CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) override {
     return run([this, session] { return store_->close_session(session); }, timeout, std::move(cb));
   }

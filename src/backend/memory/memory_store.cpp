@@ -319,12 +319,14 @@ AcquireReply MemoryStore::acquire(const std::string& session, const std::string&
           // A release handed it to this candidate: the grant is the answer.
           reply.outcome = Outcome::kOk;
           reply.token = lease.token;
+          reply.run = run_of(name);
         } else if (!holder) {
           if (mine) drop_candidates(s, name, ask.id);  // the grant takes its entry
           ++lease.token;
           link(i, s);
           reply.outcome = Outcome::kOk;
           reply.token = lease.token;
+          reply.run = run_of(name);
           // Freed and taken in one step: nobody could have acquired it, so
           // waking candidates for it would only cost them a Held.
           for (auto it = freed->begin(); it != freed->end(); ++it) {
@@ -379,6 +381,35 @@ ReleaseReply MemoryStore::release_handoff(const std::string& session, const std:
       // Harmless: an expired session's leases are freed by its expiry anyway.
       [] {});
   reply.outcome = Outcome::kOk;
+  return reply;
+}
+
+RunReply MemoryStore::write_run(const std::string& session, const std::string& name,
+                               uint64_t token, const RunRecord& record) {
+  RunReply reply;
+  with_session(
+      session,
+      [&](TimePoint, Freed*) {
+        const Lease* lease = find_lease(name);
+        auto run = runs_.find(name);
+        const bool holds = lease && holder_of(*lease) == &sessions_.find(session)->second &&
+                           lease->token == token;
+        const bool start = record.outcome == RunOutcome::kRunning;
+        reply.outcome = Outcome::kRefused;
+        if (!holds) {
+          reply.refused = RunRefusal::kNotHolder;
+        } else if (run != runs_.end() && (start ? run->second.period_id >= record.period_id
+                                                : run->second.period_id != record.period_id)) {
+          reply.refused = RunRefusal::kPeriod;
+        } else if (run == runs_.end() && !start) {
+          reply.refused = RunRefusal::kPeriod;  // an end of a run never started
+        } else {
+          run = runs_.insert_or_assign(name, record).first;
+          reply.outcome = Outcome::kOk;
+        }
+        if (run != runs_.end()) reply.stored = run->second;
+      },
+      [&] { reply.outcome = Outcome::kExpired; });
   return reply;
 }
 
@@ -649,6 +680,7 @@ InspectReply MemoryStore::inspect(const std::vector<std::string>& names) {
       }
     }
     if (lease) info.token = lease->token;
+    info.run = run_of(name);
     reply.leases.push_back(std::move(info));
   };
   if (names.empty()) {

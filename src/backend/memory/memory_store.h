@@ -56,6 +56,10 @@ class MemoryStore {
                               const PermitAsk& ask);
   DoneReply release_permit(const std::string& session, const std::string& name, PermitKind kind,
                            uint64_t permit, uint64_t token);
+  // Backend::write_run: the run record of `name` (ADR 0048), kept per name in
+  // runs_, apart from the 24-byte lease records.
+  RunReply write_run(const std::string& session, const std::string& name, uint64_t token,
+                     const RunRecord& record);
   // Hands over or frees every lease of the session (as release_handoff) and
   // deletes it; broadcasts each release.
   DoneReply close_session(const std::string& session);
@@ -227,6 +231,12 @@ class MemoryStore {
   std::map<std::string, Session> foreign_;  // hand_over holders that are no session
   std::map<std::string, Permits, std::less<>> permits_;
   std::map<std::string, Candidates, std::less<>> candidates_;
+  // The run records (ADR 0048) by lease name; never erased.
+  std::map<std::string, RunRecord, std::less<>> runs_;
+  std::optional<RunRecord> run_of(std::string_view name) const {
+    auto it = runs_.find(name);
+    return it == runs_.end() ? std::nullopt : std::optional<RunRecord>(it->second);
+  }
   std::vector<std::unique_ptr<Lease[]>> chunks_;  // the records
   uint32_t leases_ = 0;                           // records made
   // From a name to its record: open addressing with linear probing, slots

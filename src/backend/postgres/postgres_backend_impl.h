@@ -97,6 +97,11 @@ class PostgresBackend final : public Backend {
   CallRef release_permit(const std::string& session, const std::string& name, PermitKind kind,
                          uint64_t permit, uint64_t token, Duration timeout, DoneCb cb) override;
 
+  // ADR 0048's later steps bring run records here; until then a write fails.
+  CallRef write_run(const std::string&, const std::string&, uint64_t, const RunRecord&,
+                    Duration timeout, RunCb cb) override {
+    return fail_later(timeout, [cb] { cb(run_record_not_supported_yet()); });
+  }
   CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) override;
 
   CallRef inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
