@@ -1452,21 +1452,49 @@ std::vector<uint64_t> candidate_ids(const std::vector<simba::OwnedLease>& owned,
   return ids;
 }
 
-// A holder (0) of `name` and three more Backends (1..3), each with a session.
-class Candidates {
+// Backends of the URL, each with a session; the first (0) holds `name`.
+class HeldName {
  public:
-  // False with `skip` set when the backend has no candidates, `error` on failure.
-  bool start(const std::string& url, const std::string& name) {
+  WatchingBackend& b(int i) { return *b_[i]; }
+  const std::string& s(int i) const { return s_[i]; }
+  uint64_t token() const { return token_; }
+  std::string skip, error;  // why start() returned false: a skip or a failure
+
+ protected:
+  // `n` Backends; false with `error` on failure. `*held`: the holder's answer.
+  bool open(const std::string& url, const std::string& name, int n, AcquireReply* held) {
     name_ = name;
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < n; ++i) {
       b_.push_back(std::make_unique<WatchingBackend>(url));
       if (!b_[i]->ok()) return error = b_[i]->error, false;
       s_.push_back(b_[i]->open());
       if (s_[i].empty()) return error = "no session", false;
     }
-    const AcquireReply held = b_[0]->acquire(s_[0], name);
-    if (held.outcome != Outcome::kOk) return error = "holder: " + held.error, false;
-    token_ = held.token;
+    *held = b_[0]->acquire(s_[0], name);
+    if (held->outcome != Outcome::kOk) return error = "holder: " + held->error, false;
+    token_ = held->token;
+    return true;
+  }
+  std::string name_;
+  std::vector<std::unique_ptr<WatchingBackend>> b_;
+  std::vector<std::string> s_;
+  uint64_t token_ = 0;
+};
+// Starts `var` (a HeldName) with `start(url(), name)`, or skips, or fails the test.
+#define HELD_START(Type, var, name)                  \
+  Type var;                                          \
+  if (!var.start(url(), name)) {                     \
+    if (!var.skip.empty()) GTEST_SKIP() << var.skip; \
+    FAIL() << var.error;                             \
+  }
+
+// A holder (0) of `name` and three more Backends (1..3), each with a session.
+class Candidates : public HeldName {
+ public:
+  // False with `skip` set when the backend has no candidates, `error` on failure.
+  bool start(const std::string& url, const std::string& name) {
+    AcquireReply held;
+    if (!open(url, name, 4, &held)) return false;
     const AcquireReply probe = b_[3]->acquire_candidate(s_[3], name + ".probe", ask_candidate("p"));
     if (probe.outcome == Outcome::kError && probe.error == simba::kCandidatesNotSupportedYet) {
       return skip = probe.error, false;
@@ -1474,9 +1502,6 @@ class Candidates {
     if (probe.outcome != Outcome::kOk) return error = "probe: " + probe.error, false;
     return true;
   }
-  WatchingBackend& b(int i) { return *b_[i]; }
-  const std::string& s(int i) const { return s_[i]; }
-  uint64_t token() const { return token_; }
   // `i` waits as a candidate of client "c{i}": its id, or 0 (a failure).
   uint64_t wait(int i, int32_t priority = 0) {
     const AcquireReply r =
@@ -1489,20 +1514,8 @@ class Candidates {
   ReleaseReply release(const std::string& target = {}) {
     return b_[0]->release_handoff(s_[0], name_, token_, target);
   }
-  std::string skip, error;
-
- private:
-  std::string name_;
-  std::vector<std::unique_ptr<WatchingBackend>> b_;
-  std::vector<std::string> s_;
-  uint64_t token_ = 0;
 };
-#define CANDIDATES_START(c, name)                \
-  Candidates c;                                  \
-  if (!c.start(url(), name)) {                   \
-    if (!c.skip.empty()) GTEST_SKIP() << c.skip; \
-    FAIL() << c.error;                           \
-  }
+#define CANDIDATES_START(c, name) HELD_START(Candidates, c, name)
 
 // Whether `w`'s keep-alive lists lease `name` with `token`.
 bool holds(WatchingBackend& w, const std::string& session, const std::string& name,
@@ -1704,22 +1717,14 @@ RunRecord run_record(int64_t period, uint64_t token, RunOutcome outcome = RunOut
 // 2026-05-01T10:00Z: a period id as a schedule names them.
 constexpr int64_t kPeriod = 1777629600000;
 
-// Two Backends of the URL, each with a session; a holds `name`.
-class RunPair {
+// Two Backends of the URL, each with a session; the first holds `name`.
+class RunPair : public HeldName {
  public:
   // False with `skip` set when the backend has no run records, `error` on failure.
   bool start(const std::string& url, const std::string& name) {
-    name_ = name;
-    for (int i = 0; i < 2; ++i) {
-      b_.push_back(std::make_unique<WatchingBackend>(url));
-      if (!b_[i]->ok()) return error = b_[i]->error, false;
-      s_.push_back(b_[i]->open());
-      if (s_[i].empty()) return error = "no session", false;
-    }
-    const AcquireReply held = b_[0]->acquire(s_[0], name);
-    if (held.outcome != Outcome::kOk) return error = "holder: " + held.error, false;
+    AcquireReply held;
+    if (!open(url, name, 2, &held)) return false;
     if (held.run) return error = "a new name has a run record", false;
-    token_ = held.token;
     const RunReply probe = b_[0]->write_run(s_[0], name, token_, run_record(1, token_));
     if (probe.outcome == Outcome::kError && probe.error == simba::kRunRecordNotSupportedYet) {
       return skip = probe.error, false;
@@ -1727,25 +1732,10 @@ class RunPair {
     if (probe.outcome != Outcome::kOk) return error = "probe: " + probe.error, false;
     return true;
   }
-  WatchingBackend& b(int i) { return *b_[i]; }
-  const std::string& s(int i) const { return s_[i]; }
-  uint64_t token() const { return token_; }
-  // Writes `r` as the holder a, under its token.
+  // Writes `r` as the holder (0), under its token.
   RunReply write(const RunRecord& r) { return b_[0]->write_run(s_[0], name_, token_, r); }
-  std::string skip, error;
-
- private:
-  std::string name_;
-  std::vector<std::unique_ptr<WatchingBackend>> b_;
-  std::vector<std::string> s_;
-  uint64_t token_ = 0;
 };
-#define RUNS_START(r, name)                      \
-  RunPair r;                                     \
-  if (!r.start(url(), name)) {                   \
-    if (!r.skip.empty()) GTEST_SKIP() << r.skip; \
-    FAIL() << r.error;                           \
-  }
+#define RUNS_START(r, name) HELD_START(RunPair, r, name)
 
 // Each check of a write's answer: its outcome, why it was refused, what is stored.
 void expect_run_reply(const RunReply& got, Outcome outcome, RunRefusal refused,
