@@ -384,25 +384,26 @@ ReleaseReply MemoryStore::release_handoff(const std::string& session, const std:
   return reply;
 }
 
-RunReply MemoryStore::write_run(const std::string& session, const std::string& name,
-                               uint64_t token, const RunRecord& record) {
+RunReply MemoryStore::write_run(const std::string& session, const std::string& name, uint64_t token,
+                                const RunRecord& record) {
   RunReply reply;
   with_session(
       session,
       [&](TimePoint, Freed*) {
         const Lease* lease = find_lease(name);
         auto run = runs_.find(name);
-        const bool holds = lease && holder_of(*lease) == &sessions_.find(session)->second &&
-                           lease->token == token;
+        const bool holds =
+            lease && holder_of(*lease) == &sessions_.find(session)->second && lease->token == token;
+        // A start needs a period above the stored one; an end, the stored one.
         const bool start = record.outcome == RunOutcome::kRunning;
+        const bool period_ok = run == runs_.end() ? start
+                               : start            ? run->second.period_id < record.period_id
+                                                  : run->second.period_id == record.period_id;
         reply.outcome = Outcome::kRefused;
         if (!holds) {
           reply.refused = RunRefusal::kNotHolder;
-        } else if (run != runs_.end() && (start ? run->second.period_id >= record.period_id
-                                                : run->second.period_id != record.period_id)) {
+        } else if (!period_ok) {
           reply.refused = RunRefusal::kPeriod;
-        } else if (run == runs_.end() && !start) {
-          reply.refused = RunRefusal::kPeriod;  // an end of a run never started
         } else {
           run = runs_.insert_or_assign(name, record).first;
           reply.outcome = Outcome::kOk;
