@@ -461,6 +461,65 @@ TEST(Redis, PermitsOfAGoneSessionAreSweptByTheAcquireThatMeetsThem) {
   b.backend().unwatch(resource);
 }
 
+// The run record's layout (ADR 0048) and what conformance cannot see: it is
+// the run_* fields of the lease's hash, which no release or expiry deletes;
+// period ids above 2^53 (where Lua's numbers, doubles, would call 2^53 and
+// 2^53 + 1 equal) are compared exactly; a session gone from Redis while the
+// hash still names it writes nothing (kExpired), and the next holder's
+// acquire answers the record.
+TEST(Redis, TheRunRecordIsInTheLeaseHashAndComparedExactly) {
+  const std::unique_ptr<Sync> s = shared_sync();
+  if (!s) GTEST_SKIP() << "SIMBA_TEST_REDIS_URL not set";
+  ASSERT_TRUE(s->ok());
+  const std::string prefix = "runs" + unique_id(), name = "nightly";
+  const std::string key = prefix + ":lease:" + name;
+  WatchingBackend a(shared_url() + "?prefix=" + prefix), b(shared_url() + "?prefix=" + prefix);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::string sa = a.open(), sb = b.open();
+  ASSERT_FALSE(sa.empty() || sb.empty());
+  const simba::AcquireReply held = a.acquire(sa, name);
+  ASSERT_EQ(held.outcome, simba::Outcome::kOk) << held.error;
+  EXPECT_FALSE(held.run.has_value());
+  simba::RunRecord first;
+  first.period_id = int64_t{1} << 53;
+  first.started_ms = 1777629600007;
+  first.token = held.token;
+  simba::RunReply w = a.write_run(sa, name, held.token, first);
+  ASSERT_EQ(w.outcome, simba::Outcome::kOk) << w.error;
+  EXPECT_EQ(s->cmd({"HMGET", key, "run_p", "run_s", "run_e", "run_t", "run_o"}),
+            "9007199254740992 1777629600007 0 " + std::to_string(held.token) + " running");
+  simba::RunRecord next = first;
+  next.period_id = first.period_id + 1;
+  w = a.write_run(sa, name, held.token, next);
+  ASSERT_EQ(w.outcome, simba::Outcome::kOk) << "2^53 + 1 is above 2^53";
+  w = a.write_run(sa, name, held.token, first);
+  EXPECT_EQ(w.outcome, simba::Outcome::kRefused);
+  EXPECT_EQ(w.refused, simba::RunRefusal::kPeriod);
+  ASSERT_TRUE(w.stored.has_value());
+  EXPECT_EQ(*w.stored, next);
+  simba::RunRecord negative = next;  // an end of another period: refused
+  negative.period_id = -next.period_id;
+  negative.outcome = simba::RunOutcome::kOk;
+  EXPECT_EQ(a.write_run(sa, name, held.token, negative).refused, simba::RunRefusal::kPeriod);
+  // The session goes (as if its key expired); the hash still names it.
+  ASSERT_EQ(s->cmd({"DEL", prefix + ":session:" + sa}), "1");
+  EXPECT_EQ(s->cmd({"HGET", key, "session"}), sa);
+  simba::RunRecord late = next;
+  late.outcome = simba::RunOutcome::kOk;
+  late.ended_ms = late.started_ms + 900;
+  EXPECT_EQ(a.write_run(sa, name, held.token, late).outcome, simba::Outcome::kExpired);
+  EXPECT_EQ(s->cmd({"HGET", key, "run_o"}), "running");
+  const simba::AcquireReply taken = b.acquire(sb, name);
+  ASSERT_EQ(taken.outcome, simba::Outcome::kOk) << taken.error;
+  EXPECT_GT(taken.token, held.token);
+  ASSERT_TRUE(taken.run.has_value());
+  EXPECT_EQ(*taken.run, next);
+  // A release keeps the record: only the holder leaves the hash.
+  ASSERT_EQ(b.release(sb, name, taken.token), simba::Outcome::kOk);
+  EXPECT_EQ(s->cmd({"HEXISTS", key, "session"}), "0");
+  EXPECT_EQ(s->cmd({"HGET", key, "run_p"}), "9007199254740993");
+}
+
 // AUTH (password only, and user + password), SELECT and the key prefix, on a
 // server that requires a password; a wrong password never goes live and is
 // never shown.

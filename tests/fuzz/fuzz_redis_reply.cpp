@@ -46,6 +46,12 @@ void decode_all(const redisReply* r) {
     if (ap.outcome == simba::Outcome::kRefused) FUZZ_CHECK(ap.size > 0, "refused without size");
     if (ap.outcome == simba::Outcome::kHeld) check_duration(ap.holder_remaining, "holder");
 
+    const simba::RunReply w = simba::decode_write_run_reply(r);
+    FUZZ_CHECK(w.outcome != simba::Outcome::kOk || w.stored.has_value(), "applied without record");
+    FUZZ_CHECK((w.outcome == simba::Outcome::kRefused) == (w.refused != simba::RunRefusal::kNone),
+               "refusal reason");
+    if (w.stored) FUZZ_CHECK(w.stored->token <= INT64_MAX, "run token");
+
     const simba::InspectReply i = simba::decode_inspect_reply(r);
     for (const auto& s : i.sessions) check_duration(s.remaining, "session remaining");
     for (const auto& l : i.leases) check_duration(l.holder_remaining, "lease remaining");

@@ -1,5 +1,5 @@
 // The Redis backend's operations (open_session, keep_alive, acquire, release,
-// acquire_permit, release_permit, close_session, inspect, shutdown), the call
+// acquire_permit, release_permit, write_run, close_session, inspect, shutdown), the call
 // plumbing they share (start, send, the pipelined WAIT, timeouts, answers) and
 // make_redis_backend. The class and its design notes: redis_backend_impl.h.
 #include "backend/redis/redis_backend.h"
@@ -115,6 +115,19 @@ Backend::CallRef RedisBackend::release(const std::string& session, const std::st
   return start({"EVALSHA", script(kRelease).sha, "1", lease_key(name), session,
                 std::to_string(token), name, released_channel(name)},
                timeout, done_parser(std::move(cb)));
+}
+
+// Replicated as an acquire is (wait_replicas): a start lost in a failover
+// would let the next leader start the same period again. The times are the
+// writer's, stored as given (display only, as memory://).
+Backend::CallRef RedisBackend::write_run(const std::string& session, const std::string& name,
+                                         uint64_t token, const RunRecord& record, Duration timeout,
+                                         RunCb cb) {
+  return start({"EVALSHA", script(kWriteRun).sha, "2", session_key(session), lease_key(name),
+                session, std::to_string(token), std::to_string(record.period_id),
+                std::to_string(record.started_ms), std::to_string(record.ended_ms),
+                std::to_string(record.token), run_outcome_name(record.outcome)},
+               timeout, kReplicated, parser<RunReply>(std::move(cb), decode_write_run_reply));
 }
 
 // Replicated as an acquire is: a grant (or an intent left) counts once WAIT

@@ -82,11 +82,9 @@ class RedisBackend final : public Backend {
                          Duration timeout, AcquireCb cb) override;
   CallRef release_permit(const std::string& session, const std::string& name, PermitKind kind,
                          uint64_t permit, uint64_t token, Duration timeout, DoneCb cb) override;
-  // ADR 0048's later steps bring run records here; until then a write fails.
-  CallRef write_run(const std::string&, const std::string&, uint64_t, const RunRecord&,
-                    Duration timeout, RunCb cb) override {
-    return fail_later(timeout, [cb] { cb(run_record_not_supported_yet()); });
-  }
+  // The run record (ADR 0048): one script on the lease's hash.
+  CallRef write_run(const std::string& session, const std::string& name, uint64_t token,
+                    const RunRecord& record, Duration timeout, RunCb cb) override;
   CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) override;
   CallRef inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
   void abandon(CallRef call) override { calls_.abandon(call); }

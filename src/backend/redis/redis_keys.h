@@ -7,7 +7,9 @@
 //                              and of its permit entries as "sem/{name}/{permit}"
 //                              or "rw/{name}/{permit}" ('/' is outside the name rule)
 //   {p}:lease:{name}           hash {session, token}; never deleted, so the token
-//                              counts up across terms (+1 per term)
+//                              counts up across terms (+1 per term); also the
+//                              name's run record (ADR 0048), kRunFields, which
+//                              so outlives the release and the holder's expiry
 //   {p}:sem:{name}             hash of semaphore {name}'s permits (ADR 0046): seq (the
 //   {p}:rw:{name}              last permit id, never reset), size (a semaphore's, while
 //                              it has holders), epoch (a read/write lock's last
@@ -34,6 +36,9 @@ constexpr char kLease[] = ":lease:";
 constexpr char kSem[] = ":sem:";
 constexpr char kRw[] = ":rw:";
 constexpr char kReleased[] = ":released:";
+// The run record's fields in the lease hash: period id, started, ended (ms),
+// the run's token, its outcome's name; the replies carry them in this order.
+constexpr const char* kRunFields[] = {"run_p", "run_s", "run_e", "run_t", "run_o"};
 }  // namespace redis_layout
 
 class RedisKeys {

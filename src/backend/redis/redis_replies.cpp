@@ -4,13 +4,17 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
+#include "backend/redis/redis_keys.h"
 #include "backend/reply_parts.h"
 #include "backend/url_parts.h"
 
 namespace simba {
 
 namespace {
+
+constexpr size_t kRunFieldCount = std::size(redis_layout::kRunFields);
 
 // hiredis' own reply functions, with createArray wrapped. Copied once from a
 // reader's defaults (they are static in hiredis).
@@ -174,16 +178,69 @@ KeepAliveReply decode_keep_alive_reply(const redisReply* r) {
   return out;
 }
 
+bool decode_run_record(const redisReply* const* e, RunRecord* out) {
+  long long v[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 4; ++i) {
+    if (!reply_int(e[i], &v[i])) return false;
+  }
+  const std::string outcome = reply_str(e[4]);
+  bool known = false;
+  for (RunOutcome o :
+       {RunOutcome::kRunning, RunOutcome::kOk, RunOutcome::kFailed, RunOutcome::kAbandoned}) {
+    if (outcome == run_outcome_name(o)) {
+      out->outcome = o;
+      known = true;
+    }
+  }
+  if (!known || v[3] < 0) return false;
+  out->period_id = v[0];
+  out->started_ms = v[1];
+  out->ended_ms = v[2];
+  out->token = static_cast<uint64_t>(v[3]);
+  return true;
+}
+
 AcquireReply decode_acquire_reply(const redisReply* r) {
-  // {1, token} won; {0, holder pttl} held; {-1} our session is gone.
+  // {1, token} or {1, token, the five run record fields} won; {0, holder
+  // pttl} held; {-1} our session is gone.
   long long code = 0, v = 0;
+  RunRecord run;
+  const bool has_run = r->type == REDIS_REPLY_ARRAY && r->elements == 2 + kRunFieldCount;
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || !reply_int(r->element[0], &code) ||
-      (code >= 0 && (r->elements < 2 || !reply_int(r->element[1], &v)))) {
+      (code >= 0 && (r->elements < 2 || !reply_int(r->element[1], &v))) ||
+      (has_run && !decode_run_record(r->element + 2, &run))) {
     AcquireReply out;
     out.error = "redis: unexpected reply to acquire";
     return out;
   }
-  return acquire_reply(code, v, "redis");
+  AcquireReply out = acquire_reply(code, v, "redis");
+  if (has_run && out.outcome == Outcome::kOk) out.run = run;
+  return out;
+}
+
+RunReply decode_write_run_reply(const redisReply* r) {
+  // {code} or {code, the five stored fields}: -1 our session is gone, 0
+  // applied, 1 refused (not the holder), 2 refused (the period).
+  RunReply out;
+  long long code = 0;
+  RunRecord stored;
+  const bool has_run = r->type == REDIS_REPLY_ARRAY && r->elements == 1 + kRunFieldCount;
+  if (r->type != REDIS_REPLY_ARRAY || (r->elements != 1 && !has_run) ||
+      !reply_int(r->element[0], &code) || code < -1 || code > 2 || (code == 0 && !has_run) ||
+      (has_run && !decode_run_record(r->element + 1, &stored))) {
+    out.error = "redis: unexpected reply to write_run";
+    return out;
+  }
+  if (code < 0) {
+    out.outcome = Outcome::kExpired;
+    return out;
+  }
+  out.outcome = code == 0 ? Outcome::kOk : Outcome::kRefused;
+  out.refused = code == 0   ? RunRefusal::kNone
+                : code == 1 ? RunRefusal::kNotHolder
+                            : RunRefusal::kPeriod;
+  if (has_run) out.stored = stored;
+  return out;
 }
 
 AcquireReply decode_acquire_permit_reply(const redisReply* r) {
@@ -221,7 +278,7 @@ AcquireReply decode_acquire_permit_reply(const redisReply* r) {
 }
 
 InspectReply decode_inspect_reply(const redisReply* r) {
-  // {{sid, client, pttl, ...}, {name, token, holder, pttl, ...},
+  // {{sid, client, pttl, ...}, {name, token, holder, pttl, run, ...},
   //  {kind, name, permit, token, holder, pttl, ...}}
   InspectReply out;
   const redisReply* sessions =
@@ -230,7 +287,7 @@ InspectReply decode_inspect_reply(const redisReply* r) {
   const redisReply* permits = sessions ? r->element[2] : nullptr;
   if (!sessions || !leases || !permits || sessions->type != REDIS_REPLY_ARRAY ||
       sessions->elements % 3 != 0 || leases->type != REDIS_REPLY_ARRAY ||
-      leases->elements % 4 != 0 || permits->type != REDIS_REPLY_ARRAY ||
+      leases->elements % 5 != 0 || permits->type != REDIS_REPLY_ARRAY ||
       permits->elements % 6 != 0) {
     out.error = "redis: unexpected reply to inspect";
     return out;
@@ -241,8 +298,15 @@ InspectReply decode_inspect_reply(const redisReply* r) {
     out.sessions.push_back(SessionInfo{reply_str(sessions->element[i]),
                                        reply_str(sessions->element[i + 1]), reply_ms(pttl)});
   }
-  for (size_t i = 0; i < leases->elements; i += 4) {
+  for (size_t i = 0; i < leases->elements; i += 5) {
     LeaseInfo info;
+    // The run record: {} (none) or its five fields; a malformed one is left out.
+    const redisReply* run = leases->element[i + 4];
+    RunRecord record;
+    if (run && run->type == REDIS_REPLY_ARRAY && run->elements == kRunFieldCount &&
+        decode_run_record(run->element, &record)) {
+      info.run = record;
+    }
     long long token = 0, pttl = -1;
     if (!reply_int(leases->element[i + 1], &token)) token = 0;
     if (!reply_int(leases->element[i + 3], &pttl)) pttl = -1;

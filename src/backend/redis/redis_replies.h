@@ -24,8 +24,9 @@ namespace simba {
 void limit_redis_reader(redisReader* reader);
 // A new reader with those limits (freed with redisReaderFree), or nullptr.
 redisReader* make_redis_reader();
-// Elements an array reply may have: Simba's longest replies (inspect) carry 4
-// per lease name; 4M elements is a million leases, a 32 MB table.
+// Elements an array reply may have: Simba's longest replies (inspect) carry 5
+// per lease name (and a run record's 5 in an array of its own); 4M elements
+// is 800 thousand leases, a 32 MB table.
 inline constexpr int kMaxReplyElements = 4 * 1024 * 1024;
 
 // The reply's string (status, error or bulk string), "" for any other type.
@@ -41,6 +42,10 @@ KeepAliveReply decode_keep_alive_reply(const redisReply* r);
 AcquireReply decode_acquire_reply(const redisReply* r);
 AcquireReply decode_acquire_permit_reply(const redisReply* r);
 InspectReply decode_inspect_reply(const redisReply* r);
+RunReply decode_write_run_reply(const redisReply* r);
+// A run record (ADR 0048) from its five fields (redis_layout::kRunFields) at
+// `e`; false when one is malformed.
+bool decode_run_record(const redisReply* const* e, RunRecord* out);
 
 // A deep copy of a reply, for an answer that must outlive its callback (a
 // write held until WAIT answers); freed by its own deleter, not by hiredis.

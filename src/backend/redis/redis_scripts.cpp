@@ -52,7 +52,9 @@ return out
 // KEYS[1] session key, KEYS[2] its lease set, KEYS[3] lease hash; ARGV[1] sid,
 // ARGV[2] prefix, ARGV[3] name. Returns {-1} (our session is gone), {0, pttl}
 // (held by a live session, ours included: never two terms of one name for one
-// session; pttl -1 when unknown) or {1, token}.
+// session; pttl -1 when unknown) or {1, token} followed, when the name has a
+// run record (ADR 0048), by its five fields, read by the same HMGET: a new
+// leader reads it at no extra cost.
 // One write in the common case (every write is in the AOF and fsynced): the
 // token and the holder in one HSET, and the name usually still in the set
 // from an earlier term (a release leaves it to the keep-alive), with the
@@ -60,7 +62,7 @@ return out
 constexpr char kAcquireScript[] = R"lua(
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl == -2 then return {-1} end
-local h = redis.call('HMGET', KEYS[3], 'session', 'token')
+local h = redis.call('HMGET', KEYS[3], 'session', 'token', unpack(RUN_FIELDS))
 local holder = h[1]
 if holder and holder ~= '' then
   if holder == ARGV[1] then return {0, ttl} end
@@ -72,7 +74,8 @@ redis.call('HSET', KEYS[3], 'session', ARGV[1], 'token', string.format('%d', tok
 if redis.call('SADD', KEYS[2], ARGV[3]) == 1 and ttl > 0 and redis.call('PTTL', KEYS[2]) == -1 then
   redis.call('PEXPIRE', KEYS[2], ttl)
 end
-return {1, token}
+if not h[3] then return {1, token} end
+return {1, token, h[3], h[4], h[5], h[6], h[7]}
 )lua";
 
 // KEYS[1] lease hash; ARGV[1] sid, ARGV[2] token, ARGV[3] name, ARGV[4]
@@ -87,6 +90,45 @@ if h[1] == ARGV[1] and h[2] == ARGV[2] then
   return 1
 end
 return 0
+)lua";
+
+// KEYS[1] session key, KEYS[2] lease hash; ARGV[1] sid, ARGV[2] the guard
+// token, ARGV[3..7] the record (period id, started, ended, its token, outcome
+// name). ADR 0048, as memory_store.cpp: applied only while the hash names the
+// session with that token (a release's guard), a start only above the stored
+// period id, an end only to it; period ids compared as decimal strings, exact
+// beyond 2^53 where Lua's numbers are not. Returns {code} or {code, the five
+// stored fields}: code -1 (our session is gone), 0 (applied), 1 (refused: not
+// the holder), 2 (refused: the period).
+constexpr char kWriteRunScript[] = R"lua(
+if redis.call('EXISTS', KEYS[1]) == 0 then return {-1} end
+local h = redis.call('HMGET', KEYS[2], 'session', 'token', unpack(RUN_FIELDS))
+local function below(a, b)
+  local na, nb = string.sub(a, 1, 1) == '-', string.sub(b, 1, 1) == '-'
+  if na ~= nb then return na end
+  if na then a, b = string.sub(b, 2), string.sub(a, 2) end
+  if #a ~= #b then return #a < #b end
+  return a < b
+end
+local code = 0
+if h[1] ~= ARGV[1] or h[2] ~= ARGV[2] then
+  code = 1
+elseif ARGV[7] == RUN_RUNNING then
+  if h[3] and not below(h[3], ARGV[3]) then code = 2 end
+elseif h[3] ~= ARGV[3] then
+  code = 2
+end
+if code == 0 then
+  local fields = {}
+  for i, f in ipairs(RUN_FIELDS) do
+    fields[#fields + 1] = f
+    fields[#fields + 1] = ARGV[i + 2]
+  end
+  redis.call('HSET', KEYS[2], unpack(fields))
+  return {0, ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]}
+end
+if not h[3] then return {code} end
+return {code, h[3], h[4], h[5], h[6], h[7]}
 )lua";
 
 // KEYS[1] session key, KEYS[2] its lease set; ARGV[1] sid, ARGV[2] prefix.
@@ -231,8 +273,9 @@ return 1
 // ARGV[1] prefix, ARGV[2] the prefix escaped for a SCAN pattern, ARGV[3..] lease
 // names (every lease under the prefix when none). Returns {sessions, leases,
 // permits}: sessions {id, client name, pttl, ...} of every live session, leases
-// {name, token, holder, holder pttl, ...} with holder '' (pttl -2) when free or
-// when its session is gone, as acquire sees it, permits {kind, name, permit,
+// {name, token, holder, holder pttl, run, ...} with holder '' (pttl -2) when free or
+// when its session is gone, as acquire sees it, and run the name's run record
+// (its five fields, or {} when it has none), permits {kind, name, permit,
 // token, holder, holder pttl, ...} of the live sessions' entries of the
 // semaphores and read/write locks of those names. Read-only; for operators: the
 // SCANs walk the whole keyspace, so name the leases on a big server.
@@ -268,7 +311,7 @@ else
 end
 local leases = {}
 for _, n in ipairs(names) do
-  local h = redis.call('HMGET', lease_key(p, n), 'session', 'token')
+  local h = redis.call('HMGET', lease_key(p, n), 'session', 'token', unpack(RUN_FIELDS))
   local holder, ttl = h[1] or '', -2
   if holder ~= '' then ttl = redis.call('PTTL', session_key(p, holder)) end
   if ttl == -2 then holder = '' end
@@ -276,6 +319,7 @@ for _, n in ipairs(names) do
   leases[#leases + 1] = h[2] or '0'
   leases[#leases + 1] = holder
   leases[#leases + 1] = ttl
+  leases[#leases + 1] = h[3] and {h[3], h[4], h[5], h[6], h[7]} or {}
 end
 local permits = {}
 local function list(resource, name)
@@ -394,6 +438,15 @@ std::string redis_lua_keys() {
   lua += "local SEM_RESOURCE, RW_RESOURCE = " + q + permit_resource(PermitKind::kSemaphore, "") +
          q + ", " + q + permit_resource(PermitKind::kRead, "") + q + "\n";
   lua += "local SEM_KEY, RW_KEY = " + q + kSem + q + ", " + q + kRw + q + "\n";
+  // The run record's fields in the lease hash (ADR 0048), in the order the
+  // replies carry them.
+  std::string sep = "local RUN_FIELDS = {";
+  for (const char* f : kRunFields) {
+    lua += sep + q + f + q;
+    sep = ", ";
+  }
+  lua += "}\n";
+  lua += "local RUN_RUNNING = " + q + run_outcome_name(RunOutcome::kRunning) + q + "\n";
   return lua + kLuaPermits;
 }
 
@@ -413,7 +466,8 @@ const RedisScript& script(int which) {
       make_script(kOpenScript),          make_script(kKeepAliveScript),
       make_script(kAcquireScript),       make_script(kReleaseScript),
       make_script(kCloseScript),         make_script(kInspectScript),
-      make_script(kAcquirePermitScript), make_script(kReleasePermitScript)};
+      make_script(kAcquirePermitScript), make_script(kReleasePermitScript),
+      make_script(kWriteRunScript)};
   return scripts[which];
 }
 

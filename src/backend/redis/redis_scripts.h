@@ -17,6 +17,7 @@ enum RedisScriptId {
   kInspect,
   kAcquirePermit,
   kReleasePermit,
+  kWriteRun,
   kScriptCount
 };
 
