@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -466,7 +467,8 @@ TEST(Redis, PermitsOfAGoneSessionAreSweptByTheAcquireThatMeetsThem) {
 // period ids above 2^53 (where Lua's numbers, doubles, would call 2^53 and
 // 2^53 + 1 equal) are compared exactly; a session gone from Redis while the
 // hash still names it writes nothing (kExpired), and the next holder's
-// acquire answers the record.
+// acquire answers the record; a record made unreadable by hand neither fails
+// a grant nor lets a period start twice.
 TEST(Redis, TheRunRecordIsInTheLeaseHashAndComparedExactly) {
   const std::unique_ptr<Sync> s = shared_sync();
   if (!s) GTEST_SKIP() << "SIMBA_TEST_REDIS_URL not set";
@@ -518,6 +520,23 @@ TEST(Redis, TheRunRecordIsInTheLeaseHashAndComparedExactly) {
   ASSERT_EQ(b.release(sb, name, taken.token), simba::Outcome::kOk);
   EXPECT_EQ(s->cmd({"HEXISTS", key, "session"}), "0");
   EXPECT_EQ(s->cmd({"HGET", key, "run_p"}), "9007199254740993");
+  // A record edited by hand into something unreadable: the grant still
+  // counts (without it), and the script still guards the stored period id.
+  ASSERT_EQ(s->cmd({"HSET", key, "run_o", "bogus"}), "0");
+  const simba::AcquireReply again = b.acquire(sb, name);
+  ASSERT_EQ(again.outcome, simba::Outcome::kOk) << again.error;
+  EXPECT_FALSE(again.run.has_value());
+  w = b.write_run(sb, name, again.token, next);
+  EXPECT_EQ(w.outcome, simba::Outcome::kRefused) << w.error;
+  EXPECT_EQ(w.refused, simba::RunRefusal::kPeriod);
+  EXPECT_FALSE(w.stored.has_value());
+  simba::RunRecord after = next;
+  after.period_id = next.period_id + 1;
+  after.token = again.token;
+  w = b.write_run(sb, name, again.token, after);
+  ASSERT_EQ(w.outcome, simba::Outcome::kOk) << w.error;
+  EXPECT_EQ(*w.stored, after);
+  EXPECT_EQ(b.inspect({name}).leases.at(0).run, std::optional<simba::RunRecord>(after));
 }
 
 // AUTH (password only, and user + password), SELECT and the key prefix, on a

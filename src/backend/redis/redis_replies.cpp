@@ -204,17 +204,21 @@ AcquireReply decode_acquire_reply(const redisReply* r) {
   // {1, token} or {1, token, the five run record fields} won; {0, holder
   // pttl} held; {-1} our session is gone.
   long long code = 0, v = 0;
-  RunRecord run;
-  const bool has_run = r->type == REDIS_REPLY_ARRAY && r->elements == 2 + kRunFieldCount;
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || !reply_int(r->element[0], &code) ||
-      (code >= 0 && (r->elements < 2 || !reply_int(r->element[1], &v))) ||
-      (has_run && !decode_run_record(r->element + 2, &run))) {
+      (code >= 0 && (r->elements < 2 || !reply_int(r->element[1], &v)))) {
     AcquireReply out;
     out.error = "redis: unexpected reply to acquire";
     return out;
   }
   AcquireReply out = acquire_reply(code, v, "redis");
-  if (has_run && out.outcome == Outcome::kOk) out.run = run;
+  // A record edited by hand into something unreadable is left out rather than
+  // failing a grant the server already made: write_run's script still guards
+  // the stored period id, so no period starts twice for it.
+  RunRecord run;
+  if (out.outcome == Outcome::kOk && r->elements == 2 + kRunFieldCount &&
+      decode_run_record(r->element + 2, &run)) {
+    out.run = run;
+  }
   return out;
 }
 
@@ -224,10 +228,12 @@ RunReply decode_write_run_reply(const redisReply* r) {
   RunReply out;
   long long code = 0;
   RunRecord stored;
-  const bool has_run = r->type == REDIS_REPLY_ARRAY && r->elements == 1 + kRunFieldCount;
-  if (r->type != REDIS_REPLY_ARRAY || (r->elements != 1 && !has_run) ||
-      !reply_int(r->element[0], &code) || code < -1 || code > 2 || (code == 0 && !has_run) ||
-      (has_run && !decode_run_record(r->element + 1, &stored))) {
+  const bool readable = r->type == REDIS_REPLY_ARRAY && r->elements == 1 + kRunFieldCount &&
+                        decode_run_record(r->element + 1, &stored);
+  // An applied write answers what it stored, always readable; a refusal may
+  // meet a record edited by hand, left out as acquire does.
+  if (r->type != REDIS_REPLY_ARRAY || (r->elements != 1 && r->elements != 1 + kRunFieldCount) ||
+      !reply_int(r->element[0], &code) || code < -1 || code > 2 || (code == 0 && !readable)) {
     out.error = "redis: unexpected reply to write_run";
     return out;
   }
@@ -239,7 +245,7 @@ RunReply decode_write_run_reply(const redisReply* r) {
   out.refused = code == 0   ? RunRefusal::kNone
                 : code == 1 ? RunRefusal::kNotHolder
                             : RunRefusal::kPeriod;
-  if (has_run) out.stored = stored;
+  if (readable) out.stored = stored;
   return out;
 }
 
