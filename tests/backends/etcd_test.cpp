@@ -2,7 +2,8 @@
 // URL, the message codec, and on a real etcd (SIMBA_TEST_ETCD_URL) the lease
 // mapping: the TTL rule, the remaining time, the leases a keep-alive lists;
 // and permits (ADR 0046): their keys and values, the entries a keep-alive
-// lists, racing acquires, the cost of a cycle.
+// lists, racing acquires, the cost of a cycle; candidates (ADR 0047): the
+// handoff Txn's guards and the cost of a handover.
 #ifdef SIMBA_WITH_ETCD
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/etcd/etcd_backend.h"
 #include "backend/etcd/etcd_messages.h"
 #include "backend/etcd/etcd_url.h"
 #include "backends/backend_on_loop.h"
@@ -241,6 +243,33 @@ class EtcdServer : public ::testing::Test {
     b->release_permit(sid, name, kind, permit, token, ms(5000),
                       [&](const DoneReply& r) { out = r.outcome; });
     EXPECT_TRUE(b.run_until([&] { return out != Outcome::kTimeout; }, 5000));
+    return out;
+  }
+  // `name` with a candidate ask of `client` and `priority` (leaving an entry).
+  AcquireReply wait_candidate(BackendOnLoop& b, const std::string& sid, const std::string& name,
+                              const std::string& client, int32_t priority = 0) {
+    CandidateAsk ask;
+    ask.leave = true;
+    ask.client = client;
+    ask.priority = priority;
+    AcquireReply out;
+    bool done = false;
+    b->acquire_candidate(sid, name, ask, ms(5000), [&](const AcquireReply& r) {
+      out = r;
+      done = true;
+    });
+    EXPECT_TRUE(b.run_until([&] { return done; }, 5000));
+    return out;
+  }
+  ReleaseReply release_handoff(BackendOnLoop& b, const std::string& sid, const std::string& name,
+                               uint64_t token, const std::string& target = {}) {
+    ReleaseReply out;
+    bool done = false;
+    b->release_handoff(sid, name, token, target, ms(5000), [&](const ReleaseReply& r) {
+      out = r;
+      done = true;
+    });
+    EXPECT_TRUE(b.run_until([&] { return done; }, 5000));
     return out;
   }
   // etcdctl on the test's server, e.g. {"del", key}.
@@ -575,6 +604,156 @@ TEST_F(EtcdServer, APermitCycleIsTwoRoundTrips) {
   }
   std::printf("p50 over %d: one Txn %.0f us, lease cycle %.0f us, permit cycle %.0f us\n", n,
               p50(txn), p50(lease), p50(permit));
+}
+
+// --- candidates (ADR 0047) -----------------------------------------------------
+
+// Runs `fn` once, between the next release's read of the candidates and its
+// handoff Txn (etcd_backend.h); cleared at the end of the scope.
+class BeforeHandoff {
+ public:
+  explicit BeforeHandoff(std::function<void()> fn) {
+    etcd_impl::test_before_handoff = [this, fn = std::move(fn)](const std::string&) {
+      if (ran_++ == 0) fn();
+    };
+  }
+  ~BeforeHandoff() { etcd_impl::test_before_handoff = nullptr; }
+  int ran() const { return ran_; }
+
+ private:
+  int ran_ = 0;
+};
+
+// A higher-priority candidate that arrives after the release read the
+// candidates: the handoff Txn's guard (no candidate key written after the
+// read) fails, the release reads again and hands the lease to the newcomer.
+TEST_F(EtcdServer, AHandoffSeesACandidateThatCameAfterItsRead) {
+  BackendOnLoop h(url_), a(url_), b(url_);
+  ASSERT_TRUE(h && a && b);
+  const std::string sh = open(h, 3000).session_id, sa = open(a, 3000).session_id,
+                    sb = open(b, 3000).session_id;
+  ASSERT_FALSE(sh.empty() || sa.empty() || sb.empty());
+  const AcquireReply held = acquire(h, sh, "came");
+  ASSERT_EQ(held.outcome, Outcome::kOk);
+  ASSERT_EQ(wait_candidate(a, sa, "came", "a", 0).outcome, Outcome::kHeld);
+  AcquireReply late;
+  BeforeHandoff hook([&] { late = wait_candidate(b, sb, "came", "b", 9); });
+  const ReleaseReply r = release_handoff(h, sh, "came", held.token);
+  EXPECT_EQ(hook.ran(), 2) << "the first handoff Txn should have lost its guard";
+  EXPECT_EQ(late.outcome, Outcome::kHeld);
+  ASSERT_EQ(r.outcome, Outcome::kOk) << r.error;
+  EXPECT_EQ(r.grant.session, sb) << "the newcomer of priority 9 was missed";
+  EXPECT_GT(r.grant.token, held.token);
+  const KeepAliveReply kb = keep_alive(b, sb, 3000);
+  EXPECT_NE(std::find(kb.owned.begin(), kb.owned.end(), OwnedLease{"came", r.grant.token}),
+            kb.owned.end());
+}
+
+// The chosen candidate withdraws after the read: the guard on its key's
+// create_revision fails, and the lease goes to the one still waiting.
+TEST_F(EtcdServer, AHandoffSkipsACandidateThatLeftAfterItsRead) {
+  BackendOnLoop h(url_), a(url_), b(url_);
+  ASSERT_TRUE(h && a && b);
+  const std::string sh = open(h, 3000).session_id, sa = open(a, 3000).session_id,
+                    sb = open(b, 3000).session_id;
+  ASSERT_FALSE(sh.empty() || sa.empty() || sb.empty());
+  const AcquireReply held = acquire(h, sh, "left");
+  ASSERT_EQ(held.outcome, Outcome::kOk);
+  const AcquireReply ea = wait_candidate(a, sa, "left", "a", 9);
+  ASSERT_EQ(ea.outcome, Outcome::kHeld);
+  ASSERT_EQ(wait_candidate(b, sb, "left", "b", 0).outcome, Outcome::kHeld);
+  Outcome withdrawn = Outcome::kTimeout;
+  BeforeHandoff hook(
+      [&] { withdrawn = release_permit(a, sa, "left", PermitKind::kCandidate, ea.permit, 0); });
+  const ReleaseReply r = release_handoff(h, sh, "left", held.token);
+  EXPECT_EQ(withdrawn, Outcome::kOk);
+  EXPECT_EQ(hook.ran(), 2);
+  EXPECT_EQ(r.grant.session, sb) << "handed to a candidate that had left";
+  EXPECT_TRUE(keep_alive(a, sa, 3000).owned.empty());
+}
+
+// The target's session ends (its etcd lease revoked, as an expiry does)
+// after the read: its key went with its lease, the guard fails, and the
+// release chooses as without a target and says so.
+TEST_F(EtcdServer, AHandoffSkipsATargetWhoseLeaseEndedAfterItsRead) {
+  BackendOnLoop h(url_), a(url_), b(url_);
+  ASSERT_TRUE(h && a && b);
+  const std::string sh = open(h, 3000).session_id, sa = open(a, 3000).session_id,
+                    sb = open(b, 3000).session_id;
+  ASSERT_FALSE(sh.empty() || sa.empty() || sb.empty());
+  const AcquireReply held = acquire(h, sh, "gone");
+  ASSERT_EQ(held.outcome, Outcome::kOk);
+  ASSERT_EQ(wait_candidate(a, sa, "gone", "target", 0).outcome, Outcome::kHeld);
+  ASSERT_EQ(wait_candidate(b, sb, "gone", "b", 0).outcome, Outcome::kHeld);
+  int revoked = -1;
+  BeforeHandoff hook([&] { revoked = etcdctl("lease revoke " + sa); });
+  const ReleaseReply r = release_handoff(h, sh, "gone", held.token, "target");
+  EXPECT_EQ(revoked, 0);
+  EXPECT_EQ(hook.ran(), 2);
+  EXPECT_EQ(r.grant.session, sb) << "handed to a session that had ended";
+  EXPECT_TRUE(r.target_absent);
+  EXPECT_EQ(keep_alive(a, sa, 3000).outcome, Outcome::kExpired);
+}
+
+// A handover to one queued candidate, from the release sent to the grant
+// seen by the candidate's watch (a PUT of the lease key), against one idle
+// Txn (an acquire of the free name): p50 of 300 each, in the same run.
+TEST_F(EtcdServer, AHandoverIsTwoTxnsAndTheWatchEvent) {
+  BackendOnLoop b(url_);
+  ASSERT_TRUE(b) << b.error();
+  const std::string sh = open(b, 5000).session_id, sc = open(b, 5000).session_id;
+  ASSERT_FALSE(sh.empty() || sc.empty());
+  std::vector<Grant> heard;
+  b->on_released([&](const std::string& name, const Grant& g) {
+    if (name == "handover") heard.push_back(g);
+  });
+  b->watch("handover");
+  b.run_for(200);
+  auto p50 = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  auto us_since = [](std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const int n = 300;
+  std::vector<double> txn, reply, handover;
+  for (int i = 0; i < n; ++i) {
+    if (i % 50 == 0) {
+      ASSERT_EQ(keep_alive(b, sh, 5000).outcome, Outcome::kOk);
+      ASSERT_EQ(keep_alive(b, sc, 5000).outcome, Outcome::kOk);
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    const AcquireReply held = acquire(b, sh, "handover");
+    txn.push_back(us_since(t0));
+    ASSERT_EQ(held.outcome, Outcome::kOk) << held.error;
+    ASSERT_EQ(wait_candidate(b, sc, "handover", "c").outcome, Outcome::kHeld);
+    b.run_for(1);
+    heard.clear();
+    t0 = std::chrono::steady_clock::now();
+    ReleaseReply r;
+    bool released = false;
+    b->release_handoff(sh, "handover", held.token, {}, ms(5000), [&](const ReleaseReply& x) {
+      r = x;
+      released = true;
+      reply.push_back(us_since(t0));
+    });
+    ASSERT_TRUE(b.run_until(
+        [&] { return released && std::find(heard.begin(), heard.end(), r.grant) != heard.end(); },
+        5000));
+    handover.push_back(us_since(t0));
+    ASSERT_EQ(r.grant.session, sc);
+    bool freed = false;
+    b->release(sc, "handover", r.grant.token, ms(5000), [&](const DoneReply&) { freed = true; });
+    ASSERT_TRUE(b.run_until([&] { return freed; }, 5000));
+  }
+  b->unwatch("handover");
+  const double t = p50(txn), h = p50(handover);
+  std::printf(
+      "p50 over %d: one idle Txn %.0f us, handover release reply %.0f us, release to the "
+      "candidate's grant seen %.0f us (%.2f x the Txn)\n",
+      n, t, p50(reply), h, h / t);
+  EXPECT_LT(h, 6 * t) << "a handover should cost about two Txns";
 }
 
 }  // namespace
