@@ -401,10 +401,11 @@ std::string put_request(const std::string& key, const std::string& value, int64_
   return pack(&r.base);
 }
 
-std::string range_request(const std::string& key, const std::string& range_end) {
+std::string range_request(const std::string& key, const std::string& range_end, bool serializable) {
   Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
   r.key = bytes(key);
   r.range_end = bytes(range_end);
+  r.serializable = serializable;
   return pack(&r.base);
 }
 
@@ -501,31 +502,25 @@ std::string acquire_candidate_request(const EtcdKeys& keys, const std::string& n
   return pack(&t->base);
 }
 
-std::string release_read_request(const EtcdKeys& keys, const std::string& name, int64_t lease,
-                                 int64_t token) {
-  TxnParts p;
-  const std::string lk = keys.lease(name), dir = keys.candidate_dir(name);
-  auto* t = p.txn({p.cmp(kLease, lk, lease), p.cmp(kMod, lk, token),
-                   p.cmp(kCreate, dir, 0, TxnParts::kEqual, prefix_end(dir))},
-                  {p.del(lk)}, {p.range(lk), p.range(dir, prefix_end(dir))});
-  return pack(&t->base);
-}
-
 std::string handoff_request(const EtcdKeys& keys, const std::string& name, int64_t lease,
-                            int64_t token, const Kv& chosen, const std::string& chosen_sid,
+                            int64_t token, const Kv* chosen, const std::string& chosen_sid,
                             int64_t view_revision) {
   TxnParts p;
   const std::string lk = keys.lease(name), dir = keys.candidate_dir(name);
-  // The chosen key still there (so its etcd lease is live: etcd deletes a
-  // lease's keys when it ends), and no candidate came or changed since the
-  // view: the choice made from the view stands.
-  auto* t = p.txn(
-      {p.cmp(kLease, lk, lease), p.cmp(kMod, lk, token),
-       p.cmp(kCreate, chosen.key, chosen.create_revision),
-       p.cmp(kMod, dir, view_revision + 1, ETCDSERVERPB__COMPARE__COMPARE_RESULT__LESS,
-             prefix_end(dir))},
-      {p.put(lk, chosen_sid, chosen.lease), p.put(keys.token(name), "", 0), p.del(chosen.key)},
-      {p.range(lk), p.range(dir, prefix_end(dir))});
+  // No candidate came or changed since the view (one that left changes the
+  // choice only if it is the chosen one), and the chosen key is still there,
+  // so its etcd lease is live (etcd deletes a lease's keys as it ends it).
+  std::vector<Etcdserverpb__Compare*> cmps = {
+      p.cmp(kLease, lk, lease), p.cmp(kMod, lk, token),
+      p.cmp(kMod, dir, view_revision + 1, ETCDSERVERPB__COMPARE__COMPARE_RESULT__LESS,
+            prefix_end(dir))};
+  std::vector<Etcdserverpb__RequestOp*> ops = {p.del(lk)};
+  if (chosen) {
+    cmps.push_back(p.cmp(kCreate, chosen->key, chosen->create_revision));
+    ops = {p.put(lk, chosen_sid, chosen->lease), p.put(keys.token(name), "", 0),
+           p.del(chosen->key)};
+  }
+  auto* t = p.txn(cmps, ops, {p.range(lk), p.range(dir, prefix_end(dir))});
   return pack(&t->base);
 }
 

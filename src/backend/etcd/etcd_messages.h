@@ -116,7 +116,10 @@ std::string revoke_request(int64_t lease);
 std::string keep_alive_request(int64_t lease);
 std::string time_to_live_request(int64_t lease);  // with the lease's keys
 std::string put_request(const std::string& key, const std::string& value, int64_t lease);
-std::string range_request(const std::string& key, const std::string& range_end);
+// `serializable`: answered by the member from its own state, without a raft
+// round (possibly behind: only for reads a Txn's guard checks afterwards).
+std::string range_request(const std::string& key, const std::string& range_end,
+                          bool serializable = false);
 // One read-only Txn ranging each prefix: all read at one revision (inspect).
 std::string snapshot_request(const std::vector<std::string>& prefixes);
 // create_revision(lease key) == 0 ? put lease key (sid, lease) and token key : range lease key
@@ -132,16 +135,13 @@ std::string release_request(const EtcdKeys& keys, const std::string& name, int64
 std::string acquire_candidate_request(const EtcdKeys& keys, const std::string& name,
                                       const std::string& sid, int64_t lease,
                                       const std::string& value, bool leave);
-// A release that reads the candidates: ours (lease, token) && no candidate key
-// ? delete lease key : range lease key, range candidate dir.
-std::string release_read_request(const EtcdKeys& keys, const std::string& name, int64_t lease,
-                                 int64_t token);
-// The handoff to `chosen` (a candidate key as read at `view_revision`): ours
-// && create_revision(chosen) unchanged && no candidate key written after
-// view_revision ? put lease key (chosen's sid and lease), token key, delete
-// chosen : range lease key, range candidate dir.
+// The release of a term decided from the candidates read at `view_revision`:
+// ours (lease, token) && no candidate key written after view_revision [&&
+// create_revision(chosen) unchanged] ? [put lease key (chosen's sid and
+// lease), token key, delete chosen | delete lease key when no chosen] : range
+// lease key, range candidate dir.
 std::string handoff_request(const EtcdKeys& keys, const std::string& name, int64_t lease,
-                            int64_t token, const Kv& chosen, const std::string& chosen_sid,
+                            int64_t token, const Kv* chosen, const std::string& chosen_sid,
                             int64_t view_revision);
 // create_revision(key) == id && lease(key) == lease ? delete key
 std::string candidate_release_request(const std::string& key, int64_t id, int64_t lease);
