@@ -1156,7 +1156,7 @@ Backend::CallRef EtcdBackend::acquire_candidate(const std::string& session, cons
           mine.erase(ck);  // the grant took it
         } else {
           r.outcome = Outcome::kHeld;
-          if (entry) {
+          if (entry && ask.leave) {  // a try-once ask names none (as memory://)
             r.permit = static_cast<uint64_t>(entry->create_revision);
             mine[ck] = {OwnedLease{name, 0, PermitKind::kCandidate, r.permit},
                         entry->create_revision};
