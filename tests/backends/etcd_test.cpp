@@ -175,6 +175,8 @@ TEST(EtcdMessages, PermitKeysAndValues) {
 
 // --- on a real etcd ----------------------------------------------------------
 
+struct Parties;  // candidates' tests (below)
+
 class EtcdServer : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -226,16 +228,22 @@ class EtcdServer : public ::testing::Test {
     EXPECT_TRUE(b.run_until([&] { return done; }, 5000));
     return out;
   }
-  AcquireReply acquire_permit(BackendOnLoop& b, const std::string& sid, const std::string& name,
-                              const PermitAsk& ask) {
-    AcquireReply out;
+  // The reply to the call `start(cb)` makes on `b`, waited for up to 5 s.
+  template <typename Reply, typename Start>
+  Reply reply_to(BackendOnLoop& b, Start start) {
+    Reply out;
     bool done = false;
-    b->acquire_permit(sid, name, ask, ms(5000), [&](const AcquireReply& r) {
+    start([&](const Reply& r) {
       out = r;
       done = true;
     });
     EXPECT_TRUE(b.run_until([&] { return done; }, 5000));
     return out;
+  }
+  AcquireReply acquire_permit(BackendOnLoop& b, const std::string& sid, const std::string& name,
+                              const PermitAsk& ask) {
+    return reply_to<AcquireReply>(
+        b, [&](Backend::AcquireCb cb) { b->acquire_permit(sid, name, ask, ms(5000), cb); });
   }
   Outcome release_permit(BackendOnLoop& b, const std::string& sid, const std::string& name,
                          PermitKind kind, uint64_t permit, uint64_t token) {
@@ -252,26 +260,17 @@ class EtcdServer : public ::testing::Test {
     ask.leave = true;
     ask.client = client;
     ask.priority = priority;
-    AcquireReply out;
-    bool done = false;
-    b->acquire_candidate(sid, name, ask, ms(5000), [&](const AcquireReply& r) {
-      out = r;
-      done = true;
-    });
-    EXPECT_TRUE(b.run_until([&] { return done; }, 5000));
-    return out;
+    return reply_to<AcquireReply>(
+        b, [&](Backend::AcquireCb cb) { b->acquire_candidate(sid, name, ask, ms(5000), cb); });
   }
   ReleaseReply release_handoff(BackendOnLoop& b, const std::string& sid, const std::string& name,
                                uint64_t token, const std::string& target = {}) {
-    ReleaseReply out;
-    bool done = false;
-    b->release_handoff(sid, name, token, target, ms(5000), [&](const ReleaseReply& r) {
-      out = r;
-      done = true;
+    return reply_to<ReleaseReply>(b, [&](Backend::ReleaseCb cb) {
+      b->release_handoff(sid, name, token, target, ms(5000), cb);
     });
-    EXPECT_TRUE(b.run_until([&] { return done; }, 5000));
-    return out;
   }
+  // `p`'s sessions, its holder holding `name`; false on a failure.
+  bool start_parties(Parties& p, const std::string& name);
   // etcdctl on the test's server, e.g. {"del", key}.
   int etcdctl(const std::string& args) {
     std::string endpoint = std::getenv("SIMBA_TEST_ETCD_URL");
@@ -608,6 +607,14 @@ TEST_F(EtcdServer, APermitCycleIsTwoRoundTrips) {
 
 // --- candidates (ADR 0047) -----------------------------------------------------
 
+// Three sessions on Backends of their own (start_parties: the first holds a name).
+struct Parties {
+  explicit Parties(const std::string& url) : h(url), a(url), b(url) {}
+  BackendOnLoop h, a, b;
+  std::string sh, sa, sb;
+  uint64_t token = 0;  // h's
+};
+
 // Runs `fn` once, between the next release's read of the candidates and its
 // handoff Txn (etcd_backend.h); cleared at the end of the scope.
 class BeforeHandoff {
@@ -624,27 +631,33 @@ class BeforeHandoff {
   int ran_ = 0;
 };
 
+bool EtcdServer::start_parties(Parties& p, const std::string& name) {
+  if (!p.h || !p.a || !p.b) return false;
+  p.sh = open(p.h, 3000).session_id;
+  p.sa = open(p.a, 3000).session_id;
+  p.sb = open(p.b, 3000).session_id;
+  if (p.sh.empty() || p.sa.empty() || p.sb.empty()) return false;
+  const AcquireReply held = acquire(p.h, p.sh, name);
+  p.token = held.token;
+  return held.outcome == Outcome::kOk;
+}
+
 // A higher-priority candidate that arrives after the release read the
 // candidates: the handoff Txn's guard (no candidate key written after the
 // read) fails, the release reads again and hands the lease to the newcomer.
 TEST_F(EtcdServer, AHandoffSeesACandidateThatCameAfterItsRead) {
-  BackendOnLoop h(url_), a(url_), b(url_);
-  ASSERT_TRUE(h && a && b);
-  const std::string sh = open(h, 3000).session_id, sa = open(a, 3000).session_id,
-                    sb = open(b, 3000).session_id;
-  ASSERT_FALSE(sh.empty() || sa.empty() || sb.empty());
-  const AcquireReply held = acquire(h, sh, "came");
-  ASSERT_EQ(held.outcome, Outcome::kOk);
-  ASSERT_EQ(wait_candidate(a, sa, "came", "a", 0).outcome, Outcome::kHeld);
+  Parties p(url_);
+  ASSERT_TRUE(start_parties(p, "came"));
+  ASSERT_EQ(wait_candidate(p.a, p.sa, "came", "a", 0).outcome, Outcome::kHeld);
   AcquireReply late;
-  BeforeHandoff hook([&] { late = wait_candidate(b, sb, "came", "b", 9); });
-  const ReleaseReply r = release_handoff(h, sh, "came", held.token);
+  BeforeHandoff hook([&] { late = wait_candidate(p.b, p.sb, "came", "b", 9); });
+  const ReleaseReply r = release_handoff(p.h, p.sh, "came", p.token);
   EXPECT_EQ(hook.ran(), 2) << "the first handoff Txn should have lost its guard";
   EXPECT_EQ(late.outcome, Outcome::kHeld);
   ASSERT_EQ(r.outcome, Outcome::kOk) << r.error;
-  EXPECT_EQ(r.grant.session, sb) << "the newcomer of priority 9 was missed";
-  EXPECT_GT(r.grant.token, held.token);
-  const KeepAliveReply kb = keep_alive(b, sb, 3000);
+  EXPECT_EQ(r.grant.session, p.sb) << "the newcomer of priority 9 was missed";
+  EXPECT_GT(r.grant.token, p.token);
+  const KeepAliveReply kb = keep_alive(p.b, p.sb, 3000);
   EXPECT_NE(std::find(kb.owned.begin(), kb.owned.end(), OwnedLease{"came", r.grant.token}),
             kb.owned.end());
 }
@@ -652,47 +665,37 @@ TEST_F(EtcdServer, AHandoffSeesACandidateThatCameAfterItsRead) {
 // The chosen candidate withdraws after the read: the guard on its key's
 // create_revision fails, and the lease goes to the one still waiting.
 TEST_F(EtcdServer, AHandoffSkipsACandidateThatLeftAfterItsRead) {
-  BackendOnLoop h(url_), a(url_), b(url_);
-  ASSERT_TRUE(h && a && b);
-  const std::string sh = open(h, 3000).session_id, sa = open(a, 3000).session_id,
-                    sb = open(b, 3000).session_id;
-  ASSERT_FALSE(sh.empty() || sa.empty() || sb.empty());
-  const AcquireReply held = acquire(h, sh, "left");
-  ASSERT_EQ(held.outcome, Outcome::kOk);
-  const AcquireReply ea = wait_candidate(a, sa, "left", "a", 9);
+  Parties p(url_);
+  ASSERT_TRUE(start_parties(p, "left"));
+  const AcquireReply ea = wait_candidate(p.a, p.sa, "left", "a", 9);
   ASSERT_EQ(ea.outcome, Outcome::kHeld);
-  ASSERT_EQ(wait_candidate(b, sb, "left", "b", 0).outcome, Outcome::kHeld);
+  ASSERT_EQ(wait_candidate(p.b, p.sb, "left", "b", 0).outcome, Outcome::kHeld);
   Outcome withdrawn = Outcome::kTimeout;
   BeforeHandoff hook(
-      [&] { withdrawn = release_permit(a, sa, "left", PermitKind::kCandidate, ea.permit, 0); });
-  const ReleaseReply r = release_handoff(h, sh, "left", held.token);
+      [&] { withdrawn = release_permit(p.a, p.sa, "left", PermitKind::kCandidate, ea.permit, 0); });
+  const ReleaseReply r = release_handoff(p.h, p.sh, "left", p.token);
   EXPECT_EQ(withdrawn, Outcome::kOk);
   EXPECT_EQ(hook.ran(), 2);
-  EXPECT_EQ(r.grant.session, sb) << "handed to a candidate that had left";
-  EXPECT_TRUE(keep_alive(a, sa, 3000).owned.empty());
+  EXPECT_EQ(r.grant.session, p.sb) << "handed to a candidate that had left";
+  EXPECT_TRUE(keep_alive(p.a, p.sa, 3000).owned.empty());
 }
 
 // The target's session ends (its etcd lease revoked, as an expiry does)
 // after the read: its key went with its lease, the guard fails, and the
 // release chooses as without a target and says so.
 TEST_F(EtcdServer, AHandoffSkipsATargetWhoseLeaseEndedAfterItsRead) {
-  BackendOnLoop h(url_), a(url_), b(url_);
-  ASSERT_TRUE(h && a && b);
-  const std::string sh = open(h, 3000).session_id, sa = open(a, 3000).session_id,
-                    sb = open(b, 3000).session_id;
-  ASSERT_FALSE(sh.empty() || sa.empty() || sb.empty());
-  const AcquireReply held = acquire(h, sh, "gone");
-  ASSERT_EQ(held.outcome, Outcome::kOk);
-  ASSERT_EQ(wait_candidate(a, sa, "gone", "target", 0).outcome, Outcome::kHeld);
-  ASSERT_EQ(wait_candidate(b, sb, "gone", "b", 0).outcome, Outcome::kHeld);
+  Parties p(url_);
+  ASSERT_TRUE(start_parties(p, "gone"));
+  ASSERT_EQ(wait_candidate(p.a, p.sa, "gone", "target", 0).outcome, Outcome::kHeld);
+  ASSERT_EQ(wait_candidate(p.b, p.sb, "gone", "b", 0).outcome, Outcome::kHeld);
   int revoked = -1;
-  BeforeHandoff hook([&] { revoked = etcdctl("lease revoke " + sa); });
-  const ReleaseReply r = release_handoff(h, sh, "gone", held.token, "target");
+  BeforeHandoff hook([&] { revoked = etcdctl("lease revoke " + p.sa); });
+  const ReleaseReply r = release_handoff(p.h, p.sh, "gone", p.token, "target");
   EXPECT_EQ(revoked, 0);
   EXPECT_EQ(hook.ran(), 2);
-  EXPECT_EQ(r.grant.session, sb) << "handed to a session that had ended";
+  EXPECT_EQ(r.grant.session, p.sb) << "handed to a session that had ended";
   EXPECT_TRUE(r.target_absent);
-  EXPECT_EQ(keep_alive(a, sa, 3000).outcome, Outcome::kExpired);
+  EXPECT_EQ(keep_alive(p.a, p.sa, 3000).outcome, Outcome::kExpired);
 }
 
 // A handover to one queued candidate, from the release sent to the grant
