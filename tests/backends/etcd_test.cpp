@@ -175,6 +175,32 @@ TEST(EtcdMessages, PermitKeysAndValues) {
 
 // --- on a real etcd ----------------------------------------------------------
 
+// Candidate keys and values (ADR 0047): a key names its lease and session,
+// a value keeps a client name with spaces; anything else is refused.
+TEST(EtcdMessages, CandidateKeysAndValues) {
+  using namespace simba::etcd_impl;
+  const EtcdKeys k("/p");
+  EXPECT_EQ(k.candidate("a.b", "00000000000000ff"), "/p/c/a.b/00000000000000ff");
+  std::string name, sid;
+  ASSERT_TRUE(k.parse_candidate(k.candidate("a.b", "00000000000000ff"), &name, &sid));
+  EXPECT_EQ(name, "a.b");
+  EXPECT_EQ(sid, "00000000000000ff");
+  for (const char* bad : {"/p/l/a", "/p/c/a", "/p/c/00000000000000ff", "/p/c/a/b/00000000000000ff",
+                          "/p/c/a/00000000000000FF", "/p/c/a/0000000000000000"}) {
+    EXPECT_FALSE(k.parse_candidate(bad, &name, &sid)) << bad;
+  }
+  CandidateValue v;
+  ASSERT_TRUE(parse_candidate_value(candidate_value({"00000000000000ff", "node 1", -3}), &v));
+  EXPECT_EQ(v.sid, "00000000000000ff");
+  EXPECT_EQ(v.client, "node 1");
+  EXPECT_EQ(v.priority, -3);
+  ASSERT_TRUE(parse_candidate_value("s 0 ", &v));
+  EXPECT_EQ(v.client, "");
+  for (const char* bad : {"", "s", "s 1", " 1 c", "s x c", "s 1x c", "s 2147483648 c"}) {
+    EXPECT_FALSE(parse_candidate_value(bad, &v)) << bad;
+  }
+}
+
 struct Parties;  // candidates' tests (below)
 
 class EtcdServer : public ::testing::Test {
