@@ -9,9 +9,16 @@
 //                 LeaseTimeToLive(keys) beside it: the lease keys still
 //                 attached to the session are the leases it holds
 //   acquire       one Txn: the lease key absent ? put it with the session's
-//                 lease (and the token key) : read it. token = its create_revision
+//                 lease (and the token key) : read it. token = its mod_revision
+//                 (= create_revision; a handoff puts it again)
 //   release       one Txn: delete the lease key if its lease and
-//                 create_revision are ours
+//                 mod_revision (the token) are ours and no candidate waits;
+//                 else that Txn read the candidates, and a second one hands
+//                 the lease to the chosen one. Where the last release found
+//                 candidates, a serializable Range reads them first and one
+//                 Txn frees or hands over (ADR 0047; see release_handoff)
+//   acquire_candidate the acquire's Txn that also leaves (or keeps) the
+//                 session's candidate key when Held, and deletes it when won
 //   acquire_permit one Txn guarded by the resource counter's mod_revision as
 //                 this client last saw it: decided from the entries seen then
 //                 (none can have come since), it writes the counter and the
@@ -19,11 +26,14 @@
 //                 reads counter and entries instead, and the call tries again
 //                 (ADR 0046; see acquire_permit)
 //   release_permit one Txn: delete the entry if its value and lease are ours
-//   close_session LeaseRevoke: etcd deletes every key attached to the lease
+//   close_session a release of each lease it knows (handing over), then
+//                 LeaseRevoke: etcd deletes every key attached to the lease
 //   inspect       one read-only Txn ranging the four key directories (one
 //                 revision), then LeaseTimeToLive of each live session
 //   watch         one Watch stream per connection, one watch (of DELETE
-//                 events) per watched name: a lease key, or a permit
+//                 events, and a lease key's PUTs: a handoff is a put, whose
+//                 mod_revision above its create_revision tells it from an
+//                 acquire) per watched name: a lease key, or a permit
 //                 resource's entry directory
 #include "backend/etcd/etcd_backend.h"
 
@@ -217,13 +227,10 @@ class EtcdBackend final : public Backend {
                   AcquireCb cb) override;
   CallRef release(const std::string& session, const std::string& name, uint64_t token,
                   Duration timeout, DoneCb cb) override;
-  // ADR 0047 step 2 brings candidates here; until then an ask fails.
   CallRef acquire_candidate(const std::string& session, const std::string& name,
-                            const CandidateAsk& ask, Duration timeout, AcquireCb cb) override {
-    if (ask.empty()) return acquire(session, name, timeout, std::move(cb));
-    return fail_call_later(calls_, Kind::kAcquire, timeout, &Call::acquire, std::move(cb),
-                           kCandidatesNotSupportedYet);
-  }
+                            const CandidateAsk& ask, Duration timeout, AcquireCb cb) override;
+  CallRef release_handoff(const std::string& session, const std::string& name, uint64_t token,
+                          const std::string& target, Duration timeout, ReleaseCb cb) override;
   CallRef acquire_permit(const std::string& session, const std::string& name, const PermitAsk& ask,
                          Duration timeout, AcquireCb cb) override;
   CallRef release_permit(const std::string& session, const std::string& name, PermitKind kind,
@@ -243,10 +250,11 @@ class EtcdBackend final : public Backend {
   void shutdown(std::function<void()> done) override;
 
  private:
-  enum class Kind { kOpen, kKeepAlive, kAcquire, kDone, kInspect };
+  enum class Kind { kOpen, kKeepAlive, kAcquire, kDone, kInspect, kRelease };
 
   struct InspectState;
   struct PermitState;
+  struct Handoff;
 
   struct Call : CallBase {
     Kind kind = Kind::kDone;
@@ -255,6 +263,7 @@ class EtcdBackend final : public Backend {
     AcquireCb acquire;
     DoneCb done;
     InspectCb inspect;
+    ReleaseCb release;
     GrpcConn* conn = nullptr;                            // where its last stream went out
     std::vector<std::pair<GrpcConn*, int32_t>> streams;  // its unary streams
     // keep_alive: both halves, then the tokens of leases it did not know.
@@ -289,6 +298,18 @@ class EtcdBackend final : public Backend {
   struct Held {
     OwnedLease entry;
     int64_t rev = 0;
+    bool answered = false;  // a lease an acquire of ours answered Ok (not a grant seen)
+  };
+
+  // A release of one lease under way (ADR 0047): its term, the target, how
+  // many handoff Txns it sent, and what to do with the answer.
+  struct Handoff {
+    std::string name, target;
+    int64_t token = 0;
+    int tries = 0;
+    std::string chosen_sid, chosen_client;  // of the handoff Txn in flight
+    bool waited = false;                    // a candidate was read
+    std::function<void(Call* c, const ReleaseReply& r)> done;
   };
 
   struct InspectState {
@@ -380,6 +401,13 @@ class EtcdBackend final : public Backend {
   void send_keep_alive(uint64_t id);
   void keep_alive_step(Call* c);
   void inspect_step(uint64_t id);
+  void handoff_send(Call* c, std::shared_ptr<Handoff> h, std::string request);
+  void handoff_answer(Call* c, const std::shared_ptr<Handoff>& h, const TxnAnswer& t);
+  void handoff_decide(Call* c, const std::shared_ptr<Handoff>& h, const std::vector<Kv>& kvs,
+                      int64_t revision);
+  void handoff_start(Call* c, const std::string& name, uint64_t token, const std::string& target,
+                     std::function<void(Call* c, const ReleaseReply& r)> done);
+  void revoke(Call* c);  // close_session's LeaseRevoke
   void permit_try(Call* c);
   void permit_answer(Call* c, const TxnAnswer& t);
   void note_held(const std::string& name, int64_t revision);
@@ -391,16 +419,19 @@ class EtcdBackend final : public Backend {
   bool entry_key(const std::string& key) const {
     std::string r;
     uint64_t permit = 0;
-    return name_of_lease_key(key, &r) || keys_.parse_permit(key, &r, &permit);
+    std::string sid;
+    return name_of_lease_key(key, &r) || keys_.parse_permit(key, &r, &permit) ||
+           keys_.parse_candidate(key, &r, &sid);
   }
   // `lease` no longer holds `key` where it held `token` (a release answered).
   void forget(int64_t lease, const std::string& key, uint64_t token);
   CallRef released_by(Call* c, std::string request, const std::string& key, uint64_t token,
                       const std::string& resource = "");
   // The Watch request of `name`: its lease key, or a permit resource's entries.
+  // A lease key's puts too: a handoff is a put (on_watch_answer).
   std::string watch_request(const std::string& name, int64_t start_revision, int64_t id) const {
     if (name.find('/') == std::string::npos) {
-      return watch_create_request(keys_.lease(name), start_revision, id);
+      return watch_create_request(keys_.lease(name), start_revision, id, "", true);
     }
     const std::string dir = keys_.permit_dir(name);
     return watch_create_request(dir, start_revision, id, prefix_end(dir));
@@ -408,8 +439,8 @@ class EtcdBackend final : public Backend {
   void send_watch_create(const std::string& name, int64_t start_revision);
   void open_watch_stream(GrpcConn* conn);
   void on_watch_answer(const uint8_t* data, size_t len);
-  void released(const std::string& name) {
-    if (released_fn_ && watches_.count(name)) released_fn_(name, Grant{});
+  void released(const std::string& name, const Grant& grant = {}) {
+    if (released_fn_ && watches_.count(name)) released_fn_(name, grant);
   }
   bool name_of_lease_key(const std::string& key, std::string* name) const {
     const std::string& dir = keys_.leases_dir();
@@ -449,10 +480,20 @@ class EtcdBackend final : public Backend {
     auto n = l->second.find(keys_.lease(name));
     return n != l->second.end() && static_cast<int64_t>(n->second.entry.token) == token;
   }
+  bool answered_ok(int64_t lease, const std::string& name, int64_t token) const {
+    auto l = owned_.find(lease);
+    if (l == owned_.end()) return false;
+    auto n = l->second.find(keys_.lease(name));
+    return n != l->second.end() && n->second.answered &&
+           static_cast<int64_t>(n->second.entry.token) == token;
+  }
   // What this client last saw of each permit resource (at most
   // kMaxHeldRevisions; then it starts again from nothing).
   std::map<std::string, PermitView> views_;
   std::map<std::string, int64_t> held_revision_;  // name -> a Held answer's revision
+  // Whether the last release of a name here found candidates (at most
+  // kMaxHeldRevisions): its next release reads them first.
+  std::map<std::string, bool> waited_;
   std::deque<std::string> held_order_;
 
   ReleasedFn released_fn_;
@@ -477,6 +518,8 @@ void EtcdBackend::fail(uint64_t id, Outcome o, const std::string& err) {
       return deliver(id, &Call::done, failure<DoneReply>(o, err));
     case Kind::kInspect:
       return deliver(id, &Call::inspect, failure<InspectReply>(o, err));
+    case Kind::kRelease:
+      return deliver(id, &Call::release, failure<ReleaseReply>(o, err));
   }
 }
 
@@ -954,13 +997,13 @@ Backend::CallRef EtcdBackend::acquire(const std::string& session, const std::str
         // two terms (Held, as the first try would have been answered).
         const bool won_before = !t.succeeded && c->resent && !t.kvs.empty() &&
                                 t.kvs[0].lease == c->lease && t.kvs[0].value == session &&
-                                t.kvs[0].create_revision > 0 &&
-                                !answered_win(c->lease, name, t.kvs[0].create_revision);
+                                t.kvs[0].mod_revision > 0 &&
+                                !answered_win(c->lease, name, t.kvs[0].mod_revision);
         if (t.succeeded || won_before) {
           r.outcome = Outcome::kOk;
-          r.token = static_cast<uint64_t>(won_before ? t.kvs[0].create_revision : t.revision);
+          r.token = static_cast<uint64_t>(won_before ? t.kvs[0].mod_revision : t.revision);
           owned_[c->lease][keys_.lease(name)] = {OwnedLease{name, r.token},
-                                                 static_cast<int64_t>(r.token)};
+                                                 static_cast<int64_t>(r.token), true};
         } else {
           r.outcome = Outcome::kHeld;
           note_held(name, t.revision);
@@ -1015,9 +1058,18 @@ bool EtcdBackend::entry_of(const Kv& kv, Held* held, std::string* sid) const {
   if (kv.create_revision <= 0) return false;
   held->rev = kv.create_revision;
   if (name_of_lease_key(kv.key, &name)) {
-    held->entry = OwnedLease{name, static_cast<uint64_t>(kv.create_revision)};
+    // Its token: the put that attached it to this holder (an acquire's
+    // create, or a handoff's put).
+    held->rev = kv.mod_revision;
+    held->entry = OwnedLease{name, static_cast<uint64_t>(kv.mod_revision)};
     *sid = kv.value;
     return true;
+  }
+  CandidateValue v;
+  if (keys_.parse_candidate(kv.key, &name, sid)) {
+    held->entry =
+        OwnedLease{name, 0, PermitKind::kCandidate, static_cast<uint64_t>(kv.create_revision)};
+    return parse_candidate_value(kv.value, &v) && v.sid == *sid;
   }
   OwnedLease& e = held->entry;
   if (!keys_.parse_permit(kv.key, &name, &e.permit) ||
@@ -1036,8 +1088,217 @@ Backend::CallRef EtcdBackend::release(const std::string& session, const std::str
     preset(c, Outcome::kExpired, "etcd: no such session");
     return c->id;
   }
-  return released_by(c, release_request(keys_, name, c->lease, static_cast<int64_t>(token)),
-                     keys_.lease(name), token);
+  // Every release hands over when someone waits (ADR 0047).
+  handoff_start(c, name, token, {}, [this](Call* c, const ReleaseReply& r) {
+    DoneReply d;
+    d.outcome = r.outcome;
+    d.error = r.error;
+    deliver(c->id, &Call::done, d);
+  });
+  return c->id;
+}
+
+// --- candidates and the handoff (ADR 0047) -------------------------------------
+//
+// A candidate is the key {p}/c/{name}/{sid}, attached to its session's etcd
+// lease: live by construction (etcd deletes it with the lease), its id its
+// create_revision (one round trip, ordered by arrival, never reused; the core
+// keeps one contender per name per session). A release must read the
+// candidates before it can choose (a Txn writes only what it was told): a
+// serializable Range (the member's own state, no raft round), then one Txn
+// that frees the lease or hands it over, guarded by the chosen key's
+// create_revision (it is still there, so its lease is live) and by every
+// candidate key's mod_revision being at most the Range's revision (none came
+// or changed priority since; one that left changes the choice only if it is
+// the chosen one). A lost guard (a member behind, or candidates moving) reads
+// the candidates in the same Txn and tries again. Where the last release of
+// the name found nobody waiting, the Range is skipped: the first Txn's view
+// is "no candidate key at all" (revision 0), so a plain release stays one
+// Txn, and a waiting candidate makes it two Txns (0.3-0.5 x an idle Txn
+// slower than the Range and one, measured side by side).
+
+// After this many handoff Txns lost to candidates coming and going, the
+// release frees the lease instead (the candidates' attempts take it).
+constexpr int kHandoffTries = 4;
+
+std::function<void(const std::string& name)> test_before_handoff;
+
+Backend::CallRef EtcdBackend::acquire_candidate(const std::string& session, const std::string& name,
+                                                const CandidateAsk& ask, Duration timeout,
+                                                AcquireCb cb) {
+  if (ask.empty()) return acquire(session, name, timeout, std::move(cb));
+  Call* c = new_call(Kind::kAcquire, timeout);
+  c->acquire = std::move(cb);
+  if (!parse_session_id(session, &c->lease)) {
+    preset(c, Outcome::kExpired, "etcd: no such session");
+    return c->id;
+  }
+  const std::string value = candidate_value({session, ask.client, ask.priority});
+  rpc(c, kTxn, acquire_candidate_request(keys_, name, session, c->lease, value, ask.leave),
+      [this, name, session, ask](Call* c, int status, const std::string& err,
+                                 const std::string& answer) {
+        TxnAnswer t;
+        if (!acquire_answer(c, status, err, answer, &t)) return;
+        const std::string lk = keys_.lease(name), ck = keys_.candidate(name, session);
+        auto& mine = owned_[c->lease];
+        const Kv* holder = nullptr;
+        const Kv* entry = nullptr;
+        for (const Kv& kv : t.kvs) {
+          if (kv.key == lk) holder = &kv;
+          if (kv.key == ck && kv.lease == c->lease) entry = &kv;
+        }
+        // Held by this session through a grant (its entry gone, a token no
+        // acquire of ours answered; a keep-alive may have listed it), or won
+        // by a first send whose answer was lost.
+        const bool granted = !t.succeeded && holder && holder->lease == c->lease &&
+                             holder->value == session && holder->mod_revision > 0 &&
+                             (ask.id != 0 || c->resent) && !entry &&
+                             !answered_ok(c->lease, name, holder->mod_revision);
+        AcquireReply r;
+        if (t.succeeded || granted) {
+          r.outcome = Outcome::kOk;
+          r.token = static_cast<uint64_t>(granted ? holder->mod_revision : t.revision);
+          mine[lk] = {OwnedLease{name, r.token}, static_cast<int64_t>(r.token), true};
+          mine.erase(ck);  // the grant took it
+        } else {
+          r.outcome = Outcome::kHeld;
+          if (entry && ask.leave) {  // a try-once ask names none (as memory://)
+            r.permit = static_cast<uint64_t>(entry->create_revision);
+            mine[ck] = {OwnedLease{name, 0, PermitKind::kCandidate, r.permit},
+                        entry->create_revision};
+          }
+          note_held(name, t.revision);
+        }
+        deliver(c->id, &Call::acquire, r);
+      });
+  return c->id;
+}
+
+Backend::CallRef EtcdBackend::release_handoff(const std::string& session, const std::string& name,
+                                              uint64_t token, const std::string& target,
+                                              Duration timeout, ReleaseCb cb) {
+  Call* c = new_call(Kind::kRelease, timeout);
+  c->release = std::move(cb);
+  if (!parse_session_id(session, &c->lease)) {
+    preset(c, Outcome::kExpired, "etcd: no such session");
+    return c->id;
+  }
+  handoff_start(c, name, token, target,
+                [this](Call* c, const ReleaseReply& r) { deliver(c->id, &Call::release, r); });
+  return c->id;
+}
+
+void EtcdBackend::handoff_start(Call* c, const std::string& name, uint64_t token,
+                                const std::string& target,
+                                std::function<void(Call* c, const ReleaseReply& r)> done) {
+  auto h = std::make_shared<Handoff>();
+  h->name = name;
+  h->token = static_cast<int64_t>(token);
+  h->target = target;
+  h->done = [this, h = h.get(), done = std::move(done)](Call* c, const ReleaseReply& r) {
+    if (waited_.size() >= kMaxHeldRevisions && !waited_.count(h->name)) waited_.clear();
+    waited_[h->name] = h->waited;
+    done(c, r);
+  };
+  auto w = waited_.find(name);
+  if (w == waited_.end() || !w->second) {
+    // Nobody waited at the last release here: one Txn frees the lease if no
+    // candidate key exists (view revision 0), and reads them otherwise.
+    return handoff_decide(c, h, {}, 0);
+  }
+  // Someone waited last time: the candidates as this member has them (no
+  // raft round; the Txn's guard catches a view that was behind).
+  const std::string dir = keys_.candidate_dir(name);
+  rpc(c, kRange, range_request(dir, prefix_end(dir), true),
+      [this, h](Call* c, int status, const std::string& err, const std::string& answer) {
+        RangeAnswer r;
+        if (status != 0) {
+          return h->done(c, failure<ReleaseReply>(Outcome::kError, status_text(status, err)));
+        }
+        if (!decode_range(reinterpret_cast<const uint8_t*>(answer.data()), answer.size(), &r)) {
+          return h->done(c,
+                         failure<ReleaseReply>(Outcome::kError, "etcd: undecodable Range answer"));
+        }
+        handoff_decide(c, h, r.kvs, r.revision);
+      });
+}
+
+void EtcdBackend::handoff_send(Call* c, std::shared_ptr<Handoff> h, std::string request) {
+  rpc(c, kTxn, std::move(request),
+      [this, h](Call* c, int status, const std::string& err, const std::string& answer) {
+        TxnAnswer t;
+        if (status != 0) {
+          return h->done(c, failure<ReleaseReply>(Outcome::kError, status_text(status, err)));
+        }
+        if (!decode_txn(reinterpret_cast<const uint8_t*>(answer.data()), answer.size(), &t)) {
+          return h->done(c, failure<ReleaseReply>(Outcome::kError, "etcd: undecodable Txn answer"));
+        }
+        handoff_answer(c, h, t);
+      });
+}
+
+void EtcdBackend::handoff_answer(Call* c, const std::shared_ptr<Handoff>& h, const TxnAnswer& t) {
+  const std::string lk = keys_.lease(h->name);
+  if (t.succeeded) {
+    // Freed (nobody waits, or the last resort), or handed to the chosen
+    // one: its token is this Txn's revision (the lease key's mod_revision).
+    forget(c->lease, lk, static_cast<uint64_t>(h->token));
+    ReleaseReply r;
+    r.outcome = Outcome::kOk;
+    if (!h->chosen_sid.empty()) r.grant = Grant{h->chosen_sid, static_cast<uint64_t>(t.revision)};
+    r.target_absent = !h->target.empty() && h->chosen_client != h->target;
+    return h->done(c, r);
+  }
+  auto holder =
+      std::find_if(t.kvs.begin(), t.kvs.end(), [&](const Kv& kv) { return kv.key == lk; });
+  if (holder == t.kvs.end() || holder->lease != c->lease || holder->mod_revision != h->token) {
+    // Not this term's any more (released, expired, or never): nothing to do.
+    forget(c->lease, lk, static_cast<uint64_t>(h->token));
+    ReleaseReply r;
+    r.outcome = Outcome::kOk;
+    return h->done(c, r);
+  }
+  handoff_decide(c, h, t.kvs, t.revision);  // what the lost guard read
+}
+
+// The Txn of a release, decided from the candidates read at `revision`.
+void EtcdBackend::handoff_decide(Call* c, const std::shared_ptr<Handoff>& h,
+                                 const std::vector<Kv>& kvs, int64_t revision) {
+  const std::string own = session_id(c->lease);
+  const Kv* chosen = nullptr;
+  CandidateValue best;
+  bool best_is_target = false;
+  for (const Kv& kv : kvs) {
+    CandidateValue v;
+    std::string n, sid;
+    if (!keys_.parse_candidate(kv.key, &n, &sid) || n != h->name || sid == own ||
+        !parse_candidate_value(kv.value, &v) || v.sid != sid || kv.lease <= 0) {
+      continue;
+    }
+    // The target's entry, else the highest priority, then the earliest.
+    const bool is_target = !h->target.empty() && v.client == h->target;
+    const bool better =
+        !chosen || (is_target != best_is_target   ? is_target
+                    : v.priority != best.priority ? v.priority > best.priority
+                                                  : kv.create_revision < chosen->create_revision);
+    if (better) {
+      chosen = &kv;
+      best = v;
+      best_is_target = is_target;
+    }
+  }
+  h->chosen_sid = chosen ? best.sid : "";
+  h->chosen_client = chosen ? best.client : "";
+  h->waited |= chosen != nullptr;
+  if (++h->tries >= kHandoffTries) {
+    // Candidates keep coming and going: free the lease (their attempts take it).
+    h->chosen_sid.clear();
+    h->chosen_client.clear();
+    return handoff_send(c, h, release_request(keys_, h->name, c->lease, h->token));
+  }
+  if (chosen && test_before_handoff) test_before_handoff(h->name);
+  handoff_send(c, h,
+               handoff_request(keys_, h->name, c->lease, h->token, chosen, best.sid, revision));
 }
 
 // The release Txn `request` of `key`; its answer forgets the entry, and a
@@ -1215,6 +1476,11 @@ Backend::CallRef EtcdBackend::release_permit(const std::string& session, const s
     preset(c, Outcome::kExpired, "etcd: no such session");
     return c->id;
   }
+  if (kind == PermitKind::kCandidate) {  // withdrawn: frees nothing
+    const std::string key = keys_.candidate(name, session);
+    return released_by(c, candidate_release_request(key, static_cast<int64_t>(permit), c->lease),
+                       key, token);
+  }
   const std::string resource = permit_resource(kind, name);
   const std::string key = keys_.permit(resource, permit);
   return released_by(c, permit_release_request(key, permit_value(kind, session, token), c->lease),
@@ -1229,7 +1495,28 @@ Backend::CallRef EtcdBackend::close_session(const std::string& session, Duration
     preset(c, Outcome::kOk, "");
     return c->id;
   }
+  // Its leases first go to their candidates, as releases (ADR 0047): a
+  // revoke would only free them. Its own candidate keys go with the revoke.
+  std::vector<OwnedLease> leases;
+  for (const auto& [key, held] : owned_[c->lease]) {
+    if (held.entry.kind == PermitKind::kLease) leases.push_back(held.entry);
+  }
   owned_.erase(c->lease);
+  if (leases.empty()) {
+    revoke(c);
+    return c->id;
+  }
+  auto pending = std::make_shared<size_t>(leases.size());
+  for (const OwnedLease& l : leases) {
+    // A failed handoff is no failure of the close: the revoke frees the lease.
+    handoff_start(c, l.name, l.token, {}, [this, pending](Call* c, const ReleaseReply&) {
+      if (--*pending == 0) revoke(c);
+    });
+  }
+  return c->id;
+}
+
+void EtcdBackend::revoke(Call* c) {
   rpc(c, kRevoke, revoke_request(c->lease),
       [this](Call* c, int status, const std::string& err, const std::string&) {
         // An unknown lease: gone already, and its keys with it.
@@ -1240,7 +1527,6 @@ Backend::CallRef EtcdBackend::close_session(const std::string& session, Duration
         r.outcome = Outcome::kOk;
         deliver(c->id, &Call::done, r);
       });
-  return c->id;
 }
 
 // --- inspect -------------------------------------------------------------------
@@ -1325,7 +1611,7 @@ void EtcdBackend::inspect_step(uint64_t id) {
     if (!name_of_lease_key(kv.key, &n) || (!all && !leases.count(n))) continue;
     LeaseInfo& l = leases[n];
     l.name = n;
-    l.token = static_cast<uint64_t>(kv.create_revision);
+    l.token = static_cast<uint64_t>(kv.mod_revision);
     auto it = live.find(kv.value);
     if (it != live.end() && kv.value == session_id(kv.lease)) {
       l.holder = kv.value;
@@ -1445,6 +1731,14 @@ void EtcdBackend::on_watch_answer(const uint8_t* data, size_t len) {
     std::string n;
     uint64_t permit = 0;
     if (name_of_lease_key(key, &n) || keys_.parse_permit(key, &n, &permit)) released(n);
+  }
+  // A handoff puts the lease key again (mod above create); an acquire's
+  // create is no release.
+  for (const Kv& kv : a.put) {
+    std::string n;
+    if (name_of_lease_key(kv.key, &n) && kv.mod_revision > kv.create_revision) {
+      released(n, Grant{kv.value, static_cast<uint64_t>(kv.mod_revision)});
+    }
   }
 }
 

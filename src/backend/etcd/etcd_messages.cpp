@@ -1,7 +1,10 @@
 #include "backend/etcd/etcd_messages.h"
 
+#include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <string_view>
 
@@ -113,6 +116,141 @@ std::string delete_if(const std::string& key, Etcdserverpb__Compare* a, Etcdserv
   return pack(&txn.base);
 }
 
+// A Txn built from parts it owns (protobuf-c messages point into them, so
+// they live in deques: stable addresses).
+class TxnParts {
+ public:
+  using Target = Etcdserverpb__Compare__CompareTarget;
+  using Result = Etcdserverpb__Compare__CompareResult;
+  static constexpr Result kEqual = ETCDSERVERPB__COMPARE__COMPARE_RESULT__EQUAL;
+
+  // target(key) result n, over [key, range_end) when range_end is given.
+  Etcdserverpb__Compare* cmp(Target target, const std::string& key, int64_t n,
+                             Result result = kEqual, const std::string& range_end = "") {
+    Etcdserverpb__Compare& c = base_cmp(target, key, result, range_end);
+    switch (target) {
+      case ETCDSERVERPB__COMPARE__COMPARE_TARGET__CREATE:
+        c.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_CREATE_REVISION;
+        c.create_revision = n;
+        break;
+      case ETCDSERVERPB__COMPARE__COMPARE_TARGET__MOD:
+        c.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_MOD_REVISION;
+        c.mod_revision = n;
+        break;
+      case ETCDSERVERPB__COMPARE__COMPARE_TARGET__LEASE:
+        c.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_LEASE;
+        c.lease = n;
+        break;
+      default:
+        c.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_VERSION;
+        c.version = n;
+    }
+    return &c;
+  }
+  Etcdserverpb__Compare* cmp_value(const std::string& key, const std::string& value,
+                                   Result result) {
+    Etcdserverpb__Compare& c =
+        base_cmp(ETCDSERVERPB__COMPARE__COMPARE_TARGET__VALUE, key, result, "");
+    c.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_VALUE;
+    c.value = own(value);
+    return &c;
+  }
+  Etcdserverpb__RequestOp* put(const std::string& key, const std::string& value, int64_t lease) {
+    puts_.push_back(ETCDSERVERPB__PUT_REQUEST__INIT);
+    puts_.back().key = own(key);
+    puts_.back().value = own(value);
+    puts_.back().lease = lease;
+    Etcdserverpb__RequestOp& op = new_op(ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT);
+    op.request_put = &puts_.back();
+    return &op;
+  }
+  Etcdserverpb__RequestOp* del(const std::string& key) {
+    dels_.push_back(ETCDSERVERPB__DELETE_RANGE_REQUEST__INIT);
+    dels_.back().key = own(key);
+    Etcdserverpb__RequestOp& op = new_op(ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_DELETE_RANGE);
+    op.request_delete_range = &dels_.back();
+    return &op;
+  }
+  Etcdserverpb__RequestOp* range(const std::string& key, const std::string& range_end = "") {
+    ranges_.push_back(ETCDSERVERPB__RANGE_REQUEST__INIT);
+    ranges_.back().key = own(key);
+    ranges_.back().range_end = own(range_end);
+    Etcdserverpb__RequestOp& op = new_op(ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE);
+    op.request_range = &ranges_.back();
+    return &op;
+  }
+  Etcdserverpb__TxnRequest* txn(std::vector<Etcdserverpb__Compare*> cmps,
+                                std::vector<Etcdserverpb__RequestOp*> oks,
+                                std::vector<Etcdserverpb__RequestOp*> kos) {
+    cmp_lists_.push_back(std::move(cmps));
+    op_lists_.push_back(std::move(oks));
+    auto& ok = op_lists_.back();
+    op_lists_.push_back(std::move(kos));
+    auto& ko = op_lists_.back();
+    txns_.push_back(ETCDSERVERPB__TXN_REQUEST__INIT);
+    Etcdserverpb__TxnRequest& t = txns_.back();
+    t.n_compare = cmp_lists_.back().size();
+    t.compare = cmp_lists_.back().data();
+    t.n_success = ok.size();
+    t.success = ok.data();
+    t.n_failure = ko.size();
+    t.failure = ko.data();
+    return &t;
+  }
+  Etcdserverpb__RequestOp* nested(Etcdserverpb__TxnRequest* t) {
+    Etcdserverpb__RequestOp& op = new_op(ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_TXN);
+    op.request_txn = t;
+    return &op;
+  }
+
+ private:
+  ProtobufCBinaryData own(const std::string& s) {
+    strs_.push_back(s);
+    return bytes(strs_.back());
+  }
+  Etcdserverpb__Compare& base_cmp(Target target, const std::string& key, Result result,
+                                  const std::string& range_end) {
+    cmps_.push_back(ETCDSERVERPB__COMPARE__INIT);
+    Etcdserverpb__Compare& c = cmps_.back();
+    c.target = target;
+    c.result = result;
+    c.key = own(key);
+    c.range_end = own(range_end);
+    return c;
+  }
+  Etcdserverpb__RequestOp& new_op(Etcdserverpb__RequestOp__RequestCase kind) {
+    ops_.push_back(ETCDSERVERPB__REQUEST_OP__INIT);
+    ops_.back().request_case = kind;
+    return ops_.back();
+  }
+  std::deque<std::string> strs_;
+  std::deque<Etcdserverpb__Compare> cmps_;
+  std::deque<Etcdserverpb__PutRequest> puts_;
+  std::deque<Etcdserverpb__DeleteRangeRequest> dels_;
+  std::deque<Etcdserverpb__RangeRequest> ranges_;
+  std::deque<Etcdserverpb__TxnRequest> txns_;
+  std::deque<Etcdserverpb__RequestOp> ops_;
+  std::deque<std::vector<Etcdserverpb__Compare*>> cmp_lists_;
+  std::deque<std::vector<Etcdserverpb__RequestOp*>> op_lists_;
+};
+
+constexpr auto kCreate = ETCDSERVERPB__COMPARE__COMPARE_TARGET__CREATE;
+constexpr auto kMod = ETCDSERVERPB__COMPARE__COMPARE_TARGET__MOD;
+constexpr auto kLease = ETCDSERVERPB__COMPARE__COMPARE_TARGET__LEASE;
+
+// The ranges' kvs of a Txn's answer, nested Txns' included.
+void add_txn_kvs(const Etcdserverpb__TxnResponse* r, std::vector<Kv>* out) {
+  if (!r) return;
+  for (size_t i = 0; i < r->n_responses; ++i) {
+    const Etcdserverpb__ResponseOp* op = r->responses[i];
+    if (op && op->response_case == ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE) {
+      add_kvs(op->response_range, out);
+    } else if (op && op->response_case == ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_TXN) {
+      add_txn_kvs(op->response_txn, out);
+    }
+  }
+}
+
 }  // namespace
 
 std::string EtcdKeys::permit(const std::string& resource, uint64_t permit) const {
@@ -129,6 +267,36 @@ bool EtcdKeys::parse_permit(const std::string& key, std::string* resource, uint6
   }
   *resource = key.substr(permits_.size(), slash - permits_.size());
   return parse_u64(std::string_view(key).substr(slash + 1), permit);
+}
+
+bool EtcdKeys::parse_candidate(const std::string& key, std::string* name, std::string* sid) const {
+  if (key.compare(0, candidates_.size(), candidates_) != 0) return false;
+  const size_t slash = key.rfind('/');
+  if (slash == std::string::npos || slash <= candidates_.size()) return false;
+  int64_t lease = 0;
+  *sid = key.substr(slash + 1);
+  *name = key.substr(candidates_.size(), slash - candidates_.size());
+  return name->find('/') == std::string::npos && parse_session_id(*sid, &lease);
+}
+
+std::string candidate_value(const CandidateValue& v) {
+  return v.sid + " " + std::to_string(v.priority) + " " + v.client;
+}
+
+bool parse_candidate_value(const std::string& value, CandidateValue* v) {
+  // The client's name is last: it may hold spaces.
+  const size_t a = value.find(' ');
+  const size_t b = a == std::string::npos ? a : value.find(' ', a + 1);
+  if (b == std::string::npos || a == 0) return false;
+  const std::string prio = value.substr(a + 1, b - a - 1);
+  char* end = nullptr;
+  errno = 0;
+  const long long p = std::strtoll(prio.c_str(), &end, 10);
+  if (prio.empty() || *end || errno || p < INT32_MIN || p > INT32_MAX) return false;
+  v->sid = value.substr(0, a);
+  v->priority = static_cast<int32_t>(p);
+  v->client = value.substr(b + 1);
+  return true;
 }
 
 std::string permit_value(PermitKind kind, const std::string& sid, uint64_t token) {
@@ -233,10 +401,11 @@ std::string put_request(const std::string& key, const std::string& value, int64_
   return pack(&r.base);
 }
 
-std::string range_request(const std::string& key, const std::string& range_end) {
+std::string range_request(const std::string& key, const std::string& range_end, bool serializable) {
   Etcdserverpb__RangeRequest r = ETCDSERVERPB__RANGE_REQUEST__INIT;
   r.key = bytes(key);
   r.range_end = bytes(range_end);
+  r.serializable = serializable;
   return pack(&r.base);
 }
 
@@ -308,11 +477,57 @@ std::string release_request(const EtcdKeys& keys, const std::string& name, int64
   ours.key = bytes(lease_key);
   ours.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_LEASE;
   ours.lease = lease;
-  term.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__CREATE;
+  term.target = ETCDSERVERPB__COMPARE__COMPARE_TARGET__MOD;
   term.key = bytes(lease_key);
-  term.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_CREATE_REVISION;
-  term.create_revision = token;
+  term.target_union_case = ETCDSERVERPB__COMPARE__TARGET_UNION_MOD_REVISION;
+  term.mod_revision = token;
   return delete_if(lease_key, &ours, &term);
+}
+
+std::string acquire_candidate_request(const EtcdKeys& keys, const std::string& name,
+                                      const std::string& sid, int64_t lease,
+                                      const std::string& value, bool leave) {
+  TxnParts p;
+  const std::string lk = keys.lease(name), ck = keys.candidate(name, sid);
+  std::vector<Etcdserverpb__RequestOp*> held = {p.range(lk)};
+  if (leave) {
+    // Held by this session (a handoff's grant): no candidate entry beside it.
+    held.push_back(
+        p.nested(p.txn({p.cmp_value(lk, sid, ETCDSERVERPB__COMPARE__COMPARE_RESULT__NOT_EQUAL)},
+                       {p.put(ck, value, lease)}, {})));
+  }
+  held.push_back(p.range(ck));
+  auto* t = p.txn({p.cmp(kCreate, lk, 0)},
+                  {p.put(lk, sid, lease), p.put(keys.token(name), "", 0), p.del(ck)}, held);
+  return pack(&t->base);
+}
+
+std::string handoff_request(const EtcdKeys& keys, const std::string& name, int64_t lease,
+                            int64_t token, const Kv* chosen, const std::string& chosen_sid,
+                            int64_t view_revision) {
+  TxnParts p;
+  const std::string lk = keys.lease(name), dir = keys.candidate_dir(name);
+  // No candidate came or changed since the view (one that left changes the
+  // choice only if it is the chosen one), and the chosen key is still there,
+  // so its etcd lease is live (etcd deletes a lease's keys as it ends it).
+  std::vector<Etcdserverpb__Compare*> cmps = {
+      p.cmp(kLease, lk, lease), p.cmp(kMod, lk, token),
+      p.cmp(kMod, dir, view_revision + 1, ETCDSERVERPB__COMPARE__COMPARE_RESULT__LESS,
+            prefix_end(dir))};
+  std::vector<Etcdserverpb__RequestOp*> ops = {p.del(lk)};
+  if (chosen) {
+    cmps.push_back(p.cmp(kCreate, chosen->key, chosen->create_revision));
+    ops = {p.put(lk, chosen_sid, chosen->lease), p.put(keys.token(name), "", 0),
+           p.del(chosen->key)};
+  }
+  auto* t = p.txn(cmps, ops, {p.range(lk), p.range(dir, prefix_end(dir))});
+  return pack(&t->base);
+}
+
+std::string candidate_release_request(const std::string& key, int64_t id, int64_t lease) {
+  TxnParts p;
+  auto* t = p.txn({p.cmp(kCreate, key, id), p.cmp(kLease, key, lease)}, {p.del(key)}, {});
+  return pack(&t->base);
 }
 
 std::string permit_acquire_request(const std::string& counter, int64_t counter_mod,
@@ -380,15 +595,15 @@ std::string permit_release_request(const std::string& key, const std::string& va
 }
 
 std::string watch_create_request(const std::string& key, int64_t start_revision, int64_t watch_id,
-                                 const std::string& range_end) {
+                                 const std::string& range_end, bool puts) {
   Etcdserverpb__WatchCreateRequest c = ETCDSERVERPB__WATCH_CREATE_REQUEST__INIT;
   c.key = bytes(key);
   c.range_end = bytes(range_end);
   c.start_revision = start_revision;
   Etcdserverpb__WatchCreateRequest__FilterType no_put =
       ETCDSERVERPB__WATCH_CREATE_REQUEST__FILTER_TYPE__NOPUT;
-  c.n_filters = 1;
-  c.filters = &no_put;
+  c.n_filters = puts ? 0 : 1;
+  c.filters = puts ? nullptr : &no_put;
   c.watch_id = watch_id;
   Etcdserverpb__WatchRequest r = ETCDSERVERPB__WATCH_REQUEST__INIT;
   r.request_union_case = ETCDSERVERPB__WATCH_REQUEST__REQUEST_UNION_CREATE_REQUEST;
@@ -448,12 +663,7 @@ bool decode_txn(const uint8_t* data, size_t len, TxnAnswer* out) {
   out->succeeded = r->succeeded;
   out->revision = r->header ? r->header->revision : 0;
   out->kvs.clear();
-  for (size_t i = 0; i < r->n_responses; ++i) {
-    const Etcdserverpb__ResponseOp* op = r->responses[i];
-    if (op && op->response_case == ETCDSERVERPB__RESPONSE_OP__RESPONSE_RESPONSE_RANGE) {
-      add_kvs(op->response_range, &out->kvs);
-    }
-  }
+  add_txn_kvs(r.get(), &out->kvs);
   return true;
 }
 
@@ -493,10 +703,13 @@ bool decode_watch(const uint8_t* data, size_t len, WatchAnswer* out) {
   out->compact_revision = r->compact_revision;
   out->cancel_reason = r->cancel_reason ? r->cancel_reason : "";
   out->deleted.clear();
+  out->put.clear();
   for (size_t i = 0; i < r->n_events; ++i) {
     const Etcdserverpb__Event* e = r->events[i];
     if (e && e->type == ETCDSERVERPB__EVENT__EVENT_TYPE__DELETE && e->kv) {
       out->deleted.push_back(str(e->kv->key));
+    } else if (e && e->type == ETCDSERVERPB__EVENT__EVENT_TYPE__PUT && e->kv) {
+      out->put.push_back(kv_of(*e->kv));
     }
   }
   return true;

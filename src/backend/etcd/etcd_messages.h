@@ -22,6 +22,14 @@
 //                 the size counts only while an entry exists). Every grant
 //                 and every intent writes it, so its mod_revision guards an
 //                 acquire's Txn: the entries it was decided from gained none.
+// Candidates (ADR 0047):
+//   {p}/c/{name}/{sid}  a waiting contender of lease `name`, attached to its
+//                 session's etcd lease; value = "{sid} {priority} {client}".
+//                 Its create_revision is the candidate id (arrival order);
+//                 the core keeps one contender per name per session.
+// A lease key's token is its mod_revision: an acquire creates it (create ==
+// mod), a handoff puts it again attached to the chosen candidate's lease (a
+// Txn cannot delete and put one key), which only mod_revision tells.
 #ifndef SIMBA_BACKEND_ETCD_ETCD_MESSAGES_H
 #define SIMBA_BACKEND_ETCD_ETCD_MESSAGES_H
 
@@ -41,7 +49,8 @@ class EtcdKeys {
         leases_(prefix + "/l/"),
         tokens_(prefix + "/t/"),
         permits_(prefix + "/p/"),
-        counters_(prefix + "/pn/") {}
+        counters_(prefix + "/pn/"),
+        candidates_(prefix + "/c/") {}
   std::string session(const std::string& sid) const { return sessions_ + sid; }
   std::string lease(const std::string& name) const { return leases_ + name; }
   std::string token(const std::string& name) const { return tokens_ + name; }
@@ -55,15 +64,29 @@ class EtcdKeys {
   const std::string& permits_dir() const { return permits_; }
   // An entry's key back to its resource and permit id; false for any other key.
   bool parse_permit(const std::string& key, std::string* resource, uint64_t* permit) const;
+  std::string candidate_dir(const std::string& name) const { return candidates_ + name + "/"; }
+  std::string candidate(const std::string& name, const std::string& sid) const {
+    return candidate_dir(name) + sid;
+  }
+  // A candidate's key back to its lease name and sid; false for any other key.
+  bool parse_candidate(const std::string& key, std::string* name, std::string* sid) const;
 
  private:
-  std::string sessions_, leases_, tokens_, permits_, counters_;
+  std::string sessions_, leases_, tokens_, permits_, counters_, candidates_;
 };
 
 // A permit entry's value, and back (false: not one).
 std::string permit_value(PermitKind kind, const std::string& sid, uint64_t token);
 bool parse_permit_value(const std::string& value, PermitKind* kind, std::string* sid,
                         uint64_t* token);
+
+// A candidate's value, and back (false: not one).
+struct CandidateValue {
+  std::string sid, client;
+  int32_t priority = 0;
+};
+std::string candidate_value(const CandidateValue& v);
+bool parse_candidate_value(const std::string& value, CandidateValue* v);
 
 // A resource's counter value, and back (false: not one).
 struct PermitCounter {
@@ -80,6 +103,11 @@ std::string prefix_end(const std::string& prefix);
 std::string session_id(int64_t lease);
 bool parse_session_id(const std::string& sid, int64_t* lease);
 
+struct Kv {
+  std::string key, value;
+  int64_t create_revision = 0, mod_revision = 0, lease = 0;
+};
+
 // --- requests -----------------------------------------------------------------
 
 std::string grant_request(int64_t ttl_s);
@@ -88,15 +116,35 @@ std::string revoke_request(int64_t lease);
 std::string keep_alive_request(int64_t lease);
 std::string time_to_live_request(int64_t lease);  // with the lease's keys
 std::string put_request(const std::string& key, const std::string& value, int64_t lease);
-std::string range_request(const std::string& key, const std::string& range_end);
+// `serializable`: answered by the member from its own state, without a raft
+// round (possibly behind: only for reads a Txn's guard checks afterwards).
+std::string range_request(const std::string& key, const std::string& range_end,
+                          bool serializable = false);
 // One read-only Txn ranging each prefix: all read at one revision (inspect).
 std::string snapshot_request(const std::vector<std::string>& prefixes);
 // create_revision(lease key) == 0 ? put lease key (sid, lease) and token key : range lease key
 std::string acquire_request(const EtcdKeys& keys, const std::string& name, const std::string& sid,
                             int64_t lease);
-// lease(lease key) == lease && create_revision(lease key) == token ? delete lease key
+// lease(lease key) == lease && mod_revision(lease key) == token ? delete lease key
 std::string release_request(const EtcdKeys& keys, const std::string& name, int64_t lease,
                             int64_t token);
+// acquire_request for a candidate (ADR 0047): the lease key absent ? put it,
+// the token key, delete our candidate key : range lease key, (if `leave`:
+// value(lease key) != sid ? put our candidate key `value`), range our
+// candidate key.
+std::string acquire_candidate_request(const EtcdKeys& keys, const std::string& name,
+                                      const std::string& sid, int64_t lease,
+                                      const std::string& value, bool leave);
+// The release of a term decided from the candidates read at `view_revision`:
+// ours (lease, token) && no candidate key written after view_revision [&&
+// create_revision(chosen) unchanged] ? [put lease key (chosen's sid and
+// lease), token key, delete chosen | delete lease key when no chosen] : range
+// lease key, range candidate dir.
+std::string handoff_request(const EtcdKeys& keys, const std::string& name, int64_t lease,
+                            int64_t token, const Kv* chosen, const std::string& chosen_sid,
+                            int64_t view_revision);
+// create_revision(key) == id && lease(key) == lease ? delete key
+std::string candidate_release_request(const std::string& key, int64_t id, int64_t lease);
 // One permit acquire: mod_revision(counter) == counter_mod ? [range `dir`
 // (the entries before the ops) if read_entries,] `ops` : range counter,
 // range `dir`.
@@ -111,9 +159,9 @@ std::string permit_acquire_request(const std::string& counter, int64_t counter_m
 // value(key) == value && lease(key) == lease ? delete key
 std::string permit_release_request(const std::string& key, const std::string& value, int64_t lease);
 // A watch of the deletions of `key` (of [key, range_end) if range_end is not
-// empty) from `start_revision` (0: now) with our id.
+// empty) from `start_revision` (0: now) with our id; of its puts too if `puts`.
 std::string watch_create_request(const std::string& key, int64_t start_revision, int64_t watch_id,
-                                 const std::string& range_end = "");
+                                 const std::string& range_end = "", bool puts = false);
 std::string watch_cancel_request(int64_t watch_id);
 
 // --- answers (false: undecodable) -----------------------------------------------
@@ -137,15 +185,10 @@ struct TimeToLiveAnswer {
 };
 bool decode_time_to_live(const uint8_t* data, size_t len, TimeToLiveAnswer* out);
 
-struct Kv {
-  std::string key, value;
-  int64_t create_revision = 0, mod_revision = 0, lease = 0;
-};
-
 struct TxnAnswer {
   bool succeeded = false;
   int64_t revision = 0;  // the store's revision after the Txn (a won acquire's token)
-  std::vector<Kv> kvs;   // what the Txn's ranges read
+  std::vector<Kv> kvs;   // what the Txn's ranges read (nested Txns' too)
 };
 bool decode_txn(const uint8_t* data, size_t len, TxnAnswer* out);
 
@@ -164,6 +207,7 @@ struct WatchAnswer {
   int64_t compact_revision = 0;
   std::string cancel_reason;
   std::vector<std::string> deleted;  // the keys of its DELETE events
+  std::vector<Kv> put;               // the keys of its PUT events
 };
 bool decode_watch(const uint8_t* data, size_t len, WatchAnswer* out);
 
