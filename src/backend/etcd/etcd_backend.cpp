@@ -474,12 +474,8 @@ class EtcdBackend final : public Backend {
   // The entries each session of ours holds, by key, as acquire, acquire_permit
   // and keep-alive last saw them.
   std::map<int64_t, std::map<std::string, Held>> owned_;
-  bool answered_win(int64_t lease, const std::string& name, int64_t token) const {
-    auto l = owned_.find(lease);
-    if (l == owned_.end()) return false;
-    auto n = l->second.find(keys_.lease(name));
-    return n != l->second.end() && static_cast<int64_t>(n->second.entry.token) == token;
-  }
+  // Whether an acquire of ours answered Ok for `name` with `token` (a lease a
+  // keep-alive only listed, e.g. a first send whose answer was lost, is not).
   bool answered_ok(int64_t lease, const std::string& name, int64_t token) const {
     auto l = owned_.find(lease);
     if (l == owned_.end()) return false;
@@ -991,14 +987,15 @@ Backend::CallRef EtcdBackend::acquire(const std::string& session, const std::str
         AcquireReply r;
         // Sent again after a broken connection and held by this session:
         // the first try won it (the core holds one acquire per name at a
-        // time), with the key's create_revision as token. Unless that token
-        // is an earlier win we answered: that term's release has not freed
-        // the key yet, and adopting its token again would hand one token to
-        // two terms (Held, as the first try would have been answered).
+        // time), with the key's token. Unless that token is an earlier win
+        // we answered: that term's release has not freed the key yet, and
+        // adopting its token again would hand one token to two terms (Held,
+        // as the first try would have been answered). A keep-alive that
+        // listed the first try's key meanwhile did not answer it.
         const bool won_before = !t.succeeded && c->resent && !t.kvs.empty() &&
                                 t.kvs[0].lease == c->lease && t.kvs[0].value == session &&
                                 t.kvs[0].mod_revision > 0 &&
-                                !answered_win(c->lease, name, t.kvs[0].mod_revision);
+                                !answered_ok(c->lease, name, t.kvs[0].mod_revision);
         if (t.succeeded || won_before) {
           r.outcome = Outcome::kOk;
           r.token = static_cast<uint64_t>(won_before ? t.kvs[0].mod_revision : t.revision);
