@@ -3,12 +3,14 @@
 // mapping: the TTL rule, the remaining time, the leases a keep-alive lists;
 // and permits (ADR 0046): their keys and values, the entries a keep-alive
 // lists, racing acquires, the cost of a cycle; candidates (ADR 0047): the
-// handoff Txn's guards and the cost of a handover.
+// handoff Txn's guards and the cost of a handover; run records (ADR 0048):
+// their values, the key no lease holds, forged tokens, racing starts.
 #ifdef SIMBA_WITH_ETCD
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -173,6 +175,36 @@ TEST(EtcdMessages, PermitKeysAndValues) {
   EXPECT_FALSE(parse_counter_value("1 2", &back));
 }
 
+// Run records (ADR 0048): the value reads back as written, and its first
+// 20 bytes sort as the period ids do (the Txn's value compare relies on it).
+TEST(EtcdMessages, RunValuesSortByPeriod) {
+  using namespace simba::etcd_impl;
+  EXPECT_EQ(EtcdKeys("/p").run("job"), "/p/run/job");
+  const int64_t ids[] = {INT64_MIN, -86400000, -1, 0, 1, 1764547200000, INT64_MAX};
+  for (size_t i = 0; i < sizeof ids / sizeof ids[0]; ++i) {
+    EXPECT_EQ(run_period_key(ids[i]).size(), 20u) << ids[i];
+    if (i > 0) {
+      EXPECT_LT(run_period_key(ids[i - 1]), run_period_key(ids[i])) << ids[i];
+    }
+    RunRecord r{ids[i], -5, 0, 18446744073709551615u, RunOutcome::kAbandoned}, back;
+    ASSERT_TRUE(parse_run_value(run_value(r), &back)) << run_value(r);
+    EXPECT_EQ(back, r) << run_value(r);
+    // What the end's compares bracket: "{id}" < value < "{id}!".
+    EXPECT_GT(run_value(r), run_period_key(ids[i]));
+    EXPECT_LT(run_value(r), run_period_key(ids[i]) + "!");
+  }
+  RunRecord r;
+  ASSERT_TRUE(parse_run_value("00000000000000000042 7 9 3 ok", &r));
+  EXPECT_EQ(r, (RunRecord{42, 7, 9, 3, RunOutcome::kOk}));
+  for (const char* bad :
+       {"", "42 7 9 3 ok", "00000000000000000042 7 9 3 done", "00000000000000000042 7 9 3",
+        "00000000000000000042 07 9 3 ok", "00000000000000000042 -0 9 3 ok",
+        "0000000000000000004x 7 9 3 ok", "09223372036854775808 7 9 3 ok",
+        "-9223372036854775808 7 9 3 ok", "00000000000000000042 7 9 -3 ok"}) {
+    EXPECT_FALSE(parse_run_value(bad, &r)) << bad;
+  }
+}
+
 // --- on a real etcd ----------------------------------------------------------
 
 // Candidate keys and values (ADR 0047): a key names its lease and session,
@@ -295,8 +327,27 @@ class EtcdServer : public ::testing::Test {
       b->release_handoff(sid, name, token, target, ms(5000), cb);
     });
   }
+  RunReply write_run(BackendOnLoop& b, const std::string& sid, const std::string& name,
+                     uint64_t token, const RunRecord& record) {
+    return reply_to<RunReply>(
+        b, [&](Backend::RunCb cb) { b->write_run(sid, name, token, record, ms(5000), cb); });
+  }
   // `p`'s sessions, its holder holding `name`; false on a failure.
   bool start_parties(Parties& p, const std::string& name);
+  // etcdctl's output (stdout) on the test's server.
+  std::string etcdctl_output(const std::string& args) {
+    std::string endpoint = std::getenv("SIMBA_TEST_ETCD_URL");
+    endpoint = "http://" + endpoint.substr(std::string("etcd://").size());
+    const std::string cmd = "etcdctl --endpoints " + endpoint + " " + args + " 2>/dev/null";
+    std::string out;
+    if (FILE* f = popen(cmd.c_str(), "r")) {
+      char buf[512];
+      size_t n = 0;
+      while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+      pclose(f);
+    }
+    return out;
+  }
   // etcdctl on the test's server, e.g. {"del", key}.
   int etcdctl(const std::string& args) {
     std::string endpoint = std::getenv("SIMBA_TEST_ETCD_URL");
@@ -629,6 +680,96 @@ TEST_F(EtcdServer, APermitCycleIsTwoRoundTrips) {
   }
   std::printf("p50 over %d: one Txn %.0f us, lease cycle %.0f us, permit cycle %.0f us\n", n,
               p50(txn), p50(lease), p50(permit));
+}
+
+// --- run records (ADR 0048) -----------------------------------------------------
+
+// The run key is attached to no etcd lease (it outlives the holder's
+// session), a forged token or another live session is refused as not the
+// holder with the record as stored, and a gone session is Expired.
+TEST_F(EtcdServer, ARunRecordHasNoLeaseAndAForgedTokenIsRefused) {
+  BackendOnLoop b(url_);
+  ASSERT_TRUE(b) << b.error();
+  const OpenReply r = open(b, 3000), other = open(b, 3000);
+  ASSERT_EQ(r.outcome, Outcome::kOk) << r.error;
+  ASSERT_EQ(other.outcome, Outcome::kOk) << other.error;
+  const AcquireReply won = acquire(b, r.session_id, "job");
+  ASSERT_EQ(won.outcome, Outcome::kOk) << won.error;
+  EXPECT_FALSE(won.run.has_value());
+  const RunRecord start{1000, 5, 0, won.token, RunOutcome::kRunning};
+  RunReply w = write_run(b, r.session_id, "job", won.token, start);
+  ASSERT_EQ(w.outcome, Outcome::kOk) << w.error;
+  const std::string fields = etcdctl_output("get " + prefix_ + "/run/job -w fields");
+  EXPECT_NE(fields.find("\"Lease\" : 0\n"), std::string::npos) << fields;
+  for (auto [sid, token] :
+       {std::pair{r.session_id, won.token + 1}, std::pair{r.session_id, won.token - 1},
+        std::pair{other.session_id, won.token}}) {
+    RunRecord forged = start;
+    forged.period_id = 2000;
+    w = write_run(b, sid, "job", token, forged);
+    EXPECT_EQ(w.outcome, Outcome::kRefused) << w.error;
+    EXPECT_EQ(w.refused, RunRefusal::kNotHolder);
+    EXPECT_EQ(w.stored, start);
+  }
+  bool closed = false;
+  b->close_session(r.session_id, ms(5000), [&](const DoneReply&) { closed = true; });
+  ASSERT_TRUE(b.run_until([&] { return closed; }, 5000));
+  w = write_run(b, r.session_id, "job", won.token,
+                RunRecord{1000, 5, 6, won.token, RunOutcome::kOk});
+  EXPECT_EQ(w.outcome, Outcome::kExpired) << w.error;
+  // The record outlived its writer's session: the next term reads it.
+  const AcquireReply next = acquire(b, other.session_id, "job");
+  ASSERT_EQ(next.outcome, Outcome::kOk) << next.error;
+  EXPECT_EQ(next.run, start);
+}
+
+// Two clients start the same period at once under one term (the same
+// session and token: only the period rule tells them apart): exactly one is
+// applied, and the other is refused with the winner's record.
+TEST_F(EtcdServer, RacingStartsOfOnePeriodApplyOnce) {
+  BackendOnLoop a(url_), b(url_);
+  ASSERT_TRUE(a && b);
+  const OpenReply r = open(a, 5000);
+  ASSERT_EQ(r.outcome, Outcome::kOk) << r.error;
+  const AcquireReply won = acquire(a, r.session_id, "race-run");
+  ASSERT_EQ(won.outcome, Outcome::kOk) << won.error;
+  int applied = 0, period_refused = 0;
+  for (int round = 0; round < 20; ++round) {
+    const int64_t period = 60000 * (round + 1);
+    std::vector<std::pair<RunRecord, RunReply>> replies;
+    for (int i = 0; i < 2; ++i) {
+      const RunRecord rec{period, 100 + i, 0, won.token, RunOutcome::kRunning};
+      (i ? b : a)->write_run(r.session_id, "race-run", won.token, rec, ms(5000),
+                             [&replies, rec](const RunReply& w) {
+                               replies.push_back({rec, w});
+                             });
+    }
+    ASSERT_TRUE(a.run_until(
+        [&] {
+          b.run_for(1);
+          return replies.size() == 2;
+        },
+        10000));
+    int ok = 0;
+    for (const auto& [rec, w] : replies) {
+      if (w.outcome == Outcome::kOk) {
+        ++ok;
+        for (const auto& [rec2, w2] : replies) {
+          if (w2.outcome == Outcome::kRefused) {
+            EXPECT_EQ(w2.stored, rec);
+          }
+        }
+      } else {
+        EXPECT_EQ(w.outcome, Outcome::kRefused) << w.error;
+        EXPECT_EQ(w.refused, RunRefusal::kPeriod);
+        ++period_refused;
+      }
+    }
+    EXPECT_EQ(ok, 1) << "round " << round;
+    applied += ok;
+  }
+  EXPECT_EQ(applied, 20);
+  EXPECT_EQ(period_refused, 20);
 }
 
 // --- candidates (ADR 0047) -----------------------------------------------------

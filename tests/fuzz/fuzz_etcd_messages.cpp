@@ -47,6 +47,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (parse_counter_value(text, &counter)) {
     FUZZ_CHECK(counter_value(counter) == text, "counter %s", text.c_str());
   }
+  // Run records (ADR 0048): what reads back writes back.
+  simba::RunRecord run;
+  if (parse_run_value(text, &run)) FUZZ_CHECK(run_value(run) == text, "run %s", text.c_str());
   const EtcdKeys keys("/p");
   if (keys.parse_permit(text, &resource, &permit)) {
     FUZZ_CHECK(resource.size() < size, "resource longer than the key");

@@ -26,9 +26,15 @@
 //                 reads counter and entries instead, and the call tries again
 //                 (ADR 0046; see acquire_permit)
 //   release_permit one Txn: delete the entry if its value and lease are ours
+//   write_run     one Txn (ADR 0048): if the lease key's lease and
+//                 mod_revision are ours, a nested Txn writes the run key when
+//                 its value compare passes (a start: the stored period id
+//                 below ours, or no record; an end: our period id); else it
+//                 reads the run key and the session's marker (gone: Expired).
+//                 acquire's Txn reads the run key too: no extra round trip
 //   close_session a release of each lease it knows (handing over), then
 //                 LeaseRevoke: etcd deletes every key attached to the lease
-//   inspect       one read-only Txn ranging the four key directories (one
+//   inspect       one read-only Txn ranging the five key directories (one
 //                 revision), then LeaseTimeToLive of each live session
 //   watch         one Watch stream per connection, one watch (of DELETE
 //                 events, and a lease key's PUTs: a handoff is a put, whose
@@ -44,6 +50,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -235,12 +242,8 @@ class EtcdBackend final : public Backend {
                          Duration timeout, AcquireCb cb) override;
   CallRef release_permit(const std::string& session, const std::string& name, PermitKind kind,
                          uint64_t permit, uint64_t token, Duration timeout, DoneCb cb) override;
-  // ADR 0048's later steps bring run records here; until then a write fails.
-  CallRef write_run(const std::string&, const std::string&, uint64_t, const RunRecord&,
-                    Duration timeout, RunCb cb) override {
-    return fail_call_later(calls_, Kind::kDone, timeout, &Call::done,
-                           run_record_not_supported_done(std::move(cb)), kRunRecordNotSupportedYet);
-  }
+  CallRef write_run(const std::string& session, const std::string& name, uint64_t token,
+                    const RunRecord& record, Duration timeout, RunCb cb) override;
   CallRef close_session(const std::string& session, Duration timeout, DoneCb cb) override;
   CallRef inspect(const std::vector<std::string>& names, Duration timeout, InspectCb cb) override;
   void abandon(CallRef call) override { calls_.abandon(call); }
@@ -250,7 +253,7 @@ class EtcdBackend final : public Backend {
   void shutdown(std::function<void()> done) override;
 
  private:
-  enum class Kind { kOpen, kKeepAlive, kAcquire, kDone, kInspect, kRelease };
+  enum class Kind { kOpen, kKeepAlive, kAcquire, kDone, kInspect, kRelease, kRun };
 
   struct InspectState;
   struct PermitState;
@@ -264,6 +267,7 @@ class EtcdBackend final : public Backend {
     DoneCb done;
     InspectCb inspect;
     ReleaseCb release;
+    RunCb run;
     GrpcConn* conn = nullptr;                            // where its last stream went out
     std::vector<std::pair<GrpcConn*, int32_t>> streams;  // its unary streams
     // keep_alive: both halves, then the tokens of leases it did not know.
@@ -315,7 +319,7 @@ class EtcdBackend final : public Backend {
   struct InspectState {
     std::vector<std::string> names;
     int pending = 0;
-    RangeAnswer sessions, leases, tokens, permits;
+    RangeAnswer sessions, leases, tokens, permits, runs;
     std::map<int64_t, int64_t> ttl_s;  // lease -> remaining seconds
   };
 
@@ -414,6 +418,15 @@ class EtcdBackend final : public Backend {
   // An acquire's Txn answer in *t; false when it failed the call instead.
   bool acquire_answer(Call* c, int status, const std::string& err, const std::string& answer,
                       TxnAnswer* t);
+  // The run record of `name` among a Txn's kvs (ADR 0048), if any.
+  std::optional<RunRecord> run_of(const std::vector<Kv>& kvs, const std::string& name) const {
+    const std::string key = keys_.run(name);
+    RunRecord r;
+    for (const Kv& kv : kvs) {
+      if (kv.key == key && parse_run_value(kv.value, &r)) return r;
+    }
+    return std::nullopt;
+  }
   // The session's entry of key `kv` (a lease key or a permit entry) and its sid.
   bool entry_of(const Kv& kv, Held* held, std::string* sid) const;
   bool entry_key(const std::string& key) const {
@@ -516,6 +529,8 @@ void EtcdBackend::fail(uint64_t id, Outcome o, const std::string& err) {
       return deliver(id, &Call::inspect, failure<InspectReply>(o, err));
     case Kind::kRelease:
       return deliver(id, &Call::release, failure<ReleaseReply>(o, err));
+    case Kind::kRun:
+      return deliver(id, &Call::run, failure<RunReply>(o, err));
   }
 }
 
@@ -999,6 +1014,7 @@ Backend::CallRef EtcdBackend::acquire(const std::string& session, const std::str
         if (t.succeeded || won_before) {
           r.outcome = Outcome::kOk;
           r.token = static_cast<uint64_t>(won_before ? t.kvs[0].mod_revision : t.revision);
+          r.run = run_of(t.kvs, name);
           owned_[c->lease][keys_.lease(name)] = {OwnedLease{name, r.token},
                                                  static_cast<int64_t>(r.token), true};
         } else {
@@ -1155,6 +1171,7 @@ Backend::CallRef EtcdBackend::acquire_candidate(const std::string& session, cons
         if (t.succeeded || granted) {
           r.outcome = Outcome::kOk;
           r.token = static_cast<uint64_t>(granted ? holder->mod_revision : t.revision);
+          r.run = run_of(t.kvs, name);
           mine[lk] = {OwnedLease{name, r.token}, static_cast<int64_t>(r.token), true};
           mine.erase(ck);  // the grant took it
         } else {
@@ -1484,6 +1501,56 @@ Backend::CallRef EtcdBackend::release_permit(const std::string& session, const s
                      key, token, resource);
 }
 
+// --- run records (ADR 0048) ------------------------------------------------------
+//
+// One Txn, guarded like a release (the lease key's lease and mod_revision),
+// whose nested Txn compares the run key's value: it starts with the period
+// id in 20 bytes that sort as the numbers do, so etcd's byte-wise value
+// compare is the period rule itself, read and decided inside the Txn (no
+// mod_revision the writer must have read: one round trip always).
+Backend::CallRef EtcdBackend::write_run(const std::string& session, const std::string& name,
+                                        uint64_t token, const RunRecord& record, Duration timeout,
+                                        RunCb cb) {
+  Call* c = new_call(Kind::kRun, timeout);
+  c->run = std::move(cb);
+  if (!parse_session_id(session, &c->lease)) {
+    preset(c, Outcome::kExpired, "etcd: no such session");
+    return c->id;
+  }
+  rpc(c, kTxn,
+      write_run_request(keys_, name, session, c->lease, static_cast<int64_t>(token), record),
+      [this, name, session, record](Call* c, int status, const std::string& err,
+                                    const std::string& answer) {
+        if (status != 0) return fail(c->id, Outcome::kError, status_text(status, err));
+        TxnAnswer t;
+        if (!decode_txn(reinterpret_cast<const uint8_t*>(answer.data()), answer.size(), &t)) {
+          return fail(c->id, Outcome::kError, "etcd: undecodable Txn answer");
+        }
+        const std::string lk = keys_.lease(name), sk = keys_.session(session);
+        bool applied = false, live = false;
+        for (const Kv& kv : t.kvs) {
+          applied = applied || kv.key == lk;  // only the applied branch reads it
+          live = live || kv.key == sk;
+        }
+        RunReply r;
+        r.outcome = Outcome::kRefused;
+        r.stored = run_of(t.kvs, name);
+        // Sent again after a broken connection: the first try may have
+        // written this very record (its times and token tell it apart).
+        if ((t.succeeded && applied) || (c->resent && r.stored == record)) {
+          r.outcome = Outcome::kOk;
+          r.stored = record;
+        } else if (!t.succeeded && !live) {
+          r.outcome = Outcome::kExpired;
+          r.stored.reset();
+        } else {
+          r.refused = t.succeeded ? RunRefusal::kPeriod : RunRefusal::kNotHolder;
+        }
+        deliver(c->id, &Call::run, r);
+      });
+  return c->id;
+}
+
 Backend::CallRef EtcdBackend::close_session(const std::string& session, Duration timeout,
                                             DoneCb cb) {
   Call* c = new_call(Kind::kDone, timeout);
@@ -1534,18 +1601,18 @@ Backend::CallRef EtcdBackend::inspect(const std::vector<std::string>& names, Dur
   c->inspect = std::move(cb);
   c->inspecting = std::make_shared<InspectState>();
   c->inspecting->names = names;
-  // One read-only Txn: the four directories at one revision. Separate Ranges
+  // One read-only Txn: the five directories at one revision. Separate Ranges
   // could see a won acquire's token key but not its lease key (a name reported
   // free with the new token, then held: an observer would see both).
   const std::vector<std::string> dirs = {keys_.sessions_dir(), keys_.leases_dir(),
-                                         keys_.tokens_dir(), keys_.permits_dir()};
+                                         keys_.tokens_dir(), keys_.permits_dir(), keys_.runs_dir()};
   rpc(c, kTxn, snapshot_request(dirs),
       [this](Call* c, int status, const std::string& err, const std::string& answer) {
         if (status != 0) return fail(c->id, Outcome::kError, status_text(status, err));
         std::vector<RangeAnswer> read;
         if (!decode_snapshot(reinterpret_cast<const uint8_t*>(answer.data()), answer.size(),
                              &read) ||
-            read.size() != 4) {
+            read.size() != 5) {
           return fail(c->id, Outcome::kError, "etcd: undecodable inspect Txn answer");
         }
         InspectState& st = *c->inspecting;
@@ -1553,6 +1620,7 @@ Backend::CallRef EtcdBackend::inspect(const std::vector<std::string>& names, Dur
         st.leases = std::move(read[1]);
         st.tokens = std::move(read[2]);
         st.permits = std::move(read[3]);
+        st.runs = std::move(read[4]);
         inspect_step(c->id);
       });
   return c->id;
@@ -1614,6 +1682,13 @@ void EtcdBackend::inspect_step(uint64_t id) {
       l.holder = kv.value;
       l.holder_remaining = it->second;
     }
+  }
+  for (const Kv& kv : st.runs.kvs) {
+    const std::string n = kv.key.substr(keys_.runs_dir().size());
+    RunRecord run;
+    if ((!all && !leases.count(n)) || !parse_run_value(kv.value, &run)) continue;
+    leases[n].name = n;
+    leases[n].run = run;
   }
   for (auto& [n, l] : leases) r.leases.push_back(std::move(l));
   // A row per permit entry of a live session (ADR 0046).

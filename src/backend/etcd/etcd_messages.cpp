@@ -333,6 +333,60 @@ bool parse_counter_value(const std::string& value, PermitCounter* c) {
   return true;
 }
 
+std::string run_period_key(int64_t period_id) {
+  // Non-negative ids in 20 digits; negative ones as "-" and 19 digits of
+  // id + 2^63 ('-' sorts below every digit).
+  char buf[24];
+  if (period_id >= 0) {
+    std::snprintf(buf, sizeof buf, "%020lld", static_cast<long long>(period_id));
+  } else {
+    const uint64_t u = static_cast<uint64_t>(period_id) - (uint64_t{1} << 63);
+    std::snprintf(buf, sizeof buf, "-%019llu", static_cast<unsigned long long>(u));
+  }
+  return buf;
+}
+
+std::string run_value(const RunRecord& r) {
+  return run_period_key(r.period_id) + " " + std::to_string(r.started_ms) + " " +
+         std::to_string(r.ended_ms) + " " + std::to_string(r.token) + " " +
+         run_outcome_name(r.outcome);
+}
+
+bool parse_run_value(const std::string& value, RunRecord* r) {
+  std::string_view f[5];
+  if (!split_fields(value, 5, f) || f[0].size() != 20) return false;
+  // Signed decimal as std::to_string writes it.
+  auto parse_i64 = [](std::string_view s, int64_t* out) {
+    const bool neg = !s.empty() && s[0] == '-';
+    if (neg) s.remove_prefix(1);
+    uint64_t u = 0;
+    if (!parse_dec(s, &u) || (neg && u == 0)) return false;
+    if (neg ? u > (uint64_t{1} << 63) : u > static_cast<uint64_t>(INT64_MAX)) return false;
+    *out = neg ? static_cast<int64_t>(0 - u) : static_cast<int64_t>(u);
+    return true;
+  };
+  uint64_t u = 0;
+  if (f[0][0] == '-') {
+    if (!parse_u64(f[0].substr(1), &u) || u > static_cast<uint64_t>(INT64_MAX)) return false;
+    r->period_id = static_cast<int64_t>(u + (uint64_t{1} << 63));
+  } else {
+    if (!parse_u64(f[0], &u) || u > static_cast<uint64_t>(INT64_MAX)) return false;
+    r->period_id = static_cast<int64_t>(u);
+  }
+  if (!parse_i64(f[1], &r->started_ms) || !parse_i64(f[2], &r->ended_ms) ||
+      !parse_dec(f[3], &r->token)) {
+    return false;
+  }
+  for (RunOutcome o :
+       {RunOutcome::kRunning, RunOutcome::kOk, RunOutcome::kFailed, RunOutcome::kAbandoned}) {
+    if (f[4] == run_outcome_name(o)) {
+      r->outcome = o;
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string prefix_end(const std::string& prefix) {
   // etcd's rule: the prefix with its last byte below 0xff incremented.
   std::string end = prefix;
@@ -446,25 +500,30 @@ std::string acquire_request(const EtcdKeys& keys, const std::string& name, const
   put_lease.lease = lease;
   Etcdserverpb__PutRequest put_token = ETCDSERVERPB__PUT_REQUEST__INIT;
   put_token.key = bytes(token_key);
-  Etcdserverpb__RangeRequest read = ETCDSERVERPB__RANGE_REQUEST__INIT;
+  Etcdserverpb__RangeRequest read = ETCDSERVERPB__RANGE_REQUEST__INIT, read_run = read;
   read.key = bytes(lease_key);
+  const std::string run_key = keys.run(name);
+  read_run.key = bytes(run_key);
   Etcdserverpb__RequestOp won1 = ETCDSERVERPB__REQUEST_OP__INIT,
                           won2 = ETCDSERVERPB__REQUEST_OP__INIT,
-                          held = ETCDSERVERPB__REQUEST_OP__INIT;
+                          held = ETCDSERVERPB__REQUEST_OP__INIT,
+                          run = ETCDSERVERPB__REQUEST_OP__INIT;
   won1.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
   won1.request_put = &put_lease;
   won2.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_PUT;
   won2.request_put = &put_token;
   held.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
   held.request_range = &read;
+  run.request_case = ETCDSERVERPB__REQUEST_OP__REQUEST_REQUEST_RANGE;
+  run.request_range = &read_run;
   Etcdserverpb__Compare* cmps[] = {&absent};
-  Etcdserverpb__RequestOp *oks[] = {&won1, &won2}, *kos[] = {&held};
+  Etcdserverpb__RequestOp *oks[] = {&won1, &won2, &run}, *kos[] = {&held, &run};
   Etcdserverpb__TxnRequest txn = ETCDSERVERPB__TXN_REQUEST__INIT;
   txn.n_compare = 1;
   txn.compare = cmps;
-  txn.n_success = 2;
+  txn.n_success = 3;
   txn.success = oks;
-  txn.n_failure = 1;
+  txn.n_failure = 2;
   txn.failure = kos;
   return pack(&txn.base);
 }
@@ -497,8 +556,11 @@ std::string acquire_candidate_request(const EtcdKeys& keys, const std::string& n
                        {p.put(ck, value, lease)}, {})));
   }
   held.push_back(p.range(ck));
-  auto* t = p.txn({p.cmp(kCreate, lk, 0)},
-                  {p.put(lk, sid, lease), p.put(keys.token(name), "", 0), p.del(ck)}, held);
+  held.push_back(p.range(keys.run(name)));
+  auto* t = p.txn(
+      {p.cmp(kCreate, lk, 0)},
+      {p.put(lk, sid, lease), p.put(keys.token(name), "", 0), p.del(ck), p.range(keys.run(name))},
+      held);
   return pack(&t->base);
 }
 
@@ -521,6 +583,33 @@ std::string handoff_request(const EtcdKeys& keys, const std::string& name, int64
            p.del(chosen->key)};
   }
   auto* t = p.txn(cmps, ops, {p.range(lk), p.range(dir, prefix_end(dir))});
+  return pack(&t->base);
+}
+
+std::string write_run_request(const EtcdKeys& keys, const std::string& name, const std::string& sid,
+                              int64_t lease, int64_t token, const RunRecord& record) {
+  constexpr auto kLess = ETCDSERVERPB__COMPARE__COMPARE_RESULT__LESS;
+  constexpr auto kGreater = ETCDSERVERPB__COMPARE__COMPARE_RESULT__GREATER;
+  TxnParts p;
+  const std::string lk = keys.lease(name), rk = keys.run(name);
+  const std::string period = run_period_key(record.period_id);
+  // Applied: the lease key read (no refusal reads it), so the answer tells.
+  const std::vector<Etcdserverpb__RequestOp*> applied = {p.put(rk, run_value(record), 0),
+                                                         p.range(lk)};
+  const std::vector<Etcdserverpb__RequestOp*> refused = {p.range(rk)};
+  Etcdserverpb__TxnRequest* rule = nullptr;
+  if (record.outcome == RunOutcome::kRunning) {
+    // A value compare fails on an absent key (etcd's rule): then the nested
+    // Txn starts the first period.
+    rule = p.txn({p.cmp_value(rk, period, kLess)}, applied,
+                 {p.nested(p.txn({p.cmp(kCreate, rk, 0)}, applied, refused))});
+  } else {
+    // "{period} ..." sorts above "{period}" and below "{period}!" (' ' < '!').
+    rule = p.txn({p.cmp_value(rk, period, kGreater), p.cmp_value(rk, period + "!", kLess)}, applied,
+                 refused);
+  }
+  auto* t = p.txn({p.cmp(kLease, lk, lease), p.cmp(kMod, lk, token)}, {p.nested(rule)},
+                  {p.range(rk), p.range(keys.session(sid))});
   return pack(&t->base);
 }
 

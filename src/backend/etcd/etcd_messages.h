@@ -11,6 +11,10 @@
 //   {p}/t/{name}  written in the acquire's Txn with the lease key, never
 //                 deleted: its mod_revision is the last token of `name`, for
 //                 inspect once the lease is free.
+//   {p}/run/{name} the name's run record (ADR 0048), attached to no etcd
+//                 lease, so that it outlives the release and the expiry:
+//                 value = run_value(record), whose first 20 bytes order by
+//                 period id, so that a Txn's value compare decides a write.
 // Permits (ADR 0046), {r} = permit_resource(kind, name): sem/{name} or rw/{name}:
 //   {p}/p/{r}/{permit}  an entry (permit id in 20 decimal digits, so that the
 //                 keys sort by it), attached to its session's etcd lease;
@@ -50,10 +54,13 @@ class EtcdKeys {
         tokens_(prefix + "/t/"),
         permits_(prefix + "/p/"),
         counters_(prefix + "/pn/"),
-        candidates_(prefix + "/c/") {}
+        candidates_(prefix + "/c/"),
+        runs_(prefix + "/run/") {}
   std::string session(const std::string& sid) const { return sessions_ + sid; }
   std::string lease(const std::string& name) const { return leases_ + name; }
   std::string token(const std::string& name) const { return tokens_ + name; }
+  std::string run(const std::string& name) const { return runs_ + name; }
+  const std::string& runs_dir() const { return runs_; }
   const std::string& sessions_dir() const { return sessions_; }
   const std::string& leases_dir() const { return leases_; }
   const std::string& tokens_dir() const { return tokens_; }
@@ -72,7 +79,7 @@ class EtcdKeys {
   bool parse_candidate(const std::string& key, std::string* name, std::string* sid) const;
 
  private:
-  std::string sessions_, leases_, tokens_, permits_, counters_, candidates_;
+  std::string sessions_, leases_, tokens_, permits_, counters_, candidates_, runs_;
 };
 
 // A permit entry's value, and back (false: not one).
@@ -95,6 +102,13 @@ struct PermitCounter {
 };
 std::string counter_value(const PermitCounter& c);
 bool parse_counter_value(const std::string& value, PermitCounter* c);
+
+// A run record's value, and back (false: not one): "{period} {started}
+// {ended} {token} {outcome}", the period id in 20 bytes that sort as the
+// numbers do (run_period_key), the outcome by its name.
+std::string run_period_key(int64_t period_id);
+std::string run_value(const RunRecord& r);
+bool parse_run_value(const std::string& value, RunRecord* r);
 
 // The range_end that makes a Range cover every key starting with `prefix`.
 std::string prefix_end(const std::string& prefix);
@@ -122,7 +136,8 @@ std::string range_request(const std::string& key, const std::string& range_end,
                           bool serializable = false);
 // One read-only Txn ranging each prefix: all read at one revision (inspect).
 std::string snapshot_request(const std::vector<std::string>& prefixes);
-// create_revision(lease key) == 0 ? put lease key (sid, lease) and token key : range lease key
+// create_revision(lease key) == 0 ? put lease key (sid, lease) and token key : range lease key;
+// both branches range the run key last (the new term's record, ADR 0048).
 std::string acquire_request(const EtcdKeys& keys, const std::string& name, const std::string& sid,
                             int64_t lease);
 // lease(lease key) == lease && mod_revision(lease key) == token ? delete lease key
@@ -131,7 +146,7 @@ std::string release_request(const EtcdKeys& keys, const std::string& name, int64
 // acquire_request for a candidate (ADR 0047): the lease key absent ? put it,
 // the token key, delete our candidate key : range lease key, (if `leave`:
 // value(lease key) != sid ? put our candidate key `value`), range our
-// candidate key.
+// candidate key; both branches range the run key last.
 std::string acquire_candidate_request(const EtcdKeys& keys, const std::string& name,
                                       const std::string& sid, int64_t lease,
                                       const std::string& value, bool leave);
@@ -143,6 +158,12 @@ std::string acquire_candidate_request(const EtcdKeys& keys, const std::string& n
 std::string handoff_request(const EtcdKeys& keys, const std::string& name, int64_t lease,
                             int64_t token, const Kv* chosen, const std::string& chosen_sid,
                             int64_t view_revision);
+// write_run (ADR 0048): lease(lease key) == lease && mod_revision(lease key)
+// == token ? (a start: value(run key) below the period's, or the key absent;
+// an end: the period's) ? put run key, range lease key : range run key
+// : range run key, range the session's marker (gone: the session expired).
+std::string write_run_request(const EtcdKeys& keys, const std::string& name, const std::string& sid,
+                              int64_t lease, int64_t token, const RunRecord& record);
 // create_revision(key) == id && lease(key) == lease ? delete key
 std::string candidate_release_request(const std::string& key, int64_t id, int64_t lease);
 // One permit acquire: mod_revision(counter) == counter_mod ? [range `dir`
