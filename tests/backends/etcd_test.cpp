@@ -4,7 +4,8 @@
 // and permits (ADR 0046): their keys and values, the entries a keep-alive
 // lists, racing acquires, the cost of a cycle; candidates (ADR 0047): the
 // handoff Txn's guards and the cost of a handover; run records (ADR 0048):
-// their values, the key no lease holds, forged tokens, racing starts.
+// their values, the key no lease holds, forged tokens, racing starts, the
+// cost of a run.
 #ifdef SIMBA_WITH_ETCD
 #include <gtest/gtest.h>
 
@@ -770,6 +771,57 @@ TEST_F(EtcdServer, RacingStartsOfOnePeriodApplyOnce) {
   }
   EXPECT_EQ(applied, 20);
   EXPECT_EQ(period_refused, 20);
+}
+
+// A run's two writes (start, end) against a lock cycle on a name with a
+// record (its acquire reads it) and on one without: p50 of 300 each, one
+// Txn per write.
+TEST_F(EtcdServer, ARunIsTwoRoundTrips) {
+  BackendOnLoop b(url_);
+  ASSERT_TRUE(b) << b.error();
+  const OpenReply r = open(b, 5000);
+  ASSERT_EQ(r.outcome, Outcome::kOk) << r.error;
+  const int n = 300;
+  auto p50 = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  auto us_since = [](std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  };
+  std::vector<double> lock, plain, run;
+  for (int i = 0; i < n; ++i) {
+    if (i % 100 == 0) {
+      ASSERT_EQ(keep_alive(b, r.session_id, 5000).outcome, Outcome::kOk);
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    const AcquireReply l = acquire(b, r.session_id, "cron");
+    const double acquired = us_since(t0);
+    ASSERT_EQ(l.outcome, Outcome::kOk) << l.error;
+    ASSERT_EQ(l.run.has_value(), i > 0);
+    t0 = std::chrono::steady_clock::now();
+    RunRecord rec{60000 * (i + 1), i, 0, l.token, RunOutcome::kRunning};
+    ASSERT_EQ(write_run(b, r.session_id, "cron", l.token, rec).outcome, Outcome::kOk);
+    rec.outcome = RunOutcome::kOk;
+    rec.ended_ms = i + 1;
+    ASSERT_EQ(write_run(b, r.session_id, "cron", l.token, rec).outcome, Outcome::kOk);
+    run.push_back(us_since(t0));
+    t0 = std::chrono::steady_clock::now();
+    bool done = false;
+    b->release(r.session_id, "cron", l.token, ms(5000), [&](const DoneReply&) { done = true; });
+    ASSERT_TRUE(b.run_until([&] { return done; }, 5000));
+    lock.push_back(acquired + us_since(t0));
+    t0 = std::chrono::steady_clock::now();  // the same cycle on a name without a record
+    const AcquireReply p = acquire(b, r.session_id, "plain");
+    ASSERT_EQ(p.outcome, Outcome::kOk) << p.error;
+    done = false;
+    b->release(r.session_id, "plain", p.token, ms(5000), [&](const DoneReply&) { done = true; });
+    ASSERT_TRUE(b.run_until([&] { return done; }, 5000));
+    plain.push_back(us_since(t0));
+  }
+  std::printf(
+      "p50 over %d: run (start + end) %.0f us, lock cycle with a record %.0f us, without %.0f us\n",
+      n, p50(run), p50(lock), p50(plain));
 }
 
 // --- candidates (ADR 0047) -----------------------------------------------------
