@@ -29,6 +29,12 @@ endpoints="http://127.0.0.1:${client[0]},http://127.0.0.1:${client[1]},http://12
 
 status() { etcdctl --endpoints "$endpoints" endpoint status -w json 2>/dev/null; }
 leader() { leader_index "$endpoints"; }
+# The raft leader's index once there is one (within 10 s: a move-leader or a
+# resumed member may leave an election running); "" after that.
+settled_leader() {
+  simba_wait_until 10 "a raft leader" has_leader && leader
+}
+has_leader() { [[ -n "$(leader)" ]]; }
 # A member other than the raft leader, as etcdctl move-leader takes it.
 non_leader_id() {
   status | /usr/bin/python3 -c '
@@ -39,8 +45,8 @@ print("%x" % random.choice(others))'
 }
 
 fails=0
-l=$(leader)
-[[ -n "$l" ]] || { echo "FAIL: no raft leader"; exit 1; }
+l=$(settled_leader)
+[[ -n "$l" ]] || { echo "FAIL: no raft leader within 10 s"; exit 1; }
 f=$(((l + 1) % 3)) o=$(((l + 2) % 3))
 echo "raft leader m$l; the client talks to m$f"
 
@@ -57,8 +63,8 @@ kill "$mover" 2>/dev/null
 wait "$mover" 2>/dev/null
 mover=""
 
-l=$(leader)
-[[ -n "$l" ]] || { echo "FAIL: no raft leader"; exit 1; }
+l=$(settled_leader)
+[[ -n "$l" ]] || { echo "FAIL: no raft leader within 10 s"; exit 1; }
 f=$(((l + 1) % 3))
 echo "2. SIGSTOP of the raft leader m$l (the test resumes it); the client talks to m$f"
 stopped=${pid[$l]}
@@ -70,8 +76,8 @@ kill -CONT "$stopped" 2>/dev/null
 stopped=""
 for i in 0 1 2; do simba_wait_until 30 "etcd member m$i" simba_etcd_healthy "${client[$i]}" || exit 1; done
 
-l=$(leader)
-[[ -n "$l" ]] || { echo "FAIL: no raft leader"; exit 1; }
+l=$(settled_leader)
+[[ -n "$l" ]] || { echo "FAIL: no raft leader within 10 s"; exit 1; }
 f=$(((l + 1) % 3)) o=$(((l + 2) % 3))
 echo "3. SIGTERM of m$f, the member the client talks to (raft leader m$l)"
 SIMBA_TEST_ETCD_CLUSTER_URL="etcd://127.0.0.1:${client[$f]},127.0.0.1:${client[$o]},127.0.0.1:${client[$l]}" \
