@@ -3,7 +3,6 @@
  * (docs/bindings-contract.md): each test here backs one rule of that page and
  * fails if the rule breaks. memory:// only; every wait is bounded.
  */
-#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -193,13 +192,7 @@ static void *close_from_other_thread(void *arg) {
 }
 
 static void process_once(simba_client_t *c, int max_wait_ms) {
-  struct pollfd p;
-  int64_t t = simba_client_timeout_ms(c);
-  if (t < 0 || t > max_wait_ms) t = max_wait_ms;
-  p.fd = simba_client_fd(c);
-  p.events = POLLIN;
-  p.revents = 0;
-  poll(&p, 1, (int)t);
+  poll_client(c, max_wait_ms);
   assert_int_equal(simba_client_process(c), SIMBA_OK);
 }
 
